@@ -1,0 +1,155 @@
+package sandbox
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pki is the key material of one cluster, kept in its folder so that a
+// restarted or wiped cluster keeps its endpoint identity and credentials.
+type pki struct {
+	dir string
+}
+
+func (p pki) caCert() string     { return filepath.Join(p.dir, "ca.crt") }
+func (p pki) caKey() string      { return filepath.Join(p.dir, "ca.key") }
+func (p pki) servingCert() string { return filepath.Join(p.dir, "apiserver.crt") }
+func (p pki) servingKey() string  { return filepath.Join(p.dir, "apiserver.key") }
+func (p pki) saKey() string       { return filepath.Join(p.dir, "sa.key") }
+func (p pki) saPub() string       { return filepath.Join(p.dir, "sa.pub") }
+
+// ensure creates whatever key material is missing: a CA, a serving
+// certificate for 127.0.0.1/localhost signed by it, and the service account
+// signing key pair.
+func (p pki) ensure(clusterName string) error {
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return err
+	}
+	if !exists(p.caCert()) || !exists(p.servingCert()) {
+		if err := p.writeCertificates(clusterName); err != nil {
+			return fmt.Errorf("certificates: %w", err)
+		}
+	}
+	if !exists(p.saKey()) {
+		if err := p.writeServiceAccountKeys(); err != nil {
+			return fmt.Errorf("service account keys: %w", err)
+		}
+	}
+	return nil
+}
+
+func (p pki) writeCertificates(clusterName string) error {
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: clusterName + "-ca", Organization: []string{"purser sandbox"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.AddDate(10, 0, 0),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return err
+	}
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.AddDate(10, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	if err := writePEM(p.caKey(), "EC PRIVATE KEY", mustMarshalEC(caKey), 0o600); err != nil {
+		return err
+	}
+	if err := writePEM(p.servingKey(), "EC PRIVATE KEY", mustMarshalEC(key), 0o600); err != nil {
+		return err
+	}
+	if err := writePEM(p.servingCert(), "CERTIFICATE", der, 0o644); err != nil {
+		return err
+	}
+	// The CA certificate is written last: its presence means the set is whole.
+	return writePEM(p.caCert(), "CERTIFICATE", caDER, 0o644)
+}
+
+func (p pki) writeServiceAccountKeys() error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := writePEM(p.saPub(), "PUBLIC KEY", pub, 0o644); err != nil {
+		return err
+	}
+	return writePEM(p.saKey(), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key), 0o600)
+}
+
+func mustMarshalEC(k *ecdsa.PrivateKey) []byte {
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		panic(err) // only fails for curves the standard library does not know
+	}
+	return der
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return n
+}
+
+func writePEM(path, typ string, der []byte, mode os.FileMode) error {
+	return writeFileAtomic(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode)
+}
+
+// writeFileAtomic writes through a temporary file so that a crash never
+// leaves half a file behind.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

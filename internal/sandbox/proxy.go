@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// Proxy is a TCP proxy in front of an endpoint that a test can cut, to
+// stand for a network partition, and restore. While cut, its port refuses
+// connections and every connection that was open is closed. It keeps its
+// address across a cut, so clients reconnect to the same place.
+type Proxy struct {
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener // nil while cut or closed
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup // the accept loop and the copy goroutines
+	done  bool
+}
+
+// NewProxy listens on listen (e.g. "127.0.0.1:0") and forwards every
+// connection to target.
+func NewProxy(listen, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("proxy to %s: %w", target, err)
+	}
+	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	p.serve(ln)
+	return p, nil
+}
+
+// Addr is host:port that clients connect to.
+func (p *Proxy) Addr() string { return p.addr }
+
+// Cut stops accepting and closes every open connection.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeLocked()
+}
+
+// Restore accepts connections again on the same address.
+func (p *Proxy) Restore() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return errors.New("proxy closed")
+	}
+	if p.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return fmt.Errorf("proxy restore %s: %w", p.addr, err)
+	}
+	p.serveLocked(ln)
+	return nil
+}
+
+// Close cuts the proxy for good and waits for its goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.done = true
+	p.closeLocked()
+	p.mu.Unlock()
+	p.wg.Wait()
+	return nil
+}
+
+func (p *Proxy) closeLocked() {
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *Proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.serveLocked(ln)
+}
+
+func (p *Proxy) serveLocked(ln net.Listener) {
+	p.ln = ln
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return // closed by Cut or Close
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.forward(ln, conn)
+			}()
+		}
+	}()
+}
+
+// forward pipes one client connection to the target until either side
+// closes or the proxy is cut.
+func (p *Proxy) forward(ln net.Listener, client net.Conn) {
+	upstream, err := net.Dial("tcp", p.target)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.ln != ln { // cut while we dialed
+		p.mu.Unlock()
+		client.Close()
+		upstream.Close()
+		return
+	}
+	p.conns[client] = struct{}{}
+	p.conns[upstream] = struct{}{}
+	p.mu.Unlock()
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		io.Copy(dst, src)
+		// Closing both ends unblocks the other direction.
+		dst.Close()
+		src.Close()
+	}
+	go pipe(upstream, client)
+	go pipe(client, upstream)
+	wg.Wait()
+
+	p.mu.Lock()
+	delete(p.conns, client)
+	delete(p.conns, upstream)
+	p.mu.Unlock()
+}

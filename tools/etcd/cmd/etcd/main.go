@@ -1,0 +1,11 @@
+// Command etcd is the etcd server, built from its Go module for the
+// sandbox clusters of purser's tests and demo.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
