@@ -1,0 +1,31 @@
+# The two commands of the README are `make demo` (what `go run` does there)
+# and `make test`. Everything a fresh machine needs is built on first use.
+
+GO ?= go
+TEST_TIMEOUT ?= 45m
+
+.PHONY: build demo test vet fmt-check sandbox-build bench
+
+build:
+	$(GO) build -o bin/purser ./cmd/purser
+
+demo:
+	$(GO) run ./cmd/purser sandbox up --clusters 2
+
+# Builds the sandbox binaries first (once; cached) so that the build's
+# progress is visible and no test binary spends its time limit on it.
+test: sandbox-build
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+sandbox-build:
+	$(GO) run ./cmd/purser sandbox build
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# Benchmarks; their numbers go to docs/benchmarks.md.
+bench: sandbox-build
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./...
