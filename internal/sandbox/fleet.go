@@ -152,7 +152,7 @@ func Down(ctx context.Context, dir string, progress io.Writer) error {
 		return err
 	}
 	if _, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("sandbox down: %w", err)
+		return fmt.Errorf("sandbox down: no sandbox folder at %s", dir)
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, "sandbox.pid")); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {

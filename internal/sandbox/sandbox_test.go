@@ -100,6 +100,7 @@ func TestTwoClustersEachCompleteAJob(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range clusters {
 		t.Run(c.Name(), func(t *testing.T) {
+			t.Parallel()
 			client := clientFromKubeconfig(t, c.KubeconfigPath())
 			nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -247,16 +248,20 @@ func TestAPIServerStopAndRestartKeepsObjects(t *testing.T) {
 	}
 	server := c.Server()
 
+	stopStart := time.Now()
 	c.StopAPIServer()
+	t.Logf("kube-apiserver stopped in %s", time.Since(stopStart).Round(time.Millisecond))
 	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "keep-me", metav1.GetOptions{}); err == nil {
 		t.Fatal("request succeeded with the kube-apiserver stopped")
 	} else if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("want connection refused with the kube-apiserver stopped, got %v", err)
 	}
 
+	restart := time.Now()
 	if err := c.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("kube-apiserver ready again in %s", time.Since(restart).Round(time.Millisecond))
 	if c.Server() != server {
 		t.Fatalf("restarted at %s, was %s", c.Server(), server)
 	}
