@@ -64,7 +64,7 @@ const (
 	// to its request timeout (60 s) for open watches; nothing it holds is
 	// lost by cutting that short.
 	apiServerStopGrace = 2 * time.Second
-	executorImage         = "quay.io/argoproj/argoexec:" + ArgoVersion
+	executorImage      = "quay.io/argoproj/argoexec:" + ArgoVersion
 )
 
 // Start starts a cluster in cfg.Dir, reusing the data, keys, token and

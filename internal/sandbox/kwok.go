@@ -99,7 +99,7 @@ func ensureNodes(ctx context.Context, client kubernetes.Interface, n int) error 
 			ObjectMeta: metav1.ObjectMeta{
 				Name: nodeName(i),
 				Annotations: map[string]string{
-					"kwok.x-k8s.io/node":          "fake",
+					"kwok.x-k8s.io/node":           "fake",
 					"node.alpha.kubernetes.io/ttl": "0",
 				},
 				Labels: map[string]string{

@@ -22,8 +22,8 @@ type pki struct {
 	dir string
 }
 
-func (p pki) caCert() string     { return filepath.Join(p.dir, "ca.crt") }
-func (p pki) caKey() string      { return filepath.Join(p.dir, "ca.key") }
+func (p pki) caCert() string      { return filepath.Join(p.dir, "ca.crt") }
+func (p pki) caKey() string       { return filepath.Join(p.dir, "ca.key") }
 func (p pki) servingCert() string { return filepath.Join(p.dir, "apiserver.crt") }
 func (p pki) servingKey() string  { return filepath.Join(p.dir, "apiserver.key") }
 func (p pki) saKey() string       { return filepath.Join(p.dir, "sa.key") }
