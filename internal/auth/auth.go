@@ -1,0 +1,262 @@
+// Package auth decides who a request comes from and what they may do.
+// Users are identified by bearer tokens listed, hashed, in a tokens file;
+// what they may do comes from a policy file of roles per namespace. Both
+// files are YAML so that a platform team keeps them in version control.
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// User is an authenticated caller.
+type User struct {
+	Name   string
+	Groups []string
+}
+
+// TokensFile is the format of the tokens file:
+//
+//	tokens:
+//	- user: alice
+//	  groups: [team-a]
+//	  sha256: 9f86d0...   # hex SHA-256 of the token; the token itself is never stored
+type TokensFile struct {
+	Tokens []TokenEntry `json:"tokens"`
+}
+
+// TokenEntry is one token of the tokens file.
+type TokenEntry struct {
+	User   string   `json:"user"`
+	Groups []string `json:"groups,omitempty"`
+	SHA256 string   `json:"sha256"`
+}
+
+// Authenticator maps tokens to users.
+type Authenticator struct {
+	byHash map[string]User
+}
+
+// HashToken is the form in which a token is stored.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewToken returns a new random token.
+func NewToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// LoadTokens reads a tokens file.
+func LoadTokens(path string) (*Authenticator, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file: %w", err)
+	}
+	var f TokensFile
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	return NewAuthenticator(f)
+}
+
+// NewAuthenticator checks a tokens file's content and indexes it.
+func NewAuthenticator(f TokensFile) (*Authenticator, error) {
+	a := &Authenticator{byHash: map[string]User{}}
+	for i, t := range f.Tokens {
+		h := strings.ToLower(strings.TrimSpace(t.SHA256))
+		if t.User == "" {
+			return nil, fmt.Errorf("tokens[%d]: user is empty", i)
+		}
+		if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
+			return nil, fmt.Errorf("tokens[%d] (%s): sha256 must be 64 hex digits", i, t.User)
+		}
+		if _, dup := a.byHash[h]; dup {
+			return nil, fmt.Errorf("tokens[%d] (%s): the same token is listed twice", i, t.User)
+		}
+		a.byHash[h] = User{Name: t.User, Groups: t.Groups}
+	}
+	return a, nil
+}
+
+// Authenticate returns the user a token belongs to.
+func (a *Authenticator) Authenticate(token string) (User, bool) {
+	if token == "" {
+		return User{}, false
+	}
+	u, ok := a.byHash[HashToken(token)]
+	return u, ok
+}
+
+// Role is what a user may do in a namespace. Roles are cumulative in the
+// order viewer < editor < admin; approver adds approving to viewer.
+type Role string
+
+const (
+	RoleViewer   Role = "viewer"
+	RoleEditor   Role = "editor"
+	RoleApprover Role = "approver"
+	RoleAdmin    Role = "admin"
+)
+
+// Verb is an action checked against the policy.
+type Verb string
+
+const (
+	VerbRead    Verb = "read"    // get, list, history
+	VerbWrite   Verb = "write"   // create, update, delete, cancel
+	VerbApprove Verb = "approve" // approve or reject someone else's change
+)
+
+// PolicyFile is the format of the policy file:
+//
+//	admins: [admin, "group:platform"]   # everything, everywhere, clusters included
+//	namespaces:
+//	  team-a:
+//	    roles:
+//	      viewer: ["group:team-a"]
+//	      editor: [alice]
+//	      approver: [carol]
+//	    approval: {runnables: true, deployables: true}
+//	  "*":                              # applies to every namespace, in addition
+//	    roles: {viewer: ["group:auditors"]}
+//
+// A subject is a user name or "group:<name>".
+type PolicyFile struct {
+	Admins     []string                   `json:"admins,omitempty"`
+	Namespaces map[string]NamespacePolicy `json:"namespaces,omitempty"`
+}
+
+// NamespacePolicy is the roles and approval rules of one namespace.
+type NamespacePolicy struct {
+	Roles    map[Role][]string `json:"roles,omitempty"`
+	Approval Approval          `json:"approval,omitempty"`
+}
+
+// Approval says which changes in a namespace need a second person.
+type Approval struct {
+	Runnables   bool `json:"runnables,omitempty"`
+	Deployables bool `json:"deployables,omitempty"`
+}
+
+// Policy answers authorization questions.
+type Policy struct {
+	f PolicyFile
+}
+
+// AnyNamespace is the policy key that applies to every namespace.
+const AnyNamespace = "*"
+
+// LoadPolicy reads a policy file.
+func LoadPolicy(path string) (*Policy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
+	var f PolicyFile
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", path, err)
+	}
+	return NewPolicy(f)
+}
+
+// NewPolicy checks a policy's content.
+func NewPolicy(f PolicyFile) (*Policy, error) {
+	for ns, np := range f.Namespaces {
+		for role := range np.Roles {
+			switch role {
+			case RoleViewer, RoleEditor, RoleApprover, RoleAdmin:
+			default:
+				return nil, fmt.Errorf("policy: namespace %s: unknown role %q (viewer, editor, approver, admin)", ns, role)
+			}
+		}
+	}
+	return &Policy{f: f}, nil
+}
+
+func matches(u User, subjects []string) bool {
+	for _, s := range subjects {
+		if g, ok := strings.CutPrefix(s, "group:"); ok {
+			if slices.Contains(u.Groups, g) {
+				return true
+			}
+		} else if s == u.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// IsAdmin reports whether u administers everything, clusters included.
+func (p *Policy) IsAdmin(u User) bool { return matches(u, p.f.Admins) }
+
+// roles returns the roles u holds in namespace ns.
+func (p *Policy) roles(u User, ns string) map[Role]bool {
+	held := map[Role]bool{}
+	for _, key := range []string{ns, AnyNamespace} {
+		np, ok := p.f.Namespaces[key]
+		if !ok {
+			continue
+		}
+		for role, subjects := range np.Roles {
+			if matches(u, subjects) {
+				held[role] = true
+			}
+		}
+	}
+	return held
+}
+
+// Allowed reports whether u may do verb in namespace ns.
+func (p *Policy) Allowed(u User, ns string, verb Verb) bool {
+	if p.IsAdmin(u) {
+		return true
+	}
+	r := p.roles(u, ns)
+	switch verb {
+	case VerbRead:
+		return r[RoleViewer] || r[RoleEditor] || r[RoleApprover] || r[RoleAdmin]
+	case VerbWrite:
+		return r[RoleEditor] || r[RoleAdmin]
+	case VerbApprove:
+		return r[RoleApprover] || r[RoleAdmin]
+	}
+	return false
+}
+
+// ReadsEverywhere reports whether u may read every namespace, and so list
+// across namespaces.
+func (p *Policy) ReadsEverywhere(u User) bool {
+	if p.IsAdmin(u) {
+		return true
+	}
+	np := p.f.Namespaces[AnyNamespace]
+	for _, subjects := range np.Roles {
+		if matches(u, subjects) {
+			return true
+		}
+	}
+	return false
+}
+
+// ApprovalRequired reports whether changes of a kind ("Runnable" or
+// "Deployable") in namespace ns wait for a second person.
+func (p *Policy) ApprovalRequired(ns, kind string) bool {
+	for _, key := range []string{ns, AnyNamespace} {
+		a := p.f.Namespaces[key].Approval
+		if (kind == "Runnable" && a.Runnables) || (kind == "Deployable" && a.Deployables) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,61 @@
+package seal
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSealRoundTripAndBinding(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "key")
+	s, err := EnsureKeyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v, want 0600", fi.Mode().Perm())
+	}
+	secret := []byte("password=hunter2")
+	sealed, err := s.Seal(secret, "deployable/uid-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(sealed, secret) {
+		t.Fatal("sealed value contains the plaintext")
+	}
+	again, _ := s.Seal(secret, "deployable/uid-1")
+	if bytes.Equal(sealed, again) {
+		t.Fatal("two seals of the same value are equal: nonce reused")
+	}
+	plain, err := s.Open(sealed, "deployable/uid-1")
+	if err != nil || !bytes.Equal(plain, secret) {
+		t.Fatalf("open: %q, %v", plain, err)
+	}
+	if _, err := s.Open(sealed, "deployable/uid-2"); err == nil {
+		t.Fatal("opened a value bound to another place")
+	}
+	sealed[len(sealed)-1] ^= 1
+	if _, err := s.Open(sealed, "deployable/uid-1"); err == nil {
+		t.Fatal("opened a tampered value")
+	}
+	// The same file gives the same key.
+	s2, err := EnsureKeyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Open(again, "deployable/uid-1"); err != nil {
+		t.Fatalf("reloaded key cannot open: %v", err)
+	}
+}
+
+func TestBadKeys(t *testing.T) {
+	if _, err := New(make([]byte, 16)); err == nil {
+		t.Error("accepted a 16-byte key")
+	}
+	path := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(path, []byte("not base64!"), 0o600)
+	if _, err := LoadKeyFile(path); err == nil {
+		t.Error("accepted a key file that is not base64")
+	}
+}
