@@ -10,13 +10,11 @@ import (
 // wired here as its package lands; until then the subcommand says so
 // instead of pretending to run.
 var components = []struct{ name, short string }{
-	{"api", "REST API and web UI: validation, approvals, audit; reads come from the database"},
 	{"submitter", "Places runnables on clusters from the submissions work queue, with retries"},
 	{"syncer", "Keeps deployables identical on every matching cluster and repairs drift"},
 	{"agent", "Runs beside one member cluster: events, snapshots, heartbeats, self-fencing"},
 	{"ingester", "Keeps the inventory from agents' events and snapshots; removes zombies"},
 	{"controller", "Cluster and application health, taints, failover with preserved state"},
-	{"up", "Every component in one process with embedded NATS and SQLite"},
 }
 
 func newComponentCommands() []*cobra.Command {

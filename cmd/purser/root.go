@@ -21,6 +21,15 @@ runs all of them in one process.`,
 	root.AddCommand(
 		newVersionCommand(),
 		newSandboxCommand(),
+		newUpCommand(),
+		newAPICommand(),
+		newApplyCommand(),
+		newGetCommand(),
+		newDescribeCommand(),
+		newDeleteCommand(),
+		newDecideCommand("approve"),
+		newDecideCommand("reject"),
+		newHistoryCommand(),
 	)
 	root.AddCommand(newComponentCommands()...)
 	return root

@@ -6,8 +6,11 @@ package seal
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -24,7 +27,8 @@ const KeySize = 32
 
 // Sealer encrypts and decrypts with one key.
 type Sealer struct {
-	aead cipher.AEAD
+	aead   cipher.AEAD
+	macKey []byte
 }
 
 // New returns a Sealer for a 32-byte key.
@@ -40,7 +44,20 @@ func New(key []byte) (*Sealer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sealer{aead: aead}, nil
+	// The fingerprint key is derived, so that the encryption key itself is
+	// never used for two purposes.
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("purser fingerprint key"))
+	return &Sealer{aead: aead, macKey: mac.Sum(nil)}, nil
+}
+
+// Fingerprint is a keyed hash of a secret value: equal values give equal
+// fingerprints, so a change can be detected, but without the key a
+// fingerprint cannot be used to guess the value.
+func (s *Sealer) Fingerprint(data []byte) string {
+	mac := hmac.New(sha256.New, s.macKey)
+	mac.Write(data)
+	return hex.EncodeToString(mac.Sum(nil))
 }
 
 // LoadKeyFile reads a key file holding the key in base64 (one line).

@@ -59,3 +59,17 @@ func TestBadKeys(t *testing.T) {
 		t.Error("accepted a key file that is not base64")
 	}
 }
+
+func TestFingerprint(t *testing.T) {
+	a, _ := New(bytes.Repeat([]byte{1}, KeySize))
+	b, _ := New(bytes.Repeat([]byte{2}, KeySize))
+	if a.Fingerprint([]byte("x")) != a.Fingerprint([]byte("x")) {
+		t.Error("same value, different fingerprints")
+	}
+	if a.Fingerprint([]byte("x")) == a.Fingerprint([]byte("y")) {
+		t.Error("different values, same fingerprint")
+	}
+	if a.Fingerprint([]byte("x")) == b.Fingerprint([]byte("x")) {
+		t.Error("fingerprint does not depend on the key")
+	}
+}

@@ -1,0 +1,325 @@
+package v1alpha1
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"reflect"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// Decode reads one purser object from a request body, JSON or YAML as
+// contentType says (sniffed when empty), and returns a *Runnable,
+// *Deployable or *Cluster according to its kind. Every error is a
+// *DecodeError.
+//
+// Decoding is strict, unlike encoding/json: keys match field names
+// case-sensitively, and unknown fields are refused by path, because a
+// misspelt field that is silently dropped (say, failover) changes what
+// purser does without telling anyone. spec.template and status.result are
+// free-form.
+func Decode(data []byte, contentType string) (any, error) {
+	return decode(data, contentType, "")
+}
+
+// DecodeRunnable is Decode for an endpoint that takes only Runnables.
+func DecodeRunnable(data []byte, contentType string) (*Runnable, error) {
+	obj, err := decode(data, contentType, KindRunnable)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*Runnable), nil
+}
+
+// DecodeDeployable is Decode for an endpoint that takes only Deployables.
+func DecodeDeployable(data []byte, contentType string) (*Deployable, error) {
+	obj, err := decode(data, contentType, KindDeployable)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*Deployable), nil
+}
+
+// DecodeCluster is Decode for an endpoint that takes only Clusters.
+func DecodeCluster(data []byte, contentType string) (*Cluster, error) {
+	obj, err := decode(data, contentType, KindCluster)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*Cluster), nil
+}
+
+func decode(data []byte, contentType, wantKind string) (any, error) {
+	js, derr := toJSON(data, contentType)
+	if derr != nil {
+		return nil, derr
+	}
+
+	// Read apiVersion and kind first: checking the rest of the body against
+	// the schema of a kind it does not claim would only produce noise.
+	var tm TypeMeta
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &tm); err != nil {
+		return nil, fromJSONError(err)
+	}
+	var problems FieldErrors
+	if tm.APIVersion != GroupVersion {
+		problems = append(problems, FieldError{Field: "apiVersion", Message: "must be " + GroupVersion})
+	}
+	var obj any
+	switch tm.Kind {
+	case KindRunnable:
+		obj = &Runnable{}
+	case KindDeployable:
+		obj = &Deployable{}
+	case KindCluster:
+		obj = &Cluster{}
+	case "":
+		problems = append(problems, FieldError{Field: "kind", Message: "is required: Runnable, Deployable or Cluster"})
+	default:
+		problems = append(problems, FieldError{Field: "kind", Message: "must be Runnable, Deployable or Cluster"})
+	}
+	if obj != nil && wantKind != "" && tm.Kind != wantKind {
+		problems = append(problems, FieldError{Field: "kind", Message: "must be " + wantKind + " on this endpoint"})
+	}
+	if len(problems) > 0 {
+		return nil, newDecodeError(false, problems)
+	}
+
+	strictErrs, err := sigsjson.UnmarshalStrict(js, obj)
+	if err != nil {
+		return nil, fromJSONError(err)
+	}
+	if len(strictErrs) > 0 {
+		return nil, fromStrictErrors(strictErrs)
+	}
+	if derr := normalize(obj); derr != nil {
+		return nil, derr
+	}
+	return obj, nil
+}
+
+// toJSON returns the body as the JSON text of one object.
+func toJSON(data []byte, contentType string) ([]byte, *DecodeError) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, malformed("", "the body is empty; send one purser object")
+	}
+	isJSON, err := isJSONMedia(contentType, trimmed)
+	if err != nil {
+		return nil, malformed("", "%v", err)
+	}
+	if !isJSON {
+		doc, derr := singleYAMLDocument(data)
+		if derr != nil {
+			return nil, derr
+		}
+		if trimmed, err = yaml.YAMLToJSONStrict(doc); err != nil {
+			return nil, malformed("", "invalid YAML: %v", err)
+		}
+	}
+	if trimmed[0] != '{' {
+		return nil, malformed("", "the body must be one object with apiVersion and kind")
+	}
+	return trimmed, nil
+}
+
+func isJSONMedia(contentType string, body []byte) (bool, error) {
+	if contentType == "" {
+		return body[0] == '{', nil
+	}
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false, errors.New("unreadable Content-Type; use application/json or application/yaml")
+	}
+	switch {
+	case mediaType == "application/json" || strings.HasSuffix(mediaType, "+json"):
+		return true, nil
+	case mediaType == "application/yaml" || mediaType == "application/x-yaml" ||
+		mediaType == "text/yaml" || mediaType == "text/x-yaml" || strings.HasSuffix(mediaType, "+yaml"):
+		return false, nil
+	}
+	return false, errors.New("Content-Type " + mediaType + " is not supported; use application/json or application/yaml")
+}
+
+// singleYAMLDocument refuses a multi-document stream, which the YAML
+// parser would otherwise cut to its first document without a word. It
+// splits the way kubectl and the purser CLI do.
+func singleYAMLDocument(data []byte) ([]byte, *DecodeError) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var found []byte
+	for {
+		doc, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, malformed("", "invalid YAML: %v", err)
+		}
+		if blankYAML(doc) {
+			continue
+		}
+		if found != nil {
+			return nil, malformed("", "the body holds several YAML documents; send one object per request")
+		}
+		found = doc
+	}
+	if found == nil {
+		return nil, malformed("", "the body holds no YAML document; send one purser object")
+	}
+	return found, nil
+}
+
+func blankYAML(doc []byte) bool {
+	for line := range bytes.Lines(doc) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+func fromJSONError(err error) *DecodeError {
+	if ok, offset := sigsjson.SyntaxErrorOffset(err); ok {
+		return malformed("", "invalid JSON at byte %d: %v", offset, err)
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		if typeErr.Field == "" {
+			return malformed("", "the body must be one object with apiVersion and kind")
+		}
+		return invalid(typeErr.Field, "must be %s, not %s", describeType(typeErr.Type), typeErr.Value)
+	}
+	var timeErr *time.ParseError
+	if errors.As(err, &timeErr) {
+		return invalid("", "%q is not a time; write times in RFC 3339, like 2026-12-01T06:00:00Z", strings.Trim(timeErr.Value, `"`))
+	}
+	// The remaining errors come from the UnmarshalJSON methods of embedded
+	// Kubernetes types (times, quantities), which do not know the field.
+	return invalid("", "%v", err)
+}
+
+func describeType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		return "an RFC 3339 time"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "a " + t.String()
+}
+
+// fromStrictErrors turns the unknown and duplicate fields found by the
+// strict decoder into one error. A duplicate key makes the body ambiguous,
+// so it is malformed; an unknown field is a body that reads fine but does not
+// fit the schema.
+func fromStrictErrors(errs []error) *DecodeError {
+	details := make(FieldErrors, 0, len(errs))
+	isMalformed := false
+	for _, err := range errs {
+		var fe sigsjson.FieldError
+		if !errors.As(err, &fe) {
+			details = append(details, FieldError{Message: err.Error()})
+			continue
+		}
+		msg := "unknown field"
+		if strings.HasPrefix(fe.Error(), "duplicate field") {
+			msg = "duplicate field"
+			isMalformed = true
+		}
+		details = append(details, FieldError{Field: fe.FieldPath(), Message: msg})
+	}
+	return newDecodeError(isMalformed, details)
+}
+
+// normalize gives each value the one form it has after being stored and
+// read back, so that a decoded object equals itself after a round trip and
+// a spec hashes the same before and after. Free-form numbers: 3.0 is
+// written back as 3, so whole numbers become int64, which is also what
+// readers such as unstructured.NestedInt64 expect.
+func normalize(obj any) *DecodeError {
+	switch o := obj.(type) {
+	case *Runnable:
+		normalizeMap(o.Spec.Template)
+		normalizeMap(o.Status.Result)
+	case *Deployable:
+		normalizeMap(o.Spec.Template)
+	case *Cluster:
+		if derr := normalizeTaints("spec.taints", o.Spec.Taints); derr != nil {
+			return derr
+		}
+		return normalizeTaints("status.taints", o.Status.Taints)
+	}
+	return nil
+}
+
+// normalizeTaints adapts timeAdded to metav1.Time, which is written in UTC
+// to the second and writes a zero time as null. A time whose UTC year falls
+// outside 0000-9999 would be written as text that no parser reads back, so
+// it is refused here rather than stored.
+func normalizeTaints(field string, taints []corev1.Taint) *DecodeError {
+	for i := range taints {
+		t := taints[i].TimeAdded
+		if t == nil {
+			continue
+		}
+		if y := t.UTC().Year(); y < 0 || y > 9999 {
+			return invalid(fmt.Sprintf("%s[%d].timeAdded", field, i), "must lie between years 0000 and 9999 in UTC")
+		}
+		if t.Time = t.Truncate(time.Second); t.IsZero() {
+			taints[i].TimeAdded = nil
+		}
+	}
+	return nil
+}
+
+func normalizeMap(m map[string]any) {
+	for k, v := range m {
+		m[k] = normalizeValue(v)
+	}
+}
+
+func normalizeValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		normalizeMap(x)
+	case []any:
+		for i := range x {
+			x[i] = normalizeValue(x[i])
+		}
+	case float64:
+		// The bounds, -2^63 inclusive and 2^63 exclusive, are exact in
+		// float64; outside them int64 would overflow.
+		if x >= -(1<<63) && x < 1<<63 && x == math.Trunc(x) {
+			return int64(x)
+		}
+	}
+	return v
+}

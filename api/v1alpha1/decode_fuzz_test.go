@@ -1,0 +1,65 @@
+package v1alpha1
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/third_party/forked/golang/reflect"
+)
+
+// roundTripEqual is equality as the API sees it: nil and empty lists and
+// maps are the same JSON, and two times are equal when they are the same
+// instant, whatever zone they were parsed in.
+var roundTripEqual = reflect.EqualitiesOrDie(
+	func(a, b time.Time) bool { return a.Equal(b) },
+)
+
+func FuzzDecode(f *testing.F) {
+	seeds := []struct{ body, contentType string }{
+		{runnableYAML, "application/yaml"},
+		{runnableJSON, "application/json"},
+		{deployableYAML, "application/yaml"},
+		{clusterYAML, ""},
+		{`{"apiVersion":"purser.io/v1alpha1","kind":"Cluster","metadata":{"name":"dc1-a"},"spec":{"kubeconfig":"apiVersion: v1\nkind: Config\ncurrent-context: x\n","taints":[{"key":"k","effect":"NoExecute"}]}}`, "application/json"},
+		{`{"apiVersion":"purser.io/v1alpha1","kind":"Deployable","metadata":{"name":"s","namespace":"n"},"spec":{"template":{"apiVersion":"v1","kind":"Secret","data":{"a":"!!"},"stringData":{"b":1}}}}`, ""},
+		{`{"apiVersion":"purser.io/v1alpha1","kind":"Runnable","spec":{"template":{"n":[1e400]}}}`, ""},
+		{`{"apiVersion":"purser.io/v1alpha1","kind":"Runnable","status":{"phase":"Running","attempts":[{"number":1,"startedAt":"2026-01-01T00:00:00+00:00"}],"result":{"x":-0.0}}}`, ""},
+		{`{"apiVersion":"purser.io/v1alpha1","kind":"Runnable","spec":{"failover":{"application":{"statePreservation":{"rules":[{"aliasLabelName":"a","jsonPath":"{.a"}]}},"mutations":[{"when":"preserved[","path":"a..b","value":""}]}}}`, ""},
+		{`{"kind":"Runnable","kind":"Runnable"}`, "application/json"},
+		{"apiVersion: purser.io/v1alpha1\nkind: Runnable\nmetadata: &a {name: x}\nspec: *a\n", "application/yaml"},
+		{"a: b\n---\nc: d\n", "application/yaml"},
+		{`[1, 2]`, ""},
+		{`"text"`, "application/json"},
+		{"", ""},
+		{"{", "application/json"},
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s.body), s.contentType)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, data []byte, contentType string) {
+		obj, err := Decode(data, contentType)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %T is not a *DecodeError: %v", err, err)
+			}
+			return
+		}
+		assertRoundTrip(t, obj)
+		switch o := obj.(type) {
+		case *Runnable:
+			ValidateRunnable(o, now)
+			o.SetDefaults()
+			ValidateRunnable(o, now)
+		case *Deployable:
+			ValidateDeployable(o)
+		case *Cluster:
+			ValidateCluster(o)
+			ValidateClusterUpdate(o, o)
+		default:
+			t.Fatalf("Decode returned %T", obj)
+		}
+	})
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/server"
+	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/stream"
+)
+
+func newAPICommand() *cobra.Command {
+	var database, natsURL, listen, tokensFile, policyFile, keyFile string
+	cmd := &cobra.Command{
+		Use:   "api",
+		Short: "Serve the REST API (and relay the outbox to the stream)",
+		Long: `Serve purser's REST API against an external database and NATS, as one of
+several stateless replicas. Each replica also relays the database outbox to
+the stream; the stream drops the duplicates that competing relays publish.`,
+		Example: `  purser api --database postgres://purser@db/purser --nats nats://nats:4222 \
+    --tokens /etc/purser/tokens.yaml --policy /etc/purser/policy.yaml --key-file /etc/purser/secret.key`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			tokens, err := auth.LoadTokens(tokensFile)
+			if err != nil {
+				return err
+			}
+			policy, err := auth.LoadPolicy(policyFile)
+			if err != nil {
+				return err
+			}
+			sealer, err := seal.LoadKeyFile(keyFile)
+			if err != nil {
+				return err
+			}
+			db, err := store.Open(ctx, database)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			streams, err := stream.Connect(ctx, natsURL, stream.Options{Name: "purser-api"})
+			if err != nil {
+				return err
+			}
+			defer streams.Close()
+			if err := streams.Declare(ctx); err != nil {
+				return err
+			}
+			relay := outbox.NewRelay(outbox.StoreSource(db), streams, outbox.RelayOptions{Logger: log})
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				relay.Run(ctx)
+			}()
+			srv := &http.Server{
+				Addr:              listen,
+				Handler:           server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}),
+				ReadHeaderTimeout: 10 * time.Second,
+			}
+			go func() {
+				<-ctx.Done()
+				sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer scancel()
+				srv.Shutdown(sctx)
+			}()
+			fmt.Fprintf(cmd.OutOrStdout(), "purser api listening on http://%s\n", listen)
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
+	cmd.Flags().StringVar(&natsURL, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve on")
+	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens)")
+	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals)")
+	cmd.Flags().StringVar(&keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) sealing kubeconfigs and Secret values at rest")
+	return cmd
+}

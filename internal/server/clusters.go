@@ -1,0 +1,232 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/store"
+)
+
+// storedClusterSpec is the spec column of a cluster: everything but the
+// kubeconfig, which is sealed in its own column.
+type storedClusterSpec struct {
+	Annotations map[string]string    `json:"annotations,omitempty"`
+	Spec        v1alpha1.ClusterSpec `json:"spec"`
+}
+
+// kubeconfigBinding ties a sealed kubeconfig to its cluster.
+func kubeconfigBinding(name string) string { return "cluster/" + name + "/kubeconfig" }
+
+// createCluster serves POST /api/v1/clusters (admins only).
+func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
+	if !s.cfg.Policy.IsAdmin(u) {
+		return 0, nil, errForbidden("user %q may not register clusters; only admins may", u.Name)
+	}
+	obj, err := decodeBody(r, v1alpha1.DecodeCluster)
+	if err != nil {
+		return 0, nil, err
+	}
+	if errs := v1alpha1.ValidateCluster(obj); len(errs) > 0 {
+		return 0, nil, errInvalid("Cluster is invalid", errs)
+	}
+	rec, err := s.clusterRecord(obj, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		if err := tx.CreateCluster(r.Context(), rec); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return errConflict("cluster %s is already registered; update it with PUT /api/v1/clusters/%s", rec.Name, rec.Name)
+			}
+			return err
+		}
+		return appendAudit(r.Context(), tx, u, "create", v1alpha1.KindCluster, "", rec.Name,
+			fmt.Sprintf("registered cluster %s (labels %s)", rec.Name, formatLabels(rec.Labels)), "Registered", clusterDetails(obj))
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := clusterFromRecord(rec)
+	return http.StatusCreated, out, err
+}
+
+// updateCluster serves PUT /api/v1/clusters/{name}: labels, taints, and the
+// kubeconfig when one is given (an empty one keeps the stored one).
+func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
+	name := r.PathValue("name")
+	if !s.cfg.Policy.IsAdmin(u) {
+		return 0, nil, errForbidden("user %q may not change clusters; only admins may", u.Name)
+	}
+	obj, err := decodeBody(r, v1alpha1.DecodeCluster)
+	if err != nil {
+		return 0, nil, err
+	}
+	if obj.Metadata.Name == "" {
+		obj.Metadata.Name = name
+	}
+	// The URL names the cluster being changed; ValidateClusterUpdate says
+	// so when the body names another.
+	urlCluster := &v1alpha1.Cluster{Metadata: v1alpha1.ObjectMeta{Name: name}}
+	if errs := v1alpha1.ValidateClusterUpdate(urlCluster, obj); len(errs) > 0 {
+		return 0, nil, errInvalid("Cluster is invalid", errs)
+	}
+	var rec *store.Cluster
+	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		old, err := tx.GetCluster(r.Context(), name)
+		if err != nil {
+			return err
+		}
+		if rec, err = s.clusterRecord(obj, old); err != nil {
+			return err
+		}
+		if err := tx.UpdateCluster(r.Context(), rec); err != nil {
+			return err
+		}
+		summary := fmt.Sprintf("updated cluster %s (labels %s, %d taints", name, formatLabels(rec.Labels), len(obj.Spec.Taints))
+		if obj.Spec.Kubeconfig != "" {
+			summary += ", new kubeconfig"
+		}
+		return appendAudit(r.Context(), tx, u, "update", v1alpha1.KindCluster, "", name, summary+")", "Updated", clusterDetails(obj))
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("cluster %s is not registered; register it with POST /api/v1/clusters", name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := clusterFromRecord(rec)
+	return http.StatusOK, out, err
+}
+
+func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
+	name := r.PathValue("name")
+	if !s.cfg.Policy.IsAdmin(u) {
+		return 0, nil, errForbidden("user %q may not remove clusters; only admins may", u.Name)
+	}
+	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		if err := tx.DeleteCluster(r.Context(), name); err != nil {
+			return err
+		}
+		return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindCluster, "", name, "removed cluster "+name, "Removed", nil)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("cluster %s is not registered", name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]string{"status": "removed", "cluster": name}, nil
+}
+
+// Every authenticated user may see the clusters: where work can go is no
+// secret, and kubeconfigs are never returned.
+func (s *Server) getCluster(r *http.Request, _ auth.User) (int, any, error) {
+	name := r.PathValue("name")
+	var rec *store.Cluster
+	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.GetCluster(r.Context(), name)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("cluster %s is not registered", name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := clusterFromRecord(rec)
+	return http.StatusOK, out, err
+}
+
+func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
+	var recs []*store.Cluster
+	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		recs, err = tx.ListClusters(r.Context())
+		return err
+	}); err != nil {
+		return 0, nil, err
+	}
+	out := List[*v1alpha1.Cluster]{Items: make([]*v1alpha1.Cluster, 0, len(recs))}
+	for _, rec := range recs {
+		obj, err := clusterFromRecord(rec)
+		if err != nil {
+			return 0, nil, err
+		}
+		out.Items = append(out.Items, obj)
+	}
+	return http.StatusOK, out, nil
+}
+
+// clusterRecord builds the row for obj, sealing its kubeconfig, or keeping
+// old's when obj carries none.
+func (s *Server) clusterRecord(obj *v1alpha1.Cluster, old *store.Cluster) (*store.Cluster, error) {
+	name := obj.Metadata.Name
+	rec := &store.Cluster{Name: name, Labels: obj.Metadata.Labels}
+	if old != nil {
+		*rec = *old
+		rec.Labels = obj.Metadata.Labels
+	}
+	if obj.Spec.Kubeconfig != "" {
+		sealed, err := s.cfg.Sealer.Seal([]byte(obj.Spec.Kubeconfig), kubeconfigBinding(name))
+		if err != nil {
+			return nil, err
+		}
+		rec.Kubeconfig = sealed
+	}
+	spec := obj.Spec
+	spec.Kubeconfig = ""
+	doc, err := json.Marshal(storedClusterSpec{Annotations: obj.Metadata.Annotations, Spec: spec})
+	if err != nil {
+		return nil, err
+	}
+	rec.Spec = doc
+	return rec, nil
+}
+
+// clusterDetails is what the audit log keeps of a cluster change: never
+// the kubeconfig.
+func clusterDetails(obj *v1alpha1.Cluster) any {
+	return map[string]any{"labels": obj.Metadata.Labels, "taints": obj.Spec.Taints}
+}
+
+func clusterFromRecord(rec *store.Cluster) (*v1alpha1.Cluster, error) {
+	var doc storedClusterSpec
+	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
+		return nil, fmt.Errorf("cluster %s: stored spec: %w", rec.Name, err)
+	}
+	var st v1alpha1.ClusterStatus
+	if len(rec.Status) > 0 {
+		if err := json.Unmarshal(rec.Status, &st); err != nil {
+			return nil, fmt.Errorf("cluster %s: stored status: %w", rec.Name, err)
+		}
+	}
+	return &v1alpha1.Cluster{
+		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindCluster},
+		Metadata: v1alpha1.ObjectMeta{
+			Name: rec.Name, Labels: rec.Labels, Annotations: doc.Annotations,
+			ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10), CreationTimestamp: rec.CreatedAt,
+		},
+		Spec:   doc.Spec,
+		Status: st,
+	}, nil
+}
+
+func formatLabels(l map[string]string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(l))
+	for k, v := range l {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}

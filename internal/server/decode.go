@@ -1,0 +1,46 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+// decodeBody reads a JSON or YAML body and decodes it with decode: 413 when
+// too large, 415 for another media type, 400 when malformed, 422 when it
+// parses but does not fit the schema.
+func decodeBody[T any](r *http.Request, decode func([]byte, string) (T, error)) (T, error) {
+	var zero T
+	contentType := r.Header.Get("Content-Type")
+	if contentType != "" {
+		mt, _, err := mime.ParseMediaType(contentType)
+		switch {
+		case err != nil:
+			return zero, errBadRequest("Content-Type %q cannot be parsed", contentType)
+		case mt != "application/json" && mt != "application/yaml" && mt != "application/x-yaml" && mt != "text/yaml":
+			return zero, newError(http.StatusUnsupportedMediaType, "UnsupportedMediaType",
+				"Content-Type %q is not supported; send application/json or application/yaml", mt)
+		}
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return zero, err // a *http.MaxBytesError becomes 413
+	}
+	if len(data) == 0 {
+		return zero, errBadRequest("request body is empty")
+	}
+	obj, err := decode(data, contentType)
+	var de *v1alpha1.DecodeError
+	switch {
+	case errors.As(err, &de) && de.Malformed:
+		return zero, &APIError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: "request body is malformed: " + de.Error(), Details: de.Details}
+	case errors.As(err, &de):
+		return zero, errInvalid("request body does not fit the schema: "+de.Error(), de.Details)
+	case err != nil:
+		return zero, errBadRequest("request body: %v", err)
+	}
+	return obj, nil
+}

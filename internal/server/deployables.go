@@ -1,0 +1,398 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/store"
+)
+
+// storedDeployable is what the deployables table keeps in its spec (and
+// pending) column. For a Secret, the template's data and stringData are not
+// here: they are sealed in their own column.
+type storedDeployable struct {
+	Labels      map[string]string       `json:"labels,omitempty"`
+	Annotations map[string]string       `json:"annotations,omitempty"`
+	Spec        v1alpha1.DeployableSpec `json:"spec"`
+}
+
+// secretFields are the fields of a Secret template that hold its values.
+var secretFields = []string{"data", "stringData"}
+
+// sealedDeployable is a deployable split into what may be stored in clear
+// and what is sealed, with a hash that changes when either changes.
+type sealedDeployable struct {
+	doc    []byte
+	secret []byte // nil unless the template is a Secret
+	hash   string
+}
+
+// sealDeployable removes a Secret's values from the template, seals them,
+// and computes the spec hash from the clear part and a keyed fingerprint of
+// the values, so that the hash reveals nothing of them.
+func (s *Server) sealDeployable(obj *v1alpha1.Deployable) (sealedDeployable, error) {
+	spec := obj.Spec
+	var out sealedDeployable
+	if templateKind(spec.Template) == "Secret" {
+		clear := maps.Clone(spec.Template)
+		values := map[string]any{}
+		for _, f := range secretFields {
+			if v, ok := clear[f]; ok {
+				values[f] = v
+				delete(clear, f)
+			}
+		}
+		spec.Template = clear
+		plain, err := json.Marshal(values)
+		if err != nil {
+			return out, err
+		}
+		if out.secret, err = s.cfg.Sealer.Seal(plain, secretBinding(obj.Metadata.Namespace, obj.Metadata.Name)); err != nil {
+			return out, err
+		}
+		out.hash = v1alpha1.SpecHash(spec) + "-" + s.cfg.Sealer.Fingerprint(plain)[:16]
+	} else {
+		out.hash = v1alpha1.SpecHash(spec)
+	}
+	var err error
+	out.doc, err = json.Marshal(storedDeployable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: spec})
+	return out, err
+}
+
+// secretBinding ties sealed Secret values to their deployable, so that
+// they cannot be copied to another row and opened there.
+func secretBinding(ns, name string) string { return "deployable/" + ns + "/" + name }
+
+// putDeployable serves PUT: create (201) or update (200; generation + 1
+// only when the spec changed). In a namespace that requires approval the
+// change waits, and the live spec stays as it was until it is approved.
+func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	obj, err := decodeBody(r, v1alpha1.DecodeDeployable)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := matchPath(&obj.Metadata, ns, name); err != nil {
+		return 0, nil, err
+	}
+	if errs := v1alpha1.ValidateDeployable(obj); len(errs) > 0 {
+		return 0, nil, errInvalid("Deployable is invalid", errs)
+	}
+	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
+	}
+	sealed, err := s.sealDeployable(obj)
+	if err != nil {
+		return 0, nil, err
+	}
+	needsApproval := s.cfg.Policy.ApprovalRequired(ns, v1alpha1.KindDeployable)
+	kind := templateKind(obj.Spec.Template)
+	// Audit details carry the spec without Secret values.
+	var details storedDeployable
+	json.Unmarshal(sealed.doc, &details)
+
+	var rec *store.Deployable
+	status := http.StatusOK
+	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		status = http.StatusOK
+		var err error
+		rec, err = tx.GetDeployable(r.Context(), ns, name)
+		create := errors.Is(err, store.ErrNotFound)
+		if err != nil && !create {
+			return err
+		}
+		if create {
+			status = http.StatusCreated
+			rec = &store.Deployable{Namespace: ns, Name: name, UID: uuid.NewString(), Spec: []byte("{}")}
+		} else if rec.DeletedAt != nil {
+			// Still being removed from clusters: revive it instead.
+			rec.DeletedAt = nil
+		} else if !needsApproval && rec.SpecHash == sealed.hash && rec.Pending == nil && !rec.PendingDelete {
+			return nil // nothing changes: nothing to audit
+		}
+		action, outcome := "update", "Active"
+		if create {
+			action = "create"
+		}
+		if needsApproval {
+			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = sealed.doc, sealed.secret, u.Name, false
+			outcome = string(v1alpha1.PhasePendingApproval)
+		} else {
+			rec.Spec, rec.Secret, rec.SpecHash = sealed.doc, sealed.secret, sealed.hash
+			rec.Generation++
+			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
+		}
+		if create {
+			err = tx.CreateDeployable(r.Context(), rec)
+		} else {
+			err = tx.UpdateDeployable(r.Context(), rec)
+		}
+		if err != nil {
+			return err
+		}
+		summary := fmt.Sprintf("%sd %s %s", action, kind, objectRef("deployables", ns, name))
+		if needsApproval {
+			summary += "; waits for approval"
+		} else {
+			summary += fmt.Sprintf(" (generation %d)", rec.Generation)
+		}
+		return appendAudit(r.Context(), tx, u, action, v1alpha1.KindDeployable, ns, name, summary, outcome, details.Spec)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.deployableResponse(r, status, rec)
+}
+
+// matchPath fills an object's namespace and name from the URL, and rejects
+// a body that names another object.
+func matchPath(m *v1alpha1.ObjectMeta, ns, name string) error {
+	var errs []v1alpha1.FieldError
+	if m.Namespace == "" {
+		m.Namespace = ns
+	} else if m.Namespace != ns {
+		errs = append(errs, v1alpha1.FieldError{Field: "metadata.namespace", Message: fmt.Sprintf("must match the URL's namespace %q", ns)})
+	}
+	if m.Name == "" {
+		m.Name = name
+	} else if m.Name != name {
+		errs = append(errs, v1alpha1.FieldError{Field: "metadata.name", Message: fmt.Sprintf("must match the URL's name %q", name)})
+	}
+	if len(errs) > 0 {
+		return errInvalid("the body names another object than the URL", errs)
+	}
+	return nil
+}
+
+func (s *Server) getDeployable(r *http.Request, u auth.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.cfg.Policy.Allowed(u, ns, auth.VerbRead) {
+		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
+	}
+	var rec *store.Deployable
+	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.GetDeployable(r.Context(), ns, name)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.DeletedAt != nil) {
+		return 0, nil, errNotFound("deployable %s/%s not found", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.deployableResponse(r, http.StatusOK, rec)
+}
+
+func (s *Server) deployableResponse(r *http.Request, status int, rec *store.Deployable) (int, any, error) {
+	var clusters []*store.DeployableClusterStatus
+	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		clusters, err = tx.ListDeployableStatus(r.Context(), rec.UID)
+		return err
+	}); err != nil {
+		return 0, nil, err
+	}
+	out, err := deployableFromRecord(rec, clusters)
+	return status, out, err
+}
+
+func (s *Server) listDeployables(r *http.Request, u auth.User) (int, any, error) {
+	q := r.URL.Query()
+	f := store.DeployableFilter{Namespace: q.Get("namespace"), Continue: q.Get("continue")}
+	if err := s.authorizeList(u, f.Namespace, "deployables"); err != nil {
+		return 0, nil, err
+	}
+	var err error
+	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
+		return 0, nil, err
+	}
+	out := List[*v1alpha1.Deployable]{Items: []*v1alpha1.Deployable{}}
+	err = s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		out.Items = out.Items[:0]
+		recs, next, err := tx.ListDeployables(r.Context(), f)
+		if err != nil {
+			return err
+		}
+		out.Continue = next
+		for _, rec := range recs {
+			clusters, err := tx.ListDeployableStatus(r.Context(), rec.UID)
+			if err != nil {
+				return err
+			}
+			obj, err := deployableFromRecord(rec, clusters)
+			if err != nil {
+				return err
+			}
+			out.Items = append(out.Items, obj)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, out, nil
+}
+
+// deleteDeployable marks a deployable deleted; the syncer removes it from
+// every cluster and then purges the row. With approval required, the
+// deletion waits for an approver.
+func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not delete deployables in namespace %q", u.Name, ns)
+	}
+	needsApproval := s.cfg.Policy.ApprovalRequired(ns, v1alpha1.KindDeployable)
+	var rec *store.Deployable
+	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		var err error
+		if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {
+			return err
+		}
+		if rec.DeletedAt != nil {
+			return store.ErrNotFound
+		}
+		summary, outcome := "deleted "+objectRef("deployables", ns, name)+"; it is removed from every cluster", "Deleted"
+		if needsApproval {
+			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, u.Name, true
+			summary, outcome = "asked to delete "+objectRef("deployables", ns, name)+"; waits for approval", string(v1alpha1.PhasePendingApproval)
+		} else {
+			now := s.now().UTC()
+			rec.DeletedAt = &now
+		}
+		if err := tx.UpdateDeployable(r.Context(), rec); err != nil {
+			return err
+		}
+		return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindDeployable, ns, name, summary, outcome, nil)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("deployable %s/%s not found", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.deployableResponse(r, http.StatusOK, rec)
+}
+
+// decideDeployable serves approve and reject of a deployable's pending
+// change, by an approver who did not make it.
+func (s *Server) decideDeployable(approve bool) apiHandler {
+	return func(r *http.Request, u auth.User) (int, any, error) {
+		ns, name := r.PathValue("namespace"), r.PathValue("name")
+		if !s.cfg.Policy.Allowed(u, ns, auth.VerbApprove) {
+			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
+		}
+		var rec *store.Deployable
+		purged := false
+		err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+			purged = false
+			var err error
+			if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {
+				return err
+			}
+			if rec.Pending == nil && !rec.PendingDelete {
+				return errConflict("deployable %s/%s has no change waiting for approval", ns, name)
+			}
+			if rec.PendingBy == u.Name {
+				return errForbidden("user %q made the pending change to deployable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
+			}
+			by := rec.PendingBy
+			action, outcome := "reject", "Rejected"
+			switch {
+			case approve && rec.PendingDelete:
+				now := s.now().UTC()
+				rec.DeletedAt = &now
+				action, outcome = "approve", "Deleted"
+			case approve:
+				hash, err := s.pendingHash(rec)
+				if err != nil {
+					return err
+				}
+				rec.Spec, rec.Secret, rec.SpecHash = rec.Pending, rec.PendingSecret, hash
+				rec.Generation++
+				action, outcome = "approve", "Active"
+			}
+			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
+			if !approve && rec.Generation == 0 {
+				// Rejected before it was ever live: nothing to keep.
+				if err := tx.PurgeDeployable(r.Context(), rec.UID); err != nil {
+					return err
+				}
+				purged = true
+			} else if err := tx.UpdateDeployable(r.Context(), rec); err != nil {
+				return err
+			}
+			return appendAudit(r.Context(), tx, u, action, v1alpha1.KindDeployable, ns, name,
+				fmt.Sprintf("%sd the change to %s made by %s", action, objectRef("deployables", ns, name), by), outcome, nil)
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, nil, errNotFound("deployable %s/%s not found", ns, name)
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		if purged {
+			return http.StatusOK, map[string]string{"status": "rejected; the deployable was never live and is gone"}, nil
+		}
+		return s.deployableResponse(r, http.StatusOK, rec)
+	}
+}
+
+// pendingHash computes the spec hash of a pending change the way
+// sealDeployable does for a live one.
+func (s *Server) pendingHash(rec *store.Deployable) (string, error) {
+	var doc storedDeployable
+	if err := json.Unmarshal(rec.Pending, &doc); err != nil {
+		return "", fmt.Errorf("deployable %s: pending spec: %w", rec.UID, err)
+	}
+	if rec.PendingSecret == nil {
+		return v1alpha1.SpecHash(doc.Spec), nil
+	}
+	plain, err := s.cfg.Sealer.Open(rec.PendingSecret, secretBinding(rec.Namespace, rec.Name))
+	if err != nil {
+		return "", fmt.Errorf("deployable %s: %w", rec.UID, err)
+	}
+	return v1alpha1.SpecHash(doc.Spec) + "-" + s.cfg.Sealer.Fingerprint(plain)[:16], nil
+}
+
+// deployableFromRecord builds the API object; Secret values are never in
+// it, since the stored spec does not hold them.
+func deployableFromRecord(rec *store.Deployable, clusters []*store.DeployableClusterStatus) (*v1alpha1.Deployable, error) {
+	src := rec.Spec
+	if rec.Generation == 0 && rec.Pending != nil {
+		src = rec.Pending // never live yet: show what waits for approval
+	}
+	var doc storedDeployable
+	if err := json.Unmarshal(src, &doc); err != nil {
+		return nil, fmt.Errorf("deployable %s: stored spec: %w", rec.UID, err)
+	}
+	st := v1alpha1.DeployableStatus{Generation: rec.Generation, Phase: v1alpha1.PhaseActive}
+	if rec.Pending != nil || rec.PendingDelete {
+		st.Phase = v1alpha1.PhasePendingApproval
+	}
+	for _, c := range clusters {
+		st.Clusters = append(st.Clusters, v1alpha1.DeployableClusterStatus{
+			Cluster: c.Cluster, State: v1alpha1.SyncState(c.State), SyncedGeneration: c.SyncedGeneration,
+			LastSyncedAt: c.LastSyncedAt, Message: c.Message,
+		})
+	}
+	return &v1alpha1.Deployable{
+		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindDeployable},
+		Metadata: v1alpha1.ObjectMeta{
+			Name: rec.Name, Namespace: rec.Namespace, UID: rec.UID,
+			Labels: doc.Labels, Annotations: doc.Annotations,
+			Generation: rec.Generation, ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10),
+			CreationTimestamp: rec.CreatedAt,
+		},
+		Spec:   doc.Spec,
+		Status: st,
+	}, nil
+}

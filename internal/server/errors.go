@@ -1,0 +1,79 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/store"
+)
+
+// retryAfterSeconds is what a 503 asks clients to wait.
+const retryAfterSeconds = 5
+
+// APIError is the body of every error response (API.md "Errors").
+type APIError = v1alpha1.Status
+
+func newError(code int, reason, format string, args ...any) *APIError {
+	return &APIError{Code: code, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+func errBadRequest(format string, args ...any) *APIError {
+	return newError(http.StatusBadRequest, "BadRequest", format, args...)
+}
+func errUnauthorized() *APIError {
+	return newError(http.StatusUnauthorized, "Unauthorized", "a valid bearer token is required (Authorization: Bearer <token>)")
+}
+func errForbidden(format string, args ...any) *APIError {
+	return newError(http.StatusForbidden, "Forbidden", format, args...)
+}
+func errNotFound(format string, args ...any) *APIError {
+	return newError(http.StatusNotFound, "NotFound", format, args...)
+}
+func errConflict(format string, args ...any) *APIError {
+	return newError(http.StatusConflict, "Conflict", format, args...)
+}
+func errInvalid(message string, details []v1alpha1.FieldError) *APIError {
+	return &APIError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: message, Details: details}
+}
+
+// asAPIError classifies any error once, at the edge: store errors by kind,
+// everything unknown as an internal error whose detail stays in the log.
+func asAPIError(err error) *APIError {
+	var apiErr *APIError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &tooLarge):
+		return newError(http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "request body is larger than %d bytes", MaxBodyBytes)
+	case errors.Is(err, store.ErrUnavailable):
+		return newError(http.StatusServiceUnavailable, "ServiceUnavailable", "the database is unavailable; nothing was changed, retry later")
+	case errors.Is(err, store.ErrNotFound):
+		return errNotFound("not found")
+	case errors.Is(err, store.ErrConflict):
+		return errConflict("the object was changed concurrently; read it again and retry")
+	case errors.Is(err, store.ErrBadContinue):
+		return errBadRequest("the continue token is not valid; start the list again")
+	default:
+		return newError(http.StatusInternalServerError, "InternalError", "internal error; see the server log")
+	}
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	apiErr := asAPIError(err)
+	if apiErr.Code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", fmt.Sprint(retryAfterSeconds))
+	}
+	writeJSON(w, apiErr.Code, apiErr)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(body)
+}

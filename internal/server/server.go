@@ -1,0 +1,226 @@
+// Package server is purser's REST API (API.md): it authenticates and
+// authorizes each request, validates what it is given, and writes every
+// change together with its audit entry and, where work must move, an outbox
+// row, in one database transaction. Reads come from the database only; the
+// server never talks to a member cluster.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/store"
+)
+
+// MaxBodyBytes is the largest request body accepted (API.md: 413 above).
+const MaxBodyBytes = 1 << 20
+
+// Checker is something /readyz depends on.
+type Checker interface {
+	Ready(ctx context.Context) error
+}
+
+// Notifier is woken after a commit that wrote outbox rows, so that the
+// relay publishes them without waiting for its next poll.
+type Notifier interface {
+	Notify()
+}
+
+// Config holds the server's dependencies.
+type Config struct {
+	Store    *store.Store
+	Stream   Checker // nil: /readyz checks the database only
+	Outbox   Notifier
+	Tokens   *auth.Authenticator
+	Policy   *auth.Policy
+	Sealer   *seal.Sealer
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // metrics are registered here; nil: a new one
+	Now      func() time.Time     // nil: time.Now
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	mux     *http.ServeMux
+	metrics *metrics
+}
+
+// New returns the API as an http.Handler.
+func New(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s.metrics = newMetrics(reg)
+
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+
+	s.handle("POST /api/v1/runnables", s.createRunnable)
+	s.handle("GET /api/v1/runnables", s.listRunnables)
+	s.handle("GET /api/v1/runnables/{namespace}/{name}", s.getRunnable)
+	s.handle("DELETE /api/v1/runnables/{namespace}/{name}", s.cancelRunnable)
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/approve", s.decideRunnable(true))
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/reject", s.decideRunnable(false))
+
+	s.handle("PUT /api/v1/deployables/{namespace}/{name}", s.putDeployable)
+	s.handle("GET /api/v1/deployables", s.listDeployables)
+	s.handle("GET /api/v1/deployables/{namespace}/{name}", s.getDeployable)
+	s.handle("DELETE /api/v1/deployables/{namespace}/{name}", s.deleteDeployable)
+	s.handle("POST /api/v1/deployables/{namespace}/{name}/approve", s.decideDeployable(true))
+	s.handle("POST /api/v1/deployables/{namespace}/{name}/reject", s.decideDeployable(false))
+
+	s.handle("POST /api/v1/clusters", s.createCluster)
+	s.handle("GET /api/v1/clusters", s.listClusters)
+	s.handle("GET /api/v1/clusters/{name}", s.getCluster)
+	s.handle("PUT /api/v1/clusters/{name}", s.updateCluster)
+	s.handle("DELETE /api/v1/clusters/{name}", s.deleteCluster)
+
+	s.handle("GET /api/v1/history", s.listHistory)
+	s.handle("GET /api/v1/history/verify", s.verifyHistory)
+
+	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errNotFound("no such API path: %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// ServeHTTP counts and times every request by route.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	s.mux.ServeHTTP(rec, r)
+	_, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		pattern = "unmatched"
+	}
+	s.metrics.observe(pattern, rec.status, time.Since(start))
+}
+
+// apiHandler is an API endpoint: it gets the authenticated user and
+// returns the response body and status, or an error that becomes the
+// API's error body.
+type apiHandler func(r *http.Request, u auth.User) (status int, body any, err error)
+
+func (s *Server) handle(pattern string, h apiHandler) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		u, ok := s.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="purser"`)
+			writeError(w, errUnauthorized())
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		status, body, err := h(r, u)
+		if err != nil {
+			if apiErr := asAPIError(err); apiErr.Code >= 500 {
+				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "user", u.Name, "err", err)
+			}
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, status, body)
+	})
+}
+
+func (s *Server) authenticate(r *http.Request) (auth.User, bool) {
+	const scheme = "Bearer "
+	h := r.Header.Get("Authorization")
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) || s.cfg.Tokens == nil {
+		return auth.User{}, false
+	}
+	return s.cfg.Tokens.Authenticate(strings.TrimSpace(h[len(scheme):]))
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 only when the database and the stream both answer.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "stream": "ok"}
+	ready := true
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		checks["database"] = err.Error()
+		ready = false
+	}
+	if s.cfg.Stream != nil {
+		if err := s.cfg.Stream.Ready(ctx); err != nil {
+			checks["stream"] = err.Error()
+			ready = false
+		}
+	} else {
+		checks["stream"] = "not configured"
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	}
+	writeJSON(w, status, checks)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets streaming responses (watch) through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "purser_api_requests_total",
+			Help: "API requests by route and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "purser_api_request_duration_seconds",
+			Help:    "API request latency by route.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"route"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
+}
+
+func (m *metrics) observe(route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}

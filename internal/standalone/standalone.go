@@ -1,0 +1,285 @@
+// Package standalone runs every purser component in one process, with an
+// embedded NATS server and SQLite database under one data folder: what
+// `purser up` is. With Sandbox > 0 it also starts local Kubernetes clusters
+// and registers them, so that a newcomer has a working farm in one command.
+package standalone
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/sandbox"
+	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/server"
+	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/stream"
+)
+
+// Config is what `purser up` takes.
+type Config struct {
+	DataDir      string
+	Listen       string // host:port of the API; port 0 picks a free one
+	Sandbox      int    // local clusters to start and register
+	ClientConfig string // where to write the client config; empty: client.DefaultConfigPath
+	Out          io.Writer
+	Logger       *slog.Logger
+}
+
+// Files under the data folder.
+const (
+	AdminTokenFile = "admin.token"
+	TokensFile     = "tokens.yaml"
+	PolicyFile     = "policy.yaml"
+	KeyFile        = "secret.key"
+	DatabaseFile   = "purser.db"
+	NATSDir        = "nats"
+	SandboxDir     = "sandbox"
+	adminUser      = "admin"
+)
+
+// Run starts everything, prints "purser is ready at http://ADDR" once
+// /readyz answers 200, and runs until ctx is done; then it stops everything
+// it started, clusters included.
+func Run(ctx context.Context, cfg Config) error {
+	out := cfg.Out
+	if out == nil {
+		out = io.Discard
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+
+	sealer, err := seal.EnsureKeyFile(filepath.Join(dataDir, KeyFile))
+	if err != nil {
+		return err
+	}
+	adminToken, err := ensureCredentials(dataDir)
+	if err != nil {
+		return err
+	}
+	tokens, err := auth.LoadTokens(filepath.Join(dataDir, TokensFile))
+	if err != nil {
+		return err
+	}
+	policy, err := auth.LoadPolicy(filepath.Join(dataDir, PolicyFile))
+	if err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
+	nats, err := stream.StartEmbedded(ctx, stream.EmbeddedConfig{Dir: filepath.Join(dataDir, NATSDir)})
+	if err != nil {
+		return fmt.Errorf("embedded NATS: %w", err)
+	}
+	defer nats.Shutdown()
+	streams, err := stream.Connect(ctx, nats.ClientURL(), stream.Options{Name: "purser-up"})
+	if err != nil {
+		return err
+	}
+	defer streams.Close()
+	if err := streams.Declare(ctx); err != nil {
+		return err
+	}
+
+	db, err := store.Open(ctx, filepath.Join(dataDir, DatabaseFile))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	relay := outbox.NewRelay(outbox.StoreSource(db), streams, outbox.RelayOptions{Logger: log})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		relay.Run(ctx)
+	}()
+
+	api := server.New(server.Config{
+		Store: db, Stream: streams, Outbox: relay,
+		Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
+	})
+	listen := cfg.Listen
+	if listen == "" {
+		listen = "127.0.0.1:8080"
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	httpServer := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := httpServer.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("API server stopped", "err", err)
+		}
+	}()
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		httpServer.Shutdown(sctx)
+	}()
+	url := "http://" + ln.Addr().String()
+	admin := client.New(client.Config{Server: url, Token: adminToken})
+	if err := waitReady(ctx, url); err != nil {
+		return err
+	}
+
+	if cfg.Sandbox > 0 {
+		fleet, err := startSandbox(ctx, dataDir, cfg.Sandbox, out)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			fmt.Fprintln(out, "stopping sandbox clusters ...")
+			fleet.Stop()
+		}()
+		if err := registerClusters(ctx, admin, fleet); err != nil {
+			return err
+		}
+	}
+
+	clientConfig := cfg.ClientConfig
+	if clientConfig == "" {
+		if clientConfig, err = client.DefaultConfigPath(); err != nil {
+			return err
+		}
+	}
+	if err := client.WriteConfig(clientConfig, client.Config{Server: url, Token: adminToken}); err != nil {
+		return fmt.Errorf("write client config: %w", err)
+	}
+	fmt.Fprintf(out, "admin token in %s; client config in %s\n", filepath.Join(dataDir, AdminTokenFile), clientConfig)
+	fmt.Fprintf(out, "purser is ready at %s\n", url)
+	<-ctx.Done()
+	fmt.Fprintln(out, "stopping purser ...")
+	return nil
+}
+
+// ensureCredentials creates, on first start, an admin token (in clear in
+// admin.token for the local client, hashed in tokens.yaml) and a policy
+// making that user admin. Later starts keep whatever is there, so an
+// operator can edit both files.
+func ensureCredentials(dataDir string) (string, error) {
+	tokenPath := filepath.Join(dataDir, AdminTokenFile)
+	if data, err := os.ReadFile(tokenPath); err == nil {
+		return strings.TrimSpace(string(data)), nil
+	}
+	token := auth.NewToken()
+	tokens, err := yaml.Marshal(auth.TokensFile{Tokens: []auth.TokenEntry{{User: adminUser, SHA256: auth.HashToken(token)}}})
+	if err != nil {
+		return "", err
+	}
+	policy, err := yaml.Marshal(auth.PolicyFile{Admins: []string{adminUser}})
+	if err != nil {
+		return "", err
+	}
+	for path, data := range map[string][]byte{
+		filepath.Join(dataDir, TokensFile): tokens,
+		filepath.Join(dataDir, PolicyFile): policy,
+	} {
+		if _, err := os.Stat(path); err == nil {
+			continue // an operator's file wins
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return "", err
+		}
+	}
+	// Written last: its presence means the set is complete.
+	if err := os.WriteFile(tokenPath, []byte(token+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+func waitReady(ctx context.Context, url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("API at %s not ready after 30s (last: %v)", url, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer) (*sandbox.Fleet, error) {
+	bins, err := sandbox.Ensure(ctx, sandbox.BuildOptions{Progress: out})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "starting %d sandbox cluster(s) ...\n", n)
+	return sandbox.StartFleet(ctx, sandbox.FleetConfig{
+		Dir: filepath.Join(dataDir, SandboxDir), Clusters: n, Argo: true, Binaries: bins, Progress: out,
+	})
+}
+
+// registerClusters registers (or, after a restart, updates) every sandbox
+// cluster through the API, as an admin would, so that it is audited.
+func registerClusters(ctx context.Context, admin *client.Client, fleet *sandbox.Fleet) error {
+	for _, c := range fleet.Clusters() {
+		kubeconfig, err := c.Kubeconfig("")
+		if err != nil {
+			return err
+		}
+		obj := v1alpha1.Cluster{
+			TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindCluster},
+			Metadata: v1alpha1.ObjectMeta{Name: c.Name(), Labels: c.Labels()},
+			Spec:     v1alpha1.ClusterSpec{Kubeconfig: string(kubeconfig)},
+		}
+		body, err := json.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		_, err = admin.Do(ctx, http.MethodPost, "/api/v1/clusters", nil, body, "application/json", nil)
+		var apiErr *v1alpha1.Status
+		if errors.As(err, &apiErr) && apiErr.Code == http.StatusConflict {
+			_, err = admin.Do(ctx, http.MethodPut, "/api/v1/clusters/"+c.Name(), nil, body, "application/json", nil)
+		}
+		if err != nil {
+			return fmt.Errorf("register cluster %s: %w", c.Name(), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Deployable is the stored form of configuration that every matching
+// cluster must hold. Secret values never appear in Spec: the caller seals
+// them into Secret.
+type Deployable struct {
+	ID         int64
+	Namespace  string
+	Name       string
+	UID        string
+	Generation int64
+	Spec       []byte // JSON, Secret values removed by the caller
+	Secret     []byte // sealed Secret data, nil for other kinds
+	SpecHash   string
+	// A change awaiting a second person's approval.
+	Pending       []byte
+	PendingSecret []byte
+	PendingBy     string
+	PendingDelete bool
+	// DeletedAt marks a tombstone: the syncer removes the object from the
+	// clusters and then calls PurgeDeployable.
+	DeletedAt       *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	ResourceVersion int64
+}
+
+// DeployableFilter selects deployables for ListDeployables.
+type DeployableFilter struct {
+	Namespace      string
+	IncludeDeleted bool // also return tombstones
+	Limit          int  // <= 0: 500; capped at 1000
+	Continue       string
+}
+
+// DeployableClusterStatus is the sync state of one deployable on one cluster.
+type DeployableClusterStatus struct {
+	DeployableUID    string
+	Cluster          string
+	State            string
+	SyncedGeneration int64
+	LastSyncedAt     *time.Time
+	Message          string
+}
+
+const deployableColumns = `id, namespace, name, uid, generation, spec, secret, spec_hash, pending,
+	pending_secret, pending_by, pending_delete, deleted_at, created_at, updated_at, resource_version`
+
+func scanDeployable(row interface{ Scan(...any) error }) (*Deployable, error) {
+	d := &Deployable{}
+	err := row.Scan(&d.ID, &d.Namespace, &d.Name, &d.UID, &d.Generation, &d.Spec, &d.Secret, &d.SpecHash,
+		&d.Pending, &d.PendingSecret, &d.PendingBy, &d.PendingDelete, nullTimeCol{&d.DeletedAt},
+		timeCol{&d.CreatedAt}, timeCol{&d.UpdatedAt}, &d.ResourceVersion)
+	return d, err
+}
+
+// CreateDeployable inserts d and fills its ID, CreatedAt, UpdatedAt and
+// ResourceVersion. It returns ErrConflict when namespace/name or UID is
+// taken, tombstones included.
+func (tx *Tx) CreateDeployable(ctx context.Context, d *Deployable) error {
+	if d.UID == "" {
+		return fmt.Errorf("create deployable %s/%s: empty uid", d.Namespace, d.Name)
+	}
+	now := tx.s.now()
+	err := tx.queryRow(ctx, `INSERT INTO deployables (namespace, name, uid, generation, spec, secret,
+			spec_hash, pending, pending_secret, pending_by, pending_delete, deleted_at, created_at,
+			updated_at, resource_version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+		ON CONFLICT DO NOTHING
+		RETURNING id`,
+		d.Namespace, d.Name, d.UID, d.Generation, string(d.Spec), nullBlob(d.Secret), d.SpecHash,
+		nullText(d.Pending), nullBlob(d.PendingSecret), d.PendingBy, d.PendingDelete,
+		tx.s.d.nullTS(d.DeletedAt), tx.s.d.ts(now), tx.s.d.ts(now),
+	).Scan(&d.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("create deployable %s/%s (uid %s): name or uid already exists: %w", d.Namespace, d.Name, d.UID, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("create deployable %s/%s: %w", d.Namespace, d.Name, classify(err))
+	}
+	d.CreatedAt, d.UpdatedAt, d.ResourceVersion = now, now, 1
+	return nil
+}
+
+// GetDeployable returns the deployable namespace/name, tombstoned or not,
+// or ErrNotFound.
+func (tx *Tx) GetDeployable(ctx context.Context, namespace, name string) (*Deployable, error) {
+	d, err := scanDeployable(tx.queryRow(ctx,
+		`SELECT `+deployableColumns+` FROM deployables WHERE namespace = ? AND name = ?`, namespace, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("deployable %s/%s: %w", namespace, name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get deployable %s/%s: %w", namespace, name, classify(err))
+	}
+	return d, nil
+}
+
+// GetDeployableByUID returns the deployable with that UID, or ErrNotFound.
+func (tx *Tx) GetDeployableByUID(ctx context.Context, uid string) (*Deployable, error) {
+	d, err := scanDeployable(tx.queryRow(ctx,
+		`SELECT `+deployableColumns+` FROM deployables WHERE uid = ?`, uid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("deployable uid %s: %w", uid, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get deployable uid %s: %w", uid, classify(err))
+	}
+	return d, nil
+}
+
+// UpdateDeployable writes every mutable field of d (all but ID, Namespace,
+// Name, UID and CreatedAt) under the same optimistic rule as
+// UpdateRunnable: ErrConflict when d.ResourceVersion is stale.
+func (tx *Tx) UpdateDeployable(ctx context.Context, d *Deployable) error {
+	now := tx.s.now()
+	res, err := tx.exec(ctx, `UPDATE deployables SET generation = ?, spec = ?, secret = ?, spec_hash = ?,
+			pending = ?, pending_secret = ?, pending_by = ?, pending_delete = ?, deleted_at = ?,
+			updated_at = ?, resource_version = resource_version + 1
+		WHERE uid = ? AND resource_version = ?`,
+		d.Generation, string(d.Spec), nullBlob(d.Secret), d.SpecHash, nullText(d.Pending),
+		nullBlob(d.PendingSecret), d.PendingBy, d.PendingDelete, tx.s.d.nullTS(d.DeletedAt),
+		tx.s.d.ts(now), d.UID, d.ResourceVersion)
+	if err := tx.checkUpdated(ctx, res, err, "deployables", "uid", d.UID, d.ResourceVersion); err != nil {
+		return fmt.Errorf("update deployable %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	d.ResourceVersion++
+	d.UpdatedAt = now
+	return nil
+}
+
+// PurgeDeployable removes the deployable and its per-cluster status for
+// good, once the syncer has removed it from every cluster.
+func (tx *Tx) PurgeDeployable(ctx context.Context, uid string) error {
+	res, err := tx.exec(ctx, `DELETE FROM deployables WHERE uid = ?`, uid)
+	if err != nil {
+		return fmt.Errorf("purge deployable %s: %w", uid, classify(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("purge deployable %s: %w", uid, classify(err))
+	} else if n == 0 {
+		return fmt.Errorf("purge deployable %s: %w", uid, ErrNotFound)
+	}
+	return nil
+}
+
+// ListDeployables returns one page of deployables ordered by (namespace,
+// name), paginated like ListRunnables.
+func (tx *Tx) ListDeployables(ctx context.Context, f DeployableFilter) ([]*Deployable, string, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	if f.Namespace != "" {
+		conds, args = append(conds, "namespace = ?"), append(args, f.Namespace)
+	}
+	if !f.IncludeDeleted {
+		conds = append(conds, "deleted_at IS NULL")
+	}
+	limit := pageLimit(f.Limit)
+	q, args, err := keysetQuery(deployableColumns, "deployables", conds, args, f.Continue, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := tx.query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list deployables: %w", classify(err))
+	}
+	defer rows.Close()
+	var items []*Deployable
+	for rows.Next() {
+		d, err := scanDeployable(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("list deployables: %w", classify(err))
+		}
+		items = append(items, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list deployables: %w", classify(err))
+	}
+	var next string
+	if len(items) > limit {
+		items = items[:limit]
+		last := items[limit-1]
+		next = encodeContinue(last.Namespace, last.Name)
+	}
+	return items, next, nil
+}
+
+// PutDeployableStatus inserts or replaces the status of (DeployableUID,
+// Cluster). Both must exist, else ErrNotFound.
+func (tx *Tx) PutDeployableStatus(ctx context.Context, st *DeployableClusterStatus) error {
+	// Checked first, rather than left to the foreign keys, because a
+	// violation would abort a PostgreSQL transaction.
+	if err := tx.mustExist(ctx, "deployables", "uid", st.DeployableUID); err != nil {
+		return fmt.Errorf("put deployable status: %w", err)
+	}
+	if err := tx.mustExist(ctx, "clusters", "name", st.Cluster); err != nil {
+		return fmt.Errorf("put deployable status: %w", err)
+	}
+	_, err := tx.exec(ctx, `INSERT INTO deployable_status (deployable_uid, cluster, state,
+			synced_generation, last_synced_at, message)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (deployable_uid, cluster) DO UPDATE SET state = excluded.state,
+			synced_generation = excluded.synced_generation, last_synced_at = excluded.last_synced_at,
+			message = excluded.message`,
+		st.DeployableUID, st.Cluster, st.State, st.SyncedGeneration, tx.s.d.nullTS(st.LastSyncedAt), st.Message)
+	if err != nil {
+		return fmt.Errorf("put deployable status %s on %s: %w", st.DeployableUID, st.Cluster, classify(err))
+	}
+	return nil
+}
+
+// ListDeployableStatus returns the per-cluster status of a deployable
+// ordered by cluster name.
+func (tx *Tx) ListDeployableStatus(ctx context.Context, deployableUID string) ([]*DeployableClusterStatus, error) {
+	rows, err := tx.query(ctx, `SELECT deployable_uid, cluster, state, synced_generation, last_synced_at, message
+		FROM deployable_status WHERE deployable_uid = ? ORDER BY cluster`, deployableUID)
+	if err != nil {
+		return nil, fmt.Errorf("list deployable status of %s: %w", deployableUID, classify(err))
+	}
+	defer rows.Close()
+	var out []*DeployableClusterStatus
+	for rows.Next() {
+		st := &DeployableClusterStatus{}
+		if err := rows.Scan(&st.DeployableUID, &st.Cluster, &st.State, &st.SyncedGeneration,
+			nullTimeCol{&st.LastSyncedAt}, &st.Message); err != nil {
+			return nil, fmt.Errorf("list deployable status of %s: %w", deployableUID, classify(err))
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list deployable status of %s: %w", deployableUID, classify(err))
+	}
+	return out, nil
+}

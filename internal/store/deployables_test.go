@@ -1,0 +1,241 @@
+package store
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func newDeployable(namespace, name string) *Deployable {
+	return &Deployable{
+		Namespace:  namespace,
+		Name:       name,
+		UID:        "uid-" + namespace + "-" + name,
+		Generation: 1,
+		Spec:       []byte(`{"template":{"apiVersion":"v1","kind":"Secret"}}`),
+		Secret:     []byte{0, 1, 2, 0xff, 'x'}, // sealed bytes, not text
+		SpecHash:   "h-" + name,
+	}
+}
+
+func testDeployables(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	d := newDeployable("team-a", "app-secret")
+	mustTx(t, s, func(tx *Tx) error {
+		if err := tx.CreateCluster(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)}); err != nil {
+			return err
+		}
+		if err := tx.CreateCluster(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}); err != nil {
+			return err
+		}
+		return tx.CreateDeployable(ctx, d)
+	})
+	if d.ID == 0 || d.ResourceVersion != 1 || d.CreatedAt.IsZero() {
+		t.Fatalf("create did not fill ID, times and ResourceVersion: %+v", d)
+	}
+	mustTx(t, s, func(tx *Tx) error {
+		dup := newDeployable("team-a", "app-secret")
+		dup.UID = "other"
+		wantErr(t, tx.CreateDeployable(ctx, dup), ErrConflict)
+		_, err := tx.GetDeployable(ctx, "team-a", "missing")
+		wantErr(t, err, ErrNotFound)
+		got, err := tx.GetDeployable(ctx, "team-a", "app-secret")
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(got, d) {
+			t.Errorf("GetDeployable:\n got %+v\nwant %+v", got, d)
+		}
+		byUID, err := tx.GetDeployableByUID(ctx, d.UID)
+		if err == nil && !reflect.DeepEqual(byUID, d) {
+			t.Errorf("GetDeployableByUID:\n got %+v\nwant %+v", byUID, d)
+		}
+		return err
+	})
+
+	// A change awaiting approval, then the approval, then a stale writer.
+	stale := *d
+	d.Pending = []byte(`{"template":{"data":{"k":"v2"}}}`)
+	d.PendingSecret = []byte{9, 9}
+	d.PendingBy = "alice"
+	d.PendingDelete = true
+	mustTx(t, s, func(tx *Tx) error { return tx.UpdateDeployable(ctx, d) })
+	mustRead(t, s, func(tx *Tx) error {
+		got, err := tx.GetDeployable(ctx, "team-a", "app-secret")
+		if err == nil && !reflect.DeepEqual(got, d) {
+			t.Errorf("after update:\n got %+v\nwant %+v", got, d)
+		}
+		return err
+	})
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.UpdateDeployable(ctx, &stale) }), ErrConflict)
+	ghost := newDeployable("team-a", "ghost")
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.UpdateDeployable(ctx, ghost) }), ErrNotFound)
+
+	// Per-cluster status: upsert, unknown deployable or cluster.
+	synced := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	mustTx(t, s, func(tx *Tx) error {
+		for _, st := range []*DeployableClusterStatus{
+			{DeployableUID: d.UID, Cluster: "dc2-a", State: "OutOfSync", SyncedGeneration: 0},
+			{DeployableUID: d.UID, Cluster: "dc1-a", State: "OutOfSync"},
+			{DeployableUID: d.UID, Cluster: "dc1-a", State: "Synced", SyncedGeneration: 1, LastSyncedAt: &synced, Message: "ok"},
+		} {
+			if err := tx.PutDeployableStatus(ctx, st); err != nil {
+				return err
+			}
+		}
+		wantErr(t, tx.PutDeployableStatus(ctx, &DeployableClusterStatus{DeployableUID: "nope", Cluster: "dc1-a"}), ErrNotFound)
+		wantErr(t, tx.PutDeployableStatus(ctx, &DeployableClusterStatus{DeployableUID: d.UID, Cluster: "nope"}), ErrNotFound)
+		return nil
+	})
+	mustRead(t, s, func(tx *Tx) error {
+		got, err := tx.ListDeployableStatus(ctx, d.UID)
+		if err != nil {
+			return err
+		}
+		want := []*DeployableClusterStatus{
+			{DeployableUID: d.UID, Cluster: "dc1-a", State: "Synced", SyncedGeneration: 1, LastSyncedAt: &synced, Message: "ok"},
+			{DeployableUID: d.UID, Cluster: "dc2-a", State: "OutOfSync"},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("ListDeployableStatus:\n got %+v\nwant %+v", got, want)
+		}
+		return nil
+	})
+
+	// Tombstones are hidden from lists unless asked for.
+	mustTx(t, s, func(tx *Tx) error {
+		for i := range 5 {
+			if err := tx.CreateDeployable(ctx, newDeployable(fmt.Sprintf("ns-%d", i%2), fmt.Sprintf("cm-%d", i))); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
+		d.DeletedAt = &now
+		return tx.UpdateDeployable(ctx, d)
+	})
+	list := func(f DeployableFilter) []string {
+		var names []string
+		mustRead(t, s, func(tx *Tx) error {
+			for {
+				items, next, err := tx.ListDeployables(ctx, f)
+				if err != nil {
+					return err
+				}
+				for _, it := range items {
+					names = append(names, it.Namespace+"/"+it.Name)
+				}
+				if next == "" {
+					return nil
+				}
+				f.Continue = next
+			}
+		})
+		return names
+	}
+	if got := list(DeployableFilter{Limit: 2}); len(got) != 5 {
+		t.Errorf("live deployables = %v, want 5", got)
+	}
+	if got := list(DeployableFilter{IncludeDeleted: true, Limit: 2}); len(got) != 6 || got[len(got)-1] != "team-a/app-secret" {
+		t.Errorf("with tombstones = %v, want 6 ending in team-a/app-secret", got)
+	}
+	if got := list(DeployableFilter{Namespace: "ns-1"}); !reflect.DeepEqual(got, []string{"ns-1/cm-1", "ns-1/cm-3"}) {
+		t.Errorf("namespace filter = %v", got)
+	}
+	mustRead(t, s, func(tx *Tx) error {
+		_, _, err := tx.ListDeployables(ctx, DeployableFilter{Continue: "%%%"})
+		wantErr(t, err, ErrBadContinue)
+		return nil
+	})
+
+	// Purge removes the row and its status rows.
+	mustTx(t, s, func(tx *Tx) error { return tx.PurgeDeployable(ctx, d.UID) })
+	mustRead(t, s, func(tx *Tx) error {
+		_, err := tx.GetDeployable(ctx, "team-a", "app-secret")
+		wantErr(t, err, ErrNotFound)
+		st, err := tx.ListDeployableStatus(ctx, d.UID)
+		if err != nil || len(st) != 0 {
+			t.Errorf("status after purge = %v, %v", st, err)
+		}
+		return nil
+	})
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.PurgeDeployable(ctx, d.UID) }), ErrNotFound)
+}
+
+func testClusters(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	c := &Cluster{
+		Name:       "dc2-a",
+		Labels:     map[string]string{"region": "us-east", "dc": "dc2", "tier": "prod"},
+		Spec:       []byte(`{"taints":[{"key":"maintenance","effect":"NoSchedule"}]}`),
+		Kubeconfig: []byte{0xde, 0xad, 0xbe, 0xef},
+	}
+	mustTx(t, s, func(tx *Tx) error {
+		if err := tx.CreateCluster(ctx, c); err != nil {
+			return err
+		}
+		return tx.CreateCluster(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)})
+	})
+	if c.ResourceVersion != 1 || c.CreatedAt.IsZero() {
+		t.Fatalf("create did not fill times and ResourceVersion: %+v", c)
+	}
+	mustTx(t, s, func(tx *Tx) error {
+		wantErr(t, tx.CreateCluster(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}), ErrConflict)
+		got, err := tx.GetCluster(ctx, "dc2-a")
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("GetCluster:\n got %+v\nwant %+v", got, c)
+		}
+		_, err = tx.GetCluster(ctx, "nope")
+		wantErr(t, err, ErrNotFound)
+		return nil
+	})
+
+	stale := *c
+	c.Labels = nil
+	c.Status = []byte(`{"conditions":[{"type":"Ready","status":"True"}]}`)
+	c.Kubeconfig = nil
+	mustTx(t, s, func(tx *Tx) error { return tx.UpdateCluster(ctx, c) })
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.UpdateCluster(ctx, &stale) }), ErrConflict)
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error {
+		return tx.UpdateCluster(ctx, &Cluster{Name: "nope", ResourceVersion: 1})
+	}), ErrNotFound)
+
+	mustRead(t, s, func(tx *Tx) error {
+		all, err := tx.ListClusters(ctx)
+		if err != nil {
+			return err
+		}
+		if len(all) != 2 || all[0].Name != "dc1-a" || all[1].Name != "dc2-a" {
+			t.Fatalf("ListClusters = %+v, want dc1-a, dc2-a", all)
+		}
+		if !reflect.DeepEqual(all[1], c) {
+			t.Errorf("after update:\n got %+v\nwant %+v", all[1], c)
+		}
+		return nil
+	})
+
+	// Deleting a cluster takes the deployables' status on it along.
+	d := newDeployable("team-a", "cm")
+	mustTx(t, s, func(tx *Tx) error {
+		if err := tx.CreateDeployable(ctx, d); err != nil {
+			return err
+		}
+		return tx.PutDeployableStatus(ctx, &DeployableClusterStatus{DeployableUID: d.UID, Cluster: "dc2-a", State: "Synced"})
+	})
+	mustTx(t, s, func(tx *Tx) error { return tx.DeleteCluster(ctx, "dc2-a") })
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.DeleteCluster(ctx, "dc2-a") }), ErrNotFound)
+	mustRead(t, s, func(tx *Tx) error {
+		st, err := tx.ListDeployableStatus(ctx, d.UID)
+		if err != nil || len(st) != 0 {
+			t.Errorf("status after cluster deletion = %v, %v", st, err)
+		}
+		_, err = tx.GetCluster(ctx, "dc2-a")
+		wantErr(t, err, ErrNotFound)
+		return nil
+	})
+}

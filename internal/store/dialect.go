@@ -1,0 +1,192 @@
+package store
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Engine names returned by Store.Engine.
+const (
+	EngineSQLite   = "sqlite"
+	EnginePostgres = "postgres"
+)
+
+// sqliteTimeLayout is how SQLite stores timestamps: fixed width, so that
+// string comparison orders instants, and readable in the sqlite3 shell.
+const sqliteTimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// dialect holds the few differences between the engines that the shared
+// SQL cannot absorb. Queries are written once with ? placeholders.
+type dialect struct {
+	engine string
+}
+
+// rebind turns ? placeholders into PostgreSQL's $1, $2, ... The queries in
+// this package contain no ? inside literals, so a plain scan suffices.
+func (d dialect) rebind(q string) string {
+	if d.engine != EnginePostgres || !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// ts converts t to the engine's timestamp argument, normalised to UTC and
+// microseconds, the precision PostgreSQL keeps, so both engines return
+// exactly what they were given.
+func (d dialect) ts(t time.Time) any {
+	t = truncate(t)
+	if d.engine == EnginePostgres {
+		return t
+	}
+	return t.Format(sqliteTimeLayout)
+}
+
+func (d dialect) nullTS(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return d.ts(*t)
+}
+
+func truncate(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// timeCol scans a timestamp column of either engine into a UTC time.Time.
+type timeCol struct{ dst *time.Time }
+
+func (c timeCol) Scan(v any) error {
+	t, err := parseTimeValue(v)
+	if err != nil {
+		return err
+	}
+	*c.dst = t
+	return nil
+}
+
+// nullTimeCol scans a nullable timestamp column; NULL becomes a nil pointer.
+type nullTimeCol struct{ dst **time.Time }
+
+func (c nullTimeCol) Scan(v any) error {
+	if v == nil {
+		*c.dst = nil
+		return nil
+	}
+	t, err := parseTimeValue(v)
+	if err != nil {
+		return err
+	}
+	*c.dst = &t
+	return nil
+}
+
+func parseTimeValue(v any) (time.Time, error) {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UTC(), nil
+	case string:
+		return parseTimeText(x)
+	case []byte:
+		return parseTimeText(string(x))
+	}
+	return time.Time{}, fmt.Errorf("store: cannot scan %T into a timestamp", v)
+}
+
+func parseTimeText(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: bad timestamp %q: %w", s, err)
+	}
+	return t.UTC(), nil
+}
+
+// nullText is the argument for a nullable JSON TEXT column: nil stays NULL.
+// JSON is bound as a string because PostgreSQL rejects bytes for TEXT.
+func nullText(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+// nullBlob is the argument for a nullable BLOB/BYTEA column.
+func nullBlob(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
+// Page sizes for lists: a missing limit gets a useful page, and no caller
+// can ask for an unbounded one.
+const (
+	defaultPageSize = 500
+	maxPageSize     = 1000
+)
+
+func pageLimit(n int) int {
+	switch {
+	case n <= 0:
+		return defaultPageSize
+	case n > maxPageSize:
+		return maxPageSize
+	}
+	return n
+}
+
+// encodeContinue makes the opaque token for the page after the row whose
+// sort key is (namespace, name). Keyset tokens name a position rather than
+// an offset, so rows inserted before it do not shift later pages.
+func encodeContinue(namespace, name string) string {
+	b, _ := json.Marshal([2]string{namespace, name})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(token string) (namespace, name string, err error) {
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %v", ErrBadContinue, err)
+	}
+	var key []string
+	if err := json.Unmarshal(raw, &key); err != nil {
+		return "", "", fmt.Errorf("%w: %v", ErrBadContinue, err)
+	}
+	if len(key) != 2 {
+		return "", "", fmt.Errorf("%w: want 2 key parts, got %d", ErrBadContinue, len(key))
+	}
+	return key[0], key[1], nil
+}
+
+// keysetQuery assembles a filtered, keyset-paginated list over a table whose
+// sort key is (namespace, name); it asks for one row more than limit so the
+// caller can tell whether a next page exists.
+func keysetQuery(columns, table string, conds []string, args []any, cont string, limit int) (string, []any, error) {
+	if cont != "" {
+		ns, name, err := decodeContinue(cont)
+		if err != nil {
+			return "", nil, err
+		}
+		conds = append(conds, "(namespace, name) > (?, ?)")
+		args = append(args, ns, name)
+	}
+	q := "SELECT " + columns + " FROM " + table
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	q += " ORDER BY namespace, name LIMIT ?"
+	return q, append(args, limit+1), nil
+}

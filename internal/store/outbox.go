@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// OutboxMessage is a message to publish to the stream. It is written in the
+// transaction of the change it announces, so a change is never committed
+// without its message nor announced without being committed; the relay
+// publishes pending messages and deletes them once the stream acknowledged
+// them. Publishing twice is harmless: the stream deduplicates by MsgID.
+type OutboxMessage struct {
+	ID        int64
+	Subject   string
+	MsgID     string
+	Data      []byte
+	CreatedAt time.Time
+}
+
+// EnqueueOutbox adds m to the outbox and fills its ID and CreatedAt.
+func (tx *Tx) EnqueueOutbox(ctx context.Context, m *OutboxMessage) error {
+	now := tx.s.now()
+	data := m.Data
+	if data == nil {
+		data = []byte{} // the column is NOT NULL; an empty payload is still a message
+	}
+	if err := tx.queryRow(ctx, `INSERT INTO outbox (subject, msg_id, data, created_at) VALUES (?, ?, ?, ?)
+		RETURNING id`, m.Subject, m.MsgID, data, tx.s.d.ts(now)).Scan(&m.ID); err != nil {
+		return fmt.Errorf("enqueue outbox %s: %w", m.Subject, classify(err))
+	}
+	m.CreatedAt = now
+	return nil
+}
+
+// PendingOutbox returns up to limit messages (<= 0: 100, capped at 1000),
+// oldest first.
+func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]*OutboxMessage, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, maxPageSize)
+	var out []*OutboxMessage
+	err := s.Read(ctx, func(tx *Tx) error {
+		out = nil // Read may run this more than once
+		rows, err := tx.query(ctx, `SELECT id, subject, msg_id, data, created_at FROM outbox ORDER BY id LIMIT ?`, limit)
+		if err != nil {
+			return classify(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			m := &OutboxMessage{}
+			if err := rows.Scan(&m.ID, &m.Subject, &m.MsgID, &m.Data, timeCol{&m.CreatedAt}); err != nil {
+				return classify(err)
+			}
+			out = append(out, m)
+		}
+		return classify(rows.Err())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pending outbox: %w", err)
+	}
+	return out, nil
+}
+
+// deleteChunk bounds the IN list of one DELETE, well below the bind
+// parameter limits of both engines.
+const deleteChunk = 500
+
+// DeleteOutbox removes the messages with the given IDs, all in one
+// transaction. IDs that are already gone are ignored, so a relay that
+// retries after a crash does no harm.
+func (s *Store) DeleteOutbox(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.Tx(ctx, func(tx *Tx) error {
+		for start := 0; start < len(ids); start += deleteChunk {
+			chunk := ids[start:min(start+deleteChunk, len(ids))]
+			args := make([]any, len(chunk))
+			for i, id := range chunk {
+				args[i] = id
+			}
+			q := `DELETE FROM outbox WHERE id IN (?` + strings.Repeat(", ?", len(chunk)-1) + `)`
+			if _, err := tx.exec(ctx, q, args...); err != nil {
+				return classify(err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete outbox: %w", err)
+	}
+	return nil
+}

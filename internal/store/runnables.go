@@ -1,0 +1,269 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Runnable is the stored form of a runnable: work placed on one cluster at a
+// time. Spec and Status are JSON and are stored byte for byte.
+type Runnable struct {
+	ID         int64
+	Namespace  string
+	Name       string
+	UID        string
+	Generation int64
+	Spec       []byte
+	SpecHash   string
+	Phase      string
+	Cluster    string
+	Submitter  string
+	Status     []byte // nil until something has been observed
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	// ResourceVersion is 1 on create and grows by one with every update;
+	// UpdateRunnable only succeeds against the current value.
+	ResourceVersion int64
+}
+
+// Attempt is one placement of a runnable on one cluster.
+type Attempt struct {
+	RunnableUID string
+	Number      int
+	Cluster     string
+	ObjectUID   string
+	StartedAt   time.Time
+	EndedAt     *time.Time
+	Result      string
+	Reason      string
+	Message     string
+}
+
+// RunnableFilter selects runnables for ListRunnables; empty fields match
+// everything.
+type RunnableFilter struct {
+	Namespace string
+	Phase     string
+	Cluster   string
+	Limit     int    // <= 0: 500; capped at 1000
+	Continue  string // from the previous page's next
+}
+
+const runnableColumns = `id, namespace, name, uid, generation, spec, spec_hash, phase, cluster,
+	submitter, status, created_at, updated_at, resource_version`
+
+func scanRunnable(row interface{ Scan(...any) error }) (*Runnable, error) {
+	r := &Runnable{}
+	err := row.Scan(&r.ID, &r.Namespace, &r.Name, &r.UID, &r.Generation, &r.Spec, &r.SpecHash,
+		&r.Phase, &r.Cluster, &r.Submitter, &r.Status, timeCol{&r.CreatedAt}, timeCol{&r.UpdatedAt},
+		&r.ResourceVersion)
+	return r, err
+}
+
+// CreateRunnable inserts r and fills its ID, CreatedAt, UpdatedAt and
+// ResourceVersion. The caller chooses UID. It returns ErrConflict when
+// namespace/name or UID is taken.
+func (tx *Tx) CreateRunnable(ctx context.Context, r *Runnable) error {
+	if r.UID == "" {
+		return fmt.Errorf("create runnable %s/%s: empty uid", r.Namespace, r.Name)
+	}
+	now := tx.s.now()
+	// ON CONFLICT DO NOTHING instead of catching a unique violation: on
+	// PostgreSQL a violation would abort the whole transaction, and the
+	// caller may want to carry on (for example, read the existing object).
+	err := tx.queryRow(ctx, `INSERT INTO runnables (namespace, name, uid, generation, spec, spec_hash,
+			phase, cluster, submitter, status, created_at, updated_at, resource_version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+		ON CONFLICT DO NOTHING
+		RETURNING id`,
+		r.Namespace, r.Name, r.UID, r.Generation, string(r.Spec), r.SpecHash,
+		r.Phase, r.Cluster, r.Submitter, nullText(r.Status), tx.s.d.ts(now), tx.s.d.ts(now),
+	).Scan(&r.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("create runnable %s/%s (uid %s): name or uid already exists: %w", r.Namespace, r.Name, r.UID, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("create runnable %s/%s: %w", r.Namespace, r.Name, classify(err))
+	}
+	r.CreatedAt, r.UpdatedAt, r.ResourceVersion = now, now, 1
+	return nil
+}
+
+// GetRunnable returns the runnable namespace/name, or ErrNotFound.
+func (tx *Tx) GetRunnable(ctx context.Context, namespace, name string) (*Runnable, error) {
+	r, err := scanRunnable(tx.queryRow(ctx,
+		`SELECT `+runnableColumns+` FROM runnables WHERE namespace = ? AND name = ?`, namespace, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("runnable %s/%s: %w", namespace, name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get runnable %s/%s: %w", namespace, name, classify(err))
+	}
+	return r, nil
+}
+
+// GetRunnableByUID returns the runnable with that UID, or ErrNotFound.
+func (tx *Tx) GetRunnableByUID(ctx context.Context, uid string) (*Runnable, error) {
+	r, err := scanRunnable(tx.queryRow(ctx,
+		`SELECT `+runnableColumns+` FROM runnables WHERE uid = ?`, uid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("runnable uid %s: %w", uid, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get runnable uid %s: %w", uid, classify(err))
+	}
+	return r, nil
+}
+
+// UpdateRunnable writes every mutable field of r (all but ID, Namespace,
+// Name, UID and CreatedAt) to the row with r's UID, provided its
+// ResourceVersion is still r.ResourceVersion. On success it bumps
+// r.ResourceVersion and sets r.UpdatedAt; a stale r yields ErrConflict, a
+// missing row ErrNotFound.
+func (tx *Tx) UpdateRunnable(ctx context.Context, r *Runnable) error {
+	now := tx.s.now()
+	res, err := tx.exec(ctx, `UPDATE runnables SET generation = ?, spec = ?, spec_hash = ?, phase = ?,
+			cluster = ?, submitter = ?, status = ?, updated_at = ?, resource_version = resource_version + 1
+		WHERE uid = ? AND resource_version = ?`,
+		r.Generation, string(r.Spec), r.SpecHash, r.Phase, r.Cluster, r.Submitter, nullText(r.Status),
+		tx.s.d.ts(now), r.UID, r.ResourceVersion)
+	if err := tx.checkUpdated(ctx, res, err, "runnables", "uid", r.UID, r.ResourceVersion); err != nil {
+		return fmt.Errorf("update runnable %s/%s: %w", r.Namespace, r.Name, err)
+	}
+	r.ResourceVersion++
+	r.UpdatedAt = now
+	return nil
+}
+
+// checkUpdated turns the outcome of an optimistic UPDATE into nil,
+// ErrConflict (the row moved on) or ErrNotFound (there is no row).
+func (tx *Tx) checkUpdated(ctx context.Context, res sql.Result, err error, table, keyColumn, key string, rv int64) error {
+	if err != nil {
+		return classify(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return classify(err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var current int64
+	err = tx.queryRow(ctx, `SELECT resource_version FROM `+table+` WHERE `+keyColumn+` = ?`, key).Scan(&current)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%s %s: %w", keyColumn, key, ErrNotFound)
+	case err != nil:
+		return classify(err)
+	}
+	return fmt.Errorf("resourceVersion %d is stale, current is %d: %w", rv, current, ErrConflict)
+}
+
+// ListRunnables returns one page of runnables ordered by (namespace, name)
+// and the token for the next page, "" on the last. Pages are keyed by the
+// last row's position, so rows inserted or deleted between calls never make
+// a page repeat or skip an unchanged row. A token this package did not make
+// yields ErrBadContinue.
+func (tx *Tx) ListRunnables(ctx context.Context, f RunnableFilter) ([]*Runnable, string, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	if f.Namespace != "" {
+		conds, args = append(conds, "namespace = ?"), append(args, f.Namespace)
+	}
+	if f.Phase != "" {
+		conds, args = append(conds, "phase = ?"), append(args, f.Phase)
+	}
+	if f.Cluster != "" {
+		conds, args = append(conds, "cluster = ?"), append(args, f.Cluster)
+	}
+	limit := pageLimit(f.Limit)
+	q, args, err := keysetQuery(runnableColumns, "runnables", conds, args, f.Continue, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := tx.query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list runnables: %w", classify(err))
+	}
+	defer rows.Close()
+	var items []*Runnable
+	for rows.Next() {
+		r, err := scanRunnable(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("list runnables: %w", classify(err))
+		}
+		items = append(items, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list runnables: %w", classify(err))
+	}
+	var next string
+	if len(items) > limit {
+		items = items[:limit]
+		last := items[limit-1]
+		next = encodeContinue(last.Namespace, last.Name)
+	}
+	return items, next, nil
+}
+
+// PutAttempt inserts or replaces attempt (RunnableUID, Number). It returns
+// ErrNotFound when the runnable does not exist.
+func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
+	// Checked first, rather than left to the foreign key, because a
+	// violation would abort a PostgreSQL transaction.
+	if err := tx.mustExist(ctx, "runnables", "uid", a.RunnableUID); err != nil {
+		return fmt.Errorf("put attempt %d: %w", a.Number, err)
+	}
+	_, err := tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
+			ended_at, result, reason, message)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (runnable_uid, number) DO UPDATE SET cluster = excluded.cluster,
+			object_uid = excluded.object_uid, started_at = excluded.started_at,
+			ended_at = excluded.ended_at, result = excluded.result, reason = excluded.reason,
+			message = excluded.message`,
+		a.RunnableUID, a.Number, a.Cluster, a.ObjectUID, tx.s.d.ts(a.StartedAt), tx.s.d.nullTS(a.EndedAt),
+		a.Result, a.Reason, a.Message)
+	if err != nil {
+		return fmt.Errorf("put attempt %d of runnable %s: %w", a.Number, a.RunnableUID, classify(err))
+	}
+	return nil
+}
+
+// ListAttempts returns the attempts of a runnable ordered by Number.
+func (tx *Tx) ListAttempts(ctx context.Context, runnableUID string) ([]*Attempt, error) {
+	rows, err := tx.query(ctx, `SELECT runnable_uid, number, cluster, object_uid, started_at, ended_at,
+			result, reason, message
+		FROM attempts WHERE runnable_uid = ? ORDER BY number`, runnableUID)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of %s: %w", runnableUID, classify(err))
+	}
+	defer rows.Close()
+	var out []*Attempt
+	for rows.Next() {
+		a := &Attempt{}
+		if err := rows.Scan(&a.RunnableUID, &a.Number, &a.Cluster, &a.ObjectUID, timeCol{&a.StartedAt},
+			nullTimeCol{&a.EndedAt}, &a.Result, &a.Reason, &a.Message); err != nil {
+			return nil, fmt.Errorf("list attempts of %s: %w", runnableUID, classify(err))
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list attempts of %s: %w", runnableUID, classify(err))
+	}
+	return out, nil
+}
+
+// mustExist returns ErrNotFound unless table has a row whose keyColumn is key.
+func (tx *Tx) mustExist(ctx context.Context, table, keyColumn, key string) error {
+	var one int
+	err := tx.queryRow(ctx, `SELECT 1 FROM `+table+` WHERE `+keyColumn+` = ?`, key).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s %s=%s: %w", table, keyColumn, key, ErrNotFound)
+	}
+	return classify(err)
+}
