@@ -154,8 +154,10 @@ func isJSONMedia(contentType string, body []byte) (bool, error) {
 
 // singleYAMLDocument refuses a multi-document stream, which the YAML
 // parser would otherwise cut to its first document without a word. It
-// splits the way kubectl and the purser CLI do.
+// splits on "---" the way kubectl and the purser CLI do, and also catches a
+// document that follows an end marker ("...").
 func singleYAMLDocument(data []byte) ([]byte, *DecodeError) {
+	const several = "the body holds several YAML documents; send one object per request"
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var found []byte
 	for {
@@ -166,11 +168,12 @@ func singleYAMLDocument(data []byte) ([]byte, *DecodeError) {
 		if err != nil {
 			return nil, malformed("", "invalid YAML: %v", err)
 		}
-		if blankYAML(doc) {
+		docs := yamlDocuments(doc)
+		if docs == 0 {
 			continue
 		}
-		if found != nil {
-			return nil, malformed("", "the body holds several YAML documents; send one object per request")
+		if found != nil || docs > 1 {
+			return nil, malformed("", several)
 		}
 		found = doc
 	}
@@ -180,14 +183,33 @@ func singleYAMLDocument(data []byte) ([]byte, *DecodeError) {
 	return found, nil
 }
 
-func blankYAML(doc []byte) bool {
-	for line := range bytes.Lines(doc) {
-		line = bytes.TrimSpace(line)
-		if len(line) > 0 && line[0] != '#' {
-			return false
+// yamlDocuments counts the documents with content in text that holds no
+// "---" separator: 0 if it is only comments and directives, more than 1 if
+// content follows a "..." end marker.
+func yamlDocuments(text []byte) int {
+	count, open := 0, false
+	for line := range bytes.Lines(text) {
+		if isYAMLMarker(line, "...") {
+			open = false
+			continue
+		}
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) == 0 || trimmed[0] == '#' || (!open && line[0] == '%') {
+			continue
+		}
+		if !open {
+			count++
+			open = true
 		}
 	}
-	return true
+	return count
+}
+
+// isYAMLMarker reports whether line is marker at column 0, alone or
+// followed by a space or comment.
+func isYAMLMarker(line []byte, marker string) bool {
+	rest, ok := bytes.CutPrefix(line, []byte(marker))
+	return ok && (len(bytes.TrimSpace(rest)) == 0 || rest[0] == ' ' || rest[0] == '\t')
 }
 
 func fromJSONError(err error) *DecodeError {

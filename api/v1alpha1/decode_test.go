@@ -131,6 +131,11 @@ func TestDecodeAccepts(t *testing.T) {
 				t.Error("name lost")
 			}
 		}},
+		{"yaml with a directive and an end marker", "%YAML 1.1\n---\n" + deployableYAML + "...\n", "application/yaml", func(t *testing.T, obj any) {
+			if obj.(*Deployable).Metadata.Namespace != "team-a" {
+				t.Error("namespace lost")
+			}
+		}},
 		{"cluster yaml", clusterYAML, "application/yaml", func(t *testing.T, obj any) {
 			c := obj.(*Cluster)
 			if c.Status.Inventory.Objects != 1234 || c.Status.Conditions[0].Status != "True" {
@@ -201,6 +206,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"duplicate key in json", head + `"metadata": {"name": "a", "name": "b"}}`, "application/json", true, "metadata.name"},
 		{"duplicate key in yaml", "apiVersion: purser.io/v1alpha1\nkind: Runnable\nkind: Runnable\n", "application/yaml", true, ""},
 		{"two yaml documents", deployableYAML + "---\n" + deployableYAML, "application/yaml", true, ""},
+		{"yaml document after an end marker", deployableYAML + "...\n" + deployableYAML, "application/yaml", true, ""},
 		{"unsupported content type", runnableJSON, "text/plain", true, ""},
 		{"unreadable content type", runnableJSON, "application/", true, ""},
 		{"taint time outside years 0000-9999 in UTC", "apiVersion: purser.io/v1alpha1\nkind: Cluster\nspec:\n  taints: [{key: a, effect: NoSchedule, timeAdded: \"0000-01-01T00:00:00+01:00\"}]\n", "application/yaml", false, "spec.taints[0].timeAdded"},

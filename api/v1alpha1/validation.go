@@ -206,15 +206,12 @@ func (v *validator) template(tmpl map[string]any, namespace string) {
 		v.add(field, "is required: the Kubernetes object, with apiVersion and kind")
 		return
 	}
-	switch apiVersion, ok := tmpl["apiVersion"].(string); {
-	case !ok || apiVersion == "":
+	if apiVersion, _ := tmpl["apiVersion"].(string); apiVersion == "" {
 		v.add(field+".apiVersion", "is required: a string such as v1 or batch/v1")
-	default:
-		if _, err := schema.ParseGroupVersion(apiVersion); err != nil {
-			v.add(field+".apiVersion", "%s must be version or group/version, such as v1 or batch/v1", quote(apiVersion))
-		}
+	} else if _, err := schema.ParseGroupVersion(apiVersion); err != nil {
+		v.add(field+".apiVersion", "%s must be version or group/version, such as v1 or batch/v1", quote(apiVersion))
 	}
-	if kind, ok := tmpl["kind"].(string); !ok || kind == "" {
+	if kind, _ := tmpl["kind"].(string); kind == "" {
 		v.add(field+".kind", "is required: a string such as Job or ConfigMap")
 	}
 	raw, present := tmpl["metadata"]
@@ -226,13 +223,13 @@ func (v *validator) template(tmpl map[string]any, namespace string) {
 		v.add(field+".metadata", "must be an object")
 		return
 	}
-	if raw, present := md["name"]; present {
-		if name, ok := raw.(string); !ok || len(content.IsDNS1123Subdomain(name)) > 0 {
+	if raw := md["name"]; raw != nil {
+		if name, ok := raw.(string); !ok || (name != "" && len(content.IsDNS1123Subdomain(name)) > 0) {
 			v.add(field+".metadata.name", "%s %s", quoteAny(raw), subdomainRule)
 		}
 	}
-	if raw, present := md["namespace"]; present && namespace != "" {
-		if ns, ok := raw.(string); !ok || ns != namespace {
+	if raw := md["namespace"]; raw != nil && namespace != "" {
+		if ns, ok := raw.(string); !ok || (ns != "" && ns != namespace) {
 			v.add(field+".metadata.namespace", "must be unset or %s, the namespace in metadata", quote(namespace))
 		}
 	}

@@ -100,7 +100,16 @@ func (s *Server) verifyHistory(r *http.Request, u auth.User) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, res, nil
+	return http.StatusOK, ChainStatus{Entries: res.Entries, OK: res.OK, BrokenSeq: res.BrokenSeq, Reason: res.Reason}, nil
+}
+
+// ChainStatus is the answer of GET /api/v1/history/verify: how many
+// entries were checked and, when the chain is broken, the first bad entry.
+type ChainStatus struct {
+	Entries   int64  `json:"entries"`
+	OK        bool   `json:"ok"`
+	BrokenSeq int64  `json:"brokenSeq,omitempty"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // List is the shape of every list response.

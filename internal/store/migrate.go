@@ -34,8 +34,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		dialect = goose.DialectPostgres
 		// Replicas starting together must not migrate concurrently. A
 		// lock row rather than goose's advisory-lock locker, because
-		// CockroachDB has no advisory locks. (SQLite needs no lock: each
-		// migration runs in a BEGIN IMMEDIATE transaction.)
+		// CockroachDB has no advisory locks. (SQLite has no such
+		// lock; see the retry below.)
 		locker, err := lock.NewPostgresTableLocker(lock.WithTableLockTimeout(time.Second, 120))
 		if err != nil {
 			return fmt.Errorf("migrate: %w", err)
@@ -47,8 +47,18 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	// Not p.Close: that would close s.write, which the Store keeps using.
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", classify(err))
+	var upErr error
+	for range 3 {
+		if _, upErr = p.Up(ctx); upErr == nil {
+			return nil
+		}
+		// On SQLite, processes opening a fresh file together all see the
+		// migration pending and race to apply it. Each migration is one
+		// transaction, so the losers roll back cleanly; if nothing is
+		// pending any more, another process did the work.
+		if pending, err := p.HasPending(ctx); err == nil && !pending {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("migrate: %w", classify(upErr))
 }

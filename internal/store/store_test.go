@@ -115,6 +115,7 @@ var suite = []struct {
 	{"RetryOnSerializationFailure", testRetry},
 	{"UnavailableAfterClose", testUnavailableAfterClose},
 	{"MigrationsIdempotent", testMigrationsIdempotent},
+	{"ConcurrentOpen", testConcurrentOpen},
 }
 
 func TestStore(t *testing.T) {

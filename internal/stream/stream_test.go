@@ -322,3 +322,29 @@ func streamMsgs(t *testing.T, c *stream.Client, name string) uint64 {
 	}
 	return info.State.Msgs
 }
+
+func TestPublishWithoutStream(t *testing.T) {
+	// A subject that no stream captures gets no answer, like a stream that
+	// is down; Publish says so within its deadline instead of hanging.
+	c := streamtest.Connect(t, streamtest.Start(t, "").URL)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := c.Publish(ctx, stream.SubjectSubmissions, "x", nil); !errors.Is(err, stream.ErrUnavailable) {
+		t.Fatalf("Publish before Declare: %v, want ErrUnavailable", err)
+	}
+}
+
+// BenchmarkPublish measures one synchronous, deduplicated, fsynced publish
+// to the embedded server: the relay's cost per outbox row.
+func BenchmarkPublish(b *testing.B) {
+	c := streamtest.Declared(b, streamtest.Start(b, "").URL)
+	ctx := streamtest.Context(b)
+	data := make([]byte, 512)
+	i := 0
+	for b.Loop() {
+		i++
+		if err := c.Publish(ctx, stream.SubjectSubmissions, fmt.Sprint(i), data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

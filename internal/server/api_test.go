@@ -1,0 +1,633 @@
+package server_test
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purser-io/purser/internal/sandbox"
+	"github.com/purser-io/purser/internal/store/storetest"
+)
+
+// Each case runs on SQLite and on PostgreSQL, each against a fresh database.
+var cases = []struct {
+	name string
+	fn   func(t *testing.T, h *harness)
+}{
+	{"SubmitIsIdempotent", testSubmitIsIdempotent},
+	{"GenerateName", testGenerateName},
+	{"MutationsAreAuditedWithOutboxInOneTransaction", testAuditedWithOutbox},
+	{"CancelRunnable", testCancel},
+	{"ListPagination", testListPagination},
+	{"Authentication401", testUnauthenticated},
+	{"Authorization403", testForbidden},
+	{"FourEyesRunnable", testFourEyesRunnable},
+	{"FourEyesDeployable", testFourEyesDeployable},
+	{"Deployables", testDeployables},
+	{"Clusters", testClusters},
+	{"SecretsAreCiphertextAtRest", testSecretsAtRest},
+	{"TamperingIsDetected", testTamperDetected},
+	{"BadInputChangesNothing", testBadInput},
+	{"HealthAndMetrics", testHealthAndMetrics},
+}
+
+func TestAPI(t *testing.T) {
+	for _, eng := range storetest.Engines() {
+		t.Run(eng.Name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					c.fn(t, newHarness(t, eng))
+				})
+			}
+		})
+	}
+}
+
+func runnableYAML(ns, name, command string) string {
+	return fmt.Sprintf(`apiVersion: purser.io/v1alpha1
+kind: Runnable
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  template:
+    apiVersion: batch/v1
+    kind: Job
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+          - name: main
+            image: busybox
+            command: [sh, -c, %q]
+`, name, ns, command)
+}
+
+func testSubmitIsIdempotent(t *testing.T, h *harness) {
+	first := h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "nightly", "echo 1")).want(t, http.StatusAccepted)
+	if first.str("status", "phase") != "Queued" || first.str("metadata", "uid") == "" {
+		t.Fatalf("first submit: %s", first.raw)
+	}
+	again := h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "nightly", "echo 1")).want(t, http.StatusOK)
+	if again.str("metadata", "uid") != first.str("metadata", "uid") {
+		t.Fatalf("same submission got uid %s, first had %s", again.str("metadata", "uid"), first.str("metadata", "uid"))
+	}
+	before := h.counts()
+	conflict := h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "nightly", "echo 2")).want(t, http.StatusConflict)
+	if conflict.str("reason") != "Conflict" || !strings.Contains(conflict.str("message"), "another spec") {
+		t.Fatalf("conflict answer: %s", conflict.raw)
+	}
+	if after := h.counts(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a 409 changed the database: %v -> %v", before, after)
+	}
+	if n := h.count("audit_log"); n != 1 {
+		t.Fatalf("%d audit entries, want 1 (the first submission only)", n)
+	}
+	got := h.get("bob", "/api/v1/runnables/team-a/nightly").want(t, http.StatusOK)
+	if !strings.Contains(string(got.raw), "echo 1") {
+		t.Fatalf("stored spec is not the first one: %s", got.raw)
+	}
+	ids := h.submissions(time.Second)
+	if len(ids) != 1 {
+		t.Fatalf("submissions on the stream: %v, want exactly one", ids)
+	}
+}
+
+func testGenerateName(t *testing.T, h *harness) {
+	body := strings.Replace(runnableYAML("team-a", "x", "true"), "name: x", "generateName: report-", 1)
+	a := h.yaml("alice", "POST", "/api/v1/runnables", body).want(t, http.StatusAccepted)
+	b := h.yaml("alice", "POST", "/api/v1/runnables", body).want(t, http.StatusAccepted)
+	na, nb := a.str("metadata", "name"), b.str("metadata", "name")
+	if !strings.HasPrefix(na, "report-") || !strings.HasPrefix(nb, "report-") || na == nb {
+		t.Fatalf("generated names %q and %q", na, nb)
+	}
+}
+
+func testAuditedWithOutbox(t *testing.T, h *harness) {
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "r1", "true")).want(t, http.StatusAccepted)
+	h.yaml("alice", "PUT", "/api/v1/deployables/team-a/cfg", configMapDeployable("team-a", "cfg", "v1")).want(t, http.StatusCreated)
+	h.do("alice", "DELETE", "/api/v1/runnables/team-a/r1", "", nil).want(t, http.StatusOK)
+
+	hist := h.get("admin", "/api/v1/history").want(t, http.StatusOK).items()
+	var got []string
+	for _, e := range hist {
+		got = append(got, fmt.Sprintf("%v %v %v", e["actor"], e["action"], e["object"]))
+	}
+	want := []string{
+		"alice create Runnable/team-a/r1",
+		"alice create Deployable/team-a/cfg",
+		"alice cancel Runnable/team-a/r1",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("history:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The outbox rows written with the submission and the cancellation
+	// reach the stream, and leave the outbox once acknowledged.
+	ids := h.submissions(2 * time.Second)
+	if len(ids) != 2 || !strings.HasSuffix(ids[0], "/submit") || !strings.HasSuffix(ids[1], "/cancel") {
+		t.Fatalf("stream messages %v, want submit then cancel", ids)
+	}
+	eventually(t, "outbox drained", func() bool { return h.count("outbox") == 0 })
+	if v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK); v.body["ok"] != true {
+		t.Fatalf("chain: %s", v.raw)
+	}
+}
+
+func testCancel(t *testing.T, h *harness) {
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "r", "true")).want(t, http.StatusAccepted)
+	c := h.do("alice", "DELETE", "/api/v1/runnables/team-a/r", "", nil).want(t, http.StatusOK)
+	if c.str("status", "phase") != "Cancelled" {
+		t.Fatalf("after cancel: %s", c.raw)
+	}
+	audits := h.count("audit_log")
+	h.do("alice", "DELETE", "/api/v1/runnables/team-a/r", "", nil).want(t, http.StatusOK)
+	if h.count("audit_log") != audits {
+		t.Fatal("cancelling twice wrote a second audit entry")
+	}
+	h.do("alice", "DELETE", "/api/v1/runnables/team-a/missing", "", nil).want(t, http.StatusNotFound)
+}
+
+func testListPagination(t *testing.T, h *harness) {
+	var want []string
+	for i := range 7 {
+		name := fmt.Sprintf("job-%d", i)
+		want = append(want, name)
+		h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", name, "true")).want(t, http.StatusAccepted)
+	}
+	h.yaml("admin", "POST", "/api/v1/runnables", runnableYAML("team-c", "elsewhere", "true")).want(t, http.StatusAccepted)
+	var got []string
+	cont := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+		q := url.Values{"namespace": {"team-a"}, "limit": {"3"}}
+		if cont != "" {
+			q.Set("continue", cont)
+		}
+		page := h.get("bob", "/api/v1/runnables?"+q.Encode()).want(t, http.StatusOK)
+		for _, it := range page.items() {
+			got = append(got, it["metadata"].(map[string]any)["name"].(string))
+		}
+		if cont = page.str("continue"); cont == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged list %v, want %v", got, want)
+	}
+	if all := h.get("admin", "/api/v1/runnables").want(t, http.StatusOK).items(); len(all) != 8 {
+		t.Fatalf("admin lists %d runnables across namespaces, want 8", len(all))
+	}
+	if q := h.get("bob", "/api/v1/runnables?phase=Queued&namespace=team-a").want(t, http.StatusOK).items(); len(q) != 7 {
+		t.Fatalf("phase filter: %d", len(q))
+	}
+	h.get("bob", "/api/v1/runnables?namespace=team-a&continue=garbage").want(t, http.StatusBadRequest)
+}
+
+// endpoints of every family, for the 401 and 403 tables.
+var endpoints = []struct{ method, path, body string }{
+	{"POST", "/api/v1/runnables", runnableYAML("team-a", "x", "true")},
+	{"GET", "/api/v1/runnables?namespace=team-a", ""},
+	{"GET", "/api/v1/runnables/team-a/x", ""},
+	{"DELETE", "/api/v1/runnables/team-a/x", ""},
+	{"POST", "/api/v1/runnables/team-a/x/approve", ""},
+	{"POST", "/api/v1/runnables/team-a/x/reject", ""},
+	{"PUT", "/api/v1/deployables/team-a/cfg", configMapDeployable("team-a", "cfg", "v")},
+	{"GET", "/api/v1/deployables?namespace=team-a", ""},
+	{"GET", "/api/v1/deployables/team-a/cfg", ""},
+	{"DELETE", "/api/v1/deployables/team-a/cfg", ""},
+	{"POST", "/api/v1/clusters", clusterYAML("c1", "token-1")},
+	{"PUT", "/api/v1/clusters/c1", clusterYAML("c1", "token-1")},
+	{"DELETE", "/api/v1/clusters/c1", ""},
+	{"GET", "/api/v1/history", ""},
+	{"GET", "/api/v1/history/verify", ""},
+}
+
+func testUnauthenticated(t *testing.T, h *harness) {
+	before := h.counts()
+	for _, e := range endpoints {
+		for _, auth := range []string{"", "Bearer not-a-token", "Basic YWRtaW46YWRtaW4="} {
+			req, _ := http.NewRequest(e.method, h.url+e.path, strings.NewReader(e.body))
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			req.Header.Set("Content-Type", "application/yaml")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s %s with %q: status %d, want 401", e.method, e.path, auth, resp.StatusCode)
+			}
+		}
+	}
+	h.get("", "/api/v1/clusters").want(t, http.StatusUnauthorized)
+	if after := h.counts(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("unauthenticated requests changed the database: %v -> %v", before, after)
+	}
+}
+
+func testForbidden(t *testing.T, h *harness) {
+	// Objects for the read and decide endpoints to find.
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "x", "true")).want(t, http.StatusAccepted)
+	h.yaml("alice", "PUT", "/api/v1/deployables/team-a/cfg", configMapDeployable("team-a", "cfg", "v")).want(t, http.StatusCreated)
+	h.yaml("admin", "POST", "/api/v1/clusters", clusterYAML("c1", "token-1")).want(t, http.StatusCreated)
+	before := h.counts()
+	for _, e := range endpoints {
+		r := h.yaml("mallory", e.method, e.path, e.body)
+		if r.code != http.StatusForbidden {
+			t.Errorf("mallory %s %s: status %d, want 403: %s", e.method, e.path, r.code, r.raw)
+		}
+	}
+	// A viewer reads but does not write; an editor does not touch clusters
+	// or decide approvals.
+	for _, e := range []struct{ user, method, path, body string }{
+		{"bob", "POST", "/api/v1/runnables", runnableYAML("team-a", "other", "true")},
+		{"bob", "DELETE", "/api/v1/runnables/team-a/x", ""},
+		{"bob", "PUT", "/api/v1/deployables/team-a/cfg", configMapDeployable("team-a", "cfg", "w")},
+		{"bob", "POST", "/api/v1/runnables/team-a/x/approve", ""},
+		{"bob", "GET", "/api/v1/runnables?namespace=team-b", ""},
+		{"bob", "GET", "/api/v1/runnables", ""},
+		{"bob", "GET", "/api/v1/history", ""},
+		{"alice", "POST", "/api/v1/clusters", clusterYAML("c2", "token-2")},
+		{"alice", "DELETE", "/api/v1/clusters/c1", ""},
+		{"alice", "POST", "/api/v1/runnables/team-a/x/approve", ""},
+		{"alice", "POST", "/api/v1/runnables", runnableYAML("team-c", "z", "true")},
+	} {
+		if r := h.yaml(e.user, e.method, e.path, e.body); r.code != http.StatusForbidden {
+			t.Errorf("%s %s %s: status %d, want 403: %s", e.user, e.method, e.path, r.code, r.raw)
+		}
+	}
+	if after := h.counts(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("forbidden requests changed the database: %v -> %v", before, after)
+	}
+	// What they may do, they can.
+	h.get("bob", "/api/v1/runnables/team-a/x").want(t, http.StatusOK)
+	h.get("bob", "/api/v1/history?namespace=team-a").want(t, http.StatusOK)
+	h.get("mallory", "/api/v1/clusters").want(t, http.StatusOK)
+}
+
+func testFourEyesRunnable(t *testing.T, h *harness) {
+	sub := h.yaml("dave", "POST", "/api/v1/runnables", runnableYAML("team-b", "payroll", "true")).want(t, http.StatusAccepted)
+	if sub.str("status", "phase") != "PendingApproval" {
+		t.Fatalf("phase %q, want PendingApproval", sub.str("status", "phase"))
+	}
+	if h.count("outbox") != 0 {
+		t.Fatal("a runnable waiting for approval was sent to the submitters")
+	}
+	h.do("dave", "POST", "/api/v1/runnables/team-b/payroll/approve", "", nil).want(t, http.StatusForbidden) // not an approver
+	h.do("bob", "POST", "/api/v1/runnables/team-b/payroll/approve", "", nil).want(t, http.StatusForbidden)  // no role there
+
+	// alice is an approver in team-b, but did not submit this one: she may.
+	// First, one she submitted herself she may not approve.
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-b", "own", "true")).want(t, http.StatusAccepted)
+	own := h.do("alice", "POST", "/api/v1/runnables/team-b/own/approve", "", nil).want(t, http.StatusForbidden)
+	if !strings.Contains(own.str("message"), "cannot also decide") {
+		t.Fatalf("self-approval answer: %s", own.raw)
+	}
+
+	ok := h.do("carol", "POST", "/api/v1/runnables/team-b/payroll/approve", "", nil).want(t, http.StatusOK)
+	if ok.str("status", "phase") != "Queued" || ok.str("status", "approvedBy") != "carol" {
+		t.Fatalf("after approval: %s", ok.raw)
+	}
+	h.do("carol", "POST", "/api/v1/runnables/team-b/payroll/approve", "", nil).want(t, http.StatusConflict)
+	rej := h.do("carol", "POST", "/api/v1/runnables/team-b/own/reject", "", nil).want(t, http.StatusOK)
+	if rej.str("status", "phase") != "Rejected" {
+		t.Fatalf("after rejection: %s", rej.raw)
+	}
+	ids := h.submissions(2 * time.Second)
+	if len(ids) != 1 {
+		t.Fatalf("stream got %v, want only the approved runnable", ids)
+	}
+	hist := h.get("admin", "/api/v1/history?namespace=team-b").want(t, http.StatusOK).items()
+	var got []string
+	for _, e := range hist {
+		got = append(got, fmt.Sprintf("%v %v %v", e["actor"], e["action"], e["outcome"]))
+	}
+	want := []string{"dave create PendingApproval", "alice create PendingApproval", "carol approve Queued", "carol reject Rejected"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("history %v, want %v", got, want)
+	}
+}
+
+func testFourEyesDeployable(t *testing.T, h *harness) {
+	p := h.yaml("dave", "PUT", "/api/v1/deployables/team-b/cfg", configMapDeployable("team-b", "cfg", "v1")).want(t, http.StatusCreated)
+	if p.str("status", "phase") != "PendingApproval" || p.body["status"].(map[string]any)["generation"] != nil {
+		t.Fatalf("pending deployable: %s", p.raw)
+	}
+	h.do("dave", "POST", "/api/v1/deployables/team-b/cfg/approve", "", nil).want(t, http.StatusForbidden)
+	a := h.do("carol", "POST", "/api/v1/deployables/team-b/cfg/approve", "", nil).want(t, http.StatusOK)
+	if a.str("status", "phase") != "Active" || a.body["status"].(map[string]any)["generation"] != float64(1) {
+		t.Fatalf("approved deployable: %s", a.raw)
+	}
+	// An update waits too, and the live spec stays as it was meanwhile.
+	h.yaml("dave", "PUT", "/api/v1/deployables/team-b/cfg", configMapDeployable("team-b", "cfg", "v2")).want(t, http.StatusOK)
+	live := h.get("dave", "/api/v1/deployables/team-b/cfg").want(t, http.StatusOK)
+	if !strings.Contains(string(live.raw), `"v1"`) || live.str("status", "phase") != "PendingApproval" {
+		t.Fatalf("live spec changed before approval: %s", live.raw)
+	}
+	h.do("carol", "POST", "/api/v1/deployables/team-b/cfg/reject", "", nil).want(t, http.StatusOK)
+	after := h.get("dave", "/api/v1/deployables/team-b/cfg").want(t, http.StatusOK)
+	if !strings.Contains(string(after.raw), `"v1"`) || after.str("status", "phase") != "Active" {
+		t.Fatalf("after rejecting the update: %s", after.raw)
+	}
+}
+
+func configMapDeployable(ns, name, value string) string {
+	return fmt.Sprintf(`apiVersion: purser.io/v1alpha1
+kind: Deployable
+metadata: {name: %s, namespace: %s}
+spec:
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: %s}
+    data: {key: %q}
+`, name, ns, name, value)
+}
+
+func testDeployables(t *testing.T, h *harness) {
+	c := h.yaml("alice", "PUT", "/api/v1/deployables/team-a/cfg", configMapDeployable("team-a", "cfg", "v1")).want(t, http.StatusCreated)
+	if c.body["status"].(map[string]any)["generation"] != float64(1) {
+		t.Fatalf("created: %s", c.raw)
+	}
+	audits := h.count("audit_log")
+	same := h.yaml("alice", "PUT", "/api/v1/deployables/team-a/cfg", configMapDeployable("team-a", "cfg", "v1")).want(t, http.StatusOK)
+	if same.body["status"].(map[string]any)["generation"] != float64(1) || h.count("audit_log") != audits {
+		t.Fatalf("an unchanged PUT bumped the generation or the audit log: %s", same.raw)
+	}
+	upd := h.yaml("alice", "PUT", "/api/v1/deployables/team-a/cfg", configMapDeployable("team-a", "cfg", "v2")).want(t, http.StatusOK)
+	if upd.body["status"].(map[string]any)["generation"] != float64(2) {
+		t.Fatalf("updated: %s", upd.raw)
+	}
+	mismatch := h.yaml("alice", "PUT", "/api/v1/deployables/team-a/other", configMapDeployable("team-a", "cfg", "v2")).want(t, http.StatusUnprocessableEntity)
+	if !strings.Contains(string(mismatch.raw), "metadata.name") {
+		t.Fatalf("name mismatch answer: %s", mismatch.raw)
+	}
+	if n := len(h.get("bob", "/api/v1/deployables?namespace=team-a").want(t, http.StatusOK).items()); n != 1 {
+		t.Fatalf("list has %d deployables", n)
+	}
+	h.do("alice", "DELETE", "/api/v1/deployables/team-a/cfg", "", nil).want(t, http.StatusOK)
+	h.get("bob", "/api/v1/deployables/team-a/cfg").want(t, http.StatusNotFound)
+	h.do("alice", "DELETE", "/api/v1/deployables/team-a/cfg", "", nil).want(t, http.StatusNotFound)
+	// Re-creating a deleted one revives it with a new generation.
+	again := h.yaml("alice", "PUT", "/api/v1/deployables/team-a/cfg", configMapDeployable("team-a", "cfg", "v3")).want(t, http.StatusOK)
+	if again.body["status"].(map[string]any)["generation"] != float64(3) {
+		t.Fatalf("revived: %s", again.raw)
+	}
+}
+
+func clusterYAML(name, token string) string {
+	return fmt.Sprintf(`apiVersion: purser.io/v1alpha1
+kind: Cluster
+metadata:
+  name: %s
+  labels: {dc: dc1, tier: prod}
+spec:
+  kubeconfig: |
+    apiVersion: v1
+    kind: Config
+    clusters:
+    - name: c
+      cluster: {server: "https://127.0.0.1:6443"}
+    users:
+    - name: u
+      user: {token: %s}
+    contexts:
+    - name: c
+      context: {cluster: c, user: u}
+    current-context: c
+`, name, token)
+}
+
+func testClusters(t *testing.T, h *harness) {
+	c := h.yaml("admin", "POST", "/api/v1/clusters", clusterYAML("dc1-a", "tok-1")).want(t, http.StatusCreated)
+	if c.str("metadata", "labels", "tier") != "prod" || c.str("spec", "kubeconfig") != "" {
+		t.Fatalf("registered: %s", c.raw)
+	}
+	h.yaml("admin", "POST", "/api/v1/clusters", clusterYAML("dc1-a", "tok-1")).want(t, http.StatusConflict)
+	upd := strings.Replace(clusterYAML("dc1-a", "tok-1"), "tier: prod", "tier: staging", 1)
+	u := h.yaml("admin", "PUT", "/api/v1/clusters/dc1-a", upd).want(t, http.StatusOK)
+	if u.str("metadata", "labels", "tier") != "staging" {
+		t.Fatalf("updated: %s", u.raw)
+	}
+	// An update without kubeconfig keeps the stored one.
+	noKC := "apiVersion: purser.io/v1alpha1\nkind: Cluster\nmetadata: {name: dc1-a, labels: {tier: prod}}\nspec:\n  taints: [{key: maintenance, effect: NoSchedule}]\n"
+	h.yaml("admin", "PUT", "/api/v1/clusters/dc1-a", noKC).want(t, http.StatusOK)
+	var sealed []byte
+	if err := h.raw.QueryRow(storetest.Rebind(h.dsn, "SELECT kubeconfig FROM clusters WHERE name = ?"), "dc1-a").Scan(&sealed); err != nil || len(sealed) == 0 {
+		t.Fatalf("kubeconfig gone after an update without one: %v", err)
+	}
+	list := h.get("mallory", "/api/v1/clusters").want(t, http.StatusOK)
+	if len(list.items()) != 1 || strings.Contains(string(list.raw), "tok-1") {
+		t.Fatalf("cluster list: %s", list.raw)
+	}
+	h.yaml("admin", "PUT", "/api/v1/clusters/nope", clusterYAML("nope", "t")).want(t, http.StatusNotFound)
+	h.do("admin", "DELETE", "/api/v1/clusters/dc1-a", "", nil).want(t, http.StatusOK)
+	h.get("admin", "/api/v1/clusters/dc1-a").want(t, http.StatusNotFound)
+}
+
+func testSecretsAtRest(t *testing.T, h *harness) {
+	const kubeToken = "kubeconfig-token-d41d8cd98f00"
+	const password = "hunter2-correct-horse"
+	const other = "another-secret-value-42"
+	otherB64 := base64.StdEncoding.EncodeToString([]byte(other))
+	secrets := []string{kubeToken, password, other, otherB64}
+
+	h.yaml("admin", "POST", "/api/v1/clusters", clusterYAML("dc1-a", kubeToken)).want(t, http.StatusCreated)
+	secret := fmt.Sprintf(`apiVersion: purser.io/v1alpha1
+kind: Deployable
+metadata: {name: db-creds, namespace: team-a}
+spec:
+  template:
+    apiVersion: v1
+    kind: Secret
+    metadata: {name: db-creds}
+    type: Opaque
+    stringData: {password: %s}
+    data: {other: %s}
+`, password, otherB64)
+	put := h.yaml("alice", "PUT", "/api/v1/deployables/team-a/db-creds", secret).want(t, http.StatusCreated)
+	responses := [][]byte{put.raw,
+		h.get("alice", "/api/v1/deployables/team-a/db-creds").raw,
+		h.get("admin", "/api/v1/deployables").raw,
+		h.get("admin", "/api/v1/clusters/dc1-a").raw,
+		h.get("admin", "/api/v1/clusters").raw,
+		h.get("admin", "/api/v1/history").raw,
+	}
+	for i, raw := range responses {
+		if s := contains(raw, secrets...); s != "" {
+			t.Errorf("API response %d holds secret %q: %s", i, s, raw)
+		}
+	}
+	// Behind the API's back: every table, every column, as text.
+	for _, table := range []string{"clusters", "deployables", "audit_log", "outbox"} {
+		rows, err := h.raw.Query("SELECT * FROM " + table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range vals {
+				if s := contains([]byte(fmt.Sprint(v)), secrets...); s != "" {
+					t.Errorf("%s.%s holds %q in clear", table, cols[i], s)
+				}
+				if b, ok := v.([]byte); ok {
+					if s := contains(b, secrets...); s != "" {
+						t.Errorf("%s.%s holds %q in clear", table, cols[i], s)
+					}
+				}
+			}
+		}
+		rows.Close()
+	}
+	// The values are kept, sealed: the key opens them.
+	var sealedSecret, sealedKC []byte
+	h.raw.QueryRow(storetest.Rebind(h.dsn, "SELECT secret FROM deployables WHERE name = ?"), "db-creds").Scan(&sealedSecret)
+	h.raw.QueryRow(storetest.Rebind(h.dsn, "SELECT kubeconfig FROM clusters WHERE name = ?"), "dc1-a").Scan(&sealedKC)
+	plain, err := h.sealer.Open(sealedSecret, "deployable/team-a/db-creds")
+	if err != nil || !strings.Contains(string(plain), password) || !strings.Contains(string(plain), otherB64) {
+		t.Fatalf("sealed Secret values: %q, %v", plain, err)
+	}
+	kc, err := h.sealer.Open(sealedKC, "cluster/dc1-a/kubeconfig")
+	if err != nil || !strings.Contains(string(kc), kubeToken) {
+		t.Fatalf("sealed kubeconfig: %v", err)
+	}
+	// A changed Secret value is a new generation, though the clear part is equal.
+	changed := strings.Replace(secret, password, "new-password-value", 1)
+	g := h.yaml("alice", "PUT", "/api/v1/deployables/team-a/db-creds", changed).want(t, http.StatusOK)
+	if g.body["status"].(map[string]any)["generation"] != float64(2) {
+		t.Fatalf("changing a Secret value did not bump the generation: %s", g.raw)
+	}
+}
+
+func testTamperDetected(t *testing.T, h *harness) {
+	for i := range 4 {
+		h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", fmt.Sprintf("r%d", i), "true")).want(t, http.StatusAccepted)
+	}
+	v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
+	if v.body["ok"] != true || v.body["entries"] != float64(4) {
+		t.Fatalf("intact chain: %s", v.raw)
+	}
+	if _, err := h.raw.Exec(storetest.Rebind(h.dsn, "UPDATE audit_log SET summary = ? WHERE seq = ?"), "nothing to see here", 3); err != nil {
+		t.Fatal(err)
+	}
+	v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
+	if v.body["ok"] != false || v.body["brokenSeq"] != float64(3) {
+		t.Fatalf("tampered chain: %s", v.raw)
+	}
+}
+
+func testBadInput(t *testing.T, h *harness) {
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "exists", "true")).want(t, http.StatusAccepted)
+	before := h.counts()
+	valid := runnableYAML("team-a", "fresh", "true")
+	big := strings.Replace(valid, "command: [sh, -c, \"true\"]", "command: [sh, -c, \""+strings.Repeat("x", 1<<20)+"\"]", 1)
+	past := strings.Replace(valid, "spec:\n  template:", "spec:\n  deadline: \"2020-01-01T00:00:00Z\"\n  template:", 1)
+	badCEL := strings.Replace(valid, "spec:\n  template:", "spec:\n  failover:\n    mutations:\n    - when: \"preserved[\"\n      path: spec.x\n      value: \"'a'\"\n  template:", 1)
+	badSelector := strings.Replace(valid, "spec:\n  template:", "spec:\n  placement:\n    clusterAffinity:\n      labelSelector:\n        matchExpressions: [{key: tier, operator: Around}]\n  template:", 1)
+	for _, c := range []struct {
+		name, contentType, body string
+		code                    int
+		field                   string
+	}{
+		{"malformed JSON", "application/json", `{"kind": "Runnable",`, 400, ""},
+		{"not YAML", "application/yaml", "kind: [Runnable\n  :", 400, ""},
+		{"empty body", "application/json", "", 400, ""},
+		{"a list, not an object", "application/json", `[1,2]`, 400, ""},
+		{"unknown field", "application/yaml", strings.Replace(valid, "kind: Runnable", "kind: Runnable\nspecc: {}", 1), 422, "specc"},
+		{"unknown spec field", "application/yaml", strings.Replace(valid, "spec:\n  template:", "spec:\n  priority: 3\n  template:", 1), 422, "spec.priority"},
+		{"wrong apiVersion", "application/yaml", strings.Replace(valid, "purser.io/v1alpha1", "purser.io/v9", 1), 422, "apiVersion"},
+		{"template without kind", "application/yaml", strings.Replace(valid, "    kind: Job\n", "", 1), 422, "spec.template.kind"},
+		{"bad name", "application/yaml", strings.Replace(valid, "name: fresh", "name: Fresh_Report", 1), 422, "metadata.name"},
+		{"no namespace", "application/yaml", strings.Replace(valid, "  namespace: team-a\n", "", 1), 422, "metadata.namespace"},
+		{"deadline in the past", "application/yaml", past, 422, "spec.deadline"},
+		{"CEL does not compile", "application/yaml", badCEL, 422, "spec.failover.mutations[0].when"},
+		{"selector does not parse", "application/yaml", badSelector, 422, "spec.placement.clusterAffinity.labelSelector"},
+		{"too large", "application/yaml", big, 413, ""},
+		{"media type", "text/plain", valid, 415, ""},
+	} {
+		r := h.do("alice", "POST", "/api/v1/runnables", c.contentType, []byte(c.body))
+		if r.code != c.code {
+			t.Errorf("%s: status %d, want %d: %.300s", c.name, r.code, c.code, r.raw)
+			continue
+		}
+		if r.str("message") == "" || r.body["code"] != float64(c.code) {
+			t.Errorf("%s: error body lacks code or message: %.300s", c.name, r.raw)
+		}
+		if c.field != "" && !strings.Contains(string(r.raw), `"field": "`+c.field) {
+			t.Errorf("%s: no detail for field %s: %.500s", c.name, c.field, r.raw)
+		}
+	}
+	if after := h.counts(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("bad input changed the database: %v -> %v", before, after)
+	}
+}
+
+func testHealthAndMetrics(t *testing.T, h *harness) {
+	h.get("", "/healthz").want(t, http.StatusOK)
+	h.get("", "/readyz").want(t, http.StatusOK)
+	h.get("bob", "/api/v1/runnables?namespace=team-a").want(t, http.StatusOK)
+	m := h.get("", "/metrics").want(t, http.StatusOK)
+	if !strings.Contains(string(m.raw), `purser_api_requests_total{code="200",route="GET /api/v1/runnables"} 1`) ||
+		!strings.Contains(string(m.raw), "purser_api_request_duration_seconds_bucket") {
+		t.Fatalf("metrics lack request counts or latencies:\n%s", m.raw)
+	}
+	// The stream going away makes the API not ready, and back.
+	h.nats.Stop()
+	h.get("", "/readyz").want(t, http.StatusServiceUnavailable)
+	h.nats.Restart()
+	eventually(t, "ready again after the stream came back", func() bool { return h.get("", "/readyz").code == http.StatusOK })
+}
+
+// TestDatabaseDown cuts the network between the API and PostgreSQL: the
+// API answers 503 with Retry-After, and nothing is half written.
+func TestDatabaseDown(t *testing.T) {
+	dsn := storetest.NewPostgresDatabase(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := sandbox.NewProxy("127.0.0.1:0", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
+	h := newHarnessDSN(t, u.String())
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "before", "true")).want(t, http.StatusAccepted)
+
+	proxy.Cut()
+	down := h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "during", "true")).want(t, http.StatusServiceUnavailable)
+	if down.header.Get("Retry-After") == "" || down.str("reason") != "ServiceUnavailable" {
+		t.Fatalf("503 without Retry-After or reason: %v %s", down.header, down.raw)
+	}
+	h.get("bob", "/api/v1/runnables/team-a/before").want(t, http.StatusServiceUnavailable)
+	h.get("", "/readyz").want(t, http.StatusServiceUnavailable)
+
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "API ready again", func() bool { return h.get("", "/readyz").code == http.StatusOK })
+	h.get("bob", "/api/v1/runnables/team-a/during").want(t, http.StatusNotFound)
+	if n := h.count("audit_log"); n != 1 {
+		t.Fatalf("%d audit entries after the outage, want 1", n)
+	}
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "during", "true")).want(t, http.StatusAccepted)
+}

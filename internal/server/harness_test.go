@@ -1,0 +1,257 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/server"
+	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/store/storetest"
+	"github.com/purser-io/purser/internal/stream"
+	"github.com/purser-io/purser/internal/stream/streamtest"
+)
+
+// The users of every test, and what the policy lets them do:
+//   - admin: everything, clusters included
+//   - alice: editor in team-a and team-b, approver in team-b
+//   - bob: viewer in team-a
+//   - carol: approver in team-a and team-b
+//   - dave: editor in team-b
+//   - mallory: authenticated, no role anywhere
+//
+// team-b requires approval of runnables and deployables.
+var users = []string{"admin", "alice", "bob", "carol", "dave", "mallory"}
+
+func testPolicy() auth.PolicyFile {
+	return auth.PolicyFile{
+		Admins: []string{"admin"},
+		Namespaces: map[string]auth.NamespacePolicy{
+			"team-a": {Roles: map[auth.Role][]string{
+				auth.RoleViewer: {"bob"}, auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol"},
+			}},
+			"team-b": {
+				Roles: map[auth.Role][]string{
+					auth.RoleEditor: {"alice", "dave"}, auth.RoleApprover: {"carol", "alice"},
+				},
+				Approval: auth.Approval{Runnables: true, Deployables: true},
+			},
+		},
+	}
+}
+
+// harness is a real API: an HTTP server over a real database of one
+// engine, with a real NATS and the outbox relay running.
+type harness struct {
+	t       *testing.T
+	dsn     string
+	url     string
+	store   *store.Store
+	sealer  *seal.Sealer
+	nats    *streamtest.Server
+	streams *stream.Client
+	tokens  map[string]string
+	raw     *sql.DB
+}
+
+func newHarness(t *testing.T, eng storetest.Engine) *harness {
+	t.Helper()
+	return newHarnessDSN(t, eng.NewDSN(t))
+}
+
+func newHarnessDSN(t *testing.T, dsn string) *harness {
+	t.Helper()
+	ctx := context.Background()
+	h := &harness{t: t, dsn: dsn, tokens: map[string]string{}}
+	var err error
+	if h.store, err = store.Open(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.store.Close() })
+	h.raw = storetest.RawDB(t, dsn)
+
+	var tf auth.TokensFile
+	for _, u := range users {
+		tok := auth.NewToken()
+		h.tokens[u] = tok
+		tf.Tokens = append(tf.Tokens, auth.TokenEntry{User: u, SHA256: auth.HashToken(tok)})
+	}
+	tokens, err := auth.NewAuthenticator(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := auth.NewPolicy(testPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.sealer, err = seal.New(bytes.Repeat([]byte{7}, seal.KeySize)); err != nil {
+		t.Fatal(err)
+	}
+
+	h.nats = streamtest.Start(t, "")
+	h.streams = streamtest.Declared(t, h.nats.URL)
+	relay := outbox.NewRelay(outbox.StoreSource(h.store), h.streams, outbox.RelayOptions{Interval: 200 * time.Millisecond})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { relay.Run(rctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	srv := httptest.NewServer(server.New(server.Config{
+		Store: h.store, Stream: h.streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: h.sealer,
+	}))
+	t.Cleanup(srv.Close)
+	h.url = srv.URL
+	return h
+}
+
+// response is an answer of the API.
+type response struct {
+	code   int
+	header http.Header
+	raw    []byte
+	body   map[string]any
+}
+
+// do sends a request as user ("" sends no token).
+func (h *harness) do(user, method, path, contentType string, body []byte) response {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.url+path, bytes.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if user != "" {
+		req.Header.Set("Authorization", "Bearer "+h.tokens[user])
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{code: resp.StatusCode, header: resp.Header, raw: raw}
+	json.Unmarshal(raw, &r.body)
+	return r
+}
+
+func (h *harness) yaml(user, method, path, body string) response {
+	h.t.Helper()
+	return h.do(user, method, path, "application/yaml", []byte(body))
+}
+
+func (h *harness) get(user, path string) response {
+	h.t.Helper()
+	return h.do(user, http.MethodGet, path, "", nil)
+}
+
+// want fails the test unless the answer has the status code.
+func (r response) want(t *testing.T, code int) response {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("status %d, want %d: %s", r.code, code, r.raw)
+	}
+	return r
+}
+
+// str reads a nested string field of the answer.
+func (r response) str(path ...string) string {
+	var cur any = r.body
+	for _, p := range path {
+		m, _ := cur.(map[string]any)
+		cur = m[p]
+	}
+	s, _ := cur.(string)
+	return s
+}
+
+func (r response) items() []map[string]any {
+	list, _ := r.body["items"].([]any)
+	out := make([]map[string]any, len(list))
+	for i, it := range list {
+		out[i], _ = it.(map[string]any)
+	}
+	return out
+}
+
+// count returns the number of rows of a table, read behind the API's back.
+func (h *harness) count(table string) int {
+	h.t.Helper()
+	var n int
+	if err := h.raw.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// counts is the number of rows of every table a request could write,
+// but the outbox, which the relay drains on its own.
+func (h *harness) counts() map[string]int {
+	out := map[string]int{}
+	for _, table := range []string{"runnables", "deployables", "clusters", "audit_log", "attempts"} {
+		out[table] = h.count(table)
+	}
+	return out
+}
+
+// submissions drains the submissions stream through the submitters'
+// durable consumer and returns the messages' ids.
+func (h *harness) submissions(wait time.Duration) []string {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait+5*time.Second)
+	defer cancel()
+	cons, err := h.streams.JetStream().Consumer(ctx, stream.SubmissionsStream, stream.SubmitterConsumer)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var ids []string
+	for {
+		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
+			m.Ack()
+		}
+		if n == 0 {
+			return ids
+		}
+	}
+}
+
+// eventually polls cond until it is true or the generous timeout passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after 30s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func contains(haystack []byte, needles ...string) string {
+	for _, n := range needles {
+		if strings.Contains(string(haystack), n) {
+			return n
+		}
+	}
+	return ""
+}
