@@ -285,41 +285,96 @@ func fromStrictErrors(errs []error) *DecodeError {
 // read back, so that a decoded object equals itself after a round trip and
 // a spec hashes the same before and after. Free-form numbers: 3.0 is
 // written back as 3, so whole numbers become int64, which is also what
-// readers such as unstructured.NestedInt64 expect.
+// readers such as unstructured.NestedInt64 expect. Times: see utcTimes.
 func normalize(obj any) *DecodeError {
+	var times []timeField
 	switch o := obj.(type) {
 	case *Runnable:
 		normalizeMap(o.Spec.Template)
 		normalizeMap(o.Status.Result)
+		times = append(times,
+			timeField{"metadata.creationTimestamp", &o.Metadata.CreationTimestamp},
+			timeField{"spec.deadline", o.Spec.Deadline})
+		for i := range o.Status.Attempts {
+			a := &o.Status.Attempts[i]
+			times = append(times,
+				timeField{fmt.Sprintf("status.attempts[%d].startedAt", i), a.StartedAt},
+				timeField{fmt.Sprintf("status.attempts[%d].endedAt", i), a.EndedAt})
+		}
 	case *Deployable:
 		normalizeMap(o.Spec.Template)
-	case *Cluster:
-		if derr := normalizeTaints("spec.taints", o.Spec.Taints); derr != nil {
-			return derr
+		times = append(times, timeField{"metadata.creationTimestamp", &o.Metadata.CreationTimestamp})
+		for i := range o.Status.Clusters {
+			times = append(times, timeField{fmt.Sprintf("status.clusters[%d].lastSyncedAt", i), o.Status.Clusters[i].LastSyncedAt})
 		}
-		return normalizeTaints("status.taints", o.Status.Taints)
+	case *Cluster:
+		times = append(times, timeField{"metadata.creationTimestamp", &o.Metadata.CreationTimestamp})
+		times = append(times, taintTimes("spec.taints", o.Spec.Taints)...)
+		times = append(times, taintTimes("status.taints", o.Status.Taints)...)
+		for i := range o.Status.Conditions {
+			times = append(times, timeField{fmt.Sprintf("status.conditions[%d].lastTransitionTime", i), &o.Status.Conditions[i].LastTransitionTime})
+		}
+		if a := o.Status.Agent; a != nil {
+			times = append(times,
+				timeField{"status.agent.lastHeartbeat", a.LastHeartbeat},
+				timeField{"status.agent.lastSnapshot", a.LastSnapshot},
+				timeField{"status.agent.lastEvent", a.LastEvent})
+		}
+	}
+	if derr := utcTimes(times); derr != nil {
+		return derr
+	}
+	if c, ok := obj.(*Cluster); ok {
+		dropZeroTaintTimes(c.Spec.Taints)
+		dropZeroTaintTimes(c.Status.Taints)
 	}
 	return nil
 }
 
-// normalizeTaints adapts timeAdded to metav1.Time, which is written in UTC
-// to the second and writes a zero time as null. A time whose UTC year falls
-// outside 0000-9999 would be written as text that no parser reads back, so
-// it is refused here rather than stored.
-func normalizeTaints(field string, taints []corev1.Taint) *DecodeError {
-	for i := range taints {
-		t := taints[i].TimeAdded
-		if t == nil {
+type timeField struct {
+	path string
+	t    *time.Time // nil when the field is unset
+}
+
+// utcTimes moves every time to UTC, the one zone purser stores and returns.
+// A time that UTC cannot write back as RFC 3339 (a year outside 0000-9999,
+// as "0000-01-01T00:00:00+01:00" gives) is refused here rather than
+// stored and then found unreadable.
+func utcTimes(times []timeField) *DecodeError {
+	for _, f := range times {
+		if f.t == nil {
 			continue
 		}
-		if y := t.UTC().Year(); y < 0 || y > 9999 {
-			return invalid(fmt.Sprintf("%s[%d].timeAdded", field, i), "must lie between years 0000 and 9999 in UTC")
+		utc := f.t.UTC()
+		if y := utc.Year(); y < 0 || y > 9999 {
+			return invalid(f.path, "must lie between years 0000 and 9999 in UTC")
 		}
-		if t.Time = t.Truncate(time.Second); t.IsZero() {
+		*f.t = utc
+	}
+	return nil
+}
+
+// taintTimes also cuts timeAdded to the second, since metav1.Time, the
+// Kubernetes type it has, is written to the second.
+func taintTimes(field string, taints []corev1.Taint) []timeField {
+	var times []timeField
+	for i := range taints {
+		if t := taints[i].TimeAdded; t != nil {
+			t.Time = t.Truncate(time.Second)
+			times = append(times, timeField{fmt.Sprintf("%s[%d].timeAdded", field, i), &t.Time})
+		}
+	}
+	return times
+}
+
+// dropZeroTaintTimes unsets a zero timeAdded, which metav1.Time writes as
+// null.
+func dropZeroTaintTimes(taints []corev1.Taint) {
+	for i := range taints {
+		if t := taints[i].TimeAdded; t != nil && t.IsZero() {
 			taints[i].TimeAdded = nil
 		}
 	}
-	return nil
 }
 
 func normalizeMap(m map[string]any) {

@@ -10,11 +10,12 @@ import (
 	"k8s.io/apimachinery/third_party/forked/golang/reflect"
 )
 
-// roundTripEqual is equality as the API sees it: nil and empty lists and
-// maps are the same JSON, and two times are equal when they are the same
-// instant, whatever zone they were parsed in.
+// roundTripEqual is reflect.DeepEqual except that nil and empty lists and
+// maps, which are the same JSON, are equal. Times are compared with ==,
+// zone included, since Decode puts every time in UTC; the forked DeepEqual
+// needs the function anyway, as it refuses unexported fields.
 var roundTripEqual = reflect.EqualitiesOrDie(
-	func(a, b time.Time) bool { return a.Equal(b) },
+	func(a, b time.Time) bool { return a == b },
 )
 
 // fuzzContentTypes are the Content-Types the fuzzer picks from by index:

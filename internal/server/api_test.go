@@ -93,7 +93,7 @@ func testSubmitIsIdempotent(t *testing.T, h *harness) {
 	if !strings.Contains(string(got.raw), "echo 1") {
 		t.Fatalf("stored spec is not the first one: %s", got.raw)
 	}
-	ids := h.submissions(time.Second)
+	ids := h.submissions(1)
 	if len(ids) != 1 {
 		t.Fatalf("submissions on the stream: %v, want exactly one", ids)
 	}
@@ -129,7 +129,7 @@ func testAuditedWithOutbox(t *testing.T, h *harness) {
 	}
 	// The outbox rows written with the submission and the cancellation
 	// reach the stream, and leave the outbox once acknowledged.
-	ids := h.submissions(2 * time.Second)
+	ids := h.submissions(2)
 	if len(ids) != 2 || !strings.HasSuffix(ids[0], "/submit") || !strings.HasSuffix(ids[1], "/cancel") {
 		t.Fatalf("stream messages %v, want submit then cancel", ids)
 	}
@@ -303,7 +303,7 @@ func testFourEyesRunnable(t *testing.T, h *harness) {
 	if rej.str("status", "phase") != "Rejected" {
 		t.Fatalf("after rejection: %s", rej.raw)
 	}
-	ids := h.submissions(2 * time.Second)
+	ids := h.submissions(1)
 	if len(ids) != 1 {
 		t.Fatalf("stream got %v, want only the approved runnable", ids)
 	}

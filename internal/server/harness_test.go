@@ -207,30 +207,37 @@ func (h *harness) counts() map[string]int {
 	return out
 }
 
-// submissions drains the submissions stream through the submitters'
-// durable consumer and returns the messages' ids.
-func (h *harness) submissions(wait time.Duration) []string {
+// submissions reads the submissions stream through the submitters'
+// durable consumer until want messages came (or 30 s passed), then briefly
+// more to catch any extra, and returns the messages' ids.
+func (h *harness) submissions(want int) []string {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cons, err := h.streams.JetStream().Consumer(ctx, stream.SubmissionsStream, stream.SubmitterConsumer)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	var ids []string
-	for {
+	deadline := time.Now().Add(30 * time.Second)
+	for extra := false; ; {
+		wait := 500 * time.Millisecond
+		if extra {
+			wait = 300 * time.Millisecond
+		}
 		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(wait))
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		n := 0
 		for m := range batch.Messages() {
-			n++
 			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
 			m.Ack()
 		}
-		if n == 0 {
+		switch {
+		case extra:
 			return ids
+		case len(ids) >= want || time.Now().After(deadline):
+			extra = true
 		}
 	}
 }

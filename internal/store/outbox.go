@@ -36,7 +36,10 @@ func (tx *Tx) EnqueueOutbox(ctx context.Context, m *OutboxMessage) error {
 }
 
 // PendingOutbox returns up to limit messages (<= 0: 100, capped at 1000),
-// oldest first.
+// oldest first by ID. On PostgreSQL, IDs are drawn before commit, so
+// concurrent transactions may commit them out of order and a message may
+// appear behind one already returned; relays must not assume strict order
+// (each message stands alone, and the stream deduplicates by MsgID).
 func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]*OutboxMessage, error) {
 	if limit <= 0 {
 		limit = 100

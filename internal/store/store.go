@@ -233,6 +233,12 @@ const maxAttempts = 5
 // changed during a failed attempt (ResourceVersion, ID, Seq) are not rolled
 // back in memory. Connection failures wrap ErrUnavailable; a failure during
 // COMMIT is not retried, since the outcome is then unknown.
+//
+// PostgreSQL runs it at READ COMMITTED (CockroachDB at SERIALIZABLE): the
+// methods of Tx are written so that their guarantees (optimistic updates,
+// unique names, one audit chain) hold at either level. fn must not call
+// Tx on the same Store: on SQLite the single write connection is taken,
+// so a nested Tx waits for itself until ctx ends.
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	return s.run(ctx, s.write, nil, fn)
 }

@@ -1,0 +1,43 @@
+// Package examples holds the YAML files the README points newcomers to;
+// the test keeps every one of them valid.
+package examples
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+func TestExamplesAreValid(t *testing.T) {
+	files, err := filepath.Glob("*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := v1alpha1.Decode(data, "application/yaml")
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		var errs v1alpha1.FieldErrors
+		switch o := obj.(type) {
+		case *v1alpha1.Runnable:
+			o.SetDefaults()
+			errs = v1alpha1.ValidateRunnable(o, time.Now())
+		case *v1alpha1.Deployable:
+			errs = v1alpha1.ValidateDeployable(o)
+		case *v1alpha1.Cluster:
+			errs = v1alpha1.ValidateCluster(o)
+		}
+		if len(errs) > 0 {
+			t.Errorf("%s: %s", f, errs)
+		}
+	}
+}
