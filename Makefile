@@ -10,7 +10,7 @@ build:
 	$(GO) build -o bin/purser ./cmd/purser
 
 demo:
-	$(GO) run ./cmd/purser sandbox up --clusters 2
+	$(GO) run ./cmd/purser up --sandbox 2
 
 # Builds the sandbox binaries first (once; cached) so that the build's
 # progress is visible and no test binary spends its time limit on it.

@@ -46,6 +46,9 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s.body), uint8(slices.Index(fuzzContentTypes, s.contentType)))
 	}
+	for _, body := range roundTripEdges {
+		f.Add([]byte(body), uint8(0))
+	}
 	for _, obj := range []any{validRunnable(), validDeployable(), validCluster()} {
 		data, err := json.Marshal(obj)
 		if err != nil {

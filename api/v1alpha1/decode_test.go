@@ -209,6 +209,8 @@ func TestDecodeRefuses(t *testing.T) {
 		{"yaml document after an end marker", deployableYAML + "...\n" + deployableYAML, "application/yaml", true, ""},
 		{"unsupported content type", runnableJSON, "text/plain", true, ""},
 		{"unreadable content type", runnableJSON, "application/", true, ""},
+		{"time outside years 0000-9999 in UTC", `{"apiVersion":"purser.io/v1alpha1","kind":"Deployable","metadata":{"creationTimestamp":"0000-01-01T00:00:00+01:00"}}`, "", false, "metadata.creationTimestamp"},
+		{"yaml value JSON cannot hold", "apiVersion: purser.io/v1alpha1\nkind: Runnable\nspec: {template: {a: .inf}}\n", "application/yaml", true, ""},
 		{"taint time outside years 0000-9999 in UTC", "apiVersion: purser.io/v1alpha1\nkind: Cluster\nspec:\n  taints: [{key: a, effect: NoSchedule, timeAdded: \"0000-01-01T00:00:00+01:00\"}]\n", "application/yaml", false, "spec.taints[0].timeAdded"},
 	}
 	for _, tc := range cases {
@@ -272,13 +274,41 @@ func TestTypedDecodersCheckKind(t *testing.T) {
 	}
 }
 
+// roundTripEdges are bodies whose values have more than one spelling.
+var roundTripEdges = []string{
+	// Numbers: -0, past int64, int64's bounds, whole floats, subnormals.
+	`{"apiVersion":"purser.io/v1alpha1","kind":"Runnable","spec":{"template":{"a":[-0.0,1e19,-9223372036854775809,9223372036854775807,1.0e2,0.1,1e-320]}}}`,
+	// Times: offsets that UTC must absorb, including +24:00, which Go
+	// parses but cannot write.
+	`{"apiVersion":"purser.io/v1alpha1","kind":"Runnable","spec":{"deadline":"2026-01-01T00:00:00+24:00"},"status":{"attempts":[{"number":1,"startedAt":"9999-12-31T23:59:59.999999999+23:59","endedAt":"2026-01-01T00:00:00+00:00"}]}}`,
+	// metav1.Time: written to the second, zero written as null.
+	`{"apiVersion":"purser.io/v1alpha1","kind":"Cluster","spec":{"taints":[{"key":"a","timeAdded":"0001-01-01T00:00:00.5Z"},{"key":"b","timeAdded":"2026-01-01T00:00:00.5+05:00"}]}}`,
+	// YAML 1.1 spellings.
+	"apiVersion: purser.io/v1alpha1\nkind: Runnable\nspec:\n  template: {a: 0x10, b: 0o17, c: 1e3, d: yes, e: ~, 5: x, f: 2001-12-14, g: 1_000}\n",
+}
+
 func TestDecodeRoundTrip(t *testing.T) {
-	for _, body := range []string{runnableYAML, runnableJSON, deployableYAML, clusterYAML} {
+	for _, body := range append([]string{runnableYAML, runnableJSON, deployableYAML, clusterYAML}, roundTripEdges...) {
 		obj, err := Decode([]byte(body), "")
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v\n%s", err, body)
 		}
 		assertRoundTrip(t, obj)
+	}
+}
+
+func TestDecodeTimesAreUTC(t *testing.T) {
+	r, err := DecodeRunnable([]byte(roundTripEdges[1]), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range []*time.Time{r.Spec.Deadline, r.Status.Attempts[0].StartedAt, r.Status.Attempts[0].EndedAt} {
+		if tm.Location() != time.UTC {
+			t.Errorf("%v is not in UTC", tm)
+		}
+	}
+	if want := time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC); !r.Spec.Deadline.Equal(want) {
+		t.Errorf("deadline = %v, want %v", r.Spec.Deadline, want)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/store/storetest"

@@ -55,7 +55,7 @@ func testPolicy() auth.PolicyFile {
 // harness is a real API: an HTTP server over a real database of one
 // engine, with a real NATS and the outbox relay running.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	dsn     string
 	url     string
 	store   *store.Store
@@ -66,12 +66,12 @@ type harness struct {
 	raw     *sql.DB
 }
 
-func newHarness(t *testing.T, eng storetest.Engine) *harness {
+func newHarness(t testing.TB, eng storetest.Engine) *harness {
 	t.Helper()
 	return newHarnessDSN(t, eng.NewDSN(t))
 }
 
-func newHarnessDSN(t *testing.T, dsn string) *harness {
+func newHarnessDSN(t testing.TB, dsn string) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{t: t, dsn: dsn, tokens: map[string]string{}}

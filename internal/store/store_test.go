@@ -2,17 +2,13 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
-	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/purser-io/purser/internal/store/storetest"
 )
 
-// engine is one database the suite runs against. newDSN provisions a fresh,
+// engine is one database the suite runs against; newDSN provisions a fresh,
 // empty database for one test and arranges for its removal.
 type engine struct {
 	name   string
@@ -21,50 +17,13 @@ type engine struct {
 
 // engines lists every engine, so that each behaviour is tested on both. The
 // PostgreSQL half needs PURSER_TEST_POSTGRES: without it the half is
-// skipped on a workstation and fails in CI, where skipping would hide it.
+// skipped on a workstation and fails in CI (see storetest).
 func engines(testing.TB) []engine {
-	return []engine{
-		{name: EngineSQLite, newDSN: func(t testing.TB) string {
-			// A folder that does not exist yet, to exercise its creation.
-			return filepath.Join(t.TempDir(), "data", "purser.db")
-		}},
-		{name: EnginePostgres, newDSN: newPostgresDatabase},
+	var out []engine
+	for _, e := range storetest.Engines() {
+		out = append(out, engine{name: e.Name, newDSN: e.NewDSN})
 	}
-}
-
-func newPostgresDatabase(t testing.TB) string {
-	admin := os.Getenv("PURSER_TEST_POSTGRES")
-	if admin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("PURSER_TEST_POSTGRES is unset; CI must run the PostgreSQL half of the store tests")
-		}
-		t.Skip("PostgreSQL half skipped: set PURSER_TEST_POSTGRES to a DSN whose role may CREATE DATABASE, " +
-			"e.g. postgres://purser:purser@127.0.0.1:5432/purser_test?sslmode=disable")
-	}
-	db, err := sql.Open("pgx", admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	name := "purser_t_" + hex.EncodeToString(suffix[:])
-	if _, err := db.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
-		_ = db.Close()
-		t.Fatalf("create test database: %v", err)
-	}
-	t.Cleanup(func() {
-		// FORCE: a store the test forgot to close must not leak the database.
-		if _, err := db.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop test database %s: %v", name, err)
-		}
-		_ = db.Close()
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return out
 }
 
 // open opens a fresh database of eng, closed when the test ends.
