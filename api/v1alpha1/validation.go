@@ -42,7 +42,7 @@ func ValidateRunnable(r *Runnable, now time.Time) FieldErrors {
 	v.template(r.Spec.Template, checkedNamespace(r.Metadata.Namespace))
 	v.placement("spec.placement", r.Spec.Placement)
 	if d := r.Spec.Deadline; d != nil && !d.After(now) {
-		v.add("spec.deadline", "must be in the future (it is the last time the Runnable may be submitted), like %s", now.UTC().Add(time.Hour).Format(time.RFC3339))
+		v.add("spec.deadline", "must be in the future: it is the last time the Runnable may be submitted")
 	}
 	v.failover("spec.failover", r.Spec.Failover)
 	return v.errs
@@ -276,7 +276,10 @@ func (v *validator) placement(field string, p Placement) {
 		}
 		if a.LabelSelector != nil {
 			if _, err := metav1.LabelSelectorAsSelector(a.LabelSelector); err != nil {
-				v.add(f+".labelSelector", "is not a valid label selector: %v", err)
+				// Kubernetes follows its rule with examples and the regular
+				// expression; the rule alone is the clear part.
+				msg, _, _ := strings.Cut(err.Error(), " (e.g. ")
+				v.add(f+".labelSelector", "is not a valid label selector: %s", msg)
 			}
 		}
 		for i, name := range a.Exclude {
