@@ -77,20 +77,21 @@ func decode(data []byte, contentType, wantKind string) (any, error) {
 		problems = append(problems, FieldError{Field: "apiVersion", Message: "must be " + GroupVersion})
 	}
 	var obj any
-	switch tm.Kind {
-	case KindRunnable:
+	switch {
+	case wantKind != "" && tm.Kind != wantKind:
+	case tm.Kind == KindRunnable:
 		obj = &Runnable{}
-	case KindDeployable:
+	case tm.Kind == KindDeployable:
 		obj = &Deployable{}
-	case KindCluster:
+	case tm.Kind == KindCluster:
 		obj = &Cluster{}
-	case "":
-		problems = append(problems, FieldError{Field: "kind", Message: "is required: Runnable, Deployable or Cluster"})
-	default:
-		problems = append(problems, FieldError{Field: "kind", Message: "must be Runnable, Deployable or Cluster"})
 	}
-	if obj != nil && wantKind != "" && tm.Kind != wantKind {
-		problems = append(problems, FieldError{Field: "kind", Message: "must be " + wantKind + " on this endpoint"})
+	if obj == nil {
+		allowed := wantKind
+		if allowed == "" {
+			allowed = "Runnable, Deployable or Cluster"
+		}
+		problems = append(problems, FieldError{Field: "kind", Message: "must be " + allowed})
 	}
 	if len(problems) > 0 {
 		return nil, newDecodeError(false, problems)
@@ -136,7 +137,9 @@ func toJSON(data []byte, contentType string) ([]byte, *DecodeError) {
 
 func isJSONMedia(contentType string, body []byte) (bool, error) {
 	if contentType == "" {
-		return body[0] == '{', nil
+		// A YAML flow mapping also starts with '{'; only valid JSON takes
+		// the JSON path, whose error messages are the more precise.
+		return body[0] == '{' && json.Valid(body), nil
 	}
 	mediaType, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
@@ -149,7 +152,7 @@ func isJSONMedia(contentType string, body []byte) (bool, error) {
 		mediaType == "text/yaml" || mediaType == "text/x-yaml" || strings.HasSuffix(mediaType, "+yaml"):
 		return false, nil
 	}
-	return false, errors.New("Content-Type " + mediaType + " is not supported; use application/json or application/yaml")
+	return false, errors.New("unsupported Content-Type " + mediaType + "; use application/json or application/yaml")
 }
 
 // singleYAMLDocument refuses a multi-document stream, which the YAML

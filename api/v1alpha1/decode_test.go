@@ -121,6 +121,11 @@ func TestDecodeAccepts(t *testing.T) {
 				t.Error("template lost")
 			}
 		}},
+		{"yaml flow mapping sniffed", "{apiVersion: purser.io/v1alpha1, kind: Deployable, metadata: {name: a}}", "", func(t *testing.T, obj any) {
+			if obj.(*Deployable).Metadata.Name != "a" {
+				t.Error("name lost")
+			}
+		}},
 		{"json sent as yaml", runnableJSON, "application/yaml", func(t *testing.T, obj any) {
 			if obj.(*Runnable).Metadata.Namespace != "team-a" {
 				t.Error("namespace lost")
@@ -285,6 +290,24 @@ var roundTripEdges = []string{
 	`{"apiVersion":"purser.io/v1alpha1","kind":"Cluster","spec":{"taints":[{"key":"a","timeAdded":"0001-01-01T00:00:00.5Z"},{"key":"b","timeAdded":"2026-01-01T00:00:00.5+05:00"}]}}`,
 	// YAML 1.1 spellings.
 	"apiVersion: purser.io/v1alpha1\nkind: Runnable\nspec:\n  template: {a: 0x10, b: 0o17, c: 1e3, d: yes, e: ~, 5: x, f: 2001-12-14, g: 1_000}\n",
+}
+
+func TestErrorText(t *testing.T) {
+	_, err := Decode([]byte(`{"apiVersion": "v1", "kind": "Pod"}`), "application/json")
+	if got, want := err.Error(), "apiVersion: must be purser.io/v1alpha1 (and 1 more)"; got != want {
+		t.Errorf("DecodeError: got %q, want %q", got, want)
+	}
+	_, err = Decode([]byte("[]"), "application/json")
+	if got, want := err.Error(), "the body must be one object with apiVersion and kind"; got != want {
+		t.Errorf("DecodeError without a field: got %q, want %q", got, want)
+	}
+	st := &Status{Code: 422, Reason: ReasonInvalid, Message: "Runnable team-a/x is invalid", Details: []FieldError{
+		{Field: "spec.template.kind", Message: "is required"},
+		{Field: "metadata.name", Message: "is too long"},
+	}}
+	if got, want := st.Error(), "422 Invalid: Runnable team-a/x is invalid (spec.template.kind: is required; metadata.name: is too long)"; got != want {
+		t.Errorf("Status: got %q, want %q", got, want)
+	}
 }
 
 func TestDecodeRoundTrip(t *testing.T) {

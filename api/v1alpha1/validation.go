@@ -214,24 +214,33 @@ func (v *validator) template(tmpl map[string]any, namespace string) {
 	if kind, _ := tmpl["kind"].(string); kind == "" {
 		v.add(field+".kind", "is required: a string such as Job or ConfigMap")
 	}
-	raw, present := tmpl["metadata"]
-	if !present || raw == nil {
+	var md map[string]any
+	switch raw := tmpl["metadata"].(type) {
+	case nil:
 		return
-	}
-	md, ok := raw.(map[string]any)
-	if !ok {
+	case map[string]any:
+		md = raw
+	default:
 		v.add(field+".metadata", "must be an object")
 		return
 	}
-	if raw := md["name"]; raw != nil {
-		if name, ok := raw.(string); !ok || (name != "" && len(content.IsDNS1123Subdomain(name)) > 0) {
-			v.add(field+".metadata.name", "%s %s", quoteAny(raw), subdomainRule)
+	switch name := md["name"].(type) {
+	case nil:
+	case string:
+		if name != "" && len(content.IsDNS1123Subdomain(name)) > 0 {
+			v.add(field+".metadata.name", "%s %s", quote(name), subdomainRule)
 		}
+	default:
+		v.add(field+".metadata.name", "must be a string")
 	}
-	if raw := md["namespace"]; raw != nil && namespace != "" {
-		if ns, ok := raw.(string); !ok || (ns != "" && ns != namespace) {
+	switch ns := md["namespace"].(type) {
+	case nil:
+	case string:
+		if ns != "" && namespace != "" && ns != namespace {
 			v.add(field+".metadata.namespace", "must be unset or %s, the namespace in metadata", quote(namespace))
 		}
+	default:
+		v.add(field+".metadata.namespace", "must be a string")
 	}
 }
 
@@ -241,7 +250,7 @@ func (v *validator) secretData(tmpl map[string]any) {
 	if tmpl["apiVersion"] != "v1" || tmpl["kind"] != "Secret" {
 		return
 	}
-	if raw, present := tmpl["data"]; present && raw != nil {
+	if raw := tmpl["data"]; raw != nil {
 		data, ok := raw.(map[string]any)
 		if !ok {
 			v.add("spec.template.data", "must be an object of base64 strings")
@@ -253,7 +262,7 @@ func (v *validator) secretData(tmpl map[string]any) {
 			}
 		}
 	}
-	if raw, present := tmpl["stringData"]; present && raw != nil {
+	if raw := tmpl["stringData"]; raw != nil {
 		data, ok := raw.(map[string]any)
 		if !ok {
 			v.add("spec.template.stringData", "must be an object of strings")
@@ -376,23 +385,22 @@ func (v *validator) kubeconfig(field, text string) {
 	}
 }
 
-var purgeModes = map[string][]string{
-	"application": {PurgeDirectly, PurgeGracefully, PurgeNever},
-	"cluster":     {PurgeDirectly, PurgeGracefully},
-}
+var (
+	applicationPurgeModes = []string{PurgeDirectly, PurgeGracefully, PurgeNever}
+	// Never is not offered for a lost cluster: what is left there may come
+	// back to life, and only purser can fence it.
+	clusterPurgeModes = []string{PurgeDirectly, PurgeGracefully}
+	consistencies     = []string{ConsistencyAtMostOne, ConsistencyAtLeastOne}
+)
 
 func (v *validator) failover(field string, f *Failover) {
 	if f == nil {
 		return
 	}
-	switch f.Consistency {
-	case "", ConsistencyAtMostOne, ConsistencyAtLeastOne:
-	default:
-		v.add(field+".consistency", "must be AtMostOne or AtLeastOne")
-	}
+	v.enum(field+".consistency", f.Consistency, consistencies)
 	if a := f.Application; a != nil {
 		af := field + ".application"
-		v.enum(af+".purgeMode", a.PurgeMode, purgeModes["application"])
+		v.enum(af+".purgeMode", a.PurgeMode, applicationPurgeModes)
 		if a.TolerationSeconds != nil && *a.TolerationSeconds < 0 {
 			v.add(af+".tolerationSeconds", "must be 0 or more")
 		}
@@ -404,7 +412,7 @@ func (v *validator) failover(field string, f *Failover) {
 		}
 	}
 	if c := f.Cluster; c != nil {
-		v.enum(field+".cluster.purgeMode", c.PurgeMode, purgeModes["cluster"])
+		v.enum(field+".cluster.purgeMode", c.PurgeMode, clusterPurgeModes)
 	}
 	for i, m := range f.Mutations {
 		v.mutation(fmt.Sprintf("%s.mutations[%d]", field, i), m)
@@ -505,11 +513,4 @@ func quote(s string) string {
 		return fmt.Sprintf("%q...", s[:limit])
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-func quoteAny(v any) string {
-	if s, ok := v.(string); ok {
-		return quote(s)
-	}
-	return quote(fmt.Sprint(v))
 }

@@ -149,6 +149,12 @@ func TestValidateRunnable(t *testing.T) {
 		{"template kind missing", func(r *Runnable) { r.Spec.Template["kind"] = "" }, "spec.template.kind"},
 		{"template kind not a string", func(r *Runnable) { r.Spec.Template["kind"] = int64(3) }, "spec.template.kind"},
 		{"template metadata not an object", func(r *Runnable) { r.Spec.Template["metadata"] = "x" }, "spec.template.metadata"},
+		{"valid with empty template name and namespace", func(r *Runnable) {
+			r.Spec.Template["metadata"] = map[string]any{"name": "", "namespace": nil}
+		}, ""},
+		{"template name not a string", func(r *Runnable) {
+			r.Spec.Template["metadata"] = map[string]any{"name": int64(5)}
+		}, "spec.template.metadata.name"},
 		{"template name", func(r *Runnable) {
 			r.Spec.Template["metadata"] = map[string]any{"name": "Bad Name"}
 		}, "spec.template.metadata.name"},

@@ -15,14 +15,10 @@ import (
 	"github.com/purser-io/purser/internal/store"
 )
 
-// storedDeployable is what the deployables table keeps in its spec (and
-// pending) column. For a Secret, the template's data and stringData are not
-// here: they are sealed in their own column.
-type storedDeployable struct {
-	Labels      map[string]string       `json:"labels,omitempty"`
-	Annotations map[string]string       `json:"annotations,omitempty"`
-	Spec        v1alpha1.DeployableSpec `json:"spec"`
-}
+// storedDeployable is the spec (and pending) column of a deployable. For a
+// Secret, the template's data and stringData are not here: they are sealed
+// in their own column.
+type storedDeployable = storedObject[v1alpha1.DeployableSpec]
 
 // secretFields are the fields of a Secret template that hold its values.
 var secretFields = []string{"data", "stringData"}
