@@ -73,3 +73,21 @@ func TestFingerprint(t *testing.T) {
 		t.Error("fingerprint does not depend on the key")
 	}
 }
+
+func TestSplitAndJoinSecret(t *testing.T) {
+	tmpl := map[string]any{"apiVersion": "v1", "kind": "Secret", "stringData": map[string]any{"p": "s3cret"}, "data": map[string]any{"q": "eA=="}}
+	clear, values, err := SplitSecret(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := clear["stringData"]; ok || clear["kind"] != "Secret" {
+		t.Fatalf("clear part: %v", clear)
+	}
+	if _, ok := tmpl["stringData"]; !ok {
+		t.Fatal("SplitSecret changed its input")
+	}
+	back, err := JoinSecret(clear, values)
+	if err != nil || back["stringData"].(map[string]any)["p"] != "s3cret" || back["data"].(map[string]any)["q"] != "eA==" {
+		t.Fatalf("joined: %v, %v", back, err)
+	}
+}

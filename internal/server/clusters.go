@@ -11,6 +11,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
 
@@ -20,9 +21,6 @@ type storedClusterSpec struct {
 	Annotations map[string]string    `json:"annotations,omitempty"`
 	Spec        v1alpha1.ClusterSpec `json:"spec"`
 }
-
-// kubeconfigBinding ties a sealed kubeconfig to its cluster.
-func kubeconfigBinding(name string) string { return "cluster/" + name + "/kubeconfig" }
 
 // createCluster serves POST /api/v1/clusters (admins only).
 func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
@@ -175,7 +173,7 @@ func (s *Server) clusterRecord(obj *v1alpha1.Cluster, old *store.Cluster) (*stor
 		rec.Labels = obj.Metadata.Labels
 	}
 	if obj.Spec.Kubeconfig != "" {
-		sealed, err := s.cfg.Sealer.Seal([]byte(obj.Spec.Kubeconfig), kubeconfigBinding(name))
+		sealed, err := s.cfg.Sealer.Seal([]byte(obj.Spec.Kubeconfig), seal.KubeconfigBinding(name))
 		if err != nil {
 			return nil, err
 		}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"strconv"
 
@@ -12,16 +11,14 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
 
 // storedDeployable is the spec (and pending) column of a deployable. For a
 // Secret, the template's data and stringData are not here: they are sealed
 // in their own column.
-type storedDeployable = storedObject[v1alpha1.DeployableSpec]
-
-// secretFields are the fields of a Secret template that hold its values.
-var secretFields = []string{"data", "stringData"}
+type storedDeployable = store.Document[v1alpha1.DeployableSpec]
 
 // sealedDeployable is a deployable split into what may be stored in clear
 // and what is sealed, with a hash that changes when either changes.
@@ -38,20 +35,12 @@ func (s *Server) sealDeployable(obj *v1alpha1.Deployable) (sealedDeployable, err
 	spec := obj.Spec
 	var out sealedDeployable
 	if templateKind(spec.Template) == "Secret" {
-		clear := maps.Clone(spec.Template)
-		values := map[string]any{}
-		for _, f := range secretFields {
-			if v, ok := clear[f]; ok {
-				values[f] = v
-				delete(clear, f)
-			}
-		}
-		spec.Template = clear
-		plain, err := json.Marshal(values)
+		clear, plain, err := seal.SplitSecret(spec.Template)
 		if err != nil {
 			return out, err
 		}
-		if out.secret, err = s.cfg.Sealer.Seal(plain, secretBinding(obj.Metadata.Namespace, obj.Metadata.Name)); err != nil {
+		spec.Template = clear
+		if out.secret, err = s.cfg.Sealer.Seal(plain, seal.SecretBinding(obj.Metadata.Namespace, obj.Metadata.Name)); err != nil {
 			return out, err
 		}
 		out.hash = v1alpha1.SpecHash(spec) + "-" + s.cfg.Sealer.Fingerprint(plain)[:16]
@@ -62,10 +51,6 @@ func (s *Server) sealDeployable(obj *v1alpha1.Deployable) (sealedDeployable, err
 	out.doc, err = json.Marshal(storedDeployable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: spec})
 	return out, err
 }
-
-// secretBinding ties sealed Secret values to their deployable, so that
-// they cannot be copied to another row and opened there.
-func secretBinding(ns, name string) string { return "deployable/" + ns + "/" + name }
 
 // putDeployable serves PUT: create (201) or update (200; generation + 1
 // only when the spec changed). In a namespace that requires approval the
@@ -352,7 +337,7 @@ func (s *Server) pendingHash(rec *store.Deployable) (string, error) {
 	if rec.PendingSecret == nil {
 		return v1alpha1.SpecHash(doc.Spec), nil
 	}
-	plain, err := s.cfg.Sealer.Open(rec.PendingSecret, secretBinding(rec.Namespace, rec.Name))
+	plain, err := s.cfg.Sealer.Open(rec.PendingSecret, seal.SecretBinding(rec.Namespace, rec.Name))
 	if err != nil {
 		return "", fmt.Errorf("deployable %s: %w", rec.UID, err)
 	}

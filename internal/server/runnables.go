@@ -17,15 +17,7 @@ import (
 	"github.com/purser-io/purser/internal/stream"
 )
 
-// storedObject is what a table keeps in its spec column: the spec and the
-// user's metadata. Spec hashes cover the spec alone.
-type storedObject[S any] struct {
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	Spec        S                 `json:"spec"`
-}
-
-type storedRunnable = storedObject[v1alpha1.RunnableSpec]
+type storedRunnable = store.Document[v1alpha1.RunnableSpec]
 
 // createRunnable serves POST /api/v1/runnables: 202 with the stored object,
 // 200 with the existing one when the same spec is submitted again under the
