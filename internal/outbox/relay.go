@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-retry"
+
+	"github.com/purser-io/purser/internal/stream"
 )
 
 // Message is one outbox row.
@@ -223,11 +225,8 @@ func (r *Relay) pass(ctx context.Context) (more bool, err error) {
 	r.mu.Unlock()
 
 	published := make([]int64, 0, len(msgs))
-	var pubErr error
-	for _, m := range msgs {
-		if pubErr = r.publish(ctx, m); pubErr != nil {
-			break
-		}
+	n, pubErr := r.publishAll(ctx, msgs)
+	for _, m := range msgs[:n] {
 		published = append(published, m.ID)
 	}
 	r.mu.Lock()
@@ -244,6 +243,37 @@ func (r *Relay) pass(ctx context.Context) (more bool, err error) {
 		}
 	}
 	return pubErr == nil && len(msgs) == r.batch, pubErr
+}
+
+// BatchPublisher is a Publisher that pipelines a batch and says how many
+// of its first messages were acknowledged; *stream.Client is one.
+type BatchPublisher interface {
+	PublishBatch(ctx context.Context, msgs []stream.Message) (int, error)
+}
+
+// publishAll publishes msgs in order and returns how many of the first
+// ones the stream acknowledged, pipelined when the publisher can.
+func (r *Relay) publishAll(ctx context.Context, msgs []Message) (int, error) {
+	bp, ok := r.pub.(BatchPublisher)
+	if !ok {
+		for i, m := range msgs {
+			if err := r.publish(ctx, m); err != nil {
+				return i, err
+			}
+		}
+		return len(msgs), nil
+	}
+	batch := make([]stream.Message, len(msgs))
+	for i, m := range msgs {
+		batch[i] = stream.Message{Subject: m.Subject, MsgID: m.MsgID, Data: m.Data}
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	n, err := bp.PublishBatch(ctx, batch)
+	if err != nil {
+		err = fmt.Errorf("relay outbox row %d: %w", msgs[n].ID, err)
+	}
+	return n, err
 }
 
 func (r *Relay) publish(ctx context.Context, m Message) error {

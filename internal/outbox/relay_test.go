@@ -103,6 +103,12 @@ func (p *countingPublisher) Publish(ctx context.Context, subject, msgID string, 
 	return p.Client.Publish(ctx, subject, msgID, data)
 }
 
+// PublishBatch counts each message sent, as Publish does.
+func (p *countingPublisher) PublishBatch(ctx context.Context, msgs []stream.Message) (int, error) {
+	p.calls.Add(int64(len(msgs)))
+	return p.Client.PublishBatch(ctx, msgs)
+}
+
 // run runs the relay until the test ends and checks that Run returns nil.
 func run(t *testing.T, r *outbox.Relay) {
 	ctx, cancel := context.WithCancel(context.Background())

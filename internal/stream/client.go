@@ -238,6 +238,48 @@ func (c *Client) Publish(ctx context.Context, subject, msgID string, data []byte
 	return nil
 }
 
+// Message is one message of a PublishBatch.
+type Message struct {
+	Subject, MsgID string
+	Data           []byte
+}
+
+// PublishBatch publishes msgs pipelined, without waiting for each
+// acknowledgement before sending the next, and returns how many of the
+// first messages were acknowledged, in order. A server that syncs every
+// message to disk then serves a batch at the cost of its disk writes
+// rather than of one round trip and one sync per message. Ids work as in
+// Publish.
+func (c *Client) PublishBatch(ctx context.Context, msgs []Message) (int, error) {
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	var sendErr error
+	for _, m := range msgs {
+		if m.MsgID == "" {
+			sendErr = fmt.Errorf("publish to %s: empty message id", m.Subject)
+			break
+		}
+		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: m.Data}, jetstream.WithMsgID(m.MsgID))
+		if err != nil {
+			sendErr = classify(fmt.Sprintf("publish %s to %s", m.MsgID, m.Subject), err)
+			break
+		}
+		futures = append(futures, f)
+	}
+	lost := c.conn.current()
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return i, classify(fmt.Sprintf("publish %s to %s", msgs[i].MsgID, msgs[i].Subject), err)
+		case <-lost.Done():
+			return i, classify(fmt.Sprintf("publish %s to %s", msgs[i].MsgID, msgs[i].Subject), errConnectionLost)
+		case <-ctx.Done():
+			return i, classify(fmt.Sprintf("publish %s to %s", msgs[i].MsgID, msgs[i].Subject), ctx.Err())
+		}
+	}
+	return len(futures), sendErr
+}
+
 // JetStream is for components that consume; they bind to the consumers
 // declared here by name rather than creating their own.
 func (c *Client) JetStream() jetstream.JetStream { return c.js }

@@ -1,0 +1,501 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// InventoryRow is purser's copy of one object in one member cluster, keyed
+// by (Cluster, UID).
+type InventoryRow struct {
+	Cluster         string
+	APIVersion      string
+	Kind            string
+	Namespace       string
+	Name            string
+	UID             string
+	ResourceVersion string
+	Labels          map[string]string // nil when there are none
+	Health          string
+	Phase           string
+	// ObservedAt is when the agent saw this state, by the agent's clock;
+	// snapshot reconciliation compares it with the snapshot's time when
+	// resourceVersions are not comparable.
+	ObservedAt time.Time
+	Object     []byte // trimmed JSON object; nil when listed without it
+}
+
+// InventoryTombstone records that an object was deleted at (or was absent
+// from a list taken at) ResourceVersion.
+type InventoryTombstone struct {
+	Cluster         string
+	UID             string
+	ResourceVersion string
+	DeletedAt       time.Time
+}
+
+// CompareResourceVersions orders two resourceVersions: -1, 0 or 1 as a is
+// older than, the same as, or newer than b. Kubernetes documents the
+// versions of etcd-backed objects as comparable integers; ok is false when
+// either does not parse, and then nothing is known about their order.
+func CompareResourceVersions(a, b string) (cmp int, ok bool) {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		if a == b {
+			return 0, true
+		}
+		return 0, false
+	}
+	switch {
+	case x < y:
+		return -1, true
+	case x > y:
+		return 1, true
+	}
+	return 0, true
+}
+
+// supersedes reports whether a state at incoming may replace one at
+// current. Incomparable versions are accepted (last writer wins): a
+// non-etcd apiserver is the only source of them, and refusing would freeze
+// the record forever.
+func supersedes(incoming, current string) bool {
+	c, ok := CompareResourceVersions(incoming, current)
+	return !ok || c > 0
+}
+
+// inChunk bounds the number of keys in one IN list or multi-row INSERT, far
+// below both engines' parameter limits and small enough to plan quickly.
+const inChunk = 500
+
+// inventoryVersions returns the resourceVersion of each of uids in table
+// (inventory or inventory_tombstones) for cluster. On PostgreSQL the rows
+// are locked, so that two ingesters sharing a cluster cannot interleave
+// their read-compare-write; SQLite has a single writer anyway.
+func (tx *Tx) inventoryVersions(ctx context.Context, table, cluster string, uids []string) (map[string]string, error) {
+	out := make(map[string]string, len(uids))
+	for start := 0; start < len(uids); start += inChunk {
+		part := uids[start:min(start+inChunk, len(uids))]
+		args := make([]any, 0, len(part)+1)
+		args = append(args, cluster)
+		for _, u := range part {
+			args = append(args, u)
+		}
+		q := `SELECT uid, resource_version FROM ` + table + ` WHERE cluster = ? AND uid IN (` + placeholders(len(part)) + `)`
+		if tx.s.d.engine == EnginePostgres {
+			q += " FOR UPDATE"
+		}
+		rows, err := tx.query(ctx, q, args...)
+		if err != nil {
+			return nil, classify(err)
+		}
+		for rows.Next() {
+			var uid, rv string
+			if err := rows.Scan(&uid, &rv); err != nil {
+				rows.Close()
+				return nil, classify(err)
+			}
+			out[uid] = rv
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, classify(err)
+		}
+	}
+	return out, nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// UpsertInventory writes rows whose resourceVersion is newer than both the
+// stored record and any tombstone of the same uid, and skips the others,
+// so that a replayed or reordered event never puts an older state over a
+// newer one. rows must hold at most one row per (cluster, uid): the caller
+// collapses a batch to the newest state of each object first. It returns
+// how many rows were written.
+func (tx *Tx) UpsertInventory(ctx context.Context, rows []InventoryRow) (int, error) {
+	written := 0
+	for cluster, group := range groupByCluster(rows, func(r InventoryRow) string { return r.Cluster }) {
+		uids := make([]string, len(group))
+		for i, r := range group {
+			uids[i] = r.UID
+		}
+		current, err := tx.inventoryVersions(ctx, "inventory", cluster, uids)
+		if err != nil {
+			return written, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
+		}
+		tombs, err := tx.inventoryVersions(ctx, "inventory_tombstones", cluster, uids)
+		if err != nil {
+			return written, fmt.Errorf("upsert inventory of %s: tombstones: %w", cluster, err)
+		}
+		var fresh []InventoryRow
+		for _, r := range group {
+			if rv, ok := current[r.UID]; ok && !supersedes(r.ResourceVersion, rv) {
+				continue
+			}
+			if rv, ok := tombs[r.UID]; ok && !supersedes(r.ResourceVersion, rv) {
+				continue
+			}
+			fresh = append(fresh, r)
+		}
+		if err := tx.writeInventory(ctx, fresh); err != nil {
+			return written, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
+		}
+		written += len(fresh)
+	}
+	return written, nil
+}
+
+// writeInventory inserts or replaces rows unconditionally, in multi-row
+// statements: one round trip per chunk is what makes a batch cheap.
+func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) error {
+	const cols = 12
+	for start := 0; start < len(rows); start += inChunk {
+		part := rows[start:min(start+inChunk, len(rows))]
+		args := make([]any, 0, len(part)*cols)
+		values := make([]string, len(part))
+		tuple := "(" + placeholders(cols) + ")"
+		for i, r := range part {
+			labels, err := labelsJSON(r.Labels)
+			if err != nil {
+				return fmt.Errorf("labels of %s: %w", r.UID, err)
+			}
+			values[i] = tuple
+			args = append(args, r.Cluster, r.APIVersion, r.Kind, r.Namespace, r.Name, r.UID, r.ResourceVersion,
+				labels, r.Health, r.Phase, tx.s.d.ts(r.ObservedAt), nullText(r.Object))
+		}
+		_, err := tx.exec(ctx, `INSERT INTO inventory (cluster, api_version, kind, namespace, name, uid,
+				resource_version, labels, health, phase, observed_at, object)
+			VALUES `+strings.Join(values, ", ")+`
+			ON CONFLICT (cluster, uid) DO UPDATE SET api_version = excluded.api_version, kind = excluded.kind,
+				namespace = excluded.namespace, name = excluded.name,
+				resource_version = excluded.resource_version, labels = excluded.labels,
+				health = excluded.health, phase = excluded.phase, observed_at = excluded.observed_at,
+				object = excluded.object`, args...)
+		if err != nil {
+			return classify(err)
+		}
+	}
+	return nil
+}
+
+// DeleteInventory removes the records named by tombs unless the stored
+// record is newer than the deletion, and keeps each tombstone (the newest
+// per uid) so that a late event of an older state cannot resurrect the
+// object. It returns how many records were removed.
+func (tx *Tx) DeleteInventory(ctx context.Context, tombs []InventoryTombstone) (int, error) {
+	removed := 0
+	for cluster, group := range groupByCluster(tombs, func(t InventoryTombstone) string { return t.Cluster }) {
+		uids := make([]string, len(group))
+		for i, t := range group {
+			uids[i] = t.UID
+		}
+		current, err := tx.inventoryVersions(ctx, "inventory", cluster, uids)
+		if err != nil {
+			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
+		}
+		var gone []string
+		for _, t := range group {
+			if rv, ok := current[t.UID]; ok && !supersedes(rv, t.ResourceVersion) {
+				gone = append(gone, t.UID)
+			}
+		}
+		n, err := tx.removeInventory(ctx, cluster, gone)
+		removed += n
+		if err != nil {
+			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
+		}
+		if err := tx.putTombstones(ctx, cluster, group); err != nil {
+			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
+		}
+	}
+	return removed, nil
+}
+
+func (tx *Tx) removeInventory(ctx context.Context, cluster string, uids []string) (int, error) {
+	removed := 0
+	for start := 0; start < len(uids); start += inChunk {
+		part := uids[start:min(start+inChunk, len(uids))]
+		args := make([]any, 0, len(part)+1)
+		args = append(args, cluster)
+		for _, u := range part {
+			args = append(args, u)
+		}
+		res, err := tx.exec(ctx, `DELETE FROM inventory WHERE cluster = ? AND uid IN (`+placeholders(len(part))+`)`, args...)
+		if err != nil {
+			return removed, classify(err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return removed, classify(err)
+		}
+		removed += int(n)
+	}
+	return removed, nil
+}
+
+// putTombstones stores tombs of one cluster, keeping the newer version
+// when a uid already has one.
+func (tx *Tx) putTombstones(ctx context.Context, cluster string, tombs []InventoryTombstone) error {
+	uids := make([]string, len(tombs))
+	for i, t := range tombs {
+		uids[i] = t.UID
+	}
+	existing, err := tx.inventoryVersions(ctx, "inventory_tombstones", cluster, uids)
+	if err != nil {
+		return fmt.Errorf("tombstones: %w", err)
+	}
+	keep := make(map[string]InventoryTombstone, len(tombs))
+	for _, t := range tombs {
+		if rv, ok := existing[t.UID]; ok && !supersedes(t.ResourceVersion, rv) {
+			continue
+		}
+		if prev, ok := keep[t.UID]; ok && !supersedes(t.ResourceVersion, prev.ResourceVersion) {
+			continue
+		}
+		keep[t.UID] = t
+	}
+	list := make([]InventoryTombstone, 0, len(keep))
+	for _, t := range keep {
+		list = append(list, t)
+	}
+	for start := 0; start < len(list); start += inChunk {
+		part := list[start:min(start+inChunk, len(list))]
+		values := make([]string, len(part))
+		args := make([]any, 0, 4*len(part))
+		for i, t := range part {
+			values[i] = "(?, ?, ?, ?)"
+			args = append(args, cluster, t.UID, t.ResourceVersion, tx.s.d.ts(t.DeletedAt))
+		}
+		if _, err := tx.exec(ctx, `INSERT INTO inventory_tombstones (cluster, uid, resource_version, deleted_at)
+			VALUES `+strings.Join(values, ", ")+`
+			ON CONFLICT (cluster, uid) DO UPDATE SET resource_version = excluded.resource_version,
+				deleted_at = excluded.deleted_at`, args...); err != nil {
+			return fmt.Errorf("tombstones: %w", classify(err))
+		}
+	}
+	return nil
+}
+
+// PruneInventoryTombstones forgets deletions recorded before cutoff and
+// returns how many it forgot. Past the stream's redelivery horizon no late
+// event can arrive, so tombstones need not grow forever.
+func (tx *Tx) PruneInventoryTombstones(ctx context.Context, cutoff time.Time) (int, error) {
+	res, err := tx.exec(ctx, `DELETE FROM inventory_tombstones WHERE deleted_at < ?`, tx.s.d.ts(cutoff))
+	if err != nil {
+		return 0, fmt.Errorf("prune inventory tombstones: %w", classify(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("prune inventory tombstones: %w", classify(err))
+	}
+	return int(n), nil
+}
+
+// InventorySnapshot is the complete list of one kind in one cluster, as the
+// agent's cache held it.
+type InventorySnapshot struct {
+	Cluster    string
+	APIVersion string
+	Kind       string
+	// ListResourceVersion is the version the list is at least as new as;
+	// TakenAt is when it was taken, by the agent's clock.
+	ListResourceVersion string
+	TakenAt             time.Time
+	// Items maps every uid in the list to its resourceVersion.
+	Items map[string]string
+}
+
+// Reconciliation says what a snapshot found.
+type Reconciliation struct {
+	// Removed zombies: records absent from the snapshot and not newer
+	// than its list.
+	Removed int
+	// Missing: uids in the snapshot without a record; Stale: records
+	// older than the snapshot's version of them. The agent's events are
+	// expected to bring both; a count that persists calls for a resync.
+	Missing, Stale int
+	// Kept: records absent from the snapshot but newer than its list,
+	// i.e. created after it was taken; they must not be removed.
+	Kept int
+}
+
+// ReconcileInventory removes the zombie records of one cluster and kind: a
+// record whose uid is absent from snap and that was last observed at a
+// resourceVersion not newer than snap's list (or, when versions do not
+// compare, observed before the snapshot was taken). A record newer than the
+// list belongs to an object created after the list was taken and stays.
+// Each removal leaves a tombstone at the list's version, since an object
+// absent from that list was deleted before it.
+func (tx *Tx) ReconcileInventory(ctx context.Context, snap InventorySnapshot) (Reconciliation, error) {
+	var rec Reconciliation
+	what := fmt.Sprintf("reconcile inventory of %s %s %s", snap.Cluster, snap.APIVersion, snap.Kind)
+	rows, err := tx.query(ctx, `SELECT uid, resource_version, observed_at FROM inventory
+		WHERE cluster = ? AND kind = ? AND api_version = ?`, snap.Cluster, snap.Kind, snap.APIVersion)
+	if err != nil {
+		return rec, fmt.Errorf("%s: %w", what, classify(err))
+	}
+	var zombies []string
+	seen := 0
+	for rows.Next() {
+		var (
+			uid, rv  string
+			observed time.Time
+		)
+		if err := rows.Scan(&uid, &rv, timeCol{&observed}); err != nil {
+			rows.Close()
+			return rec, fmt.Errorf("%s: %w", what, classify(err))
+		}
+		if snapRV, ok := snap.Items[uid]; ok {
+			seen++
+			if c, ok := CompareResourceVersions(rv, snapRV); ok && c < 0 {
+				rec.Stale++
+			}
+			continue
+		}
+		c, ok := CompareResourceVersions(rv, snap.ListResourceVersion)
+		if (ok && c <= 0) || (!ok && !observed.After(snap.TakenAt)) {
+			zombies = append(zombies, uid)
+		} else {
+			rec.Kept++
+		}
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return rec, fmt.Errorf("%s: %w", what, classify(err))
+	}
+	rec.Missing = len(snap.Items) - seen
+	if rec.Removed, err = tx.removeInventory(ctx, snap.Cluster, zombies); err != nil {
+		return rec, fmt.Errorf("%s: %w", what, err)
+	}
+	tombs := make([]InventoryTombstone, len(zombies))
+	for i, uid := range zombies {
+		tombs[i] = InventoryTombstone{Cluster: snap.Cluster, UID: uid, ResourceVersion: snap.ListResourceVersion, DeletedAt: snap.TakenAt}
+	}
+	if err := tx.putTombstones(ctx, snap.Cluster, tombs); err != nil {
+		return rec, fmt.Errorf("%s: %w", what, err)
+	}
+	return rec, nil
+}
+
+// InventoryFilter selects records; empty fields match everything.
+type InventoryFilter struct {
+	Cluster, APIVersion, Kind, Namespace, Name string
+	// WithoutObject leaves Object nil, for listings that need only
+	// metadata and should not pay for reading documents.
+	WithoutObject bool
+	Limit         int
+	Continue      string
+}
+
+// ListInventory returns one page of records ordered by (kind, namespace,
+// name, cluster, uid), and the token of the next page or "".
+func (tx *Tx) ListInventory(ctx context.Context, f InventoryFilter) ([]InventoryRow, string, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	for _, c := range []struct{ col, val string }{
+		{"cluster", f.Cluster}, {"api_version", f.APIVersion}, {"kind", f.Kind},
+		{"namespace", f.Namespace}, {"name", f.Name},
+	} {
+		if c.val != "" {
+			conds, args = append(conds, c.col+" = ?"), append(args, c.val)
+		}
+	}
+	if f.Continue != "" {
+		key, err := decodeInventoryContinue(f.Continue)
+		if err != nil {
+			return nil, "", err
+		}
+		conds = append(conds, "(kind, namespace, name, cluster, uid) > (?, ?, ?, ?, ?)")
+		args = append(args, key[0], key[1], key[2], key[3], key[4])
+	}
+	object := "object"
+	if f.WithoutObject {
+		object = "NULL"
+	}
+	q := `SELECT cluster, api_version, kind, namespace, name, uid, resource_version, labels, health, phase,
+		observed_at, ` + object + ` FROM inventory`
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	limit := pageLimit(f.Limit)
+	q += " ORDER BY kind, namespace, name, cluster, uid LIMIT ?"
+	args = append(args, limit+1)
+
+	rows, err := tx.query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list inventory: %w", classify(err))
+	}
+	defer rows.Close()
+	var items []InventoryRow
+	for rows.Next() {
+		var (
+			r      InventoryRow
+			labels string
+			obj    *string
+		)
+		if err := rows.Scan(&r.Cluster, &r.APIVersion, &r.Kind, &r.Namespace, &r.Name, &r.UID, &r.ResourceVersion,
+			&labels, &r.Health, &r.Phase, timeCol{&r.ObservedAt}, &obj); err != nil {
+			return nil, "", fmt.Errorf("list inventory: %w", classify(err))
+		}
+		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
+			return nil, "", fmt.Errorf("list inventory: labels of %s/%s: %w", r.Cluster, r.UID, err)
+		}
+		if len(r.Labels) == 0 {
+			r.Labels = nil
+		}
+		if obj != nil {
+			r.Object = []byte(*obj)
+		}
+		items = append(items, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list inventory: %w", classify(err))
+	}
+	var next string
+	if len(items) > limit {
+		items = items[:limit]
+		l := items[limit-1]
+		b, _ := json.Marshal([5]string{l.Kind, l.Namespace, l.Name, l.Cluster, l.UID})
+		next = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return items, next, nil
+}
+
+func decodeInventoryContinue(token string) ([]string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadContinue, err)
+	}
+	var key []string
+	if err := json.Unmarshal(raw, &key); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadContinue, err)
+	}
+	if len(key) != 5 {
+		return nil, fmt.Errorf("%w: want 5 key parts, got %d", ErrBadContinue, len(key))
+	}
+	return key, nil
+}
+
+// groupByCluster splits items by cluster, since every query above is
+// scoped to one cluster's primary-key prefix.
+func groupByCluster[T any](items []T, cluster func(T) string) map[string][]T {
+	out := make(map[string][]T)
+	for _, it := range items {
+		c := cluster(it)
+		out[c] = append(out[c], it)
+	}
+	return out
+}
