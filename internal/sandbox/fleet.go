@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/purser-io/purser/internal/dirlock"
 )
 
 // FleetConfig describes a set of sandbox clusters in one folder.
@@ -118,26 +120,18 @@ func (f *Fleet) Stop() {
 	}
 }
 
-// lockFleet takes DIR/sandbox.lock for as long as the fleet runs and
-// records our pid beside it for `purser sandbox down`.
+// lockFleet holds DIR for as long as the fleet runs; `purser sandbox down`
+// finds our pid beside the lock.
 func lockFleet(dir string) (func(), error) {
-	lock, err := os.OpenFile(filepath.Join(dir, "sandbox.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	l, err := dirlock.Acquire(dir, "sandbox")
+	if errors.Is(err, dirlock.ErrHeld) {
+		return nil, fmt.Errorf("sandbox: clusters are already running in %s (pid %d); stop them with `purser sandbox down --dir %s`",
+			dir, dirlock.HolderPid(dir, "sandbox"), dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		pid, _ := os.ReadFile(filepath.Join(dir, "sandbox.pid"))
-		return nil, fmt.Errorf("sandbox: clusters are already running in %s (pid %s); stop them with `purser sandbox down --dir %s`",
-			dir, strings.TrimSpace(string(pid)), dir)
-	}
-	pidPath := filepath.Join(dir, "sandbox.pid")
-	os.WriteFile(pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-	return func() {
-		os.Remove(pidPath)
-		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-		lock.Close()
-	}, nil
+	return l.Release, nil
 }
 
 // Down stops the clusters of a fleet running in dir from another process:
@@ -154,19 +148,17 @@ func Down(ctx context.Context, dir string, progress io.Writer) error {
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("sandbox down: no sandbox folder at %s", dir)
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "sandbox.pid")); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
-			fmt.Fprintf(progress, "stopping the sandbox started by pid %d ...\n", pid)
-			syscall.Kill(pid, syscall.SIGTERM)
-			if err := waitUntil(ctx, 90*time.Second, fmt.Sprintf("pid %d to exit", pid), func(context.Context) error {
-				if syscall.Kill(pid, 0) == nil {
-					return errors.New("still running")
-				}
-				return nil
-			}); err != nil {
-				fmt.Fprintf(progress, "pid %d did not stop in time; killing it\n", pid)
-				syscall.Kill(pid, syscall.SIGKILL)
+	if pid := dirlock.HolderPid(dir, "sandbox"); pid > 0 && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
+		fmt.Fprintf(progress, "stopping the sandbox started by pid %d ...\n", pid)
+		syscall.Kill(pid, syscall.SIGTERM)
+		if err := waitUntil(ctx, 90*time.Second, fmt.Sprintf("pid %d to exit", pid), func(context.Context) error {
+			if syscall.Kill(pid, 0) == nil {
+				return errors.New("still running")
 			}
+			return nil
+		}); err != nil {
+			fmt.Fprintf(progress, "pid %d did not stop in time; killing it\n", pid)
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 	left := Leftovers(dir)

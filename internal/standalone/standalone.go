@@ -24,6 +24,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/dirlock"
 	"github.com/purser-io/purser/internal/outbox"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/seal"
@@ -70,9 +71,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	lock, err := dirlock.Acquire(dataDir, "purser")
+	if errors.Is(err, dirlock.ErrHeld) {
+		return fmt.Errorf("purser up is already running with data dir %s (pid %d); stop it first or use another --data-dir",
+			dataDir, dirlock.HolderPid(dataDir, "purser"))
+	}
+	if err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	defer lock.Release()
 
 	sealer, err := seal.EnsureKeyFile(filepath.Join(dataDir, KeyFile))
 	if err != nil {
