@@ -30,6 +30,7 @@ runs all of them in one process.`,
 		newDecideCommand("approve"),
 		newDecideCommand("reject"),
 		newHistoryCommand(),
+		newHealthCommand(),
 	)
 	root.AddCommand(newComponentCommands()...)
 	return root

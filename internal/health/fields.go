@@ -32,13 +32,6 @@ func str(obj map[string]any, path ...string) string {
 	return s
 }
 
-// object is the map at path, or nil.
-func object(obj map[string]any, path ...string) map[string]any {
-	v, _ := get(obj, path...)
-	m, _ := v.(map[string]any)
-	return m
-}
-
 // boolean is the bool at path, false when absent.
 func boolean(obj map[string]any, path ...string) bool {
 	v, _ := get(obj, path...)

@@ -6,7 +6,7 @@
 // every object it records so that a Runnable shows how its object is doing;
 // the failover controller acts on the stored judgement, moving work only
 // when it is Unhealthy. Both must reach the same verdict from the same
-// object, so the package is pure: no clients, no clock, no package state.
+// object, so the package is pure: no clients, no clock, no mutable state.
 // Kinds purser knows (Job, Argo Workflow, Deployment, StatefulSet,
 // FlinkDeployment) have built-in interpreters; any kind can be given CEL
 // rules in the configuration, and a rule replaces the built-in for its kind.
@@ -16,6 +16,7 @@ package health
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -99,13 +100,13 @@ func New(rules []Rule) (*Interpreter, error) {
 	for i, r := range rules {
 		cr, err := compileRule(env, r)
 		if err != nil {
-			return nil, fmt.Errorf("health rule %d (%s): %w", i, r.describe(), err)
+			return nil, fmt.Errorf("healthRules[%d] (%s): %w", i, r.describe(), err)
 		}
 		key := gvk{r.APIVersion, r.Kind}
 		// Two rules for the same kind would make the winner depend on the
 		// order of the file; refuse instead of guessing.
 		if j, dup := seen[key]; dup {
-			return nil, fmt.Errorf("health rule %d (%s): same apiVersion and kind as rule %d", i, r.describe(), j)
+			return nil, fmt.Errorf("healthRules[%d] (%s): same apiVersion and kind as healthRules[%d]", i, r.describe(), j)
 		}
 		seen[key] = i
 		if group, ok := strings.CutSuffix(r.APIVersion, "/*"); ok {
@@ -196,11 +197,17 @@ func unhealthy(phase, msg string) Result {
 	return Result{Health: v1alpha1.HealthUnhealthy, Phase: phase, Message: msg}
 }
 
+// breaksLine reports the runes that could split or garble a line: every
+// space but the plain one, and control characters.
+func breaksLine(r rune) bool {
+	return r != ' ' && (unicode.IsSpace(r) || unicode.IsControl(r))
+}
+
 // clip keeps a message on one line and under maxMessage bytes, cutting on a
 // rune boundary so that it stays valid UTF-8 for the API's JSON.
 func clip(s string) string {
-	if strings.ContainsAny(s, "\n\r\t") {
-		s = strings.Join(strings.Fields(s), " ")
+	if strings.ContainsFunc(s, breaksLine) {
+		s = strings.Join(strings.FieldsFunc(s, breaksLine), " ")
 	}
 	if len(s) <= maxMessage {
 		return s

@@ -1,0 +1,97 @@
+package health
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+// TestEvaluateFileGolden pins the exact lines of `purser health -f`, which
+// people and scripts read column by column.
+func TestEvaluateFileGolden(t *testing.T) {
+	in, err := New([]Rule{widgetRule})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := EvaluateFile(&out, filepath.Join("testdata", "objects.yaml"), in); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "objects.golden")
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("output differs from %s (go test -run Golden -update rewrites it):\n--- got\n%s--- want\n%s", golden, out.String(), want)
+	}
+}
+
+func TestEvaluateBadDocuments(t *testing.T) {
+	input := `---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: first}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: [unclosed
+---
+just a string
+---
+metadata: {name: no-kind}
+---
+apiVersion: v1
+kind: List
+items: [3]
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: last}
+status: {phase: Running}
+`
+	var out bytes.Buffer
+	err := Evaluate(&out, strings.NewReader(input), nil)
+	if err == nil {
+		t.Fatal("no error for unreadable documents")
+	}
+	for _, want := range []string{
+		"document 2: not valid YAML",
+		"document 3: not a Kubernetes object but a string",
+		"document 4: not a Kubernetes object: apiVersion and kind are required",
+		"document 5: items[0]: not a Kubernetes object but a number",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	// The readable documents are still judged, in order.
+	wantOut := "Job/first Healthy Pending waiting for pods\nWorkflow/last Healthy Running workflow running\n"
+	if out.String() != wantOut {
+		t.Errorf("got output\n%s\nwant\n%s", out.String(), wantOut)
+	}
+}
+
+func TestEvaluateFileMissing(t *testing.T) {
+	err := EvaluateFile(&bytes.Buffer{}, filepath.Join(t.TempDir(), "nope.yaml"), nil)
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("got %v, want an error naming the file", err)
+	}
+}
+
+func TestEvaluateEmpty(t *testing.T) {
+	var out bytes.Buffer
+	if err := Evaluate(&out, strings.NewReader("---\n# nothing\n---\n"), nil); err != nil || out.Len() != 0 {
+		t.Errorf("got %q, %v", out.String(), err)
+	}
+}
