@@ -260,3 +260,33 @@ func (p *Policy) ApprovalRequired(ns, kind string) bool {
 	}
 	return false
 }
+
+// Access is what a user may do, for a UI to offer only that.
+type Access struct {
+	User   string   `json:"user"`
+	Groups []string `json:"groups,omitempty"`
+	// Admin may do everything, clusters included.
+	Admin bool `json:"admin"`
+	// ReadsEverywhere may list across namespaces and read all history.
+	ReadsEverywhere bool `json:"readsEverywhere"`
+	// Namespaces lists, per namespace named in the policy, the verbs the
+	// user has there ("*" stands for every namespace).
+	Namespaces map[string][]Verb `json:"namespaces"`
+}
+
+// AccessOf summarizes what u may do.
+func (p *Policy) AccessOf(u User) Access {
+	a := Access{User: u.Name, Groups: u.Groups, Admin: p.IsAdmin(u), ReadsEverywhere: p.ReadsEverywhere(u), Namespaces: map[string][]Verb{}}
+	for ns := range p.f.Namespaces {
+		var verbs []Verb
+		for _, v := range []Verb{VerbRead, VerbWrite, VerbApprove} {
+			if p.Allowed(u, ns, v) {
+				verbs = append(verbs, v)
+			}
+		}
+		if len(verbs) > 0 {
+			a.Namespaces[ns] = verbs
+		}
+	}
+	return a
+}

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,26 @@ func TestPolicy(t *testing.T) {
 	}
 	if _, err := NewPolicy(PolicyFile{Namespaces: map[string]NamespacePolicy{"x": {Roles: map[Role][]string{"owner": {"a"}}}}}); err == nil {
 		t.Error("unknown role accepted")
+	}
+}
+
+func TestAccessOf(t *testing.T) {
+	p, _ := NewPolicy(PolicyFile{
+		Admins: []string{"root"},
+		Namespaces: map[string]NamespacePolicy{
+			"team-a": {Roles: map[Role][]string{RoleEditor: {"alice"}, RoleApprover: {"carol"}}},
+			"team-b": {Roles: map[Role][]string{RoleViewer: {"alice"}}},
+		},
+	})
+	a := p.AccessOf(User{Name: "alice"})
+	if a.Admin || a.ReadsEverywhere || len(a.Namespaces) != 2 ||
+		fmt.Sprint(a.Namespaces["team-a"]) != "[read write]" || fmt.Sprint(a.Namespaces["team-b"]) != "[read]" {
+		t.Fatalf("alice: %+v", a)
+	}
+	if c := p.AccessOf(User{Name: "carol"}); fmt.Sprint(c.Namespaces["team-a"]) != "[read approve]" {
+		t.Fatalf("carol: %+v", c)
+	}
+	if r := p.AccessOf(User{Name: "root"}); !r.Admin || !r.ReadsEverywhere {
+		t.Fatalf("root: %+v", r)
 	}
 }

@@ -119,7 +119,7 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 		if err != nil {
 			return err
 		}
-		summary := fmt.Sprintf("%sd %s %s", action, kind, objectRef("deployables", ns, name))
+		summary := fmt.Sprintf("%sd %s %s", action, kind, ns+"/"+name)
 		if needsApproval {
 			summary += "; waits for approval"
 		} else {
@@ -241,10 +241,10 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 		if rec.DeletedAt != nil {
 			return store.ErrNotFound
 		}
-		summary, outcome := "deleted "+objectRef("deployables", ns, name)+"; it is removed from every cluster", "Deleted"
+		summary, outcome := "deleted "+ns+"/"+name+"; it is removed from every cluster", "Deleted"
 		if needsApproval {
 			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, u.Name, true
-			summary, outcome = "asked to delete "+objectRef("deployables", ns, name)+"; waits for approval", string(v1alpha1.PhasePendingApproval)
+			summary, outcome = "asked to delete "+ns+"/"+name+"; waits for approval", string(v1alpha1.PhasePendingApproval)
 		} else {
 			now := s.now().UTC()
 			rec.DeletedAt = &now
@@ -312,7 +312,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 				return err
 			}
 			return appendAudit(r.Context(), tx, u, action, v1alpha1.KindDeployable, ns, name,
-				fmt.Sprintf("%sd the change to %s made by %s", action, objectRef("deployables", ns, name), by), outcome, nil)
+				fmt.Sprintf("%sd the change to %s made by %s", action, ns+"/"+name, by), outcome, nil)
 		})
 		if errors.Is(err, store.ErrNotFound) {
 			return 0, nil, errNotFound("deployable %s/%s not found", ns, name)

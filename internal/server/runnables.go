@@ -81,7 +81,7 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 				return err
 			}
 		}
-		summary := fmt.Sprintf("submitted %s %s", templateKind(obj.Spec.Template), objectRef("runnables", ns, name))
+		summary := fmt.Sprintf("submitted %s %s", templateKind(obj.Spec.Template), ns+"/"+name)
 		if needsApproval {
 			summary += "; waits for approval"
 		}
@@ -212,7 +212,7 @@ func (s *Server) cancelRunnable(r *http.Request, u auth.User) (int, any, error) 
 		}
 		changed = true
 		return appendAudit(r.Context(), tx, u, "cancel", v1alpha1.KindRunnable, ns, name,
-			fmt.Sprintf("cancelled %s (was %s)", objectRef("runnables", ns, name), phase), string(v1alpha1.PhaseCancelled), nil)
+			fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase), string(v1alpha1.PhaseCancelled), nil)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
@@ -263,7 +263,7 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 				}
 			}
 			return appendAudit(r.Context(), tx, u, action, v1alpha1.KindRunnable, ns, name,
-				fmt.Sprintf("%sd %s submitted by %s", action, objectRef("runnables", ns, name), rec.Submitter), string(phase), nil)
+				fmt.Sprintf("%sd %s submitted by %s", action, ns+"/"+name, rec.Submitter), string(phase), nil)
 		})
 		if errors.Is(err, store.ErrNotFound) {
 			return 0, nil, errNotFound("runnable %s/%s not found", ns, name)

@@ -19,6 +19,7 @@ import (
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/web"
 )
 
 // MaxBodyBytes is the largest request body accepted (API.md: 413 above).
@@ -96,9 +97,20 @@ func New(cfg Config) *Server {
 	s.handle("PUT /api/v1/clusters/{name}", s.updateCluster)
 	s.handle("DELETE /api/v1/clusters/{name}", s.deleteCluster)
 
+	s.handle("GET /api/v1/whoami", s.whoami)
 	s.handle("GET /api/v1/history", s.listHistory)
 	s.handle("GET /api/v1/history/verify", s.verifyHistory)
 
+	// The console: static files that call this API with the user's token.
+	console := http.FileServerFS(web.Static())
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		console.ServeHTTP(w, r)
+	})
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFound("no such API path: %s %s", r.Method, r.URL.Path))
 	})
@@ -150,6 +162,12 @@ func (s *Server) authenticate(r *http.Request) (auth.User, bool) {
 		return auth.User{}, false
 	}
 	return s.cfg.Tokens.Authenticate(strings.TrimSpace(h[len(scheme):]))
+}
+
+// whoami tells a client who it is and what it may do, so that the console
+// offers only that. The server still checks every request.
+func (s *Server) whoami(_ *http.Request, u auth.User) (int, any, error) {
+	return http.StatusOK, s.cfg.Policy.AccessOf(u), nil
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

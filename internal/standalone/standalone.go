@@ -187,6 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("write client config: %w", err)
 	}
 	fmt.Fprintf(out, "admin token in %s; client config in %s\n", filepath.Join(dataDir, AdminTokenFile), clientConfig)
+	fmt.Fprintf(out, "web console: %s/?token=%s\n", url, adminToken)
 	fmt.Fprintf(out, "purser is ready at %s\n", url)
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping purser ...")
