@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 )
@@ -72,19 +73,11 @@ func Matches(p v1alpha1.Placement, c Cluster) (bool, string) {
 }
 
 func tolerated(tolerations []corev1.Toleration, t *corev1.Taint) bool {
-	for _, tol := range tolerations {
-		if tol.Effect != "" && tol.Effect != t.Effect {
-			continue
-		}
-		switch tol.Operator {
-		case corev1.TolerationOpExists:
-			if tol.Key == "" || tol.Key == t.Key {
-				return true
-			}
-		case corev1.TolerationOpEqual, "":
-			if tol.Key == t.Key && tol.Value == t.Value {
-				return true
-			}
+	for i := range tolerations {
+		// Numeric comparison operators are accepted, as the scheduler of
+		// the Kubernetes version purser pins accepts them.
+		if tolerations[i].ToleratesTaint(klog.Background(), t, true) {
+			return true
 		}
 	}
 	return false

@@ -34,6 +34,9 @@ func TestMatches(t *testing.T) {
 		{"named", v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{ClusterNames: []string{"a", "b"}}}, cluster("b", nil), true, ""},
 		{"not named", v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{ClusterNames: []string{"a"}}}, cluster("b", nil), false, "not in clusterNames"},
 		{"excluded", v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{Exclude: []string{"a"}}}, cluster("a", nil), false, "excluded"},
+		{"named and excluded", v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{ClusterNames: []string{"a"}, Exclude: []string{"a"}}}, cluster("a", nil), false, "excluded"},
+		{"a malformed selector matches nothing", v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{LabelSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "dc", Operator: "Near"}}}}}, cluster("a", prod), false, "does not parse"},
 		{"selector matches", v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{LabelSelector: sel("tier=prod,dc in (dc1,dc2)")}}, cluster("a", prod), true, ""},
 		{"selector does not", v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{LabelSelector: sel("tier=staging")}}, cluster("a", prod), false, "labels do not match"},
 		{"NoSchedule taint", v1alpha1.Placement{}, cluster("a", nil, noSchedule), false, "taint maintenance:NoSchedule not tolerated"},
