@@ -5,9 +5,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"iter"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // InventoryRow is purser's copy of one object in one member cluster, keyed
@@ -82,12 +87,8 @@ func (tx *Tx) inventoryVersions(ctx context.Context, table, cluster string, uids
 	out := make(map[string]string, len(uids))
 	for start := 0; start < len(uids); start += inChunk {
 		part := uids[start:min(start+inChunk, len(uids))]
-		args := make([]any, 0, len(part)+1)
-		args = append(args, cluster)
-		for _, u := range part {
-			args = append(args, u)
-		}
-		q := `SELECT uid, resource_version FROM ` + table + ` WHERE cluster = ? AND uid IN (` + placeholders(len(part)) + `)`
+		in, args := tx.uidsIn(cluster, part)
+		q := `SELECT uid, resource_version FROM ` + table + ` WHERE cluster = ? AND ` + in
 		if tx.s.d.engine == EnginePostgres {
 			q += " FOR UPDATE"
 		}
@@ -112,6 +113,25 @@ func (tx *Tx) inventoryVersions(ctx context.Context, table, cluster string, uids
 	return out, nil
 }
 
+// uidsIn is the condition "uid is one of uids" and the arguments for
+// "cluster = ? AND " followed by it. PostgreSQL gets one array parameter
+// rather than hundreds.
+func (tx *Tx) uidsIn(cluster string, uids []string) (string, []any) {
+	if tx.s.d.engine == EnginePostgres {
+		// QueryExecModeExec plans the statement with its actual values
+		// each time: the cached generic plan of this query, chosen before
+		// the table has statistics, scans the cluster's whole key range
+		// and compares each row with every uid, which grows with the table.
+		return "uid = ANY(?)", []any{pgx.QueryExecModeExec, cluster, uids}
+	}
+	args := make([]any, 0, len(uids)+1)
+	args = append(args, cluster)
+	for _, u := range uids {
+		args = append(args, u)
+	}
+	return "uid IN (" + placeholders(len(uids)) + ")", args
+}
+
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
@@ -124,7 +144,8 @@ func placeholders(n int) string {
 // how many rows were written.
 func (tx *Tx) UpsertInventory(ctx context.Context, rows []InventoryRow) (int, error) {
 	written := 0
-	for cluster, group := range groupByCluster(rows, func(r InventoryRow) string { return r.Cluster }) {
+	for cluster, group := range groupByCluster(rows, func(r InventoryRow) string { return r.Cluster },
+		func(r InventoryRow) string { return r.UID }) {
 		uids := make([]string, len(group))
 		for i, r := range group {
 			uids[i] = r.UID
@@ -180,12 +201,35 @@ func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) error {
 				namespace = excluded.namespace, name = excluded.name,
 				resource_version = excluded.resource_version, labels = excluded.labels,
 				health = excluded.health, phase = excluded.phase, observed_at = excluded.observed_at,
-				object = excluded.object`, args...)
+				object = excluded.object
+			WHERE `+tx.newerVersionSQL("excluded.resource_version", "inventory.resource_version"), args...)
 		if err != nil {
 			return classify(err)
 		}
 	}
 	return nil
+}
+
+// newerVersionSQL is the condition "incoming supersedes current" in SQL,
+// the same rule as supersedes. The versions were compared in Go already;
+// this repeats it for the one case Go cannot see: two ingesters inserting
+// the same new uid at once, where the loser's insert becomes an update
+// after the winner commits. Digit strings without leading zeros (etcd's
+// versions) compare as integers by length, then bytewise.
+func (tx *Tx) newerVersionSQL(incoming, current string) string {
+	nonNumeric := func(col string) string {
+		if tx.s.d.engine == EnginePostgres {
+			return col + ` !~ '^[0-9]+$'`
+		}
+		return "(" + col + ` = '' OR ` + col + ` GLOB '*[^0-9]*')`
+	}
+	collate := ""
+	if tx.s.d.engine == EnginePostgres {
+		collate = ` COLLATE "C"`
+	}
+	return "(" + nonNumeric(incoming) + " OR " + nonNumeric(current) +
+		" OR length(" + incoming + ") > length(" + current + ")" +
+		" OR (length(" + incoming + ") = length(" + current + ") AND " + incoming + collate + " > " + current + collate + "))"
 }
 
 // DeleteInventory removes the records named by tombs unless the stored
@@ -194,7 +238,8 @@ func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) error {
 // object. It returns how many records were removed.
 func (tx *Tx) DeleteInventory(ctx context.Context, tombs []InventoryTombstone) (int, error) {
 	removed := 0
-	for cluster, group := range groupByCluster(tombs, func(t InventoryTombstone) string { return t.Cluster }) {
+	for cluster, group := range groupByCluster(tombs, func(t InventoryTombstone) string { return t.Cluster },
+		func(t InventoryTombstone) string { return t.UID }) {
 		uids := make([]string, len(group))
 		for i, t := range group {
 			uids[i] = t.UID
@@ -225,12 +270,8 @@ func (tx *Tx) removeInventory(ctx context.Context, cluster string, uids []string
 	removed := 0
 	for start := 0; start < len(uids); start += inChunk {
 		part := uids[start:min(start+inChunk, len(uids))]
-		args := make([]any, 0, len(part)+1)
-		args = append(args, cluster)
-		for _, u := range part {
-			args = append(args, u)
-		}
-		res, err := tx.exec(ctx, `DELETE FROM inventory WHERE cluster = ? AND uid IN (`+placeholders(len(part))+`)`, args...)
+		in, args := tx.uidsIn(cluster, part)
+		res, err := tx.exec(ctx, `DELETE FROM inventory WHERE cluster = ? AND `+in, args...)
 		if err != nil {
 			return removed, classify(err)
 		}
@@ -268,6 +309,7 @@ func (tx *Tx) putTombstones(ctx context.Context, cluster string, tombs []Invento
 	for _, t := range keep {
 		list = append(list, t)
 	}
+	slices.SortFunc(list, func(a, b InventoryTombstone) int { return strings.Compare(a.UID, b.UID) })
 	for start := 0; start < len(list); start += inChunk {
 		part := list[start:min(start+inChunk, len(list))]
 		values := make([]string, len(part))
@@ -375,12 +417,16 @@ func (tx *Tx) ReconcileInventory(ctx context.Context, snap InventorySnapshot) (R
 		return rec, fmt.Errorf("%s: %w", what, classify(err))
 	}
 	rec.Missing = len(snap.Items) - seen
+	slices.Sort(zombies)
 	if rec.Removed, err = tx.removeInventory(ctx, snap.Cluster, zombies); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
 	}
+	// Tombstones age by this clock, the one that prunes them, not by the
+	// agent's.
+	now := tx.s.now()
 	tombs := make([]InventoryTombstone, len(zombies))
 	for i, uid := range zombies {
-		tombs[i] = InventoryTombstone{Cluster: snap.Cluster, UID: uid, ResourceVersion: snap.ListResourceVersion, DeletedAt: snap.TakenAt}
+		tombs[i] = InventoryTombstone{Cluster: snap.Cluster, UID: uid, ResourceVersion: snap.ListResourceVersion, DeletedAt: now}
 	}
 	if err := tx.putTombstones(ctx, snap.Cluster, tombs); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
@@ -491,11 +537,22 @@ func decodeInventoryContinue(token string) ([]string, error) {
 
 // groupByCluster splits items by cluster, since every query above is
 // scoped to one cluster's primary-key prefix.
-func groupByCluster[T any](items []T, cluster func(T) string) map[string][]T {
+// Clusters come out in name order and each group in the order of uid
+// (of uidOf), so that concurrent ingesters lock and insert keys in one
+// global order and cannot deadlock on PostgreSQL.
+func groupByCluster[T any](items []T, cluster func(T) string, uidOf func(T) string) iter.Seq2[string, []T] {
 	out := make(map[string][]T)
 	for _, it := range items {
 		c := cluster(it)
 		out[c] = append(out[c], it)
 	}
-	return out
+	return func(yield func(string, []T) bool) {
+		for _, c := range slices.Sorted(maps.Keys(out)) {
+			group := out[c]
+			slices.SortFunc(group, func(a, b T) int { return strings.Compare(uidOf(a), uidOf(b)) })
+			if !yield(c, group) {
+				return
+			}
+		}
+	}
 }

@@ -9,9 +9,6 @@ CREATE TABLE inventory_tombstones (
     PRIMARY KEY (cluster, uid)
 ) STRICT;
 CREATE INDEX inventory_tombstones_deleted_at ON inventory_tombstones (deleted_at);
--- Snapshot reconciliation reads every record of one cluster and kind.
-CREATE INDEX inventory_cluster_kind ON inventory (cluster, kind, api_version);
 
 -- +goose Down
-DROP INDEX inventory_cluster_kind;
 DROP TABLE inventory_tombstones;

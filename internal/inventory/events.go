@@ -1,0 +1,148 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/stream"
+)
+
+// eventStage turns a batch of events into at most one change per object:
+// the newest by resourceVersion, a deletion winning a tie (a tombstone's
+// final state carries the version of the last update it follows).
+type eventStage struct {
+	health HealthFunc
+	log    *slog.Logger
+}
+
+type eventWork struct {
+	rows  []store.InventoryRow
+	tombs []store.InventoryTombstone
+}
+
+func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
+	type key struct{ cluster, uid string }
+	newest := map[key]*agent.Event{}
+	var order []key
+	ready := make([]jetstream.Msg, 0, len(msgs))
+	for _, m := range msgs {
+		ev, ok := s.decode(m)
+		if !ok {
+			continue
+		}
+		ready = append(ready, m)
+		k := key{ev.Cluster, ev.UID}
+		prev, seen := newest[k]
+		if !seen {
+			order = append(order, k)
+			newest[k] = ev
+			continue
+		}
+		if newerEvent(ev, prev) {
+			newest[k] = ev
+		}
+	}
+	var w eventWork
+	// Tombstones age by the ingesters' clock, which prunes them, not by
+	// the agent's.
+	now := time.Now()
+	for _, k := range order {
+		ev := newest[k]
+		if ev.Type == agent.Deleted {
+			w.tombs = append(w.tombs, store.InventoryTombstone{Cluster: ev.Cluster, UID: ev.UID,
+				ResourceVersion: ev.ResourceVersion, DeletedAt: now})
+			continue
+		}
+		w.rows = append(w.rows, s.row(ev))
+	}
+	return &w, ready
+}
+
+// newerEvent reports whether a should win over b for the same object.
+func newerEvent(a, b *agent.Event) bool {
+	c, ok := store.CompareResourceVersions(a.ResourceVersion, b.ResourceVersion)
+	switch {
+	case !ok:
+		return !a.Time.Before(b.Time) // no order by version: the later sighting
+	case c != 0:
+		return c > 0
+	}
+	return a.Type == agent.Deleted
+}
+
+// decode reads one event; a message that can never be applied is
+// terminated so that it is not redelivered forever, and logged.
+func (s *eventStage) decode(m jetstream.Msg) (*agent.Event, bool) {
+	ev := &agent.Event{}
+	cluster, ok := stream.ClusterOf(m.Subject())
+	err := json.Unmarshal(m.Data(), ev)
+	if !ok || err != nil || ev.UID == "" || ev.Kind == "" ||
+		(ev.Type != agent.Added && ev.Type != agent.Modified && ev.Type != agent.Deleted) {
+		s.log.Error("dropping malformed event", "subject", m.Subject(), "error", err)
+		_ = m.Term()
+		return nil, false
+	}
+	// The subject, not the payload, names the cluster: it is what the
+	// stream's permissions let an agent publish on.
+	ev.Cluster = cluster
+	return ev, true
+}
+
+func (s *eventStage) row(ev *agent.Event) store.InventoryRow {
+	obj := []byte(ev.Object)
+	if agent.IsSecret(ev.APIVersion, ev.Kind) {
+		// The agent never sends data; this guards against an agent that
+		// does (an old or foreign one), because the inventory must not
+		// hold it whatever arrives.
+		obj = withoutSecretData(obj)
+	}
+	if len(obj) == 0 {
+		obj = nil
+	}
+	health, phase := "Unknown", ""
+	if obj != nil {
+		health, phase = s.health(ev.APIVersion, ev.Kind, obj)
+	}
+	return store.InventoryRow{
+		Cluster: ev.Cluster, APIVersion: ev.APIVersion, Kind: ev.Kind, Namespace: ev.Namespace, Name: ev.Name,
+		UID: ev.UID, ResourceVersion: ev.ResourceVersion, Labels: ev.Labels, Health: health, Phase: phase,
+		ObservedAt: ev.Time, Object: obj,
+	}
+}
+
+func withoutSecretData(obj []byte) []byte {
+	if len(obj) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil // not an object we can vouch for: store metadata only
+	}
+	_, hasData := m["data"]
+	_, hasString := m["stringData"]
+	if !hasData && !hasString {
+		return obj
+	}
+	delete(m, "data")
+	delete(m, "stringData")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func (s *eventStage) apply(ctx context.Context, tx *store.Tx, work any) error {
+	w := work.(*eventWork)
+	if _, err := tx.UpsertInventory(ctx, w.rows); err != nil {
+		return err
+	}
+	_, err := tx.DeleteInventory(ctx, w.tombs)
+	return err
+}

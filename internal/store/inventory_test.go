@@ -1,0 +1,250 @@
+package store
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestInventory runs the inventory cases on each engine; they live apart
+// from the main suite so that the inventory can change on its own.
+func TestInventory(t *testing.T) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, eng engine)
+	}{
+		{"Ordering", testInventoryOrdering},
+		{"Tombstones", testInventoryTombstones},
+		{"Reconcile", testInventoryReconcile},
+		{"List", testInventoryList},
+	}
+	for _, eng := range engines(t) {
+		t.Run(eng.name, func(t *testing.T) {
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					tc.fn(t, eng)
+				})
+			}
+		})
+	}
+}
+
+func invRow(cluster, uid, rv string) InventoryRow {
+	return InventoryRow{Cluster: cluster, APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm-" + uid,
+		UID: uid, ResourceVersion: rv, Labels: map[string]string{"rv": rv}, Health: "Unknown",
+		ObservedAt: time.Now(), Object: []byte(`{"rv":"` + rv + `"}`)}
+}
+
+// storedRV returns the stored version of uid, or "" when there is no record.
+func storedRV(t *testing.T, s *Store, cluster, uid string) string {
+	t.Helper()
+	var rv string
+	mustRead(t, s, func(tx *Tx) error {
+		rows, _, err := tx.ListInventory(t.Context(), InventoryFilter{Cluster: cluster, Name: "cm-" + uid})
+		if err != nil || len(rows) == 0 {
+			rv = ""
+			return err
+		}
+		rv = rows[0].ResourceVersion
+		if string(rows[0].Object) != `{"rv":"`+rv+`"}` || rows[0].Labels["rv"] != rv {
+			t.Errorf("record %s at %s holds another state: %s %v", uid, rv, rows[0].Object, rows[0].Labels)
+		}
+		return nil
+	})
+	return rv
+}
+
+func upsert(t *testing.T, s *Store, rows ...InventoryRow) int {
+	t.Helper()
+	var n int
+	mustTx(t, s, func(tx *Tx) (err error) { n, err = tx.UpsertInventory(t.Context(), rows); return err })
+	return n
+}
+
+func testInventoryOrdering(t *testing.T, eng engine) {
+	s := eng.open(t)
+	if n := upsert(t, s, invRow("c1", "a", "10"), invRow("c2", "a", "5")); n != 2 {
+		t.Fatalf("first upsert wrote %d rows, want 2", n)
+	}
+	// Older, equal, then numerically newer though shorter as text is
+	// not what matters: "9" < "10" as integers.
+	for _, rv := range []string{"9", "10", "2"} {
+		if n := upsert(t, s, invRow("c1", "a", rv)); n != 0 {
+			t.Errorf("upsert at %s over 10 wrote %d rows", rv, n)
+		}
+	}
+	if got := storedRV(t, s, "c1", "a"); got != "10" {
+		t.Fatalf("after older upserts: %q, want 10", got)
+	}
+	upsert(t, s, invRow("c1", "a", "11"))
+	if got := storedRV(t, s, "c1", "a"); got != "11" {
+		t.Fatalf("after newer upsert: %q, want 11", got)
+	}
+	// The SQL guard alone, as when another ingester inserted the row
+	// between this one's read and its write.
+	mustTx(t, s, func(tx *Tx) error { return tx.writeInventory(t.Context(), []InventoryRow{invRow("c1", "a", "3")}) })
+	if got := storedRV(t, s, "c1", "a"); got != "11" {
+		t.Fatalf("unguarded write of an older state: %q, want 11", got)
+	}
+	if got := storedRV(t, s, "c2", "a"); got != "5" {
+		t.Fatalf("the same uid in another cluster changed: %q", got)
+	}
+}
+
+func testInventoryTombstones(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	upsert(t, s, invRow("c1", "a", "10"), invRow("c1", "b", "20"))
+	mustTx(t, s, func(tx *Tx) error {
+		// A deletion older than the record (impossible from a real
+		// cluster, possible from a replay) leaves the record.
+		n, err := tx.DeleteInventory(ctx, []InventoryTombstone{
+			{Cluster: "c1", UID: "a", ResourceVersion: "12", DeletedAt: time.Now()},
+			{Cluster: "c1", UID: "b", ResourceVersion: "15", DeletedAt: time.Now()},
+		})
+		if n != 1 {
+			t.Errorf("removed %d, want 1", n)
+		}
+		return err
+	})
+	if got := storedRV(t, s, "c1", "a"); got != "" {
+		t.Errorf("deleted record still there at %s", got)
+	}
+	if got := storedRV(t, s, "c1", "b"); got != "20" {
+		t.Errorf("record newer than its deletion: %q, want 20", got)
+	}
+	// A late ADDED of the deleted object must not resurrect it.
+	if n := upsert(t, s, invRow("c1", "a", "10")); n != 0 {
+		t.Errorf("late event resurrected a deleted object")
+	}
+	mustTx(t, s, func(tx *Tx) error {
+		n, err := tx.PruneInventoryTombstones(ctx, time.Now().Add(time.Minute))
+		if n != 2 {
+			t.Errorf("pruned %d tombstones, want 2", n)
+		}
+		return err
+	})
+}
+
+func testInventoryReconcile(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	before := time.Now().Add(-time.Minute)
+	old := invRow("c1", "zombie", "50")
+	old.ObservedAt = before
+	other := invRow("c1", "other-kind", "10")
+	other.Kind = "Secret"
+	upsert(t, s, invRow("c1", "live", "40"), old, invRow("c1", "racer", "101"), invRow("c1", "stale", "30"), other)
+
+	var rec Reconciliation
+	mustTx(t, s, func(tx *Tx) (err error) {
+		rec, err = tx.ReconcileInventory(ctx, InventorySnapshot{
+			Cluster: "c1", APIVersion: "v1", Kind: "ConfigMap", ListResourceVersion: "100", TakenAt: time.Now(),
+			Items: map[string]string{"live": "40", "stale": "35", "new": "90"},
+		})
+		return err
+	})
+	want := Reconciliation{Removed: 1, Missing: 1, Stale: 1, Kept: 1}
+	if rec != want {
+		t.Errorf("reconciliation %+v, want %+v", rec, want)
+	}
+	for uid, rv := range map[string]string{"zombie": "", "live": "40", "racer": "101", "stale": "30"} {
+		if got := storedRV(t, s, "c1", uid); got != rv {
+			t.Errorf("%s: %q, want %q", uid, got, rv)
+		}
+	}
+	// Another kind is not the snapshot's business.
+	mustRead(t, s, func(tx *Tx) error {
+		rows, _, err := tx.ListInventory(ctx, InventoryFilter{Kind: "Secret"})
+		if len(rows) != 1 {
+			t.Errorf("a snapshot of ConfigMaps removed a Secret record")
+		}
+		return err
+	})
+	// The zombie's removal blocks its late events.
+	if n := upsert(t, s, invRow("c1", "zombie", "60")); n != 0 {
+		t.Errorf("late event of a zombie resurrected it")
+	}
+}
+
+func testInventoryList(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	var rows []InventoryRow
+	for i := range 25 {
+		r := invRow("c"+strconv.Itoa(i%2), fmt.Sprintf("u%02d", i), "1")
+		r.Namespace = "ns" + strconv.Itoa(i%3)
+		rows = append(rows, r)
+	}
+	upsert(t, s, rows...)
+	seen := map[string]bool{}
+	cont := ""
+	pages := 0
+	for {
+		var (
+			page []InventoryRow
+			next string
+		)
+		mustRead(t, s, func(tx *Tx) (err error) {
+			page, next, err = tx.ListInventory(ctx, InventoryFilter{Kind: "ConfigMap", Limit: 4, Continue: cont, WithoutObject: true})
+			return err
+		})
+		pages++
+		for _, r := range page {
+			if seen[r.Cluster+r.UID] {
+				t.Errorf("%s/%s listed twice", r.Cluster, r.UID)
+			}
+			if r.Object != nil {
+				t.Errorf("WithoutObject returned an object")
+			}
+			seen[r.Cluster+r.UID] = true
+		}
+		if next == "" {
+			break
+		}
+		cont = next
+	}
+	if len(seen) != 25 || pages != 7 {
+		t.Errorf("listed %d records in %d pages, want 25 in 7", len(seen), pages)
+	}
+	mustRead(t, s, func(tx *Tx) error {
+		got, _, err := tx.ListInventory(ctx, InventoryFilter{Cluster: "c1", Namespace: "ns0"})
+		for _, r := range got {
+			if r.Cluster != "c1" || r.Namespace != "ns0" {
+				t.Errorf("filter let through %s %s", r.Cluster, r.Namespace)
+			}
+		}
+		if len(got) != 4 {
+			t.Errorf("filtered list: %d records, want 4", len(got))
+		}
+		_, _, err2 := tx.ListInventory(ctx, InventoryFilter{Continue: "garbage!"})
+		if err2 == nil {
+			t.Errorf("bad continue token accepted")
+		}
+		return err
+	})
+}
+
+// BenchmarkUpsertInventory writes new records 500 at a time through the
+// ordering checks, one transaction per batch, as the ingester does.
+func BenchmarkUpsertInventory(b *testing.B) {
+	for _, eng := range engines(b) {
+		b.Run(eng.name, func(b *testing.B) {
+			s := eng.open(b)
+			n := 0
+			for b.Loop() {
+				rows := make([]InventoryRow, 500)
+				for i := range rows {
+					rows[i] = invRow("c1", fmt.Sprintf("u-%08d", n), "5")
+					n++
+				}
+				if err := s.Tx(b.Context(), func(tx *Tx) error { _, err := tx.UpsertInventory(b.Context(), rows); return err }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
