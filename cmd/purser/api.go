@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -14,14 +12,12 @@ import (
 
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/outbox"
-	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/server"
-	"github.com/purser-io/purser/internal/store"
-	"github.com/purser-io/purser/internal/stream"
 )
 
 func newAPICommand() *cobra.Command {
-	var database, natsURL, listen, tokensFile, policyFile, keyFile string
+	var f hubFlags
+	var listen, tokensFile, policyFile string
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Serve the REST API (and relay the outbox to the stream)",
@@ -32,8 +28,6 @@ the stream; the stream drops the duplicates that competing relays publish.`,
     --tokens /etc/purser/tokens.yaml --policy /etc/purser/policy.yaml --key-file /etc/purser/secret.key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			tokens, err := auth.LoadTokens(tokensFile)
 			if err != nil {
 				return err
@@ -42,23 +36,13 @@ the stream; the stream drops the duplicates that competing relays publish.`,
 			if err != nil {
 				return err
 			}
-			sealer, err := seal.LoadKeyFile(keyFile)
+			h, closeHub, err := f.open(cmd.Context(), "api")
 			if err != nil {
 				return err
 			}
-			db, err := store.Open(ctx, database)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			streams, err := stream.Connect(ctx, natsURL, stream.Options{Name: "purser-api"})
-			if err != nil {
-				return err
-			}
-			defer streams.Close()
-			if err := streams.Declare(ctx); err != nil {
-				return err
-			}
+			defer closeHub()
+			db, streams, sealer, log := h.db, h.streams, h.sealer, h.log
+			ctx := cmd.Context()
 			relay := outbox.NewRelay(outbox.StoreSource(db), streams, outbox.RelayOptions{Logger: log})
 			var wg sync.WaitGroup
 			defer wg.Wait()
@@ -87,11 +71,9 @@ the stream; the stream drops the duplicates that competing relays publish.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
-	cmd.Flags().StringVar(&natsURL, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	f.register(cmd, true, true)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve on")
 	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens)")
 	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals)")
-	cmd.Flags().StringVar(&keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) sealing kubeconfigs and Secret values at rest")
 	return cmd
 }

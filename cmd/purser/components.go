@@ -1,33 +1,220 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/health"
+	"github.com/purser-io/purser/internal/inventory"
+	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/stream"
+	"github.com/purser-io/purser/internal/submitter"
+	"github.com/purser-io/purser/internal/syncer"
 )
 
-// The control-plane components of DESIGN.md, one subcommand each. Each is
-// wired here as its package lands; until then the subcommand says so
-// instead of pretending to run.
-var components = []struct{ name, short string }{
-	{"submitter", "Places runnables on clusters from the submissions work queue, with retries"},
-	{"syncer", "Keeps deployables identical on every matching cluster and repairs drift"},
-	{"agent", "Runs beside one member cluster: events, snapshots, heartbeats, self-fencing"},
-	{"ingester", "Keeps the inventory from agents' events and snapshots; removes zombies"},
-	{"controller", "Cluster and application health, taints, failover with preserved state"},
+// hubFlags are how a split-out component reaches the hub: the database,
+// the stream and the key that opens sealed values.
+type hubFlags struct {
+	database, nats, keyFile string
+}
+
+func (f *hubFlags) register(cmd *cobra.Command, needDB, needKey bool) {
+	if needDB {
+		cmd.Flags().StringVar(&f.database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
+	}
+	cmd.Flags().StringVar(&f.nats, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	if needKey {
+		cmd.Flags().StringVar(&f.keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) that opens kubeconfigs and Secret values")
+	}
+}
+
+// hub is what the flags opened; close releases it.
+type hub struct {
+	db      *store.Store
+	streams *stream.Client
+	sealer  *seal.Sealer
+	log     *slog.Logger
+}
+
+func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) {
+	h := &hub{log: slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", name)}
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	var err error
+	if f.keyFile != "" {
+		if h.sealer, err = seal.LoadKeyFile(f.keyFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	if f.database != "" {
+		if h.db, err = store.Open(ctx, f.database); err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, func() { h.db.Close() })
+	}
+	if h.streams, err = stream.Connect(ctx, f.nats, stream.Options{Name: "purser-" + name}); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	closers = append(closers, h.streams.Close)
+	if err := h.streams.Declare(ctx); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return h, closeAll, nil
+}
+
+func newSubmitterCommand() *cobra.Command {
+	var f hubFlags
+	cmd := &cobra.Command{
+		Use:   "submitter",
+		Short: "Place runnables on clusters from the submissions work queue, with retries",
+		Long: `Consume the submissions work queue and create each accepted runnable on one
+member cluster: placement, idempotent creation, retries of transient errors,
+deadlines, cancellation. Several submitters share the queue.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, closeHub, err := f.open(cmd.Context(), "submitter")
+			if err != nil {
+				return err
+			}
+			defer closeHub()
+			fmt.Fprintln(cmd.OutOrStdout(), "purser submitter running")
+			return submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log}).Run(cmd.Context())
+		},
+	}
+	f.register(cmd, true, true)
+	return cmd
+}
+
+func newSyncerCommand() *cobra.Command {
+	var f hubFlags
+	var identity string
+	cmd := &cobra.Command{
+		Use:   "syncer",
+		Short: "Keep deployables identical on every matching cluster and repair drift",
+		Long: `Apply every deployable to every cluster its placement matches, watch what it
+applied and restore it when someone changes or deletes it, remove what left
+the source of truth, and report per-cluster sync state. Replicas share the
+clusters through leases in the stream.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, closeHub, err := f.open(cmd.Context(), "syncer")
+			if err != nil {
+				return err
+			}
+			defer closeHub()
+			if identity == "" {
+				host, _ := os.Hostname()
+				identity = fmt.Sprintf("%s-%d", host, os.Getpid())
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "purser syncer running as %s\n", identity)
+			return syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log}).Run(cmd.Context())
+		},
+	}
+	f.register(cmd, true, true)
+	cmd.Flags().StringVar(&identity, "identity", "", "name of this replica in its leases (default: host name and pid)")
+	return cmd
+}
+
+func newIngesterCommand() *cobra.Command {
+	var f hubFlags
+	var rulesFile string
+	cmd := &cobra.Command{
+		Use:   "ingester",
+		Short: "Keep the inventory from the agents' events and snapshots; remove zombies",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var rules []health.Rule
+			if rulesFile != "" {
+				var err error
+				if rules, err = health.LoadRules(rulesFile); err != nil {
+					return err
+				}
+			}
+			interp, err := health.New(rules)
+			if err != nil {
+				return err
+			}
+			h, closeHub, err := f.open(cmd.Context(), "ingester")
+			if err != nil {
+				return err
+			}
+			defer closeHub()
+			in, err := inventory.New(inventory.Config{Store: h.db, Stream: h.streams, Logger: h.log, Health: interp.InterpretJSON})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "purser ingester running")
+			return in.Run(cmd.Context())
+		},
+	}
+	f.register(cmd, true, false)
+	cmd.Flags().StringVar(&rulesFile, "rules", "", "YAML file of health rules (CEL) for kinds beyond the built-ins")
+	return cmd
+}
+
+func newAgentCommand() *cobra.Command {
+	var f hubFlags
+	var kubeconfig, cluster string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Watch one member cluster: events, snapshots and heartbeats to the stream",
+		Long: `Run beside (--kubeconfig) or inside (in-cluster config) one member cluster:
+watch the tracked kinds, publish their changes and periodic snapshots to the
+stream, and heartbeat. It never talks to the database.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cluster == "" {
+				return fmt.Errorf("--cluster is required: the cluster's name as registered in purser")
+			}
+			var cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("kubeconfig: %w", err)
+			}
+			h, closeHub, err := f.open(cmd.Context(), "agent")
+			if err != nil {
+				return err
+			}
+			defer closeHub()
+			a, err := agent.New(agent.Config{Cluster: cluster, RESTConfig: cfg, Stream: h.streams, Logger: h.log.With("cluster", cluster)})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "purser agent running for cluster %s\n", cluster)
+			return a.Run(cmd.Context())
+		},
+	}
+	f.register(cmd, false, false)
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster (default: in-cluster config)")
+	cmd.Flags().StringVar(&cluster, "cluster", "", "the cluster's name as registered in purser")
+	return cmd
+}
+
+// newControllerCommand stands for the component that is not built yet, and
+// says so rather than pretend to run.
+func newControllerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "controller",
+		Short: "Cluster and application health, taints, failover with preserved state (not in this build yet)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("purser controller is not in this build yet")
+		},
+	}
 }
 
 func newComponentCommands() []*cobra.Command {
-	var cmds []*cobra.Command
-	for _, c := range components {
-		cmds = append(cmds, &cobra.Command{
-			Use:   c.name,
-			Short: c.short + " (not in this build yet)",
-			Args:  cobra.NoArgs,
-			RunE: func(*cobra.Command, []string) error {
-				return fmt.Errorf("purser %s is not in this build yet; `purser sandbox up` runs local clusters", c.name)
-			},
-		})
-	}
-	return cmds
+	return []*cobra.Command{newSubmitterCommand(), newSyncerCommand(), newIngesterCommand(), newAgentCommand(), newControllerCommand()}
 }

@@ -229,9 +229,9 @@ func TestVersionNamesPins(t *testing.T) {
 func TestUnbuiltComponentsSaySo(t *testing.T) {
 	cmd := newRootCommand()
 	cmd.SetOut(io.Discard)
-	cmd.SetArgs([]string{"submitter"})
+	cmd.SetArgs([]string{"controller"})
 	err := cmd.Execute()
 	if err == nil || !strings.Contains(err.Error(), "not in this build yet") {
-		t.Fatalf("purser submitter: %v", err)
+		t.Fatalf("purser controller: %v", err)
 	}
 }

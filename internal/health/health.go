@@ -14,6 +14,7 @@
 package health
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
@@ -217,4 +218,16 @@ func clip(s string) string {
 		cut--
 	}
 	return s[:cut] + "..."
+}
+
+// InterpretJSON judges an object given as JSON, as the ingester holds it,
+// returning only health and phase; anything that does not decode is
+// Unknown.
+func (i *Interpreter) InterpretJSON(_, _ string, object []byte) (health, phase string) {
+	var obj map[string]any
+	if err := json.Unmarshal(object, &obj); err != nil {
+		return string(v1alpha1.HealthUnknown), PhasePending
+	}
+	r := i.Interpret(obj)
+	return string(r.Health), r.Phase
 }

@@ -132,6 +132,10 @@ func Run(ctx context.Context, cfg Config) error {
 		relay.Run(ctx)
 	}()
 
+	if err := startComponents(ctx, &wg, db, sealer, streams, log); err != nil {
+		return err
+	}
+
 	api := server.New(server.Config{
 		Store: db, Stream: streams, Outbox: relay,
 		Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,

@@ -1,0 +1,133 @@
+package standalone
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/health"
+	"github.com/purser-io/purser/internal/inventory"
+	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/stream"
+	"github.com/purser-io/purser/internal/submitter"
+	"github.com/purser-io/purser/internal/syncer"
+)
+
+// runner is a component: it runs until its context ends.
+type runner interface {
+	Run(ctx context.Context) error
+}
+
+// startComponents starts the submitter, the syncer, the ingester and the
+// agents' supervisor in goroutines that wg waits for.
+func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, log *slog.Logger) error {
+	interp, err := health.New(nil)
+	if err != nil {
+		return err
+	}
+	ingester, err := inventory.New(inventory.Config{Store: db, Stream: streams, Logger: log.With("component", "ingester"), Health: interp.InterpretJSON})
+	if err != nil {
+		return err
+	}
+	components := map[string]runner{
+		"submitter": submitter.New(submitter.Config{Store: db, Sealer: sealer, Stream: streams, Logger: log.With("component", "submitter")}),
+		"syncer":    syncer.New(syncer.Config{Store: db, Sealer: sealer, Stream: streams, Identity: "purser-up", Logger: log.With("component", "syncer")}),
+		"ingester":  ingester,
+		"agents":    &agents{store: db, clusters: clusters.NewCache(sealer), stream: streams, log: log.With("component", "agent")},
+	}
+	for name, c := range components {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+				log.Error("component stopped", "component", name, "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// agents runs one agent beside every registered cluster, starting and
+// stopping them as clusters are registered, changed and removed.
+type agents struct {
+	store    *store.Store
+	clusters *clusters.Cache
+	stream   *stream.Client
+	log      *slog.Logger
+}
+
+// agentsPoll is how often the registered clusters are listed again.
+const agentsPoll = 3 * time.Second
+
+func (a *agents) Run(ctx context.Context) error {
+	type running struct {
+		version int64 // the cluster row's resourceVersion the agent was started for
+		cancel  context.CancelFunc
+		done    chan struct{}
+	}
+	live := map[string]*running{}
+	stop := func(name string) {
+		r := live[name]
+		r.cancel()
+		<-r.done
+		delete(live, name)
+	}
+	defer func() {
+		for name := range live {
+			stop(name)
+		}
+	}()
+	for {
+		var rows []*store.Cluster
+		err := a.store.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			rows, err = tx.ListClusters(ctx)
+			return err
+		})
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("list clusters", "err", err)
+		}
+		seen := map[string]bool{}
+		for _, c := range rows {
+			seen[c.Name] = true
+			if r, ok := live[c.Name]; ok && r.version == c.ResourceVersion {
+				continue
+			} else if ok {
+				stop(c.Name) // its kubeconfig or labels changed
+			}
+			cfg, err := a.clusters.RESTConfig(c)
+			if err != nil {
+				a.log.Warn("cannot start agent", "cluster", c.Name, "err", err)
+				continue
+			}
+			ag, err := agent.New(agent.Config{Cluster: c.Name, RESTConfig: cfg, Stream: a.stream, Logger: a.log.With("cluster", c.Name)})
+			if err != nil {
+				a.log.Warn("cannot start agent", "cluster", c.Name, "err", err)
+				continue
+			}
+			actx, cancel := context.WithCancel(ctx)
+			r := &running{version: c.ResourceVersion, cancel: cancel, done: make(chan struct{})}
+			live[c.Name] = r
+			go func() {
+				defer close(r.done)
+				if err := ag.Run(actx); err != nil && actx.Err() == nil {
+					a.log.Error("agent stopped", "cluster", c.Name, "err", err)
+				}
+			}()
+		}
+		for name := range live {
+			if !seen[name] {
+				stop(name)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(agentsPoll):
+		}
+	}
+}
