@@ -132,10 +132,6 @@ func Run(ctx context.Context, cfg Config) error {
 		relay.Run(ctx)
 	}()
 
-	if err := startComponents(ctx, &wg, db, sealer, streams, log); err != nil {
-		return err
-	}
-
 	api := server.New(server.Config{
 		Store: db, Stream: streams, Outbox: relay,
 		Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
@@ -179,6 +175,19 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := registerClusters(ctx, admin, fleet); err != nil {
 			return err
 		}
+	}
+
+	// Started after the clusters and stopped before them (defers run last
+	// in, first out), so that no component works against a cluster that
+	// is shutting down.
+	compCtx, stopComponents := context.WithCancel(ctx)
+	var components sync.WaitGroup
+	defer func() {
+		stopComponents()
+		components.Wait()
+	}()
+	if err := startComponents(compCtx, &components, db, sealer, streams, log); err != nil {
+		return err
 	}
 
 	clientConfig := cfg.ClientConfig
