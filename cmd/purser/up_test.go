@@ -74,10 +74,21 @@ func TestUpApplyGetHistory(t *testing.T) {
 	out = cli(t, bin, clientConfig, "apply", "-f", "examples/deployable-secret.yaml")
 	mustContain(t, "apply secret", out, "deployable/team-a/db-credentials created (generation 1")
 
-	out = cli(t, bin, clientConfig, "get", "runnables", "-n", "team-a")
-	if !regexp.MustCompile(`nightly-report\s+Job\s+Queued`).MatchString(out) {
-		t.Fatalf("get runnables:\n%s", out)
+	// The submitter places the Job, the agent and the ingester see it run
+	// and complete on the sandbox cluster.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		out = cli(t, bin, clientConfig, "get", "runnables", "-n", "team-a")
+		if regexp.MustCompile(`nightly-report\s+Job\s+Succeeded\s+sandbox-1\s+Healthy`).MatchString(out) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Job did not reach Succeeded:\n%s", out)
+		}
+		time.Sleep(time.Second)
 	}
+	out = cli(t, bin, clientConfig, "get", "runnable", "nightly-report", "-n", "team-a", "-o", "json")
+	mustContain(t, "the kept result", out, `"succeeded": 1`, `"result": "Succeeded"`)
 	out = cli(t, bin, clientConfig, "get", "clusters")
 	if !regexp.MustCompile(`sandbox-1\s+\S+\s+dc=dc-1`).MatchString(out) {
 		t.Fatalf("get clusters:\n%s", out)
@@ -87,10 +98,11 @@ func TestUpApplyGetHistory(t *testing.T) {
 		t.Fatalf("the CLI shows a Secret value:\n%s", out)
 	}
 	out = cli(t, bin, clientConfig, "history")
-	mustContain(t, "history", out, "admin", "create", "Cluster/sandbox-1", "Runnable/team-a/nightly-report", "Deployable/team-a/db-credentials")
-	mustContain(t, "history --verify", cli(t, bin, clientConfig, "history", "--verify"), "audit chain intact: 3 entries")
+	mustContain(t, "history", out, "admin", "create", "Cluster/sandbox-1", "Runnable/team-a/nightly-report", "Deployable/team-a/db-credentials",
+		"submitter", "place", "submit", "ingester", "observe")
+	mustContain(t, "history --verify", cli(t, bin, clientConfig, "history", "--verify"), "audit chain intact")
 	out = cli(t, bin, clientConfig, "describe", "runnable", "nightly-report", "-n", "team-a")
-	mustContain(t, "describe", out, "Phase:", "Queued", "History:", "submitted")
+	mustContain(t, "describe", out, "Phase:", "Succeeded", "#1  sandbox-1", "History:", "submitted", "succeeded on sandbox-1")
 
 	up.cmd.Process.Signal(syscall.SIGINT)
 	up.waitExit(t, 90*time.Second)

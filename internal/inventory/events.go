@@ -143,6 +143,9 @@ func (s *eventStage) apply(ctx context.Context, tx *store.Tx, work any) error {
 	if _, err := tx.UpsertInventory(ctx, w.rows); err != nil {
 		return err
 	}
+	if err := observeRunnables(ctx, tx, w.rows); err != nil {
+		return err
+	}
 	_, err := tx.DeleteInventory(ctx, w.tombs)
 	return err
 }

@@ -1,0 +1,133 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/health"
+	"github.com/purser-io/purser/internal/store"
+)
+
+// observeRunnables carries what the inventory sees of the objects purser
+// created onto their runnables, in the same transaction: the phase moves
+// forward (Submitted, Running, then Succeeded or Failed), the health and
+// the object's last status are kept, and the end of an attempt is
+// recorded and audited. An object of an older attempt, or of a runnable
+// that already ended (cancelled, failed over), changes nothing.
+func observeRunnables(ctx context.Context, tx *store.Tx, rows []store.InventoryRow) error {
+	for i := range rows {
+		row := &rows[i]
+		uid := row.Labels[v1alpha1.LabelRunnableUID]
+		if uid == "" {
+			continue
+		}
+		if err := observeRunnable(ctx, tx, uid, row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.InventoryRow) error {
+	rn, err := tx.GetRunnableByUID(ctx, uid)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // a runnable purged since; the inventory row still tells
+	}
+	if err != nil {
+		return err
+	}
+	current := v1alpha1.Phase(rn.Phase)
+	switch current {
+	case v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning:
+	default:
+		return nil
+	}
+	attempts, err := tx.ListAttempts(ctx, uid)
+	if err != nil || len(attempts) == 0 {
+		return err
+	}
+	last := attempts[len(attempts)-1]
+	if n, err := strconv.Atoi(row.Labels[v1alpha1.LabelAttempt]); err != nil || n != last.Number || row.Cluster != last.Cluster {
+		return nil // an earlier attempt's object
+	}
+
+	next := current
+	switch row.Phase {
+	case health.PhaseRunning:
+		next = v1alpha1.PhaseRunning
+	case health.PhaseSucceeded:
+		next = v1alpha1.PhaseSucceeded
+	case health.PhaseFailed:
+		next = v1alpha1.PhaseFailed
+	}
+	if current == v1alpha1.PhaseRunning && next == v1alpha1.PhaseSubmitted {
+		next = current // never backwards
+	}
+
+	var st v1alpha1.RunnableStatus
+	if len(rn.Status) > 0 {
+		if err := json.Unmarshal(rn.Status, &st); err != nil {
+			return fmt.Errorf("runnable %s status: %w", uid, err)
+		}
+	}
+	result := objectStatus(row.Object)
+	if next == current && string(st.Health) == row.Health && equalJSON(st.Result, result) {
+		return nil
+	}
+	st.Health = v1alpha1.Health(row.Health)
+	if result != nil {
+		st.Result = result
+	}
+	kind := row.Kind + " " + row.Namespace + "/" + row.Name
+	switch next {
+	case v1alpha1.PhaseRunning:
+		st.Message = kind + " is running on " + row.Cluster
+	case v1alpha1.PhaseSucceeded:
+		st.Message = kind + " succeeded on " + row.Cluster
+	case v1alpha1.PhaseFailed:
+		st.Message = kind + " failed on " + row.Cluster
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	rn.Phase, rn.Status = string(next), data
+	if err := tx.UpdateRunnable(ctx, rn); err != nil {
+		return err
+	}
+	if !next.Terminal() {
+		return nil
+	}
+	ended := row.ObservedAt
+	last.EndedAt, last.Result = &ended, string(next)
+	if err := tx.PutAttempt(ctx, last); err != nil {
+		return err
+	}
+	// The audit entry is appended last: it holds the chain until commit.
+	return tx.AppendAudit(ctx, &audit.Entry{
+		Actor: "ingester", Action: "observe", Kind: v1alpha1.KindRunnable, Namespace: rn.Namespace, Name: rn.Name,
+		Summary: fmt.Sprintf("%s (attempt %d)", st.Message, last.Number), Outcome: string(next),
+	})
+}
+
+// objectStatus is the status of an object as the agent sent it.
+func objectStatus(object []byte) map[string]any {
+	var obj struct {
+		Status map[string]any `json:"status"`
+	}
+	if len(object) == 0 || json.Unmarshal(object, &obj) != nil {
+		return nil
+	}
+	return obj.Status
+}
+
+func equalJSON(a, b map[string]any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
