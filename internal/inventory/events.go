@@ -24,6 +24,9 @@ type eventStage struct {
 type eventWork struct {
 	rows  []store.InventoryRow
 	tombs []store.InventoryTombstone
+	// lastEvent is, per cluster, the time of its newest event in the
+	// batch: how fresh that cluster's records now are.
+	lastEvent map[string]time.Time
 }
 
 func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
@@ -48,7 +51,12 @@ func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 			newest[k] = ev
 		}
 	}
-	var w eventWork
+	w := eventWork{lastEvent: map[string]time.Time{}}
+	for _, ev := range newest {
+		if ev.Time.After(w.lastEvent[ev.Cluster]) {
+			w.lastEvent[ev.Cluster] = ev.Time
+		}
+	}
 	// Tombstones age by the ingesters' clock, which prunes them, not by
 	// the agent's.
 	now := time.Now()
@@ -145,6 +153,11 @@ func (s *eventStage) apply(ctx context.Context, tx *store.Tx, work any) error {
 	}
 	if err := observeRunnables(ctx, tx, w.rows); err != nil {
 		return err
+	}
+	for cluster, at := range w.lastEvent {
+		if err := tx.TouchAgent(ctx, cluster, nil, nil, &at); err != nil {
+			return err
+		}
 	}
 	_, err := tx.DeleteInventory(ctx, w.tombs)
 	return err

@@ -97,6 +97,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 		wg.Go(func() { p.run(ctx) })
 	}
 	wg.Go(func() { in.pruneLoop(ctx) })
+	wg.Go(func() { in.heartbeatLoop(ctx) })
 	wg.Wait()
 	return nil
 }

@@ -142,6 +142,10 @@ func (s *snapshotStage) apply(ctx context.Context, tx *store.Tx, work any) error
 		if err != nil {
 			return err
 		}
+		taken := snap.TakenAt
+		if err := tx.TouchAgent(ctx, snap.Cluster, nil, &taken, nil); err != nil {
+			return err
+		}
 		if rec.Removed > 0 || rec.Missing > 0 || rec.Stale > 0 {
 			// Missing and stale records are brought by the agent's events
 			// (or its resync after an overflow); a count that persists

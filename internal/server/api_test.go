@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/purser-io/purser/internal/sandbox"
+	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 )
 
@@ -33,6 +35,7 @@ var cases = []struct {
 	{"TamperingIsDetected", testTamperDetected},
 	{"BadInputChangesNothing", testBadInput},
 	{"HealthAndMetrics", testHealthAndMetrics},
+	{"Inventory", testInventory},
 }
 
 func TestAPI(t *testing.T) {
@@ -629,4 +632,89 @@ func TestDatabaseDown(t *testing.T) {
 		t.Fatalf("%d audit entries after the outage, want 1", n)
 	}
 	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "during", "true")).want(t, http.StatusAccepted)
+}
+
+func testInventory(t *testing.T, h *harness) {
+	ctx := t.Context()
+	now := time.Now().UTC()
+	old := now.Add(-10 * time.Minute)
+	row := func(cluster, ns, name, health string, l map[string]string) store.InventoryRow {
+		return store.InventoryRow{Cluster: cluster, APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name, UID: cluster + "-" + name,
+			ResourceVersion: "7", Labels: l, Health: health, ObservedAt: now, Object: []byte(`{"metadata":{"name":"` + name + `"},"data":{"k":"v"}}`)}
+	}
+	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
+		if _, err := tx.UpsertInventory(ctx, []store.InventoryRow{
+			row("dc1-a", "team-a", "web", "Healthy", map[string]string{"app": "web", "tier": "prod"}),
+			row("dc1-a", "team-a", "db", "Unhealthy", map[string]string{"app": "db", "tier": "prod"}),
+			row("dc2-a", "team-a", "web", "Healthy", map[string]string{"app": "web"}),
+			row("dc2-a", "team-b", "secret-stuff", "Healthy", nil),
+		}); err != nil {
+			return err
+		}
+		if err := tx.TouchAgent(ctx, "dc1-a", &now, &now, &now); err != nil {
+			return err
+		}
+		return tx.TouchAgent(ctx, "dc2-a", &old, &old, &old) // a cluster whose agent went quiet
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.yaml("admin", "POST", "/api/v1/clusters", clusterYAML("dc1-a", "t1")).want(t, http.StatusCreated)
+	h.yaml("admin", "POST", "/api/v1/clusters", clusterYAML("dc2-a", "t2")).want(t, http.StatusCreated)
+
+	names := func(r response) string {
+		var out []string
+		for _, it := range r.items() {
+			out = append(out, fmt.Sprintf("%v/%v", it["cluster"], it["name"]))
+		}
+		return strings.Join(out, ",")
+	}
+	for q, want := range map[string]string{
+		"namespace=team-a":                                  "dc1-a/db,dc1-a/web,dc2-a/web",
+		"namespace=team-a&cluster=dc2-a":                    "dc2-a/web",
+		"namespace=team-a&labelSelector=tier%3Dprod":        "dc1-a/db,dc1-a/web",
+		"namespace=team-a&labelSelector=app+in+(web),!tier": "dc2-a/web",
+		"namespace=team-a&health=Unhealthy":                 "dc1-a/db",
+		"namespace=team-a&name=web&kind=ConfigMap":          "dc1-a/web,dc2-a/web",
+	} {
+		if got := names(h.get("bob", "/api/v1/inventory?"+q).want(t, http.StatusOK)); got != want {
+			t.Errorf("%s: got %s, want %s", q, got, want)
+		}
+	}
+	full := h.get("bob", "/api/v1/inventory?namespace=team-a&cluster=dc1-a").want(t, http.StatusOK)
+	if !strings.Contains(string(full.raw), `"object"`) {
+		t.Fatalf("objects missing: %s", full.raw)
+	}
+	meta := h.get("bob", "/api/v1/inventory?namespace=team-a&fields=meta").want(t, http.StatusOK)
+	if strings.Contains(string(meta.raw), `"object"`) {
+		t.Fatalf("fields=meta returned objects: %s", meta.raw)
+	}
+	fresh, _ := meta.body["clusters"].([]any)
+	if len(fresh) != 2 {
+		t.Fatalf("freshness block: %s", meta.raw)
+	}
+	c1, c2 := fresh[0].(map[string]any), fresh[1].(map[string]any)
+	if c1["cluster"] != "dc1-a" || c1["ready"] != true || c1["lastEvent"] == nil || c2["ready"] != false || c2["lastSnapshot"] == nil {
+		t.Fatalf("freshness: %v %v", c1, c2)
+	}
+	// Pages.
+	p1 := h.get("bob", "/api/v1/inventory?namespace=team-a&limit=2").want(t, http.StatusOK)
+	p2 := h.get("bob", "/api/v1/inventory?namespace=team-a&limit=2&continue="+url.QueryEscape(p1.str("continue"))).want(t, http.StatusOK)
+	if names(p1)+","+names(p2) != "dc1-a/db,dc1-a/web,dc2-a/web" || p2.str("continue") != "" {
+		t.Fatalf("pages %s | %s", names(p1), names(p2))
+	}
+	// Authorization and bad input.
+	h.get("bob", "/api/v1/inventory").want(t, http.StatusForbidden)
+	h.get("bob", "/api/v1/inventory?namespace=team-b").want(t, http.StatusForbidden)
+	h.get("bob", "/api/v1/inventory?namespace=team-a&labelSelector=tier%3D%3D%3D").want(t, http.StatusBadRequest)
+	h.get("bob", "/api/v1/inventory?namespace=team-a&health=Sick").want(t, http.StatusBadRequest)
+	h.get("bob", "/api/v1/inventory?namespace=team-a&fields=all").want(t, http.StatusBadRequest)
+	if n := len(h.get("admin", "/api/v1/inventory").want(t, http.StatusOK).items()); n != 4 {
+		t.Fatalf("admin sees %d records, want 4", n)
+	}
+	// The cluster answers carry the same observations.
+	c := h.get("mallory", "/api/v1/clusters/dc1-a").want(t, http.StatusOK)
+	if c.body["status"].(map[string]any)["inventory"].(map[string]any)["objects"] != float64(2) ||
+		c.body["status"].(map[string]any)["agent"].(map[string]any)["lastHeartbeat"] == nil {
+		t.Fatalf("cluster status: %s", c.raw)
+	}
 }

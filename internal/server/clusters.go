@@ -128,9 +128,13 @@ func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
 func (s *Server) getCluster(r *http.Request, _ auth.User) (int, any, error) {
 	name := r.PathValue("name")
 	var rec *store.Cluster
+	var obs observations
 	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		rec, err = tx.GetCluster(r.Context(), name)
+		if rec, err = tx.GetCluster(r.Context(), name); err != nil {
+			return err
+		}
+		obs, err = readObservations(r, tx)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -140,14 +144,22 @@ func (s *Server) getCluster(r *http.Request, _ auth.User) (int, any, error) {
 		return 0, nil, err
 	}
 	out, err := clusterFromRecord(rec)
-	return http.StatusOK, out, err
+	if err != nil {
+		return 0, nil, err
+	}
+	obs.apply(out)
+	return http.StatusOK, out, nil
 }
 
 func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
 	var recs []*store.Cluster
+	var obs observations
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		recs, err = tx.ListClusters(r.Context())
+		if recs, err = tx.ListClusters(r.Context()); err != nil {
+			return err
+		}
+		obs, err = readObservations(r, tx)
 		return err
 	}); err != nil {
 		return 0, nil, err
@@ -158,9 +170,34 @@ func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
 		if err != nil {
 			return 0, nil, err
 		}
+		obs.apply(obj)
 		out.Items = append(out.Items, obj)
 	}
 	return http.StatusOK, out, nil
+}
+
+// observations are what the ingester knows of the clusters: when their
+// agents were last heard from, and how many records each has.
+type observations struct {
+	fresh  map[string]store.AgentFreshness
+	counts map[string]int64
+}
+
+func readObservations(r *http.Request, tx *store.Tx) (observations, error) {
+	var o observations
+	var err error
+	if o.fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
+		return o, err
+	}
+	o.counts, err = tx.CountInventoryByCluster(r.Context())
+	return o, err
+}
+
+func (o observations) apply(c *v1alpha1.Cluster) {
+	if f, ok := o.fresh[c.Metadata.Name]; ok {
+		c.Status.Agent = &v1alpha1.AgentStatus{LastHeartbeat: f.LastHeartbeat, LastSnapshot: f.LastSnapshot, LastEvent: f.LastEvent}
+	}
+	c.Status.Inventory = &v1alpha1.InventoryStatus{Objects: o.counts[c.Metadata.Name]}
 }
 
 // clusterRecord builds the row for obj, sealing its kubeconfig, or keeping

@@ -97,6 +97,7 @@ func New(cfg Config) *Server {
 	s.handle("PUT /api/v1/clusters/{name}", s.updateCluster)
 	s.handle("DELETE /api/v1/clusters/{name}", s.deleteCluster)
 
+	s.handle("GET /api/v1/inventory", s.listInventory)
 	s.handle("GET /api/v1/whoami", s.whoami)
 	s.handle("GET /api/v1/history", s.listHistory)
 	s.handle("GET /api/v1/history/verify", s.verifyHistory)

@@ -1,6 +1,9 @@
 package store
 
 import (
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -189,4 +192,42 @@ func keysetQuery(columns, table string, conds []string, args []any, cont string,
 	}
 	q += " ORDER BY namespace, name LIMIT ?"
 	return q, append(args, limit+1), nil
+}
+
+// labelConditions turns a label selector into SQL conditions on the JSON
+// labels column, so that the database, not the caller, filters. Keys and
+// values are bound as arguments, never spliced into the text.
+func (d dialect) labelConditions(sel labels.Selector) ([]string, []any, error) {
+	reqs, selectable := sel.Requirements()
+	if !selectable {
+		return []string{"1 = 0"}, nil, nil // a selector that can match nothing
+	}
+	var conds []string
+	var args []any
+	for _, r := range reqs {
+		value, key := "json_extract(labels, ?)", `$."`+r.Key()+`"`
+		if d.engine == EnginePostgres {
+			value, key = "(labels::jsonb ->> ?)", r.Key()
+		}
+		vals := r.Values().List()
+		in := strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			conds = append(conds, value+" IN ("+in+")")
+		case selection.NotEquals, selection.NotIn:
+			conds = append(conds, "("+value+" IS NULL OR "+value+" NOT IN ("+in+"))")
+			args = append(args, key)
+		case selection.Exists:
+			conds = append(conds, value+" IS NOT NULL")
+		case selection.DoesNotExist:
+			conds = append(conds, value+" IS NULL")
+		default:
+			return nil, nil, fmt.Errorf("label selector operator %q is not supported", r.Operator())
+		}
+		args = append(args, key)
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	return conds, args, nil
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"k8s.io/apimachinery/pkg/labels"
+
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -436,7 +438,9 @@ func (tx *Tx) ReconcileInventory(ctx context.Context, snap InventorySnapshot) (R
 
 // InventoryFilter selects records; empty fields match everything.
 type InventoryFilter struct {
-	Cluster, APIVersion, Kind, Namespace, Name string
+	Cluster, APIVersion, Kind, Namespace, Name, Health string
+	// Selector filters by labels, in SQL; nil selects everything.
+	Selector labels.Selector
 	// WithoutObject leaves Object nil, for listings that need only
 	// metadata and should not pay for reading documents.
 	WithoutObject bool
@@ -453,11 +457,18 @@ func (tx *Tx) ListInventory(ctx context.Context, f InventoryFilter) ([]Inventory
 	)
 	for _, c := range []struct{ col, val string }{
 		{"cluster", f.Cluster}, {"api_version", f.APIVersion}, {"kind", f.Kind},
-		{"namespace", f.Namespace}, {"name", f.Name},
+		{"namespace", f.Namespace}, {"name", f.Name}, {"health", f.Health},
 	} {
 		if c.val != "" {
 			conds, args = append(conds, c.col+" = ?"), append(args, c.val)
 		}
+	}
+	if f.Selector != nil {
+		sc, sa, err := tx.s.d.labelConditions(f.Selector)
+		if err != nil {
+			return nil, "", err
+		}
+		conds, args = append(conds, sc...), append(args, sa...)
 	}
 	if f.Continue != "" {
 		key, err := decodeInventoryContinue(f.Continue)

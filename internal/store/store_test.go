@@ -74,6 +74,8 @@ var suite = []struct {
 	{"RetryOnSerializationFailure", testRetry},
 	{"UnavailableAfterClose", testUnavailableAfterClose},
 	{"MigrationsIdempotent", testMigrationsIdempotent},
+	{"AgentFreshness", testAgentFreshness},
+	{"InventoryLabelSelector", testInventoryLabelSelector},
 	{"ConcurrentOpen", testConcurrentOpen},
 }
 

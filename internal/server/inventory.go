@@ -1,0 +1,164 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/store"
+)
+
+// InventoryItem is one record of the inventory as the API shows it.
+type InventoryItem struct {
+	Cluster         string            `json:"cluster"`
+	APIVersion      string            `json:"apiVersion"`
+	Kind            string            `json:"kind"`
+	Namespace       string            `json:"namespace,omitempty"`
+	Name            string            `json:"name"`
+	UID             string            `json:"uid"`
+	ResourceVersion string            `json:"resourceVersion"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	Health          string            `json:"health"`
+	Phase           string            `json:"phase,omitempty"`
+	ObservedAt      time.Time         `json:"observedAt"`
+	Object          json.RawMessage   `json:"object,omitempty"`
+}
+
+// ClusterFreshness says how fresh one cluster's records are, so that a
+// reader can tell a current answer from an old one.
+type ClusterFreshness struct {
+	Cluster       string     `json:"cluster"`
+	Ready         bool       `json:"ready"`
+	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
+	LastSnapshot  *time.Time `json:"lastSnapshot,omitempty"`
+	LastEvent     *time.Time `json:"lastEvent,omitempty"`
+}
+
+// InventoryList is the answer of GET /api/v1/inventory.
+type InventoryList struct {
+	Items    []InventoryItem    `json:"items"`
+	Continue string             `json:"continue,omitempty"`
+	Clusters []ClusterFreshness `json:"clusters"`
+}
+
+// listInventory serves GET /api/v1/inventory from the database alone: it
+// answers for a cluster whose API server is down, with that cluster's
+// freshness beside the records.
+func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
+	q := r.URL.Query()
+	f := store.InventoryFilter{
+		Cluster: q.Get("cluster"), APIVersion: q.Get("apiVersion"), Kind: q.Get("kind"),
+		Namespace: q.Get("namespace"), Name: q.Get("name"), Health: q.Get("health"),
+		Continue: q.Get("continue"), WithoutObject: q.Get("fields") == "meta",
+	}
+	if err := s.authorizeList(u, f.Namespace, "the inventory"); err != nil {
+		return 0, nil, err
+	}
+	if f.Health != "" {
+		switch v1alpha1.Health(f.Health) {
+		case v1alpha1.HealthHealthy, v1alpha1.HealthUnhealthy, v1alpha1.HealthUnknown:
+		default:
+			return 0, nil, errBadRequest("health must be Healthy, Unhealthy or Unknown, got %q", f.Health)
+		}
+	}
+	if v := q.Get("fields"); v != "" && v != "meta" {
+		return 0, nil, errBadRequest("fields may only be meta (records without their objects), got %q", v)
+	}
+	if sel := q.Get("labelSelector"); sel != "" {
+		parsed, err := labels.Parse(sel)
+		if err != nil {
+			return 0, nil, errBadRequest("labelSelector: %v", err)
+		}
+		reqs, _ := parsed.Requirements()
+		for _, req := range reqs {
+			if op := req.Operator(); op == selection.GreaterThan || op == selection.LessThan {
+				return 0, nil, errBadRequest("labelSelector: operator %s is not supported; use =, !=, in, notin, exists", op)
+			}
+		}
+		f.Selector = parsed
+	}
+	var err error
+	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
+		return 0, nil, err
+	}
+
+	var rows []store.InventoryRow
+	var next string
+	var fresh map[string]store.AgentFreshness
+	var clusters []*store.Cluster
+	err = s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		if rows, next, err = tx.ListInventory(r.Context(), f); err != nil {
+			return err
+		}
+		if fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
+			return err
+		}
+		clusters, err = tx.ListClusters(r.Context())
+		return err
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	out := InventoryList{Items: make([]InventoryItem, 0, len(rows)), Continue: next, Clusters: []ClusterFreshness{}}
+	touched := map[string]bool{}
+	if f.Cluster != "" {
+		touched[f.Cluster] = true
+	}
+	for _, row := range rows {
+		touched[row.Cluster] = true
+		out.Items = append(out.Items, InventoryItem{
+			Cluster: row.Cluster, APIVersion: row.APIVersion, Kind: row.Kind, Namespace: row.Namespace, Name: row.Name,
+			UID: row.UID, ResourceVersion: row.ResourceVersion, Labels: row.Labels, Health: row.Health, Phase: row.Phase,
+			ObservedAt: row.ObservedAt, Object: row.Object,
+		})
+	}
+	ready := map[string]bool{}
+	for _, c := range clusters {
+		ready[c.Name] = clusterReady(c, fresh[c.Name], s.now())
+	}
+	for _, c := range sortedKeys(touched) {
+		a := fresh[c]
+		out.Clusters = append(out.Clusters, ClusterFreshness{Cluster: c, Ready: ready[c],
+			LastHeartbeat: a.LastHeartbeat, LastSnapshot: a.LastSnapshot, LastEvent: a.LastEvent})
+	}
+	return http.StatusOK, out, nil
+}
+
+// heartbeatStale is how old an agent's last heartbeat may be before its
+// cluster's records count as not ready: three heartbeats missed.
+const heartbeatStale = 30 * time.Second
+
+// clusterReady says whether a cluster's records can be taken as current:
+// its agent heartbeats, and its Ready condition, where one is set, is
+// True.
+func clusterReady(c *store.Cluster, a store.AgentFreshness, now time.Time) bool {
+	if a.LastHeartbeat == nil || now.Sub(*a.LastHeartbeat) > heartbeatStale {
+		return false
+	}
+	var st v1alpha1.ClusterStatus
+	if len(c.Status) > 0 && json.Unmarshal(c.Status, &st) != nil {
+		return false
+	}
+	for _, cond := range st.Conditions {
+		if cond.Type == v1alpha1.ConditionReady {
+			return cond.Status == "True"
+		}
+	}
+	return true
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

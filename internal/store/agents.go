@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AgentFreshness is when purser last heard from a cluster's agent; nil
+// times mean never.
+type AgentFreshness struct {
+	Cluster                                string
+	LastHeartbeat, LastSnapshot, LastEvent *time.Time
+}
+
+// TouchAgent records that a cluster's agent was heard from; each given
+// time only ever moves forward, so a late batch cannot make a cluster look
+// staler than it is. Nil times are left as they are.
+func (tx *Tx) TouchAgent(ctx context.Context, cluster string, heartbeat, snapshot, event *time.Time) error {
+	var cur AgentFreshness
+	err := tx.queryRow(ctx, `SELECT last_heartbeat, last_snapshot, last_event FROM cluster_agents WHERE cluster = ?`, cluster).
+		Scan(nullTimeCol{&cur.LastHeartbeat}, nullTimeCol{&cur.LastSnapshot}, nullTimeCol{&cur.LastEvent})
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("agent freshness of %s: %w", cluster, classify(err))
+	}
+	later := func(old, t *time.Time) *time.Time {
+		if t == nil || (old != nil && !t.After(*old)) {
+			return old
+		}
+		return t
+	}
+	hb, sn, ev := later(cur.LastHeartbeat, heartbeat), later(cur.LastSnapshot, snapshot), later(cur.LastEvent, event)
+	if hb == cur.LastHeartbeat && sn == cur.LastSnapshot && ev == cur.LastEvent {
+		return nil
+	}
+	_, err = tx.exec(ctx, `INSERT INTO cluster_agents (cluster, last_heartbeat, last_snapshot, last_event) VALUES (?, ?, ?, ?)
+		ON CONFLICT (cluster) DO UPDATE SET last_heartbeat = excluded.last_heartbeat,
+			last_snapshot = excluded.last_snapshot, last_event = excluded.last_event`,
+		cluster, tx.s.d.nullTS(hb), tx.s.d.nullTS(sn), tx.s.d.nullTS(ev))
+	if err != nil {
+		return fmt.Errorf("touch agent of %s: %w", cluster, classify(err))
+	}
+	return nil
+}
+
+// ListAgentFreshness returns the freshness of every agent heard from, by
+// cluster name.
+func (tx *Tx) ListAgentFreshness(ctx context.Context) (map[string]AgentFreshness, error) {
+	rows, err := tx.query(ctx, `SELECT cluster, last_heartbeat, last_snapshot, last_event FROM cluster_agents`)
+	if err != nil {
+		return nil, fmt.Errorf("list agent freshness: %w", classify(err))
+	}
+	defer rows.Close()
+	out := map[string]AgentFreshness{}
+	for rows.Next() {
+		var f AgentFreshness
+		if err := rows.Scan(&f.Cluster, nullTimeCol{&f.LastHeartbeat}, nullTimeCol{&f.LastSnapshot}, nullTimeCol{&f.LastEvent}); err != nil {
+			return nil, fmt.Errorf("list agent freshness: %w", classify(err))
+		}
+		out[f.Cluster] = f
+	}
+	return out, classify(rows.Err())
+}
+
+// CountInventoryByCluster returns how many records each cluster has.
+func (tx *Tx) CountInventoryByCluster(ctx context.Context) (map[string]int64, error) {
+	rows, err := tx.query(ctx, `SELECT cluster, COUNT(*) FROM inventory GROUP BY cluster`)
+	if err != nil {
+		return nil, fmt.Errorf("count inventory: %w", classify(err))
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var c string
+		var n int64
+		if err := rows.Scan(&c, &n); err != nil {
+			return nil, fmt.Errorf("count inventory: %w", classify(err))
+		}
+		out[c] = n
+	}
+	return out, classify(rows.Err())
+}
