@@ -31,6 +31,7 @@ runs all of them in one process.`,
 		newDecideCommand("reject"),
 		newHistoryCommand(),
 		newHealthCommand(),
+		newInventoryCommand(),
 	)
 	root.AddCommand(newComponentCommands()...)
 	return root

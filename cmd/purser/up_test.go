@@ -87,6 +87,11 @@ func TestUpApplyGetHistory(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+	// The inventory, from the database, knows the Job and its health.
+	out = cli(t, bin, clientConfig, "inventory", "-n", "team-a", "--kind", "Job", "-l", "purser.io/runnable=nightly-report")
+	if !regexp.MustCompile(`sandbox-1\s+team-a\s+Job\s+nightly-report\s+Healthy\s+Succeeded`).MatchString(out) {
+		t.Fatalf("inventory:\n%s", out)
+	}
 	out = cli(t, bin, clientConfig, "get", "runnable", "nightly-report", "-n", "team-a", "-o", "json")
 	mustContain(t, "the kept result", out, `"succeeded": 1`, `"result": "Succeeded"`)
 	out = cli(t, bin, clientConfig, "get", "clusters")

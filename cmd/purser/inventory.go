@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func newInventoryCommand() *cobra.Command {
+	var cf clientFlags
+	var namespace, cluster, apiVersion, kind, name, selector, health, output string
+	var all, meta bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:     "inventory",
+		Aliases: []string{"inv"},
+		Short:   "Search what runs where, from purser's inventory (never from the clusters)",
+		Long: `List the objects purser's agents track in the member clusters, answered from
+purser's database: it works while a cluster is down, and says how fresh each
+cluster's records are.`,
+		Example: `  purser inventory -n team-a --kind Job
+  purser inventory -A -l app=web --health Unhealthy
+  purser inventory -A --cluster sandbox-1 -o wide`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			for k, v := range map[string]string{"cluster": cluster, "apiVersion": apiVersion, "kind": kind, "name": name,
+				"labelSelector": selector, "health": health} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			if !all {
+				q.Set("namespace", namespace)
+			}
+			if meta || output == "" || output == "wide" {
+				q.Set("fields", "meta")
+			}
+			var items []map[string]any
+			fresh := map[string]map[string]any{}
+			for {
+				var page struct {
+					Items    []map[string]any `json:"items"`
+					Continue string           `json:"continue"`
+					Clusters []map[string]any `json:"clusters"`
+				}
+				if _, err := c.Do(cmd.Context(), http.MethodGet, "/api/v1/inventory", q, nil, "", &page); err != nil {
+					return err
+				}
+				items = append(items, page.Items...)
+				for _, f := range page.Clusters {
+					fresh[field(f, "cluster")] = f
+				}
+				if page.Continue == "" || (limit > 0 && len(items) >= limit) {
+					break
+				}
+				q.Set("continue", page.Continue)
+			}
+			if limit > 0 && len(items) > limit {
+				items = items[:limit]
+			}
+			w := cmd.OutOrStdout()
+			if output == "json" || output == "yaml" {
+				return printStructured(w, output, map[string]any{"items": items, "clusters": fresh})
+			}
+			tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+			header := "CLUSTER\tNAMESPACE\tKIND\tNAME\tHEALTH\tPHASE\tSEEN"
+			if output == "wide" {
+				header += "\tAPIVERSION\tLABELS"
+			}
+			fmt.Fprintln(tw, header)
+			for _, it := range items {
+				line := strings.Join([]string{field(it, "cluster"), field(it, "namespace"), field(it, "kind"), field(it, "name"),
+					field(it, "health"), orNone(field(it, "phase")), age(field(it, "observedAt"))}, "\t")
+				if output == "wide" {
+					labels, _ := lookup(it, "labels").(map[string]any)
+					line += "\t" + field(it, "apiVersion") + "\t" + orNone(joinLabels(labels))
+				}
+				fmt.Fprintln(tw, line)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			// Say plainly when an answer comes from a cluster that is not
+			// reporting: its records may be old.
+			for name, f := range fresh {
+				if f["ready"] != true {
+					last := field(f, "lastEvent")
+					if last == "" {
+						last = field(f, "lastSnapshot")
+					}
+					when := "never heard from"
+					if last != "" {
+						when = "last heard from " + age(last) + " ago"
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: cluster %s is not ready (%s); its records may be stale\n", name, when)
+				}
+			}
+			if len(items) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No objects match.")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+	cmd.Flags().StringVar(&cluster, "cluster", "", "only this cluster")
+	cmd.Flags().StringVar(&apiVersion, "api-version", "", "only this apiVersion, e.g. batch/v1")
+	cmd.Flags().StringVar(&kind, "kind", "", "only this kind, e.g. Job")
+	cmd.Flags().StringVar(&name, "name", "", "only objects of this name")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. app=web,tier in (prod)")
+	cmd.Flags().StringVar(&health, "health", "", "only Healthy, Unhealthy or Unknown")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, yaml or json (yaml and json include the objects)")
+	cmd.Flags().BoolVar(&meta, "meta", false, "with -o yaml|json: leave the objects out")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many records")
+	cf.register(cmd)
+	return cmd
+}
+
