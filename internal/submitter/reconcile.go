@@ -1,0 +1,515 @@
+package submitter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/placement"
+	"github.com/purser-io/purser/internal/store"
+)
+
+// Actor is the audit log's name for the submitter.
+const Actor = "submitter"
+
+// Attempt results and reasons the submitter writes.
+const (
+	ResultFailed    = "Failed"
+	ResultCancelled = "Cancelled"
+
+	ReasonClusterUnreachable = "ClusterUnreachable"
+	ReasonClusterRemoved     = "ClusterRemoved"
+)
+
+type runnableDoc = store.Document[v1alpha1.RunnableSpec]
+
+// reconcile moves the runnable uid on from the phase it is in, following
+// its own changes (Queued -> Scheduled -> Submitted) within one call. It
+// returns nil when nothing is left to do now, and an error (a *failure
+// when it came from a cluster) when the caller should retry later.
+func (s *Submitter) reconcile(ctx context.Context, uid string) error {
+	for range maxSteps {
+		again, err := s.step(ctx, uid)
+		if err != nil || !again {
+			return err
+		}
+	}
+	return fmt.Errorf("runnable %s: still changing after %d steps; retrying", uid, maxSteps)
+}
+
+// step reads the runnable and does the one thing its phase calls for. It
+// reports whether the runnable changed in a way that calls for another
+// step right away.
+func (s *Submitter) step(ctx context.Context, uid string) (bool, error) {
+	var rec *store.Runnable
+	var attempts []*store.Attempt
+	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		if rec, err = tx.GetRunnableByUID(ctx, uid); err != nil {
+			return err
+		}
+		attempts, err = tx.ListAttempts(ctx, uid)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil // deleted: nothing to do
+	}
+	if err != nil {
+		return false, err
+	}
+	switch v1alpha1.Phase(rec.Phase) {
+	case v1alpha1.PhaseQueued:
+		return s.place(ctx, rec, attempts)
+	case v1alpha1.PhaseScheduled:
+		return s.submit(ctx, rec, attempts)
+	case v1alpha1.PhaseCancelled:
+		return s.cancel(ctx, rec, attempts)
+	}
+	// PendingApproval waits for the API; Submitted and later belong to
+	// the ingester and the controller.
+	return false, nil
+}
+
+// place decides where a Queued runnable goes, or why it cannot go yet.
+func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*store.Attempt) (bool, error) {
+	doc, gvk, err := decode(rec)
+	if err != nil {
+		return s.apply(ctx, rec, transition{
+			phase: v1alpha1.PhaseFailed, message: err.Error(),
+			audit: &audit.Entry{Action: "fail", Summary: "failed: " + err.Error()},
+		})
+	}
+	now := s.now()
+	if d := doc.Spec.Deadline; d != nil && now.After(*d) {
+		msg := fmt.Sprintf("deadline %s passed before the runnable could be submitted; it was never created", d.UTC().Format(time.RFC3339))
+		s.metrics.outcomes.WithLabelValues(string(v1alpha1.PhaseExpired)).Inc()
+		return s.apply(ctx, rec, transition{
+			phase: v1alpha1.PhaseExpired, message: msg,
+			audit: &audit.Entry{Action: "expire", Summary: "expired: " + msg},
+		})
+	}
+
+	start := time.Now()
+	cands, err := s.candidates(ctx, gvk)
+	if err != nil {
+		return false, err
+	}
+	decision := placement.Choose(doc.Spec.Placement, gvk.String(), cands)
+	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
+
+	if decision.Cluster == "" {
+		if servedNowhere(decision) {
+			msg := fmt.Sprintf("no cluster serves %s: %s", gvk, decision.Reason)
+			s.metrics.outcomes.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
+			return s.apply(ctx, rec, transition{
+				phase: v1alpha1.PhaseFailed, message: msg,
+				audit: &audit.Entry{Action: "fail", Summary: "failed: " + msg},
+			})
+		}
+		// Stays Queued; the rescan brings it back. The message is only
+		// written when it changes, so waiting costs no writes.
+		if statusMessage(rec) == decision.Reason {
+			return false, nil
+		}
+		_, err := s.apply(ctx, rec, transition{phase: v1alpha1.PhaseQueued, message: decision.Reason})
+		return false, err
+	}
+
+	number := 1
+	if n := len(attempts); n > 0 {
+		number = attempts[n-1].Number + 1
+	}
+	cluster := decision.Cluster
+	// Committed or not, the next step follows at once: the create on the
+	// chosen cluster, or a look at whatever changed the runnable.
+	moved, err := s.apply(ctx, rec, transition{
+		phase: v1alpha1.PhaseScheduled, cluster: &cluster,
+		message: fmt.Sprintf("attempt %d placed on %s: %s", number, cluster, decision.Reason),
+		attempt: &store.Attempt{
+			RunnableUID: rec.UID, Number: number, Cluster: cluster, StartedAt: now, Message: decision.Reason,
+		},
+		audit: &audit.Entry{
+			Action:  "place",
+			Summary: fmt.Sprintf("placed attempt %d on %s: %s", number, cluster, decision.Reason),
+		},
+	})
+	if err == nil && !moved {
+		s.metrics.attempts.WithLabelValues(cluster).Inc()
+	}
+	return err == nil, err
+}
+
+// servedNowhere reports that every cluster was turned down only because
+// it does not serve the kind: a permanent failure, unlike clusters that
+// are busy, unreachable or excluded.
+func servedNowhere(d placement.Decision) bool {
+	if len(d.Rejected) == 0 {
+		return false
+	}
+	for _, why := range d.Rejected {
+		if !strings.HasPrefix(why, "does not serve") {
+			return false
+		}
+	}
+	return true
+}
+
+// submit creates a Scheduled runnable's object on its attempt's cluster.
+func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []*store.Attempt) (bool, error) {
+	a := openAttempt(attempts)
+	if a == nil {
+		// Scheduled always comes with an open attempt; if something broke
+		// that, placing again is the way back to a consistent state.
+		cluster := ""
+		_, err := s.apply(ctx, rec, transition{
+			phase: v1alpha1.PhaseQueued, cluster: &cluster,
+			message: "scheduled without an open attempt; placing again",
+		})
+		return err == nil, err
+	}
+	doc, gvk, err := decode(rec)
+	if err != nil {
+		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidSpec", err.Error())
+	}
+	row, err := s.clusterRow(ctx, a.Cluster)
+	if errors.Is(err, store.ErrNotFound) {
+		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseQueued, ResultFailed, ReasonClusterRemoved,
+			fmt.Sprintf("cluster %s was removed before the object was created; placing again", a.Cluster))
+	}
+	if err != nil {
+		return false, err
+	}
+	obj := object(rec, doc, gvk, a.Number)
+	objectUID, err := s.create(ctx, row, obj, rec.UID)
+	if err != nil {
+		return s.createFailed(ctx, rec, a, err)
+	}
+	s.clearFailures(rec.UID, a.Number)
+	s.markReachable(a.Cluster)
+	ended := *a
+	ended.ObjectUID = objectUID
+	msg := fmt.Sprintf("created %s %s on %s (attempt %d)", gvk.Kind, ref(obj), a.Cluster, a.Number)
+	moved, err := s.apply(ctx, rec, transition{
+		phase: v1alpha1.PhaseSubmitted, message: msg, attempt: &ended,
+		audit: &audit.Entry{Action: "submit", Summary: msg},
+	})
+	if err == nil && !moved {
+		s.metrics.outcomes.WithLabelValues(string(v1alpha1.PhaseSubmitted)).Inc()
+	}
+	// moved: cancelled meanwhile (the next step deletes what was just
+	// created) or another replica got there first (nothing to do).
+	return moved, err
+}
+
+func (s *Submitter) create(ctx context.Context, row *store.Cluster, obj *unstructured.Unstructured, runnableUID string) (string, error) {
+	cc, err := s.clients.get(row)
+	if err != nil {
+		return "", err
+	}
+	uid, err := cc.create(ctx, obj, runnableUID)
+	if err != nil {
+		return "", fmt.Errorf("create %s %s on %s: %w", obj.GetKind(), ref(obj), row.Name, err)
+	}
+	return uid, nil
+}
+
+// createFailed ends the runnable on a permanent failure, and on a
+// transient one retries, until the cluster has failed too often in a row:
+// then the attempt ends and the runnable is placed again, elsewhere.
+func (s *Submitter) createFailed(ctx context.Context, rec *store.Runnable, a *store.Attempt, err error) (bool, error) {
+	f := classify(err)
+	if f.permanent {
+		s.clearFailures(rec.UID, a.Number)
+		s.metrics.outcomes.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
+		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, f.reason, f.message())
+	}
+	s.metrics.retries.WithLabelValues(f.reason).Inc()
+	if f.unreachable {
+		s.markUnreachable(a.Cluster)
+	}
+	key := attemptKey{rec.UID, a.Number}
+	s.mu.Lock()
+	s.failures[key]++
+	n := s.failures[key]
+	s.mu.Unlock()
+	if n < maxClusterFailures {
+		return false, f
+	}
+	// The attempt's cluster failed every try: keep it out of placement
+	// for a while, whatever the error was, so the next placement goes
+	// elsewhere.
+	s.markUnreachable(a.Cluster)
+	s.clearFailures(rec.UID, a.Number)
+	return s.endAttempt(ctx, rec, a, v1alpha1.PhaseQueued, ResultFailed, ReasonClusterUnreachable,
+		fmt.Sprintf("cluster %s failed %d times in a row (%s); placing again", a.Cluster, n, f.message()))
+}
+
+func (s *Submitter) clearFailures(uid string, number int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.failures, attemptKey{uid, number})
+}
+
+// endAttempt closes attempt a with result and reason and moves the
+// runnable to phase: Failed (audited as "fail") or Queued (audited as
+// "requeue", and placed again right away).
+func (s *Submitter) endAttempt(ctx context.Context, rec *store.Runnable, a *store.Attempt, phase v1alpha1.Phase, result, reason, message string) (bool, error) {
+	now := s.now()
+	ended := *a
+	ended.EndedAt, ended.Result, ended.Reason, ended.Message = &now, result, reason, message
+	t := transition{phase: phase, message: message, attempt: &ended}
+	summary := fmt.Sprintf("attempt %d on %s ended (%s): %s", a.Number, a.Cluster, reason, message)
+	if phase == v1alpha1.PhaseQueued {
+		cluster := ""
+		t.cluster = &cluster
+		t.audit = &audit.Entry{Action: "requeue", Summary: summary}
+	} else {
+		t.audit = &audit.Entry{Action: "fail", Summary: summary}
+	}
+	moved, err := s.apply(ctx, rec, t)
+	return moved || (err == nil && phase == v1alpha1.PhaseQueued), err
+}
+
+// cancel removes a Cancelled runnable's object from its cluster and closes
+// its attempt. It runs on every cancel message, even once the attempt is
+// closed, because a create that was in flight when the runnable was
+// cancelled may have landed after the first removal.
+func (s *Submitter) cancel(ctx context.Context, rec *store.Runnable, attempts []*store.Attempt) (bool, error) {
+	var a *store.Attempt
+	if n := len(attempts); n > 0 {
+		a = attempts[n-1]
+	}
+	if a == nil || (a.EndedAt != nil && a.Result != ResultCancelled) {
+		// Never placed, or its last attempt ended before the cancel
+		// (failed, moved away): nothing of it is on a cluster.
+		return false, nil
+	}
+	doc, gvk, err := decode(rec)
+	if err != nil {
+		return s.closeCancelled(ctx, rec, a, "nothing to delete: "+err.Error())
+	}
+	row, err := s.clusterRow(ctx, a.Cluster)
+	if errors.Is(err, store.ErrNotFound) {
+		return s.closeCancelled(ctx, rec, a, fmt.Sprintf("cluster %s was removed; nothing to delete", a.Cluster))
+	}
+	if err != nil {
+		return false, err
+	}
+	obj := object(rec, doc, gvk, a.Number)
+	cc, err := s.clients.get(row)
+	if err != nil {
+		return false, err
+	}
+	deleted, err := cc.remove(ctx, gvk, obj.GetNamespace(), obj.GetName(), rec.UID)
+	if err != nil {
+		f := classify(fmt.Errorf("delete %s %s from %s: %w", gvk.Kind, ref(obj), a.Cluster, err))
+		if !f.permanent {
+			s.metrics.retries.WithLabelValues(f.reason).Inc()
+			return false, f
+		}
+		// Forbidden and the like: say so on the attempt rather than retry
+		// forever; the object is the operator's to remove.
+		return s.closeCancelled(ctx, rec, a, "could not delete the object: "+f.message())
+	}
+	if a.EndedAt != nil {
+		return false, nil
+	}
+	msg := fmt.Sprintf("%s %s was not on %s", gvk.Kind, ref(obj), a.Cluster)
+	if deleted {
+		msg = fmt.Sprintf("deleted %s %s from %s", gvk.Kind, ref(obj), a.Cluster)
+	}
+	return s.closeCancelled(ctx, rec, a, msg)
+}
+
+// closeCancelled ends the attempt of a cancelled runnable, once.
+func (s *Submitter) closeCancelled(ctx context.Context, rec *store.Runnable, a *store.Attempt, msg string) (bool, error) {
+	if a.EndedAt != nil {
+		return false, nil
+	}
+	now := s.now()
+	ended := *a
+	ended.EndedAt, ended.Result, ended.Reason, ended.Message = &now, ResultCancelled, "Cancelled", msg
+	return s.apply(ctx, rec, transition{
+		phase: v1alpha1.PhaseCancelled, attempt: &ended,
+		audit: &audit.Entry{Action: "delete", Summary: fmt.Sprintf("cancelled attempt %d on %s: %s", a.Number, a.Cluster, msg)},
+	})
+}
+
+// transition is one change of a runnable, written in one transaction.
+type transition struct {
+	phase   v1alpha1.Phase
+	cluster *string // nil keeps the runnable's cluster
+	message string  // "" keeps the status message
+	attempt *store.Attempt
+	audit   *audit.Entry // Actor, Kind, Namespace, Name and Outcome are filled in
+}
+
+// errMoved rolls back a transition whose runnable changed since it was read.
+var errMoved = errors.New("runnable changed since it was read")
+
+// apply writes t if the runnable is still as rec found it; otherwise it
+// writes nothing and reports moved, so the caller reads it again. The
+// runnable is updated first (its optimistic check decides), then the
+// attempt, then the audit entry, last because it holds the chain's lock
+// until commit.
+func (s *Submitter) apply(ctx context.Context, rec *store.Runnable, t transition) (moved bool, err error) {
+	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		cur, err := tx.GetRunnableByUID(ctx, rec.UID)
+		if err != nil {
+			return err
+		}
+		if cur.ResourceVersion != rec.ResourceVersion {
+			return errMoved
+		}
+		var st v1alpha1.RunnableStatus
+		if len(cur.Status) > 0 {
+			if err := json.Unmarshal(cur.Status, &st); err != nil {
+				return fmt.Errorf("runnable %s: stored status: %w", cur.UID, err)
+			}
+		}
+		if t.message != "" {
+			st.Message = t.message
+		}
+		if cur.Status, err = json.Marshal(st); err != nil {
+			return err
+		}
+		cur.Phase = string(t.phase)
+		if t.cluster != nil {
+			cur.Cluster = *t.cluster
+		}
+		if err := tx.UpdateRunnable(ctx, cur); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return errMoved
+			}
+			return err
+		}
+		if t.attempt != nil {
+			if err := tx.PutAttempt(ctx, t.attempt); err != nil {
+				return err
+			}
+		}
+		if t.audit != nil {
+			e := *t.audit
+			e.Actor, e.Kind, e.Namespace, e.Name = Actor, v1alpha1.KindRunnable, cur.Namespace, cur.Name
+			e.Outcome = string(t.phase)
+			if err := tx.AppendAudit(ctx, &e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errMoved) {
+		return true, nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return false, err
+}
+
+// openAttempt is the attempt a Scheduled runnable is on: its last one,
+// provided it has not ended.
+func openAttempt(attempts []*store.Attempt) *store.Attempt {
+	if n := len(attempts); n > 0 && attempts[n-1].EndedAt == nil {
+		return attempts[n-1]
+	}
+	return nil
+}
+
+// decode reads a runnable's stored spec and its template's kind.
+func decode(rec *store.Runnable) (*runnableDoc, schema.GroupVersionKind, error) {
+	var doc runnableDoc
+	// Numbers stay json.Number, so that the template reaches the cluster
+	// digit for digit (float64 would round integers above 2^53).
+	dec := json.NewDecoder(bytes.NewReader(rec.Spec))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, schema.GroupVersionKind{}, fmt.Errorf("stored spec does not decode: %w", err)
+	}
+	apiVersion, _ := doc.Spec.Template["apiVersion"].(string)
+	kind, _ := doc.Spec.Template["kind"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || kind == "" || apiVersion == "" {
+		return nil, schema.GroupVersionKind{}, fmt.Errorf("template has no valid apiVersion and kind")
+	}
+	return &doc, gv.WithKind(kind), nil
+}
+
+func statusMessage(rec *store.Runnable) string {
+	var st v1alpha1.RunnableStatus
+	_ = json.Unmarshal(rec.Status, &st)
+	return st.Message
+}
+
+// object builds what is created on the cluster: the template, named after
+// its own metadata.name or else the runnable, in the runnable's namespace,
+// with purser's labels. Metadata is rebuilt from the template's name,
+// labels and annotations only, so that nothing else a user put there (uid,
+// resourceVersion, ownerReferences) reaches the cluster.
+func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, attempt int) *unstructured.Unstructured {
+	tmpl := doc.Spec.Template
+	obj := &unstructured.Unstructured{Object: maps.Clone(tmpl)}
+	name := rec.Name
+	var labels, annotations map[string]string
+	if md, ok := tmpl["metadata"].(map[string]any); ok {
+		if n, _ := md["name"].(string); n != "" {
+			name = n
+		}
+		labels = stringMap(md["labels"])
+		annotations = stringMap(md["annotations"])
+	}
+	obj.Object["metadata"] = map[string]any{}
+	obj.SetGroupVersionKind(gvk)
+	obj.SetName(name)
+	obj.SetNamespace(rec.Namespace)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if len(validation.IsValidLabelValue(rec.Name)) == 0 {
+		labels[v1alpha1.LabelRunnable] = rec.Name
+	}
+	labels[v1alpha1.LabelRunnableNamespace] = rec.Namespace
+	labels[v1alpha1.LabelRunnableUID] = rec.UID
+	labels[v1alpha1.LabelAttempt] = strconv.Itoa(attempt)
+	obj.SetLabels(labels)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[v1alpha1.AnnotationRunnable] = rec.Namespace + "/" + rec.Name
+	obj.SetAnnotations(annotations)
+	delete(obj.Object, "status")
+	return obj
+}
+
+func stringMap(v any) map[string]string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		if s, ok := x.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+func ref(obj *unstructured.Unstructured) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
