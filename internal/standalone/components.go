@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/health"
@@ -24,7 +26,7 @@ type runner interface {
 
 // startComponents starts the submitter, the syncer, the ingester and the
 // agents' supervisor in goroutines that wg waits for.
-func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, log *slog.Logger) error {
+func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, metrics prometheus.Registerer, log *slog.Logger) error {
 	interp, err := health.New(nil)
 	if err != nil {
 		return err
@@ -34,7 +36,7 @@ func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, s
 		return err
 	}
 	components := map[string]runner{
-		"submitter": submitter.New(submitter.Config{Store: db, Sealer: sealer, Stream: streams, Logger: log.With("component", "submitter")}),
+		"submitter": submitter.New(submitter.Config{Store: db, Sealer: sealer, Stream: streams, Registerer: metrics, Logger: log.With("component", "submitter")}),
 		"syncer":    syncer.New(syncer.Config{Store: db, Sealer: sealer, Stream: streams, Identity: "purser-up", Logger: log.With("component", "syncer")}),
 		"ingester":  ingester,
 		"agents":    &agents{store: db, clusters: clusters.NewCache(sealer), stream: streams, log: log.With("component", "agent")},

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -132,8 +133,9 @@ func Run(ctx context.Context, cfg Config) error {
 		relay.Run(ctx)
 	}()
 
+	metrics := prometheus.NewRegistry()
 	api := server.New(server.Config{
-		Store: db, Stream: streams, Outbox: relay,
+		Store: db, Stream: streams, Outbox: relay, Registry: metrics,
 		Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
 	})
 	listen := cfg.Listen
@@ -186,7 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 		stopComponents()
 		components.Wait()
 	}()
-	if err := startComponents(compCtx, &components, db, sealer, streams, log); err != nil {
+	if err := startComponents(compCtx, &components, db, sealer, streams, metrics, log); err != nil {
 		return err
 	}
 
