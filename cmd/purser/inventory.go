@@ -127,4 +127,3 @@ cluster's records are.`,
 	cf.register(cmd)
 	return cmd
 }
-

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/stream"
 )
 
@@ -191,7 +191,7 @@ func (a *Agent) heartbeatBucket(ctx context.Context) (jetstream.KeyValue, error)
 			return nil, fmt.Errorf("agent %s: %w", a.cfg.Cluster, ctx.Err())
 		}
 		a.log.Warn("stream not ready", "error", err)
-		if !sleep(ctx, backoff(attempt)) {
+		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second)) {
 			return nil, fmt.Errorf("agent %s: %w", a.cfg.Cluster, ctx.Err())
 		}
 	}
@@ -206,7 +206,7 @@ func (a *Agent) discoveryLoop(ctx context.Context, wg *sync.WaitGroup) {
 		if a.allWatched() {
 			return
 		}
-		if !sleep(ctx, a.cfg.DiscoveryInterval) {
+		if !backoff.Sleep(ctx, a.cfg.DiscoveryInterval) {
 			return
 		}
 	}
@@ -377,7 +377,7 @@ func (a *Agent) publish(ctx context.Context, subject, id string, data []byte) bo
 		if attempt == 0 || attempt%20 == 0 {
 			a.log.Warn("publish failed; retrying", "id", id, "attempt", attempt+1, "error", err)
 		}
-		if !sleep(ctx, backoff(attempt)) {
+		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second)) {
 			return false
 		}
 	}
@@ -517,24 +517,5 @@ func (a *Agent) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
 	if _, err := kv.Put(ctx, a.cfg.Cluster, data); err != nil && ctx.Err() == nil {
 		// The next beat retries; a missed one is what the TTL tolerates.
 		a.log.Warn("heartbeat failed", "error", err)
-	}
-}
-
-// backoff is capped exponential with jitter, so that agents cut off
-// together do not retry in step.
-func backoff(attempt int) time.Duration {
-	d := 100 * time.Millisecond << min(attempt, 6)
-	d = min(d, 5*time.Second)
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

@@ -3,10 +3,12 @@ package inventory
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -19,7 +21,7 @@ func (in *Ingester) heartbeatLoop(ctx context.Context) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		if err := in.watchHeartbeats(ctx); err != nil && ctx.Err() == nil {
 			in.log.Warn("watch heartbeats", "error", err)
-			sleep(ctx, backoff(attempt))
+			backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second))
 		}
 	}
 }

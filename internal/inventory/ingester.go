@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -90,7 +91,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 			return fmt.Errorf("ingester: %w", ctx.Err())
 		}
 		in.log.Warn("stream not ready", "error", err)
-		sleep(ctx, backoff(attempt))
+		backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second))
 	}
 	var wg sync.WaitGroup
 	for _, p := range pipes {

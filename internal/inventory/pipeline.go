@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/store"
 )
 
@@ -85,7 +86,7 @@ func (p *pipeline) run(ctx context.Context) {
 			for _, m := range ready {
 				_ = m.NakWithDelay(time.Second)
 			}
-			sleep(ctx, time.Second)
+			backoff.Sleep(ctx, time.Second)
 			continue
 		}
 		for _, m := range ready {
@@ -104,7 +105,7 @@ func (p *pipeline) fetchLoop(ctx context.Context, batches chan<- []jetstream.Msg
 				return
 			}
 			p.log.Warn("fetch failed; retrying", "pipeline", p.name, "error", err)
-			sleep(ctx, backoff(attempt))
+			backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second))
 			attempt++
 			continue
 		}
@@ -147,18 +148,4 @@ func (p *pipeline) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 		return nil, err
 	}
 	return msgs, nil
-}
-
-// backoff is capped exponential, for loops waiting out an outage.
-func backoff(attempt int) time.Duration {
-	return min(100*time.Millisecond<<min(attempt, 6), 5*time.Second)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

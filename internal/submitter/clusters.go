@@ -14,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
@@ -68,19 +66,15 @@ func (c *clientCache) get(row *store.Cluster) (*clusterClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	clients, err := clusters.NewClients(row.Name, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: dynamic client: %w", row.Name, err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: discovery client: %w", row.Name, err)
+		return nil, err
 	}
 	e := &clusterClient{
 		name:      row.Name,
 		sealed:    string(row.Kubeconfig),
-		dyn:       dyn,
-		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		dyn:       clients.Dynamic,
+		mapper:    clients.Mapper,
 		lastReset: time.Now(),
 	}
 	c.entries[row.Name] = e

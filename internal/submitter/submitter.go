@@ -28,7 +28,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -37,6 +36,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
@@ -224,7 +224,7 @@ func (s *Submitter) processNext(ctx context.Context) bool {
 	}
 	// Jitter, so that runnables that failed together do not retry in
 	// step against a recovering cluster.
-	delay += rand.N(delay/5 + 1)
+	delay = backoff.Jitter(delay)
 	s.log.Warn("reconcile failed; retrying", "runnable", uid, "in", delay.Round(time.Millisecond), "error", err)
 	s.mu.Lock()
 	s.retryAt[uid] = time.Now().Add(delay)
@@ -247,7 +247,7 @@ func (s *Submitter) consume(ctx context.Context) {
 			cons, err = s.cfg.Stream.JetStream().Consumer(ctx, stream.SubmissionsStream, stream.SubmitterConsumer)
 			if err != nil {
 				s.log.Warn("submissions consumer not available; retrying", "error", err)
-				sleep(ctx, backoff(attempt))
+				backoff.Sleep(ctx, backoff.Exponential(attempt, retryBase, retryMax))
 				attempt++
 				continue
 			}
@@ -271,7 +271,7 @@ func (s *Submitter) consume(ctx context.Context) {
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
 			s.log.Warn("fetching submissions failed; retrying", "error", err)
 			cons = nil // the stream may have restarted; bind again
-			sleep(ctx, backoff(attempt))
+			backoff.Sleep(ctx, backoff.Exponential(attempt, retryBase, retryMax))
 			attempt++
 			continue
 		}
@@ -415,7 +415,7 @@ func (s *Submitter) rescanLoop(ctx context.Context) {
 			s.log.Warn("rescan failed", "error", err)
 		}
 		d := s.cfg.RescanInterval
-		if !sleep(ctx, d+rand.N(d/5+1)) {
+		if !backoff.Sleep(ctx, backoff.Jitter(d)) {
 			return
 		}
 	}
@@ -462,22 +462,4 @@ func (s *Submitter) rescan(ctx context.Context) error {
 	}
 	s.metrics.backlog.Set(float64(len(uids)))
 	return nil
-}
-
-// backoff is the delay before retrying the stream after attempt failures.
-func backoff(attempt int) time.Duration {
-	d := retryBase << min(attempt, 6)
-	return min(d, retryMax)
-}
-
-// sleep waits d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

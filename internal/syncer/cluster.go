@@ -20,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/restmapper"
@@ -29,6 +27,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -91,21 +91,17 @@ func newClusterWorker(s *Syncer, c *store.Cluster) (*clusterWorker, error) {
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	clients, err := clusters.NewClients(c.Name, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: dynamic client: %w", c.Name, err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: discovery client: %w", c.Name, err)
+		return nil, err
 	}
 	w := &clusterWorker{
 		s:          s,
 		name:       c.Name,
 		kubeconfig: c.Kubeconfig,
 		log:        s.log.With("cluster", c.Name),
-		dyn:        dyn,
-		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		dyn:        clients.Dynamic,
+		mapper:     clients.Mapper,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
@@ -185,7 +181,7 @@ func (w *clusterWorker) resyncLoop() {
 	// rebuild right after the first sync is not mistaken for the original.
 	identity, _ := w.clusterIdentity()
 	w.enqueueAll()
-	resync := time.NewTimer(jitter(w.s.cfg.ResyncPeriod))
+	resync := time.NewTimer(backoff.Jitter(w.s.cfg.ResyncPeriod))
 	defer resync.Stop()
 	check := time.NewTicker(w.s.identityCheck)
 	defer check.Stop()
@@ -204,7 +200,7 @@ func (w *clusterWorker) resyncLoop() {
 				stale = true
 			}
 		case <-resync.C:
-			resync.Reset(jitter(w.s.cfg.ResyncPeriod))
+			resync.Reset(backoff.Jitter(w.s.cfg.ResyncPeriod))
 			if stale = w.cachesStale(); !stale {
 				w.enqueueAll()
 			}

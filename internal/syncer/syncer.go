@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -472,11 +471,6 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 	if purged {
 		s.log.Info("deployable removed from every cluster and purged", "uid", uid)
 	}
-}
-
-// jitter spreads periodic work of many clusters and replicas over time.
-func jitter(d time.Duration) time.Duration {
-	return d + rand.N(d/5+1)
 }
 
 // stateOf is a short alias for the API's sync states as stored strings.
