@@ -163,6 +163,31 @@ func TestConsole(t *testing.T) {
 	waitText(t, alice, "#history", "Runnable/team-a/ui-job")
 	screenshot(t, alice, "history")
 
+	// The inventory, searched with a label selector, says how fresh each
+	// cluster's records are.
+	now := time.Now().UTC()
+	if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
+		if _, err := tx.UpsertInventory(context.Background(), []store.InventoryRow{
+			{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-config", UID: "u1",
+				ResourceVersion: "3", Labels: map[string]string{"app": "web"}, Health: "Healthy", ObservedAt: now},
+			{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "db-config", UID: "u2",
+				ResourceVersion: "4", Labels: map[string]string{"app": "db"}, Health: "Healthy", ObservedAt: now},
+		}); err != nil {
+			return err
+		}
+		return tx.TouchAgent(context.Background(), "dc1-a", &now, &now, &now)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, alice, "open the inventory", goTo("#/inventory"), chromedp.WaitVisible(chromedp.CSS("#i-selector")),
+		chromedp.SendKeys(chromedp.CSS("#i-selector"), "app=web\n"))
+	waitText(t, alice, "#inventory", "web-config")
+	waitText(t, alice, `#freshness [data-cluster="dc1-a"]`, "fresh")
+	if rows, err := chromedp.Run(alice, chromedp.Evaluate[int](`document.querySelectorAll("#inventory tbody tr").length`)); err != nil || rows != 1 {
+		t.Fatalf("the selector app=web shows %d rows, want 1 (%v)", rows, err)
+	}
+	screenshot(t, alice, "inventory")
+
 	// A viewer, logged in with the form, is offered no submit button, and
 	// the API refuses a submission sent from the page anyway.
 	bob := alice // one tab: log out, and log in again as bob

@@ -161,6 +161,7 @@ function route() {
     case "deployables": return parts[1] ? deployableDetail(parts[1], parts[2]) : deployables();
     case "clusters": return clusters();
     case "history": return historyPage();
+    case "inventory": return inventoryPage();
     case "submit": return submitRunnable();
     case "apply-deployable": return applyDeployable();
     case "runnables": if (parts[1]) return runnableDetail(parts[1], parts[2]);
@@ -439,6 +440,45 @@ function historyPage() {
       chain.replaceChildren(v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified")
         : el("span", { class: "badge Failed" }, "chain broken at entry " + v.brokenSeq + ": " + v.reason));
     }
+  });
+}
+
+// ---- inventory ----
+function inventoryPage() {
+  const inputs = {};
+  const field = (key, placeholder) => {
+    inputs[key] = el("input", { id: "i-" + key, placeholder, value: filters["i-" + key] || "",
+      onchange: () => { filters["i-" + key] = inputs[key].value.trim(); saveFilters(); route(); } });
+    return inputs[key];
+  };
+  const health = el("select", { id: "i-health", onchange: () => { filters["i-health"] = health.value; saveFilters(); route(); } },
+    ["", "Healthy", "Unhealthy", "Unknown"].map(h => el("option", { value: h, selected: h === (filters["i-health"] || "") }, h || "any health")));
+  const fresh = el("div", { id: "freshness" });
+  const body = el("tbody");
+  const more = el("div", { class: "muted" });
+  main(el("h1", {}, "Inventory"),
+    el("p", { class: "muted" }, "What runs where, from purser's records: it answers while a cluster is down, and says how fresh each cluster's records are."),
+    el("div", { class: "filters" }, namespaceSelect("ins", true), field("cluster", "cluster"), field("kind", "kind"), field("name", "name"),
+      field("selector", "label selector, e.g. app=web"), health),
+    fresh,
+    el("table", { id: "inventory" }, el("thead", {}, el("tr", {}, ["Cluster", "Namespace", "Kind", "Name", "Health", "Phase", "Seen", "Labels"].map(h => el("th", {}, h)))), body),
+    more);
+  live(async () => {
+    const q = new URLSearchParams({ fields: "meta", limit: "500" });
+    if (filters.ins) q.set("namespace", filters.ins);
+    for (const [k, p] of [["cluster", "cluster"], ["kind", "kind"], ["name", "name"], ["selector", "labelSelector"], ["health", "health"]]) {
+      if (filters["i-" + k]) q.set(p, filters["i-" + k]);
+    }
+    const list = await api("GET", "/api/v1/inventory?" + q);
+    fill(fresh, list.clusters.map(c => el("span", { class: "badge " + (c.ready ? "Synced" : "stale"), "data-cluster": c.cluster, style: "margin-right: 8px" },
+      c.cluster + (c.ready ? " fresh" : " not ready") + (c.lastEvent ? ", last event " + age(c.lastEvent) + " ago" : "") +
+      (c.lastSnapshot ? ", last snapshot " + age(c.lastSnapshot) + " ago" : ""))));
+    body.replaceChildren(...list.items.map(it => el("tr", { "data-name": it.name },
+      el("td", {}, it.cluster), el("td", {}, it.namespace || ""), el("td", {}, it.kind), el("td", {}, it.name),
+      el("td", {}, badge(it.health)), el("td", {}, it.phase || ""), el("td", {}, age(it.observedAt)),
+      el("td", { class: "muted" }, Object.entries(it.labels || {}).map(([k, v]) => k + "=" + v).join(", ")))));
+    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No objects match.")));
+    more.textContent = list.continue ? "Showing the first 500; narrow the filters to see the rest." : "";
   });
 }
 
