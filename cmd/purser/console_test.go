@@ -1,0 +1,58 @@
+package main
+
+import (
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/purser-io/purser/internal/browsertest"
+)
+
+// The console against the real thing: `purser up --sandbox 2`, a Job
+// submitted from the browser runs on a sandbox cluster and reaches
+// Succeeded on screen, a deployable's matrix turns Synced on both
+// clusters, the inventory finds the Job, and the history tells it all.
+func TestConsoleAgainstPurserUp(t *testing.T) {
+	tab := browsertest.Browser(t)
+	bin := buildPurser(t)
+	data := filepath.Join(t.TempDir(), "data")
+	clientConfig := filepath.Join(t.TempDir(), "client.yaml")
+	up := startPurser(t, bin, "up", "--data-dir", data, "--listen", "127.0.0.1:0", "--sandbox", "2", "--client-config", clientConfig)
+	up.waitLine(t, "purser is ready at http://", 30*time.Minute)
+	link := regexp.MustCompile(`web console: (http://\S+)`).FindStringSubmatch(up.output())
+	if link == nil {
+		t.Fatalf("purser up printed no console link:\n%s", up.output())
+	}
+
+	browsertest.Do(t, tab, "open the link", chromedp.Navigate(link[1]), chromedp.WaitVisible(chromedp.CSS("#user")))
+	browsertest.WaitText(t, tab, "#user", "admin")
+	browsertest.Do(t, tab, "submit a Job", chromedp.Click(chromedp.CSS("#submit-new")), chromedp.WaitVisible(chromedp.CSS("#yaml")),
+		chromedp.Click(chromedp.CSS("#send")), chromedp.WaitVisible(chromedp.CSS("#runnable")))
+	browsertest.WaitText(t, tab, "#runnable", "Succeeded")
+	browsertest.WaitText(t, tab, "#attempts", "sandbox-")
+	browsertest.Screenshot(t, tab, "e2e-runnable-succeeded")
+
+	cli(t, bin, clientConfig, "apply", "-f", "examples/deployable-configmap.yaml")
+	browsertest.Do(t, tab, "open deployables", browsertest.GoTo("#/deployables"), chromedp.WaitVisible(chromedp.CSS(`#deployables td[data-cluster="sandbox-2"]`)))
+	browsertest.WaitText(t, tab, `#deployables td[data-cluster="sandbox-1"]`, "Synced")
+	browsertest.WaitText(t, tab, `#deployables td[data-cluster="sandbox-2"]`, "Synced")
+	browsertest.Screenshot(t, tab, "e2e-deployables-synced")
+
+	browsertest.Do(t, tab, "search the inventory", browsertest.GoTo("#/inventory"), chromedp.WaitVisible(chromedp.CSS("#i-kind")),
+		chromedp.SendKeys(chromedp.CSS("#i-kind"), "Job\n"))
+	browsertest.WaitText(t, tab, "#inventory", "hello-")
+	browsertest.Screenshot(t, tab, "e2e-inventory")
+
+	browsertest.Do(t, tab, "open history", browsertest.GoTo("#/history"), chromedp.WaitVisible(chromedp.CSS("#history")))
+	browsertest.WaitText(t, tab, "#history", "succeeded on sandbox-")
+	browsertest.WaitText(t, tab, "#chain", "chain intact")
+	browsertest.Screenshot(t, tab, "e2e-history")
+
+	up.cmd.Process.Signal(syscall.SIGINT)
+	up.waitExit(t, 90*time.Second)
+	assertNoSandboxProcess(t, filepath.Join(data, "sandbox"))
+}
