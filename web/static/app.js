@@ -433,7 +433,9 @@ function historyPage() {
     const list = await api("GET", "/api/v1/history?" + q);
     body.replaceChildren(...list.items.slice().reverse().map(e => el("tr", {},
       el("td", {}, e.seq), el("td", {}, e.time), el("td", {}, e.actor), el("td", {}, e.action), el("td", {}, e.object),
-      el("td", {}, badge(e.outcome)), el("td", {}, e.summary))));
+      el("td", {}, badge(e.outcome)),
+      el("td", {}, e.summary, e.details ? el("details", {}, el("summary", { class: "muted" }, "change"),
+        el("pre", {}, JSON.stringify(e.details, null, 2))) : null))));
     if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No entries match.")));
     if (access.readsEverywhere) {
       const v = await api("GET", "/api/v1/history/verify");
@@ -473,8 +475,10 @@ function inventoryPage() {
     fill(fresh, list.clusters.map(c => el("span", { class: "badge " + (c.ready ? "Synced" : "stale"), "data-cluster": c.cluster, style: "margin-right: 8px" },
       c.cluster + (c.ready ? " fresh" : " not ready") + (c.lastEvent ? ", last event " + age(c.lastEvent) + " ago" : "") +
       (c.lastSnapshot ? ", last snapshot " + age(c.lastSnapshot) + " ago" : ""))));
+    const ready = Object.fromEntries(list.clusters.map(c => [c.cluster, c.ready]));
     body.replaceChildren(...list.items.map(it => el("tr", { "data-name": it.name },
-      el("td", {}, it.cluster), el("td", {}, it.namespace || ""), el("td", {}, it.kind), el("td", {}, it.name),
+      el("td", {}, it.cluster, " ", ready[it.cluster] ? null : el("span", { class: "badge stale", title: "the cluster is not reporting: this record may be old" }, "stale")),
+      el("td", {}, it.namespace || ""), el("td", {}, it.kind), el("td", {}, it.name),
       el("td", {}, badge(it.health)), el("td", {}, it.phase || ""), el("td", {}, age(it.observedAt)),
       el("td", { class: "muted" }, Object.entries(it.labels || {}).map(([k, v]) => k + "=" + v).join(", ")))));
     if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No objects match.")));
