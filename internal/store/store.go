@@ -15,6 +15,8 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+
+	"github.com/purser-io/purser/internal/backoff"
 )
 
 // Store is a handle on purser's database. It is safe for concurrent use.
@@ -134,9 +136,21 @@ func openSQLite(ctx context.Context, dsn string) (*Store, error) {
 	write.SetConnMaxIdleTime(0)
 	// Connect the writer before any reader exists: it creates the file and
 	// switches it to WAL, which is persistent, so readers find it ready.
-	if err := write.PingContext(ctx); err != nil {
+	// Switching a fresh file to WAL needs it alone, and SQLite answers
+	// SQLITE_BUSY at once, without waiting out busy_timeout, when several
+	// processes open the same new file together: retry, briefly.
+	var pingErr error
+	for attempt := range 20 {
+		if pingErr = write.PingContext(ctx); pingErr == nil || !retryable(pingErr) {
+			break
+		}
+		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 10*time.Millisecond, 500*time.Millisecond)) {
+			break
+		}
+	}
+	if pingErr != nil {
 		_ = write.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", path, classify(err))
+		return nil, fmt.Errorf("open sqlite %s: %w", path, classify(pingErr))
 	}
 
 	read, err := sql.Open("sqlite", path+common+"&_pragma=query_only(1)")
