@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"bufio"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -36,6 +38,7 @@ var cases = []struct {
 	{"BadInputChangesNothing", testBadInput},
 	{"HealthAndMetrics", testHealthAndMetrics},
 	{"Inventory", testInventory},
+	{"InventoryWatch", testInventoryWatch},
 }
 
 func TestAPI(t *testing.T) {
@@ -717,4 +720,83 @@ func testInventory(t *testing.T, h *harness) {
 		c.body["status"].(map[string]any)["agent"].(map[string]any)["lastHeartbeat"] == nil {
 		t.Fatalf("cluster status: %s", c.raw)
 	}
+}
+
+func testInventoryWatch(t *testing.T, h *harness) {
+	ctx := t.Context()
+	now := time.Now().UTC()
+	row := func(name, rv, health string) store.InventoryRow {
+		return store.InventoryRow{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: name, UID: "u-" + name,
+			ResourceVersion: rv, Labels: map[string]string{"app": "web"}, Health: health, ObservedAt: now}
+	}
+	write := func(fn func(tx *store.Tx) error) {
+		t.Helper()
+		if err := h.store.Tx(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(func(tx *store.Tx) error {
+		_, err := tx.UpsertInventory(ctx, []store.InventoryRow{row("a", "1", "Healthy")})
+		return err
+	})
+
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/api/v1/inventory?watch=true&namespace=team-a&labelSelector=app%3Dweb", nil)
+	req.Header.Set("Authorization", "Bearer "+h.tokens["bob"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("watch answered %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		var typ string
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				typ = v
+			}
+			if v, ok := strings.CutPrefix(line, "data: "); ok {
+				var ev struct {
+					Item struct{ Name, ResourceVersion, Health string } `json:"item"`
+				}
+				json.Unmarshal([]byte(v), &ev)
+				events <- fmt.Sprintf("%s %s %s %s", typ, ev.Item.Name, ev.Item.ResourceVersion, ev.Item.Health)
+			}
+		}
+	}()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-events:
+			if got != want {
+				t.Fatalf("event %q, want %q", got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no event; want %q", want)
+		}
+	}
+	next("ADDED a 1 Healthy")
+	write(func(tx *store.Tx) error {
+		_, err := tx.UpsertInventory(ctx, []store.InventoryRow{row("b", "2", "Healthy")})
+		return err
+	})
+	next("ADDED b 2 Healthy")
+	write(func(tx *store.Tx) error {
+		_, err := tx.UpsertInventory(ctx, []store.InventoryRow{row("a", "3", "Unhealthy")})
+		return err
+	})
+	next("MODIFIED a 3 Unhealthy")
+	write(func(tx *store.Tx) error {
+		_, err := tx.DeleteInventory(ctx, []store.InventoryTombstone{{Cluster: "dc1-a", UID: "u-b", ResourceVersion: "4", DeletedAt: time.Now()}})
+		return err
+	})
+	next("DELETED b 2 Healthy")
+
+	// A watch is authorized like a list.
+	h.get("bob", "/api/v1/inventory?watch=true&namespace=team-b").want(t, http.StatusForbidden)
 }

@@ -83,6 +83,9 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 		}
 		f.Selector = parsed
 	}
+	if q.Get("watch") == "true" {
+		return http.StatusOK, streamFunc(func(w http.ResponseWriter) error { return s.watchInventory(w, r, f) }), nil
+	}
 	var err error
 	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
 		return 0, nil, err
@@ -113,11 +116,7 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 	}
 	for _, row := range rows {
 		touched[row.Cluster] = true
-		out.Items = append(out.Items, InventoryItem{
-			Cluster: row.Cluster, APIVersion: row.APIVersion, Kind: row.Kind, Namespace: row.Namespace, Name: row.Name,
-			UID: row.UID, ResourceVersion: row.ResourceVersion, Labels: row.Labels, Health: row.Health, Phase: row.Phase,
-			ObservedAt: row.ObservedAt, Object: row.Object,
-		})
+		out.Items = append(out.Items, inventoryItem(row))
 	}
 	ready := map[string]bool{}
 	for _, c := range clusters {

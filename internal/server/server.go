@@ -135,6 +135,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // API's error body.
 type apiHandler func(r *http.Request, u auth.User) (status int, body any, err error)
 
+// streamFunc is a body that writes itself, for streaming answers (watch).
+// An error it returns before writing anything becomes an error answer.
+type streamFunc func(w http.ResponseWriter) error
+
 func (s *Server) handle(pattern string, h apiHandler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		u, ok := s.authenticate(r)
@@ -145,6 +149,12 @@ func (s *Server) handle(pattern string, h apiHandler) {
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		status, body, err := h(r, u)
+		if stream, ok := body.(streamFunc); ok && err == nil {
+			err = stream(w)
+			if err == nil {
+				return
+			}
+		}
 		if err != nil {
 			if apiErr := asAPIError(err); apiErr.Code >= 500 {
 				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "user", u.Name, "err", err)
