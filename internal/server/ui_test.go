@@ -82,6 +82,16 @@ func TestConsole(t *testing.T) {
 	if rows, err := chromedp.Run(alice, chromedp.Evaluate[int](`document.querySelectorAll("#inventory tbody tr").length`)); err != nil || rows != 1 {
 		t.Fatalf("the selector app=web shows %d rows, want 1 (%v)", rows, err)
 	}
+	// A record that appears later shows up without a reload (the watch).
+	if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
+		_, err := tx.UpsertInventory(context.Background(), []store.InventoryRow{{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap",
+			Namespace: "team-a", Name: "web-config-2", UID: "u3", ResourceVersion: "9", Labels: map[string]string{"app": "web"},
+			Health: "Unhealthy", ObservedAt: time.Now()}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.WaitText(t, alice, `#inventory tr[data-name="web-config-2"]`, "Unhealthy")
 	browsertest.Screenshot(t, alice, "inventory")
 
 	// A viewer, logged in with the form, is offered no submit button, and

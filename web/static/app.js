@@ -139,7 +139,11 @@ async function start() {
 }
 
 // ---- routing and polling ----
-function stopPolling() { clearTimeout(pollTimer); pollTimer = null; }
+function stopPolling() {
+  clearTimeout(pollTimer);
+  pollTimer = null;
+  if (watchAbort) { watchAbort.abort(); watchAbort = null; }
+}
 
 // live runs render now and then every POLL_MS while the page stays the same.
 function live(render) {
@@ -446,6 +450,38 @@ function historyPage() {
 }
 
 // ---- inventory ----
+let watchAbort = null; // the inventory page's watch, stopped when it is left
+
+// watchInventory reads the API's Server-Sent Events with fetch, which,
+// unlike EventSource, can send the token in a header.
+async function watchInventory(query, onEvent, signal) {
+  const resp = await fetch("/api/v1/inventory?" + query, { headers: { "Authorization": "Bearer " + token() }, signal });
+  if (!resp.ok) {
+    let body = null;
+    try { body = await resp.json(); } catch (e) { /* not JSON */ }
+    throw new APIError(resp.status, body);
+  }
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      const chunk = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let type = "", data = "";
+      for (const line of chunk.split("\n")) {
+        if (line.startsWith("event: ")) type = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (data) onEvent(type, JSON.parse(data).item);
+    }
+  }
+}
+
 function inventoryPage() {
   const inputs = {};
   const field = (key, placeholder) => {
@@ -457,33 +493,74 @@ function inventoryPage() {
     ["", "Healthy", "Unhealthy", "Unknown"].map(h => el("option", { value: h, selected: h === (filters["i-health"] || "") }, h || "any health")));
   const fresh = el("div", { id: "freshness" });
   const body = el("tbody");
-  const more = el("div", { class: "muted" });
+  const note = el("div", { class: "muted" });
   main(el("h1", {}, "Inventory"),
-    el("p", { class: "muted" }, "What runs where, from purser's records: it answers while a cluster is down, and says how fresh each cluster's records are."),
+    el("p", { class: "muted" }, "What runs where, from purser's records, updated live: it answers while a cluster is down, and says how fresh each cluster's records are."),
     el("div", { class: "filters" }, namespaceSelect("ins", true), field("cluster", "cluster"), field("kind", "kind"), field("name", "name"),
       field("selector", "label selector, e.g. app=web"), health),
     fresh,
     el("table", { id: "inventory" }, el("thead", {}, el("tr", {}, ["Cluster", "Namespace", "Kind", "Name", "Health", "Phase", "Seen", "Labels"].map(h => el("th", {}, h)))), body),
-    more);
-  live(async () => {
-    const q = new URLSearchParams({ fields: "meta", limit: "500" });
-    if (filters.ins) q.set("namespace", filters.ins);
-    for (const [k, p] of [["cluster", "cluster"], ["kind", "kind"], ["name", "name"], ["selector", "labelSelector"], ["health", "health"]]) {
-      if (filters["i-" + k]) q.set(p, filters["i-" + k]);
-    }
-    const list = await api("GET", "/api/v1/inventory?" + q);
-    fill(fresh, list.clusters.map(c => el("span", { class: "badge " + (c.ready ? "Synced" : "stale"), "data-cluster": c.cluster, style: "margin-right: 8px" },
-      c.cluster + (c.ready ? " fresh" : " not ready") + (c.lastEvent ? ", last event " + age(c.lastEvent) + " ago" : "") +
-      (c.lastSnapshot ? ", last snapshot " + age(c.lastSnapshot) + " ago" : ""))));
-    const ready = Object.fromEntries(list.clusters.map(c => [c.cluster, c.ready]));
-    body.replaceChildren(...list.items.map(it => el("tr", { "data-name": it.name },
-      el("td", {}, it.cluster, " ", ready[it.cluster] ? null : el("span", { class: "badge stale", title: "the cluster is not reporting: this record may be old" }, "stale")),
+    note);
+
+  const q = new URLSearchParams({ fields: "meta", watch: "true" });
+  if (filters.ins) q.set("namespace", filters.ins);
+  for (const [k, p] of [["cluster", "cluster"], ["kind", "kind"], ["name", "name"], ["selector", "labelSelector"], ["health", "health"]]) {
+    if (filters["i-" + k]) q.set(p, filters["i-" + k]);
+  }
+  const items = new Map();
+  let ready = {};
+  let pending = false;
+  const render = () => {
+    pending = false;
+    const rows = [...items.values()].sort((a, b) =>
+      (a.kind + a.namespace + a.name + a.cluster).localeCompare(b.kind + b.namespace + b.name + b.cluster));
+    body.replaceChildren(...rows.map(it => el("tr", { "data-name": it.name },
+      el("td", {}, it.cluster, " ", ready[it.cluster] === false ? el("span", { class: "badge stale", title: "the cluster is not reporting: this record may be old" }, "stale") : null),
       el("td", {}, it.namespace || ""), el("td", {}, it.kind), el("td", {}, it.name),
       el("td", {}, badge(it.health)), el("td", {}, it.phase || ""), el("td", {}, age(it.observedAt)),
       el("td", { class: "muted" }, Object.entries(it.labels || {}).map(([k, v]) => k + "=" + v).join(", ")))));
-    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No objects match.")));
-    more.textContent = list.continue ? "Showing the first 500; narrow the filters to see the rest." : "";
+    if (!rows.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No objects match.")));
+  };
+  const later = () => { if (!pending) { pending = true; setTimeout(render, 100); } };
+
+  // How fresh each cluster's records are, from the clusters' agent status.
+  live(async () => {
+    const list = await api("GET", "/api/v1/clusters");
+    ready = {};
+    fill(fresh, list.items.map(c => {
+      const a = c.status.agent || {};
+      const cond = (c.status.conditions || []).find(x => x.type === "Ready");
+      const ok = !!a.lastHeartbeat && (Date.now() - Date.parse(a.lastHeartbeat)) / 1000 <= 30 && (!cond || cond.status === "True");
+      ready[c.metadata.name] = ok;
+      return el("span", { class: "badge " + (ok ? "Synced" : "stale"), "data-cluster": c.metadata.name, style: "margin-right: 8px" },
+        c.metadata.name + (ok ? " fresh" : " not ready") + (a.lastEvent ? ", last event " + age(a.lastEvent) + " ago" : "") +
+        (a.lastSnapshot ? ", last snapshot " + age(a.lastSnapshot) + " ago" : ""));
+    }));
+    later();
   });
+
+  if (watchAbort) watchAbort.abort();
+  const abort = new AbortController();
+  watchAbort = abort;
+  (async () => {
+    for (let attempt = 0; !abort.signal.aborted; attempt++) {
+      try {
+        items.clear();
+        note.textContent = "";
+        await watchInventory(q, (type, it) => {
+          const key = it.cluster + "/" + it.uid;
+          if (type === "DELETED") items.delete(key); else items.set(key, it);
+          later();
+        }, abort.signal);
+      } catch (e) {
+        if (abort.signal.aborted) return;
+        note.replaceChildren(el("span", { class: "error" }, e.describe ? e.describe() : String(e)));
+        if (e.status && e.status < 500) return; // a bad filter: retrying will not help
+      }
+      await new Promise(r => setTimeout(r, Math.min(1000 * 2 ** attempt, 10000)));
+    }
+  })();
+  later();
 }
 
 // ---- start ----
