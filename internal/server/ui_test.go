@@ -127,6 +127,31 @@ func TestConsole(t *testing.T) {
 	if got := h.get("carol", "/api/v1/runnables/team-b/payroll"); got.str("status", "phase") != "Queued" {
 		t.Fatalf("after approving in the console: %s", got.raw)
 	}
+
+	// carol may not touch clusters: no cordon button. An admin cordons a
+	// cluster and the taint shows.
+	browsertest.Do(t, carol, "open clusters as carol", browsertest.GoTo("#/clusters"), chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"]`)))
+	if n, err := chromedp.Run(carol, chromedp.Evaluate[int](`document.querySelectorAll("button.cordon").length`)); err != nil || n != 0 {
+		t.Fatalf("a non-admin is offered %d cordon buttons (%v)", n, err)
+	}
+	admin := carol
+	browsertest.Do(t, admin, "log in as admin", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), h.tokens["admin"]), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#user")), browsertest.GoTo("#/clusters"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)), chromedp.Click(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)))
+	browsertest.WaitText(t, admin, `tr[data-cluster="dc1-a"]`, "purser.io/cordon:NoSchedule")
+	browsertest.Screenshot(t, admin, "clusters-cordoned")
+	if got := h.get("admin", "/api/v1/clusters/dc1-a"); !strings.Contains(string(got.raw), "purser.io/cordon") {
+		t.Fatalf("cordon did not reach the API: %s", got.raw)
+	}
+
+	// A deployable applied from the console's YAML form.
+	browsertest.Do(t, admin, "apply a deployable", browsertest.GoTo("#/apply-deployable"), chromedp.WaitVisible(chromedp.CSS("#dep-yaml")),
+		chromedp.SetValue(chromedp.CSS("#dep-ns"), "team-a"), chromedp.SetValue(chromedp.CSS("#dep-name"), "from-console"),
+		chromedp.Click(chromedp.CSS("#apply")), chromedp.WaitVisible(chromedp.CSS("#sync")))
+	if got := h.get("admin", "/api/v1/deployables/team-a/from-console"); got.code != http.StatusOK {
+		t.Fatalf("deployable applied from the console: %d %s", got.code, got.raw)
+	}
 }
 
 // setPhase moves a runnable's phase behind the console's back, as the

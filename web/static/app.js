@@ -397,9 +397,9 @@ function clusters() {
         el("td", {}, fresh(agent.lastHeartbeat)), el("td", {}, fresh(agent.lastSnapshot)), el("td", {}, fresh(agent.lastEvent)),
         el("td", {}, ((c.status.inventory || {}).objects) ?? "—"),
         el("td", {}, access.admin ? (cordoned
-          ? el("button", { class: "secondary", onclick: () => setCordon(c, null) }, "Uncordon")
-          : [el("button", { class: "secondary", onclick: () => setCordon(c, "NoSchedule") }, "Cordon"), " ",
-             el("button", { class: "danger", onclick: () => setCordon(c, "NoExecute") }, "Drain")]) : ""));
+          ? el("button", { class: "secondary uncordon", onclick: () => setCordon(c, null) }, "Uncordon")
+          : [el("button", { class: "secondary cordon", onclick: () => setCordon(c, "NoSchedule") }, "Cordon"), " ",
+             el("button", { class: "danger drain", onclick: () => setCordon(c, "NoExecute") }, "Drain")]) : ""));
     }));
   });
 }
