@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/purser-io/purser/internal/agent"
-	"github.com/purser-io/purser/internal/health"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
@@ -136,14 +135,7 @@ func newIngesterCommand() *cobra.Command {
 		Short: "Keep the inventory from the agents' events and snapshots; remove zombies",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rules []health.Rule
-			if rulesFile != "" {
-				var err error
-				if rules, err = health.LoadRules(rulesFile); err != nil {
-					return err
-				}
-			}
-			interp, err := health.New(rules)
+			interp, err := interpreter(rulesFile)
 			if err != nil {
 				return err
 			}

@@ -18,14 +18,7 @@ FlinkDeployment; --rules adds CEL rules for any kind (see docs/health.md).`,
 		Example: `  kubectl get job nightly -o yaml | purser health -f -`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rules []health.Rule
-			if rulesFile != "" {
-				var err error
-				if rules, err = health.LoadRules(rulesFile); err != nil {
-					return err
-				}
-			}
-			interp, err := health.New(rules)
+			interp, err := interpreter(rulesFile)
 			if err != nil {
 				return err
 			}
@@ -39,4 +32,17 @@ FlinkDeployment; --rules adds CEL rules for any kind (see docs/health.md).`,
 	cmd.Flags().StringVar(&rulesFile, "rules", "", "YAML file whose healthRules (CEL) judge kinds before the built-ins")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
+}
+
+// interpreter builds the health interpreter: the built-ins, and the CEL
+// rules of rulesFile when one is given.
+func interpreter(rulesFile string) (*health.Interpreter, error) {
+	var rules []health.Rule
+	if rulesFile != "" {
+		var err error
+		if rules, err = health.LoadRules(rulesFile); err != nil {
+			return nil, err
+		}
+	}
+	return health.New(rules)
 }
