@@ -17,3 +17,20 @@ const (
 	// length.
 	AnnotationRunnable = "purser.io/runnable"
 )
+
+// LabelConsistency carries spec.failover.consistency onto the object, so
+// that the agent in the member cluster knows, without asking the control
+// plane, which objects it must suspend once its lease has expired
+// (AtMostOne).
+const LabelConsistency = "purser.io/consistency"
+
+// Taints purser puts on a cluster from its Ready condition (status.taints).
+// Work that does not tolerate them is not placed there (NoSchedule) or is
+// moved away (NoExecute).
+const (
+	// TaintNotReady: the cluster answers but is not ready, or its agent's
+	// lease expired.
+	TaintNotReady = "purser.io/not-ready"
+	// TaintUnreachable: purser cannot reach the cluster's kube-apiserver.
+	TaintUnreachable = "purser.io/unreachable"
+)
