@@ -186,12 +186,17 @@ type Mutation struct {
 
 // RunnableStatus is what purser observed and decided; clients never set it.
 type RunnableStatus struct {
-	Phase     Phase             `json:"phase,omitempty"`
-	Cluster   string            `json:"cluster,omitempty"`
-	Health    Health            `json:"health,omitempty"`
-	Message   string            `json:"message,omitempty"`
-	Preserved map[string]string `json:"preserved,omitempty"`
-	Attempts  []Attempt         `json:"attempts,omitempty"`
+	Phase   Phase  `json:"phase,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
+	Health  Health `json:"health,omitempty"`
+	// UnhealthySince is when the current attempt's object was first seen
+	// Unhealthy without a Healthy observation since: the clock of
+	// spec.failover.application.tolerationSeconds, kept with the runnable
+	// so that it survives restarts of the controller.
+	UnhealthySince *time.Time        `json:"unhealthySince,omitempty"`
+	Message        string            `json:"message,omitempty"`
+	Preserved      map[string]string `json:"preserved,omitempty"`
+	Attempts       []Attempt         `json:"attempts,omitempty"`
 	// Result is the last observed status of the object, kept after the
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`
@@ -210,6 +215,9 @@ type Attempt struct {
 	Result    string     `json:"result,omitempty"`
 	Reason    string     `json:"reason,omitempty"`
 	Message   string     `json:"message,omitempty"`
+	// Cleanup says whether the object an ended attempt may have left on
+	// its cluster is still to be removed (Pending) or gone (Done).
+	Cleanup string `json:"cleanup,omitempty"`
 }
 
 // Deployable is one Kubernetes object kept identical on every matching

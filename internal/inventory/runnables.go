@@ -80,6 +80,13 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 		return nil
 	}
 	st.Health = v1alpha1.Health(row.Health)
+	switch {
+	case st.Health != v1alpha1.HealthUnhealthy:
+		st.UnhealthySince = nil
+	case st.UnhealthySince == nil:
+		since := row.ObservedAt
+		st.UnhealthySince = &since
+	}
 	if result != nil {
 		st.Result = result
 	}

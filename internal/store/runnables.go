@@ -40,7 +40,18 @@ type Attempt struct {
 	Result      string
 	Reason      string
 	Message     string
+	// Cleanup is what is left to remove of an ended attempt's object:
+	// "" nothing, CleanupPending, CleanupDone.
+	Cleanup string
+	// CleanupAfter holds a pending cleanup back until then (nil: at once).
+	CleanupAfter *time.Time
 }
+
+// Attempt cleanup states.
+const (
+	CleanupPending = "Pending"
+	CleanupDone    = "Done"
+)
 
 // RunnableFilter selects runnables for ListRunnables; empty fields match
 // everything.
@@ -220,14 +231,14 @@ func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
 		return fmt.Errorf("put attempt %d: %w", a.Number, err)
 	}
 	_, err := tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
-			ended_at, result, reason, message)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ended_at, result, reason, message, cleanup, cleanup_after)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (runnable_uid, number) DO UPDATE SET cluster = excluded.cluster,
 			object_uid = excluded.object_uid, started_at = excluded.started_at,
 			ended_at = excluded.ended_at, result = excluded.result, reason = excluded.reason,
-			message = excluded.message`,
+			message = excluded.message, cleanup = excluded.cleanup, cleanup_after = excluded.cleanup_after`,
 		a.RunnableUID, a.Number, a.Cluster, a.ObjectUID, tx.s.d.ts(a.StartedAt), tx.s.d.nullTS(a.EndedAt),
-		a.Result, a.Reason, a.Message)
+		a.Result, a.Reason, a.Message, a.Cleanup, tx.s.d.nullTS(a.CleanupAfter))
 	if err != nil {
 		return fmt.Errorf("put attempt %d of runnable %s: %w", a.Number, a.RunnableUID, classify(err))
 	}
@@ -236,24 +247,35 @@ func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
 
 // ListAttempts returns the attempts of a runnable ordered by Number.
 func (tx *Tx) ListAttempts(ctx context.Context, runnableUID string) ([]*Attempt, error) {
-	rows, err := tx.query(ctx, `SELECT runnable_uid, number, cluster, object_uid, started_at, ended_at,
-			result, reason, message
-		FROM attempts WHERE runnable_uid = ? ORDER BY number`, runnableUID)
+	out, err := tx.scanAttempts(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE runnable_uid = ? ORDER BY number`,
+		runnableUID)
 	if err != nil {
-		return nil, fmt.Errorf("list attempts of %s: %w", runnableUID, classify(err))
+		return nil, fmt.Errorf("list attempts of %s: %w", runnableUID, err)
+	}
+	return out, nil
+}
+
+const attemptColumns = `runnable_uid, number, cluster, object_uid, started_at, ended_at,
+	result, reason, message, cleanup, cleanup_after`
+
+func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*Attempt, error) {
+	rows, err := tx.query(ctx, query, args...)
+	if err != nil {
+		return nil, classify(err)
 	}
 	defer rows.Close()
 	var out []*Attempt
 	for rows.Next() {
 		a := &Attempt{}
 		if err := rows.Scan(&a.RunnableUID, &a.Number, &a.Cluster, &a.ObjectUID, timeCol{&a.StartedAt},
-			nullTimeCol{&a.EndedAt}, &a.Result, &a.Reason, &a.Message); err != nil {
-			return nil, fmt.Errorf("list attempts of %s: %w", runnableUID, classify(err))
+			nullTimeCol{&a.EndedAt}, &a.Result, &a.Reason, &a.Message, &a.Cleanup,
+			nullTimeCol{&a.CleanupAfter}); err != nil {
+			return nil, classify(err)
 		}
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list attempts of %s: %w", runnableUID, classify(err))
+		return nil, classify(err)
 	}
 	return out, nil
 }

@@ -1,5 +1,7 @@
 package stream
 
+import "fmt"
+
 // Submission is the message on SubjectSubmissions. It is only a hint that
 // a runnable needs looking at: the submitter re-reads the runnable from
 // the database and acts on what it finds there.
@@ -8,6 +10,9 @@ type Submission struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Event     string `json:"event"`
+	// Attempt is the attempt a failover ended; it tells one failover's
+	// message from the next.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Submission events.
@@ -18,7 +23,15 @@ const (
 	// SubmissionCancel: the runnable was cancelled and must leave its
 	// cluster.
 	SubmissionCancel = "cancel"
+	// SubmissionFailover: the runnable's attempt was evicted and it waits
+	// for another cluster.
+	SubmissionFailover = "failover"
 )
 
 // ID is the message id that deduplicates re-publishing of the same event.
-func (s Submission) ID() string { return s.UID + "/" + s.Event }
+func (s Submission) ID() string {
+	if s.Attempt > 0 {
+		return fmt.Sprintf("%s/%s/%d", s.UID, s.Event, s.Attempt)
+	}
+	return s.UID + "/" + s.Event
+}

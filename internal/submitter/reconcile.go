@@ -17,6 +17,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/failover"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -106,7 +107,13 @@ func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*
 	if err != nil {
 		return false, err
 	}
-	decision := placement.Choose(doc.Spec.Placement, gvk.String(), cands)
+	p := doc.Spec.Placement
+	if n := len(attempts); n > 0 && attempts[n-1].Result == failover.ResultEvicted {
+		// The cluster the runnable was just moved off is not the next
+		// attempt's: that is what the eviction was for.
+		p = failover.Excluding(p, attempts[n-1].Cluster)
+	}
+	decision := placement.Choose(p, gvk.String(), cands)
 	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
 
 	if decision.Cluster == "" {
@@ -192,6 +199,10 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 		return false, err
 	}
 	obj := object(rec, doc, gvk, a.Number)
+	if err := failover.Prepare(obj, &doc.Spec, preserved(rec)); err != nil {
+		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
+		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
+	}
 	objectUID, err := s.create(ctx, row, obj, rec.UID)
 	if err != nil {
 		return s.createFailed(ctx, rec, a, err)
@@ -269,6 +280,12 @@ func (s *Submitter) endAttempt(ctx context.Context, rec *store.Runnable, a *stor
 	now := s.now()
 	ended := *a
 	ended.EndedAt, ended.Result, ended.Reason, ended.Message = &now, result, reason, message
+	if reason == ReasonClusterUnreachable {
+		// A create whose answer was lost may have landed: the controller
+		// removes that copy once the cluster answers again, so that it
+		// never runs beside the next attempt for long.
+		ended.Cleanup = store.CleanupPending
+	}
 	t := transition{phase: phase, message: message, attempt: &ended}
 	summary := fmt.Sprintf("attempt %d on %s ended (%s): %s", a.Number, a.Cluster, reason, message)
 	if phase == v1alpha1.PhaseQueued {
@@ -453,6 +470,13 @@ func statusMessage(rec *store.Runnable) string {
 	return st.Message
 }
 
+// preserved is the state kept from the runnable's earlier attempts.
+func preserved(rec *store.Runnable) map[string]string {
+	var st v1alpha1.RunnableStatus
+	_ = json.Unmarshal(rec.Status, &st)
+	return st.Preserved
+}
+
 // object builds what is created on the cluster: the template, named after
 // its own metadata.name or else the runnable, in the runnable's namespace,
 // with purser's labels. Metadata is rebuilt from the template's name,
@@ -461,12 +485,9 @@ func statusMessage(rec *store.Runnable) string {
 func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, attempt int) *unstructured.Unstructured {
 	tmpl := doc.Spec.Template
 	obj := &unstructured.Unstructured{Object: maps.Clone(tmpl)}
-	name := rec.Name
+	name := v1alpha1.ObjectName(tmpl, rec.Name)
 	var labels, annotations map[string]string
 	if md, ok := tmpl["metadata"].(map[string]any); ok {
-		if n, _ := md["name"].(string); n != "" {
-			name = n
-		}
 		labels = stringMap(md["labels"])
 		annotations = stringMap(md["annotations"])
 	}

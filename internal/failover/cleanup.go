@@ -1,0 +1,183 @@
+package failover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/store"
+)
+
+// removeTimeout bounds one delete on a member cluster: a cluster that
+// does not answer is tried again next pass, and does not hold up the
+// others.
+const removeTimeout = 5 * time.Second
+
+// cleanup removes the copies that ended attempts left on their clusters:
+// evicted attempts (at once, or for a graceful purge once the next attempt
+// is healthy or the grace period is over) and attempts given up because
+// their cluster could not be reached. A cluster that is unreachable is
+// skipped until it is back; then its old copies go before anything else
+// can happen there. A runnable FailingOver is queued for placement once
+// its old copy is gone.
+func (c *Controller) cleanup(ctx context.Context, views map[string]*clusterView) error {
+	var pending []*store.Attempt
+	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		pending, err = tx.ListPendingCleanups(ctx, 1000)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	failed := map[string]bool{} // clusters that failed a delete in this pass
+	var errs []error
+	for _, a := range pending {
+		view := views[a.Cluster]
+		if view != nil && (!view.failover.Reachable || failed[a.Cluster]) {
+			continue
+		}
+		if err := c.purge(ctx, a, view); err != nil {
+			failed[a.Cluster] = true
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// purge removes the copy of attempt a, if its time has come, and records
+// that it is gone.
+func (c *Controller) purge(ctx context.Context, a *store.Attempt, view *clusterView) error {
+	var rec *store.Runnable
+	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.GetRunnableByUID(ctx, a.RunnableUID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r, err := readRunnable(rec)
+	if err != nil {
+		return err
+	}
+	if a.CleanupAfter != nil && c.cfg.Now().Before(*a.CleanupAfter) && !nextIsHealthy(rec, r) {
+		return nil
+	}
+	name := v1alpha1.ObjectName(r.doc.Spec.Template, rec.Name)
+	gvk, err := r.gvk()
+	if err != nil {
+		return c.purged(ctx, rec, a, "nothing to remove: "+err.Error())
+	}
+	if view == nil {
+		return c.purged(ctx, rec, a, fmt.Sprintf("cluster %s was removed from purser; nothing to delete there", a.Cluster))
+	}
+	cl, err := c.cfg.Objects.Get(view.row)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	deleted, err := cl.Remove(rctx, gvk, rec.Namespace, name, rec.UID, a.Number)
+	if err != nil {
+		return fmt.Errorf("remove %s %s/%s of attempt %d from %s: %w", gvk.Kind, rec.Namespace, name, a.Number, a.Cluster, err)
+	}
+	if deleted {
+		// Deleted now; the next pass confirms it is gone before the
+		// attempt counts as cleaned up (finalizers may hold it a while).
+		c.log.Info("deleted an old copy", "runnable", rec.Namespace+"/"+rec.Name, "attempt", a.Number, "cluster", a.Cluster)
+		return nil
+	}
+	return c.purged(ctx, rec, a, fmt.Sprintf("%s %s/%s of attempt %d is gone from %s", gvk.Kind, rec.Namespace, name, a.Number, a.Cluster))
+}
+
+// nextIsHealthy: the runnable runs again, Healthy; since attempt a has
+// ended, that is a later attempt, so a graceful purge need not wait any
+// longer.
+func nextIsHealthy(rec *store.Runnable, r *runnable) bool {
+	switch v1alpha1.Phase(rec.Phase) {
+	case v1alpha1.PhaseRunning, v1alpha1.PhaseSucceeded:
+		return r.status.Health == v1alpha1.HealthHealthy
+	}
+	return false
+}
+
+// setStatusMessage replaces the status message of a stored runnable.
+func setStatusMessage(rec *store.Runnable, msg string) error {
+	var st v1alpha1.RunnableStatus
+	if len(rec.Status) > 0 {
+		if err := json.Unmarshal(rec.Status, &st); err != nil {
+			return fmt.Errorf("runnable %s: stored status: %w", rec.UID, err)
+		}
+	}
+	st.Message = msg
+	data, err := json.Marshal(st)
+	rec.Status = data
+	return err
+}
+
+// purged marks attempt a cleaned up, audits it and, if the runnable was
+// waiting for exactly that (FailingOver), queues it for placement.
+func (c *Controller) purged(ctx context.Context, rec *store.Runnable, a *store.Attempt, msg string) error {
+	err := c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		attempts, err := tx.ListAttempts(ctx, rec.UID)
+		if err != nil {
+			return err
+		}
+		var cur *store.Attempt
+		for _, x := range attempts {
+			if x.Number == a.Number {
+				cur = x
+			}
+		}
+		if cur == nil || cur.Cleanup != store.CleanupPending {
+			return errMoved
+		}
+		cur.Cleanup, cur.CleanupAfter = store.CleanupDone, nil
+		cur.Message = joinMessage(cur.Message, msg)
+		if err := tx.PutAttempt(ctx, cur); err != nil {
+			return err
+		}
+		run, err := tx.GetRunnableByUID(ctx, rec.UID)
+		if err != nil {
+			return err
+		}
+		last := attempts[len(attempts)-1]
+		phase := run.Phase
+		if run.Phase == string(v1alpha1.PhaseFailingOver) && last.Number == a.Number {
+			phase = string(v1alpha1.PhaseQueued)
+			run.Phase, run.Cluster = phase, ""
+			if err := setStatusMessage(run, msg+"; placing it again"); err != nil {
+				return err
+			}
+			if err := tx.UpdateRunnable(ctx, run); err != nil {
+				return err
+			}
+			if err := enqueue(ctx, tx, run, a.Number); err != nil {
+				return err
+			}
+		}
+		return tx.AppendAudit(ctx, &audit.Entry{
+			Actor: Actor, Action: "purge", Kind: v1alpha1.KindRunnable, Namespace: rec.Namespace, Name: rec.Name,
+			Summary: msg, Outcome: phase,
+		})
+	})
+	if errors.Is(err, errMoved) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err == nil {
+		c.metrics.purged.Inc()
+	}
+	return err
+}
+
+func joinMessage(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

@@ -1,0 +1,185 @@
+package failover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/stream"
+)
+
+// errMoved rolls back a change to a runnable that changed since it was
+// read; the next pass looks again.
+var errMoved = errors.New("runnable changed since it was read")
+
+// evict ends the runnable's current attempt and, in the same transaction,
+// keeps its preserved state, marks the old copy for removal and either
+// queues the runnable for placement elsewhere or, when the old copy must
+// go first, leaves it FailingOver until the cleanup has removed it.
+func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable, v Verdict) error {
+	now := c.cfg.Now()
+	var rules []v1alpha1.StatePreservationRule
+	if app := appFailover(&r.doc.Spec); app != nil && app.StatePreservation != nil {
+		rules = app.StatePreservation.Rules
+	}
+	preserved, notes := Preserve(rules, r.status.Result, r.status.Preserved)
+
+	err := c.runnableTx(ctx, rec, func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
+		attempts, err := tx.ListAttempts(ctx, rec.UID)
+		if err != nil {
+			return nil, err
+		}
+		n := len(attempts)
+		if n == 0 || attempts[n-1].EndedAt != nil || attempts[n-1].Cluster != rec.Cluster {
+			return nil, errMoved
+		}
+		a := attempts[n-1]
+		a.EndedAt, a.Result, a.Reason, a.Message = &now, ResultEvicted, v.Reason, v.Message
+		if v.Purge != v1alpha1.PurgeNever {
+			a.Cleanup = store.CleanupPending
+			if v.Purge == v1alpha1.PurgeGracefully && !v.DeleteFirst {
+				after := now.Add(v.Grace)
+				a.CleanupAfter = &after
+			}
+		}
+		if err := tx.PutAttempt(ctx, a); err != nil {
+			return nil, err
+		}
+
+		st.Preserved = preserved
+		st.Health, st.UnhealthySince = "", nil
+		var b strings.Builder
+		fmt.Fprintf(&b, "attempt %d evicted from %s (%s): %s", a.Number, a.Cluster, v.Reason, v.Message)
+		if len(preserved) > 0 {
+			fmt.Fprintf(&b, "; preserved %s", preservedString(preserved))
+		}
+		for _, note := range notes {
+			fmt.Fprintf(&b, "; not preserved: %s", note)
+		}
+		phase := v1alpha1.PhaseQueued
+		switch {
+		case v.DeleteFirst:
+			phase = v1alpha1.PhaseFailingOver
+			fmt.Fprintf(&b, "; removing it from %s before placing it again", a.Cluster)
+		case a.Cleanup == store.CleanupPending:
+			fmt.Fprintf(&b, "; placing it again, and removing the old copy from %s when possible", a.Cluster)
+		default:
+			fmt.Fprintf(&b, "; placing it again; the old copy stays on %s (purge mode Never)", a.Cluster)
+		}
+		st.Message = b.String()
+		ch := &change{phase: phase, audit: &audit.Entry{Action: "evict", Summary: st.Message}}
+		if phase == v1alpha1.PhaseQueued {
+			ch.cluster = new("")
+			if err := enqueue(ctx, tx, rec, a.Number); err != nil {
+				return nil, err
+			}
+		}
+		return ch, nil
+	})
+	if err == nil {
+		c.metrics.evictions.WithLabelValues(v.Reason).Inc()
+		c.log.Info("evicted", "runnable", rec.Namespace+"/"+rec.Name, "reason", v.Reason, "message", v.Message)
+	}
+	return err
+}
+
+// setMessage writes a runnable's status message when it changed, without
+// touching anything else: the runnable is waiting for a failover.
+func (c *Controller) setMessage(ctx context.Context, rec *store.Runnable, r *runnable, msg string) error {
+	if r.status.Message == msg {
+		return nil
+	}
+	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
+		st.Message = msg
+		return &change{phase: v1alpha1.Phase(rec.Phase)}, nil
+	})
+}
+
+// change is what a runnableTx callback does to the runnable besides its
+// status.
+type change struct {
+	phase   v1alpha1.Phase
+	cluster *string      // nil keeps the cluster
+	audit   *audit.Entry // Actor, Kind, Namespace, Name and Outcome are filled in
+}
+
+// runnableTx applies edit to the runnable in one transaction, provided it
+// is still as rec found it: edit changes the status, may write more, and
+// says what else changes. A runnable that moved on meanwhile is left
+// alone.
+func (c *Controller) runnableTx(ctx context.Context, rec *store.Runnable,
+	edit func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error)) error {
+	err := c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		cur, err := tx.GetRunnableByUID(ctx, rec.UID)
+		if err != nil {
+			return err
+		}
+		if cur.ResourceVersion != rec.ResourceVersion {
+			return errMoved
+		}
+		var st v1alpha1.RunnableStatus
+		if len(cur.Status) > 0 {
+			if err := json.Unmarshal(cur.Status, &st); err != nil {
+				return fmt.Errorf("runnable %s: stored status: %w", cur.UID, err)
+			}
+		}
+		ch, err := edit(tx, &st)
+		if err != nil {
+			return err
+		}
+		if ch.cluster != nil {
+			cur.Cluster = *ch.cluster
+		}
+		cur.Phase = string(ch.phase)
+		if cur.Status, err = json.Marshal(st); err != nil {
+			return err
+		}
+		if err := tx.UpdateRunnable(ctx, cur); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return errMoved
+			}
+			return err
+		}
+		if ch.audit == nil {
+			return nil
+		}
+		entry := ch.audit
+		entry.Actor, entry.Kind, entry.Namespace, entry.Name = Actor, v1alpha1.KindRunnable, cur.Namespace, cur.Name
+		entry.Outcome = string(ch.phase)
+		// The audit entry is appended last: it holds the chain until commit.
+		return tx.AppendAudit(ctx, entry)
+	})
+	if errors.Is(err, errMoved) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// enqueue tells the submitters that the runnable waits for a cluster
+// again. The attempt number makes each failover's message distinct, so
+// that the stream's deduplication does not drop it.
+func enqueue(ctx context.Context, tx *store.Tx, rec *store.Runnable, attempt int) error {
+	msg := stream.Submission{UID: rec.UID, Namespace: rec.Namespace, Name: rec.Name,
+		Event: stream.SubmissionFailover, Attempt: attempt}
+	data, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	return tx.EnqueueOutbox(ctx, &store.OutboxMessage{Subject: stream.SubjectSubmissions, MsgID: msg.ID(), Data: data})
+}
+
+func preservedString(p map[string]string) string {
+	keys := slices.Sorted(maps.Keys(p))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + p[k]
+	}
+	return strings.Join(parts, ", ")
+}

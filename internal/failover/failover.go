@@ -1,0 +1,346 @@
+// Package failover moves runnables off failed clusters and away from
+// failed applications, carrying their preserved state, and removes the
+// copies they leave behind. It is the work half of `purser controller`;
+// the cluster health it reacts to (conditions and taints) comes from
+// internal/clusters.
+//
+// Every pass reads the truth from the database: the runnables that occupy
+// a cluster, their clusters' taints and agent heartbeats, and the clock of
+// each unhealthy object (status.unhealthySince). Each change is one
+// optimistic transaction with its audit entry, so a controller restarted
+// at any point, or two of them, never evict an attempt twice.
+package failover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/placement"
+	"github.com/purser-io/purser/internal/store"
+)
+
+// Actor is the audit log's name for the controller.
+const Actor = "controller"
+
+// Defaults of Config.
+const (
+	DefaultInterval      = time.Second
+	DefaultAgentLease    = 30 * time.Second
+	DefaultFencingMargin = 10 * time.Second
+	DefaultEvictionRate  = 20.0 // evictions per second
+)
+
+// Config is what the failover controller needs.
+type Config struct {
+	Store *store.Store
+	// Objects deletes the copies left on clusters.
+	Objects *clusters.Objects
+	// Interval between passes. Default 1 s.
+	Interval time.Duration
+	// AgentLease must match the agents' --lease-duration. Default 30 s.
+	AgentLease time.Duration
+	// FencingMargin is waited beyond AgentLease before an AtMostOne
+	// runnable leaves an unreachable cluster. Default 10 s.
+	FencingMargin time.Duration
+	// EvictionRate bounds evictions per second (burst: the same number),
+	// so that a whole cluster failing does not storm the others. Default 20.
+	EvictionRate float64
+	Logger       *slog.Logger
+	// Registerer receives the metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Controller evicts, re-places and cleans up.
+type Controller struct {
+	cfg     Config
+	log     *slog.Logger
+	limiter *rate.Limiter
+	metrics *metrics
+}
+
+// New returns a controller with cfg's defaults filled in.
+func New(cfg Config) *Controller {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.AgentLease <= 0 {
+		cfg.AgentLease = DefaultAgentLease
+	}
+	if cfg.FencingMargin <= 0 {
+		cfg.FencingMargin = DefaultFencingMargin
+	}
+	if cfg.EvictionRate <= 0 {
+		cfg.EvictionRate = DefaultEvictionRate
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	burst := max(1, int(cfg.EvictionRate))
+	return &Controller{
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "failover"),
+		limiter: rate.NewLimiter(rate.Limit(cfg.EvictionRate), burst),
+		metrics: newMetrics(cfg.Registerer),
+	}
+}
+
+// Run makes passes every Interval until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	c.log.Info("failover controller started", "interval", c.cfg.Interval, "agentLease", c.cfg.AgentLease,
+		"fencingMargin", c.cfg.FencingMargin, "evictionRate", c.cfg.EvictionRate)
+	for ctx.Err() == nil {
+		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("failover pass failed; trying again", "error", err)
+		}
+		backoff.Sleep(ctx, c.cfg.Interval)
+	}
+	return nil
+}
+
+// Pass looks once at every runnable that occupies a cluster, then at
+// every copy left to remove.
+func (c *Controller) Pass(ctx context.Context) error {
+	views, err := c.clusterViews(ctx)
+	if err != nil {
+		return err
+	}
+	scanErr := c.scan(ctx, views)
+	cleanErr := c.cleanup(ctx, views)
+	return errors.Join(scanErr, cleanErr)
+}
+
+// occupying are the phases of a runnable whose attempt is on a cluster.
+var occupying = []string{string(v1alpha1.PhaseScheduled), string(v1alpha1.PhaseSubmitted), string(v1alpha1.PhaseRunning)}
+
+const pageSize = 500
+
+func (c *Controller) scan(ctx context.Context, views map[string]*clusterView) error {
+	var after int64
+	for {
+		var page []*store.Runnable
+		err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			page, err = tx.ListRunnablesInPhases(ctx, occupying, after, pageSize)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, rec := range page {
+			if err := c.consider(ctx, rec, views); err != nil {
+				c.log.Warn("failover of runnable failed; trying again next pass",
+					"runnable", rec.Namespace+"/"+rec.Name, "error", err)
+			}
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// consider decides about one runnable and acts on the decision.
+func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views map[string]*clusterView) error {
+	r, err := readRunnable(rec)
+	if err != nil {
+		return err
+	}
+	if rec.Phase == string(v1alpha1.PhaseScheduled) {
+		return nil // the submitter is creating it; nothing runs yet
+	}
+	view := views[rec.Cluster]
+	if view == nil {
+		return nil // a removed cluster: the submitter places it again
+	}
+	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin})
+	if !v.Evict {
+		if v.Message != "" {
+			return c.setMessage(ctx, rec, r, v.Message)
+		}
+		return nil
+	}
+	gvk, err := r.gvk()
+	if err != nil {
+		return err
+	}
+	p := Excluding(r.doc.Spec.Placement, rec.Cluster)
+	target := placement.Choose(p, gvk.String(), placementViews(views))
+	if target.Cluster == "" {
+		c.metrics.blocked.Inc()
+		return c.setMessage(ctx, rec, r, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
+			v.Message, rec.Cluster, target.Reason))
+	}
+	if !c.limiter.Allow() {
+		c.metrics.rateLimited.Inc()
+		return nil // the next pass takes it
+	}
+	return c.evict(ctx, rec, r, v)
+}
+
+// Excluding adds cluster to the placement's exclusions: the cluster an
+// attempt was evicted from is never the next attempt's.
+func Excluding(p v1alpha1.Placement, cluster string) v1alpha1.Placement {
+	aff := v1alpha1.ClusterAffinity{}
+	if p.ClusterAffinity != nil {
+		aff = *p.ClusterAffinity
+	}
+	aff.Exclude = append(slices.Clone(aff.Exclude), cluster)
+	p.ClusterAffinity = &aff
+	return p
+}
+
+// runnable is a stored runnable decoded.
+type runnable struct {
+	doc    store.Document[v1alpha1.RunnableSpec]
+	status v1alpha1.RunnableStatus
+}
+
+func readRunnable(rec *store.Runnable) (*runnable, error) {
+	r := &runnable{}
+	if err := json.Unmarshal(rec.Spec, &r.doc); err != nil {
+		return nil, fmt.Errorf("runnable %s/%s: stored spec: %w", rec.Namespace, rec.Name, err)
+	}
+	if len(rec.Status) > 0 {
+		if err := json.Unmarshal(rec.Status, &r.status); err != nil {
+			return nil, fmt.Errorf("runnable %s/%s: stored status: %w", rec.Namespace, rec.Name, err)
+		}
+	}
+	return r, nil
+}
+
+func (r *runnable) gvk() (schema.GroupVersionKind, error) {
+	apiVersion, _ := r.doc.Spec.Template["apiVersion"].(string)
+	kind, _ := r.doc.Spec.Template["kind"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || apiVersion == "" || kind == "" {
+		return schema.GroupVersionKind{}, fmt.Errorf("template has no valid apiVersion and kind")
+	}
+	return gv.WithKind(kind), nil
+}
+
+// clusterView is one registered cluster as the controller sees it.
+type clusterView struct {
+	row       *store.Cluster
+	failover  Cluster
+	placement placement.Cluster
+}
+
+// clusterViews reads every cluster with its taints, readiness and agent
+// heartbeat, in one transaction.
+func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView, error) {
+	var rows []*store.Cluster
+	var agents map[string]store.AgentFreshness
+	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		if rows, err = tx.ListClusters(ctx); err != nil {
+			return err
+		}
+		agents, err = tx.ListAgentFreshness(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*clusterView, len(rows))
+	for _, row := range rows {
+		var spec store.Document[v1alpha1.ClusterSpec]
+		var status v1alpha1.ClusterStatus
+		if err := json.Unmarshal(row.Spec, &spec); err != nil {
+			c.log.Error("cluster spec does not decode; cluster skipped", "cluster", row.Name, "error", err)
+			continue
+		}
+		if len(row.Status) > 0 {
+			if err := json.Unmarshal(row.Status, &status); err != nil {
+				c.log.Error("cluster status does not decode; cluster skipped", "cluster", row.Name, "error", err)
+				continue
+			}
+		}
+		taints := append(append([]corev1.Taint(nil), spec.Spec.Taints...), status.Taints...)
+		ready := readyCondition(status.Conditions)
+		v := &clusterView{
+			row: row,
+			failover: Cluster{
+				Name:   row.Name,
+				Taints: taints,
+				// Unknown is what an unreachable kube-apiserver gives; a
+				// cluster never probed yet counts as reachable.
+				Reachable: ready == nil || ready.Status != metav1.ConditionUnknown,
+			},
+			placement: placement.Cluster{
+				Name: row.Name, Labels: row.Labels, Taints: taints,
+				Ready: ready == nil || ready.Status == metav1.ConditionTrue,
+			},
+		}
+		if a, ok := agents[row.Name]; ok && a.LastHeartbeat != nil {
+			v.failover.LastHeartbeat = a.LastHeartbeat
+		}
+		out[row.Name] = v
+	}
+	return out, nil
+}
+
+func readyCondition(conds []v1alpha1.Condition) *v1alpha1.Condition {
+	for i := range conds {
+		if conds[i].Type == v1alpha1.ConditionReady {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func placementViews(views map[string]*clusterView) []placement.Cluster {
+	out := make([]placement.Cluster, 0, len(views))
+	for _, v := range views {
+		out = append(out, v.placement)
+	}
+	return out
+}
+
+// metrics of the failover controller.
+type metrics struct {
+	evictions   *prometheus.CounterVec
+	purged      prometheus.Counter
+	blocked     prometheus.Counter
+	rateLimited prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "purser_failover_evictions_total", Help: "Attempts evicted, by reason.",
+		}, []string{"reason"}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_failover_purged_total", Help: "Old copies removed from their clusters.",
+		}),
+		blocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_failover_blocked_total", Help: "Evictions held back because no other cluster was eligible.",
+		}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_failover_rate_limited_total", Help: "Evictions postponed to a later pass by the eviction rate limit.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited)
+	}
+	return m
+}

@@ -1,0 +1,111 @@
+package failover
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+// Consistency is the runnable's consistency, AtMostOne unless it asks for
+// AtLeastOne: a runnable without a failover section gets the safe choice
+// too, since cluster failover moves every runnable.
+func Consistency(spec *v1alpha1.RunnableSpec) string {
+	if f := spec.Failover; f != nil && f.Consistency == v1alpha1.ConsistencyAtLeastOne {
+		return v1alpha1.ConsistencyAtLeastOne
+	}
+	return v1alpha1.ConsistencyAtMostOne
+}
+
+// Prepare carries failover onto the object of an attempt: the
+// consistency label that tells the cluster's agent what to fence, each
+// preserved value as a label named after its rule's aliasLabelName, and
+// the spec's mutations, each applied when its `when` holds. An error means
+// the runnable's own expressions cannot be applied, which is permanent.
+func Prepare(obj *unstructured.Unstructured, spec *v1alpha1.RunnableSpec, preserved map[string]string) error {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1alpha1.LabelConsistency] = Consistency(spec)
+	for name, value := range preserved {
+		if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+			continue // kept in status.preserved and usable by mutations, but not a label value
+		}
+		labels[name] = value
+	}
+	obj.SetLabels(labels)
+	if spec.Failover == nil {
+		return nil
+	}
+	vars := map[string]any{v1alpha1.MutationVariable: nonNil(preserved)}
+	for i, m := range spec.Failover.Mutations {
+		apply, err := evalMutation(m.When, vars)
+		if err != nil {
+			return fmt.Errorf("spec.failover.mutations[%d].when: %w", i, err)
+		}
+		if b, ok := apply.(bool); !ok {
+			return fmt.Errorf("spec.failover.mutations[%d].when gave %T, not a bool", i, apply)
+		} else if !b {
+			continue
+		}
+		value, err := evalMutation(m.Value, vars)
+		if err != nil {
+			return fmt.Errorf("spec.failover.mutations[%d].value: %w", i, err)
+		}
+		path := strings.Split(m.Path, ".")
+		if err := unstructured.SetNestedField(obj.Object, value, path...); err != nil {
+			return fmt.Errorf("spec.failover.mutations[%d]: set %s: %w", i, m.Path, err)
+		}
+	}
+	return nil
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// programs caches compiled mutation expressions: the same few expressions
+// run on every attempt of every runnable that uses them.
+var programs sync.Map // expression -> cel.Program
+
+func evalMutation(expr string, vars map[string]any) (any, error) {
+	p, ok := programs.Load(expr)
+	if !ok {
+		env, err := v1alpha1.NewMutationEnv()
+		if err != nil {
+			return nil, err
+		}
+		ast, iss := env.Compile(expr)
+		if iss != nil && iss.Err() != nil {
+			return nil, iss.Err()
+		}
+		prg, err := env.Program(ast, cel.CostLimit(100000))
+		if err != nil {
+			return nil, err
+		}
+		p, _ = programs.LoadOrStore(expr, prg)
+	}
+	out, _, err := p.(cel.Program).Eval(vars)
+	if err != nil {
+		return nil, err
+	}
+	v := out.Value()
+	switch x := v.(type) {
+	case string, bool:
+		return x, nil
+	case int64:
+		return x, nil
+	case float64:
+		return x, nil
+	}
+	return nil, fmt.Errorf("gives %s, which cannot go into an object (want a string, number or bool)", out.Type().TypeName())
+}
