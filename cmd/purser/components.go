@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
@@ -62,6 +63,9 @@ func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) 
 		}
 		closers = append(closers, func() { h.db.Close() })
 	}
+	if f.nats == "" {
+		return h, closeAll, nil // a component that never uses the stream
+	}
 	if h.streams, err = stream.Connect(ctx, f.nats, stream.Options{Name: "purser-" + name}); err != nil {
 		closeAll()
 		return nil, nil, err
@@ -72,6 +76,13 @@ func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) 
 		return nil, nil, err
 	}
 	return h, closeAll, nil
+}
+
+// openStore opens the database and the key only.
+func (f *hubFlags) openStore(ctx context.Context, name string) (*hub, func(), error) {
+	g := *f
+	g.nats = ""
+	return g.open(ctx, name)
 }
 
 func newSubmitterCommand() *cobra.Command {
@@ -160,12 +171,19 @@ func newIngesterCommand() *cobra.Command {
 func newAgentCommand() *cobra.Command {
 	var f hubFlags
 	var kubeconfig, cluster string
+	var leaseDuration time.Duration
+	elect := agent.LeaderElection{Enabled: true}
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Watch one member cluster: events, snapshots and heartbeats to the stream",
 		Long: `Run beside (--kubeconfig) or inside (in-cluster config) one member cluster:
-watch the tracked kinds, publish their changes and periodic snapshots to the
-stream, and heartbeat. It never talks to the database.`,
+watch the tracked kinds and every object carrying purser's labels, publish
+their changes and periodic snapshots to the stream, and heartbeat. Cut off
+from the stream for longer than --lease-duration, it suspends (Jobs,
+FlinkDeployments) or deletes the objects labelled
+purser.io/consistency=AtMostOne, and resumes none of them afterwards. Several
+agents of one cluster elect one leader through a Lease in the cluster
+(--leader-elect); the others stand by. It never talks to the database.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cluster == "" {
@@ -180,7 +198,8 @@ stream, and heartbeat. It never talks to the database.`,
 				return err
 			}
 			defer closeHub()
-			a, err := agent.New(agent.Config{Cluster: cluster, RESTConfig: cfg, Stream: h.streams, Logger: h.log.With("cluster", cluster)})
+			a, err := agent.New(agent.Config{Cluster: cluster, RESTConfig: cfg, Stream: h.streams,
+				LeaseDuration: leaseDuration, LeaderElection: elect, Logger: h.log.With("cluster", cluster)})
 			if err != nil {
 				return err
 			}
@@ -191,20 +210,15 @@ stream, and heartbeat. It never talks to the database.`,
 	f.register(cmd, false, false)
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster (default: in-cluster config)")
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the cluster's name as registered in purser")
+	cmd.Flags().DurationVar(&leaseDuration, "lease-duration", 30*time.Second, "how long after the last acknowledged heartbeat the agent fences its AtMostOne work")
+	cmd.Flags().BoolVar(&elect.Enabled, "leader-elect", true, "elect one working agent among the replicas for this cluster, through a Lease in the cluster")
+	cmd.Flags().StringVar(&elect.Namespace, "leader-elect-resource-namespace", agent.DefaultLeaderElectionNamespace, "namespace of the leader Lease (created if missing)")
+	cmd.Flags().StringVar(&elect.Name, "leader-elect-resource-name", agent.DefaultLeaderElectionName, "name of the leader Lease")
+	cmd.Flags().StringVar(&elect.Identity, "identity", "", "name of this replica in the Lease and its heartbeats (default: host name and pid)")
+	cmd.Flags().DurationVar(&elect.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after the leader's last renewal a standby takes over")
+	cmd.Flags().DurationVar(&elect.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader fails to renew before it stops working")
+	cmd.Flags().DurationVar(&elect.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between attempts to acquire or renew the Lease")
 	return cmd
-}
-
-// newControllerCommand stands for the component that is not built yet, and
-// says so rather than pretend to run.
-func newControllerCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "controller",
-		Short: "Cluster and application health, taints, failover with preserved state (not in this build yet)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("purser controller is not in this build yet")
-		},
-	}
 }
 
 func newComponentCommands() []*cobra.Command {

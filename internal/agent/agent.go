@@ -1,10 +1,14 @@
 // Package agent is purser's watcher inside (or beside) one member cluster.
-// It keeps trimmed informer caches of the tracked kinds and turns them into
-// the three things the hub needs from a cluster: an event per change on the
+// It keeps trimmed informer caches of the tracked kinds, and of purser's
+// objects of every other kind (labelled.go), and turns them into the three
+// things the hub needs from a cluster: an event per change on the
 // cluster's events subject, a periodic snapshot of (uid, resourceVersion)
 // per kind from which the ingester removes zombie records, and a
-// heartbeat in the heartbeats bucket. It never writes to the database:
-// the ingester (internal/inventory) does, from the stream.
+// heartbeat in the heartbeats bucket, which is also the agent's lease: cut
+// off from the hub for longer than the lease, it stops the AtMostOne work
+// in its cluster itself (fence.go). Several agents of one cluster elect one
+// to do all this (leader.go). It never writes to the database: the
+// ingester (internal/inventory) does, from the stream.
 package agent
 
 import (
@@ -13,29 +17,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/stream"
 )
 
 // DefaultKinds are tracked when Config.Kinds is empty: the runnables and
-// deployables purser places, including CRDs that may not be installed.
+// deployables purser places, including CRDs that may not be installed, and
+// the nodes, whose status.allocatable placement reads from the inventory.
+// Objects of every other kind are tracked too when they carry purser's
+// labels (see labelled.go).
 var DefaultKinds = []schema.GroupVersionKind{
 	{Group: "batch", Version: "v1", Kind: "Job"},
 	{Group: "argoproj.io", Version: "v1alpha1", Kind: "Workflow"},
@@ -44,6 +46,7 @@ var DefaultKinds = []schema.GroupVersionKind{
 	{Group: "apps", Version: "v1", Kind: "StatefulSet"},
 	{Version: "v1", Kind: "ConfigMap"},
 	{Version: "v1", Kind: "Secret"},
+	{Version: "v1", Kind: "Node"},
 }
 
 // Config configures an Agent. Zero durations take the defaults.
@@ -53,12 +56,22 @@ type Config struct {
 	Cluster    string
 	RESTConfig *rest.Config
 	Stream     *stream.Client
-	Kinds      []schema.GroupVersionKind
+	// Kinds are tracked in full; objects of other kinds only when they
+	// carry purser's labels.
+	Kinds []schema.GroupVersionKind
 	// SnapshotInterval: 60s. HeartbeatInterval: 10s. DiscoveryInterval
-	// (how often absent kinds are looked for again): 30s.
+	// (how often absent kinds and new resources are looked for): 30s.
 	SnapshotInterval  time.Duration
 	HeartbeatInterval time.Duration
 	DiscoveryInterval time.Duration
+	// LeaseDuration is how long after the agent's last acknowledged
+	// heartbeat the control plane considers it gone: 30s, and at least
+	// three HeartbeatIntervals. Past it the agent fences its cluster (see
+	// fence.go).
+	LeaseDuration time.Duration
+	// LeaderElection lets several agents of one cluster run, one working
+	// and the others standing by. Off unless Enabled.
+	LeaderElection LeaderElection
 	// QueueSize bounds the events waiting to be published (10,000). When
 	// it overflows the agent republishes its whole cache rather than lose
 	// an event.
@@ -71,7 +84,9 @@ type Agent struct {
 	cfg  Config
 	log  *slog.Logger
 	dyn  dynamic.Interface
-	disc discovery.DiscoveryInterface
+	disc *discovery.DiscoveryClient
+	// elect is the validated leader election, nil when it is off.
+	elect *elector
 
 	queue    chan *Event
 	overflow atomic.Bool
@@ -79,17 +94,23 @@ type Agent struct {
 	// snapshotNow asks the snapshot loop for an early snapshot, after a
 	// resync that may have lost deletions.
 	snapshotNow chan struct{}
+	// published counts acknowledged messages; fenced counts objects
+	// suspended or deleted by fencing. Both only grow.
+	published atomic.Int64
+	fenced    atomic.Int64
+	// leading is true while the agent does its work: always without
+	// leader election, while it holds the lease with it.
+	leading atomic.Bool
 
+	// The state of one term of leadership, reset when a term begins.
 	mu           sync.Mutex
-	watched      map[schema.GroupVersionKind]*watch
+	watched      map[schema.GroupVersionKind]*watch // the configured kinds
+	labelled     map[schema.GroupKind]*watch        // the others, for purser's objects
 	lastSnapshot time.Time
 	started      time.Time
-}
-
-// watch is one running informer.
-type watch struct {
-	gvk      schema.GroupVersionKind
-	informer cache.SharedIndexInformer
+	// lastBeat is when the last acknowledged heartbeat was sent, on the
+	// monotonic clock: the start of the agent's lease.
+	lastBeat time.Time
 }
 
 // New checks cfg and builds the clients; nothing runs until Run.
@@ -114,6 +135,14 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.DiscoveryInterval <= 0 {
 		cfg.DiscoveryInterval = 30 * time.Second
 	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = max(30*time.Second, 3*cfg.HeartbeatInterval)
+	}
+	if cfg.LeaseDuration < 3*cfg.HeartbeatInterval {
+		// A shorter lease expires between two beats that both succeed.
+		return nil, fmt.Errorf("agent %s: lease duration %s is under three heartbeat intervals (%s)",
+			cfg.Cluster, cfg.LeaseDuration, cfg.HeartbeatInterval)
+	}
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = 10000
 	}
@@ -127,6 +156,12 @@ func New(cfg Config) (*Agent, error) {
 	if rc.QPS == 0 {
 		rc.QPS, rc.Burst = 50, 100
 	}
+	if rc.WarningHandler == nil && rc.WarningHandlerWithContext == nil {
+		// Watching every resource for purser's labels meets deprecated
+		// ones (v1 Endpoints), which the API server warns about on every
+		// list and watch.
+		rc.WarningHandlerWithContext = warningLog{log.With("cluster", cfg.Cluster)}
+	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: dynamic client: %w", cfg.Cluster, err)
@@ -135,15 +170,31 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: discovery client: %w", cfg.Cluster, err)
 	}
-	return &Agent{
+	a := &Agent{
 		cfg:         cfg,
 		log:         log.With("cluster", cfg.Cluster),
 		dyn:         dyn,
 		disc:        disc,
 		queue:       make(chan *Event, cfg.QueueSize),
 		snapshotNow: make(chan struct{}, 1),
-		watched:     map[schema.GroupVersionKind]*watch{},
-	}, nil
+	}
+	if a.cfg.LeaderElection.Identity == "" {
+		host, _ := os.Hostname()
+		a.cfg.LeaderElection.Identity = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.LeaderElection.Enabled {
+		if a.elect, err = newElector(rc, &a.cfg.LeaderElection); err != nil {
+			return nil, fmt.Errorf("agent %s: leader election: %w", cfg.Cluster, err)
+		}
+	}
+	return a, nil
+}
+
+// warningLog logs the API server's warnings at debug level.
+type warningLog struct{ log *slog.Logger }
+
+func (w warningLog) HandleWarningHeaderWithContext(_ context.Context, code int, _ string, text string) {
+	w.log.Debug("kube-apiserver warning", "code", code, "text", text)
 }
 
 // publishers publish concurrently: each publish waits for its ack, and the
@@ -151,149 +202,61 @@ func New(cfg Config) (*Agent, error) {
 const publishers = 4
 
 // Run watches until ctx is done and returns once every goroutine it started
-// has stopped. It fails only when the stream's topology cannot be read at
-// start; later outages of the stream or the kube-apiserver are waited out.
+// has stopped. Outages of the stream or the kube-apiserver are waited out.
+// With leader election, the agent works only while it holds the lease and
+// stands by, campaigning again, after it lost it.
 func (a *Agent) Run(ctx context.Context) error {
-	a.started = time.Now()
-	kv, err := a.heartbeatBucket(ctx)
-	if err != nil {
-		return err
+	if a.elect != nil {
+		a.runElected(ctx)
+		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for range publishers {
-		wg.Go(func() { a.publishLoop(ctx) })
-	}
-	wg.Go(func() { a.discoveryLoop(ctx, &wg) })
-	wg.Go(func() { a.snapshotLoop(ctx) })
-	wg.Go(func() { a.heartbeatLoop(ctx, kv) })
-	wg.Go(func() { a.resyncLoop(ctx) })
-	<-ctx.Done()
-	wg.Wait()
+	a.lead(ctx)
 	return nil
 }
 
-// heartbeatBucket declares the topology (idempotent, so the agent does not
-// depend on another component having started first) and binds the bucket,
-// retrying while the stream is unavailable.
-func (a *Agent) heartbeatBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	for attempt := 0; ; attempt++ {
-		err := a.cfg.Stream.Declare(ctx)
-		if err == nil {
-			kv, kvErr := a.cfg.Stream.JetStream().KeyValue(ctx, stream.HeartbeatsBucket)
-			if kvErr == nil {
-				return kv, nil
-			}
-			err = kvErr
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("agent %s: %w", a.cfg.Cluster, ctx.Err())
-		}
-		a.log.Warn("stream not ready", "error", err)
-		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second)) {
-			return nil, fmt.Errorf("agent %s: %w", a.cfg.Cluster, ctx.Err())
-		}
+// lead does the agent's work, one term of leadership, until ctx is done.
+// The work (publishing, snapshots, heartbeats, fencing) has stopped when
+// leading turns false; the informers may take longer to return, since
+// client-go's reflector sleeps out its retry backoff without watching its
+// context, and lead waits for them too. Their handlers drop what they see
+// once ctx is done.
+func (a *Agent) lead(ctx context.Context) {
+	a.reset()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var work, informers sync.WaitGroup
+	a.leading.Store(true)
+	for range publishers {
+		work.Go(func() { a.publishLoop(ctx) })
 	}
+	work.Go(func() { a.discoveryLoop(ctx, &informers) })
+	work.Go(func() { a.snapshotLoop(ctx) })
+	work.Go(func() { a.heartbeatLoop(ctx) })
+	work.Go(func() { a.fenceLoop(ctx) })
+	work.Go(func() { a.resyncLoop(ctx) })
+	<-ctx.Done()
+	work.Wait()
+	a.leading.Store(false)
+	informers.Wait()
 }
 
-// discoveryLoop starts an informer for each tracked kind the API server
-// serves, and looks again for the others every DiscoveryInterval, so that
-// a CRD installed later is picked up. Informers run under wg.
-func (a *Agent) discoveryLoop(ctx context.Context, wg *sync.WaitGroup) {
-	for {
-		a.discover(ctx, wg)
-		if a.allWatched() {
-			return
-		}
-		if !backoff.Sleep(ctx, a.cfg.DiscoveryInterval) {
-			return
-		}
+// reset starts a term from nothing: the informers of the last one have
+// stopped, and events it queued but did not publish are dropped, since the
+// new informers' initial lists publish every object again.
+func (a *Agent) reset() {
+	for len(a.queue) > 0 {
+		<-a.queue
 	}
-}
-
-func (a *Agent) allWatched() bool {
+	a.overflow.Store(false)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.watched) == len(a.cfg.Kinds)
-}
-
-func (a *Agent) discover(ctx context.Context, wg *sync.WaitGroup) {
-	for _, gvk := range a.cfg.Kinds {
-		a.mu.Lock()
-		_, ok := a.watched[gvk]
-		a.mu.Unlock()
-		if ok || ctx.Err() != nil {
-			continue
-		}
-		gvr, found, err := a.resourceFor(gvk)
-		if err != nil {
-			a.log.Warn("discovery failed; will retry", "kind", gvk.String(), "error", err)
-			continue
-		}
-		if !found {
-			a.log.Debug("kind not served yet", "kind", gvk.String())
-			continue
-		}
-		w := a.newWatch(ctx, gvk, gvr)
-		a.mu.Lock()
-		a.watched[gvk] = w
-		a.mu.Unlock()
-		wg.Go(func() { w.informer.RunWithContext(ctx) })
-		a.log.Info("watching", "kind", gvk.String(), "resource", gvr.Resource)
-	}
-}
-
-// resourceFor finds the resource that serves gvk; found is false when the
-// group version or the kind is not (yet) served.
-func (a *Agent) resourceFor(gvk schema.GroupVersionKind) (gvr schema.GroupVersionResource, found bool, err error) {
-	list, err := a.disc.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
-	if apierrors.IsNotFound(err) {
-		return gvr, false, nil
-	}
-	if err != nil {
-		return gvr, false, err
-	}
-	for _, r := range list.APIResources {
-		// Subresources (jobs/status) share the kind; only the resource
-		// itself has a name without a slash.
-		if r.Kind == gvk.Kind && !strings.Contains(r.Name, "/") {
-			return gvk.GroupVersion().WithResource(r.Name), true, nil
-		}
-	}
-	return gvr, false, nil
-}
-
-func (a *Agent) newWatch(ctx context.Context, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource) *watch {
-	inf := dynamicinformer.NewFilteredDynamicInformer(a.dyn, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-	// SetTransform fails only once the informer runs, which it does not yet.
-	_ = inf.SetTransform(Trim)
-	w := &watch{gvk: gvk, informer: inf}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		// The initial list waits for room in the queue instead of
-		// overflowing it: a start with more objects than QueueSize would
-		// otherwise always end in a resync that publishes them twice. The
-		// wait costs little memory, since the informer's pending
-		// notifications point at objects its cache holds anyway.
-		AddFunc: func(obj any, initial bool) { a.enqueue(ctx, w, Added, obj, initial) },
-		UpdateFunc: func(oldObj, newObj any) {
-			o, okOld := oldObj.(*unstructured.Unstructured)
-			n, okNew := newObj.(*unstructured.Unstructured)
-			if okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion() {
-				return // a relist of an unchanged object
-			}
-			a.enqueue(ctx, w, Modified, newObj, false)
-		},
-		DeleteFunc: func(obj any) {
-			// A tombstone carries the last state the cache knew; the
-			// ingester's ordering rule treats its version like any other.
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			a.enqueue(ctx, w, Deleted, obj, false)
-		},
-	})
-	return w
+	a.watched = map[schema.GroupVersionKind]*watch{}
+	a.labelled = map[schema.GroupKind]*watch{}
+	a.lastSnapshot = time.Time{}
+	a.started = time.Now()
+	// The agent cannot know of beats before its term: its lease toward
+	// the control plane is counted from the term's start.
+	a.lastBeat = a.started
 }
 
 // newEvent builds the message for obj, dropping the object itself when it
@@ -324,6 +287,9 @@ func (a *Agent) newEvent(w *watch, typ string, u *unstructured.Unstructured) *Ev
 // is set: a full queue marks the agent for a full resync instead of
 // dropping the event quietly.
 func (a *Agent) enqueue(ctx context.Context, w *watch, typ string, obj any, wait bool) {
+	if ctx.Err() != nil {
+		return // the term is over; the queue may be the next one's
+	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		a.log.Error("unexpected object in informer", "kind", w.gvk.String(), "type", fmt.Sprintf("%T", obj))
@@ -369,6 +335,7 @@ func (a *Agent) publish(ctx context.Context, subject, id string, data []byte) bo
 	for attempt := 0; ; attempt++ {
 		err := a.cfg.Stream.Publish(ctx, subject, id, data)
 		if err == nil {
+			a.published.Add(1)
 			return true
 		}
 		if ctx.Err() != nil {
@@ -400,16 +367,20 @@ func (a *Agent) resyncLoop(ctx context.Context) {
 		}
 		n := 0
 		for _, w := range a.watches() {
-			for _, obj := range w.informer.GetStore().List() {
-				u, ok := obj.(*unstructured.Unstructured)
-				if !ok {
-					continue
-				}
-				select {
-				case a.queue <- a.newEvent(w, Modified, u):
-					n++
-				case <-ctx.Done():
-					return
+			for _, inf := range w.informers {
+				// An object in two caches of a labelled kind is queued
+				// twice; its message id makes the second a duplicate.
+				for _, obj := range inf.GetStore().List() {
+					u, ok := obj.(*unstructured.Unstructured)
+					if !ok {
+						continue
+					}
+					select {
+					case a.queue <- a.newEvent(w, Modified, u):
+						n++
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 		}
@@ -422,11 +393,15 @@ func (a *Agent) resyncLoop(ctx context.Context) {
 	}
 }
 
+// watches lists the tracked kinds, configured and labelled.
 func (a *Agent) watches() []*watch {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]*watch, 0, len(a.watched))
+	out := make([]*watch, 0, len(a.watched)+len(a.labelled))
 	for _, w := range a.watched {
+		out = append(out, w)
+	}
+	for _, w := range a.labelled {
 		out = append(out, w)
 	}
 	return out
@@ -455,19 +430,12 @@ func (a *Agent) snapshot(ctx context.Context) {
 	takenAt := time.Now().UTC()
 	var lists []KindList
 	for _, w := range a.watches() {
-		if !w.informer.HasSynced() {
+		rv, items, ok := w.list()
+		if !ok {
 			continue // a partial cache would make live objects look like zombies
 		}
-		rv := w.informer.LastSyncResourceVersion()
-		objs := w.informer.GetStore().List()
-		l := KindList{APIVersion: w.gvk.GroupVersion().String(), Kind: w.gvk.Kind, ListResourceVersion: rv,
-			Items: make([][2]string, 0, len(objs))}
-		for _, obj := range objs {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				l.Items = append(l.Items, [2]string{string(u.GetUID()), u.GetResourceVersion()})
-			}
-		}
-		lists = append(lists, l)
+		lists = append(lists, KindList{APIVersion: w.gvk.GroupVersion().String(), Kind: w.gvk.Kind,
+			ListResourceVersion: rv, Items: items})
 	}
 	if len(lists) == 0 {
 		return
@@ -486,36 +454,4 @@ func (a *Agent) snapshot(ctx context.Context) {
 	a.mu.Lock()
 	a.lastSnapshot = takenAt
 	a.mu.Unlock()
-}
-
-func (a *Agent) heartbeatLoop(ctx context.Context, kv jetstream.KeyValue) {
-	t := time.NewTicker(a.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		a.heartbeat(ctx, kv)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (a *Agent) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
-	hb := Heartbeat{Cluster: a.cfg.Cluster, Time: time.Now().UTC(), Started: a.started.UTC(),
-		Objects: map[string]int{}, Pending: len(a.queue), Resyncs: a.resyncs.Load()}
-	for _, w := range a.watches() {
-		hb.Objects[kindKey(w.gvk.GroupVersion().String(), w.gvk.Kind)] = len(w.informer.GetStore().ListKeys())
-	}
-	a.mu.Lock()
-	hb.LastSnapshot = a.lastSnapshot
-	a.mu.Unlock()
-	data, err := json.Marshal(hb)
-	if err != nil {
-		return
-	}
-	if _, err := kv.Put(ctx, a.cfg.Cluster, data); err != nil && ctx.Err() == nil {
-		// The next beat retries; a missed one is what the TTL tolerates.
-		a.log.Warn("heartbeat failed", "error", err)
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -73,6 +74,70 @@ func TestTrim(t *testing.T) {
 	if out, _ := Trim(cm); out.(*unstructured.Unstructured).Object["data"] == nil {
 		t.Errorf("a ConfigMap lost its data")
 	}
+	node := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node",
+		"metadata": map[string]any{"name": "n"},
+		"status": map[string]any{
+			"allocatable": map[string]any{"cpu": "4", "memory": "8Gi"},
+			"images":      []any{map[string]any{"names": []any{"registry/image:1"}, "sizeBytes": int64(1 << 30)}},
+		}}}
+	out, _ := Trim(node)
+	status := out.(*unstructured.Unstructured).Object["status"].(map[string]any)
+	if _, ok := status["images"]; ok {
+		t.Errorf("a Node kept its images: %v", status)
+	}
+	if status["allocatable"] == nil {
+		t.Errorf("a Node lost its allocatable resources: %v", status)
+	}
+}
+
+// testLogger shows the agents' logs with -v.
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// start runs a new agent until the returned stop is called or the test
+// ends, and waits for Run to return either way.
+func start(t testing.TB, cfg Config) (a *Agent, stop func()) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("agent %s: %v", cfg.Cluster, err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return a, stop
+}
+
+// heartbeatOf reads the heartbeat of cluster from the bucket.
+func heartbeatOf(ctx context.Context, c *stream.Client, cluster string) (*Heartbeat, error) {
+	kv, err := c.JetStream().KeyValue(ctx, stream.HeartbeatsBucket)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	var hb Heartbeat
+	if err := json.Unmarshal(e.Value(), &hb); err != nil {
+		return nil, err
+	}
+	return &hb, nil
 }
 
 // TestChunkSnapshot: 100,000 objects split into messages under the stream's
@@ -244,20 +309,7 @@ func TestAgentOnARealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "widgets.example.purser.io"},
-		"spec": map[string]any{"group": "example.purser.io", "scope": "Namespaced",
-			"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object",
-					"x-kubernetes-preserve-unknown-fields": true}}}}},
-	}}
-	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = crds.Delete(context.Background(), "widgets.example.purser.io", metav1.DeleteOptions{}) })
+	installCRD(t, dyn, "example.purser.io", "v1", "Widget", "widgets")
 	widgets := dyn.Resource(widget.GroupVersion().WithResource("widgets")).Namespace(ns)
 	sandboxtest.Eventually(t, 2*time.Minute, "a Widget created once its CRD is served", func(ctx context.Context) error {
 		_, err := widgets.Create(ctx, &unstructured.Unstructured{Object: map[string]any{

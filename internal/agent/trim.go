@@ -20,7 +20,8 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // cache, so the agent never holds what it must not publish, and memory per
 // object shrinks. managedFields and the last-applied annotation are
 // bookkeeping of the writers (and the annotation of a Secret holds its
-// data in clear); a Secret keeps its metadata and a hash of its data. Trim
+// data in clear); a Secret keeps its metadata and a hash of its data; a
+// Node loses the list of its images. Trim
 // may see an object it already trimmed, and leaves it unchanged.
 func Trim(obj any) (any, error) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -55,6 +56,11 @@ func Trim(obj any) (any, error) {
 		}
 		delete(u.Object, "data")
 		delete(u.Object, "stringData")
+	}
+	if u.GetAPIVersion() == "v1" && u.GetKind() == "Node" {
+		// The images a node holds are the bulk of its status, and nothing
+		// in purser reads them.
+		unstructured.RemoveNestedField(u.Object, "status", "images")
 	}
 	return u, nil
 }

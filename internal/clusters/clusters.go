@@ -1,9 +1,15 @@
 // Package clusters is purser's one way to reach a registered member
 // cluster: it turns a store.Cluster row (its sealed kubeconfig) into a
 // client configuration. Every component that talks to a member cluster's
-// kube-apiserver (the syncer, and later the submitter and the controller's
-// health probes) builds its clients here, so that limits and timeouts are
+// kube-apiserver (the syncer, the submitter, the controller's health
+// probes) builds its clients here, so that limits and timeouts are
 // decided once.
+//
+// It also owns cluster health: Policy.Step, a pure state machine, turns
+// probes of a cluster's kube-apiserver and its agent's heartbeats into the
+// Ready condition and the taints purser puts on the cluster
+// (status.taints), with hysteresis; HealthMonitor runs it for
+// `purser controller` and writes the result, audited, to the store.
 package clusters
 
 import (

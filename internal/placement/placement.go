@@ -7,9 +7,11 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,9 +36,16 @@ type Cluster struct {
 	Serves func(gvk string) bool
 	// Active is the number of runnables placed on it and not ended.
 	Active int
-	// Capacity is its allocatable capacity in the same unit as Active's
-	// weight (e.g. pods); 0 when unknown.
-	Capacity int
+	// Capacity is what its schedulable nodes can allocate, as the
+	// inventory knows it; nil when not known (no Node record yet).
+	Capacity *Capacity
+}
+
+// Capacity is the allocatable capacity of a cluster's schedulable
+// (not cordoned) nodes.
+type Capacity struct {
+	// MilliCPU is allocatable CPU in millicores: the measure of load.
+	MilliCPU int64
 }
 
 // Matches reports whether c satisfies the placement's affinity (names,
@@ -103,9 +112,20 @@ type Decision struct {
 }
 
 // Choose picks a cluster for a runnable of kind gvk: among the Ready
-// clusters that match the placement and serve the kind, the least loaded
-// (active runnables relative to capacity), ties broken by name so that
-// the same state always gives the same answer.
+// clusters that match the placement and serve the kind, the least loaded,
+// ties broken by name so that the same state always gives the same answer.
+//
+// Load is active runnables per allocatable CPU core, counting the one
+// being placed: of two clusters equally loaded, the bigger one moves less
+// by taking it, and idle clusters fill in proportion to their size. CPU,
+// not pods, because it measures how big a cluster is: every node admits
+// about 110 pods whatever its size. A cluster whose capacity is not known
+// yet is measured as if it had the median capacity of the eligible
+// clusters that report one, so that it is neither starved (as with no
+// capacity) nor flooded (as with no load) while its agent catches up;
+// when none reports one, active runnables alone are compared, as if all
+// were the same size. A cluster known to have no schedulable CPU (every
+// node cordoned) comes last: it takes work only when nothing else can.
 func Choose(p v1alpha1.Placement, gvk string, clusters []Cluster) Decision {
 	d := Decision{Rejected: map[string]string{}}
 	var eligible []Cluster
@@ -124,40 +144,105 @@ func Choose(p v1alpha1.Placement, gvk string, clusters []Cluster) Decision {
 		}
 		eligible = append(eligible, c)
 	}
-	sort.SliceStable(eligible, func(i, j int) bool {
-		li, lj := load(eligible[i]), load(eligible[j])
-		if li != lj {
-			return li < lj
-		}
-		return eligible[i].Name < eligible[j].Name
-	})
-	for _, c := range eligible {
-		d.Eligible = append(d.Eligible, c.Name)
-	}
 	if len(eligible) == 0 {
 		d.Reason = "no eligible cluster: " + rejections(d.Rejected)
 		return d
 	}
-	d.Cluster = eligible[0].Name
-	d.Reason = fmt.Sprintf("%d eligible; chose %s: least loaded (%s)", len(eligible), d.Cluster, loadString(eligible[0]))
+	ranked := measure(eligible)
+	slices.SortFunc(ranked, func(a, b load) int { return a.compare(b) })
+	for _, l := range ranked {
+		d.Eligible = append(d.Eligible, l.name)
+	}
+	d.Cluster = ranked[0].name
+	d.Reason = fmt.Sprintf("%d eligible; chose %s: least loaded (%s)", len(ranked), d.Cluster, ranked[0])
 	return d
 }
 
-// load is the share of a cluster's capacity in use; with unknown capacity
-// the count of active runnables stands in, so that such clusters are still
-// spread over.
-func load(c Cluster) float64 {
-	if c.Capacity > 0 {
-		return float64(c.Active) / float64(c.Capacity)
-	}
-	return float64(c.Active)
+// load is a cluster's active runnables and the CPU they are measured
+// against.
+type load struct {
+	name   string
+	active int
+	// milliCPU is the capacity measured against: the cluster's own, or,
+	// when assumed, the median of the eligible clusters that know theirs
+	// (0 when none does, and then only active counts).
+	milliCPU int64
+	assumed  bool
 }
 
-func loadString(c Cluster) string {
-	if c.Capacity > 0 {
-		return fmt.Sprintf("%d active of capacity %d", c.Active, c.Capacity)
+func measure(eligible []Cluster) []load {
+	var known []int64
+	for _, c := range eligible {
+		if c.Capacity != nil && c.Capacity.MilliCPU > 0 {
+			known = append(known, c.Capacity.MilliCPU)
+		}
 	}
-	return fmt.Sprintf("%d active", c.Active)
+	typical := median(known)
+	out := make([]load, len(eligible))
+	for i, c := range eligible {
+		out[i] = load{name: c.Name, active: c.Active, milliCPU: typical, assumed: true}
+		if c.Capacity != nil {
+			out[i].milliCPU, out[i].assumed = c.Capacity.MilliCPU, false
+		}
+	}
+	return out
+}
+
+// median of xs, 0 for none; xs is reordered.
+func median(xs []int64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 1 {
+		return xs[m]
+	}
+	return (xs[m-1] + xs[m]) / 2
+}
+
+// full reports a cluster known to have no schedulable CPU.
+func (l load) full() bool { return !l.assumed && l.milliCPU <= 0 }
+
+// compare orders by load with the new runnable, (active+1)/cores,
+// compared exactly by cross multiplication; where there are no cores to
+// measure against, by active runnables; then by name.
+func (l load) compare(o load) int {
+	if l.full() != o.full() {
+		if l.full() {
+			return 1
+		}
+		return -1
+	}
+	c := cmp.Compare(l.active, o.active)
+	if l.milliCPU > 0 && o.milliCPU > 0 {
+		c = cmp.Compare(int64(l.active+1)*o.milliCPU, int64(o.active+1)*l.milliCPU)
+	}
+	if c != 0 {
+		return c
+	}
+	return strings.Compare(l.name, o.name)
+}
+
+// String is the load in words, for the decision's reason.
+func (l load) String() string {
+	switch {
+	case l.full():
+		return fmt.Sprintf("%d active; no schedulable CPU", l.active)
+	case !l.assumed:
+		return fmt.Sprintf("%d active on %s", l.active, cores(l.milliCPU))
+	case l.milliCPU > 0:
+		return fmt.Sprintf("%d active; capacity not known yet, taken as %s, the median of the eligible clusters",
+			l.active, cores(l.milliCPU))
+	}
+	return fmt.Sprintf("%d active; capacity not known", l.active)
+}
+
+func cores(milli int64) string {
+	if milli == 1000 {
+		return "1 core"
+	}
+	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) + " cores"
 }
 
 func rejections(r map[string]string) string {

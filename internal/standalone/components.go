@@ -10,6 +10,7 @@ import (
 
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/controller"
 	"github.com/purser-io/purser/internal/health"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/seal"
@@ -23,6 +24,11 @@ import (
 type runner interface {
 	Run(ctx context.Context) error
 }
+
+// runFunc is a component that is a function.
+type runFunc func(ctx context.Context) error
+
+func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
 
 // startComponents starts the submitter, the syncer, the ingester and the
 // agents' supervisor in goroutines that wg waits for.
@@ -40,6 +46,9 @@ func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, s
 		"syncer":    syncer.New(syncer.Config{Store: db, Sealer: sealer, Stream: streams, Identity: "purser-up", Logger: log.With("component", "syncer")}),
 		"ingester":  ingester,
 		"agents":    &agents{store: db, clusters: clusters.NewCache(sealer), stream: streams, log: log.With("component", "agent")},
+		"controller": runFunc(func(ctx context.Context) error {
+			return controller.Run(ctx, controller.Config{Store: db, Sealer: sealer, Registerer: metrics, Logger: log.With("component", "controller")})
+		}),
 	}
 	for name, c := range components {
 		wg.Add(1)

@@ -87,19 +87,21 @@ func (tx *Tx) GetCluster(ctx context.Context, name string) (*Cluster, error) {
 	return c, nil
 }
 
-// UpdateCluster writes Labels, Spec, Kubeconfig and Status of the cluster
-// called c.Name under the optimistic rule: ErrConflict when
-// c.ResourceVersion is stale, ErrNotFound when there is no such cluster.
+// UpdateCluster writes Labels, Spec and Kubeconfig of the cluster called
+// c.Name under the optimistic rule: ErrConflict when c.ResourceVersion is
+// stale, ErrNotFound when there is no such cluster. The status is the
+// controller's and is written only by UpdateClusterStatus, so that an
+// admin's update never puts back a status it read before a change.
 func (tx *Tx) UpdateCluster(ctx context.Context, c *Cluster) error {
 	labels, err := labelsJSON(c.Labels)
 	if err != nil {
 		return fmt.Errorf("update cluster %s: %w", c.Name, err)
 	}
 	now := tx.s.now()
-	res, err := tx.exec(ctx, `UPDATE clusters SET labels = ?, spec = ?, kubeconfig = ?, status = ?,
+	res, err := tx.exec(ctx, `UPDATE clusters SET labels = ?, spec = ?, kubeconfig = ?,
 			updated_at = ?, resource_version = resource_version + 1
 		WHERE name = ? AND resource_version = ?`,
-		labels, string(c.Spec), nullBlob(c.Kubeconfig), nullText(c.Status), tx.s.d.ts(now), c.Name, c.ResourceVersion)
+		labels, string(c.Spec), nullBlob(c.Kubeconfig), tx.s.d.ts(now), c.Name, c.ResourceVersion)
 	if err := tx.checkUpdated(ctx, res, err, "clusters", "name", c.Name, c.ResourceVersion); err != nil {
 		return fmt.Errorf("update cluster %s: %w", c.Name, err)
 	}

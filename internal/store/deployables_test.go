@@ -197,9 +197,12 @@ func testClusters(t *testing.T, eng engine) {
 
 	stale := *c
 	c.Labels = nil
-	c.Status = []byte(`{"conditions":[{"type":"Ready","status":"True"}]}`)
 	c.Kubeconfig = nil
+	// The status is the controller's: an update of the rest leaves it as
+	// stored.
+	c.Status = []byte(`{"conditions":[{"type":"Ready","status":"True"}]}`)
 	mustTx(t, s, func(tx *Tx) error { return tx.UpdateCluster(ctx, c) })
+	c.Status = nil
 	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.UpdateCluster(ctx, &stale) }), ErrConflict)
 	wantErr(t, s.Tx(ctx, func(tx *Tx) error {
 		return tx.UpdateCluster(ctx, &Cluster{Name: "nope", ResourceVersion: 1})

@@ -240,12 +240,16 @@ var activePhases = []string{string(v1alpha1.PhaseScheduled), string(v1alpha1.Pha
 func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind) ([]placement.Cluster, error) {
 	var rows []*store.Cluster
 	var active map[string]int
+	var capacity map[string]store.Capacity
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if rows, err = tx.ListClusters(ctx); err != nil {
 			return err
 		}
-		active, err = tx.CountRunnablesByCluster(ctx, activePhases...)
+		if active, err = tx.CountRunnablesByCluster(ctx, activePhases...); err != nil {
+			return err
+		}
+		capacity, err = tx.ClusterCapacity(ctx)
 		return err
 	})
 	if err != nil {
@@ -254,6 +258,9 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 	out := make([]placement.Cluster, 0, len(rows))
 	for _, row := range rows {
 		c := placement.Cluster{Name: row.Name, Labels: row.Labels, Active: active[row.Name]}
+		if nodes, ok := capacity[row.Name]; ok {
+			c.Capacity = &placement.Capacity{MilliCPU: nodes.MilliCPU}
+		}
 		var spec store.Document[v1alpha1.ClusterSpec]
 		if err := json.Unmarshal(row.Spec, &spec); err != nil {
 			s.log.Error("cluster spec does not decode; cluster skipped", "cluster", row.Name, "error", err)

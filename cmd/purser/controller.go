@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/controller"
+	"github.com/purser-io/purser/internal/failover"
+)
+
+func newControllerCommand() *cobra.Command {
+	var (
+		database, keyFile string
+		policy            clusters.Policy
+		fo                failover.Config
+		probeInterval     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Cluster health and taints, application health, failover with preserved state",
+		Long: `Watch over the farm:
+
+- probe every registered cluster's kube-apiserver (/readyz, else /healthz)
+  and read its agent's heartbeat; set the Ready condition with hysteresis,
+  taint a cluster NoSchedule as soon as it is not Ready and NoExecute after
+  --noexecute-grace;
+- move runnables off clusters tainted NoExecute they do not tolerate, and
+  runnables whose object stayed Unhealthy for their tolerationSeconds,
+  carrying the state their statePreservation rules extract;
+- for consistency AtMostOne, place work elsewhere only once the lost
+  cluster's agent has certainly suspended it (--agent-lease plus
+  --fencing-margin after its last heartbeat);
+- remove the copies left behind, as each runnable's purge mode says, when
+  their cluster answers.
+
+It talks to the database and the member clusters, never to the stream.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			hf := hubFlags{database: database, keyFile: keyFile}
+			h, closeHub, err := hf.openStore(cmd.Context(), "controller")
+			if err != nil {
+				return err
+			}
+			defer closeHub()
+			fmt.Fprintln(cmd.OutOrStdout(), "purser controller running")
+			return controller.Run(cmd.Context(), controller.Config{
+				Store: h.db, Sealer: h.sealer, Health: policy, ProbeInterval: probeInterval, Failover: fo, Logger: h.log,
+			})
+		},
+	}
+	cmd.Flags().StringVar(&database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
+	cmd.Flags().StringVar(&keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) that opens kubeconfigs")
+	cmd.Flags().DurationVar(&probeInterval, "probe-interval", clusters.DefaultProbeInterval, "how often each cluster is probed")
+	cmd.Flags().IntVar(&policy.FailureThreshold, "failure-threshold", clusters.DefaultFailureThreshold, "failed probes in a row before a cluster is not Ready")
+	cmd.Flags().IntVar(&policy.SuccessThreshold, "success-threshold", clusters.DefaultSuccessThreshold, "good probes in a row before a cluster is Ready again")
+	cmd.Flags().DurationVar(&policy.NoExecuteGrace, "noexecute-grace", clusters.DefaultNoExecuteGrace, "how long a cluster stays not Ready before it is tainted NoExecute and its work moves")
+	cmd.Flags().DurationVar(&fo.AgentLease, "agent-lease", failover.DefaultAgentLease, "the agents' --lease-duration: how long a cut-off agent keeps its work running")
+	cmd.Flags().DurationVar(&fo.FencingMargin, "fencing-margin", failover.DefaultFencingMargin, "waited beyond --agent-lease before AtMostOne work leaves a lost cluster")
+	cmd.Flags().Float64Var(&fo.EvictionRate, "eviction-rate", failover.DefaultEvictionRate, "most evictions per second across the farm")
+	cmd.Flags().DurationVar(&fo.Interval, "interval", failover.DefaultInterval, "period of the failover passes")
+	return cmd
+}

@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/backoff"
+)
+
+// Fencing keeps the promise of consistency AtMostOne when a cluster is cut
+// off from the hub: the control plane places such a runnable elsewhere
+// only once this agent's lease has expired (plus a margin), and by then the
+// agent, which counts the same lease on its own clock, has stopped the
+// copy here. Fencing is one-way: when heartbeats succeed again nothing is
+// resumed, since the control plane may have moved the work meanwhile and
+// is the one to decide.
+
+// Fencing actions.
+const (
+	fenceSuspend = "suspend"
+	fenceDelete  = "delete"
+)
+
+var (
+	jobKind   = schema.GroupKind{Group: "batch", Kind: "Job"}
+	flinkKind = schema.GroupKind{Group: "flink.apache.org", Kind: "FlinkDeployment"}
+)
+
+// fencing is what to do to one object; a zero fencing means nothing, the
+// object being suspended or on its way out already.
+type fencing struct {
+	action string
+	patch  []byte // the merge patch of fenceSuspend
+}
+
+// fencingFor decides how to stop u: a Job is suspended (its pods are
+// deleted, the Job and its history stay), a FlinkDeployment running a job
+// has the job suspended (the operator stops it the way its upgradeMode
+// says, savepoint or last state, which the next attempt can restore from),
+// anything else is deleted.
+func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured) fencing {
+	if u.GetDeletionTimestamp() != nil {
+		return fencing{}
+	}
+	switch gk {
+	case jobKind:
+		if suspended, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend"); suspended {
+			return fencing{}
+		}
+		return suspendPatch(u, map[string]any{"suspend": true})
+	case flinkKind:
+		if _, hasJob, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "job"); !hasJob {
+			// A session cluster runs no job of its own to suspend.
+			return fencing{action: fenceDelete}
+		}
+		if state, _, _ := unstructured.NestedString(u.Object, "spec", "job", "state"); state == "suspended" {
+			return fencing{}
+		}
+		return suspendPatch(u, map[string]any{"job": map[string]any{"state": "suspended"}})
+	}
+	return fencing{action: fenceDelete}
+}
+
+// suspendPatch is a merge patch of spec that applies only to u itself: the
+// uid makes the API server refuse it on another object of the same name.
+func suspendPatch(u *unstructured.Unstructured, spec map[string]any) fencing {
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": string(u.GetUID())},
+		"spec":     spec,
+	})
+	return fencing{action: fenceSuspend, patch: patch}
+}
+
+// fenceRepeat is how often fencing runs again while the lease stays
+// expired, for objects created since (by a submitter that still thinks the
+// cluster is the runnable's).
+func (a *Agent) fenceRepeat() time.Duration { return min(a.cfg.HeartbeatInterval, time.Second) }
+
+// fenceCallTimeout bounds one call to the kube-apiserver, so that one
+// hanging call does not hold back the objects after it.
+const fenceCallTimeout = 10 * time.Second
+
+// fenceLoop wakes when the lease would expire, and fences while it is
+// expired.
+func (a *Agent) fenceLoop(ctx context.Context) {
+	var done map[types.UID]string // fenced objects: uid -> the cached resourceVersion acted upon
+	for {
+		left := a.leaseLeft()
+		switch {
+		case left > 0 && done != nil:
+			done = nil
+			a.log.Info("heartbeats acknowledged again; fenced objects stay stopped", "fenced", a.fenced.Load())
+		case left <= 0:
+			if done == nil {
+				done = map[types.UID]string{}
+				a.log.Warn("lease expired: no heartbeat acknowledged for the lease duration; fencing objects labelled "+
+					v1alpha1.LabelConsistency+"="+v1alpha1.ConsistencyAtMostOne, "leaseDuration", a.cfg.LeaseDuration)
+			}
+			a.fence(ctx, done)
+			left = a.fenceRepeat()
+		}
+		if !backoff.Sleep(ctx, left) {
+			return
+		}
+	}
+}
+
+// fence stops every cached object labelled AtMostOne that is not stopped
+// yet. The caches hold every object of the configured kinds and purser's
+// objects of all the others, which is where the submitter's labels put
+// them. done skips the objects fenced at the version the cache still
+// holds, until the cache sees the change. A failure is logged and retried
+// on the next pass.
+func (a *Agent) fence(ctx context.Context, done map[types.UID]string) {
+	for _, w := range a.watches() {
+		for _, u := range w.withConsistency(v1alpha1.ConsistencyAtMostOne) {
+			if ctx.Err() != nil {
+				return
+			}
+			if rv, ok := done[u.GetUID()]; ok && rv == u.GetResourceVersion() {
+				continue
+			}
+			f := fencingFor(w.gvk.GroupKind(), u)
+			if f.action == "" {
+				continue
+			}
+			err := a.applyFencing(ctx, w.gvr, u, f)
+			switch {
+			case apierrors.IsNotFound(err):
+				continue // gone already
+			case err != nil:
+				if ctx.Err() == nil {
+					a.log.Warn("fencing failed; will retry", "kind", w.gvk.String(), "namespace", u.GetNamespace(),
+						"name", u.GetName(), "action", f.action, "error", err)
+				}
+				continue
+			}
+			done[u.GetUID()] = u.GetResourceVersion()
+			a.fenced.Add(1)
+			a.log.Warn("fenced", "kind", w.gvk.String(), "namespace", u.GetNamespace(), "name", u.GetName(),
+				"uid", u.GetUID(), "action", f.action, "fencedTotal", a.fenced.Load())
+		}
+	}
+}
+
+func (a *Agent) applyFencing(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, f fencing) error {
+	ctx, cancel := context.WithTimeout(ctx, fenceCallTimeout)
+	defer cancel()
+	var r dynamic.ResourceInterface = a.dyn.Resource(gvr)
+	if ns := u.GetNamespace(); ns != "" {
+		r = a.dyn.Resource(gvr).Namespace(ns)
+	}
+	if f.action == fenceSuspend {
+		_, err := r.Patch(ctx, u.GetName(), types.MergePatchType, f.patch, metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	}
+	uid := u.GetUID()
+	policy := metav1.DeletePropagationBackground
+	return r.Delete(ctx, u.GetName(), metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &policy})
+}
+
+// fieldManager names the agent's writes in managedFields.
+const fieldManager = "purser-agent"

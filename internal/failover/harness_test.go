@@ -1,0 +1,336 @@
+package failover_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/health"
+	"github.com/purser-io/purser/internal/inventory"
+	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/sandbox"
+	"github.com/purser-io/purser/internal/sandbox/flinksim"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
+	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/server"
+	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/store/storetest"
+	"github.com/purser-io/purser/internal/stream"
+	"github.com/purser-io/purser/internal/stream/streamtest"
+	"github.com/purser-io/purser/internal/submitter"
+)
+
+// Two shared clusters for the tests that leave them running; tests that
+// stop a kube-apiserver or cut an agent off take dedicated ones.
+var env = sandboxtest.New(sandboxtest.Options{Clusters: 2})
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// wait bounds every wait on the sandbox. It is generous because it
+// measures nothing: a loaded two-core machine must still pass.
+const wait = 3 * time.Minute
+
+// Periods of the farm, short so that failovers happen in seconds.
+const (
+	heartbeat  = 300 * time.Millisecond
+	agentLease = 3 * time.Second
+	margin     = time.Second
+	toleration = 3 // seconds
+)
+
+var (
+	flinkGVR = flinksim.Resource
+	jobsGVR  = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
+)
+
+// farm is a whole purser on one database and one NATS: the API (with its
+// outbox relay), a submitter, an ingester, an agent per cluster, the
+// cluster health monitor and the failover controller, plus a Flink
+// simulator in each cluster.
+type farm struct {
+	t      *testing.T
+	store  *store.Store
+	sealer *seal.Sealer
+	nats   *streamtest.Server
+	api    *client.Client
+	ns     string
+	dyn    map[string]dynamic.Interface
+	sims   map[string]*flinksim.Simulator
+	log    *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// cluster is a sandbox cluster as the farm registers it; agentConfig,
+// when set, is how its agent reaches the cluster and NATS (for a proxy in
+// between).
+type cluster struct {
+	name    string
+	sandbox *sandbox.Cluster
+	natsURL string // "" : the farm's NATS
+}
+
+func newFarm(t *testing.T, dsn string, members []cluster) *farm {
+	t.Helper()
+	ctx := context.Background()
+	f := &farm{t: t, ns: "t-" + randomHex(4), dyn: map[string]dynamic.Interface{}, sims: map[string]*flinksim.Simulator{}}
+	f.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var err error
+	if f.store, err = store.Open(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.store.Close() })
+	key := make([]byte, seal.KeySize)
+	rand.Read(key)
+	if f.sealer, err = seal.New(key); err != nil {
+		t.Fatal(err)
+	}
+	f.nats = streamtest.Start(t, "")
+	streams := streamtest.Declared(t, f.nats.URL)
+	f.ctx, f.cancel = context.WithCancel(ctx)
+	t.Cleanup(f.stop)
+
+	f.startAPI(streams)
+	for _, m := range members {
+		f.register(m)
+	}
+	interp, err := health.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingester, err := inventory.New(inventory.Config{Store: f.store, Stream: streams, Health: interp.InterpretJSON, Logger: f.log.With("component", "ingester")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.run("ingester", ingester.Run)
+	f.run("submitter", submitter.New(submitter.Config{Store: f.store, Sealer: f.sealer, Stream: streams,
+		RescanInterval: time.Second, Logger: f.log.With("component", "submitter")}).Run)
+	cache := clusters.NewCache(f.sealer)
+	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
+		Store: f.store, Sealer: f.sealer, Interval: 200 * time.Millisecond,
+		Policy: clusters.Policy{FailureThreshold: 3, SuccessThreshold: 2, NoExecuteGrace: 2 * time.Second, AgentLease: agentLease},
+		Logger: f.log.With("component", "health"),
+	}).Run)
+	f.run("failover", failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
+		Interval: 200 * time.Millisecond, AgentLease: agentLease, FencingMargin: margin, Logger: f.log}).Run)
+	return f
+}
+
+// startAPI serves the REST API with an admin token, and relays its
+// outbox to the stream.
+func (f *farm) startAPI(streams *stream.Client) {
+	token := auth.NewToken()
+	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(token)}}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: 100 * time.Millisecond})
+	f.run("relay", func(ctx context.Context) error { relay.Run(ctx); return nil })
+	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer}))
+	f.t.Cleanup(srv.Close)
+	f.api = client.New(client.Config{Server: srv.URL, Token: token})
+}
+
+// register adds a cluster through the API, installs the FlinkDeployment
+// CRD and a Flink simulator in it, and starts its agent.
+func (f *farm) register(m cluster) {
+	f.t.Helper()
+	kc, err := m.sandbox.Kubeconfig("")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	body := map[string]any{
+		"apiVersion": v1alpha1.GroupVersion, "kind": "Cluster",
+		"metadata": map[string]any{"name": m.name},
+		"spec":     map[string]any{"kubeconfig": string(kc)},
+	}
+	f.do(http.MethodPost, "/api/v1/clusters", body, nil)
+	cfg := m.sandbox.RESTConfig()
+	if err := flinksim.InstallCRD(f.ctx, cfg); err != nil {
+		f.t.Fatal(err)
+	}
+	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.sims[m.name] = sim
+	if f.dyn[m.name], err = dynamic.NewForConfig(cfg); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		_ = f.dyn[m.name].Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).
+			Delete(context.Background(), f.ns, metav1.DeleteOptions{})
+	})
+	f.startAgent(m.name, cfg, m.natsURL)
+}
+
+func (f *farm) startAgent(name string, cfg *rest.Config, natsURL string) {
+	if natsURL == "" {
+		natsURL = f.nats.URL
+	}
+	streams, err := stream.Connect(f.ctx, natsURL, stream.Options{Name: "agent-" + name})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(streams.Close)
+	a, err := agent.New(agent.Config{Cluster: name, RESTConfig: cfg, Stream: streams,
+		SnapshotInterval: 5 * time.Second, HeartbeatInterval: heartbeat, DiscoveryInterval: time.Second,
+		LeaseDuration: agentLease, Logger: f.log.With("component", "agent", "cluster", name)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.run("agent "+name, a.Run)
+}
+
+// run starts a component until the farm stops.
+func (f *farm) run(name string, fn func(context.Context) error) {
+	f.wg.Go(func() {
+		if err := fn(f.ctx); err != nil && f.ctx.Err() == nil {
+			f.t.Errorf("%s stopped: %v", name, err)
+		}
+	})
+}
+
+func (f *farm) stop() {
+	f.cancel()
+	f.wg.Wait()
+	for _, sim := range f.sims {
+		sim.Wait()
+	}
+}
+
+// do calls the API and fails the test on anything but 2xx.
+func (f *farm) do(method, path string, body, out any) {
+	f.t.Helper()
+	var data []byte
+	if body != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	code, err := f.api.Do(f.ctx, method, path, nil, data, "application/json", out)
+	if err != nil || code/100 != 2 {
+		f.t.Fatalf("%s %s: %d %v", method, path, code, err)
+	}
+}
+
+// submit posts a runnable from YAML in the farm's namespace.
+func (f *farm) submit(manifest string) {
+	f.t.Helper()
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
+		f.t.Fatal(err)
+	}
+	obj["metadata"].(map[string]any)["namespace"] = f.ns
+	f.do(http.MethodPost, "/api/v1/runnables", obj, nil)
+}
+
+// runnable reads one runnable through the API.
+func (f *farm) runnable(name string) *v1alpha1.Runnable {
+	f.t.Helper()
+	var r v1alpha1.Runnable
+	f.do(http.MethodGet, "/api/v1/runnables/"+f.ns+"/"+name, nil, &r)
+	return &r
+}
+
+// waitFor polls the runnable until ok says so, and fails the test with
+// the last state after wait.
+func (f *farm) waitFor(name, what string, ok func(*v1alpha1.Runnable) bool) *v1alpha1.Runnable {
+	f.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		r := f.runnable(name)
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			y, _ := yaml.Marshal(r.Status)
+			f.t.Fatalf("runnable %s: not %s after %s; status:\n%s", name, what, wait, y)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// objects lists the runnable objects of a kind in the farm's namespace on
+// one cluster.
+func (f *farm) objects(cluster string, gvr schema.GroupVersionResource) []unstructured.Unstructured {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	list, err := f.dyn[cluster].Resource(gvr).Namespace(f.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatalf("list %s on %s: %v", gvr.Resource, cluster, err)
+	}
+	return list.Items
+}
+
+// history returns the actions the audit log holds for a runnable.
+func (f *farm) history(name string) []string {
+	f.t.Helper()
+	var out struct {
+		Items []struct {
+			Action  string `json:"action"`
+			Summary string `json:"summary"`
+		} `json:"items"`
+	}
+	f.do(http.MethodGet, "/api/v1/history?namespace="+f.ns+"&name="+name, nil, &out)
+	var actions []string
+	for _, e := range out.Items {
+		actions = append(actions, e.Action)
+	}
+	return actions
+}
+
+func sqliteDSN(t *testing.T) string { return storetest.Engines()[0].NewDSN(t) }
+
+// testWriter sends log lines to the test's log, shown when it fails.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func must[T any](t *testing.T, v T, err error) T {
+	t.Helper()
+	if err != nil {
+		t.Fatal(fmt.Errorf("unexpected: %w", err))
+	}
+	return v
+}

@@ -1,0 +1,119 @@
+package flinksim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/purser-io/purser/internal/backoff"
+)
+
+// crdName is the name of the FlinkDeployment CustomResourceDefinition.
+const crdName = "flinkdeployments.flink.apache.org"
+
+// installTimeout bounds the wait for a new CRD to be served. A sandbox
+// apiserver serves one within a second or two; a minute leaves room for a
+// loaded machine without hiding a CRD that will never be served.
+const installTimeout = time.Minute
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// InstallCRD creates the FlinkDeployment CustomResourceDefinition, if it is
+// not there yet, and waits until the apiserver serves the resource. The
+// schema keeps every field of spec and status: the simulator needs only a
+// few of them, and tests may set any field the real operator knows.
+func InstallCRD(ctx context.Context, cfg *rest.Config) error {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("install CRD %s: %w", crdName, err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("install CRD %s: %w", crdName, err)
+	}
+	if _, err := dyn.Resource(crdResource).Create(ctx, crd(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create CRD %s: %w", crdName, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, installTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		last := served(ctx, dyn, disc)
+		if last == nil {
+			return nil
+		}
+		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 50*time.Millisecond, time.Second)) {
+			return fmt.Errorf("CRD %s not served within %s: %v (last check: %v)", crdName, installTimeout, ctx.Err(), last)
+		}
+	}
+}
+
+// served reports why the CRD cannot be used yet: not Established, or not
+// in discovery, which clients such as REST mappers read.
+func served(ctx context.Context, dyn dynamic.Interface, disc discovery.DiscoveryInterface) error {
+	obj, err := dyn.Resource(crdResource).Get(ctx, crdName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	established := slices.ContainsFunc(conds, func(c any) bool {
+		m, _ := c.(map[string]any)
+		return m["type"] == "Established" && m["status"] == "True"
+	})
+	if !established {
+		return fmt.Errorf("not Established yet")
+	}
+	list, err := disc.ServerResourcesForGroupVersion(Resource.GroupVersion().String())
+	if err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == Resource.Resource {
+			return nil
+		}
+	}
+	return fmt.Errorf("discovery does not list %s yet", Resource.Resource)
+}
+
+// crd is the CustomResourceDefinition the Flink operator's Helm chart
+// installs, reduced to its names and an open schema.
+func crd() *unstructured.Unstructured {
+	open := map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": crdName},
+		"spec": map[string]any{
+			"group": Resource.Group,
+			"scope": "Namespaced",
+			"names": map[string]any{
+				"kind":       "FlinkDeployment",
+				"listKind":   "FlinkDeploymentList",
+				"plural":     Resource.Resource,
+				"singular":   "flinkdeployment",
+				"shortNames": []any{"flinkdep"},
+			},
+			"versions": []any{map[string]any{
+				"name":         Resource.Version,
+				"served":       true,
+				"storage":      true,
+				"subresources": map[string]any{"status": map[string]any{}},
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"spec":   open,
+						"status": open,
+					},
+				}},
+			}},
+		},
+	}}
+}
