@@ -3,7 +3,6 @@ package submitter
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/purser-io/purser/internal/clusters"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 )
@@ -37,7 +37,7 @@ func (f *failure) Unwrap() error { return f.err }
 // message is what a user reads: the API server's own message when there
 // is one, since it says what is wrong with the template.
 func (f *failure) message() string {
-	var foreign *foreignObjectError
+	var foreign *clusters.ForeignObjectError
 	if errors.As(f.err, &foreign) {
 		return foreign.Error()
 	}
@@ -48,24 +48,6 @@ func (f *failure) message() string {
 	return f.err.Error()
 }
 
-// foreignObjectError reports an object of the runnable's name on the
-// cluster that this runnable did not create.
-type foreignObjectError struct {
-	kind, namespace, name, cluster string
-	owner                          string // the runnable uid on it, if purser made it for another
-}
-
-func (e *foreignObjectError) Error() string {
-	ref := e.kind + " " + e.name
-	if e.namespace != "" {
-		ref = e.kind + " " + e.namespace + "/" + e.name
-	}
-	if e.owner != "" {
-		return fmt.Sprintf("%s exists on cluster %s and belongs to another runnable (uid %s); it was left untouched", ref, e.cluster, e.owner)
-	}
-	return fmt.Sprintf("%s exists on cluster %s and was not created by purser; it was left untouched", ref, e.cluster)
-}
-
 // classify sorts an error met while talking to a member cluster.
 func classify(err error) *failure {
 	var f *failure
@@ -73,7 +55,7 @@ func classify(err error) *failure {
 		return f
 	}
 	f = &failure{err: err}
-	var foreign *foreignObjectError
+	var foreign *clusters.ForeignObjectError
 	var status apierrors.APIStatus
 	switch {
 	case errors.As(err, &foreign):

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/clusters"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,7 +34,7 @@ func TestClassify(t *testing.T) {
 		{"forbidden", apierrors.NewForbidden(job, "x", errors.New("no")), true, "Forbidden", false, 0},
 		{"bad request", apierrors.NewBadRequest("nope"), true, "BadRequest", false, 0},
 		{"kind not served", &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"}}, true, "KindNotServed", false, 0},
-		{"foreign", &foreignObjectError{kind: "Job", name: "x", cluster: "c"}, true, "ForeignObject", false, 0},
+		{"foreign", &clusters.ForeignObjectError{Kind: "Job", Name: "x", Cluster: "c"}, true, "ForeignObject", false, 0},
 		{"429", apierrors.NewTooManyRequests("slow down", 7), false, "TooManyRequests", false, 7 * time.Second},
 		{"503", apierrors.NewServiceUnavailable("later"), false, "ServiceUnavailable", false, 0},
 		{"server timeout", apierrors.NewServerTimeout(job, "create", 3), false, "ServerError", false, 3 * time.Second},

@@ -225,11 +225,11 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 }
 
 func (s *Submitter) create(ctx context.Context, row *store.Cluster, obj *unstructured.Unstructured, runnableUID string) (string, error) {
-	cc, err := s.clients.get(row)
+	cc, err := s.clients.Get(row)
 	if err != nil {
 		return "", err
 	}
-	uid, err := cc.create(ctx, obj, runnableUID)
+	uid, err := cc.Create(ctx, obj, runnableUID)
 	if err != nil {
 		return "", fmt.Errorf("create %s %s on %s: %w", obj.GetKind(), ref(obj), row.Name, err)
 	}
@@ -325,11 +325,11 @@ func (s *Submitter) cancel(ctx context.Context, rec *store.Runnable, attempts []
 		return false, err
 	}
 	obj := object(rec, doc, gvk, a.Number)
-	cc, err := s.clients.get(row)
+	cc, err := s.clients.Get(row)
 	if err != nil {
 		return false, err
 	}
-	deleted, err := cc.remove(ctx, gvk, obj.GetNamespace(), obj.GetName(), rec.UID)
+	deleted, err := cc.Remove(ctx, gvk, obj.GetNamespace(), obj.GetName(), rec.UID, 0)
 	if err != nil {
 		f := classify(fmt.Errorf("delete %s %s from %s: %w", gvk.Kind, ref(obj), a.Cluster, err))
 		if !f.permanent {

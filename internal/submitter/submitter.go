@@ -110,7 +110,7 @@ type Submitter struct {
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time
-	clients *clientCache
+	clients *clusters.Objects
 	metrics *metrics
 
 	queue   workqueue.TypedDelayingInterface[string]
@@ -154,7 +154,7 @@ func New(cfg Config) *Submitter {
 		cfg:         cfg,
 		log:         log.With("component", "submitter"),
 		now:         cfg.Now,
-		clients:     newClientCache(clusters.NewCache(cfg.Sealer)),
+		clients:     clusters.NewObjects(clusters.NewCache(cfg.Sealer)),
 		metrics:     newMetrics(cfg.Registerer),
 		limiter:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
 		slots:       make(chan struct{}, maxHeld),
