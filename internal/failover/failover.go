@@ -276,7 +276,7 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 			}
 		}
 		taints := append(append([]corev1.Taint(nil), spec.Spec.Taints...), status.Taints...)
-		ready := readyCondition(status.Conditions)
+		ready := clusters.ReadyCondition(status)
 		v := &clusterView{
 			row: row,
 			failover: Cluster{
@@ -297,15 +297,6 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 		out[row.Name] = v
 	}
 	return out, nil
-}
-
-func readyCondition(conds []v1alpha1.Condition) *v1alpha1.Condition {
-	for i := range conds {
-		if conds[i].Type == v1alpha1.ConditionReady {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 func placementViews(views map[string]*clusterView) []placement.Cluster {

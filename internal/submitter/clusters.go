@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -76,15 +77,11 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 			}
 		}
 		c.Taints = append(c.Taints, status.Taints...)
-		// No controller sets Ready yet, so only an explicit False keeps
-		// work away; this submitter's own recent failures to reach the
-		// cluster count as False.
-		c.Ready = !s.recentlyUnreachable(row.Name)
-		for _, cond := range status.Conditions {
-			if cond.Type == v1alpha1.ConditionReady && cond.Status == metav1.ConditionFalse {
-				c.Ready = false
-			}
-		}
+		// Ready as the controller judged it (a cluster it has not judged
+		// yet counts as Ready; its taints still apply), and not failing
+		// this submitter's own recent creates.
+		ready := clusters.ReadyCondition(status)
+		c.Ready = (ready == nil || ready.Status == metav1.ConditionTrue) && !s.recentlyUnreachable(row.Name)
 		row := row
 		c.Serves = func(string) bool {
 			cc, err := s.clients.Get(row)
