@@ -38,7 +38,13 @@ func (c *Controller) cleanup(ctx context.Context, views map[string]*clusterView)
 	var errs []error
 	for _, a := range pending {
 		view := views[a.Cluster]
-		if view != nil && (!view.failover.Reachable || failed[a.Cluster]) {
+		if view != nil && !view.failover.Reachable {
+			if err := c.release(ctx, a, view); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if view != nil && failed[a.Cluster] {
 			continue
 		}
 		if err := c.purge(ctx, a, view); err != nil {
@@ -180,4 +186,50 @@ func joinMessage(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// release frees a runnable FailingOver whose old copy cannot be deleted
+// because its cluster stopped answering meanwhile: it is queued for
+// placement, at once for AtLeastOne, and for AtMostOne once the cluster's
+// agent has certainly fenced the copy; the copy stays marked for removal
+// when the cluster answers again.
+func (c *Controller) release(ctx context.Context, a *store.Attempt, view *clusterView) error {
+	var rec *store.Runnable
+	var attempts []*store.Attempt
+	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		if rec, err = tx.GetRunnableByUID(ctx, a.RunnableUID); err != nil {
+			return err
+		}
+		attempts, err = tx.ListAttempts(ctx, a.RunnableUID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if rec.Phase != string(v1alpha1.PhaseFailingOver) || attempts[len(attempts)-1].Number != a.Number {
+		return nil
+	}
+	r, err := readRunnable(rec)
+	if err != nil {
+		return err
+	}
+	if Consistency(&r.doc.Spec) == v1alpha1.ConsistencyAtMostOne {
+		from := *a.EndedAt
+		if hb := view.failover.LastHeartbeat; hb != nil && hb.After(from) {
+			from = *hb
+		}
+		if c.cfg.Now().Before(from.Add(c.cfg.AgentLease + c.cfg.FencingMargin)) {
+			return nil
+		}
+	}
+	msg := fmt.Sprintf("cluster %s stopped answering before the copy of attempt %d could be removed; placing the runnable again, and removing that copy when %s answers",
+		a.Cluster, a.Number, a.Cluster)
+	return c.runnableTx(ctx, rec, func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
+		st.Message = msg
+		if err := enqueue(ctx, tx, rec, a.Number); err != nil {
+			return nil, err
+		}
+		return &change{phase: v1alpha1.PhaseQueued, cluster: new(""), audit: &audit.Entry{Action: "requeue", Summary: msg}}, nil
+	})
 }
