@@ -5,9 +5,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/placement"
 )
 
 // Reasons an attempt is evicted, as they appear on the attempt and in the
@@ -83,12 +83,12 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 			if fenced := fencedAt(c, taint, t); now.Before(fenced) {
 				return Verdict{Message: fmt.Sprintf(
 					"cluster %s is tainted %s; waiting until %s, when its agent will have suspended this runnable's copy (consistency AtMostOne), before placing it elsewhere",
-					c.Name, taintString(taint), fenced.UTC().Format(time.RFC3339))}
+					c.Name, placement.TaintString(taint), fenced.UTC().Format(time.RFC3339))}
 			}
 		}
 		v.Evict = true
 		v.DeleteFirst = c.Reachable && v.Purge != v1alpha1.PurgeNever
-		v.Message = fmt.Sprintf("cluster %s is tainted %s, which the runnable does not tolerate", c.Name, taintString(taint))
+		v.Message = fmt.Sprintf("cluster %s is tainted %s, which the runnable does not tolerate", c.Name, placement.TaintString(taint))
 		return v
 	}
 
@@ -138,18 +138,7 @@ func appFailover(spec *v1alpha1.RunnableSpec) *v1alpha1.ApplicationFailover {
 // matches.
 func untoleratedNoExecute(tolerations []corev1.Toleration, taints []corev1.Taint) *corev1.Taint {
 	for i := range taints {
-		t := &taints[i]
-		if t.Effect != corev1.TaintEffectNoExecute {
-			continue
-		}
-		tolerated := false
-		for j := range tolerations {
-			if tolerations[j].ToleratesTaint(klog.Background(), t, true) {
-				tolerated = true
-				break
-			}
-		}
-		if !tolerated {
+		if t := &taints[i]; t.Effect == corev1.TaintEffectNoExecute && !placement.Tolerated(tolerations, t) {
 			return t
 		}
 	}
@@ -178,11 +167,4 @@ func taintReason(t *corev1.Taint) string {
 		return ReasonClusterNotReady
 	}
 	return ReasonNoExecuteTaint
-}
-
-func taintString(t *corev1.Taint) string {
-	if t.Value == "" {
-		return t.Key + ":" + string(t.Effect)
-	}
-	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }

@@ -74,14 +74,15 @@ func Matches(p v1alpha1.Placement, c Cluster) (bool, string) {
 		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
 			continue // PreferNoSchedule only lowers preference
 		}
-		if !tolerated(p.ClusterTolerations, t) {
-			return false, fmt.Sprintf("taint %s not tolerated", taintString(t))
+		if !Tolerated(p.ClusterTolerations, t) {
+			return false, fmt.Sprintf("taint %s not tolerated", TaintString(t))
 		}
 	}
 	return true, ""
 }
 
-func tolerated(tolerations []corev1.Toleration, t *corev1.Taint) bool {
+// Tolerated reports whether one of tolerations tolerates taint t.
+func Tolerated(tolerations []corev1.Toleration, t *corev1.Taint) bool {
 	for i := range tolerations {
 		// Numeric comparison operators are accepted, as the scheduler of
 		// the Kubernetes version purser pins accepts them.
@@ -92,7 +93,8 @@ func tolerated(tolerations []corev1.Toleration, t *corev1.Taint) bool {
 	return false
 }
 
-func taintString(t *corev1.Taint) string {
+// TaintString prints a taint as kubectl does: key[=value]:effect.
+func TaintString(t *corev1.Taint) string {
 	if t.Value == "" {
 		return t.Key + ":" + string(t.Effect)
 	}
