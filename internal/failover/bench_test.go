@@ -1,0 +1,162 @@
+package failover_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/sandbox/flinksim"
+)
+
+// The failover benchmarks measure, on real sandbox clusters and with the
+// farm's short periods (probe 200 ms, failure threshold 3, NoExecute grace
+// 2 s, agent heartbeat 300 ms, tolerationSeconds 3), where the time of a
+// failover goes:
+//
+//   - detection: from the fault to purser knowing (the object seen
+//     Unhealthy; the cluster's Ready condition leaving True);
+//   - eviction:  from when the policy allows a move (toleration or grace
+//     over) to the attempt's end;
+//   - placement: from the attempt's end to the next attempt's start (for
+//     Directly, this includes deleting the old copy);
+//   - running:   from the next attempt's start to the object running
+//     Healthy on its new cluster.
+//
+// Run with: go test -run '^$' -bench Failover -benchtime 1x ./internal/failover/
+
+// BenchmarkFailoverApplication fails a FlinkDeployment's job and follows it
+// to the other cluster.
+func BenchmarkFailoverApplication(b *testing.B) {
+	cs := env.Clusters(b)
+	f := newFarm(b, sqliteDSN(b), []cluster{{name: "a", sandbox: cs[0]}, {name: "b", sandbox: cs[1]}})
+	var overhead, place, run, total time.Duration
+	for i := range b.N {
+		name := fmt.Sprintf("wordcount-%d", i)
+		f.submit(strings.Replace(strings.Replace(flinkRunnable, "%s", "a, b", 1), "name: wordcount", "name: "+name, 1))
+		r := running(f, name)
+		from := r.Status.Cluster
+
+		fault := time.Now()
+		f.sims[from].Fail(f.ns, name, flinksim.Reconciling)
+		r = f.waitFor(name, "moved", func(r *v1alpha1.Runnable) bool {
+			return r.Status.Cluster != "" && r.Status.Cluster != from &&
+				r.Status.Phase == v1alpha1.PhaseRunning && r.Status.Health == v1alpha1.HealthHealthy
+		})
+		done := time.Now()
+		a1, a2 := r.Status.Attempts[0], r.Status.Attempts[1]
+		// Detection and eviction together: how much later than
+		// tolerationSeconds after the fault the attempt ended.
+		overhead += a1.EndedAt.Sub(fault) - toleration*time.Second
+		place += a2.StartedAt.Sub(*a1.EndedAt)
+		run += done.Sub(*a2.StartedAt)
+		total += done.Sub(fault)
+	}
+	n := time.Duration(b.N)
+	b.ReportMetric((overhead / n).Seconds(), "detect+evict-s")
+	b.ReportMetric((place / n).Seconds(), "place-s")
+	b.ReportMetric((run / n).Seconds(), "running-s")
+	b.ReportMetric((total / n).Seconds(), "total-s")
+	b.ReportMetric(toleration, "toleration-s")
+}
+
+// BenchmarkFailoverCluster stops a cluster's kube-apiserver under many
+// AtLeastOne FlinkDeployments and measures how long it takes until all of
+// them run on the other cluster.
+func BenchmarkFailoverCluster(b *testing.B) {
+	for _, n := range []int{1, 500} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				failoverCluster(b, n)
+			}
+		})
+	}
+}
+
+func failoverCluster(b *testing.B, n int) {
+	a := env.Clusters(b)[0]
+	lost := env.Dedicated(b, false)
+	f := newFarm(b, sqliteDSN(b), []cluster{{name: "a", sandbox: a}, {name: "b", sandbox: lost}})
+	// Everything starts on b: a is cordoned until all run.
+	f.do(http.MethodPut, "/api/v1/clusters/a", map[string]any{
+		"apiVersion": v1alpha1.GroupVersion, "kind": "Cluster", "metadata": map[string]any{"name": "a"},
+		"spec": map[string]any{"taints": []map[string]string{{"key": "bench", "effect": "NoSchedule"}}},
+	}, nil)
+	manifest := strings.Replace(flinkRunnable, "%s", "a, b", 1)
+	manifest = strings.Replace(manifest, "consistency: AtMostOne", "consistency: AtLeastOne", 1)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f.submit(strings.Replace(manifest, "name: wordcount", fmt.Sprintf("name: job-%d", i), 1))
+		})
+	}
+	wg.Wait()
+	waitAll(f, n, "b")
+	f.do(http.MethodPut, "/api/v1/clusters/a", map[string]any{
+		"apiVersion": v1alpha1.GroupVersion, "kind": "Cluster", "metadata": map[string]any{"name": "a"},
+		"spec": map[string]any{},
+	}, nil)
+
+	stopped := time.Now()
+	lost.StopAPIServer()
+	first, last := waitAll(f, n, "a")
+
+	var c v1alpha1.Cluster
+	f.do(http.MethodGet, "/api/v1/clusters/b", nil, &c)
+	var notReady time.Time
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == v1alpha1.ConditionReady {
+			notReady = cond.LastTransitionTime
+		}
+	}
+	b.ReportMetric(notReady.Sub(stopped).Seconds(), "detect-s")
+	b.ReportMetric(first.Sub(stopped).Seconds(), "first-running-s")
+	b.ReportMetric(last.Sub(stopped).Seconds(), "all-running-s")
+	b.ReportMetric(2, "grace-s")
+	if err := lost.StartAPIServer(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitAll waits until n runnables run Healthy on cluster, and returns
+// when the first and the last of them were seen so.
+func waitAll(f *farm, n int, cluster string) (first, last time.Time) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var list struct {
+			Items    []v1alpha1.Runnable `json:"items"`
+			Continue string              `json:"continue"`
+		}
+		count := 0
+		cont := ""
+		for {
+			f.do(http.MethodGet, "/api/v1/runnables?namespace="+f.ns+"&cluster="+cluster+"&phase=Running&limit=1000&continue="+cont, nil, &list)
+			for _, r := range list.Items {
+				if r.Status.Health == v1alpha1.HealthHealthy {
+					count++
+				}
+			}
+			if cont = list.Continue; cont == "" {
+				break
+			}
+		}
+		now := time.Now()
+		if count > 0 && first.IsZero() {
+			first = now
+		}
+		if count >= n {
+			return first, now
+		}
+		if now.After(deadline) {
+			f.t.Fatalf("%d of %d runnables running on %s after 10 minutes", count, n, cluster)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
