@@ -71,7 +71,7 @@ var (
 // cluster health monitor and the failover controller, plus a Flink
 // simulator in each cluster.
 type farm struct {
-	t      *testing.T
+	t      testing.TB
 	store  *store.Store
 	sealer *seal.Sealer
 	nats   *streamtest.Server
@@ -86,20 +86,27 @@ type farm struct {
 	wg     sync.WaitGroup
 }
 
-// cluster is a sandbox cluster as the farm registers it; agentConfig,
-// when set, is how its agent reaches the cluster and NATS (for a proxy in
-// between).
+// cluster is a sandbox cluster as the farm registers it. natsURL and
+// apiServer, when set, put something between it and the hub (a proxy
+// that a test cuts): natsURL is how its agent reaches NATS, apiServer how
+// the control plane (health monitor, submitter, failover controller)
+// reaches its kube-apiserver. The agent, the Flink simulator and the
+// test's own clients always reach the kube-apiserver directly.
 type cluster struct {
-	name    string
-	sandbox *sandbox.Cluster
-	natsURL string // "" : the farm's NATS
+	name      string
+	sandbox   *sandbox.Cluster
+	natsURL   string // "" : the farm's NATS
+	apiServer string // "" : the cluster's own endpoint
 }
 
-func newFarm(t *testing.T, dsn string, members []cluster) *farm {
+func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	t.Helper()
 	ctx := context.Background()
 	f := &farm{t: t, ns: "t-" + randomHex(4), dyn: map[string]dynamic.Interface{}, sims: map[string]*flinksim.Simulator{}}
 	f.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if _, bench := t.(*testing.B); bench {
+		f.log = slog.New(slog.DiscardHandler) // a benchmark prints everything it logs
+	}
 	var err error
 	if f.store, err = store.Open(ctx, dsn); err != nil {
 		t.Fatal(err)
@@ -164,7 +171,7 @@ func (f *farm) startAPI(streams *stream.Client) {
 // CRD and a Flink simulator in it, and starts its agent.
 func (f *farm) register(m cluster) {
 	f.t.Helper()
-	kc, err := m.sandbox.Kubeconfig("")
+	kc, err := m.sandbox.Kubeconfig(m.apiServer)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -244,15 +251,19 @@ func (f *farm) do(method, path string, body, out any) {
 	}
 }
 
-// submit posts a runnable from YAML in the farm's namespace.
-func (f *farm) submit(manifest string) {
+// submit posts a runnable from YAML in the farm's namespace, and returns
+// its name.
+func (f *farm) submit(manifest string) string {
 	f.t.Helper()
 	var obj map[string]any
 	if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
 		f.t.Fatal(err)
 	}
-	obj["metadata"].(map[string]any)["namespace"] = f.ns
+	meta := obj["metadata"].(map[string]any)
+	meta["namespace"] = f.ns
 	f.do(http.MethodPost, "/api/v1/runnables", obj, nil)
+	name, _ := meta["name"].(string)
+	return name
 }
 
 // runnable reads one runnable through the API.
@@ -311,10 +322,10 @@ func (f *farm) history(name string) []string {
 	return actions
 }
 
-func sqliteDSN(t *testing.T) string { return storetest.Engines()[0].NewDSN(t) }
+func sqliteDSN(t testing.TB) string { return storetest.Engines()[0].NewDSN(t) }
 
 // testWriter sends log lines to the test's log, shown when it fails.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(bytes.TrimRight(p, "\n")))
@@ -327,7 +338,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func must[T any](t *testing.T, v T, err error) T {
+func must[T any](t testing.TB, v T, err error) T {
 	t.Helper()
 	if err != nil {
 		t.Fatal(fmt.Errorf("unexpected: %w", err))
