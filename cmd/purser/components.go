@@ -23,6 +23,9 @@ import (
 // the stream and the key that opens sealed values.
 type hubFlags struct {
 	database, nats, keyFile string
+	// streamReplicas is how many NATS servers hold each stream and bucket
+	// the component declares: 1 for one server, 3 for a NATS cluster.
+	streamReplicas int
 }
 
 func (f *hubFlags) register(cmd *cobra.Command, needDB, needKey bool) {
@@ -30,6 +33,7 @@ func (f *hubFlags) register(cmd *cobra.Command, needDB, needKey bool) {
 		cmd.Flags().StringVar(&f.database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
 	}
 	cmd.Flags().StringVar(&f.nats, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	cmd.Flags().IntVar(&f.streamReplicas, "stream-replicas", 1, "replicas of the streams and buckets this component declares: 1 for one NATS server, 3 for a NATS cluster; the same on every component")
 	if needKey {
 		cmd.Flags().StringVar(&f.keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) that opens kubeconfigs and Secret values")
 	}
@@ -66,7 +70,7 @@ func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) 
 	if f.nats == "" {
 		return h, closeAll, nil // a component that never uses the stream
 	}
-	if h.streams, err = stream.Connect(ctx, f.nats, stream.Options{Name: "purser-" + name}); err != nil {
+	if h.streams, err = stream.Connect(ctx, f.nats, stream.Options{Name: "purser-" + name, Replicas: f.streamReplicas}); err != nil {
 		closeAll()
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/controller"
 	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/lease"
 )
 
 func newControllerCommand() *cobra.Command {
@@ -17,6 +18,8 @@ func newControllerCommand() *cobra.Command {
 		policy            clusters.Policy
 		fo                failover.Config
 		probeInterval     time.Duration
+		identity          string
+		leaseDuration     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -36,6 +39,11 @@ func newControllerCommand() *cobra.Command {
 - remove the copies left behind, as each runnable's purge mode says, when
   their cluster answers.
 
+Replicas elect one leader through a lease in the database; only it does the
+above, the others stand by. A leader that cannot renew the lease stops within
+two thirds of --lease-duration, and a standby takes over once the lease has
+expired (at once when the leader shut down cleanly).
+
 It talks to the database and the member clusters, never to the stream.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,7 +55,8 @@ It talks to the database and the member clusters, never to the stream.`,
 			defer closeHub()
 			fmt.Fprintln(cmd.OutOrStdout(), "purser controller running")
 			return controller.Run(cmd.Context(), controller.Config{
-				Store: h.db, Sealer: h.sealer, Health: policy, ProbeInterval: probeInterval, Failover: fo, Logger: h.log,
+				Store: h.db, Sealer: h.sealer, Health: policy, ProbeInterval: probeInterval, Failover: fo,
+				Identity: identity, LeaseDuration: leaseDuration, Logger: h.log,
 			})
 		},
 	}
@@ -61,5 +70,7 @@ It talks to the database and the member clusters, never to the stream.`,
 	cmd.Flags().DurationVar(&fo.FencingMargin, "fencing-margin", failover.DefaultFencingMargin, "waited beyond --agent-lease before AtMostOne work leaves a lost cluster")
 	cmd.Flags().Float64Var(&fo.EvictionRate, "eviction-rate", failover.DefaultEvictionRate, "most evictions per second across the farm")
 	cmd.Flags().DurationVar(&fo.Interval, "interval", failover.DefaultInterval, "period of the failover passes")
+	cmd.Flags().StringVar(&identity, "identity", "", "name of this replica in the leader lease (default: host name and pid)")
+	cmd.Flags().DurationVar(&leaseDuration, "lease-duration", lease.DefaultDuration, "how long after the leader's last renewal of its lease a standby takes over")
 	return cmd
 }

@@ -1,6 +1,8 @@
 // Package controller is `purser controller`: cluster health (probes,
 // conditions, taints) and failover (evictions, re-placement, removal of
-// old copies), two loops that meet only in the database.
+// old copies), two loops that meet only in the database. Replicas elect
+// the one that runs them through the lease "controller" in the database
+// (internal/lease); the others stand by.
 package controller
 
 import (
@@ -14,6 +16,7 @@ import (
 
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/lease"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -28,12 +31,23 @@ type Config struct {
 	Health        clusters.Policy
 	ProbeInterval time.Duration
 	// Failover's Store, Objects, Logger and Registerer are filled in.
-	Failover   failover.Config
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Failover failover.Config
+	// Identity names this replica in the leader lease (default: host name
+	// and pid); LeaseDuration is the lease's (lease.DefaultDuration): a
+	// crashed leader's loops resume on a standby this long after its last
+	// renewal.
+	Identity      string
+	LeaseDuration time.Duration
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
 }
 
-// Run runs both loops until ctx ends.
+// LeaseName is the lease the controller's replicas elect their leader by.
+const LeaseName = "controller"
+
+// Run campaigns for the lease and, while it leads, runs both loops; it
+// returns when ctx ends, after the loops stopped and the lease was
+// released.
 func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
@@ -45,25 +59,33 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	policy := cfg.Health
 	policy.AgentLease = fo.AgentLease
-	monitor := clusters.NewHealthMonitor(clusters.MonitorConfig{
-		Store: cfg.Store, Sealer: cfg.Sealer, Policy: policy, Interval: cfg.ProbeInterval,
-		Logger: log.With("component", "cluster-health"),
-	})
 	fo.Store, fo.Objects, fo.Logger, fo.Registerer = cfg.Store, clusters.NewObjects(clusters.NewCache(cfg.Sealer)), log, cfg.Registerer
 	ctl := failover.New(fo)
 
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for _, run := range []func(context.Context) error{monitor.Run, ctl.Run} {
-		wg.Go(func() {
-			if err := run(ctx); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
+	election := lease.Config{
+		Store: cfg.Store, Name: LeaseName, Identity: cfg.Identity, Duration: cfg.LeaseDuration,
+		Logger: log.With("component", "leader-election"), Registerer: cfg.Registerer,
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return lease.Run(ctx, election, func(ctx context.Context) error {
+		// A monitor per term: its hysteresis starts again from the
+		// conditions stored by whoever led before.
+		monitor := clusters.NewHealthMonitor(clusters.MonitorConfig{
+			Store: cfg.Store, Sealer: cfg.Sealer, Policy: policy, Interval: cfg.ProbeInterval,
+			Logger: log.With("component", "cluster-health"),
+		})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		for _, run := range []func(context.Context) error{monitor.Run, ctl.Run} {
+			wg.Go(func() {
+				if err := run(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
 }
