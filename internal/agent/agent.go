@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/lease"
 	"github.com/purser-io/purser/internal/stream"
 )
 
@@ -179,8 +179,7 @@ func New(cfg Config) (*Agent, error) {
 		snapshotNow: make(chan struct{}, 1),
 	}
 	if a.cfg.LeaderElection.Identity == "" {
-		host, _ := os.Hostname()
-		a.cfg.LeaderElection.Identity = fmt.Sprintf("%s-%d", host, os.Getpid())
+		a.cfg.LeaderElection.Identity = lease.DefaultIdentity()
 	}
 	if cfg.LeaderElection.Enabled {
 		if a.elect, err = newElector(rc, &a.cfg.LeaderElection); err != nil {

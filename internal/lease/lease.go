@@ -79,8 +79,7 @@ func Run(ctx context.Context, cfg Config, work func(ctx context.Context) error) 
 		return errors.New("lease: Config needs a Store and a Name")
 	}
 	if cfg.Identity == "" {
-		host, _ := os.Hostname()
-		cfg.Identity = fmt.Sprintf("%s-%d", host, os.Getpid())
+		cfg.Identity = DefaultIdentity()
 	}
 	if cfg.Duration <= 0 {
 		cfg.Duration = DefaultDuration
@@ -296,4 +295,10 @@ func leaderGauge(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// DefaultIdentity names this process among replicas: host name and pid.
+func DefaultIdentity() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
