@@ -26,6 +26,11 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# Benchmarks; their numbers go to docs/benchmarks.md.
+# Every benchmark of docs/benchmarks.md in one run, which regenerates the
+# document's tables and keeps the raw output in docs/benchmarks.raw.txt
+# (hack/benchreport). About 15 minutes on 2 shared vCPU, more on a cold
+# build cache. PURSER_TEST_POSTGRES must be set for the PostgreSQL columns.
+# BENCH_FLAGS passes flags: "-dry" (the plan, with each invocation's
+# estimate), "-only REGEXP" (a subset).
 bench: sandbox-build
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./...
+	$(GO) run ./hack/benchreport $(BENCH_FLAGS)

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"path"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// entry is one `go test` invocation of the plan. Each feeds one section of
+// docs/benchmarks.md, the block between <!-- bench:Section begin --> and
+// <!-- bench:Section end -->.
+type entry struct {
+	ID      string // unique; -only matches it, the raw file names it
+	Section string // the marker id of the table it feeds
+	Pkg     string // package directory, "./internal/store/"
+	// Bench is the -bench regexp. A Test entry runs a test that logs its
+	// figures instead (-run Test -v), and Logs says how to read them.
+	Bench     string
+	Test      string
+	Logs      []logMetric
+	Benchtime string // -benchtime; empty for the default of 1s
+	Timeout   time.Duration
+	Env       []string // added to the environment, "PURSER_BENCH=1"
+	// Estimate is the wall time on 2 shared vCPUs (measured by make
+	// bench of 2026-11-29 at load 3-7, rounded up), for -dry and the
+	// expected total.
+	Estimate time.Duration
+}
+
+// logMetric reads figures from a test's log: each submatch of Pattern
+// becomes the metric named by the Units at its position; a value that
+// parses as a duration ("7.2s") is stored in seconds.
+type logMetric struct {
+	Pattern *regexp.Regexp
+	Units   []string
+}
+
+// short is the package's last element, the prefix of every result name
+// ("store.BenchmarkClusterCapacity/sqlite").
+func (e entry) short() string { return path.Base(strings.TrimSuffix(e.Pkg, "/")) }
+
+// plan lists every benchmark behind docs/benchmarks.md, in the order of the
+// document. Each sets the -benchtime its section has always stated; the
+// figures of the "-benchtime 3x" ones are the last or the mean of three,
+// as each benchmark reports them.
+var plan = []entry{
+	{ID: "sandbox", Section: "sandbox", Pkg: "./internal/sandbox/",
+		Bench: "^BenchmarkClusterStart$", Benchtime: "3x", Timeout: 20 * time.Minute, Estimate: 60 * time.Second},
+	{ID: "submit-ceiling", Section: "submit", Pkg: "./internal/store/",
+		Bench: "^BenchmarkInsertRunnableWithAuditAndOutbox$", Timeout: 10 * time.Minute, Estimate: 15 * time.Second},
+	{ID: "submit-api", Section: "submit", Pkg: "./internal/server/",
+		Bench: "^BenchmarkSubmit$", Timeout: 10 * time.Minute, Estimate: 15 * time.Second},
+	{ID: "stream", Section: "stream", Pkg: "./internal/stream/",
+		Bench: "^BenchmarkPublish(Batch)?$", Timeout: 10 * time.Minute, Estimate: 10 * time.Second},
+	{ID: "syncer", Section: "syncer", Pkg: "./internal/syncer/",
+		Bench: "^BenchmarkSyncer$", Benchtime: "1x", Timeout: 40 * time.Minute, Estimate: 2 * time.Minute},
+	{ID: "ingest", Section: "inventory", Pkg: "./internal/inventory/",
+		Bench: "^Benchmark(IngestEvents|RawUpsert|ReconcileSnapshot)$", Benchtime: "3x", Timeout: 30 * time.Minute, Estimate: 90 * time.Second},
+	{ID: "upsert", Section: "inventory", Pkg: "./internal/store/",
+		Bench: "^BenchmarkUpsertInventory$", Timeout: 10 * time.Minute, Estimate: 10 * time.Second},
+	{ID: "agent-memory", Section: "agent-memory", Pkg: "./internal/agent/",
+		Bench: "^BenchmarkInformerMemory$", Benchtime: "3x", Timeout: 20 * time.Minute, Estimate: 30 * time.Second},
+	{ID: "submitter", Section: "submitter", Pkg: "./internal/submitter/",
+		Test: "TestBenchmarkSubmit", Env: []string{"PURSER_BENCH=1"}, Timeout: 30 * time.Minute, Estimate: 90 * time.Second,
+		Logs: []logMetric{
+			{regexp.MustCompile(`direct client-go: ([0-9.]+) objects/s; API accepted ([0-9.]+) runnables/s`),
+				[]string{"direct-objects/s", "accepted-runnables/s"}},
+			{regexp.MustCompile(`through purser: +([0-9.]+) runnables/s .*p50 (\S+) p99 (\S+)`),
+				[]string{"runnables/s", "p50-s", "p99-s"}},
+		}},
+	{ID: "console", Section: "console", Pkg: "./internal/server/",
+		Bench: "^BenchmarkConsolePages$", Benchtime: "20x", Timeout: 20 * time.Minute, Estimate: 45 * time.Second},
+	{ID: "inventory-list", Section: "inventory-list", Pkg: "./internal/server/",
+		Bench: "^BenchmarkInventoryList$", Timeout: 40 * time.Minute, Estimate: 90 * time.Second},
+	{ID: "capacity", Section: "capacity", Pkg: "./internal/store/",
+		Bench: "^BenchmarkClusterCapacity$", Timeout: 10 * time.Minute, Estimate: 30 * time.Second},
+	{ID: "health", Section: "health", Pkg: "./internal/health/",
+		Bench: "^BenchmarkInterpret$", Timeout: 5 * time.Minute, Estimate: 10 * time.Second},
+	{ID: "failover-application", Section: "failover-application", Pkg: "./internal/failover/",
+		Bench: "^BenchmarkFailoverApplication$", Benchtime: "3x", Timeout: 30 * time.Minute, Estimate: 60 * time.Second},
+	// 1x: each iteration starts a dedicated cluster named after the
+	// benchmark, and a second iteration's cannot start while the first's
+	// still runs (it is stopped when the benchmark ends).
+	{ID: "failover-cluster", Section: "failover-cluster", Pkg: "./internal/failover/",
+		Bench: "^BenchmarkFailoverCluster$", Benchtime: "1x", Timeout: 60 * time.Minute, Estimate: 2 * time.Minute},
+}
+
+// The sections: one table each, in the document's order. A cell names a
+// result as "package.Benchmark/sub" and a unit; a ratio divides two of
+// them, both from the same run.
+var sections = []section{
+	{ID: "sandbox",
+		Columns: []string{"figure", "value", "how"},
+		Rows: [][]cell{
+			{lit("start of one cluster, nothing to Ready node"), secs("sandbox.BenchmarkClusterStart/argo=false", 1), lit("`BenchmarkClusterStart/argo=false`")},
+			{lit("start of one cluster with the Argo CRDs and controller"), secs("sandbox.BenchmarkClusterStart/argo=true", 1), lit("`argo=true`")},
+			{lit("memory of one cluster right after start (RSS of its processes)"), metric("sandbox.BenchmarkClusterStart/argo=false", "MB-rss/cluster", 0, " MB"), lit("same benchmark, `MB-rss/cluster`")},
+			{lit("memory with Argo"), metric("sandbox.BenchmarkClusterStart/argo=true", "MB-rss/cluster", 0, " MB"), lit("same, `argo=true`")},
+			{lit("Argo's cost: start time / memory, with over without"),
+				join(" / ", ratio(secs("sandbox.BenchmarkClusterStart/argo=true", 1), secs("sandbox.BenchmarkClusterStart/argo=false", 1), 2),
+					ratio(metric("sandbox.BenchmarkClusterStart/argo=true", "MB-rss/cluster", 0, ""), metric("sandbox.BenchmarkClusterStart/argo=false", "MB-rss/cluster", 0, ""), 2)),
+				lit("same run")},
+		}},
+	{ID: "submit",
+		Columns: []string{"engine", "ceiling: raw transactions/s, serial / 16 clients (`store.BenchmarkInsertRunnableWithAuditAndOutbox`)",
+			"API: accepted submissions/s, 16 clients (`server.BenchmarkSubmit`)", "API p50 / p99 accept latency", "API / best ceiling"},
+		Rows: [][]cell{
+			submitRow("SQLite (WAL, synchronous=FULL)", "sqlite"),
+			submitRow("PostgreSQL (default fsync)", "postgres"),
+		}},
+	{ID: "stream",
+		Columns: []string{"figure", "value", "how"},
+		Rows: [][]cell{
+			{lit("one message at a time, waiting for each acknowledgement"),
+				join(" ", perSec("stream.BenchmarkPublish", 0, " messages/s"), join("", lit("("), micros("stream.BenchmarkPublish", 0), lit(" each)"))),
+				lit("`stream.BenchmarkPublish`")},
+			{lit("pipelined batches of 100"), metric("stream.BenchmarkPublishBatch", "msgs/s", 0, " messages/s"), lit("`stream.BenchmarkPublishBatch`")},
+			{lit("pipelined / one at a time"),
+				ratio(metric("stream.BenchmarkPublishBatch", "msgs/s", 0, ""), perSec("stream.BenchmarkPublish", 0, ""), 2), lit("same run")},
+		}},
+	{ID: "syncer",
+		Columns: []string{"figure", "value", "anchor"},
+		Rows: [][]cell{
+			{lit("converge 1,000 ConfigMap deployables onto 3 clusters"),
+				join(" ", metric("syncer.BenchmarkSyncer", "s/converge", 1, " s"), join("", lit("("), metric("syncer.BenchmarkSyncer", "objects/s", 0, " objects/s"), lit(")"))),
+				lit("bounded by the client limit of 50 requests/s per cluster: a new object costs a read and an apply, so 75 objects/s for three")},
+			{lit("drift repair (an object edited behind purser's back), p50 / p99"),
+				join(" / ", metric("syncer.BenchmarkSyncer", "ms/repair-p50", 0, " ms"), metric("syncer.BenchmarkSyncer", "ms/repair-p99", 0, " ms")),
+				lit("Argo CD reconciles every 120–180 s, OCM's work agent every 4–6 min (their documentation); goal under 2 s")},
+			{lit("writes per idle resync, to the clusters / to the database"),
+				join(" / ", metric("syncer.BenchmarkSyncer", "kube-writes/idle-resync", 0, ""), metric("syncer.BenchmarkSyncer", "db-writes/idle-resync", 0, "")),
+				lit("goal zero")},
+		}},
+	{ID: "inventory",
+		Columns: []string{"figure", "SQLite", "PostgreSQL", "goal"},
+		Rows: [][]cell{
+			{lit("ingest, events/s (stream → batch → one transaction → ack)"),
+				metric("inventory.BenchmarkIngestEvents/sqlite", "events/s", 0, ""), metric("inventory.BenchmarkIngestEvents/postgres", "events/s", 0, ""),
+				lit("≥ 10,000/s on PostgreSQL")},
+			{lit("ceiling: raw batched upsert of the same rows, rows/s"),
+				metric("inventory.BenchmarkRawUpsert/sqlite", "rows/s", 0, ""), metric("inventory.BenchmarkRawUpsert/postgres", "rows/s", 0, ""), lit("")},
+			{lit("ingest / ceiling, same run"),
+				ratio(metric("inventory.BenchmarkIngestEvents/sqlite", "events/s", 0, ""), metric("inventory.BenchmarkRawUpsert/sqlite", "rows/s", 0, ""), 2),
+				ratio(metric("inventory.BenchmarkIngestEvents/postgres", "events/s", 0, ""), metric("inventory.BenchmarkRawUpsert/postgres", "rows/s", 0, ""), 2),
+				lit("≥ 0.5")},
+			{lit("`store.UpsertInventory` alone, 500 new rows per transaction, rows/s"),
+				metric("store.BenchmarkUpsertInventory/sqlite", "rows/s", 0, ""), metric("store.BenchmarkUpsertInventory/postgres", "rows/s", 0, ""), lit("")},
+			{lit("snapshot reconciliation of 100,000 records (1,000 zombies)"),
+				secs("inventory.BenchmarkReconcileSnapshot/sqlite", 2), secs("inventory.BenchmarkReconcileSnapshot/postgres", 2), lit("< 2 s")},
+		}},
+	{ID: "agent-memory",
+		Columns: []string{"informer over 2,000 ConfigMaps written by `kubectl apply`", "heap per object", "goal"},
+		Rows: [][]cell{
+			{lit("plain informer"), metric("agent.BenchmarkInformerMemory/untrimmed", "B/object", 0, " B"), lit("")},
+			{lit("trimmed (`agent.Trim`: no managedFields, no last-applied annotation, Secret data hashed)"), metric("agent.BenchmarkInformerMemory/trimmed", "B/object", 0, " B"), lit("")},
+			{lit("trimmed / plain, same run"),
+				ratio(metric("agent.BenchmarkInformerMemory/trimmed", "B/object", 0, ""), metric("agent.BenchmarkInformerMemory/untrimmed", "B/object", 0, ""), 2),
+				lit("≤ 0.5")},
+		}},
+	{ID: "submitter",
+		Columns: []string{"objects", "client-go direct", "through purser", "purser / direct", "accept → created p50 / p99", "API accepted"},
+		Rows: [][]cell{
+			{lit("1,000"),
+				metric("submitter.TestBenchmarkSubmit", "direct-objects/s", 1, " objects/s"),
+				metric("submitter.TestBenchmarkSubmit", "runnables/s", 1, " runnables/s"),
+				join(" ", percent(metric("submitter.TestBenchmarkSubmit", "runnables/s", 1, ""), metric("submitter.TestBenchmarkSubmit", "direct-objects/s", 1, "")), lit("(goal ≥ 80 %)")),
+				join(" / ", metric("submitter.TestBenchmarkSubmit", "p50-s", 2, " s"), metric("submitter.TestBenchmarkSubmit", "p99-s", 1, " s")),
+				metric("submitter.TestBenchmarkSubmit", "accepted-runnables/s", 0, " runnables/s")},
+		}},
+	{ID: "console",
+		Columns: []string{"page (call)", "SQLite", "PostgreSQL"},
+		Rows: [][]cell{
+			consoleRow("runnables (`limit=200`)", "runnables"),
+			consoleRow("runnables by phase in a namespace", "runnables-by-phase"),
+			consoleRow("inventory (`fields=meta&limit=500`)", "inventory"),
+			consoleRow("inventory with a label selector (`app=web-7`: 1,000 matches among 100,000)", "inventory-selector"),
+			consoleRow("history (`limit=500`)", "history"),
+		}},
+	{ID: "inventory-list",
+		Columns: []string{"listing", "kube-apiserver", "purser, SQLite", "ratio", "purser, PostgreSQL", "ratio"},
+		Rows: [][]cell{
+			listRow("first page (`limit=500`)", "first-page", true),
+			listRow("all 10,001, pages of 500", "all", true),
+			listRow("`labelSelector=shard=7` (100 matches)", "selector", false),
+			{lit("bytes per object in the answer"),
+				metric("server.BenchmarkInventoryList/kube-apiserver/all", "B/object", 0, ""), metric("server.BenchmarkInventoryList/purser-sqlite/all", "B/object", 0, ""), lit(""),
+				metric("server.BenchmarkInventoryList/purser-postgres/all", "B/object", 0, ""), lit("")},
+		}},
+	{ID: "capacity",
+		Columns: []string{"engine", "per placement"},
+		Rows: [][]cell{
+			{lit("SQLite"), millis("store.BenchmarkClusterCapacity/sqlite", 1)},
+			{lit("PostgreSQL"), millis("store.BenchmarkClusterCapacity/postgres", 1)},
+		}},
+	{ID: "health",
+		Columns: []string{"object", "interpreter", "per verdict", "allocations"},
+		Rows: [][]cell{
+			healthRow("Deployment", "built-in", "Deployment"),
+			healthRow("FlinkDeployment (RECONCILING, image pull error)", "built-in", "FlinkDeployment"),
+			healthRow("Widget", "CEL rule", "CELRule"),
+			{lit("CEL rule / built-in Deployment, same run"), lit(""),
+				ratio(micros("health.BenchmarkInterpret/CELRule", 2), micros("health.BenchmarkInterpret/Deployment", 2), 1), lit("")},
+		}},
+	{ID: "failover-application",
+		Columns: []string{"part", "time", "configured"},
+		Rows: [][]cell{
+			{lit("detection + eviction beyond `tolerationSeconds` (ingester sees Unhealthy; controller pass)"),
+				metric("failover.BenchmarkFailoverApplication", "detect+evict-s", 2, " s"),
+				join("", lit("toleration "), metric("failover.BenchmarkFailoverApplication", "toleration-s", 0, " s"))},
+			{lit("placement (old copy deleted and confirmed gone, queued, placed, created)"),
+				metric("failover.BenchmarkFailoverApplication", "place-s", 2, " s"), lit("")},
+			{lit("running (simulated operator to RUNNING, agent, ingester to Healthy)"),
+				metric("failover.BenchmarkFailoverApplication", "running-s", 2, " s"), lit("simulator start delay 0.3 s")},
+			{lit("total, fault to running elsewhere"),
+				metric("failover.BenchmarkFailoverApplication", "total-s", 2, " s"),
+				join(" ", diff(metric("failover.BenchmarkFailoverApplication", "total-s", 2, " s"), metric("failover.BenchmarkFailoverApplication", "toleration-s", 2, "")), lit("beyond the toleration"))},
+		}},
+	{ID: "failover-cluster",
+		Columns: []string{"runnables", "detection (Ready leaves True)", "first running on a", "all running on a", "configured"},
+		Rows: [][]cell{
+			clusterRow("1", "1", lit("3 × 200 ms probes + 2 s grace")),
+			clusterRow("500", "500", lit("same; eviction rate 20/s")),
+		}},
+}
+
+func submitRow(label, eng string) []cell {
+	serial := metric("store.BenchmarkInsertRunnableWithAuditAndOutbox/"+eng+"/serial", "ops/s", 0, "")
+	parallel := metric("store.BenchmarkInsertRunnableWithAuditAndOutbox/"+eng+"/parallel", "ops/s", 0, "")
+	api := metric("server.BenchmarkSubmit/"+eng, "submissions/s", 0, "")
+	return []cell{lit(label), join(" / ", serial, parallel), api,
+		join(" / ", metric("server.BenchmarkSubmit/"+eng, "p50-ms", 1, " ms"), metric("server.BenchmarkSubmit/"+eng, "p99-ms", 0, " ms")),
+		percent(api, best(serial, parallel))}
+}
+
+func consoleRow(label, page string) []cell {
+	return []cell{lit(label), millis("server.BenchmarkConsolePages/sqlite/"+page, 1), millis("server.BenchmarkConsolePages/postgres/"+page, 1)}
+}
+
+// listRow is one listing of BenchmarkInventoryList: the time of each side,
+// with its objects/s when rate is set, and purser's time over the
+// kube-apiserver's.
+func listRow(label, listing string, rate bool) []cell {
+	row := []cell{lit(label)}
+	kube := millis("server.BenchmarkInventoryList/kube-apiserver/"+listing, 1)
+	for i, side := range []string{"kube-apiserver", "purser-sqlite", "purser-postgres"} {
+		name := "server.BenchmarkInventoryList/" + side + "/" + listing
+		t := millis(name, 1)
+		var c cell = t
+		if rate {
+			c = join(" ", t, join("", lit("("), metric(name, "objects/s", 0, "/s"), lit(")")))
+		}
+		row = append(row, c)
+		if i > 0 {
+			row = append(row, ratio(t, kube, 2))
+		}
+	}
+	return row
+}
+
+func healthRow(object, interpreter, sub string) []cell {
+	name := "health.BenchmarkInterpret/" + sub
+	return []cell{lit(object), lit(interpreter), micros(name, 2),
+		join(", ", metric(name, "allocs/op", 0, " allocs"), metric(name, "B/op", 0, " B"))}
+}
+
+func clusterRow(label, sub string, configured cell) []cell {
+	name := "failover.BenchmarkFailoverCluster/" + sub
+	return []cell{lit(label), metric(name, "detect-s", 2, " s"), metric(name, "first-running-s", 2, " s"),
+		metric(name, "all-running-s", 2, " s"), configured}
+}
