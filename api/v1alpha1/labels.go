@@ -34,3 +34,9 @@ const (
 	// TaintUnreachable: purser cannot reach the cluster's kube-apiserver.
 	TaintUnreachable = "purser.io/unreachable"
 )
+
+// AnnotationFenced is put by the agent on an object it suspended because
+// its lease expired (the time, RFC 3339). The controller resumes such an
+// object when the cluster is Ready again and the runnable was not moved
+// meanwhile, and removes the annotation.
+const AnnotationFenced = "purser.io/fenced"

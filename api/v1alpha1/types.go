@@ -193,10 +193,14 @@ type RunnableStatus struct {
 	// Unhealthy without a Healthy observation since: the clock of
 	// spec.failover.application.tolerationSeconds, kept with the runnable
 	// so that it survives restarts of the controller.
-	UnhealthySince *time.Time        `json:"unhealthySince,omitempty"`
-	Message        string            `json:"message,omitempty"`
-	Preserved      map[string]string `json:"preserved,omitempty"`
-	Attempts       []Attempt         `json:"attempts,omitempty"`
+	UnhealthySince *time.Time `json:"unhealthySince,omitempty"`
+	Message        string     `json:"message,omitempty"`
+	// Fenced: the current attempt's object was suspended by its cluster's
+	// agent when the agent's lease expired; the controller resumes it once
+	// the cluster is Ready again and the runnable was not moved.
+	Fenced    bool              `json:"fenced,omitempty"`
+	Preserved map[string]string `json:"preserved,omitempty"`
+	Attempts  []Attempt         `json:"attempts,omitempty"`
 	// Result is the last observed status of the object, kept after the
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`

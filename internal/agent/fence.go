@@ -74,8 +74,11 @@ func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured) fencing {
 // uid makes the API server refuse it on another object of the same name.
 func suspendPatch(u *unstructured.Unstructured, spec map[string]any) fencing {
 	patch, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": string(u.GetUID())},
-		"spec":     spec,
+		"metadata": map[string]any{
+			"uid":         string(u.GetUID()),
+			"annotations": map[string]any{v1alpha1.AnnotationFenced: time.Now().UTC().Format(time.RFC3339)},
+		},
+		"spec": spec,
 	})
 	return fencing{action: fenceSuspend, patch: patch}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
@@ -238,4 +239,15 @@ func (c *ObjectClient) Remove(ctx context.Context, gvk schema.GroupVersionKind, 
 		return false, err
 	}
 	return true, nil
+}
+
+// MergePatch applies a JSON merge patch to the object of that kind and
+// name. A patch that names metadata.uid applies only to that very object.
+func (c *ObjectClient) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patch []byte) error {
+	ri, _, err := c.resource(gvk, namespace)
+	if err != nil {
+		return err
+	}
+	_, err = ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
 }

@@ -174,8 +174,11 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	}
 	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin})
 	if !v.Evict {
-		if v.Message != "" {
+		switch {
+		case v.Message != "":
 			return c.setMessage(ctx, rec, r, v.Message)
+		case r.status.Fenced && view.placement.Ready:
+			return c.resume(ctx, rec, r, view)
 		}
 		return nil
 	}

@@ -55,6 +55,9 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 	if n, err := strconv.Atoi(row.Labels[v1alpha1.LabelAttempt]); err != nil || n != last.Number || row.Cluster != last.Cluster {
 		return nil // an earlier attempt's object
 	}
+	if ok, err := isStored(ctx, tx, row); err != nil || !ok {
+		return err
+	}
 
 	next := current
 	switch row.Phase {
@@ -75,11 +78,12 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 			return fmt.Errorf("runnable %s status: %w", uid, err)
 		}
 	}
-	result := objectStatus(row.Object)
-	if next == current && string(st.Health) == row.Health && equalJSON(st.Result, result) {
+	result, fenced := objectStatus(row.Object)
+	if next == current && string(st.Health) == row.Health && equalJSON(st.Result, result) && st.Fenced == fenced {
 		return nil
 	}
 	st.Health = v1alpha1.Health(row.Health)
+	st.Fenced = fenced
 	switch {
 	case st.Health != v1alpha1.HealthUnhealthy:
 		st.UnhealthySince = nil
@@ -122,15 +126,41 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 	})
 }
 
-// objectStatus is the status of an object as the agent sent it.
-func objectStatus(object []byte) map[string]any {
+// isStored reports whether row is the state the inventory now holds for
+// its object. UpsertInventory skips a row older than the stored record
+// (or its tombstone), as a batch handed back for redelivery brings after
+// a newer one was applied; such a row must not move the runnable back
+// either, or a runnable already seen Healthy would turn Unhealthy again
+// from a stale observation, and stay so (nothing newer comes while the
+// object does not change) until application failover moves it.
+func isStored(ctx context.Context, tx *store.Tx, row *store.InventoryRow) (bool, error) {
+	rows, _, err := tx.ListInventory(ctx, store.InventoryFilter{Cluster: row.Cluster, Kind: row.Kind,
+		Namespace: row.Namespace, Name: row.Name, WithoutObject: true, Limit: 10})
+	if err != nil {
+		return false, err
+	}
+	for _, r := range rows {
+		if r.UID == row.UID {
+			return r.ResourceVersion == row.ResourceVersion, nil
+		}
+	}
+	return false, nil
+}
+
+// objectStatus is the status of an object as the agent sent it, and
+// whether its agent fenced it.
+func objectStatus(object []byte) (map[string]any, bool) {
 	var obj struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
 		Status map[string]any `json:"status"`
 	}
 	if len(object) == 0 || json.Unmarshal(object, &obj) != nil {
-		return nil
+		return nil, false
 	}
-	return obj.Status
+	_, fenced := obj.Metadata.Annotations[v1alpha1.AnnotationFenced]
+	return obj.Status, fenced
 }
 
 func equalJSON(a, b map[string]any) bool {
