@@ -100,13 +100,16 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 	if now.Sub(*st.UnhealthySince) < toleration {
 		return Verdict{}
 	}
+	// The message leaves out the runnable's status message: while the
+	// runnable waits for a target, that is this very message, which would
+	// then nest itself, and grow and be written again, on every pass.
 	v := Verdict{
 		Evict:  true,
 		Reason: ReasonApplicationUnhealthy,
 		Purge:  app.PurgeMode,
 		Grace:  time.Duration(*app.GracePeriodSeconds) * time.Second,
-		Message: fmt.Sprintf("unhealthy on %s since %s, longer than tolerationSeconds %d: %s",
-			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), *app.TolerationSeconds, st.Message),
+		Message: fmt.Sprintf("unhealthy on %s since %s, longer than tolerationSeconds %d",
+			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), *app.TolerationSeconds),
 	}
 	// Gracefully places the next attempt before the old one is gone;
 	// AtMostOne forbids that, so there the old copy goes first.

@@ -59,6 +59,9 @@ const (
 	agentLease = 3 * time.Second
 	margin     = time.Second
 	toleration = 3 // seconds
+	// probeInterval is the health monitor's; it judges a cluster after
+	// 3 failed or 2 successful probes in a row.
+	probeInterval = 200 * time.Millisecond
 )
 
 var (
@@ -139,7 +142,7 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 		RescanInterval: time.Second, Logger: f.log.With("component", "submitter")}).Run)
 	cache := clusters.NewCache(f.sealer)
 	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
-		Store: f.store, Sealer: f.sealer, Interval: 200 * time.Millisecond,
+		Store: f.store, Sealer: f.sealer, Interval: probeInterval,
 		Policy: clusters.Policy{FailureThreshold: 3, SuccessThreshold: 2, NoExecuteGrace: 2 * time.Second, AgentLease: agentLease},
 		Logger: f.log.With("component", "health"),
 	}).Run)
