@@ -26,9 +26,20 @@ func TestLeftoverOfAnUnreachableAttemptIsRemoved(t *testing.T) {
 	f := newFarm(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}, {name: "b", sandbox: cs[1]}})
 	ctx := context.Background()
 
+	// What the lost create left on b (there before the controller can
+	// look for it), and what must survive: the same name in another
+	// namespace belonging to attempt 2, and a foreign object of that name
+	// elsewhere.
+	uid := "11111111-2222-3333-4444-" + randomHex(6)
+	leftover := configMap(f.ns, "report", uid, "1")
+	later := configMap(f.ns+"-later", "report", uid, "2")
+	foreign := configMap(f.ns+"-foreign", "report", "", "")
+	for _, obj := range []*unstructured.Unstructured{leftover, later, foreign} {
+		createWithNamespace(t, cs[1], obj)
+	}
+
 	// The runnable as the submitter leaves it: attempt 1 on b given up,
 	// attempt 2 running on a.
-	uid := "11111111-2222-3333-4444-" + randomHex(6)
 	spec, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"k": "v"},
 	}}})
@@ -47,16 +58,6 @@ func TestLeftoverOfAnUnreachableAttemptIsRemoved(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-
-	// What the lost create left on b, and what must survive: the same
-	// name in another namespace belonging to attempt 2, and a foreign
-	// object of that name elsewhere.
-	leftover := configMap(f.ns, "report", uid, "1")
-	later := configMap(f.ns+"-later", "report", uid, "2")
-	foreign := configMap(f.ns+"-foreign", "report", "", "")
-	for _, obj := range []*unstructured.Unstructured{leftover, later, foreign} {
-		createWithNamespace(t, cs[1], obj)
 	}
 
 	f.waitFor("report", "cleaned up", func(r *v1alpha1.Runnable) bool {

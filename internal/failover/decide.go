@@ -34,6 +34,11 @@ type Cluster struct {
 	// LastHeartbeat is the last heartbeat of the cluster's agent; nil if
 	// none was ever seen.
 	LastHeartbeat *time.Time
+	// HeartbeatsStale: no agent of the farm has been heard from for a
+	// lease, although agents did report: the heartbeats reach the database
+	// through the stream and the ingester, and one of those is down, so
+	// the silence of this cluster's agent proves nothing.
+	HeartbeatsStale bool
 }
 
 // Timing is the part of the controller's configuration the decision uses.
@@ -80,6 +85,11 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 			v.Purge = f.Cluster.PurgeMode
 		}
 		if !c.Reachable && consistency == v1alpha1.ConsistencyAtMostOne {
+			if c.HeartbeatsStale {
+				return Verdict{Message: fmt.Sprintf(
+					"cluster %s is tainted %s, but no agent's heartbeat has reached purser for longer than a lease (is the stream or the ingester down?); with consistency AtMostOne the runnable stays until heartbeats are current again",
+					c.Name, placement.TaintString(taint))}
+			}
 			if fenced := fencedAt(c, taint, t); now.Before(fenced) {
 				return Verdict{Message: fmt.Sprintf(
 					"cluster %s is tainted %s; waiting until %s, when its agent will have suspended this runnable's copy (consistency AtMostOne), before placing it elsewhere",

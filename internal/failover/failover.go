@@ -264,6 +264,13 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 	if err != nil {
 		return nil, err
 	}
+	var newest *time.Time
+	for _, a := range agents {
+		if a.LastHeartbeat != nil && (newest == nil || a.LastHeartbeat.After(*newest)) {
+			newest = a.LastHeartbeat
+		}
+	}
+	stale := newest != nil && c.cfg.Now().Sub(*newest) > c.cfg.AgentLease
 	out := make(map[string]*clusterView, len(rows))
 	for _, row := range rows {
 		var spec store.Document[v1alpha1.ClusterSpec]
@@ -287,7 +294,8 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 				Taints: taints,
 				// Unknown is what an unreachable kube-apiserver gives; a
 				// cluster never probed yet counts as reachable.
-				Reachable: ready == nil || ready.Status != metav1.ConditionUnknown,
+				Reachable:       ready == nil || ready.Status != metav1.ConditionUnknown,
+				HeartbeatsStale: stale,
 			},
 			placement: placement.Cluster{
 				Name: row.Name, Labels: row.Labels, Taints: taints,

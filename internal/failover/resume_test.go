@@ -1,0 +1,72 @@
+package failover_test
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+// An agent cut off from the stream suspends its AtMostOne work. When no
+// other cluster may take the work, it stays; once the agent reports again
+// and the cluster is Ready, the controller resumes it, so a stream outage
+// does not leave work stopped for good.
+func TestFencedJobResumesWhenItsAgentReturns(t *testing.T) {
+	cs := env.Clusters(t)
+	f := newFarm(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}})
+	natsAddr, err := url.Parse(f.nats.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsProxy := newProxy(t, natsAddr.Host)
+	f.register(cluster{name: "b", sandbox: cs[1], natsURL: "nats://" + natsProxy.Addr()})
+
+	// Only b may run it: nowhere to move it to.
+	job := strings.Replace(fmt.Sprintf(jobRunnable, "report", v1alpha1.ConsistencyAtMostOne), "clusterNames: [a, b]", "clusterNames: [b]", 1)
+	f.startOn("b", job)
+
+	natsProxy.Cut()
+	// The agent cannot tell purser while it is cut off: the cluster
+	// itself shows the fencing.
+	deadline := time.Now().Add(wait)
+	for {
+		jobs := f.objects("b", jobsGVR)
+		if len(jobs) == 1 && suspended(jobs[0].Object) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Job on b is not suspended %s after the agent was cut off: %v", wait, jobs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.waitCluster("b", "not Ready", func(c *v1alpha1.Cluster) bool {
+		return hasTaint(c, v1alpha1.TaintNotReady, corev1.TaintEffectNoExecute)
+	})
+	if r := f.runnable("report"); r.Status.Cluster != "b" || len(r.Status.Attempts) != 1 {
+		t.Fatalf("the runnable moved although no other cluster may take it: %+v", r.Status)
+	}
+
+	natsProxy.Restore()
+	r := f.waitFor("report", "resumed", func(r *v1alpha1.Runnable) bool {
+		return !r.Status.Fenced && strings.Contains(r.Status.Message, "resumed")
+	})
+	jobs := f.objects("b", jobsGVR)
+	if len(jobs) != 1 || suspended(jobs[0].Object) {
+		t.Fatalf("the Job on b was not resumed: %v", jobs)
+	}
+	if _, ok := jobs[0].GetAnnotations()[v1alpha1.AnnotationFenced]; ok {
+		t.Errorf("the Job on b still carries %s", v1alpha1.AnnotationFenced)
+	}
+	if len(r.Status.Attempts) != 1 || r.Status.Attempts[0].EndedAt != nil {
+		t.Errorf("attempts: %+v", r.Status.Attempts)
+	}
+	if h := f.history("report"); !slices.Contains(h, "resume") {
+		t.Errorf("history %v has no resume", h)
+	}
+}
