@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/lease"
 	"github.com/purser-io/purser/internal/seal"
@@ -27,6 +30,7 @@ type hubFlags struct {
 	// streamReplicas is how many NATS servers hold each stream and bucket
 	// the component declares: 1 for one server, 3 for a NATS cluster.
 	streamReplicas int
+	metricsListen  string
 }
 
 func (f *hubFlags) register(cmd *cobra.Command, needDB, needKey bool) {
@@ -34,6 +38,7 @@ func (f *hubFlags) register(cmd *cobra.Command, needDB, needKey bool) {
 		cmd.Flags().StringVar(&f.database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
 	}
 	cmd.Flags().StringVar(&f.nats, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	cmd.Flags().StringVar(&f.metricsListen, "metrics-listen", "", metricsHelp)
 	cmd.Flags().IntVar(&f.streamReplicas, "stream-replicas", 1, "replicas of the streams and buckets this component declares: 1 for one NATS server, 3 for a NATS cluster; the same on every component")
 	if needKey {
 		cmd.Flags().StringVar(&f.keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) that opens kubeconfigs and Secret values")
@@ -46,15 +51,21 @@ type hub struct {
 	streams *stream.Client
 	sealer  *seal.Sealer
 	log     *slog.Logger
+	metrics *prometheus.Registry // served on --metrics-listen
 }
 
 func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) {
-	h := &hub{log: slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", name)}
-	var closers []func()
+	h := &hub{log: slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", name), metrics: newRegistry()}
+	mctx, stopMetrics := context.WithCancel(ctx)
+	closers := []func(){stopMetrics}
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
+	}
+	if err := serveMetrics(mctx, f.metricsListen, h.metrics, h.log); err != nil {
+		closeAll()
+		return nil, nil, err
 	}
 	var err error
 	if f.keyFile != "" {
@@ -76,11 +87,29 @@ func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) 
 		return nil, nil, err
 	}
 	closers = append(closers, h.streams.Close)
-	if err := h.streams.Declare(ctx); err != nil {
+	if err := declare(ctx, h.streams, h.log); err != nil {
 		closeAll()
 		return nil, nil, err
 	}
 	return h, closeAll, nil
+}
+
+// declare declares the streams, waiting while the stream is unavailable
+// (a NATS cluster still electing its leaders, or busy with the
+// declarations of every replica starting at once), as Connect waits for
+// the first connection: a component that exited here would only be
+// restarted to try again.
+func declare(ctx context.Context, streams *stream.Client, log *slog.Logger) error {
+	for attempt := 0; ; attempt++ {
+		err := streams.Declare(ctx)
+		if err == nil || !errors.Is(err, stream.ErrUnavailable) {
+			return err
+		}
+		log.Warn("stream unavailable; declaring again", "attempt", attempt+1, "error", err)
+		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 500*time.Millisecond, 10*time.Second)) {
+			return err
+		}
+	}
 }
 
 // openStore opens the database and the key only.
@@ -106,7 +135,7 @@ deadlines, cancellation. Several submitters share the queue.`,
 			}
 			defer closeHub()
 			fmt.Fprintln(cmd.OutOrStdout(), "purser submitter running")
-			return submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log}).Run(cmd.Context())
+			return submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log, Registerer: h.metrics}).Run(cmd.Context())
 		},
 	}
 	f.register(cmd, true, true)

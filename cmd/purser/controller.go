@@ -15,6 +15,7 @@ import (
 func newControllerCommand() *cobra.Command {
 	var (
 		database, keyFile string
+		metricsListen     string
 		policy            clusters.Policy
 		fo                failover.Config
 		probeInterval     time.Duration
@@ -47,7 +48,7 @@ expired (at once when the leader shut down cleanly).
 It talks to the database and the member clusters, never to the stream.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			hf := hubFlags{database: database, keyFile: keyFile}
+			hf := hubFlags{database: database, keyFile: keyFile, metricsListen: metricsListen}
 			h, closeHub, err := hf.openStore(cmd.Context(), "controller")
 			if err != nil {
 				return err
@@ -56,11 +57,12 @@ It talks to the database and the member clusters, never to the stream.`,
 			fmt.Fprintln(cmd.OutOrStdout(), "purser controller running")
 			return controller.Run(cmd.Context(), controller.Config{
 				Store: h.db, Sealer: h.sealer, Health: policy, ProbeInterval: probeInterval, Failover: fo,
-				Identity: identity, LeaseDuration: leaseDuration, Logger: h.log,
+				Identity: identity, LeaseDuration: leaseDuration, Logger: h.log, Registerer: h.metrics,
 			})
 		},
 	}
 	cmd.Flags().StringVar(&database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", metricsHelp)
 	cmd.Flags().StringVar(&keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) that opens kubeconfigs")
 	cmd.Flags().DurationVar(&probeInterval, "probe-interval", clusters.DefaultProbeInterval, "how often each cluster is probed")
 	cmd.Flags().IntVar(&policy.FailureThreshold, "failure-threshold", clusters.DefaultFailureThreshold, "failed probes in a row before a cluster is not Ready")
