@@ -4,7 +4,7 @@
 GO ?= go
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build demo test vet fmt-check sandbox-build bench
+.PHONY: build demo test vet fmt-check sandbox-build bench soak
 
 build:
 	$(GO) build -o bin/purser ./cmd/purser
@@ -34,3 +34,13 @@ fmt-check:
 # estimate), "-only REGEXP" (a subset).
 bench: sandbox-build
 	$(GO) run ./hack/benchreport $(BENCH_FLAGS)
+
+# The chaos soak test alone, verbose, so that its summary shows: purser split
+# into its components on a 3-node NATS cluster and PostgreSQL
+# (PURSER_TEST_POSTGRES), under load while processes, NATS nodes,
+# kube-apiservers and agents are killed. `make soak SOAK_DURATION=30m` for a
+# long run; SOAK_FLAGS passes more, e.g. -soak.seed=42 -soak.keep.
+SOAK_DURATION ?= 3m
+SOAK_FLAGS ?=
+soak: sandbox-build
+	$(GO) test -count=1 -timeout 3h -v -run '^TestSoak$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) $(SOAK_FLAGS)
