@@ -407,6 +407,7 @@ func (a *Agent) watches() []*watch {
 }
 
 func (a *Agent) snapshotLoop(ctx context.Context) {
+	a.firstSnapshot(ctx)
 	t := time.NewTicker(a.cfg.SnapshotInterval)
 	defer t.Stop()
 	for {
@@ -417,6 +418,31 @@ func (a *Agent) snapshotLoop(ctx context.Context) {
 		case <-a.snapshotNow:
 		}
 		a.snapshot(ctx)
+	}
+}
+
+// firstSnapshot publishes a snapshot as soon as every watch has synced,
+// so that objects deleted while the agent was away (stopped, cut off, not
+// yet leader) leave the inventory in seconds rather than a period later.
+// It gives up waiting after one SnapshotInterval: the loop's ticker takes
+// over from there.
+func (a *Agent) firstSnapshot(ctx context.Context) {
+	deadline := time.Now().Add(a.cfg.SnapshotInterval)
+	for time.Now().Before(deadline) {
+		ws := a.watches()
+		synced := len(ws) > 0
+		for _, w := range ws {
+			synced = synced && w.synced()
+		}
+		if synced {
+			a.snapshot(ctx)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }
 

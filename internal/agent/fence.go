@@ -47,7 +47,7 @@ type fencing struct {
 // has the job suspended (the operator stops it the way its upgradeMode
 // says, savepoint or last state, which the next attempt can restore from),
 // anything else is deleted.
-func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured) fencing {
+func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured, now time.Time) fencing {
 	if u.GetDeletionTimestamp() != nil {
 		return fencing{}
 	}
@@ -56,7 +56,7 @@ func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured) fencing {
 		if suspended, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend"); suspended {
 			return fencing{}
 		}
-		return suspendPatch(u, map[string]any{"suspend": true})
+		return suspendPatch(u, map[string]any{"suspend": true}, now)
 	case flinkKind:
 		if _, hasJob, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "job"); !hasJob {
 			// A session cluster runs no job of its own to suspend.
@@ -65,18 +65,18 @@ func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured) fencing {
 		if state, _, _ := unstructured.NestedString(u.Object, "spec", "job", "state"); state == "suspended" {
 			return fencing{}
 		}
-		return suspendPatch(u, map[string]any{"job": map[string]any{"state": "suspended"}})
+		return suspendPatch(u, map[string]any{"job": map[string]any{"state": "suspended"}}, now)
 	}
 	return fencing{action: fenceDelete}
 }
 
 // suspendPatch is a merge patch of spec that applies only to u itself: the
 // uid makes the API server refuse it on another object of the same name.
-func suspendPatch(u *unstructured.Unstructured, spec map[string]any) fencing {
+func suspendPatch(u *unstructured.Unstructured, spec map[string]any, now time.Time) fencing {
 	patch, _ := json.Marshal(map[string]any{
 		"metadata": map[string]any{
 			"uid":         string(u.GetUID()),
-			"annotations": map[string]any{v1alpha1.AnnotationFenced: time.Now().UTC().Format(time.RFC3339)},
+			"annotations": map[string]any{v1alpha1.AnnotationFenced: now.UTC().Format(time.RFC3339)},
 		},
 		"spec": spec,
 	})
@@ -132,7 +132,7 @@ func (a *Agent) fence(ctx context.Context, done map[types.UID]string) {
 			if rv, ok := done[u.GetUID()]; ok && rv == u.GetResourceVersion() {
 				continue
 			}
-			f := fencingFor(w.gvk.GroupKind(), u)
+			f := fencingFor(w.gvk.GroupKind(), u, time.Now())
 			if f.action == "" {
 				continue
 			}

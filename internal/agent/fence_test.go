@@ -23,6 +23,9 @@ import (
 	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
+// fencedAt is when the table's objects are fenced.
+var fencedAt = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
 func TestFencingFor(t *testing.T) {
 	obj := func(apiVersion, kind string, spec map[string]any, deleting bool) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
@@ -44,17 +47,17 @@ func TestFencingFor(t *testing.T) {
 		patch  string
 	}{
 		{"running Job", jobKind, obj("batch/v1", "Job", map[string]any{"parallelism": int64(1)}, false),
-			fenceSuspend, `{"metadata":{"uid":"u-1"},"spec":{"suspend":true}}`},
+			fenceSuspend, `{"metadata":{"annotations":{"purser.io/fenced":"2026-11-29T12:00:00Z"},"uid":"u-1"},"spec":{"suspend":true}}`},
 		{"Job resumed", jobKind, obj("batch/v1", "Job", map[string]any{"suspend": false}, false),
-			fenceSuspend, `{"metadata":{"uid":"u-1"},"spec":{"suspend":true}}`},
+			fenceSuspend, `{"metadata":{"annotations":{"purser.io/fenced":"2026-11-29T12:00:00Z"},"uid":"u-1"},"spec":{"suspend":true}}`},
 		{"suspended Job", jobKind, obj("batch/v1", "Job", map[string]any{"suspend": true}, false), "", ""},
 		{"Job being deleted", jobKind, obj("batch/v1", "Job", nil, true), "", ""},
 		{"running FlinkDeployment", flinkKind, obj("flink.apache.org/v1beta1", "FlinkDeployment",
 			map[string]any{"job": map[string]any{"jarURI": "local:///j.jar", "state": "running"}}, false),
-			fenceSuspend, `{"metadata":{"uid":"u-1"},"spec":{"job":{"state":"suspended"}}}`},
+			fenceSuspend, `{"metadata":{"annotations":{"purser.io/fenced":"2026-11-29T12:00:00Z"},"uid":"u-1"},"spec":{"job":{"state":"suspended"}}}`},
 		{"FlinkDeployment without a state", flinkKind, obj("flink.apache.org/v1beta1", "FlinkDeployment",
 			map[string]any{"job": map[string]any{"jarURI": "local:///j.jar"}}, false),
-			fenceSuspend, `{"metadata":{"uid":"u-1"},"spec":{"job":{"state":"suspended"}}}`},
+			fenceSuspend, `{"metadata":{"annotations":{"purser.io/fenced":"2026-11-29T12:00:00Z"},"uid":"u-1"},"spec":{"job":{"state":"suspended"}}}`},
 		{"suspended FlinkDeployment", flinkKind, obj("flink.apache.org/v1beta1", "FlinkDeployment",
 			map[string]any{"job": map[string]any{"state": "suspended"}}, false), "", ""},
 		{"Flink session cluster", flinkKind, obj("flink.apache.org/v1beta1", "FlinkDeployment",
@@ -67,7 +70,7 @@ func TestFencingFor(t *testing.T) {
 			obj("apps/v1", "Deployment", nil, true), "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fencingFor(tc.gk, tc.obj)
+			f := fencingFor(tc.gk, tc.obj, fencedAt)
 			if f.action != tc.action || string(f.patch) != tc.patch {
 				t.Errorf("got %q %s, want %q %s", f.action, f.patch, tc.action, tc.patch)
 			}
