@@ -420,8 +420,14 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) error {
 				msg = fmt.Sprintf("conflict: %s %s already exists on the cluster, managed by deployable %s; left untouched",
 					d.gvk.Kind, key, cur.GetAnnotations()[AnnotationDeployable])
 			}
+			if owner != "" {
+				// The owner may be gone (purged, tombstoned, renamed):
+				// its sync then deletes the copy, and the deletion's
+				// event brings this deployable back (enqueueClaimants).
+				w.queue.Add(owner)
+			}
 			// Not retried with backoff: only a change of the object or of
-			// the deployable can resolve it, and the resync sees both.
+			// the deployable can resolve it; events and the resync see both.
 			return w.setStatus(ctx, d, v1alpha1.StateError, msg)
 		}
 	case apierrors.IsNotFound(err):
@@ -651,7 +657,10 @@ func (w *clusterWorker) informer(ctx context.Context, gvr schema.GroupVersionRes
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    enqueue,
 			UpdateFunc: func(_, obj any) { enqueue(obj) },
-			DeleteFunc: enqueue,
+			DeleteFunc: func(obj any) {
+				enqueue(obj)
+				w.enqueueClaimants(obj)
+			},
 		}); err != nil {
 			w.mu.Unlock()
 			return nil, err
@@ -664,6 +673,32 @@ func (w *clusterWorker) informer(ctx context.Context, gvr schema.GroupVersionRes
 		return nil, fmt.Errorf("watch of %s not synced: %w", gvr.Resource, context.Cause(ctx))
 	}
 	return inf, nil
+}
+
+// enqueueClaimants queues the live deployables, other than its owner, that
+// want the deleted object's kind and name: one of them may have met the
+// object as a conflict, which is not retried, and can take the name now.
+// Typically a deployable deleted and re-created under the same name while
+// the cluster was unreachable: the old uid's copy is removed as an orphan
+// when the cluster answers again, and the new uid must follow at once.
+func (w *clusterWorker) enqueueClaimants(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	gk, owner := u.GroupVersionKind().GroupKind(), u.GetLabels()[LabelDeployable]
+	for uid, d := range w.s.snapshot() {
+		if uid == owner || !d.live() || d.gvk.GroupKind() != gk || d.name != u.GetName() {
+			continue
+		}
+		if ns := u.GetNamespace(); ns != "" && ns != d.rec.Namespace {
+			continue
+		}
+		w.queue.Add(uid)
+	}
 }
 
 // currentStatus returns the status row of uid on this cluster, reading

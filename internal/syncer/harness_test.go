@@ -135,6 +135,7 @@ type syncerOpts struct {
 	identity string
 	resync   time.Duration
 	lease    time.Duration
+	workers  int
 	hook     func(cluster string, working bool)
 	// noIdentityCheck leaves rebuilt clusters to the resync alone.
 	noIdentityCheck bool
@@ -146,7 +147,7 @@ func (f *fixture) start(o syncerOpts) (*Syncer, func()) {
 	f.t.Helper()
 	s := New(Config{
 		Store: f.store, Sealer: f.sealer, Stream: o.stream, Identity: o.identity,
-		ResyncPeriod: o.resync, LeaseDuration: o.lease,
+		ResyncPeriod: o.resync, LeaseDuration: o.lease, Workers: o.workers,
 		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	s.hook = o.hook

@@ -332,3 +332,74 @@ func TestTaintedClusterLosesUntoleratedDeployables(t *testing.T) {
 	f.waitConfigMapData(s3, "cfg", "k", "v")
 	f.waitSynced(rec, all...)
 }
+
+// A deployable deleted while a cluster's API server is down, purged, and
+// re-created under the same name (a new uid) lands on that cluster as soon
+// as the old copy is gone, not at the next resync (here 10 minutes): the
+// new uid meets the old copy as a conflict, which is not retried, and the
+// deletion of the old copy as an orphan must bring it back.
+//
+// The chaos soak saw the purge happen while the cluster still held the
+// copy; here the test purges the tombstone itself, with the first syncer
+// stopped as a crashed replica would be. The second syncer starts while
+// the cluster is down, with one worker, so that the new uid's apply is
+// sure to meet the old copy before the orphan is removed.
+func TestRecreatedDeployableReplacesOrphanPromptly(t *testing.T) {
+	f := newFixture(t, storetest.Engines()[0].NewDSN(t))
+	down := env.Dedicated(t, false)
+	f.register(down, map[string]string{"dc": "dc-4"})
+	c := down.Name()
+	onDown := v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{ClusterNames: []string{c}}}
+	const resync = 10 * time.Minute
+	_, stop1 := f.start(syncerOpts{resync: resync})
+
+	old := f.put("recreated", configMapTemplate(map[string]any{"v": "old"}), onDown)
+	f.waitSynced(old, c)
+	f.waitConfigMapData(c, "recreated", "v", "old")
+
+	down.StopAPIServer()
+	stop1()
+	f.del("recreated")
+	ctx := context.Background()
+	err := f.store.Tx(ctx, func(tx *store.Tx) error { return tx.PurgeDeployable(ctx, old.UID) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitPurged(old)
+	cur := f.put("recreated", configMapTemplate(map[string]any{"v": "new"}), onDown)
+	if cur.UID == old.UID {
+		t.Fatalf("re-created deployable kept uid %s", old.UID)
+	}
+
+	f.start(syncerOpts{resync: resync, workers: 1})
+	sandboxtest.Eventually(t, wait, "the down cluster reported not synced", func(ctx context.Context) error {
+		sts, err := f.statuses(ctx, cur.UID)
+		if err != nil {
+			return err
+		}
+		if st := sts[c]; st == nil || st.State == "Synced" {
+			return fmt.Errorf("%+v", st)
+		}
+		return nil
+	})
+
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := down.StartAPIServer(sctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	// wait (2 min) is well under the resync period: only the fix brings
+	// the new uid back in time. The key's backoff (at most 30 s) is most
+	// of what is measured.
+	f.waitConfigMapData(c, "recreated", "v", "new")
+	t.Logf("re-created deployable landed %s after the API server came back", time.Since(start).Round(time.Millisecond))
+	got, err := f.configMap(ctx, c, "recreated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[LabelDeployable] != cur.UID {
+		t.Errorf("label %s=%q, want the new uid %s", LabelDeployable, got.Labels[LabelDeployable], cur.UID)
+	}
+	f.waitSynced(cur, c)
+}
