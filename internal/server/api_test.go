@@ -576,7 +576,7 @@ func testBadInput(t *testing.T, h *harness) {
 		if r.str("message") == "" || r.body["code"] != float64(c.code) {
 			t.Errorf("%s: error body lacks code or message: %.300s", c.name, r.raw)
 		}
-		if c.field != "" && !strings.Contains(string(r.raw), `"field": "`+c.field) {
+		if c.field != "" && !strings.Contains(string(r.raw), `"field":"`+c.field) {
 			t.Errorf("%s: no detail for field %s: %.500s", c.name, c.field, r.raw)
 		}
 	}

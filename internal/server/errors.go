@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/store"
@@ -70,10 +71,29 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, apiErr.Code, apiErr)
 }
 
+// jsonAppender is a body that encodes itself, faster than encoding/json
+// would (see InventoryList.appendJSON).
+type jsonAppender interface {
+	appendJSON(b []byte) ([]byte, error)
+}
+
+// writeJSON writes body as compact JSON, as the kube-apiserver answers:
+// indentation doubled the time of encoding a list and added a third to
+// its bytes, for the benefit of a reader who can pipe it through jq. The
+// command line and the console format what they show themselves.
 func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json")
+	if a, ok := body.(jsonAppender); ok {
+		// Encoded whole before the status is written, so that a failure
+		// is still an error answer; a page is bounded (store.maxPageSize
+		// records), and its length lets the client size its buffer.
+		if b, err := a.appendJSON(make([]byte, 0, 64<<10)); err == nil {
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+			w.WriteHeader(status)
+			w.Write(append(b, '\n'))
+			return
+		}
+	}
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(body)
+	json.NewEncoder(w).Encode(body)
 }

@@ -127,7 +127,102 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 		out.Clusters = append(out.Clusters, ClusterFreshness{Cluster: c, Ready: ready[c],
 			LastHeartbeat: a.LastHeartbeat, LastSnapshot: a.LastSnapshot, LastEvent: a.LastEvent})
 	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, &out, nil
+}
+
+// appendJSON appends l as encoding/json writes it (compact, the same
+// fields in the same order, the same escaping; TestInventoryListJSON
+// compares), except that each item's object is copied as stored. It is
+// JSON already: the ingester decoded it from the agent's event before
+// storing it. Encoding a json.RawMessage scans, validates and compacts it
+// again, which was three quarters of the time of encoding a page of
+// ConfigMaps.
+func (l *InventoryList) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"items":[`...)
+	for i := range l.Items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = l.Items[i].appendJSON(b)
+	}
+	b = append(b, ']')
+	if l.Continue != "" {
+		b = append(b, `,"continue":`...)
+		b = appendJSONString(b, l.Continue)
+	}
+	clusters, err := json.Marshal(l.Clusters)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"clusters":`...)
+	b = append(b, clusters...)
+	return append(b, '}'), nil
+}
+
+func (it *InventoryItem) appendJSON(b []byte) []byte {
+	b = append(b, `{"cluster":`...)
+	b = appendJSONString(b, it.Cluster)
+	b = append(b, `,"apiVersion":`...)
+	b = appendJSONString(b, it.APIVersion)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, it.Kind)
+	if it.Namespace != "" {
+		b = append(b, `,"namespace":`...)
+		b = appendJSONString(b, it.Namespace)
+	}
+	b = append(b, `,"name":`...)
+	b = appendJSONString(b, it.Name)
+	b = append(b, `,"uid":`...)
+	b = appendJSONString(b, it.UID)
+	b = append(b, `,"resourceVersion":`...)
+	b = appendJSONString(b, it.ResourceVersion)
+	if len(it.Labels) > 0 {
+		b = append(b, `,"labels":{`...)
+		keys := make([]string, 0, len(it.Labels))
+		for k := range it.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, it.Labels[k])
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"health":`...)
+	b = appendJSONString(b, it.Health)
+	if it.Phase != "" {
+		b = append(b, `,"phase":`...)
+		b = appendJSONString(b, it.Phase)
+	}
+	b = append(b, `,"observedAt":"`...)
+	b = it.ObservedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if len(it.Object) > 0 {
+		b = append(b, `,"object":`...)
+		b = append(b, it.Object...)
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string. Names, labels and versions
+// are plain ASCII, copied as they are; anything else (quotes, control
+// characters, HTML's <, > and &, which encoding/json escapes, non-ASCII)
+// goes through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // heartbeatStale is how old an agent's last heartbeat may be before its

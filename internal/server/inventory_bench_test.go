@@ -75,6 +75,7 @@ func BenchmarkInventoryList(b *testing.B) {
 			start := time.Now()
 			ingest(b, h, c, want)
 			b.Logf("%s: inventory holds the %d objects after %s", eng.Name, len(want), time.Since(start).Round(time.Millisecond))
+			analyzeInventory(b, h, eng.Name)
 			purserLister(h).bench(b, len(want))
 		})
 	}

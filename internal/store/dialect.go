@@ -29,7 +29,9 @@ type dialect struct {
 }
 
 // rebind turns ? placeholders into PostgreSQL's $1, $2, ... The queries in
-// this package contain no ? inside literals, so a plain scan suffices.
+// this package contain no ? inside literals, so a plain scan suffices; ??
+// stands for PostgreSQL's own ? operator (jsonb: has key), in queries for
+// PostgreSQL only.
 func (d dialect) rebind(q string) string {
 	if d.engine != EnginePostgres || !strings.Contains(q, "?") {
 		return q
@@ -38,6 +40,11 @@ func (d dialect) rebind(q string) string {
 	b.Grow(len(q) + 16)
 	n := 0
 	for i := 0; i < len(q); i++ {
+		if q[i] == '?' && i+1 < len(q) && q[i+1] == '?' {
+			b.WriteByte('?')
+			i++
+			continue
+		}
 		if q[i] == '?' {
 			n++
 			b.WriteByte('$')
@@ -195,8 +202,27 @@ func keysetQuery(columns, table string, conds []string, args []any, cont string,
 }
 
 // labelConditions turns a label selector into SQL conditions on the JSON
-// labels column, so that the database, not the caller, filters. Keys and
-// values are bound as arguments, never spliced into the text.
+// labels column of the inventory, so that the database, not the caller,
+// filters. Keys and values are bound as arguments, never spliced into the
+// text. Each condition means what labels.Selector.Matches means: a record
+// without the key matches != and notin.
+//
+// PostgreSQL: = and in are containment (labels::jsonb @> {"key":
+// "value"}), which the GIN index inventory_labels serves; the planner
+// picks it or the scan in listing order by the labels' statistics. The
+// others are checked per record: that index holds key-value pairs, not
+// keys (an index of keys too made a common key, such as app in app=web,
+// cost a read of every record's entry), and no index lists what a record
+// lacks.
+//
+// SQLite has no such index, and label rows beside each record made its
+// writes 60-70 % slower (docs/inventory.md), so a selector is checked
+// on every record of the range, but cheaply: the labels are part of the
+// index entries of inventory_list_order, and a substring test for the
+// pair as labelsJSON writes it ("key":"value", keys sorted, no spaces)
+// rejects most records before json_extract parses the labels of the rest.
+// The substring test alone would be exact for valid Kubernetes labels;
+// json_extract keeps the answer exact for any.
 func (d dialect) labelConditions(sel labels.Selector) ([]string, []any, error) {
 	reqs, selectable := sel.Requirements()
 	if !selectable {
@@ -205,29 +231,83 @@ func (d dialect) labelConditions(sel labels.Selector) ([]string, []any, error) {
 	var conds []string
 	var args []any
 	for _, r := range reqs {
-		value, key := "json_extract(labels, ?)", `$."`+r.Key()+`"`
+		var cond string
+		var a []any
+		var err error
 		if d.engine == EnginePostgres {
-			value, key = "(labels::jsonb ->> ?)", r.Key()
+			cond, a, err = postgresLabelCondition(r)
+		} else {
+			cond, a, err = sqliteLabelCondition(r)
 		}
-		vals := r.Values().List()
-		in := strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")
-		switch r.Operator() {
-		case selection.Equals, selection.DoubleEquals, selection.In:
-			conds = append(conds, value+" IN ("+in+")")
-		case selection.NotEquals, selection.NotIn:
-			conds = append(conds, "("+value+" IS NULL OR "+value+" NOT IN ("+in+"))")
-			args = append(args, key)
-		case selection.Exists:
-			conds = append(conds, value+" IS NOT NULL")
-		case selection.DoesNotExist:
-			conds = append(conds, value+" IS NULL")
-		default:
-			return nil, nil, fmt.Errorf("label selector operator %q is not supported", r.Operator())
+		if err != nil {
+			return nil, nil, err
 		}
-		args = append(args, key)
-		for _, v := range vals {
-			args = append(args, v)
-		}
+		conds, args = append(conds, cond), append(args, a...)
 	}
 	return conds, args, nil
+}
+
+func postgresLabelCondition(r labels.Requirement) (string, []any, error) {
+	vals := r.Values().List()
+	contains := func() (string, []any) {
+		ors := make([]string, len(vals))
+		args := make([]any, len(vals))
+		for i, v := range vals {
+			pair, _ := json.Marshal(map[string]string{r.Key(): v})
+			ors[i], args[i] = "labels::jsonb @> ?::jsonb", string(pair)
+		}
+		return "(" + strings.Join(ors, " OR ") + ")", args
+	}
+	switch r.Operator() {
+	case selection.Equals, selection.DoubleEquals, selection.In:
+		cond, args := contains()
+		return cond, args, nil
+	case selection.NotEquals, selection.NotIn:
+		cond, args := contains()
+		return "NOT " + cond, args, nil
+	case selection.Exists:
+		// The has-key operator rather than (labels::jsonb -> key) IS NULL,
+		// whose selectivity the planner guesses at 0.5 %: for !key it
+		// then read and sorted the whole table for each page.
+		return "labels::jsonb ?? ?", []any{r.Key()}, nil
+	case selection.DoesNotExist:
+		return "NOT labels::jsonb ?? ?", []any{r.Key()}, nil
+	}
+	return "", nil, fmt.Errorf("label selector operator %q is not supported", r.Operator())
+}
+
+func sqliteLabelCondition(r labels.Requirement) (string, []any, error) {
+	vals := r.Values().List()
+	key, _ := json.Marshal(r.Key())
+	path := `$."` + r.Key() + `"`
+	// has: some pair of the requirement's values (or, without values, the
+	// key) appears in the text; exact: json_extract's verdict.
+	var has []string
+	var hasArgs []any
+	if len(vals) == 0 {
+		has, hasArgs = []string{"instr(labels, ?) > 0"}, []any{string(key) + ":"}
+	}
+	for _, v := range vals {
+		value, _ := json.Marshal(v)
+		has, hasArgs = append(has, "instr(labels, ?) > 0"), append(hasArgs, string(key)+":"+string(value))
+	}
+	anyHas := "(" + strings.Join(has, " OR ") + ")"
+	valueArgs := []any{path}
+	for _, v := range vals {
+		valueArgs = append(valueArgs, v)
+	}
+	in := "json_extract(labels, ?) IN (" + placeholders(len(vals)) + ")"
+	switch r.Operator() {
+	case selection.Equals, selection.DoubleEquals, selection.In:
+		return anyHas + " AND " + in, append(hasArgs, valueArgs...), nil
+	case selection.NotEquals, selection.NotIn:
+		// json_extract is NULL without the key, and NOT IN of NULL is NULL.
+		return "(NOT " + anyHas + " OR json_extract(labels, ?) IS NULL OR NOT " + in + ")",
+			append(append(hasArgs, path), valueArgs...), nil
+	case selection.Exists:
+		return anyHas + " AND json_extract(labels, ?) IS NOT NULL", append(hasArgs, path), nil
+	case selection.DoesNotExist:
+		return "(NOT " + anyHas + " OR json_extract(labels, ?) IS NULL)", append(hasArgs, path), nil
+	}
+	return "", nil, fmt.Errorf("label selector operator %q is not supported", r.Operator())
 }

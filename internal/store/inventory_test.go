@@ -1,10 +1,15 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // TestInventory runs the inventory cases on each engine; they live apart
@@ -18,6 +23,7 @@ func TestInventory(t *testing.T) {
 		{"Tombstones", testInventoryTombstones},
 		{"Reconcile", testInventoryReconcile},
 		{"List", testInventoryList},
+		{"Selectors", testInventorySelectors},
 	}
 	for _, eng := range engines(t) {
 		t.Run(eng.name, func(t *testing.T) {
@@ -227,6 +233,168 @@ func testInventoryList(t *testing.T, eng engine) {
 	})
 }
 
+// testInventorySelectors checks label selectors against
+// labels.Selector.Matches over records whose labels were written, changed,
+// removed and reconciled away through every write path, listed in small
+// pages so that the keyset crosses page boundaries.
+func testInventorySelectors(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	randomLabels := func() map[string]string {
+		l := map[string]string{}
+		for _, k := range []string{"app", "tier", "zone"} {
+			if rnd.IntN(4) > 0 {
+				l[k] = fmt.Sprint(k[:1], rnd.IntN(3))
+			}
+		}
+		return l
+	}
+	records := map[string]InventoryRow{} // cluster/uid -> what the store should hold
+	var all []InventoryRow
+	for i := range 120 {
+		r := invRow("c"+strconv.Itoa(i%3), fmt.Sprintf("u%03d", i), "10")
+		r.Namespace = "ns" + strconv.Itoa(i%2)
+		r.Name = fmt.Sprintf("cm-%03d", i%40) // names repeat across clusters
+		if i%10 == 0 {
+			r.Kind = "Secret"
+		}
+		r.Labels = randomLabels()
+		all = append(all, r)
+	}
+	upsert(t, s, all...)
+	for _, r := range all {
+		records[r.Cluster+"/"+r.UID] = r
+	}
+	// Newer versions with other labels (some unchanged), an older one that
+	// must change nothing, deletions, and the SQL guard on its own.
+	var changed []InventoryRow
+	for i, r := range all {
+		switch i % 4 {
+		case 0:
+			r.ResourceVersion, r.Labels = "11", randomLabels()
+		case 1:
+			r.ResourceVersion = "11"
+		case 2:
+			r.ResourceVersion, r.Labels = "9", map[string]string{"app": "stale"}
+		default:
+			continue
+		}
+		changed = append(changed, r)
+	}
+	upsert(t, s, changed...)
+	for _, r := range changed {
+		if r.ResourceVersion == "11" {
+			records[r.Cluster+"/"+r.UID] = r
+		}
+	}
+	mustTx(t, s, func(tx *Tx) error {
+		var tombs []InventoryTombstone
+		for _, r := range all[:30] {
+			if r.Namespace == "ns1" {
+				tombs = append(tombs, InventoryTombstone{Cluster: r.Cluster, UID: r.UID, ResourceVersion: "20", DeletedAt: time.Now()})
+				delete(records, r.Cluster+"/"+r.UID)
+			}
+		}
+		_, err := tx.DeleteInventory(ctx, tombs)
+		return err
+	})
+	// Labels no Kubernetes object can have, whose JSON holds the text of
+	// pairs that the record does not have: a substring is not a label.
+	odd := invRow("c0", "u999", "10")
+	odd.Labels = map[string]string{`x"app`: "a1", "note": `"tier":"t0","zone":`}
+	upsert(t, s, odd)
+	records[odd.Cluster+"/"+odd.UID] = odd
+	guarded := all[31]
+	guarded.ResourceVersion, guarded.Labels = "1", map[string]string{"app": "guarded"}
+	mustTx(t, s, func(tx *Tx) error { return tx.writeInventory(ctx, []InventoryRow{guarded}) })
+	mustTx(t, s, func(tx *Tx) error {
+		items := map[string]string{}
+		for key, r := range records {
+			if r.Cluster == "c2" && r.Kind == "ConfigMap" && r.UID > "u060" {
+				items[r.UID] = r.ResourceVersion
+				continue
+			}
+			if r.Cluster == "c2" && r.Kind == "ConfigMap" {
+				delete(records, key)
+			}
+		}
+		_, err := tx.ReconcileInventory(ctx, InventorySnapshot{Cluster: "c2", APIVersion: "v1", Kind: "ConfigMap",
+			ListResourceVersion: "100", TakenAt: time.Now(), Items: items})
+		return err
+	})
+
+	list := func(f InventoryFilter) []string {
+		var got []string
+		for pages := 0; ; pages++ {
+			var page []InventoryRow
+			var next string
+			mustRead(t, s, func(tx *Tx) (err error) { page, next, err = tx.ListInventory(ctx, f); return err })
+			for _, r := range page {
+				got = append(got, r.Cluster+"/"+r.UID)
+			}
+			if next == "" || pages > 100 {
+				return got
+			}
+			f.Continue = next
+		}
+	}
+	filters := []InventoryFilter{{}, {Kind: "ConfigMap"}, {Kind: "ConfigMap", Namespace: "ns1"}, {Cluster: "c1"},
+		{Kind: "ConfigMap", Namespace: "ns0", Name: "cm-004"}}
+	for _, sel := range []string{"app=a1", "app==a0", "app!=a1", "app in (a0, a2)", "app notin (a0, a2)", "app",
+		"!app", "app=a1,tier=t0", "app in (a0,a1),!zone", "tier,zone in (z0, z1, z2),app!=a2", "app=stale", "app=guarded",
+		"app in (a0),tier in (t1, t2)"} {
+		selector, err := labels.Parse(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range filters {
+			var want []InventoryRow
+			for _, r := range records {
+				if (f.Kind == "" || r.Kind == f.Kind) && (f.Namespace == "" || r.Namespace == f.Namespace) &&
+					(f.Name == "" || r.Name == f.Name) && (f.Cluster == "" || r.Cluster == f.Cluster) &&
+					selector.Matches(labels.Set(r.Labels)) {
+					want = append(want, r)
+				}
+			}
+			slices.SortFunc(want, func(a, b InventoryRow) int {
+				for _, c := range [][2]string{{a.Kind, b.Kind}, {a.Namespace, b.Namespace}, {a.Name, b.Name},
+					{a.Cluster, b.Cluster}, {a.UID, b.UID}} {
+					if c[0] != c[1] {
+						if c[0] < c[1] {
+							return -1
+						}
+						return 1
+					}
+				}
+				return 0
+			})
+			wantKeys := make([]string, len(want))
+			for i, r := range want {
+				wantKeys[i] = r.Cluster + "/" + r.UID
+			}
+			f.Selector, f.Limit = selector, 3
+			if got := list(f); !slices.Equal(got, wantKeys) {
+				t.Errorf("%q with %+v:\n got %v\nwant %v", sel, f, got, wantKeys)
+			}
+		}
+	}
+
+	// A continue token is of one listing.
+	var next string
+	mustRead(t, s, func(tx *Tx) (err error) {
+		_, next, err = tx.ListInventory(ctx, InventoryFilter{Kind: "ConfigMap", Namespace: "ns0", Limit: 2})
+		return err
+	})
+	mustRead(t, s, func(tx *Tx) error {
+		_, _, err := tx.ListInventory(ctx, InventoryFilter{Kind: "ConfigMap", Namespace: "ns1", Limit: 2, Continue: next})
+		if !errors.Is(err, ErrBadContinue) {
+			t.Errorf("token of namespace ns0 used for ns1: %v, want ErrBadContinue", err)
+		}
+		return nil
+	})
+}
+
 // BenchmarkUpsertInventory writes new records 500 at a time through the
 // ordering checks, one transaction per batch, as the ingester does.
 func BenchmarkUpsertInventory(b *testing.B) {
@@ -246,5 +414,32 @@ func BenchmarkUpsertInventory(b *testing.B) {
 			}
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
 		})
+	}
+}
+
+func TestDecodeLabels(t *testing.T) {
+	for _, l := range []map[string]string{
+		nil,
+		{"app": "web"},
+		{"app.kubernetes.io/name": "inventory-bench", "shard": "7", "empty": ""},
+		{`quo"te`: `back\slash`, "tab": "a\tb", "html": "<a&b>", "unicode": "é✓", "colon": `":"`, "comma": ","},
+	} {
+		stored, err := labelsJSON(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeLabels(stored)
+		if err != nil {
+			t.Errorf("%s: %v", stored, err)
+			continue
+		}
+		if fmt.Sprint(got) != fmt.Sprint(l) || (got == nil) != (len(l) == 0) {
+			t.Errorf("%s: decoded %v, want %v", stored, got, l)
+		}
+	}
+	for _, bad := range []string{"", "{", `{"a":}`, `{"a":"b",}`, `{"a":"b"`, `["a"]`, `{"a":1}`} {
+		if got, err := decodeLabels(bad); err == nil {
+			t.Errorf("%q: decoded %v, want an error", bad, got)
+		}
 	}
 }
