@@ -92,8 +92,17 @@ func TestUpApplyGetHistory(t *testing.T) {
 	if !regexp.MustCompile(`sandbox-1\s+team-a\s+Job\s+nightly-report\s+Healthy\s+Succeeded`).MatchString(out) {
 		t.Fatalf("inventory:\n%s", out)
 	}
-	out = cli(t, bin, clientConfig, "get", "runnable", "nightly-report", "-n", "team-a", "-o", "json")
-	mustContain(t, "the kept result", out, `"succeeded": 1`, `"result": "Succeeded"`)
+	// The Job's status settles after the verdict (SuccessCriteriaMet comes
+	// before the pod counts, Complete after): the kept result follows it.
+	deadline = time.Now().Add(time.Minute)
+	for {
+		out = cli(t, bin, clientConfig, "get", "runnable", "nightly-report", "-n", "team-a", "-o", "json")
+		if strings.Contains(out, `"succeeded": 1`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	mustContain(t, "the kept result", out, `"succeeded": 1`, `"type": "Complete"`, `"result": "Succeeded"`)
 	out = cli(t, bin, clientConfig, "get", "clusters")
 	if !regexp.MustCompile(`sandbox-1\s+\S+\s+dc=dc-1`).MatchString(out) {
 		t.Fatalf("get clusters:\n%s", out)

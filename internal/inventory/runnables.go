@@ -42,8 +42,14 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 		return err
 	}
 	current := v1alpha1.Phase(rn.Phase)
+	settling := false
 	switch current {
 	case v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning:
+	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed:
+		// The object goes on settling after the verdict: a Job reports
+		// SuccessCriteriaMet before its pod counts are final and Complete
+		// after. Its status keeps following the object that ended it.
+		settling = true
 	default:
 		return nil
 	}
@@ -57,6 +63,9 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 	}
 	if ok, err := isStored(ctx, tx, row); err != nil || !ok {
 		return err
+	}
+	if settling {
+		return settle(ctx, tx, rn, row)
 	}
 
 	next := current
@@ -124,6 +133,45 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 		Actor: "ingester", Action: "observe", Kind: v1alpha1.KindRunnable, Namespace: rn.Namespace, Name: rn.Name,
 		Summary: fmt.Sprintf("%s (attempt %d)", st.Message, last.Number), Outcome: string(next),
 	})
+}
+
+// settle keeps the result of an ended runnable up to date with the
+// object that ended it, as long as that object still says the same
+// verdict. The phase, the attempt and the audit log are not touched: the
+// runnable's end was recorded when it was first seen.
+func settle(ctx context.Context, tx *store.Tx, rn *store.Runnable, row *store.InventoryRow) error {
+	if string(verdict(row.Phase)) != rn.Phase {
+		return nil
+	}
+	var st v1alpha1.RunnableStatus
+	if len(rn.Status) > 0 {
+		if err := json.Unmarshal(rn.Status, &st); err != nil {
+			return fmt.Errorf("runnable %s status: %w", rn.UID, err)
+		}
+	}
+	result, _ := objectStatus(row.Object)
+	if result == nil || equalJSON(st.Result, result) {
+		return nil
+	}
+	st.Result = result
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	rn.Status = data
+	return tx.UpdateRunnable(ctx, rn)
+}
+
+// verdict is the runnable phase an interpreted object phase ends in, or
+// "" when it does not end it.
+func verdict(phase string) v1alpha1.Phase {
+	switch phase {
+	case health.PhaseSucceeded:
+		return v1alpha1.PhaseSucceeded
+	case health.PhaseFailed:
+		return v1alpha1.PhaseFailed
+	}
+	return ""
 }
 
 // isStored reports whether row is the state the inventory now holds for
