@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,7 +61,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func openPostgres(ctx context.Context, dsn string) (*Store, error) {
-	dsn, err := withConnectTimeout(dsn)
+	dsn, conns, err := postgresParams(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -69,10 +70,8 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		// The DSN is not part of the message: it may carry a password.
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	// Enough connections for the API's concurrency without exhausting the
-	// server's max_connections when several replicas share it.
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
@@ -89,21 +88,39 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 	}, nil
 }
 
-// withConnectTimeout bounds how long a connection attempt may take unless
-// the DSN says otherwise, so that a black-holed address yields
-// ErrUnavailable promptly instead of hanging until the caller's deadline.
-func withConnectTimeout(dsn string) (string, error) {
+// DefaultPoolMaxConns is how many connections a process opens at most
+// when the DSN does not say (pool_max_conns): enough for the API's
+// concurrency without exhausting max_connections when replicas share a
+// server.
+const DefaultPoolMaxConns = 32
+
+// postgresParams takes purser's own parameters out of a PostgreSQL DSN
+// (the server would refuse them as unknown settings) and adds defaults:
+//   - pool_max_conns, the most connections this process opens (default
+//     DefaultPoolMaxConns);
+//   - connect_timeout 10 s unless set, so that a black-holed address yields
+//     ErrUnavailable promptly instead of hanging until the caller's
+//     deadline.
+func postgresParams(dsn string) (string, int, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", errors.New("open postgres: malformed DSN")
+		// The DSN is not part of the message: it may carry a password.
+		return "", 0, errors.New("open postgres: malformed DSN")
 	}
 	q := u.Query()
-	if q.Has("connect_timeout") {
-		return dsn, nil
+	conns := DefaultPoolMaxConns
+	if q.Has("pool_max_conns") {
+		conns, err = strconv.Atoi(q.Get("pool_max_conns"))
+		if err != nil || conns < 1 {
+			return "", 0, fmt.Errorf("open postgres: pool_max_conns=%q: want a whole number of at least 1", q.Get("pool_max_conns"))
+		}
+		q.Del("pool_max_conns")
 	}
-	q.Set("connect_timeout", "10")
+	if !q.Has("connect_timeout") {
+		q.Set("connect_timeout", "10")
+	}
 	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return u.String(), conns, nil
 }
 
 func openSQLite(ctx context.Context, dsn string) (*Store, error) {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,6 +143,49 @@ func TestPostgresUnreachable(t *testing.T) {
 	wantErr(t, err, ErrUnavailable)
 	if errors.Is(err, context.DeadlineExceeded) && t.Context().Err() != nil {
 		t.Fatal("the test's own context expired")
+	}
+}
+
+// pool_max_conns in a PostgreSQL DSN bounds the process's connections and
+// never reaches the server (which would refuse it as an unknown setting);
+// a bad value is refused before anything is opened.
+func TestPostgresPoolSize(t *testing.T) {
+	for _, c := range []struct {
+		dsn, want string
+		conns     int
+	}{
+		{"postgres://u@h/db", "postgres://u@h/db?connect_timeout=10", DefaultPoolMaxConns},
+		{"postgres://u@h/db?pool_max_conns=4&sslmode=disable", "postgres://u@h/db?connect_timeout=10&sslmode=disable", 4},
+		{"postgres://u@h/db?connect_timeout=3", "postgres://u@h/db?connect_timeout=3", DefaultPoolMaxConns},
+	} {
+		got, conns, err := postgresParams(c.dsn)
+		if err != nil || got != c.want || conns != c.conns {
+			t.Errorf("postgresParams(%q) = %q, %d, %v; want %q, %d", c.dsn, got, conns, err, c.want, c.conns)
+		}
+	}
+	for _, bad := range []string{"0", "-1", "many", ""} {
+		_, err := Open(t.Context(), "postgres://u:secret@127.0.0.1:1/db?pool_max_conns="+bad)
+		if err == nil || !strings.Contains(err.Error(), "pool_max_conns") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("pool_max_conns=%q: error %v, want one naming the parameter and not the password", bad, err)
+		}
+	}
+
+	for _, e := range engines(t) {
+		if e.name != EnginePostgres {
+			continue
+		}
+		u, err := url.Parse(e.newDSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("pool_max_conns", "2")
+		u.RawQuery = q.Encode()
+		s := openDSN(t, u.String())
+		if n := s.write.Stats().MaxOpenConnections; n != 2 {
+			t.Errorf("max open connections %d, want 2", n)
+		}
+		mustTx(t, s, func(tx *Tx) error { return tx.CreateRunnable(t.Context(), newRunnable("team-a", "pooled")) })
 	}
 }
 
