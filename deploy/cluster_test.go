@@ -235,8 +235,8 @@ func runAgent(t *testing.T, c *sandbox.Cluster, cluster, identity string, natsUR
 		Stream:     streamtest.Connect(t, natsURL),
 		// Short periods, so that the test sees snapshots, discovery and
 		// fencing within seconds; the heartbeat stays a third of the lease.
-		HeartbeatInterval: 300 * time.Millisecond,
-		LeaseDuration:     1500 * time.Millisecond,
+		HeartbeatInterval: 500 * time.Millisecond,
+		LeaseDuration:     5 * time.Second,
 		SnapshotInterval:  2 * time.Second,
 		DiscoveryInterval: time.Second,
 		LeaderElection: agent.LeaderElection{Enabled: true, Namespace: "purser-system", Name: "purser-agent",

@@ -97,7 +97,7 @@ func TestUpApplyGetHistory(t *testing.T) {
 	deadline = time.Now().Add(time.Minute)
 	for {
 		out = cli(t, bin, clientConfig, "get", "runnable", "nightly-report", "-n", "team-a", "-o", "json")
-		if strings.Contains(out, `"succeeded": 1`) || time.Now().After(deadline) {
+		if strings.Contains(out, `"succeeded": 1`) && strings.Contains(out, `"type": "Complete"`) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Second)

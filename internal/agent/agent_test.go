@@ -248,6 +248,13 @@ func TestAgentOnARealCluster(t *testing.T) {
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	// The ConfigMap kube-controller-manager puts in every namespace comes
+	// first: arriving while the initial list fills the queue, it would
+	// overflow it.
+	sandboxtest.Eventually(t, time.Minute, "kube-root-ca.crt in "+ns, func(ctx context.Context) error {
+		_, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err
+	})
 	create := func(from, to int) {
 		for i := from; i < to; i++ {
 			if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{

@@ -140,8 +140,8 @@ func TestFencingOnARealCluster(t *testing.T) {
 	}
 
 	const (
-		heartbeat = 200 * time.Millisecond
-		lease     = 1500 * time.Millisecond
+		heartbeat = 500 * time.Millisecond
+		lease     = 5 * time.Second
 	)
 	got := consume(t, sc, cluster)
 	a, _ := start(t, Config{Cluster: cluster, RESTConfig: c.RESTConfig(), Stream: streamtest.Connect(t, "nats://"+proxy.Addr()),

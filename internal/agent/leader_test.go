@@ -50,11 +50,13 @@ func TestLeaderElectionOnARealCluster(t *testing.T) {
 
 	const (
 		leaseNamespace = "purser-leader-test" // created by the agent
-		leaseDuration  = 6 * time.Second
+		// Renewals through a busy kube-apiserver may take seconds; a
+		// leader must not lose its term to one of them before the cut.
+		leaseDuration = 10 * time.Second
 	)
 	election := func(identity string) LeaderElection {
 		return LeaderElection{Enabled: true, Namespace: leaseNamespace, Identity: identity,
-			LeaseDuration: leaseDuration, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second}
+			LeaseDuration: leaseDuration, RenewDeadline: 7 * time.Second, RetryPeriod: time.Second}
 	}
 	config := func(identity string, rc *rest.Config) Config {
 		return Config{Cluster: cluster, RESTConfig: rc, Stream: streamtest.Connect(t, srv.URL),

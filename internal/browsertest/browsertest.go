@@ -100,10 +100,12 @@ func GoTo(hash string) chromedp.Action[chromedp.Void] {
 	}
 }
 
-// WaitText waits until the element's text contains want.
+// WaitText waits until the element's text contains want. The bound is as
+// generous as the CLI tests': what the page waits for may be a Job that
+// runs on a sandbox cluster of a loaded machine.
 func WaitText(t *testing.T, ctx context.Context, sel, want string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	var text string
 	for time.Now().Before(deadline) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

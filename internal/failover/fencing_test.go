@@ -3,7 +3,6 @@ package failover_test
 import (
 	"context"
 	"fmt"
-	mathrand "math/rand/v2"
 	"net/url"
 	"slices"
 	"strings"
@@ -183,26 +182,16 @@ func testFencing(t *testing.T, dsn string, clusterCutOff bool) {
 	}
 }
 
-// newProxy puts a proxy in front of target, listening on a port below
-// the kernel's ephemeral range (32768 and up on Linux). A proxy that is
-// cut frees its port until it is restored; an ephemeral port can be taken
-// meanwhile, by a listener on port 0 or by a client that keeps dialing
-// the cut port and, on loopback, connects to itself (TCP simultaneous
-// open, when the kernel picks the port as its source), and Restore then
-// fails with "address already in use". Nobody is handed a lower port
-// without asking for it.
+// newProxy puts a proxy in front of target that a test can cut and
+// restore (its port comes from localport, so nothing takes it meanwhile).
 func newProxy(t *testing.T, target string) *sandbox.Proxy {
 	t.Helper()
-	var err error
-	for range 100 {
-		var p *sandbox.Proxy
-		if p, err = sandbox.NewProxy(fmt.Sprintf("127.0.0.1:%d", 20000+mathrand.IntN(12000)), target); err == nil {
-			t.Cleanup(func() { p.Close() })
-			return p
-		}
+	p, err := sandbox.NewProxy("127.0.0.1:0", target)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal(err)
-	return nil
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // copyWatch reads the copies of the farm's runnables on every cluster

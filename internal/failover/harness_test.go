@@ -56,7 +56,7 @@ const wait = 3 * time.Minute
 // Periods of the farm, short so that failovers happen in seconds.
 const (
 	heartbeat  = 300 * time.Millisecond
-	agentLease = 3 * time.Second
+	agentLease = 6 * time.Second // a stalled heartbeat path (NATS, ingester, SQLite) must not make a cluster NotReady
 	margin     = time.Second
 	toleration = 3 // seconds
 	// probeInterval is the health monitor's; it judges a cluster after

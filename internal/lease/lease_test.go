@@ -165,7 +165,7 @@ func forEngines(t *testing.T, fn func(t *testing.T, dsn string)) {
 // release, well before it would have expired.
 func TestLeaseHandoverOnRelease(t *testing.T) {
 	forEngines(t, func(t *testing.T, dsn string) {
-		const d = 2 * time.Second
+		const d = 6 * time.Second // a slow write never costs the holder its term
 		ref := newReferee()
 		byID := map[string]*contender{}
 		for _, id := range []string{"a", "b"} {
@@ -228,7 +228,7 @@ func TestLeaseHandoverOnRelease(t *testing.T) {
 // the lease expires, and the standby takes over only after the expiry.
 func TestLeaseStopsWhenRenewalsFail(t *testing.T) {
 	forEngines(t, func(t *testing.T, dsn string) {
-		const d = 2 * time.Second
+		const d = 4 * time.Second
 		ref := newReferee()
 		var aStopped atomic.Int64
 		a := startContender(t, dsn, "a", d, ref.work("a", &aStopped))

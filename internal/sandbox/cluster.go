@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/purser-io/purser/internal/localport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -190,15 +191,23 @@ func (c *Cluster) prepare() error {
 		rand.Read(b)
 		c.state.Token = hex.EncodeToString(b)
 	}
+	// Ports from localport: a kube-apiserver stopped by a test must be able
+	// to start again on its port.
+	taken := map[int]bool{}
 	for _, port := range []*int{&c.state.EtcdClientPort, &c.state.EtcdPeerPort, &c.state.APIServerPort} {
-		if *port != 0 && portFree(context.Background(), *port) == nil {
+		if *port != 0 && !taken[*port] && portFree(context.Background(), *port) == nil {
+			taken[*port] = true
 			continue
 		}
-		p, err := freePort()
-		if err != nil {
-			return err
+		*port = 0
+		for *port == 0 || taken[*port] {
+			p, err := localport.Free()
+			if err != nil {
+				return err
+			}
+			*port = p
 		}
-		*port = p
+		taken[*port] = true
 	}
 	data, _ := json.MarshalIndent(c.state, "", "  ")
 	if err := writeFileAtomic(statePath, data, 0o600); err != nil {

@@ -140,16 +140,6 @@ func waitUntil(ctx context.Context, timeout time.Duration, what string, check fu
 	}
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // portFree reports an error while something still listens on the port, as
 // a stopped kube-apiserver's socket can for a while.
 func portFree(_ context.Context, port int) error {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
+
+	"github.com/purser-io/purser/internal/localport"
 )
 
 // Proxy is a TCP proxy in front of an endpoint that a test can cut, to
@@ -24,9 +27,10 @@ type Proxy struct {
 }
 
 // NewProxy listens on listen (e.g. "127.0.0.1:0") and forwards every
-// connection to target.
+// connection to target. Port 0 picks a port from localport, which stays
+// free for Restore while the proxy is cut.
 func NewProxy(listen, target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", listen)
+	ln, err := listenStable(listen)
 	if err != nil {
 		return nil, fmt.Errorf("proxy to %s: %w", target, err)
 	}
@@ -145,4 +149,24 @@ func (p *Proxy) forward(ln net.Listener, client net.Conn) {
 	delete(p.conns, client)
 	delete(p.conns, upstream)
 	p.mu.Unlock()
+}
+
+// listenStable listens on addr, choosing the port with localport when addr
+// says port 0, and trying others when another process took it first.
+func listenStable(addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" {
+		return net.Listen("tcp", addr)
+	}
+	for range 100 {
+		var p int
+		if p, err = localport.Free(); err != nil {
+			return nil, err
+		}
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
+			return ln, nil
+		}
+	}
+	return nil, err
 }

@@ -103,11 +103,14 @@ func TestSubmitJobsAndWorkflows(t *testing.T) {
 	if obj.GetLabels()["team"] != "a" {
 		t.Errorf("template labels lost: %v", obj.GetLabels())
 	}
-	if got := metricSum(t, reg, "purser_submitter_attempts_total"); got != 4 {
-		t.Errorf("purser_submitter_attempts_total = %v, want 4", got)
-	}
-	if got := metricSum(t, reg, "purser_submitter_outcomes_total"); got != 4 {
-		t.Errorf("purser_submitter_outcomes_total = %v, want 4", got)
+	// The counters go up just after the commit that the phase shows.
+	for _, name := range []string{"purser_submitter_attempts_total", "purser_submitter_outcomes_total"} {
+		waitFor(t, name, func() error {
+			if got := metricSum(t, reg, name); got != 4 {
+				return fmt.Errorf("%v, want 4", got)
+			}
+			return nil
+		})
 	}
 }
 

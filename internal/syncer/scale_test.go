@@ -95,8 +95,20 @@ func TestIdleResyncWritesNothing(t *testing.T) {
 		}
 	}
 
-	// Let the events of the last applies settle, then watch several resyncs.
-	time.Sleep(2 * time.Second)
+	// Let the events of the last applies settle (the watch event of the
+	// syncer's own last write may come after a resync, which then writes
+	// once more), then watch several resyncs.
+	settled := time.Now().Add(time.Minute)
+	for {
+		kube, status := s.kubeWrites.Load(), s.statusWrites.Load()
+		time.Sleep(resync + resync/2)
+		if kube == s.kubeWrites.Load() && status == s.statusWrites.Load() {
+			break
+		}
+		if time.Now().After(settled) {
+			t.Fatalf("the syncer still writes a minute after the last change")
+		}
+	}
 	rvs := func() map[string]string {
 		out := map[string]string{}
 		for _, c := range all {

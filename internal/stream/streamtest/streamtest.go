@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/localport"
 	"github.com/purser-io/purser/internal/stream"
 )
 
@@ -75,11 +76,30 @@ func (s *Server) start() {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	e, err := stream.StartEmbedded(ctx, stream.EmbeddedConfig{Dir: s.Dir, Port: s.port})
-	if err != nil {
-		s.t.Fatal(err)
+	if s.port != 0 {
+		e, err := stream.StartEmbedded(ctx, stream.EmbeddedConfig{Dir: s.Dir, Port: s.port})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.embedded = e
+		return
 	}
-	s.embedded = e
+	// The first start: a port from localport, so that a restart finds it
+	// free; another process may take one between the choice and the
+	// listen, so try a few.
+	var err error
+	for range 10 {
+		var port int
+		if port, err = localport.Free(); err != nil {
+			break
+		}
+		var e *stream.Embedded
+		if e, err = stream.StartEmbedded(ctx, stream.EmbeddedConfig{Dir: s.Dir, Port: port}); err == nil {
+			s.embedded = e
+			return
+		}
+	}
+	s.t.Fatal(err)
 }
 
 // Connect connects to url; the client is closed when the test ends.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/localport"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/seal"
 )
@@ -118,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Farm, error) {
 	if f.NATS, err = f.startNATS(ctx, cfg.NATSNodes); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(cfg.Replicas)
+	ports, err := localport.FreeN(cfg.Replicas)
 	if err != nil {
 		return nil, err
 	}

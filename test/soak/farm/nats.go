@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/purser-io/purser/internal/localport"
 )
 
 // NATS is a JetStream cluster of separate nats-server processes on
@@ -26,7 +27,7 @@ type NATS struct {
 const natsCluster = "purser"
 
 func (f *Farm) startNATS(ctx context.Context, n int) (*NATS, error) {
-	ports, err := freePorts(3 * n)
+	ports, err := localport.FreeN(3 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -123,24 +124,4 @@ func getJSON(ctx context.Context, url string, out any) error {
 		return nil
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
-}
-
-// freePorts asks the kernel for n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
