@@ -27,6 +27,7 @@ import (
 // the stream and the key that opens sealed values.
 type hubFlags struct {
 	database, nats, keyFile string
+	natsSecurity            stream.Security
 	// streamReplicas is how many NATS servers hold each stream and bucket
 	// the component declares: 1 for one server, 3 for a NATS cluster.
 	streamReplicas int
@@ -37,7 +38,11 @@ func (f *hubFlags) register(cmd *cobra.Command, needDB, needKey bool) {
 	if needDB {
 		cmd.Flags().StringVar(&f.database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
 	}
-	cmd.Flags().StringVar(&f.nats, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	cmd.Flags().StringVar(&f.nats, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated; a URL may carry user:password@ or a token")
+	cmd.Flags().StringVar(&f.natsSecurity.Credentials, "nats-creds", "", "NATS credentials file (user JWT and NKey seed) for a server in operator mode")
+	cmd.Flags().StringVar(&f.natsSecurity.CAFile, "nats-ca", "", "PEM file of the CA certificates that verify the NATS servers (default: the system's roots when TLS is used)")
+	cmd.Flags().StringVar(&f.natsSecurity.CertFile, "nats-cert", "", "PEM client certificate for NATS servers that verify their clients (with --nats-key)")
+	cmd.Flags().StringVar(&f.natsSecurity.KeyFile, "nats-key", "", "PEM key of --nats-cert")
 	cmd.Flags().StringVar(&f.metricsListen, "metrics-listen", "", metricsHelp)
 	cmd.Flags().IntVar(&f.streamReplicas, "stream-replicas", 1, "replicas of the streams and buckets this component declares: 1 for one NATS server, 3 for a NATS cluster; the same on every component")
 	if needKey {
@@ -82,7 +87,7 @@ func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) 
 	if f.nats == "" {
 		return h, closeAll, nil // a component that never uses the stream
 	}
-	if h.streams, err = stream.Connect(ctx, f.nats, stream.Options{Name: "purser-" + name, Replicas: f.streamReplicas}); err != nil {
+	if h.streams, err = stream.Connect(ctx, f.nats, stream.Options{Name: "purser-" + name, Replicas: f.streamReplicas, Security: f.natsSecurity}); err != nil {
 		closeAll()
 		return nil, nil, err
 	}

@@ -30,6 +30,8 @@ type Options struct {
 	Replicas int
 	// Logger receives disconnects and reconnects; nil discards them.
 	Logger *slog.Logger
+	// Security: credentials and TLS; the zero value is a plain connection.
+	Security Security
 }
 
 // Client is one connection to NATS shared by a purser process.
@@ -107,6 +109,11 @@ func Connect(ctx context.Context, url string, opts Options) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 
+	security, err := opts.Security.options()
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats: %w", err)
+	}
+
 	connected := make(chan struct{})
 	var once sync.Once
 	epoch := newConnEpoch()
@@ -115,7 +122,7 @@ func Connect(ctx context.Context, url string, opts Options) (*Client, error) {
 		once.Do(func() { close(connected) })
 	}
 
-	nc, err := nats.Connect(url,
+	nc, err := nats.Connect(url, append(security,
 		nats.Name(opts.Name),
 		// The first connection goes through the same retry loop as every
 		// later one; ctx below bounds it.
@@ -143,7 +150,7 @@ func Connect(ctx context.Context, url string, opts Options) (*Client, error) {
 		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
 			log.Error("nats asynchronous error", "error", err)
 		}),
-	)
+	)...)
 	if err != nil {
 		// Only a malformed URL or option fails here; unreachable servers
 		// are retried above.
