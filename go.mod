@@ -14,7 +14,6 @@ require (
 	github.com/nats-io/nkeys v0.4.16
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/sethvargo/go-retry v0.5.0
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/time v0.16.0
 	k8s.io/api v0.37.2
@@ -78,6 +77,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect

@@ -25,7 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sethvargo/go-retry"
+	"github.com/purser-io/purser/internal/backoff"
 
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -165,7 +165,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer r.running.Store(false)
 
-	backoff := newBackoff()
+	failures := 0 // in a row
 	failing := false
 	// One timer for the whole loop; since Go 1.23 Reset and Stop leave no
 	// stale tick behind, so it needs no draining.
@@ -177,7 +177,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			wait, _ := backoff.Next()
+			wait := backoff.Exponential(failures, backoffBase, backoffCap)
+			failures++
 			r.recordError(err)
 			r.log.Warn("outbox relay failed; retrying", "error", err, "retry_in", wait)
 			failing = true
@@ -193,7 +194,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		}
 
-		backoff = newBackoff()
+		failures = 0
 		if failing {
 			r.log.Info("outbox relay recovered")
 			failing = false
@@ -298,11 +299,4 @@ func (r *Relay) Stats() RelayStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats
-}
-
-// newBackoff starts a fresh retry sequence: 100ms doubling to about 5s,
-// with jitter so that the relays of several API replicas do not retry a
-// recovering stream in step.
-func newBackoff() retry.Backoff {
-	return retry.WithJitterPercent(20, retry.WithCappedDuration(backoffCap, retry.NewExponential(backoffBase)))
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/sethvargo/go-retry"
+	"github.com/purser-io/purser/internal/backoff"
 )
 
 // ErrUnavailable reports that no NATS server answered in time: the stream
@@ -178,15 +178,10 @@ func Connect(ctx context.Context, url string, opts Options) (*Client, error) {
 // reconnectDelay backs off exponentially with jitter, so that a restarted
 // server is found again within a fraction of a second while a long outage
 // does not have a hundred agents hammering it in step. The client library
-// restarts the attempt count at 1 for each outage.
+// counts the attempts from 1 for each outage.
 func reconnectDelay() nats.ReconnectDelayHandler {
-	var b retry.Backoff
 	return func(attempts int) time.Duration {
-		if attempts <= 1 || b == nil {
-			b = retry.WithJitterPercent(20, retry.WithCappedDuration(reconnectCap, retry.NewExponential(reconnectBase)))
-		}
-		d, _ := b.Next()
-		return d
+		return backoff.Exponential(max(attempts-1, 0), reconnectBase, reconnectCap)
 	}
 }
 
