@@ -53,7 +53,7 @@ func (in *Ingester) watchHeartbeats(ctx context.Context) error {
 			}
 			// Only the heartbeat's own time: a snapshot counts once the
 			// ingester has applied it, not when the agent sent it.
-			at := hb.Time.UTC()
+			at := in.heartbeatTime(e, hb)
 			if err := in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 				return tx.TouchAgent(ctx, e.Key(), &at, nil, nil)
 			}); err != nil {
@@ -61,4 +61,47 @@ func (in *Ingester) watchHeartbeats(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// clockSkewWarning is how far an agent's clock may be from the NATS
+// server's before the ingester says so.
+const clockSkewWarning = 5 * time.Second
+
+// heartbeatTime is when the NATS server stored the heartbeat, by its own
+// clock. The agent starts its lease when it sends the beat, so the
+// server's time is never earlier, and the fencing margin then has to cover
+// only the skew between the NATS servers and the controller, not that of
+// every member cluster's machines. An agent whose clock is far off is
+// reported, as it still stamps its snapshots.
+func (in *Ingester) heartbeatTime(e jetstream.KeyValueEntry, hb agent.Heartbeat) time.Time {
+	stored := e.Created()
+	if stored.IsZero() {
+		return hb.Time.UTC()
+	}
+	if skew := hb.Time.Sub(stored); skew > clockSkewWarning || skew < -clockSkewWarning {
+		in.skewWarnings.Do(e.Key(), func() {
+			in.log.Warn("agent clock differs from the NATS server's", "cluster", e.Key(),
+				"skew", skew.Round(time.Millisecond), "agentTime", hb.Time, "serverTime", stored)
+		})
+	}
+	return stored.UTC()
+}
+
+// throttle runs a function at most once a minute per key, for warnings
+// that would otherwise repeat with every heartbeat. Its zero value is
+// ready; the heartbeat loop is its only user.
+type throttle struct {
+	last map[string]time.Time
+}
+
+func (t *throttle) Do(key string, fn func()) {
+	now := time.Now()
+	if now.Sub(t.last[key]) < time.Minute {
+		return
+	}
+	if t.last == nil {
+		t.last = map[string]time.Time{}
+	}
+	t.last[key] = now
+	fn()
 }

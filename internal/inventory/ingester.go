@@ -42,6 +42,8 @@ type Config struct {
 type Ingester struct {
 	cfg Config
 	log *slog.Logger
+
+	skewWarnings throttle // agents' clocks far from the NATS server's
 }
 
 // New checks cfg; nothing runs until Run.

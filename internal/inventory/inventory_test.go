@@ -547,3 +547,46 @@ func (h *hub) drained(t *testing.T, streamName string) {
 		return nil
 	})
 }
+
+// An agent whose clock is an hour behind does not make its cluster look
+// an hour silent: the heartbeat counts from when the NATS server stored
+// it, which is what the controller's fencing margin relies on.
+func TestHeartbeatTimedByTheServer(t *testing.T) {
+	for _, eng := range storetest.Engines() {
+		t.Run(eng.Name, func(t *testing.T) {
+			h := newHub(t, eng)
+			ctx := t.Context()
+			kv, err := h.pub.JetStream().KeyValue(ctx, stream.HeartbeatsBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := time.Now()
+			beat, err := json.Marshal(agent.Heartbeat{Cluster: "skewed", Time: sent.Add(-time.Hour), LeaseSeconds: 30})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Put(ctx, "skewed", beat); err != nil {
+				t.Fatal(err)
+			}
+			sandboxtest.Eventually(t, wait, "the heartbeat recorded", func(ctx context.Context) error {
+				var fresh map[string]store.AgentFreshness
+				if err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
+					fresh, err = tx.ListAgentFreshness(ctx)
+					return err
+				}); err != nil {
+					return err
+				}
+				f, ok := fresh["skewed"]
+				if !ok || f.LastHeartbeat == nil {
+					return fmt.Errorf("no heartbeat yet")
+				}
+				// The store keeps whole microseconds; allow for that and
+				// for the server's clock being this machine's.
+				if d := f.LastHeartbeat.Sub(sent); d < -time.Second || d > time.Minute {
+					t.Fatalf("last heartbeat %v, %v from when it was sent: the agent's clock was used", f.LastHeartbeat, d)
+				}
+				return nil
+			})
+		})
+	}
+}
