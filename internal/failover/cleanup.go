@@ -141,7 +141,7 @@ func (c *Controller) purged(ctx context.Context, rec *store.Runnable, a *store.A
 			}
 		}
 		if cur == nil || cur.Cleanup != store.CleanupPending {
-			return errMoved
+			return store.ErrMoved
 		}
 		cur.Cleanup, cur.CleanupAfter = store.CleanupDone, nil
 		cur.Message = joinMessage(cur.Message, msg)
@@ -172,7 +172,7 @@ func (c *Controller) purged(ctx context.Context, rec *store.Runnable, a *store.A
 			Summary: msg, Outcome: phase,
 		})
 	})
-	if errors.Is(err, errMoved) || errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err == nil {

@@ -15,10 +15,6 @@ import (
 	"github.com/purser-io/purser/internal/stream"
 )
 
-// errMoved rolls back a change to a runnable that changed since it was
-// read; the next pass looks again.
-var errMoved = errors.New("runnable changed since it was read")
-
 // evict ends the runnable's current attempt and, in the same transaction,
 // keeps its preserved state, marks the old copy for removal and either
 // queues the runnable for placement elsewhere or, when the old copy must
@@ -38,7 +34,7 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 		}
 		n := len(attempts)
 		if n == 0 || attempts[n-1].EndedAt != nil || attempts[n-1].Cluster != rec.Cluster {
-			return nil, errMoved
+			return nil, store.ErrMoved
 		}
 		a := attempts[n-1]
 		a.EndedAt, a.Result, a.Reason, a.Message = &now, ResultEvicted, v.Reason, v.Message
@@ -117,34 +113,18 @@ type change struct {
 func (c *Controller) runnableTx(ctx context.Context, rec *store.Runnable,
 	edit func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error)) error {
 	err := c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		cur, err := tx.GetRunnableByUID(ctx, rec.UID)
-		if err != nil {
-			return err
-		}
-		if cur.ResourceVersion != rec.ResourceVersion {
-			return errMoved
-		}
-		var st v1alpha1.RunnableStatus
-		if len(cur.Status) > 0 {
-			if err := json.Unmarshal(cur.Status, &st); err != nil {
-				return fmt.Errorf("runnable %s: stored status: %w", cur.UID, err)
+		var ch *change
+		cur, err := store.EditRunnable(ctx, tx, rec, func(cur *store.Runnable, st *v1alpha1.RunnableStatus) (err error) {
+			if ch, err = edit(tx, st); err != nil {
+				return err
 			}
-		}
-		ch, err := edit(tx, &st)
-		if err != nil {
-			return err
-		}
-		if ch.cluster != nil {
-			cur.Cluster = *ch.cluster
-		}
-		cur.Phase = string(ch.phase)
-		if cur.Status, err = json.Marshal(st); err != nil {
-			return err
-		}
-		if err := tx.UpdateRunnable(ctx, cur); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return errMoved
+			if ch.cluster != nil {
+				cur.Cluster = *ch.cluster
 			}
+			cur.Phase = string(ch.phase)
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 		if ch.audit == nil {
@@ -156,7 +136,7 @@ func (c *Controller) runnableTx(ctx context.Context, rec *store.Runnable,
 		// The audit entry is appended last: it holds the chain until commit.
 		return tx.AppendAudit(ctx, entry)
 	})
-	if errors.Is(err, errMoved) || errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	return err

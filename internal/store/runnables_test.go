@@ -156,6 +156,62 @@ func testRunnableOptimisticConcurrency(t *testing.T, eng engine) {
 	})
 }
 
+// EditRunnable changes a runnable and its status only while it is as the
+// caller read it: a stale copy is ErrMoved and writes nothing, an edit's
+// error is passed through and writes nothing either.
+func testEditRunnable(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	r := newRunnable("team-a", "edited")
+	mustTx(t, s, func(tx *Tx) error { return tx.CreateRunnable(ctx, r) })
+	type status struct {
+		Message string `json:"message"`
+		Count   int    `json:"count"`
+	}
+	bump := func(cur *Runnable, st *status) error {
+		st.Count++
+		st.Message = "edited"
+		cur.Phase = "Running"
+		return nil
+	}
+	mustTx(t, s, func(tx *Tx) error {
+		got, err := EditRunnable(ctx, tx, r, bump)
+		if err == nil && (got.ResourceVersion != 2 || got.Phase != "Running") {
+			t.Errorf("edited runnable %+v", got)
+		}
+		return err
+	})
+	// r is now stale: nothing is written.
+	err := s.Tx(ctx, func(tx *Tx) error {
+		_, err := EditRunnable(ctx, tx, r, bump)
+		return err
+	})
+	wantErr(t, err, ErrMoved)
+	boom := errors.New("boom")
+	err = s.Tx(ctx, func(tx *Tx) error {
+		cur, err := tx.GetRunnableByUID(ctx, r.UID)
+		if err != nil {
+			return err
+		}
+		_, err = EditRunnable(ctx, tx, cur, func(cur *Runnable, st *status) error {
+			cur.Phase = "Failed"
+			return boom
+		})
+		return err
+	})
+	wantErr(t, err, boom)
+	mustRead(t, s, func(tx *Tx) error {
+		got, err := tx.GetRunnableByUID(ctx, r.UID)
+		if err != nil {
+			return err
+		}
+		if got.ResourceVersion != 2 || got.Phase != "Running" || string(got.Status) != `{"message":"edited","count":1}` {
+			t.Errorf("after a stale and a failed edit: version %d, phase %s, status %s", got.ResourceVersion, got.Phase, got.Status)
+		}
+		return nil
+	})
+}
+
 func testListRunnables(t *testing.T, eng engine) {
 	s := eng.open(t)
 	ctx := t.Context()

@@ -59,6 +59,7 @@ var suite = []struct {
 }{
 	{"Runnables", testRunnables},
 	{"RunnableOptimisticConcurrency", testRunnableOptimisticConcurrency},
+	{"EditRunnable", testEditRunnable},
 	{"ListRunnables", testListRunnables},
 	{"ListRunnablesStableUnderInserts", testListRunnablesStableUnderInserts},
 	{"Attempts", testAttempts},

@@ -373,9 +373,6 @@ type transition struct {
 	audit   *audit.Entry // Actor, Kind, Namespace, Name and Outcome are filled in
 }
 
-// errMoved rolls back a transition whose runnable changed since it was read.
-var errMoved = errors.New("runnable changed since it was read")
-
 // apply writes t if the runnable is still as rec found it; otherwise it
 // writes nothing and reports moved, so the caller reads it again. The
 // runnable is updated first (its optimistic check decides), then the
@@ -383,33 +380,17 @@ var errMoved = errors.New("runnable changed since it was read")
 // until commit.
 func (s *Submitter) apply(ctx context.Context, rec *store.Runnable, t transition) (moved bool, err error) {
 	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		cur, err := tx.GetRunnableByUID(ctx, rec.UID)
+		cur, err := store.EditRunnable(ctx, tx, rec, func(cur *store.Runnable, st *v1alpha1.RunnableStatus) error {
+			if t.message != "" {
+				st.Message = t.message
+			}
+			cur.Phase = string(t.phase)
+			if t.cluster != nil {
+				cur.Cluster = *t.cluster
+			}
+			return nil
+		})
 		if err != nil {
-			return err
-		}
-		if cur.ResourceVersion != rec.ResourceVersion {
-			return errMoved
-		}
-		var st v1alpha1.RunnableStatus
-		if len(cur.Status) > 0 {
-			if err := json.Unmarshal(cur.Status, &st); err != nil {
-				return fmt.Errorf("runnable %s: stored status: %w", cur.UID, err)
-			}
-		}
-		if t.message != "" {
-			st.Message = t.message
-		}
-		if cur.Status, err = json.Marshal(st); err != nil {
-			return err
-		}
-		cur.Phase = string(t.phase)
-		if t.cluster != nil {
-			cur.Cluster = *t.cluster
-		}
-		if err := tx.UpdateRunnable(ctx, cur); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return errMoved
-			}
 			return err
 		}
 		if t.attempt != nil {
@@ -427,7 +408,7 @@ func (s *Submitter) apply(ctx context.Context, rec *store.Runnable, t transition
 		}
 		return nil
 	})
-	if errors.Is(err, errMoved) {
+	if errors.Is(err, store.ErrMoved) {
 		return true, nil
 	}
 	if errors.Is(err, store.ErrNotFound) {
