@@ -233,35 +233,71 @@ func checkPod(t *testing.T, m manifests, d *appsv1.Deployment, cmds map[string]c
 		t.Errorf("purser %s listens on 127.0.0.1 by default, out of the kubelet's reach: set --listen", sub)
 	}
 	if !listens {
-		// Nothing to probe: only commands with --listen serve HTTP.
-		if c.LivenessProbe != nil || c.ReadinessProbe != nil || c.StartupProbe != nil {
-			t.Errorf("probes on a container that serves no HTTP")
+		// The components other than the api serve /metrics and /healthz on
+		// --metrics-listen: scraped, and probed for liveness only, as
+		// nothing sends them requests to be ready for.
+		if _, has := cmd.flags["metrics-listen"]; !has {
+			if c.LivenessProbe != nil || c.ReadinessProbe != nil || c.StartupProbe != nil {
+				t.Errorf("probes on a container that serves no HTTP")
+			}
+			return
 		}
+		metrics, ok := args["metrics-listen"]
+		if !ok {
+			t.Errorf("purser %s serves its metrics and /healthz only with --metrics-listen: set it", sub)
+			return
+		}
+		port := servedPort(t, c, "metrics-listen", metrics)
+		checkProbes(t, c, port, map[string]string{"liveness": "/healthz"})
+		if c.ReadinessProbe != nil || c.StartupProbe != nil {
+			t.Errorf("a readiness or startup probe on purser %s, which serves no requests", sub)
+		}
+		checkScraped(t, d, port)
 		return
 	}
-	_, portText, _ := strings.Cut(listen, ":")
+	port := servedPort(t, c, "listen", listen)
+	checkProbes(t, c, port, map[string]string{"startup": "/healthz", "liveness": "/healthz", "readiness": "/readyz"})
+	checkScraped(t, d, port)
+	checkService(t, m, d, port)
+}
+
+// servedPort is the port of a --flag=host:port, which the container must
+// declare.
+func servedPort(t *testing.T, c corev1.Container, flag, addr string) int {
+	t.Helper()
+	_, portText, _ := strings.Cut(addr, ":")
 	port, err := strconv.Atoi(portText)
 	if err != nil {
-		t.Fatalf("--listen=%s: no port", listen)
+		t.Fatalf("--%s=%s: no port", flag, addr)
 	}
 	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return int(p.ContainerPort) == port }) {
-		t.Errorf("--listen=%s, but no container port %d", listen, port)
+		t.Errorf("--%s=%s, but no container port %d", flag, addr, port)
 	}
-	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
-		want := map[string]string{"startup": "/healthz", "liveness": "/healthz", "readiness": "/readyz"}[name]
+	return port
+}
+
+// checkProbes wants an HTTP probe of each kind on port, at its path.
+func checkProbes(t *testing.T, c corev1.Container, port int, want map[string]string) {
+	t.Helper()
+	probes := map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe}
+	for name, path := range want {
+		p := probes[name]
 		if p == nil || p.HTTPGet == nil {
 			t.Errorf("no HTTP %s probe", name)
 			continue
 		}
-		if p.HTTPGet.Path != want || resolvePort(c, p.HTTPGet.Port) != port {
-			t.Errorf("%s probe %s on port %v, want %s on %d", name, p.HTTPGet.Path, p.HTTPGet.Port.String(), want, port)
+		if p.HTTPGet.Path != path || resolvePort(c, p.HTTPGet.Port) != port {
+			t.Errorf("%s probe %s on port %v, want %s on %d", name, p.HTTPGet.Path, p.HTTPGet.Port.String(), path, port)
 		}
 	}
+}
+
+func checkScraped(t *testing.T, d *appsv1.Deployment, port int) {
+	t.Helper()
 	ann := d.Spec.Template.Annotations
 	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/path"] != "/metrics" || ann["prometheus.io/port"] != strconv.Itoa(port) {
 		t.Errorf("scrape annotations %v, want /metrics on port %d", ann, port)
 	}
-	checkService(t, m, d, port)
 }
 
 func resolvePort(c corev1.Container, p intstr.IntOrString) int {
