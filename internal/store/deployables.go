@@ -152,6 +152,28 @@ func (tx *Tx) PurgeDeployable(ctx context.Context, uid string) error {
 	return nil
 }
 
+// DeployablesVersion is a fingerprint of the deployables table that moves
+// with every change: an update raises the sum of resource versions, a
+// create the largest id, a purge lowers the count. A poller that sees it
+// unchanged can skip reading every row. (A create and a purge and updates
+// that exactly cancel out within one poll could hide a change; a poller
+// also reads everything now and then.)
+type DeployablesVersion struct {
+	Count, VersionSum, MaxID int64
+}
+
+// GetDeployablesVersion returns the table's fingerprint, tombstones
+// included.
+func (tx *Tx) GetDeployablesVersion(ctx context.Context) (DeployablesVersion, error) {
+	var v DeployablesVersion
+	err := tx.queryRow(ctx, `SELECT COUNT(*), COALESCE(SUM(resource_version), 0), COALESCE(MAX(id), 0) FROM deployables`).
+		Scan(&v.Count, &v.VersionSum, &v.MaxID)
+	if err != nil {
+		return v, fmt.Errorf("deployables version: %w", classify(err))
+	}
+	return v, nil
+}
+
 // ListDeployables returns one page of deployables ordered by (namespace,
 // name), paginated like ListRunnables.
 func (tx *Tx) ListDeployables(ctx context.Context, f DeployableFilter) ([]*Deployable, string, error) {

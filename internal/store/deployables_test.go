@@ -242,3 +242,45 @@ func testClusters(t *testing.T, eng engine) {
 		return nil
 	})
 }
+
+// The fingerprint moves with every create, update, tombstone and purge,
+// and stays put when nothing changes.
+func testDeployablesVersion(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	version := func() DeployablesVersion {
+		var v DeployablesVersion
+		mustRead(t, s, func(tx *Tx) (err error) {
+			v, err = tx.GetDeployablesVersion(ctx)
+			return err
+		})
+		return v
+	}
+	seen := map[DeployablesVersion]string{}
+	step := func(what string, fn func(tx *Tx) error) {
+		t.Helper()
+		mustTx(t, s, fn)
+		v := version()
+		if prev, ok := seen[v]; ok {
+			t.Errorf("after %s the fingerprint %+v is the one after %s", what, v, prev)
+		}
+		seen[v] = what
+	}
+	seen[version()] = "the start"
+	a, b := newDeployable("team-a", "a"), newDeployable("team-a", "b")
+	step("a create", func(tx *Tx) error { return tx.CreateDeployable(ctx, a) })
+	step("another create", func(tx *Tx) error { return tx.CreateDeployable(ctx, b) })
+	if v := version(); seen[v] != "another create" {
+		t.Errorf("the fingerprint moved without a change: %+v", v)
+	}
+	step("an update", func(tx *Tx) error {
+		a.Generation++
+		return tx.UpdateDeployable(ctx, a)
+	})
+	step("a tombstone", func(tx *Tx) error {
+		now := time.Now()
+		b.DeletedAt = &now
+		return tx.UpdateDeployable(ctx, b)
+	})
+	step("a purge", func(tx *Tx) error { return tx.PurgeDeployable(ctx, b.UID) })
+}

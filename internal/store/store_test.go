@@ -64,6 +64,7 @@ var suite = []struct {
 	{"ListRunnablesStableUnderInserts", testListRunnablesStableUnderInserts},
 	{"Attempts", testAttempts},
 	{"Deployables", testDeployables},
+	{"DeployablesVersion", testDeployablesVersion},
 	{"Clusters", testClusters},
 	{"Timestamps", testTimestamps},
 	{"AuditConcurrentChain", testAuditConcurrentChain},

@@ -115,3 +115,54 @@ func BenchmarkSyncer(b *testing.B) {
 		stop()
 	}
 }
+
+// BenchmarkPoll measures one poll of the source of truth holding 10,000
+// deployables, with no cluster to hand changes to: "idle" is the poll of
+// every second while nothing changes (the table's fingerprint only),
+// "full" the poll that reads and compares every row (after a change, and
+// every 30th poll). No sandbox cluster is needed:
+//
+//	go test ./internal/syncer -run '^$' -bench Poll
+func BenchmarkPoll(b *testing.B) {
+	const n = 10_000
+	for _, eng := range storetest.Engines() {
+		b.Run(eng.Name, func(b *testing.B) {
+			ctx := context.Background()
+			st, err := store.Open(ctx, eng.NewDSN(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			err = st.Tx(ctx, func(tx *store.Tx) error {
+				for i := range n {
+					doc := fmt.Sprintf(`{"spec":{"template":{"apiVersion":"v1","kind":"ConfigMap","data":{"i":"%d"}}}}`, i)
+					rec := &store.Deployable{Namespace: "bench", Name: fmt.Sprintf("cm-%05d", i), UID: randomHex(16),
+						Generation: 1, Spec: []byte(doc), SpecHash: randomHex(8)}
+					if err := tx.CreateDeployable(ctx, rec); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := New(Config{Store: st})
+			if err := s.poll(ctx, true); err != nil {
+				b.Fatal(err)
+			}
+			if len(s.deployables) != n {
+				b.Fatalf("the poll found %d deployables, want %d", len(s.deployables), n)
+			}
+			for _, full := range []bool{false, true} {
+				b.Run(map[bool]string{false: "idle", true: "full"}[full], func(b *testing.B) {
+					for b.Loop() {
+						if err := s.poll(ctx, full); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}

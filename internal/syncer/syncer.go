@@ -73,9 +73,13 @@ type Syncer struct {
 
 	mu          sync.RWMutex
 	deployables map[string]*deployable // by uid: the latest poll
-	clusters    map[string]*store.Cluster
-	workers     map[string]*clusterWorker // the clusters this replica works on
-	polled      chan struct{}             // closed after the first successful poll
+	// version is the deployables table's fingerprint at the latest poll
+	// (valid once versionKnown).
+	version      store.DeployablesVersion
+	versionKnown bool
+	clusters     map[string]*store.Cluster
+	workers      map[string]*clusterWorker // the clusters this replica works on
+	polled       chan struct{}             // closed after the first successful poll
 	// badKubeconfig remembers, per cluster, the sealed kubeconfig that
 	// could not be used (guarded by mu).
 	badKubeconfig map[string]string
@@ -187,19 +191,34 @@ func (s *Syncer) pollLoop(ctx context.Context) {
 
 // poll reads every deployable and cluster in one snapshot. Only rows whose
 // resourceVersion moved are decoded and announced, so an idle poll costs
-// one read transaction and no work on any cluster. retryPurges also tries
+// one read transaction and no work on any cluster. A full poll also tries
 // to purge every tombstone, for tombstones whose last confirmation came
 // from a cluster that was deregistered since.
 //
-// Reading every row each time is the cheapest change detection the store
-// offers today; a store query for max(updated_at) and count would make an
-// idle poll O(1).
-func (s *Syncer) poll(ctx context.Context, retryPurges bool) error {
+// The rows are read only when the table's fingerprint moved since the last
+// poll, or when full is set (every 30th poll, in case a change hid from
+// the fingerprint): an idle poll reads three numbers and the clusters.
+func (s *Syncer) poll(ctx context.Context, full bool) error {
 	var (
-		recs []*store.Deployable
-		cls  []*store.Cluster
+		recs    []*store.Deployable
+		cls     []*store.Cluster
+		version store.DeployablesVersion
+		reread  bool
 	)
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		if cls, err = tx.ListClusters(ctx); err != nil {
+			return err
+		}
+		if version, err = tx.GetDeployablesVersion(ctx); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		reread = full || !s.versionKnown || version != s.version
+		s.mu.Unlock()
+		if !reread {
+			return nil
+		}
 		recs = recs[:0]
 		cont := ""
 		for {
@@ -209,36 +228,37 @@ func (s *Syncer) poll(ctx context.Context, retryPurges bool) error {
 			}
 			recs = append(recs, page...)
 			if next == "" {
-				break
+				return nil
 			}
 			cont = next
 		}
-		var err error
-		cls, err = tx.ListClusters(ctx)
-		return err
 	})
 	if err != nil {
 		return err
 	}
 
 	s.mu.Lock()
+	s.version, s.versionKnown = version, true
 	var changed []string
-	next := make(map[string]*deployable, len(recs))
-	for _, rec := range recs {
-		old := s.deployables[rec.UID]
-		if old != nil && old.rec.ResourceVersion == rec.ResourceVersion {
-			next[rec.UID] = old
-			continue
+	next := s.deployables // unchanged unless reread
+	if reread {
+		next = make(map[string]*deployable, len(recs))
+		for _, rec := range recs {
+			old := s.deployables[rec.UID]
+			if old != nil && old.rec.ResourceVersion == rec.ResourceVersion {
+				next[rec.UID] = old
+				continue
+			}
+			next[rec.UID] = decodeDeployable(rec)
+			changed = append(changed, rec.UID)
 		}
-		next[rec.UID] = decodeDeployable(rec)
-		changed = append(changed, rec.UID)
-	}
-	for uid := range s.deployables {
-		if next[uid] == nil {
-			changed = append(changed, uid) // purged: workers drop what is left
+		for uid := range s.deployables {
+			if next[uid] == nil {
+				changed = append(changed, uid) // purged: workers drop what is left
+			}
 		}
+		s.deployables = next
 	}
-	s.deployables = next
 	nextClusters := make(map[string]*store.Cluster, len(cls))
 	for _, c := range cls {
 		nextClusters[c.Name] = c
@@ -271,7 +291,7 @@ func (s *Syncer) poll(ctx context.Context, retryPurges bool) error {
 			s.tryPurge(ctx, uid)
 		}
 	}
-	if retryPurges {
+	if full {
 		for uid, d := range next {
 			if d.rec.DeletedAt != nil {
 				s.tryPurge(ctx, uid)
