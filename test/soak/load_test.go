@@ -98,6 +98,10 @@ func (w *workload) run(ctx context.Context, rate float64) {
 		case <-ctx.Done():
 			continue
 		}
+		// Counted as submitted once it is sure to be sent.
+		w.mu.Lock()
+		w.runnables = append(w.runnables, s)
+		w.mu.Unlock()
 		w.inFlight.Go(func() {
 			defer func() { <-sem }()
 			// Not ctx: a call in flight when the load stops still gets
@@ -113,9 +117,6 @@ func (w *workload) nextSubmission(n int) *submission {
 	if w.rng.IntN(3) == 0 {
 		s.Consistency = v1alpha1.ConsistencyAtLeastOne
 	}
-	w.mu.Lock()
-	w.runnables = append(w.runnables, s)
-	w.mu.Unlock()
 	return s
 }
 
