@@ -495,8 +495,15 @@ func TestRestrictedAgentStillWorks(t *testing.T) {
 	if n := hb.Objects["v1/ServiceAccount"]; n != 0 {
 		t.Errorf("the restricted agent tracks %d ServiceAccounts", n)
 	}
-	// The cost of the narrowing: refused watches, retried with backoff.
-	t.Logf("the restricted agent logged %d refusals in %s", strings.Count(strings.ToLower(logs.String()), "forbidden"), time.Since(started).Round(time.Second))
+	// The agent asked before watching: it says once what it leaves out, and
+	// no refused list or watch is retried.
+	out := logs.String()
+	if !strings.Contains(out, "not allowed to list and watch") || !strings.Contains(out, "serviceaccounts") {
+		t.Errorf("the restricted agent did not say that it leaves ServiceAccounts out:\n%s", out)
+	}
+	if n := strings.Count(strings.ToLower(out), "forbidden"); n > 0 {
+		t.Errorf("the restricted agent logged %d refusals in %s:\n%s", n, time.Since(started).Round(time.Second), out)
+	}
 	if can(t, kc, "purser-system/purser-agent", authorizationv1.ResourceAttributes{Verb: "list", Resource: "serviceaccounts"}) {
 		t.Errorf("the restricted agent may list ServiceAccounts")
 	}

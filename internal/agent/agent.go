@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/purser-io/purser/internal/backoff"
@@ -81,10 +82,11 @@ type Config struct {
 
 // Agent watches one cluster. Create it with New and start it with Run.
 type Agent struct {
-	cfg  Config
-	log  *slog.Logger
-	dyn  dynamic.Interface
-	disc *discovery.DiscoveryClient
+	cfg    Config
+	log    *slog.Logger
+	dyn    dynamic.Interface
+	disc   *discovery.DiscoveryClient
+	access *access // which resources it may watch for purser's labels
 	// elect is the validated leader election, nil when it is off.
 	elect *elector
 
@@ -170,11 +172,16 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: discovery client: %w", cfg.Cluster, err)
 	}
+	authz, err := authorizationv1client.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: authorization client: %w", cfg.Cluster, err)
+	}
 	a := &Agent{
 		cfg:         cfg,
 		log:         log.With("cluster", cfg.Cluster),
 		dyn:         dyn,
 		disc:        disc,
+		access:      newAccess(authz.SelfSubjectAccessReviews()),
 		queue:       make(chan *Event, cfg.QueueSize),
 		snapshotNow: make(chan struct{}, 1),
 	}

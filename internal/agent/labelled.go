@@ -95,6 +95,17 @@ func (a *Agent) discoverLabelled(ctx context.Context, wg *sync.WaitGroup) {
 		a.log.Debug("discovery of some groups failed; will retry", "error", err)
 	}
 	want := labelledResources(lists, a.cfg.Kinds)
+	var refused []string
+	for gk, r := range want {
+		if !a.access.mayWatch(ctx, r.gvr.GroupResource()) {
+			delete(want, gk) // and a watch of it stops, as for a kind no longer served
+			refused = append(refused, r.gvr.GroupResource().String())
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	a.access.report(a.log, refused)
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
