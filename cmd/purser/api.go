@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-io/purser/internal/anchor"
+	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/outbox"
 	"github.com/purser-io/purser/internal/server"
@@ -23,7 +25,9 @@ func newAPICommand() *cobra.Command {
 		Short: "Serve the REST API (and relay the outbox to the stream)",
 		Long: `Serve purser's REST API against an external database and NATS, as one of
 several stateless replicas. Each replica also relays the database outbox to
-the stream; the stream drops the duplicates that competing relays publish.`,
+the stream; the stream drops the duplicates that competing relays publish.
+Every 10 s while the audit chain grows, it publishes the chain's head to the
+stream (AUDIT), against which "purser history --verify" checks the database.`,
 		Example: `  purser api --database postgres://purser@db/purser --nats nats://nats:4222 \
     --tokens /etc/purser/tokens.yaml --policy /etc/purser/policy.yaml --key-file /etc/purser/secret.key`,
 		Args: cobra.NoArgs,
@@ -53,9 +57,11 @@ the stream; the stream drops the duplicates that competing relays publish.`,
 				defer wg.Done()
 				relay.Run(ctx)
 			}()
+			wg.Go(func() { _ = anchor.Run(ctx, anchor.Config{Store: db, Stream: streams, Logger: log}) })
 			srv := &http.Server{
-				Addr:              listen,
-				Handler:           server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}),
+				Addr: listen,
+				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
+					Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, streams) }}),
 				ReadHeaderTimeout: 10 * time.Second,
 			}
 			go func() {

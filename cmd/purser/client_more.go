@@ -222,7 +222,9 @@ func newHistoryCommand() *cobra.Command {
 		Short: "Who changed what, and when: the audit log",
 		Long: `Print audit entries, oldest first. Every change, approval, placement,
 eviction and failover is there. --verify walks the hash chain and reports the
-first broken link, if any.`,
+first broken link, if any; it also checks the chain against the heads the api
+published to the stream, so that a chain rewritten in the database with its
+hashes recomputed does not pass.`,
 		Example: `  purser history -n team-a --name nightly-report
   purser history --actor alice --since 2026-11-01T00:00:00Z
   purser history --verify`,
@@ -238,10 +240,12 @@ first broken link, if any.`,
 			w := cmd.OutOrStdout()
 			if verify {
 				var res struct {
-					Entries   int64  `json:"entries"`
-					OK        bool   `json:"ok"`
-					BrokenSeq int64  `json:"brokenSeq"`
-					Reason    string `json:"reason"`
+					Entries     int64  `json:"entries"`
+					OK          bool   `json:"ok"`
+					BrokenSeq   int64  `json:"brokenSeq"`
+					Reason      string `json:"reason"`
+					Anchors     int    `json:"anchors"`
+					AnchorError string `json:"anchorError"`
 				}
 				if _, err := c.Do(cmd.Context(), http.MethodGet, "/api/v1/history/verify", nil, nil, "", &res); err != nil {
 					return err
@@ -249,7 +253,10 @@ first broken link, if any.`,
 				if !res.OK {
 					return fmt.Errorf("audit chain broken at entry %d: %s", res.BrokenSeq, res.Reason)
 				}
-				fmt.Fprintf(w, "audit chain intact: %d entries verified\n", res.Entries)
+				fmt.Fprintf(w, "audit chain intact: %d entries verified, against %d heads published to the stream\n", res.Entries, res.Anchors)
+				if res.AnchorError != "" {
+					fmt.Fprintf(w, "warning: the published heads could not be read, so a rewrite of the whole chain would not show: %s\n", res.AnchorError)
+				}
 				return nil
 			}
 			q := url.Values{}

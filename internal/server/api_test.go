@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
+	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
 // Each case runs on SQLite and on PostgreSQL, each against a fresh database.
@@ -526,16 +528,66 @@ func testTamperDetected(t *testing.T, h *harness) {
 	for i := range 4 {
 		h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", fmt.Sprintf("r%d", i), "true")).want(t, http.StatusAccepted)
 	}
-	v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
-	if v.body["ok"] != true || v.body["entries"] != float64(4) {
-		t.Fatalf("intact chain: %s", v.raw)
+	// The api publishes the chain's head to the stream within moments.
+	var v response
+	deadline := time.Now().Add(streamtest.Timeout)
+	for {
+		v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
+		if v.body["ok"] != true || v.body["entries"] != float64(4) {
+			t.Fatalf("intact chain: %s", v.raw)
+		}
+		if v.body["anchors"].(float64) > 0 && v.body["anchorError"] == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no head of the chain published: %s", v.raw)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := h.raw.Exec(storetest.Rebind(h.dsn, "UPDATE audit_log SET summary = ? WHERE seq = ?"), "nothing to see here", 3); err != nil {
+
+	// A forger with the database's password rewrites entry 3 and every
+	// later one with recomputed hashes, and moves the head along: the
+	// chain verifies on its own, not against the published head.
+	var entries []*audit.Entry
+	if err := h.store.Read(t.Context(), func(tx *store.Tx) (err error) {
+		entries, err = tx.ListAudit(t.Context(), store.AuditFilter{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	prev := entries[1].Hash
+	for _, e := range entries[2:] {
+		e.Summary, e.PrevHash = "nothing to see here", prev
+		e.Hash = audit.ComputeHash(*e)
+		if _, err := h.raw.Exec(storetest.Rebind(h.dsn, "UPDATE audit_log SET summary = ?, prev_hash = ?, hash = ? WHERE seq = ?"),
+			e.Summary, e.PrevHash, e.Hash, e.Seq); err != nil {
+			t.Fatal(err)
+		}
+		prev = e.Hash
+	}
+	if _, err := h.raw.Exec(storetest.Rebind(h.dsn, "UPDATE audit_head SET last_hash = ? WHERE id = 1"), prev); err != nil {
 		t.Fatal(err)
 	}
 	v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
-	if v.body["ok"] != false || v.body["brokenSeq"] != float64(3) {
+	if v.body["ok"] != false || !strings.HasPrefix(fmt.Sprint(v.body["reason"]), "rewritten") {
+		t.Fatalf("forged chain: %s", v.raw)
+	}
+
+	// A plain edit breaks the chain itself.
+	if _, err := h.raw.Exec(storetest.Rebind(h.dsn, "UPDATE audit_log SET actor = ? WHERE seq = ?"), "mallory", 2); err != nil {
+		t.Fatal(err)
+	}
+	v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
+	if v.body["ok"] != false || v.body["brokenSeq"] != float64(2) || v.body["reason"] != "hash mismatch" {
 		t.Fatalf("tampered chain: %s", v.raw)
+	}
+
+	// Without the stream the chain is still verified, and the answer says
+	// what could not be checked.
+	h.nats.Stop()
+	v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
+	if v.body["brokenSeq"] != float64(2) || v.body["anchorError"] == nil {
+		t.Fatalf("verify without the stream: %s", v.raw)
 	}
 }
 

@@ -96,20 +96,35 @@ func (s *Server) verifyHistory(r *http.Request, u auth.User) (int, any, error) {
 	if !s.cfg.Policy.ReadsEverywhere(u) {
 		return 0, nil, errForbidden("user %q may not read the whole history", u.Name)
 	}
-	res, err := s.cfg.Store.VerifyAudit(r.Context())
+	// The anchors first: every honest one is then at or below the head
+	// that the verification reads.
+	var anchors []audit.Anchor
+	anchorErr := ""
+	if s.cfg.Anchors != nil {
+		var err error
+		if anchors, err = s.cfg.Anchors(r.Context()); err != nil {
+			anchorErr = err.Error()
+		}
+	}
+	res, err := s.cfg.Store.VerifyAuditAnchored(r.Context(), anchors)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, ChainStatus{Entries: res.Entries, OK: res.OK, BrokenSeq: res.BrokenSeq, Reason: res.Reason}, nil
+	return http.StatusOK, ChainStatus{Entries: res.Entries, OK: res.OK, BrokenSeq: res.BrokenSeq, Reason: res.Reason,
+		Anchors: res.Anchors, AnchorError: anchorErr}, nil
 }
 
 // ChainStatus is the answer of GET /api/v1/history/verify: how many
-// entries were checked and, when the chain is broken, the first bad entry.
+// entries were checked and, when the chain is broken, the first bad entry;
+// how many of the heads published outside the database it was checked
+// against, or why they could not be read.
 type ChainStatus struct {
-	Entries   int64  `json:"entries"`
-	OK        bool   `json:"ok"`
-	BrokenSeq int64  `json:"brokenSeq,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	Entries     int64  `json:"entries"`
+	OK          bool   `json:"ok"`
+	BrokenSeq   int64  `json:"brokenSeq,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Anchors     int    `json:"anchors"`
+	AnchorError string `json:"anchorError,omitempty"`
 }
 
 // List is the shape of every list response.

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
@@ -38,8 +39,11 @@ type Notifier interface {
 
 // Config holds the server's dependencies.
 type Config struct {
-	Store    *store.Store
-	Stream   Checker // nil: /readyz checks the database only
+	Store  *store.Store
+	Stream Checker // nil: /readyz checks the database only
+	// Anchors reads the audit chain's heads published outside the
+	// database (anchor.Read); nil: the chain is verified on its own.
+	Anchors  func(ctx context.Context) ([]audit.Anchor, error)
 	Outbox   Notifier
 	Tokens   *auth.Authenticator
 	Policy   *auth.Policy

@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/anchor"
+	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/client"
 	"github.com/purser-io/purser/internal/dirlock"
@@ -133,10 +135,13 @@ func Run(ctx context.Context, cfg Config) error {
 		relay.Run(ctx)
 	}()
 
+	wg.Go(func() { _ = anchor.Run(ctx, anchor.Config{Store: db, Stream: streams, Logger: log}) })
+
 	metrics := prometheus.NewRegistry()
 	api := server.New(server.Config{
 		Store: db, Stream: streams, Outbox: relay, Registry: metrics,
 		Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
+		Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, streams) },
 	})
 	listen := cfg.Listen
 	if listen == "" {

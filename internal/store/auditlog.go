@@ -30,6 +30,7 @@ type VerifyResult struct {
 	OK        bool
 	BrokenSeq int64
 	Reason    string
+	Anchors   int // anchors the chain was checked against
 }
 
 // verifyBatch is how many entries VerifyAudit reads per transaction: big
@@ -136,9 +137,27 @@ func (tx *Tx) ListAudit(ctx context.Context, f AuditFilter) ([]*audit.Entry, err
 // read it.
 //
 // Someone able to rewrite both the log and audit_head can forge a consistent
-// chain; detecting that needs the head's hash recorded outside the database
-// as well.
+// chain; VerifyAuditAnchored also checks it against heads recorded outside
+// the database.
 func (s *Store) VerifyAudit(ctx context.Context) (VerifyResult, error) {
+	return s.VerifyAuditAnchored(ctx, nil)
+}
+
+// VerifyAuditAnchored is VerifyAudit that also checks the chain against
+// anchors, the heads published outside the database (read them before
+// calling, so that every honest anchor is at or below the head read
+// here): an entry whose hash differs from its anchor's was rewritten, and
+// an anchored seq beyond the end of the chain means entries were removed
+// (or the database was restored from a backup older than the anchor).
+func (s *Store) VerifyAuditAnchored(ctx context.Context, anchors []audit.Anchor) (VerifyResult, error) {
+	bySeq := make(map[int64]audit.Anchor, len(anchors))
+	var newest audit.Anchor
+	for _, a := range anchors {
+		bySeq[a.Seq] = a
+		if a.Seq > newest.Seq {
+			newest = a
+		}
+	}
 	var headSeq int64
 	var headHash string
 	if err := s.Read(ctx, func(tx *Tx) error {
@@ -168,7 +187,11 @@ func (s *Store) VerifyAudit(ctx context.Context) (VerifyResult, error) {
 				if !errors.As(err, &ce) {
 					return VerifyResult{}, fmt.Errorf("verify audit: %w", err)
 				}
-				return VerifyResult{Entries: v.Count(), BrokenSeq: ce.Seq, Reason: ce.Reason}, nil
+				return VerifyResult{Entries: v.Count(), BrokenSeq: ce.Seq, Reason: ce.Reason, Anchors: len(anchors)}, nil
+			}
+			if a, ok := bySeq[e.Seq]; ok && a.Hash != e.Hash {
+				return VerifyResult{Entries: v.Count() - 1, BrokenSeq: e.Seq, Anchors: len(anchors),
+					Reason: fmt.Sprintf("rewritten: the hash differs from the anchor published at %s", a.PublishedAt.UTC().Format(time.RFC3339))}, nil
 			}
 		}
 		after = batch[len(batch)-1].Seq
@@ -177,11 +200,26 @@ func (s *Store) VerifyAudit(ctx context.Context) (VerifyResult, error) {
 	lastSeq, lastHash := v.Last()
 	switch {
 	case lastSeq != headSeq:
-		return VerifyResult{Entries: v.Count(), BrokenSeq: lastSeq + 1,
+		return VerifyResult{Entries: v.Count(), BrokenSeq: lastSeq + 1, Anchors: len(anchors),
 			Reason: fmt.Sprintf("missing: the log ends at seq %d but the head records seq %d", lastSeq, headSeq)}, nil
 	case lastHash != headHash:
-		return VerifyResult{Entries: v.Count(), BrokenSeq: lastSeq,
+		return VerifyResult{Entries: v.Count(), BrokenSeq: lastSeq, Anchors: len(anchors),
 			Reason: "hash does not match the head"}, nil
+	case newest.Seq > lastSeq:
+		return VerifyResult{Entries: v.Count(), BrokenSeq: lastSeq + 1, Anchors: len(anchors),
+			Reason: fmt.Sprintf("missing: seq %d was anchored at %s, but the log ends at seq %d (entries removed, or the database restored from an older backup)",
+				newest.Seq, newest.PublishedAt.UTC().Format(time.RFC3339), lastSeq)}, nil
 	}
-	return VerifyResult{Entries: v.Count(), OK: true}, nil
+	return VerifyResult{Entries: v.Count(), OK: true, Anchors: len(anchors)}, nil
+}
+
+// AuditHead returns the seq and hash of the newest audit entry (0 and the
+// genesis hash for an empty log).
+func (tx *Tx) AuditHead(ctx context.Context) (int64, string, error) {
+	var seq int64
+	var hash string
+	if err := tx.queryRow(ctx, `SELECT last_seq, last_hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash); err != nil {
+		return 0, "", fmt.Errorf("audit head: %w", classify(err))
+	}
+	return seq, hash, nil
 }

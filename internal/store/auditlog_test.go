@@ -132,6 +132,55 @@ func testAuditTampering(t *testing.T, eng engine) {
 	}
 }
 
+// Whoever can write the database can forge a chain that verifies on its
+// own: rewrite a tail with recomputed hashes, or cut it off and move the
+// head back. Anchors published before catch both.
+func testAuditAnchored(t *testing.T, eng engine) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		forge  func(t *testing.T, s *Store, entries []*audit.Entry)
+		reason string
+		broken int64
+	}{
+		{"tail rewritten with recomputed hashes", func(t *testing.T, s *Store, entries []*audit.Entry) {
+			prev := entries[4].Hash
+			for _, e := range entries[5:] {
+				e.Summary, e.PrevHash = "nothing happened", prev
+				e.Hash = audit.ComputeHash(*e)
+				rawExec(t, s, `UPDATE audit_log SET summary = ?, prev_hash = ?, hash = ? WHERE seq = ?`, e.Summary, e.PrevHash, e.Hash, e.Seq)
+				prev = e.Hash
+			}
+			rawExec(t, s, `UPDATE audit_head SET last_hash = ? WHERE id = 1`, prev)
+		}, "rewritten: the hash differs from the anchor published at 2026-11-29T12:00:00Z", 10},
+		{"tail cut off and the head moved back", func(t *testing.T, s *Store, entries []*audit.Entry) {
+			rawExec(t, s, `DELETE FROM audit_log WHERE seq > 8`)
+			rawExec(t, s, `UPDATE audit_head SET last_seq = 8, last_hash = ? WHERE id = 1`, entries[7].Hash)
+		}, "missing: seq 10 was anchored at 2026-11-29T12:00:00Z, but the log ends at seq 8 (entries removed, or the database restored from an older backup)", 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := eng.open(t)
+			entries := appendEntries(t, s, 10)
+			anchors := []audit.Anchor{{Seq: 3, Hash: entries[2].Hash, PublishedAt: at}, {Seq: 10, Hash: entries[9].Hash, PublishedAt: at}}
+			if res, err := s.VerifyAuditAnchored(t.Context(), anchors); err != nil || res != (VerifyResult{Entries: 10, OK: true, Anchors: 2}) {
+				t.Fatalf("before the forgery: %+v, %v", res, err)
+			}
+			tc.forge(t, s, entries)
+			if res, err := s.VerifyAudit(t.Context()); err != nil || !res.OK {
+				t.Fatalf("the forgery does not verify on its own: %+v, %v", res, err)
+			}
+			res, err := s.VerifyAuditAnchored(t.Context(), anchors)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := VerifyResult{Entries: tc.broken - 1, BrokenSeq: tc.broken, Reason: tc.reason, Anchors: 2}
+			if res != want {
+				t.Fatalf("VerifyAuditAnchored = %+v, want %+v", res, want)
+			}
+		})
+	}
+}
+
 // VerifyAudit reads in batches of 1000; breaks on either side of a batch
 // boundary are still found.
 func testAuditManyBatches(t *testing.T, eng engine) {

@@ -69,6 +69,7 @@ var suite = []struct {
 	{"Timestamps", testTimestamps},
 	{"AuditConcurrentChain", testAuditConcurrentChain},
 	{"AuditTampering", testAuditTampering},
+	{"AuditAnchored", testAuditAnchored},
 	{"AuditManyBatches", testAuditManyBatches},
 	{"ListAudit", testListAudit},
 	{"Outbox", testOutbox},

@@ -64,6 +64,7 @@ func TestDeclareTwice(t *testing.T) {
 		{stream.SubmissionsStream, []string{stream.SubjectSubmissions}, jetstream.WorkQueuePolicy, 0},
 		{stream.EventsStream, []string{"purser.events.>"}, jetstream.LimitsPolicy, 24 * time.Hour},
 		{stream.SnapshotsStream, []string{"purser.snapshots.>"}, jetstream.LimitsPolicy, time.Hour},
+		{stream.AuditStream, []string{"purser.audit.anchors"}, jetstream.LimitsPolicy, 0},
 	}
 	for _, w := range want {
 		s, err := js.Stream(ctx, w.name)
@@ -76,6 +77,11 @@ func TestDeclareTwice(t *testing.T) {
 			t.Errorf("stream %s: subjects %v retention %v maxAge %v duplicates %v storage %v", w.name,
 				cfg.Subjects, cfg.Retention, cfg.MaxAge, cfg.Duplicates, cfg.Storage)
 		}
+	}
+	if audit, err := js.Stream(ctx, stream.AuditStream); err != nil {
+		t.Fatal(err)
+	} else if cfg := audit.CachedInfo().Config; !cfg.DenyDelete || !cfg.DenyPurge {
+		t.Errorf("stream %s allows deletes (%v) or purges (%v)", stream.AuditStream, !cfg.DenyDelete, !cfg.DenyPurge)
 	}
 	for _, sc := range [][2]string{
 		{stream.SubmissionsStream, stream.SubmitterConsumer},

@@ -30,6 +30,13 @@ const (
 	// SnapshotsSubjects matches the snapshots of every cluster.
 	SnapshotsSubjects = snapshotsPrefix + ">"
 
+	// AuditStream keeps the heads of the audit chain published by the api
+	// (internal/anchor), so that a rewrite of the database's chain shows.
+	// It keeps them for good and refuses deletes and purges.
+	AuditStream = "AUDIT"
+	// SubjectAuditAnchors is the only subject of AuditStream.
+	SubjectAuditAnchors = "purser.audit.anchors"
+
 	// HeartbeatsBucket holds each agent's last heartbeat, keyed by cluster.
 	HeartbeatsBucket = "purser-heartbeats"
 	// LeasesBucket holds the leases that let a cut-off agent know it must
@@ -138,6 +145,8 @@ func newTopology(replicas int) topology {
 				[]string{EventsSubjects}, jetstream.LimitsPolicy, eventsMaxAge),
 			stream(SnapshotsStream, "agents' periodic snapshots, one subject per cluster",
 				[]string{SnapshotsSubjects}, jetstream.LimitsPolicy, snapshotsMaxAge),
+			auditStream(stream(AuditStream, "heads of the audit chain, kept outside the database",
+				[]string{SubjectAuditAnchors}, jetstream.LimitsPolicy, 0)),
 		},
 		consumers: []consumerDecl{
 			{SubmissionsStream, consumer(SubmitterConsumer, "submitters competing for submissions")},
@@ -162,4 +171,11 @@ func newTopology(replicas int) topology {
 			},
 		},
 	}
+}
+
+// auditStream makes cfg append-only: no message may be deleted, nor the
+// stream purged, through the JetStream API.
+func auditStream(cfg jetstream.StreamConfig) jetstream.StreamConfig {
+	cfg.DenyDelete, cfg.DenyPurge = true, true
+	return cfg
 }

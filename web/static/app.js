@@ -443,8 +443,9 @@ function historyPage() {
     if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No entries match.")));
     if (access.readsEverywhere) {
       const v = await api("GET", "/api/v1/history/verify");
-      chain.replaceChildren(v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified")
-        : el("span", { class: "badge Failed" }, "chain broken at entry " + v.brokenSeq + ": " + v.reason));
+      fill(chain, v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified, against " + v.anchors + " published heads")
+        : el("span", { class: "badge Failed" }, "chain broken at entry " + v.brokenSeq + ": " + v.reason),
+        v.anchorError ? el("span", { class: "badge Failed" }, "published heads unreadable: " + v.anchorError) : null);
     }
   });
 }
