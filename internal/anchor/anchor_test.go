@@ -71,7 +71,14 @@ func TestAnchors(t *testing.T) {
 			// The forgery: entries 3 to 8 rewritten, hashes recomputed, the
 			// head moved along, as someone with the database's password can.
 			stop()
-			forgeTail(t, dsn, db, 3)
+			var entries []*audit.Entry
+			if err := db.Read(ctx, func(tx *store.Tx) (err error) {
+				entries, err = tx.ListAudit(ctx, store.AuditFilter{})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			storetest.ForgeAuditTail(t, dsn, entries, 3)
 			if res, err := db.VerifyAudit(ctx); err != nil || !res.OK {
 				t.Fatalf("the forgery should verify on its own: %+v, %v", res, err)
 			}
@@ -120,32 +127,5 @@ func waitAnchored(t *testing.T, c *stream.Client, seq int64) []audit.Anchor {
 			t.Fatalf("seq %d never anchored: %v, %v", seq, anchors, err)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// forgeTail rewrites every entry from seq on with a new summary and
-// recomputed hashes, and moves the head along, behind the store's back.
-func forgeTail(t *testing.T, dsn string, db *store.Store, from int64) {
-	t.Helper()
-	var entries []*audit.Entry
-	if err := db.Read(t.Context(), func(tx *store.Tx) (err error) {
-		entries, err = tx.ListAudit(t.Context(), store.AuditFilter{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	raw := storetest.RawDB(t, dsn)
-	prev := entries[from-2].Hash
-	for _, e := range entries[from-1:] {
-		e.Summary, e.PrevHash = "nothing happened", prev
-		e.Hash = audit.ComputeHash(*e)
-		if _, err := raw.ExecContext(t.Context(), storetest.Rebind(dsn, `UPDATE audit_log SET summary = ?, prev_hash = ?, hash = ? WHERE seq = ?`),
-			e.Summary, e.PrevHash, e.Hash, e.Seq); err != nil {
-			t.Fatal(err)
-		}
-		prev = e.Hash
-	}
-	if _, err := raw.ExecContext(t.Context(), storetest.Rebind(dsn, `UPDATE audit_head SET last_hash = ? WHERE id = 1`), prev); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -555,19 +555,7 @@ func testTamperDetected(t *testing.T, h *harness) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	prev := entries[1].Hash
-	for _, e := range entries[2:] {
-		e.Summary, e.PrevHash = "nothing to see here", prev
-		e.Hash = audit.ComputeHash(*e)
-		if _, err := h.raw.Exec(storetest.Rebind(h.dsn, "UPDATE audit_log SET summary = ?, prev_hash = ?, hash = ? WHERE seq = ?"),
-			e.Summary, e.PrevHash, e.Hash, e.Seq); err != nil {
-			t.Fatal(err)
-		}
-		prev = e.Hash
-	}
-	if _, err := h.raw.Exec(storetest.Rebind(h.dsn, "UPDATE audit_head SET last_hash = ? WHERE id = 1"), prev); err != nil {
-		t.Fatal(err)
-	}
+	storetest.ForgeAuditTail(t, h.dsn, entries, 3)
 	v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
 	if v.body["ok"] != false || !strings.HasPrefix(fmt.Sprint(v.body["reason"]), "rewritten") {
 		t.Fatalf("forged chain: %s", v.raw)

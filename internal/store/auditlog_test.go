@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/store/storetest"
 )
 
 func appendEntries(t *testing.T, s *Store, n int) []*audit.Entry {
@@ -139,33 +140,27 @@ func testAuditAnchored(t *testing.T, eng engine) {
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name   string
-		forge  func(t *testing.T, s *Store, entries []*audit.Entry)
+		forge  func(t *testing.T, dsn string, s *Store, entries []*audit.Entry)
 		reason string
 		broken int64
 	}{
-		{"tail rewritten with recomputed hashes", func(t *testing.T, s *Store, entries []*audit.Entry) {
-			prev := entries[4].Hash
-			for _, e := range entries[5:] {
-				e.Summary, e.PrevHash = "nothing happened", prev
-				e.Hash = audit.ComputeHash(*e)
-				rawExec(t, s, `UPDATE audit_log SET summary = ?, prev_hash = ?, hash = ? WHERE seq = ?`, e.Summary, e.PrevHash, e.Hash, e.Seq)
-				prev = e.Hash
-			}
-			rawExec(t, s, `UPDATE audit_head SET last_hash = ? WHERE id = 1`, prev)
+		{"tail rewritten with recomputed hashes", func(t *testing.T, dsn string, _ *Store, entries []*audit.Entry) {
+			storetest.ForgeAuditTail(t, dsn, entries, 6)
 		}, "rewritten: the hash differs from the anchor published at 2026-11-29T12:00:00Z", 10},
-		{"tail cut off and the head moved back", func(t *testing.T, s *Store, entries []*audit.Entry) {
+		{"tail cut off and the head moved back", func(t *testing.T, _ string, s *Store, entries []*audit.Entry) {
 			rawExec(t, s, `DELETE FROM audit_log WHERE seq > 8`)
 			rawExec(t, s, `UPDATE audit_head SET last_seq = 8, last_hash = ? WHERE id = 1`, entries[7].Hash)
 		}, "missing: seq 10 was anchored at 2026-11-29T12:00:00Z, but the log ends at seq 8 (entries removed, or the database restored from an older backup)", 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := eng.open(t)
+			dsn := eng.newDSN(t)
+			s := openDSN(t, dsn)
 			entries := appendEntries(t, s, 10)
 			anchors := []audit.Anchor{{Seq: 3, Hash: entries[2].Hash, PublishedAt: at}, {Seq: 10, Hash: entries[9].Hash, PublishedAt: at}}
 			if res, err := s.VerifyAuditAnchored(t.Context(), anchors); err != nil || res != (VerifyResult{Entries: 10, OK: true, Anchors: 2}) {
 				t.Fatalf("before the forgery: %+v, %v", res, err)
 			}
-			tc.forge(t, s, entries)
+			tc.forge(t, dsn, s, entries)
 			if res, err := s.VerifyAudit(t.Context()); err != nil || !res.OK {
 				t.Fatalf("the forgery does not verify on its own: %+v, %v", res, err)
 			}

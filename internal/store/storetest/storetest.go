@@ -16,7 +16,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx", for raw access
-	_ "modernc.org/sqlite"             // driver "sqlite", for raw access
+	"github.com/purser-io/purser/internal/audit"
+	_ "modernc.org/sqlite" // driver "sqlite", for raw access
 )
 
 // Engine is one database engine; NewDSN provisions a fresh, empty database
@@ -123,4 +124,29 @@ func Rebind(dsn, q string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// ForgeAuditTail does what someone with the database's password can: it
+// rewrites every audit entry from seq on (entries is the whole chain, oldest
+// first) with a new summary and recomputed hashes, and moves the head
+// along, so that the chain still verifies on its own.
+func ForgeAuditTail(t testing.TB, dsn string, entries []*audit.Entry, from int64) {
+	t.Helper()
+	raw := RawDB(t, dsn)
+	prev := audit.GenesisHash
+	if from > 1 {
+		prev = entries[from-2].Hash
+	}
+	for _, e := range entries[from-1:] {
+		e.Summary, e.PrevHash = "nothing to see here", prev
+		e.Hash = audit.ComputeHash(*e)
+		if _, err := raw.Exec(Rebind(dsn, `UPDATE audit_log SET summary = ?, prev_hash = ?, hash = ? WHERE seq = ?`),
+			e.Summary, e.PrevHash, e.Hash, e.Seq); err != nil {
+			t.Fatal(err)
+		}
+		prev = e.Hash
+	}
+	if _, err := raw.Exec(Rebind(dsn, `UPDATE audit_head SET last_hash = ? WHERE id = 1`), prev); err != nil {
+		t.Fatal(err)
+	}
 }
