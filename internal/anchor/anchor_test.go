@@ -90,8 +90,16 @@ func TestAnchors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.OK || res.BrokenSeq != 5 {
-				t.Fatalf("the forgery against the anchors: %+v, want broken at seq 5 (the first anchored entry rewritten)", res)
+			// The publishers may have caught any head on the way: the first
+			// anchored one from 3 on is where the forgery shows.
+			first := int64(0)
+			for _, a := range anchors {
+				if a.Seq >= 3 && (first == 0 || a.Seq < first) {
+					first = a.Seq
+				}
+			}
+			if res.OK || res.BrokenSeq != first {
+				t.Fatalf("the forgery against the anchors %v: %+v, want broken at seq %d (the first anchored entry rewritten)", anchors, res, first)
 			}
 			t.Logf("forgery found: %+v", res)
 		})
