@@ -2,16 +2,8 @@ package soak
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/url"
-	"os"
-	"os/exec"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -43,7 +35,6 @@ type injector struct {
 	t        *testing.T
 	f        *farm.Farm
 	clusters []*sandbox.Cluster
-	pg       *pgRestarter // nil: no PostgreSQL restarts
 	procRng  *rand.Rand
 	infraRng *rand.Rand
 	enabled  map[string]bool
@@ -52,7 +43,7 @@ type injector struct {
 	n  map[string]int
 }
 
-func newInjector(t *testing.T, f *farm.Farm, clusters []*sandbox.Cluster, seed int64, pg *pgRestarter, kinds []string) *injector {
+func newInjector(t *testing.T, f *farm.Farm, clusters []*sandbox.Cluster, seed int64, kinds []string) *injector {
 	enabled := map[string]bool{}
 	for _, k := range kinds {
 		switch k = strings.TrimSpace(k); k {
@@ -63,11 +54,11 @@ func newInjector(t *testing.T, f *farm.Farm, clusters []*sandbox.Cluster, seed i
 			t.Fatalf("unknown fault %q in -soak.faults", k)
 		}
 	}
-	if pg == nil {
-		delete(enabled, faultPostgres)
+	if f.Postgres == nil {
+		delete(enabled, faultPostgres) // the database is not the farm's to restart
 	}
 	return &injector{
-		t: t, f: f, clusters: clusters, pg: pg, n: map[string]int{}, enabled: enabled,
+		t: t, f: f, clusters: clusters, n: map[string]int{}, enabled: enabled,
 		procRng:  rand.New(rand.NewPCG(uint64(seed), 3)),
 		infraRng: rand.New(rand.NewPCG(uint64(seed), 4)),
 	}
@@ -173,15 +164,35 @@ func (in *injector) breakInfrastructure(ctx context.Context) {
 				in.t.Errorf("restart %s: %v", agent.Name, err)
 			}
 		case faultPostgres:
-			if skipped, err := in.pg.restart(context.Background()); err != nil {
-				in.t.Errorf("restart PostgreSQL: %v", err)
-			} else if skipped != "" {
-				in.t.Logf("%s fault %s skipped: %s", stamp(), kind, skipped)
-			} else {
-				in.record(kind, "pg_ctlcluster %s %s restart -m fast", in.pg.version, in.pg.cluster)
-			}
+			in.restartPostgres(ctx)
 		}
 	}
+}
+
+// restartPostgres stops the farm's PostgreSQL server, by a fast shutdown
+// or by kill -9 of the whole server (then it recovers from its WAL), and
+// starts it again a few seconds later.
+func (in *injector) restartPostgres(ctx context.Context) {
+	pg := in.f.Postgres
+	down := between(in.infraRng, 2*time.Second, 6*time.Second)
+	if in.infraRng.IntN(2) == 0 {
+		in.record(faultPostgres, "fast shutdown of PostgreSQL, down %s", down.Round(100*time.Millisecond))
+		pg.Server.Stop(30 * time.Second)
+	} else {
+		in.record(faultPostgres, "kill -9 PostgreSQL, down %s", down.Round(100*time.Millisecond))
+		pg.Server.Kill()
+	}
+	backoff.Sleep(ctx, down)
+	if err := pg.Server.Start(); err != nil {
+		in.t.Errorf("start PostgreSQL again: %v", err)
+		return
+	}
+	start := time.Now()
+	if err := pg.WaitReady(context.Background()); err != nil {
+		in.t.Errorf("PostgreSQL after its restart: %v", err)
+		return
+	}
+	in.t.Logf("%s fault %s: accepting connections %s after its start", stamp(), faultPostgres, time.Since(start).Round(100*time.Millisecond))
 }
 
 // killNATS kills one node, starts it again after a few seconds, and waits
@@ -205,96 +216,3 @@ func (in *injector) killNATS(ctx context.Context) {
 	}
 	in.t.Logf("%s fault %s: cluster healthy again %s after %s started", stamp(), faultKillNATS, time.Since(start).Round(100*time.Millisecond), p.Name)
 }
-
-// pgRestarter restarts the machine's PostgreSQL server, which the tests of
-// other packages may be using at the same time: it only restarts when no
-// database but the soak's own (and the admin database it was created
-// from) has a client.
-type pgRestarter struct {
-	version, cluster string
-	db               *sql.DB // the soak's database
-	skip             []string
-}
-
-func postgresRestarter(dsn string, asked bool) (*pgRestarter, error) {
-	if !asked {
-		return nil, errors.New("not asked for (-soak.restart-postgres)")
-	}
-	if os.Geteuid() != 0 {
-		return nil, errors.New("pg_ctlcluster needs root")
-	}
-	if _, err := exec.LookPath("pg_ctlcluster"); err != nil {
-		return nil, err
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return nil, err
-	}
-	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("PostgreSQL at %s is not on this machine", u.Host)
-	}
-	port := u.Port()
-	if port == "" {
-		port = "5432"
-	}
-	out, err := exec.Command("pg_lsclusters", "-h").Output()
-	if err != nil {
-		return nil, fmt.Errorf("pg_lsclusters: %w", err)
-	}
-	p := &pgRestarter{skip: []string{strings.TrimPrefix(u.Path, "/")}}
-	for _, line := range strings.Split(string(out), "\n") {
-		// version cluster port status owner data-directory log-file
-		if f := strings.Fields(line); len(f) >= 4 && f[2] == port && f[3] == "online" {
-			p.version, p.cluster = f[0], f[1]
-		}
-	}
-	if p.cluster == "" {
-		return nil, fmt.Errorf("pg_lsclusters lists no online cluster on port %s", port)
-	}
-	if admin := os.Getenv("PURSER_TEST_POSTGRES"); admin != "" {
-		if au, err := url.Parse(admin); err == nil {
-			p.skip = append(p.skip, strings.TrimPrefix(au.Path, "/"))
-		}
-	}
-	if p.db, err = sql.Open("pgx", dsn); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// restart restarts the server, or says why it did not.
-func (p *pgRestarter) restart(ctx context.Context) (skipped string, err error) {
-	rows, err := p.db.QueryContext(ctx, `SELECT datname FROM pg_stat_activity
-		WHERE backend_type = 'client backend' AND datname IS NOT NULL AND pid <> pg_backend_pid()`)
-	if err != nil {
-		return "", fmt.Errorf("who uses the server: %w", err)
-	}
-	others := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return "", err
-		}
-		if !slices.Contains(p.skip, name) {
-			others[name] = true
-		}
-	}
-	rows.Close()
-	if len(others) > 0 {
-		names := make([]string, 0, len(others))
-		for n := range others {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return "other databases have clients: " + strings.Join(names, ", "), nil
-	}
-	out, err := exec.CommandContext(ctx, "pg_ctlcluster", p.version, p.cluster, "restart", "-m", "fast").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("pg_ctlcluster %s %s restart: %w: %s", p.version, p.cluster, err, out)
-	}
-	return "", nil
-}
-
-// close releases the connection pool.
-func (p *pgRestarter) close() { p.db.Close() }

@@ -40,7 +40,8 @@ type Config struct {
 	// Dir holds every process's folder: logs, NATS stores, credentials.
 	Dir      string
 	Binaries *Binaries
-	// Database is the DSN every component uses (PostgreSQL).
+	// Database is the DSN every component uses (PostgreSQL); empty, the
+	// farm starts a PostgreSQL server of its own (Postgres).
 	Database string
 	// NATSNodes is the size of the NATS cluster: 3 when zero.
 	NATSNodes int
@@ -68,6 +69,9 @@ type Farm struct {
 
 	// NATS is the stream's cluster.
 	NATS *NATS
+	// Postgres is the farm's own database server, nil when Config named
+	// a database.
+	Postgres *Postgres
 	// API reaches every API replica, retrying.
 	API *Client
 	// Token is the admin's bearer token.
@@ -85,8 +89,8 @@ type Farm struct {
 // Start brings the NATS cluster and every component up, and returns once
 // every API replica is ready. Clusters are added with AddCluster.
 func Start(ctx context.Context, cfg Config) (*Farm, error) {
-	if cfg.Dir == "" || cfg.Binaries == nil || cfg.Database == "" {
-		return nil, errors.New("farm: Config needs Dir, Binaries and Database")
+	if cfg.Dir == "" || cfg.Binaries == nil {
+		return nil, errors.New("farm: Config needs Dir and Binaries")
 	}
 	if cfg.NATSNodes <= 0 {
 		cfg.NATSNodes = 3
@@ -115,6 +119,13 @@ func Start(ctx context.Context, cfg Config) (*Farm, error) {
 
 	if err := f.writeCredentials(); err != nil {
 		return nil, err
+	}
+	if f.cfg.Database == "" {
+		f.Postgres, err = f.startPostgres(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("farm: own PostgreSQL: %w", err)
+		}
+		f.cfg.Database = f.Postgres.DSN
 	}
 	if f.NATS, err = f.startNATS(ctx, cfg.NATSNodes); err != nil {
 		return nil, err
@@ -335,6 +346,9 @@ func (f *Farm) Close() error {
 	stopAll(procs)
 	if f.NATS != nil {
 		stopAll(f.NATS.Nodes)
+	}
+	if f.Postgres != nil {
+		f.Postgres.close()
 	}
 	f.wg.Wait()
 	f.sp.close()

@@ -1,6 +1,7 @@
 package farm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,10 +64,16 @@ type Process struct {
 
 	bin  string
 	args []string
-	sp   *spawner
-	logf func(format string, args ...any)
-	ctx  context.Context // the farm's: done when the farm closes
-	wg   *sync.WaitGroup // the farm's: owns the restart goroutines
+	// workDir is where it runs (the folder of its log when empty), cred
+	// the user it runs as (this one's when nil), stopSignal what Stop
+	// sends first (SIGTERM when 0).
+	workDir    string
+	cred       *syscall.Credential
+	stopSignal syscall.Signal
+	sp         *spawner
+	logf       func(format string, args ...any)
+	ctx        context.Context // the farm's: done when the farm closes
+	wg         *sync.WaitGroup // the farm's: owns the restart goroutines
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -112,11 +119,11 @@ func (p *Process) startLocked() error {
 	}
 	fmt.Fprintf(logFile, "\n==== %s: %s %s\n", time.Now().Format(time.RFC3339Nano), p.bin, strings.Join(p.args, " "))
 	cmd := exec.Command(p.bin, p.args...)
-	cmd.Dir = filepath.Dir(p.LogPath)
+	cmd.Dir = cmp.Or(p.workDir, filepath.Dir(p.LogPath))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, so that a kill reaches anything it started;
 	// Pdeathsig, so that nothing outlives the test binary.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.cred}
 	var startErr error
 	p.sp.do(func() { startErr = cmd.Start() })
 	if startErr != nil {
@@ -204,7 +211,8 @@ func (p *Process) Kill() {
 	<-done
 }
 
-// Stop asks the process to stop (SIGTERM), and kills it after grace.
+// Stop asks the process to stop (SIGTERM, or its stopSignal), and kills it
+// after grace.
 func (p *Process) Stop(grace time.Duration) {
 	p.mu.Lock()
 	p.wanted = false
@@ -215,7 +223,11 @@ func (p *Process) Stop(grace time.Duration) {
 	p.stopping = true
 	pid, done := p.cmd.Process.Pid, p.done
 	p.mu.Unlock()
-	syscall.Kill(-pid, syscall.SIGTERM)
+	if p.stopSignal != 0 {
+		syscall.Kill(pid, p.stopSignal) // the leader decides how its group stops
+	} else {
+		syscall.Kill(-pid, syscall.SIGTERM)
+	}
 	select {
 	case <-done:
 	case <-time.After(grace):
