@@ -36,10 +36,11 @@ bench: sandbox-build
 	$(GO) run ./hack/benchreport $(BENCH_FLAGS)
 
 # The chaos soak test alone, verbose, so that its summary shows: purser split
-# into its components on a 3-node NATS cluster and PostgreSQL
-# (PURSER_TEST_POSTGRES), under load while processes, NATS nodes,
-# kube-apiservers and agents are killed. `make soak SOAK_DURATION=30m` for a
-# long run; SOAK_FLAGS passes more, e.g. -soak.seed=42 -soak.keep.
+# into its components on a 3-node NATS cluster and a PostgreSQL server of its
+# own (from the machine's PostgreSQL binaries), under load while processes,
+# NATS nodes, PostgreSQL, kube-apiservers and agents are killed or restarted.
+# `make soak SOAK_DURATION=30m` for a long run; SOAK_FLAGS passes more, e.g.
+# -soak.seed=42 -soak.keep.
 SOAK_DURATION ?= 3m
 SOAK_FLAGS ?=
 soak: sandbox-build
