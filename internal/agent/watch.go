@@ -15,6 +15,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/kuberetry"
 )
 
 // watch is one tracked kind and its informers: a single one seeing every
@@ -124,7 +125,9 @@ func (a *Agent) newWatch(ctx context.Context, gvk schema.GroupVersionKind, gvr s
 		if sel != "" {
 			tweak = func(o *metav1.ListOptions) { o.LabelSelector = sel }
 		}
-		inf := dynamicinformer.NewFilteredDynamicInformer(a.dyn, gvr, metav1.NamespaceAll, 0,
+		// Patient lists and watches: after a kube-apiserver outage the
+		// cluster's events flow again within a second or two.
+		inf := dynamicinformer.NewFilteredDynamicInformer(kuberetry.Dynamic(a.dyn), gvr, metav1.NamespaceAll, 0,
 			cache.Indexers{consistencyIndex: byConsistency}, tweak).Informer()
 		// SetTransform fails only once the informer runs, which it does not yet.
 		_ = inf.SetTransform(Trim)

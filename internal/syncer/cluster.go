@@ -29,6 +29,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/kuberetry"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -633,7 +634,7 @@ func (w *clusterWorker) informer(ctx context.Context, gvr schema.GroupVersionRes
 	w.mu.Lock()
 	inf := w.informers[gvr]
 	if inf == nil {
-		inf = dynamicinformer.NewFilteredDynamicInformer(w.dyn, gvr, metav1.NamespaceAll, 0,
+		inf = dynamicinformer.NewFilteredDynamicInformer(kuberetry.Dynamic(w.dyn), gvr, metav1.NamespaceAll, 0,
 			cache.Indexers{byUID: func(obj any) ([]string, error) {
 				if u, ok := obj.(*unstructured.Unstructured); ok {
 					if uid := u.GetLabels()[LabelDeployable]; uid != "" {
