@@ -79,7 +79,8 @@ func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) 
 		}
 	}
 	if f.database != "" {
-		if h.db, err = store.Open(ctx, f.database); err != nil {
+		if h.db, err = openDatabase(ctx, f.database, h.log); err != nil {
+			closeAll()
 			return nil, nil, err
 		}
 		closers = append(closers, func() { h.db.Close() })
@@ -97,6 +98,24 @@ func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) 
 		return nil, nil, err
 	}
 	return h, closeAll, nil
+}
+
+// openDatabase opens the database, waiting while it is unavailable (a
+// PostgreSQL server restarting, or not up yet when the pods start), as
+// declare waits for the stream: a component that exited here would only
+// be restarted to try again, later and later as the kubelet backs off.
+// Any other error (a malformed DSN, a failed migration) ends it.
+func openDatabase(ctx context.Context, dsn string, log *slog.Logger) (*store.Store, error) {
+	for attempt := 0; ; attempt++ {
+		db, err := store.Open(ctx, dsn)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) {
+			return db, err
+		}
+		log.Warn("database unavailable; opening it again", "attempt", attempt+1, "error", err)
+		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 500*time.Millisecond, 10*time.Second)) {
+			return nil, err
+		}
+	}
 }
 
 // declare declares the streams, waiting while the stream is unavailable
