@@ -35,11 +35,15 @@ type Client struct {
 
 // NewClient returns a client of the API replicas at urls.
 func NewClient(urls []string, token string) *Client {
-	c := &Client{MaxWait: 90 * time.Second, AttemptTimeout: 20 * time.Second}
+	var replicas []*client.Client
 	for _, u := range urls {
-		c.replicas = append(c.replicas, client.New(client.Config{Server: u, Token: token}))
+		replicas = append(replicas, client.New(client.Config{Server: u, Token: token}))
 	}
-	return c
+	return newClient(replicas...)
+}
+
+func newClient(replicas ...*client.Client) *Client {
+	return &Client{MaxWait: 90 * time.Second, AttemptTimeout: 20 * time.Second, replicas: replicas}
 }
 
 // Retryable reports whether an answer (code 0: no answer) is worth

@@ -29,15 +29,26 @@ type spawner struct {
 	done chan struct{}
 }
 
-func newSpawner() *spawner {
+func newSpawner() *spawner { return newSpawnerWith(nil) }
+
+// newSpawnerWith runs setup on the spawner's thread before anything else
+// (to move the thread into a network namespace, say), and returns once it
+// has run.
+func newSpawnerWith(setup func()) *spawner {
 	s := &spawner{reqs: make(chan func()), done: make(chan struct{})}
+	ready := make(chan struct{})
 	go func() {
 		runtime.LockOSThread() // never unlocked: see the type's comment
 		defer close(s.done)
+		if setup != nil {
+			setup()
+		}
+		close(ready)
 		for f := range s.reqs {
 			f()
 		}
 	}()
+	<-ready
 	return s
 }
 
