@@ -289,6 +289,11 @@ type ClusterSpec struct {
 // and its agent is reporting.
 const ConditionReady = "Ready"
 
+// ConditionDisrupted is the condition type that says whether the
+// cluster's zone (its DC), or the whole farm, has so many clusters not
+// Ready at once that evictions are slowed or stopped.
+const ConditionDisrupted = "Disrupted"
+
 // ClusterStatus is what purser observed of the cluster.
 type ClusterStatus struct {
 	Conditions []Condition `json:"conditions,omitempty"`
@@ -296,6 +301,20 @@ type ClusterStatus struct {
 	Taints    []corev1.Taint   `json:"taints,omitempty"`
 	Agent     *AgentStatus     `json:"agent,omitempty"`
 	Inventory *InventoryStatus `json:"inventory,omitempty"`
+	// Views are what each DC's controller saw at its latest probe; the
+	// Ready condition is judged by a quorum of them.
+	Views []ClusterView `json:"views,omitempty"`
+}
+
+// ClusterView is one DC's latest probe of the cluster's kube-apiserver.
+type ClusterView struct {
+	// DC is the controller's --dc ("" without one).
+	DC string `json:"dc"`
+	// Outcome is ok, not-ready or unreachable; Detail what failed.
+	Outcome      string     `json:"outcome"`
+	Detail       string     `json:"detail,omitempty"`
+	ObservedAt   time.Time  `json:"observedAt"`
+	FailingSince *time.Time `json:"failingSince,omitempty"`
 }
 
 // Condition is a metav1.Condition without observedGeneration, which purser

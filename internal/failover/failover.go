@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
@@ -60,6 +59,11 @@ type Config struct {
 	// EvictionRate bounds evictions per second (burst: the same number),
 	// so that a whole cluster failing does not storm the others. Default 20.
 	EvictionRate float64
+	// SecondaryEvictionRate bounds evictions from a disrupted zone, per
+	// zone (zones.go). Default a tenth of EvictionRate's default.
+	SecondaryEvictionRate float64
+	// ZoneLabel is the cluster label naming its zone; default "dc".
+	ZoneLabel string
 	Logger       *slog.Logger
 	// Registerer receives the metrics; nil registers none.
 	Registerer prometheus.Registerer
@@ -72,6 +76,8 @@ type Controller struct {
 	cfg     Config
 	log     *slog.Logger
 	limiter *rate.Limiter
+	zones   *zoneLimiters
+	kick    chan struct{}
 	metrics *metrics
 }
 
@@ -89,6 +95,9 @@ func New(cfg Config) *Controller {
 	if cfg.EvictionRate <= 0 {
 		cfg.EvictionRate = DefaultEvictionRate
 	}
+	if cfg.SecondaryEvictionRate <= 0 {
+		cfg.SecondaryEvictionRate = DefaultSecondaryEvictionRate
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -100,7 +109,18 @@ func New(cfg Config) *Controller {
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "failover"),
 		limiter: rate.NewLimiter(rate.Limit(cfg.EvictionRate), burst),
+		zones:   newZoneLimiters(cfg.EvictionRate, cfg.SecondaryEvictionRate),
+		kick:    make(chan struct{}, 1),
 		metrics: newMetrics(cfg.Registerer),
+	}
+}
+
+// Kick makes the next pass start now: the health monitor calls it when it
+// has tainted a cluster NoExecute.
+func (c *Controller) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -112,7 +132,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("failover pass failed; trying again", "error", err)
 		}
-		backoff.Sleep(ctx, c.cfg.Interval)
+		select {
+		case <-ctx.Done():
+		case <-c.kick:
+		case <-time.After(c.cfg.Interval):
+		}
 	}
 	return nil
 }
@@ -193,7 +217,11 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return c.setMessage(ctx, rec, r, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
 			v.Message, rec.Cluster, target.Reason))
 	}
-	if !c.limiter.Allow() {
+	if view.disrupted == clusters.ReasonFarmDisruption {
+		c.metrics.blocked.Inc()
+		return c.setMessage(ctx, rec, r, fmt.Sprintf("%s; it stays on %s because evictions are stopped: %s", v.Message, rec.Cluster, view.disruption))
+	}
+	if !c.zones.allow(view.zone, view.disrupted) || !c.limiter.Allow() {
 		c.metrics.rateLimited.Inc()
 		return nil // the next pass takes it
 	}
@@ -246,6 +274,9 @@ type clusterView struct {
 	row       *store.Cluster
 	failover  Cluster
 	placement placement.Cluster
+	// zone is the cluster's zone; disrupted the reason of its Disrupted
+	// condition and disruption its message (zones.go).
+	zone, disrupted, disruption string
 }
 
 // clusterViews reads every cluster with its taints, readiness and agent
@@ -301,6 +332,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 				Name: row.Name, Labels: row.Labels, Taints: taints,
 				Ready: ready == nil || ready.Status == metav1.ConditionTrue,
 			},
+			zone: clusters.DisruptionPolicy{ZoneLabel: c.cfg.ZoneLabel}.Zone(row.Labels),
+		}
+		if d := clusters.DisruptedCondition(status); d != nil {
+			v.disrupted, v.disruption = d.Reason, d.Message
 		}
 		if a, ok := agents[row.Name]; ok && a.LastHeartbeat != nil {
 			v.failover.LastHeartbeat = a.LastHeartbeat

@@ -176,11 +176,13 @@ func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
 	return http.StatusOK, out, nil
 }
 
-// observations are what the ingester knows of the clusters: when their
-// agents were last heard from, and how many records each has.
+// observations are what the ingester knows of the clusters (when their
+// agents were last heard from, and how many records each has) and what
+// each DC's controller last saw of them.
 type observations struct {
 	fresh  map[string]store.AgentFreshness
 	counts map[string]int64
+	views  map[string][]v1alpha1.ClusterView
 }
 
 func readObservations(r *http.Request, tx *store.Tx) (observations, error) {
@@ -189,7 +191,16 @@ func readObservations(r *http.Request, tx *store.Tx) (observations, error) {
 	if o.fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
 		return o, err
 	}
-	o.counts, err = tx.CountInventoryByCluster(r.Context())
+	if o.counts, err = tx.CountInventoryByCluster(r.Context()); err != nil {
+		return o, err
+	}
+	views, _, err := tx.ListClusterViews(r.Context())
+	o.views = map[string][]v1alpha1.ClusterView{}
+	for _, v := range views {
+		o.views[v.Cluster] = append(o.views[v.Cluster], v1alpha1.ClusterView{
+			DC: v.Observer, Outcome: v.Outcome, Detail: v.Detail, ObservedAt: v.ObservedAt, FailingSince: v.FailingSince,
+		})
+	}
 	return o, err
 }
 
@@ -198,6 +209,7 @@ func (o observations) apply(c *v1alpha1.Cluster) {
 		c.Status.Agent = &v1alpha1.AgentStatus{LastHeartbeat: f.LastHeartbeat, LastSnapshot: f.LastSnapshot, LastEvent: f.LastEvent}
 	}
 	c.Status.Inventory = &v1alpha1.InventoryStatus{Objects: o.counts[c.Metadata.Name]}
+	c.Status.Views = o.views[c.Metadata.Name]
 }
 
 // clusterRecord builds the row for obj, sealing its kubeconfig, or keeping

@@ -78,6 +78,7 @@ var suite = []struct {
 	{"UnavailableAfterClose", testUnavailableAfterClose},
 	{"MigrationsIdempotent", testMigrationsIdempotent},
 	{"AgentFreshness", testAgentFreshness},
+	{"ClusterViews", testClusterViews},
 	{"InventoryLabelSelector", testInventoryLabelSelector},
 	{"ConcurrentOpen", testConcurrentOpen},
 }
