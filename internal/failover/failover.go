@@ -64,7 +64,7 @@ type Config struct {
 	SecondaryEvictionRate float64
 	// ZoneLabel is the cluster label naming its zone; default "dc".
 	ZoneLabel string
-	Logger       *slog.Logger
+	Logger    *slog.Logger
 	// Registerer receives the metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Now is the clock; nil is time.Now.
