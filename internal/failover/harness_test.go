@@ -102,7 +102,25 @@ type cluster struct {
 	apiServer string // "" : the cluster's own endpoint
 }
 
+// timing is the farm's cluster health and failover periods.
+type timing struct {
+	probe     time.Duration // the health monitor's probe interval
+	threshold int           // failed probes in a row before not Ready
+	grace     time.Duration // NoExecute grace
+	pass      time.Duration // the failover controller's interval
+}
+
+// fastTiming makes failovers happen in seconds.
+var fastTiming = timing{probe: probeInterval, threshold: 3, grace: 2 * time.Second, pass: 200 * time.Millisecond}
+
 func newFarm(t testing.TB, dsn string, members []cluster) *farm {
+	t.Helper()
+	return newFarmWith(t, dsn, members, fastTiming)
+}
+
+// newFarmWith is newFarm with other cluster health and failover periods
+// (zero: purser's defaults).
+func newFarmWith(t testing.TB, dsn string, members []cluster, tm timing) *farm {
 	t.Helper()
 	ctx := context.Background()
 	f := &farm{t: t, ns: "t-" + randomHex(4), dyn: map[string]dynamic.Interface{}, sims: map[string]*flinksim.Simulator{}}
@@ -141,13 +159,14 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	f.run("submitter", submitter.New(submitter.Config{Store: f.store, Sealer: f.sealer, Stream: streams,
 		RescanInterval: time.Second, Logger: f.log.With("component", "submitter")}).Run)
 	cache := clusters.NewCache(f.sealer)
+	ctl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
+		Interval: tm.pass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log})
 	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
-		Store: f.store, Sealer: f.sealer, Interval: probeInterval,
-		Policy: clusters.Policy{FailureThreshold: 3, SuccessThreshold: 2, NoExecuteGrace: 2 * time.Second, AgentLease: agentLease},
-		Logger: f.log.With("component", "health"),
+		Store: f.store, Sealer: f.sealer, Interval: tm.probe,
+		Policy: clusters.Policy{FailureThreshold: tm.threshold, SuccessThreshold: 2, NoExecuteGrace: tm.grace, AgentLease: agentLease},
+		OnNoExecute: ctl.Kick, Logger: f.log.With("component", "health"),
 	}).Run)
-	f.run("failover", failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
-		Interval: 200 * time.Millisecond, AgentLease: agentLease, FencingMargin: margin, Logger: f.log}).Run)
+	f.run("failover", ctl.Run)
 	return f
 }
 
