@@ -163,7 +163,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, tm timing) *farm {
 		Interval: tm.pass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log})
 	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
 		Store: f.store, Sealer: f.sealer, Interval: tm.probe,
-		Policy: clusters.Policy{FailureThreshold: tm.threshold, SuccessThreshold: 2, NoExecuteGrace: tm.grace, AgentLease: agentLease},
+		Policy:      clusters.Policy{FailureThreshold: tm.threshold, SuccessThreshold: 2, NoExecuteGrace: tm.grace, AgentLease: agentLease},
 		OnNoExecute: ctl.Kick, Logger: f.log.With("component", "health"),
 	}).Run)
 	f.run("failover", ctl.Run)
