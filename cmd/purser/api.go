@@ -13,13 +13,14 @@ import (
 	"github.com/purser-io/purser/internal/anchor"
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
+	hubguard "github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/outbox"
 	"github.com/purser-io/purser/internal/server"
 )
 
 func newAPICommand() *cobra.Command {
 	var f hubFlags
-	var listen, tokensFile, policyFile string
+	var listen, tokensFile, policyFile, standby string
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Serve the REST API (and relay the outbox to the stream)",
@@ -47,6 +48,12 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 			defer closeHub()
 			db, streams, sealer, log := h.db, h.streams, h.sealer, h.log
 			ctx := cmd.Context()
+			if standby != "" {
+				if err := db.AttachStandby(ctx, standby); err != nil {
+					return fmt.Errorf("--database-standby: %w", err)
+				}
+				h.guard.OnChange(func(err error) { db.UseStandby(errors.Is(err, hubguard.ErrNoPrimary)) })
+			}
 			relay := outbox.NewRelay(outbox.StoreSource(db), streams, outbox.RelayOptions{Logger: log})
 			var wg sync.WaitGroup
 			defer wg.Wait()
@@ -60,7 +67,7 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 			wg.Go(func() { _ = anchor.Run(ctx, anchor.Config{Store: db, Stream: streams, Logger: log}) })
 			srv := &http.Server{
 				Addr: listen,
-				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
+				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log, Guard: h.guard,
 					Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, streams) }}),
 				ReadHeaderTimeout: 10 * time.Second,
 			}
@@ -81,5 +88,6 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve on")
 	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens)")
 	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals)")
+	cmd.Flags().StringVar(&standby, "database-standby", "", "a postgres:// DSN of a standby (a multi-host one with target_session_attrs=prefer-standby, the nearest first) from which reads are answered, with their freshness, while this replica does not reach the primary; writes then answer 503")
 	return cmd
 }

@@ -65,7 +65,7 @@ It talks to the database and the member clusters, never to the stream.`,
 			return controller.Run(cmd.Context(), controller.Config{
 				Store: h.db, Sealer: h.sealer, Health: policy, ProbeInterval: probeInterval, Failover: fo,
 				DC: dc, Disruption: disruption,
-				Identity: identity, LeaseDuration: leaseDuration, Logger: h.log, Registerer: h.metrics,
+				Identity: identity, LeaseDuration: leaseDuration, Logger: h.log, Registerer: h.metrics, Guard: h.guard,
 			})
 		},
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/lease"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
@@ -46,8 +47,11 @@ type Config struct {
 	// renewal.
 	Identity      string
 	LeaseDuration time.Duration
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// Guard, when set, holds the failover back while this replica does
+	// not reach the database's primary.
+	Guard      *hub.Guard
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // LeaseName is the lease the controller's replicas elect their leader by.
@@ -68,7 +72,7 @@ func Run(ctx context.Context, cfg Config) error {
 	policy := cfg.Health
 	policy.AgentLease = fo.AgentLease
 	fo.Store, fo.Objects, fo.Logger, fo.Registerer = cfg.Store, clusters.NewObjects(clusters.NewCache(cfg.Sealer)), log, cfg.Registerer
-	fo.ZoneLabel = cfg.Disruption.ZoneLabel
+	fo.ZoneLabel, fo.Guard = cfg.Disruption.ZoneLabel, cfg.Guard
 	ctl := failover.New(fo)
 	observer := clusters.NewObserver(clusters.ObserverConfig{
 		Store: cfg.Store, Sealer: cfg.Sealer, DC: cfg.DC, Interval: cfg.ProbeInterval,

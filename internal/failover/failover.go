@@ -29,6 +29,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -69,6 +70,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Guard, when set, skips every pass while this process does not reach
+	// the database's primary: no eviction, removal or resume on state
+	// that may be stale.
+	Guard *hub.Guard
 }
 
 // Controller evicts, re-places and cleans up.
@@ -129,7 +134,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("failover controller started", "interval", c.cfg.Interval, "agentLease", c.cfg.AgentLease,
 		"fencingMargin", c.cfg.FencingMargin, "evictionRate", c.cfg.EvictionRate)
 	for ctx.Err() == nil {
-		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
+		var err error
+		if c.cfg.Guard.Err() == nil { // the guard logs when it is not
+			err = c.Pass(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
 			c.log.Warn("failover pass failed; trying again", "error", err)
 		}
 		select {

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/web"
@@ -51,6 +53,12 @@ type Config struct {
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // metrics are registered here; nil: a new one
 	Now      func() time.Time     // nil: time.Now
+	// Guard, when set, refuses every write (503, Retry-After) while this
+	// replica does not reach the database's primary, and /readyz fails
+	// while it does not reach the primary or the stream's quorum; reads
+	// are still answered, from a standby if the store has one, with their
+	// freshness.
+	Guard *hub.Guard
 }
 
 // Server is the HTTP API.
@@ -152,7 +160,19 @@ func (s *Server) handle(pattern string, h apiHandler) {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		// A write goes to the database alone (the outbox carries it to
+		// the stream later), so only the primary must be reached for it:
+		// the API accepts writes through an outage of the stream.
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := s.cfg.Guard.Err(); errors.Is(err, hub.ErrNoPrimary) {
+				writeError(w, errUnreached(err))
+				return
+			}
+		}
+		ctx, read := store.WithReadInfo(r.Context())
+		r = r.WithContext(ctx)
 		status, body, err := h(r, u)
+		setFreshness(w.Header(), read)
 		if stream, ok := body.(streamFunc); ok && err == nil {
 			err = stream(w)
 			if err == nil {
@@ -206,6 +226,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		checks["stream"] = "not configured"
+	}
+	// Both may answer on the minority's side of a partition; the guard
+	// knows whether a commit and the stream's quorum are reached.
+	if err := s.cfg.Guard.Err(); err != nil {
+		checks["hub"] = err.Error()
+		ready = false
 	}
 	status := http.StatusOK
 	if !ready {

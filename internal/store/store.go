@@ -33,6 +33,11 @@ type Store struct {
 	read     *sql.DB
 	readOpts *sql.TxOptions
 	now      func() time.Time
+	// idleConns is the write pool's idle limit, restored after
+	// CheckWrites drops the idle connections.
+	idleConns int
+	// standby, when attached, serves Read while the primary is away.
+	standby *standby
 }
 
 // Open connects to the database named by dsn and applies any pending
@@ -83,8 +88,9 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		read:  db,
 		// Repeatable read gives fn one snapshot across all its queries,
 		// which costs PostgreSQL nothing for a read-only transaction.
-		readOpts: &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
-		now:      func() time.Time { return truncate(time.Now()) },
+		readOpts:  &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		now:       func() time.Time { return truncate(time.Now()) },
+		idleConns: conns,
 	}, nil
 }
 
@@ -184,11 +190,12 @@ func openSQLite(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, classify(err))
 	}
 	return &Store{
-		d:        dialect{engine: EngineSQLite},
-		write:    write,
-		read:     read,
-		readOpts: &sql.TxOptions{ReadOnly: true},
-		now:      func() time.Time { return truncate(time.Now()) },
+		d:         dialect{engine: EngineSQLite},
+		write:     write,
+		read:      read,
+		readOpts:  &sql.TxOptions{ReadOnly: true},
+		now:       func() time.Time { return truncate(time.Now()) },
+		idleConns: 1,
 	}, nil
 }
 
@@ -198,6 +205,9 @@ func (s *Store) Close() error {
 	err := s.write.Close()
 	if s.read != s.write {
 		err = errors.Join(err, s.read.Close())
+	}
+	if s.standby != nil {
+		err = errors.Join(err, s.standby.db.Close())
 	}
 	return err
 }
@@ -275,9 +285,19 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 }
 
 // Read runs fn in a read-only transaction that sees one consistent snapshot.
-// It retries like Tx.
+// It retries like Tx. While UseStandby is on it reads from the attached
+// standby; a context from WithReadInfo learns which, and how current.
 func (s *Store) Read(ctx context.Context, fn func(tx *Tx) error) error {
-	return s.run(ctx, s.read, s.readOpts, fn)
+	db, standby := s.readPool()
+	if ctx.Value(readInfoKey{}) == nil {
+		return s.run(ctx, db, s.readOpts, fn)
+	}
+	return s.run(ctx, db, s.readOpts, func(tx *Tx) error {
+		if err := tx.recordRead(ctx, standby); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 func (s *Store) run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *Tx) error) error {

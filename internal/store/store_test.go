@@ -79,6 +79,8 @@ var suite = []struct {
 	{"MigrationsIdempotent", testMigrationsIdempotent},
 	{"AgentFreshness", testAgentFreshness},
 	{"ClusterViews", testClusterViews},
+	{"CheckWrites", testCheckWrites},
+	{"ReadInfo", testReadInfo},
 	{"InventoryLabelSelector", testInventoryLabelSelector},
 	{"ConcurrentOpen", testConcurrentOpen},
 }

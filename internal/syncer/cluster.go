@@ -349,6 +349,11 @@ func (w *clusterWorker) processNext() bool {
 // elsewhere. It re-reads everything it decides on; the event that queued
 // the key is only a hint.
 func (w *clusterWorker) sync(ctx context.Context, uid string) error {
+	// The source of truth this replica holds may be stale while it does
+	// not reach the hub's majority: apply and delete nothing from it.
+	if err := w.s.cfg.Guard.Err(); err != nil {
+		return err
+	}
 	d := w.s.deployable(uid)
 	if d == nil {
 		return w.removeOrphan(ctx, uid)
