@@ -190,6 +190,8 @@ func (m *HealthMonitor) Run(ctx context.Context) error {
 // act on the taints (a grace that ended), writes what changed, and
 // returns when the next grace ends (zero: none pending).
 func (m *HealthMonitor) pass(ctx context.Context, probed bool) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, passTimeout(m.cfg.Interval))
+	defer cancel()
 	var rows []*store.Cluster
 	var fresh map[string]store.AgentFreshness
 	var stored []store.ClusterView
@@ -212,6 +214,7 @@ func (m *HealthMonitor) pass(ctx context.Context, probed bool) (time.Time, error
 	now := m.cfg.Now()
 	views, observers := m.views(stored, now.Sub(dbNow), now)
 	quorum := QuorumPolicy{MaxAge: m.cfg.ViewMaxAge, Observers: observers}
+	heartbeats := m.heartbeats(fresh, now)
 
 	statuses := make([]v1alpha1.ClusterStatus, len(rows))
 	nexts := make([]State, len(rows))
@@ -230,7 +233,7 @@ func (m *HealthMonitor) pass(ctx context.Context, probed bool) (time.Time, error
 			}
 			next.Taints = m.cfg.Policy.taints(next.Ready, now, prev.Taints)
 		default:
-			obs := Observation{Time: now, Probe: j.Probe, FailingSince: j.FailingSince, LastHeartbeat: fresh[row.Name].LastHeartbeat}
+			obs := Observation{Time: now, Probe: j.Probe, FailingSince: j.FailingSince, LastHeartbeat: heartbeats[row.Name]}
 			next = m.cfg.Policy.Step(prev, obs)
 			if m.observed != nil {
 				m.observed(row.Name, obs, next)
@@ -301,6 +304,30 @@ func (m *HealthMonitor) views(stored []store.ClusterView, offset time.Duration, 
 		}
 	}
 	return out, observers
+}
+
+// heartbeats are the agents' last heartbeats to judge by. When none of
+// the agents that reported is fresher than the lease, the silence is the
+// path's (heartbeats reach the database through the stream and the
+// ingester, and one of those is away, as while the database fails over),
+// not the clusters': then no cluster is judged by its agent, as the
+// failover does not move AtMostOne work on it (failover.Cluster's
+// HeartbeatsStale).
+func (m *HealthMonitor) heartbeats(fresh map[string]store.AgentFreshness, now time.Time) map[string]*time.Time {
+	out := make(map[string]*time.Time, len(fresh))
+	var newest time.Time
+	for name, f := range fresh {
+		if f.LastHeartbeat != nil {
+			out[name] = f.LastHeartbeat
+			if f.LastHeartbeat.After(newest) {
+				newest = *f.LastHeartbeat
+			}
+		}
+	}
+	if !newest.IsZero() && now.Sub(newest) > m.cfg.Policy.AgentLease {
+		clear(out)
+	}
+	return out
 }
 
 // graceEnds is when s's NoExecute grace ends, if it has yet to.

@@ -121,10 +121,17 @@ func NextProbe(start time.Time, interval time.Duration) time.Duration {
 // Passed is signalled after each pass that recorded its views.
 func (o *Observer) Passed() <-chan struct{} { return o.passed }
 
+// passTimeout bounds one pass of an observer or monitor with this
+// interval: a database that stopped answering mid-pass costs a pass, not
+// the loop.
+func passTimeout(interval time.Duration) time.Duration { return max(10*time.Second, 3*interval) }
+
 // Pass probes every registered cluster once and records the results.
 func (o *Observer) Pass(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, passTimeout(o.cfg.Interval))
+	defer cancel()
 	var rows []*store.Cluster
 	if err := o.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error

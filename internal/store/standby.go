@@ -51,7 +51,7 @@ func (s *Store) AttachStandby(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	db, err := sql.Open("pgx", dsn)
+	db, err := openPgx(dsn)
 	if err != nil {
 		return fmt.Errorf("open standby: %w", err)
 	}

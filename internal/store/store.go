@@ -70,9 +70,8 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("pgx", dsn)
+	db, err := openPgx(dsn)
 	if err != nil {
-		// The DSN is not part of the message: it may carry a password.
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	db.SetMaxOpenConns(conns)

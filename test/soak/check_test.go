@@ -134,14 +134,14 @@ func firstLines(n int, lists ...[]string) string {
 
 // list pages through a list endpoint of the API, with ?limit= and
 // ?continue=, and hands each page to add.
-func list[T any](ctx context.Context, f *farm.Farm, path string, query url.Values, add func(T)) error {
+func list[T any](ctx context.Context, api *farm.Client, path string, query url.Values, add func(T)) error {
 	query.Set("limit", "500")
 	for {
 		var page struct {
 			Items    []T    `json:"items"`
 			Continue string `json:"continue"`
 		}
-		if code, err := f.API.Do(ctx, http.MethodGet, path, query, nil, &page); code != http.StatusOK {
+		if code, err := api.Do(ctx, http.MethodGet, path, query, nil, &page); code != http.StatusOK {
 			return fmt.Errorf("GET %s?%s: %d %v", path, query.Encode(), code, err)
 		}
 		for _, item := range page.Items {
@@ -177,7 +177,7 @@ func (j jobCopy) String() string {
 func checkRunnables(ctx context.Context, f *farm.Farm, kube map[string]kubernetes.Interface, w *workload, rep *report) {
 	stored := map[string]*v1alpha1.Runnable{}
 	for _, ns := range namespaces {
-		err := list(ctx, f, "/api/v1/runnables", url.Values{"namespace": {ns}}, func(r *v1alpha1.Runnable) {
+		err := list(ctx, f.API, "/api/v1/runnables", url.Values{"namespace": {ns}}, func(r *v1alpha1.Runnable) {
 			stored[r.Metadata.Namespace+"/"+r.Metadata.Name] = r
 		})
 		if err != nil {
@@ -325,7 +325,7 @@ func checkInventory(ctx context.Context, f *farm.Farm, kube map[string]kubernete
 	records := map[string]string{} // cluster/kind/namespace/name/uid -> resourceVersion
 	for _, ns := range namespaces {
 		for _, kind := range []string{"ConfigMap", "Job"} {
-			err := list(ctx, f, "/api/v1/inventory", url.Values{"namespace": {ns}, "kind": {kind}, "fields": {"meta"}}, func(it server.InventoryItem) {
+			err := list(ctx, f.API, "/api/v1/inventory", url.Values{"namespace": {ns}, "kind": {kind}, "fields": {"meta"}}, func(it server.InventoryItem) {
 				records[it.Cluster+"/"+it.Kind+"/"+it.Namespace+"/"+it.Name+"/"+it.UID] = it.ResourceVersion
 			})
 			if err != nil {
@@ -391,7 +391,7 @@ func checkAudit(ctx context.Context, f *farm.Farm, w *workload, rep *report) {
 	for _, action := range []string{"create", "place", "evict"} {
 		entries[action] = map[string]int{}
 		for _, ns := range namespaces {
-			err := list(ctx, f, "/api/v1/history", url.Values{"namespace": {ns}, "kind": {v1alpha1.KindRunnable}, "action": {action}}, func(e server.HistoryEntry) {
+			err := list(ctx, f.API, "/api/v1/history", url.Values{"namespace": {ns}, "kind": {v1alpha1.KindRunnable}, "action": {action}}, func(e server.HistoryEntry) {
 				entries[action][strings.TrimPrefix(e.Object, v1alpha1.KindRunnable+"/")]++
 			})
 			if err != nil {

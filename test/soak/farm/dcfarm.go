@@ -2,6 +2,7 @@ package farm
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -95,6 +98,22 @@ func (dc *DC) Executing() bool {
 
 // HTTP is a client that dials from inside the DC.
 func (dc *DC) HTTP() *http.Client { return dc.http }
+
+// APIURL is the address of the DC's API replica, for dc.HTTP().
+func (dc *DC) APIURL() string { return fmt.Sprintf("http://%s:%d", dc.Addr, apiPort) }
+
+// DB opens the farm's database as a client in dc would: the multi-host
+// DSN, to whichever node is primary, dialled from inside the DC.
+func (f *DCFarm) DB(dc *DC) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(f.DSN(dc))
+	if err != nil {
+		return nil, err
+	}
+	// One dialer for every host of the DSN: pgx shares it with the
+	// fallbacks.
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) { return dc.NS.Dial(ctx, network, addr) }
+	return stdlib.OpenDB(*cfg), nil
+}
 
 // DCFarm is purser deployed over three data centers on one machine. Each
 // DC is a network namespace (Namespace) holding one member cluster's
@@ -285,12 +304,14 @@ func (f *DCFarm) dcComponentArgs(dc *DC, component, name string) []string {
 	}
 	switch component {
 	case "api":
-		args = append(args, "--listen", fmt.Sprintf("%s:%d", dc.Addr, apiPort),
+		// Reads from the DC's own node while the primary is out of reach.
+		standby := fmt.Sprintf("postgres://purser@%s:%d/purser?sslmode=disable&connect_timeout=2", dc.Addr, postgresPort)
+		args = append(args, "--listen", fmt.Sprintf("%s:%d", dc.Addr, apiPort), "--database-standby", standby,
 			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"))
 	case "syncer":
 		args = append(args, "--identity", name)
 	case "controller":
-		args = append(args, "--identity", name)
+		args = append(args, "--identity", name, "--dc", dc.Name)
 		args = append(args, f.cfg.ControllerArgs...)
 	}
 	return args
