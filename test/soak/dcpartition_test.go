@@ -250,5 +250,3 @@ func rawCall(ctx context.Context, dc *farm.DC, method, path, body, token string)
 	defer resp.Body.Close()
 	return resp.StatusCode, resp.Header, nil
 }
-
-

@@ -111,7 +111,9 @@ func (f *DCFarm) DB(dc *DC) (*sql.DB, error) {
 	}
 	// One dialer for every host of the DSN: pgx shares it with the
 	// fallbacks.
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) { return dc.NS.Dial(ctx, network, addr) }
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return dc.NS.Dial(ctx, network, addr)
+	}
 	return stdlib.OpenDB(*cfg), nil
 }
 
