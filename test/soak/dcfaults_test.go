@@ -23,10 +23,10 @@ type ackLog struct {
 	name string
 
 	mu    sync.Mutex
-	acked []ack
+	acked []ackedGen
 }
 
-type ack struct {
+type ackedGen struct {
 	gen int
 	at  time.Time
 	dc  string
@@ -45,7 +45,7 @@ func (l *ackLog) run(ctx context.Context) {
 		r := l.api.Call(ctx, http.MethodPut, "/api/v1/deployables/"+l.ns+"/"+l.name, nil, body, nil)
 		if r.OK() {
 			l.mu.Lock()
-			l.acked = append(l.acked, ack{gen: gen, at: time.Now()})
+			l.acked = append(l.acked, ackedGen{gen: gen, at: time.Now()})
 			l.mu.Unlock()
 		}
 		backoff.Sleep(ctx, 50*time.Millisecond)
@@ -54,7 +54,7 @@ func (l *ackLog) run(ctx context.Context) {
 
 // last is the newest acknowledged generation, and the first one
 // acknowledged after t (0 when none).
-func (l *ackLog) since(t time.Time) (last ack, first ack) {
+func (l *ackLog) since(t time.Time) (last ackedGen, first ackedGen) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, a := range l.acked {
@@ -124,7 +124,7 @@ func TestDCPrimaryLoss(t *testing.T) {
 }
 
 // waitAcked waits for a write acknowledged after t.
-func waitAcked(t *testing.T, w *ackLog, t0 time.Time, what string) ack {
+func waitAcked(t *testing.T, w *ackLog, t0 time.Time, what string) ackedGen {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
@@ -141,7 +141,7 @@ func waitAcked(t *testing.T, w *ackLog, t0 time.Time, what string) ack {
 // checkRPO: the source of truth holds a generation at least as new as
 // one acknowledged (a later one may have been stored with its answer
 // lost).
-func checkRPO(t *testing.T, w *ackLog, acked ack) {
+func checkRPO(t *testing.T, w *ackLog, acked ackedGen) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

@@ -138,7 +138,7 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep := settle(t, ctx, f, clusters, w, *soakSettle)
+	rep := settle(t, ctx, clusters, w, *soakSettle)
 	rep.Duration, rep.Seed, rep.Faults = *soakDuration, seed, inj.counts()
 	rep.Crashes = f.Crashes()
 	summary := rep.String()

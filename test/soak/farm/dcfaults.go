@@ -86,6 +86,17 @@ func (f *DCFarm) PowerOn(ctx context.Context, dc *DC, beforeWorkloads func(conte
 	return f.waitAPIs(ctx)
 }
 
+// StartIfPowered starts p, a process of dc, unless dc has lost power
+// meanwhile (its power-on starts it then).
+func (f *DCFarm) StartIfPowered(dc *DC, p *Process) error {
+	dc.mu.Lock()
+	defer dc.mu.Unlock()
+	if !dc.poweredOn {
+		return nil
+	}
+	return p.Start()
+}
+
 // EnsureRunning heals every partition, powers on what is off, starts any
 // process that is down and waits until etcd, PostgreSQL (with its
 // synchronous standby), NATS and every API are healthy.
