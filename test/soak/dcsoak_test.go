@@ -513,4 +513,3 @@ func writeArtifactAs(t *testing.T, name, summary string) {
 		t.Logf("dc soak: cannot keep the summary: %v", err)
 	}
 }
-
