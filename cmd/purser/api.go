@@ -16,11 +16,13 @@ import (
 	hubguard "github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/outbox"
 	"github.com/purser-io/purser/internal/server"
+	"github.com/purser-io/purser/internal/store"
 )
 
 func newAPICommand() *cobra.Command {
 	var f hubFlags
 	var listen, tokensFile, policyFile, standby string
+	groupCommit := true
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Serve the REST API (and relay the outbox to the stream)",
@@ -54,6 +56,11 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 				}
 				h.guard.OnChange(func(err error) { db.UseStandby(errors.Is(err, hubguard.ErrNoPrimary)) })
 			}
+			var commits *store.GroupCommit
+			if groupCommit && db.Engine() == store.EnginePostgres {
+				commits = store.NewGroupCommit(db, 0, 0)
+				defer commits.Close()
+			}
 			relay := outbox.NewRelay(outbox.StoreSource(db), streams, outbox.RelayOptions{Logger: log})
 			var wg sync.WaitGroup
 			defer wg.Wait()
@@ -67,7 +74,7 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 			wg.Go(func() { _ = anchor.Run(ctx, anchor.Config{Store: db, Stream: streams, Logger: log}) })
 			srv := &http.Server{
 				Addr: listen,
-				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log, Guard: h.guard,
+				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log, Guard: h.guard, Commits: commits,
 					Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, streams) }}),
 				ReadHeaderTimeout: 10 * time.Second,
 			}
@@ -88,6 +95,7 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve on")
 	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens)")
 	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals)")
+	cmd.Flags().BoolVar(&groupCommit, "group-commit", groupCommit, "commit concurrent changes in groups, each answered once its group has committed (PostgreSQL): a commit's round trip to a synchronous standby is then paid once per group")
 	cmd.Flags().StringVar(&standby, "database-standby", "", "a postgres:// DSN of a standby (a multi-host one with target_session_attrs=prefer-standby, the nearest first) from which reads are answered, with their freshness, while this replica does not reach the primary; writes then answer 503")
 	return cmd
 }

@@ -81,6 +81,11 @@ var plan = []entry{
 		Bench: "^BenchmarkClusterCapacity$", Timeout: 10 * time.Minute, Estimate: 30 * time.Second},
 	{ID: "health", Section: "health", Pkg: "./internal/health/",
 		Bench: "^BenchmarkInterpret$", Timeout: 5 * time.Minute, Estimate: 10 * time.Second},
+	{ID: "dc-accept", Section: "dc-accept", Pkg: "./test/soak/",
+		Test: "TestBenchmarkDCAccept", Env: []string{"PURSER_BENCH=1"}, Timeout: 30 * time.Minute, Estimate: 3 * time.Minute,
+		Logs: []logMetric{
+			dcAccept("sync-5ms-serial"), dcAccept("sync-5ms-grouped"), dcAccept("async-5ms-grouped"), dcAccept("sync-0ms-grouped"),
+		}},
 	{ID: "failover-application", Section: "failover-application", Pkg: "./internal/failover/",
 		Bench: "^BenchmarkFailoverApplication$", Benchtime: "3x", Timeout: 30 * time.Minute, Estimate: 60 * time.Second},
 	// 1x: each iteration starts a dedicated cluster named after the
@@ -223,6 +228,14 @@ var sections = []section{
 			{lit("CEL rule / built-in Deployment, same run"), lit(""),
 				ratio(micros("health.BenchmarkInterpret/CELRule", 2), micros("health.BenchmarkInterpret/Deployment", 2), 1), lit("")},
 		}},
+	{ID: "dc-accept",
+		Columns: []string{"link between DCs", "PostgreSQL standby in another DC", "commits", "accepted submissions/s", "p50 / p99"},
+		Rows: [][]cell{
+			dcAcceptRow("5 ms round trip", "synchronous", "one per change", "sync-5ms-serial"),
+			dcAcceptRow("5 ms round trip", "synchronous", "grouped", "sync-5ms-grouped"),
+			dcAcceptRow("5 ms round trip", "asynchronous (a commit waits for no other DC)", "grouped", "async-5ms-grouped"),
+			dcAcceptRow("no delay", "synchronous", "grouped", "sync-0ms-grouped"),
+		}},
 	{ID: "failover-application",
 		Columns: []string{"part", "time", "configured"},
 		Rows: [][]cell{
@@ -284,6 +297,19 @@ func healthRow(object, interpreter, sub string) []cell {
 	name := "health.BenchmarkInterpret/" + sub
 	return []cell{lit(object), lit(interpreter), micros(name, 2),
 		join(", ", metric(name, "allocs/op", 0, " allocs"), metric(name, "B/op", 0, " B"))}
+}
+
+// dcAccept reads one configuration's line of TestBenchmarkDCAccept.
+func dcAccept(label string) logMetric {
+	return logMetric{regexp.MustCompile(`dc accept ` + regexp.QuoteMeta(label) + `: ([0-9.]+) submissions/s, p50 (\S+) p99 (\S+)`),
+		[]string{label + "/s", label + "-p50-s", label + "-p99-s"}}
+}
+
+func dcAcceptRow(link, standby, commits, label string) []cell {
+	name := "soak.TestBenchmarkDCAccept"
+	ms := func(unit string) fig { return fig{name: name, unit: unit, scale: 1e3, prec: 0, suffix: " ms"} }
+	return []cell{lit(link), lit(standby), lit(commits), metric(name, label+"/s", 0, ""),
+		join(" / ", ms(label+"-p50-s"), ms(label+"-p99-s"))}
 }
 
 func clusterRow(label, sub string, configured cell) []cell {

@@ -38,7 +38,7 @@ func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		if err := tx.CreateCluster(r.Context(), rec); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return errConflict("cluster %s is already registered; update it with PUT /api/v1/clusters/%s", rec.Name, rec.Name)
@@ -76,7 +76,7 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, errInvalid("Cluster is invalid", errs)
 	}
 	var rec *store.Cluster
-	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		old, err := tx.GetCluster(r.Context(), name)
 		if err != nil {
 			return err
@@ -108,7 +108,7 @@ func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
 	if !s.cfg.Policy.IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not remove clusters; only admins may", u.Name)
 	}
-	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
 		if err := tx.DeleteCluster(r.Context(), name); err != nil {
 			return err
 		}

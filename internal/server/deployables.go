@@ -82,7 +82,7 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 
 	var rec *store.Deployable
 	status := http.StatusOK
-	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		status = http.StatusOK
 		var err error
 		rec, err = tx.GetDeployable(r.Context(), ns, name)
@@ -233,7 +233,7 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 	}
 	needsApproval := s.cfg.Policy.ApprovalRequired(ns, v1alpha1.KindDeployable)
 	var rec *store.Deployable
-	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
 		var err error
 		if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {
 			return err
@@ -273,7 +273,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 		}
 		var rec *store.Deployable
 		purged := false
-		err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		err := s.tx(r.Context(), func(tx *store.Tx) error {
 			purged = false
 			var err error
 			if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {

@@ -44,7 +44,7 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 
 	var rec *store.Runnable
 	status := http.StatusAccepted
-	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		rec, status = nil, http.StatusAccepted
 		name := obj.Metadata.Name
 		if name == "" {
@@ -188,7 +188,7 @@ func (s *Server) cancelRunnable(r *http.Request, u auth.User) (int, any, error) 
 	}
 	var rec *store.Runnable
 	changed := false
-	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
 		changed = false
 		var err error
 		if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
@@ -236,7 +236,7 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
 		}
 		var rec *store.Runnable
-		err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		err := s.tx(r.Context(), func(tx *store.Tx) error {
 			var err error
 			if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
 				return err

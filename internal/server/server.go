@@ -59,6 +59,10 @@ type Config struct {
 	// are still answered, from a standby if the store has one, with their
 	// freshness.
 	Guard *hub.Guard
+	// Commits, when set, commits the API's changes in groups
+	// (store.GroupCommit), so that a commit's round trip to a synchronous
+	// standby in another DC is paid once per group, not per change.
+	Commits *store.GroupCommit
 }
 
 // Server is the HTTP API.
@@ -168,6 +172,12 @@ func (s *Server) handle(pattern string, h apiHandler) {
 				writeError(w, errUnreached(err))
 				return
 			}
+			// A client that goes away does not cut its write short: the
+			// write finishes or fails on its own (and, in a group, never
+			// cuts the group's other writes short).
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), writeTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
 		}
 		ctx, read := store.WithReadInfo(r.Context())
 		r = r.WithContext(ctx)
@@ -198,6 +208,18 @@ func (s *Server) authenticate(r *http.Request) (auth.User, bool) {
 	}
 	return s.cfg.Tokens.Authenticate(strings.TrimSpace(h[len(scheme):]))
 }
+
+// tx runs fn, a change and its audit entry, in a transaction of its own
+// or of the next group.
+func (s *Server) tx(ctx context.Context, fn func(tx *store.Tx) error) error {
+	if s.cfg.Commits != nil {
+		return s.cfg.Commits.Tx(ctx, fn)
+	}
+	return s.cfg.Store.Tx(ctx, fn)
+}
+
+// writeTimeout bounds a write once it is accepted for processing.
+const writeTimeout = 30 * time.Second
 
 // whoami tells a client who it is and what it may do, so that the console
 // offers only that. The server still checks every request.

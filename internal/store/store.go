@@ -17,6 +17,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 
+	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/backoff"
 )
 
@@ -245,6 +246,9 @@ func asUnavailable(err error) error {
 type Tx struct {
 	tx *sql.Tx
 	s  *Store
+	// auditBuf, in a GroupCommit's transaction, collects the audit
+	// entries to append at the group's end.
+	auditBuf *[]*audit.Entry
 }
 
 func (tx *Tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {

@@ -81,6 +81,7 @@ var suite = []struct {
 	{"ClusterViews", testClusterViews},
 	{"CheckWrites", testCheckWrites},
 	{"ReadInfo", testReadInfo},
+	{"GroupCommit", testGroupCommit},
 	{"InventoryLabelSelector", testInventoryLabelSelector},
 	{"ConcurrentOpen", testConcurrentOpen},
 }

@@ -319,6 +319,9 @@ func (f *DCFarm) dcComponentArgs(dc *DC, component, name string) []string {
 	return args
 }
 
+// WaitAPIs waits until the API of every powered DC is ready.
+func (f *DCFarm) WaitAPIs(ctx context.Context) error { return f.waitAPIs(ctx) }
+
 // waitAPIs waits until the API of every powered DC is ready.
 func (f *DCFarm) waitAPIs(ctx context.Context) error {
 	for _, dc := range f.powered() {

@@ -248,6 +248,20 @@ func (p *Process) Stop(grace time.Duration) {
 	syscall.Kill(-pid, syscall.SIGKILL) // whatever it started in its group
 }
 
+// Args are the process's arguments.
+func (p *Process) Args() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.args...)
+}
+
+// SetArgs changes the arguments of the process's next start.
+func (p *Process) SetArgs(args []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.args = append([]string(nil), args...)
+}
+
 // Restart kills the process and starts it again.
 func (p *Process) Restart() error {
 	p.Kill()
