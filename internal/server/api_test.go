@@ -134,6 +134,17 @@ func testAuditedWithOutbox(t *testing.T, h *harness) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("history:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// Newest first, in pages: the latest two, then the one before.
+	page := h.get("admin", "/api/v1/history?order=newest&limit=2").want(t, http.StatusOK)
+	next := h.get("admin", "/api/v1/history?order=newest&limit=2&continue="+page.str("continue")).want(t, http.StatusOK)
+	var newest []string
+	for _, e := range append(page.items(), next.items()...) {
+		newest = append(newest, fmt.Sprintf("%v %v %v", e["actor"], e["action"], e["object"]))
+	}
+	if !slices.Equal(newest, []string{want[2], want[1], want[0]}) {
+		t.Fatalf("history newest first: %v", newest)
+	}
+	h.get("admin", "/api/v1/history?order=sideways").want(t, http.StatusBadRequest)
 	// The outbox rows written with the submission and the cancellation
 	// reach the stream, and leave the outbox once acknowledged.
 	ids := h.submissions(2)
@@ -194,6 +205,26 @@ func testListPagination(t *testing.T, h *harness) {
 	}
 	if q := h.get("bob", "/api/v1/runnables?phase=Queued&namespace=team-a").want(t, http.StatusOK).items(); len(q) != 7 {
 		t.Fatalf("phase filter: %d", len(q))
+	}
+	// A phase that does not exist is an error that lists the phases, not
+	// an empty list.
+	if bad := h.get("bob", "/api/v1/runnables?phase=Runing&namespace=team-a").want(t, http.StatusBadRequest); !strings.Contains(bad.str("message"), "Running") {
+		t.Fatalf("unknown phase: %s", bad.raw)
+	}
+	// Items carry their attempts, as a GET of one does.
+	one := h.get("bob", "/api/v1/runnables/team-a/job-3").want(t, http.StatusOK)
+	if err := h.store.Tx(t.Context(), func(tx *store.Tx) error {
+		return tx.PutAttempt(t.Context(), &store.Attempt{RunnableUID: one.str("metadata", "uid"), Number: 1, Cluster: "dc1",
+			ObjectUID: "o1", StartedAt: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range h.get("bob", "/api/v1/runnables?namespace=team-a").want(t, http.StatusOK).items() {
+		attempts, _ := it["status"].(map[string]any)["attempts"].([]any)
+		name := it["metadata"].(map[string]any)["name"]
+		if want := map[bool]int{true: 1, false: 0}[name == "job-3"]; len(attempts) != want {
+			t.Errorf("%s lists with %d attempts, want %d", name, len(attempts), want)
+		}
 	}
 	h.get("bob", "/api/v1/runnables?namespace=team-a&continue=garbage").want(t, http.StatusBadRequest)
 }
