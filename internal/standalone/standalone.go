@@ -41,7 +41,7 @@ type Config struct {
 	DataDir      string
 	Listen       string // host:port of the API; port 0 picks a free one
 	Sandbox      int    // local clusters to start and register
-	ClientConfig string // where to write the client config; empty: client.DefaultConfigPath
+	ClientConfig string // the client config to add this server's context to; empty: client.DefaultConfigPath
 	Out          io.Writer
 	Logger       *slog.Logger
 }
@@ -203,10 +203,15 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	if err := client.WriteConfig(clientConfig, client.Config{Server: url, Token: adminToken}); err != nil {
+	var contextName string
+	if err := client.EditFile(clientConfig, func(f *client.File) error {
+		contextName = client.SaveUpContext(f, dataDir, url, adminToken)
+		return nil
+	}); err != nil {
 		return fmt.Errorf("write client config: %w", err)
 	}
-	fmt.Fprintf(out, "admin token in %s; client config in %s\n", filepath.Join(dataDir, AdminTokenFile), clientConfig)
+	fmt.Fprintf(out, "admin token in %s; client config in %s, context %s (now the current one)\n",
+		filepath.Join(dataDir, AdminTokenFile), clientConfig, contextName)
 	fmt.Fprintf(out, "web console: %s/?token=%s\n", url, adminToken)
 	fmt.Fprintf(out, "purser is ready at %s\n", url)
 	<-ctx.Done()

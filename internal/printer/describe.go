@@ -1,0 +1,145 @@
+package printer
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+// Describe prints one object in detail, as `kubectl describe` does, and
+// its recent history the way kubectl shows events. history nil means it
+// could not be read (the user may read the object but not its history),
+// and the section is left out.
+func Describe(w io.Writer, kind string, obj Object, history []Object) error {
+	d := describer{w: w}
+	d.line("Name", Field(obj, "metadata", "name"))
+	d.line("Namespace", Field(obj, "metadata", "namespace"))
+	d.line("UID", Field(obj, "metadata", "uid"))
+	if labels, _ := Lookup(obj, "metadata", "labels").(map[string]any); len(labels) > 0 {
+		d.line("Labels", JoinLabels(labels))
+	}
+	d.line("Created", Field(obj, "metadata", "creationTimestamp"))
+	switch kind {
+	case v1alpha1.KindRunnable:
+		d.runnable(obj)
+	case v1alpha1.KindDeployable:
+		d.deployable(obj)
+	case v1alpha1.KindCluster:
+		d.cluster(obj)
+	}
+	if history != nil {
+		fmt.Fprintln(w, "History:")
+		if len(history) == 0 {
+			fmt.Fprintln(w, "  <none>")
+		}
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		for _, e := range history {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", Field(e, "time"), Field(e, "actor"), Field(e, "action"), Field(e, "summary"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type describer struct{ w io.Writer }
+
+// line prints "Label:  value", leaving out empty values.
+func (d describer) line(label, value string) {
+	if value != "" {
+		fmt.Fprintf(d.w, "%-14s %s\n", label+":", value)
+	}
+}
+
+// section prints a heading and indented rows, or <none>.
+func (d describer) section(title string, rows [][]string) {
+	fmt.Fprintln(d.w, title+":")
+	if len(rows) == 0 {
+		fmt.Fprintln(d.w, "  <none>")
+		return
+	}
+	tw := tabwriter.NewWriter(d.w, 0, 8, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, "  "+strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+func (d describer) runnable(obj Object) {
+	d.line("Template", Field(obj, "spec", "template", "apiVersion")+" "+Field(obj, "spec", "template", "kind"))
+	d.line("Phase", Field(obj, "status", "phase"))
+	d.line("Cluster", Field(obj, "status", "cluster"))
+	d.line("Health", Field(obj, "status", "health"))
+	d.line("Message", Field(obj, "status", "message"))
+	d.line("Submitted by", Field(obj, "status", "submittedBy"))
+	d.line("Approved by", Field(obj, "status", "approvedBy"))
+	d.line("Deadline", Field(obj, "spec", "deadline"))
+	if p, _ := Lookup(obj, "status", "preserved").(map[string]any); len(p) > 0 {
+		d.line("Preserved", JoinLabels(p))
+	}
+	var rows [][]string
+	for _, a := range list(obj, "status", "attempts") {
+		m, _ := a.(map[string]any)
+		rows = append(rows, []string{"#" + Field(m, "number"), Field(m, "cluster"),
+			Field(m, "startedAt"), orNone(Field(m, "endedAt")), Field(m, "result"), Field(m, "reason")})
+	}
+	d.section("Attempts", rows)
+}
+
+func (d describer) deployable(obj Object) {
+	d.line("Template", Field(obj, "spec", "template", "apiVersion")+" "+Field(obj, "spec", "template", "kind"))
+	d.line("Generation", Field(obj, "status", "generation"))
+	d.line("Phase", Field(obj, "status", "phase"))
+	var rows [][]string
+	for _, c := range list(obj, "status", "clusters") {
+		m, _ := c.(map[string]any)
+		rows = append(rows, []string{Field(m, "cluster"), Field(m, "state"), "generation " + Field(m, "syncedGeneration"),
+			Field(m, "lastSyncedAt"), Field(m, "message")})
+	}
+	d.section("Clusters", rows)
+}
+
+func (d describer) cluster(obj Object) {
+	ready := ReadyCondition(obj)
+	value := orUnknown(Field(ready, "status"))
+	if r := Field(ready, "reason"); r != "" {
+		value += " (" + r + ")"
+	}
+	if since := Field(ready, "lastTransitionTime"); since != "" {
+		value += " since " + since
+	}
+	d.line("Ready", value)
+	d.line("Ready message", Field(ready, "message"))
+	// Taints set on the cluster (by a user: cordon, drain, purser taint)
+	// apart from those purser adds from its conditions, since only the
+	// first can be removed by hand.
+	var taints [][]string
+	for _, src := range []struct {
+		path []string
+		by   string
+	}{{[]string{"spec", "taints"}, "set on the cluster"}, {[]string{"status", "taints"}, "added by purser from its conditions"}} {
+		for _, t := range list(obj, src.path...) {
+			m, _ := t.(map[string]any)
+			row := []string{FormatTaint(m), src.by}
+			if at := Field(m, "timeAdded"); at != "" {
+				row = append(row, "since "+at)
+			}
+			taints = append(taints, row)
+		}
+	}
+	d.section("Taints", taints)
+	var conds [][]string
+	for _, c := range list(obj, "status", "conditions") {
+		m, _ := c.(map[string]any)
+		conds = append(conds, []string{Field(m, "type"), Field(m, "status"), Field(m, "reason"), Field(m, "lastTransitionTime"), Field(m, "message")})
+	}
+	d.section("Conditions", conds)
+	d.line("Heartbeat", Field(obj, "status", "agent", "lastHeartbeat"))
+	d.line("Snapshot", Field(obj, "status", "agent", "lastSnapshot"))
+	d.line("Last event", Field(obj, "status", "agent", "lastEvent"))
+	d.line("Objects", Field(obj, "status", "inventory", "objects"))
+}
