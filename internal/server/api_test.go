@@ -464,6 +464,27 @@ func testClusters(t *testing.T, h *harness) {
 	if err := h.raw.QueryRow(storetest.Rebind(h.dsn, "SELECT kubeconfig FROM clusters WHERE name = ?"), "dc1-a").Scan(&sealed); err != nil || len(sealed) == 0 {
 		t.Fatalf("kubeconfig gone after an update without one: %v", err)
 	}
+	// What a GET answers, put back as it is (status, resourceVersion and
+	// all, no kubeconfig), changes nothing and is not audited; the same
+	// kubeconfig again neither.
+	got := h.get("admin", "/api/v1/clusters/dc1-a").want(t, http.StatusOK)
+	audits := h.count("audit_log")
+	same := h.do("admin", "PUT", "/api/v1/clusters/dc1-a", "application/json", got.raw).want(t, http.StatusOK)
+	h.yaml("admin", "PUT", "/api/v1/clusters/dc1-a", strings.Replace(strings.Replace(clusterYAML("dc1-a", "tok-1"),
+		"labels: {dc: dc1, tier: prod}", "labels: {tier: prod}", 1), "kubeconfig:", "taints: [{key: maintenance, effect: NoSchedule}]\n  kubeconfig:", 1)).want(t, http.StatusOK)
+	if n := h.count("audit_log"); n != audits || same.str("metadata", "resourceVersion") != got.str("metadata", "resourceVersion") {
+		t.Fatalf("an identical PUT wrote: %d audit entries (was %d), resourceVersion %s (was %s)",
+			n, audits, same.str("metadata", "resourceVersion"), got.str("metadata", "resourceVersion"))
+	}
+	// A resourceVersion that is no longer current is a conflict, and
+	// changes nothing.
+	stale := strings.Replace(string(got.raw), `"tier":"prod"`, `"tier":"dev"`, 1)
+	h.do("admin", "PUT", "/api/v1/clusters/dc1-a", "application/json", []byte(strings.Replace(stale,
+		`"resourceVersion":"`+got.str("metadata", "resourceVersion")+`"`, `"resourceVersion":"1"`, 1))).want(t, http.StatusConflict)
+	if h.get("admin", "/api/v1/clusters/dc1-a").want(t, http.StatusOK).str("metadata", "labels", "tier") != "prod" {
+		t.Fatal("a stale PUT changed the cluster")
+	}
+	h.do("admin", "PUT", "/api/v1/clusters/dc1-a", "application/json", []byte(stale)).want(t, http.StatusOK)
 	list := h.get("mallory", "/api/v1/clusters").want(t, http.StatusOK)
 	if len(list.items()) != 1 || strings.Contains(string(list.raw), "tok-1") {
 		t.Fatalf("cluster list: %s", list.raw)
