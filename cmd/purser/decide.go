@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -19,7 +20,9 @@ func newDecideCommand(verb string) *cobra.Command {
 		Use:   verb + " KIND NAME",
 		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a runnable or deployable change that waits for approval",
 		Long: `Approvals need a second person: an approver in the namespace who is not
-the one who made the change.`,
+the one who made the change. The command reads the change that waits and
+decides on that version of it: if its author changes it in between, the
+server refuses (409) and nothing is decided.`,
 		Example: "  purser " + verb + " runnable nightly-report -n team-a",
 		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -34,8 +37,20 @@ the one who made the change.`,
 			if err != nil {
 				return err
 			}
+			cur, err := c.Get(cmd.Context(), t.res, namespace, t.name)
+			if err != nil {
+				return named(c, err)
+			}
+			// The version reviewed, where the server shows the pending
+			// change (status.pendingChange); without it the server decides
+			// on what waits.
+			var q url.Values
+			if rv := printer.Field(cur, "status", "pendingChange", "resourceVersion"); rv != "" {
+				q = url.Values{"resourceVersion": {rv}}
+				fmt.Fprintf(stderr(cmd), "deciding on the change by %s (resourceVersion %s)\n", printer.Field(cur, "status", "pendingChange", "author"), rv)
+			}
 			var out client.Object
-			if _, err := c.Do(cmd.Context(), http.MethodPost, t.res.Path(namespace, t.name)+"/"+verb, nil, nil, "", &out); err != nil {
+			if _, err := c.Do(cmd.Context(), http.MethodPost, t.res.Path(namespace, t.name)+"/"+verb, q, nil, "", &out); err != nil {
 				return named(c, err)
 			}
 			state := printer.Field(out, "status", "phase")

@@ -32,6 +32,12 @@ runs all of them in one process.`,
 		newHistoryCommand(),
 		newHealthCommand(),
 		newInventoryCommand(),
+		newConfigCommand(),
+		newLabelCommand(),
+		newTaintCommand(),
+		newCordonCommand("cordon"),
+		newCordonCommand("drain"),
+		newCordonCommand("uncordon"),
 	)
 	root.AddCommand(newComponentCommands()...)
 	return root

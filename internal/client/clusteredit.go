@@ -15,7 +15,8 @@ import (
 )
 
 // EditCluster reads a cluster, lets edit change its labels and taints, and
-// puts it back without a kubeconfig (the server keeps the stored one) and
+// puts it back without a kubeconfig unless edit set one (the server keeps
+// the stored one) and
 // with the resourceVersion it read, so that a change made meanwhile (the
 // console's cordon, another user) makes the server answer 409 instead of
 // being overwritten; the edit is then made again on the new state. edit
@@ -35,7 +36,9 @@ func (c *Client) EditCluster(ctx context.Context, name string, edit func(cl *v1a
 			TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindCluster},
 			Metadata: v1alpha1.ObjectMeta{Name: cl.Metadata.Name, Labels: cl.Metadata.Labels, Annotations: cl.Metadata.Annotations,
 				ResourceVersion: cl.Metadata.ResourceVersion},
-			Spec: v1alpha1.ClusterSpec{Taints: cl.Spec.Taints},
+			// The API never returns the kubeconfig: it is sent only when
+			// edit set one.
+			Spec: v1alpha1.ClusterSpec{Taints: cl.Spec.Taints, Kubeconfig: cl.Spec.Kubeconfig},
 		})
 		if err != nil {
 			return nil, false, err

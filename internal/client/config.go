@@ -71,6 +71,15 @@ func (f *File) Find(name string) (Context, bool) {
 	return f.Contexts[i], true
 }
 
+// Remove deletes the context of that name; the current context is unset
+// when it was that one.
+func (f *File) Remove(name string) {
+	f.Contexts = slices.DeleteFunc(f.Contexts, func(c Context) bool { return c.Name == name })
+	if f.CurrentContext == name {
+		f.CurrentContext = ""
+	}
+}
+
 // Names lists the contexts' names, for messages.
 func (f *File) Names() []string {
 	names := make([]string, len(f.Contexts))

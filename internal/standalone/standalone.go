@@ -288,8 +288,11 @@ func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer) (*s
 	})
 }
 
-// registerClusters registers (or, after a restart, updates) every sandbox
-// cluster through the API, as an admin would, so that it is audited.
+// registerClusters registers every sandbox cluster through the API, as an
+// admin would, so that it is audited. After a restart a cluster is already
+// registered: only its kubeconfig is put again (which writes nothing when
+// it did not change), with the labels and taints it has now, so that what
+// a user set (purser label, taint, cordon) survives the restart.
 func registerClusters(ctx context.Context, admin *client.Client, fleet *sandbox.Fleet) error {
 	for _, c := range fleet.Clusters() {
 		kubeconfig, err := c.Kubeconfig("")
@@ -306,9 +309,11 @@ func registerClusters(ctx context.Context, admin *client.Client, fleet *sandbox.
 			return err
 		}
 		_, err = admin.Do(ctx, http.MethodPost, "/api/v1/clusters", nil, body, "application/json", nil)
-		var apiErr *v1alpha1.Status
-		if errors.As(err, &apiErr) && apiErr.Code == http.StatusConflict {
-			_, err = admin.Do(ctx, http.MethodPut, "/api/v1/clusters/"+c.Name(), nil, body, "application/json", nil)
+		if client.IsConflict(err) {
+			_, _, err = admin.EditCluster(ctx, c.Name(), func(cl *v1alpha1.Cluster) (bool, error) {
+				cl.Spec.Kubeconfig = string(kubeconfig)
+				return true, nil
+			})
 		}
 		if err != nil {
 			return fmt.Errorf("register cluster %s: %w", c.Name(), err)
