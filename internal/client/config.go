@@ -255,3 +255,32 @@ func Resolve(sel Selection) (Config, error) {
 	}
 	return c, nil
 }
+
+// SelectedContext returns the context sel names (--context), else the
+// current one of the client config: for commands that work on the files of
+// a context's data folder rather than on its server.
+func SelectedContext(sel Selection) (Context, error) {
+	path := sel.ConfigPath
+	if path == "" {
+		var err error
+		if path, err = DefaultConfigPath(); err != nil {
+			return Context{}, err
+		}
+	}
+	f, err := ReadFile(path)
+	if err != nil {
+		return Context{}, err
+	}
+	name := sel.Context
+	if name == "" {
+		name = f.CurrentContext
+	}
+	if name == "" {
+		return Context{}, fmt.Errorf("%s has no current context; pass --context NAME or run `purser up`", path)
+	}
+	c, ok := f.Find(name)
+	if !ok {
+		return Context{}, fmt.Errorf("no context %q in %s (contexts: %v)", name, path, f.Names())
+	}
+	return c, nil
+}
