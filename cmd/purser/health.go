@@ -20,7 +20,7 @@ status the runnable last observed (status.result) when it has one, and the
 message says so.`,
 		Example: `  kubectl get job nightly -o yaml | purser health -f -
   purser get runnable nightly-report -n team-a -o yaml | purser health -f -`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			interp, err := interpreter(rulesFile)
 			if err != nil {
