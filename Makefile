@@ -6,8 +6,10 @@ TEST_TIMEOUT ?= 45m
 
 .PHONY: build demo test vet fmt-check sandbox-build bench soak
 
+# The version is stamped from git describe, which also works where the Go
+# toolchain records no commit (a git worktree, -buildvcs=false).
 build:
-	$(GO) build -o bin/purser ./cmd/purser
+	$(GO) build -ldflags "-X main.version=$$(git describe --tags --always --dirty 2>/dev/null)" -o bin/purser ./cmd/purser
 
 demo:
 	$(GO) run ./cmd/purser up --sandbox 2
