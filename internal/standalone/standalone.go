@@ -60,12 +60,20 @@ const (
 
 // Run starts everything, prints "purser is ready at http://ADDR" once
 // /readyz answers 200, and runs until ctx is done; then it stops everything
-// it started, clusters included.
+// it started, clusters included, and says so in a last line.
 func Run(ctx context.Context, cfg Config) error {
 	out := cfg.Out
 	if out == nil {
 		out = io.Discard
 	}
+	if err := run(ctx, cfg, out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "purser stopped; everything it started has stopped")
+	return nil
+}
+
+func run(ctx context.Context, cfg Config, out io.Writer) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -182,6 +190,22 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := registerClusters(ctx, admin, fleet); err != nil {
 			return err
 		}
+		// A kube-apiserver killed by hand or crashed is said and started
+		// again; the supervisors stop before the clusters do (defers run
+		// last in, first out).
+		supCtx, stopSupervisor := context.WithCancel(ctx)
+		supervised := make(chan struct{})
+		go func() {
+			defer close(supervised)
+			fleet.SuperviseAPIServers(supCtx, func(e sandbox.SupervisorEvent) {
+				fmt.Fprintln(out, e)
+				log.Warn("sandbox kube-apiserver", "event", e.String())
+			})
+		}()
+		defer func() {
+			stopSupervisor()
+			<-supervised
+		}()
 	}
 
 	// Started after the clusters and stopped before them (defers run last
