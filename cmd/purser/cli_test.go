@@ -216,7 +216,7 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 			t.Fatalf("an object of a bad file was applied:\n%s", out)
 		}
 		// What the server refuses is reported per object, by place.
-		errOut = me.with(cm("cfg-g", "1") + "---\napiVersion: purser.io/v1alpha1\nkind: Deployable\nmetadata: {name: cfg-h, namespace: team-a}\nspec: {template: {apiVersion: v1, kind: ConfigMap}, bogus: 1}\n").fail("apply", "-f", "-")
+		errOut = me.with(cm("cfg-g", "1")+"---\napiVersion: purser.io/v1alpha1\nkind: Deployable\nmetadata: {name: cfg-h, namespace: team-a}\nspec: {template: {apiVersion: v1, kind: ConfigMap}, bogus: 1}\n").fail("apply", "-f", "-")
 		matches(t, "a refused object", errOut, `<stdin>, document 2: .*spec.bogus`, `purser at `+regexp.QuoteMeta(firstURL)+` \(context farm-a\): 1 of 2 objects failed`)
 
 		// delete -f removes what the files name.
@@ -284,7 +284,7 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 			}
 		}
 		waitFor("deployable/cfg-g") // the first list, to its end
-		me.with("apiVersion: purser.io/v1alpha1\nkind: Deployable\nmetadata: {name: cfg-w, namespace: team-a}\n" +
+		me.with("apiVersion: purser.io/v1alpha1\nkind: Deployable\nmetadata: {name: cfg-w, namespace: team-a}\n"+
 			"spec:\n  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: cfg-w}}\n").ok("apply", "-f", "-")
 		waitFor("deployable/cfg-w")
 		me.ok("delete", "dp", "cfg-w", "-n", "team-a")
