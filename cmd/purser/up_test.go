@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream"
 	"github.com/purser-io/purser/internal/stream/streamtest"
@@ -117,19 +120,61 @@ func TestUpApplyGetHistory(t *testing.T) {
 	mustContain(t, "history --verify", cli(t, bin, clientConfig, "history", "--verify"), "audit chain intact")
 	out = cli(t, bin, clientConfig, "describe", "runnable", "nightly-report", "-n", "team-a")
 	mustContain(t, "describe", out, "Phase:", "Succeeded", "#1  sandbox-1", "History:", "submitted", "succeeded on sandbox-1")
+	// A list shows the attempts a get shows.
+	out = cli(t, bin, clientConfig, "get", "runnables", "-A", "-o", "wide")
+	if !regexp.MustCompile(`team-a\s+nightly-report\s+Job\s+Succeeded\s+sandbox-1\s+Healthy\s+\S+\s+1\s+admin`).MatchString(out) {
+		t.Fatalf("get -o wide lacks the attempt:\n%s", out)
+	}
+	// A label set by a user survives a restart of purser up.
+	mustContain(t, "label", cli(t, bin, clientConfig, "label", "cluster", "sandbox-1", "tier=gold"), "cluster/sandbox-1 labeled")
+
+	// A kube-apiserver killed by hand: purser up says so and starts it
+	// again, and client-go's complaints meanwhile go to purser.log, not
+	// the terminal.
+	pid, err := os.ReadFile(filepath.Join(data, "sandbox", "sandbox-1", "pids", "kube-apiserver.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
+	if err := syscall.Kill(n, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	up.waitLine(t, "sandbox-1: its kube-apiserver exited (signal: killed) without being asked to; restarting it", time.Minute)
+	up.waitLine(t, "sandbox-1: its kube-apiserver is back", 3*time.Minute)
+	sandboxtest.Eventually(t, 2*time.Minute, "client-go's log in purser.log", func(context.Context) error {
+		log, _ := os.ReadFile(filepath.Join(data, "purser.log"))
+		if !strings.Contains(string(log), "source=klog") {
+			return errors.New("no klog line in purser.log yet")
+		}
+		return nil
+	})
+	if klogLine := regexp.MustCompile(`(?m)^[IWEF]\d{4} \d\d:\d\d:\d\d`).FindString(up.output()); klogLine != "" {
+		t.Fatalf("klog wrote to the terminal: %q\n%s", klogLine, up.output())
+	}
 
 	up.cmd.Process.Signal(syscall.SIGINT)
 	up.waitExit(t, 90*time.Second)
 	assertNoSandboxProcess(t, filepath.Join(data, "sandbox"))
+	lines := strings.Split(strings.TrimSpace(up.output()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "purser stopped") {
+		t.Fatalf("the last line of purser up is %q:\n%s", last, up.output())
+	}
 
 	up = start()
 	out = cli(t, bin, clientConfig, "get", "runnables", "-A")
 	mustContain(t, "get after restart", out, "nightly-report")
+	if out = cli(t, bin, clientConfig, "get", "cluster", "sandbox-1", "-o", "jsonpath={.metadata.labels}"); !strings.Contains(out, `"tier":"gold"`) || !strings.Contains(out, `"dc":"dc-1"`) {
+		t.Fatalf("labels after a restart: %s", out)
+	}
 	out = cli(t, bin, clientConfig, "history", "--kind", "clusters")
 	mustContain(t, "cluster history after restart", out, "create", "update")
 	up.cmd.Process.Signal(syscall.SIGTERM)
 	up.waitExit(t, 90*time.Second)
 	assertNoSandboxProcess(t, filepath.Join(data, "sandbox"))
+	// Agents name their cluster once per line.
+	if log, _ := os.ReadFile(filepath.Join(data, "purser.log")); strings.Contains(string(log), "cluster=sandbox-1 cluster=sandbox-1") {
+		t.Fatalf("a log line names its cluster twice:\n%s", log)
+	}
 }
 
 // writeAPIFiles writes what `purser api` needs to start: tokens, policy
