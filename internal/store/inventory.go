@@ -151,6 +151,9 @@ func (tx *Tx) UpsertInventory(ctx context.Context, rows []InventoryRow) ([]Inven
 	var written []InventoryRow
 	for cluster, group := range groupByCluster(rows, func(r InventoryRow) string { return r.Cluster },
 		func(r InventoryRow) string { return r.UID }) {
+		if err := tx.lockInventory(ctx, cluster); err != nil {
+			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
+		}
 		uids := make([]string, len(group))
 		for i, r := range group {
 			uids[i] = r.UID
@@ -260,6 +263,23 @@ func (tx *Tx) newerVersionSQL(incoming, current string) string {
 		" OR (length(" + incoming + ") = length(" + current + ") AND " + incoming + collate + " > " + current + collate + "))"
 }
 
+// lockInventory serializes, until commit, the transactions that change one
+// cluster's inventory. Each compares versions in Go before it writes; on
+// PostgreSQL at READ COMMITTED, two ingesters sharing a cluster's events
+// could otherwise both read before either commits, and an upsert of an
+// older state would insert a record that a concurrent deletion's newer
+// tombstone had already ruled out. SQLite has one writer: nothing to do.
+// Clusters are taken in sorted order (groupByCluster), so two batches wait
+// for each other rather than deadlock, but for a batch whose deletions
+// come after its upserts; a deadlock there is retried by Tx.
+func (tx *Tx) lockInventory(ctx context.Context, cluster string) error {
+	if tx.s.d.engine != EnginePostgres {
+		return nil
+	}
+	_, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('purser.inventory'), hashtext(?))`, cluster)
+	return classify(err)
+}
+
 // DeleteInventory removes the records named by tombs unless the stored
 // record is newer than the deletion, and keeps each tombstone (the newest
 // per uid) so that a late event of an older state cannot resurrect the
@@ -268,6 +288,9 @@ func (tx *Tx) DeleteInventory(ctx context.Context, tombs []InventoryTombstone) (
 	removed := 0
 	for cluster, group := range groupByCluster(tombs, func(t InventoryTombstone) string { return t.Cluster },
 		func(t InventoryTombstone) string { return t.UID }) {
+		if err := tx.lockInventory(ctx, cluster); err != nil {
+			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
+		}
 		uids := make([]string, len(group))
 		for i, t := range group {
 			uids[i] = t.UID
@@ -409,6 +432,9 @@ type Reconciliation struct {
 func (tx *Tx) ReconcileInventory(ctx context.Context, snap InventorySnapshot) (Reconciliation, error) {
 	var rec Reconciliation
 	what := fmt.Sprintf("reconcile inventory of %s %s %s", snap.Cluster, snap.APIVersion, snap.Kind)
+	if err := tx.lockInventory(ctx, snap.Cluster); err != nil {
+		return rec, fmt.Errorf("%s: %w", what, err)
+	}
 	rows, err := tx.query(ctx, `SELECT uid, resource_version, observed_at FROM inventory
 		WHERE cluster = ? AND kind = ? AND api_version = ?`, snap.Cluster, snap.Kind, snap.APIVersion)
 	if err != nil {
