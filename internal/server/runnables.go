@@ -279,7 +279,10 @@ func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) 
 		n := len(attempts)
 		waiting := cur.Status.Waiting == v1alpha1.WaitingFencing || cur.Status.Waiting == v1alpha1.WaitingUnconfirmed ||
 			cur.Status.Waiting == v1alpha1.WaitingHeartbeats
-		if !lifecycle.Allowed(cur.Phase(), cur.Phase(), lifecycle.ByAPI) || n == 0 || attempts[n-1].EndedAt != nil || !waiting {
+		// The attempt whose copy is in doubt: the open one, or for a
+		// runnable FailingOver, the evicted one whose copy must go first.
+		current := n > 0 && (attempts[n-1].EndedAt == nil || cur.Phase() == v1alpha1.PhaseFailingOver)
+		if !lifecycle.Allowed(cur.Phase(), cur.Phase(), lifecycle.ByAPI) || !current || !waiting {
 			return errConflict("runnable %s/%s is %s and not waiting for a copy on an unreachable cluster to be confirmed stopped; nothing to override",
 				ns, name, cur.Phase())
 		}
