@@ -212,9 +212,9 @@ type RunnableStatus struct {
 	// no longer runs, given when purser itself cannot confirm it
 	// (POST .../failover?confirmStopped=true): the controller then moves
 	// the runnable without waiting.
-	ConfirmedStopped *Confirmation    `json:"confirmedStopped,omitempty"`
+	ConfirmedStopped *Confirmation     `json:"confirmedStopped,omitempty"`
 	Preserved        map[string]string `json:"preserved,omitempty"`
-	Attempts  []Attempt         `json:"attempts,omitempty"`
+	Attempts         []Attempt         `json:"attempts,omitempty"`
 	// Result is the last observed status of the object, kept after the
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`
