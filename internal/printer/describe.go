@@ -75,6 +75,7 @@ func (d describer) runnable(obj Object) {
 	d.line("Cluster", Field(obj, "status", "cluster"))
 	d.line("Health", Field(obj, "status", "health"))
 	d.line("Message", Field(obj, "status", "message"))
+	d.line("Waiting", Field(obj, "status", "waiting"))
 	d.line("Submitted by", Field(obj, "status", "submittedBy"))
 	d.line("Approved by", Field(obj, "status", "approvedBy"))
 	d.line("Deadline", Field(obj, "spec", "deadline"))
