@@ -116,6 +116,7 @@ spec:
 // folders and standard input, the get flags, history order, cluster edits,
 // tokens and policy checks.
 func TestCLIAsAKubectlUser(t *testing.T) {
+	t.Parallel() // no clusters: it waits on the server more than it works
 	bin := buildPurser(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "client.yaml")

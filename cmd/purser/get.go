@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
@@ -45,49 +44,13 @@ func (f *listFlags) check() (labels.Selector, error) {
 	return sel, nil
 }
 
-// list reads the objects of a kind that the flags select. The API filters
-// runnables by phase and cluster; the label selector is matched here, on
-// metadata.labels, with apimachinery's selector as kubectl would send it.
+// list reads the objects of a kind that the flags select.
 func (f *listFlags) list(ctx context.Context, c *client.Client, r client.Resource, sel labels.Selector) ([]client.Object, error) {
-	q := url.Values{}
-	if r.Namespaced && !f.all {
-		q.Set("namespace", f.namespace)
+	opts := client.ListOptions{Selector: sel, Phase: f.phase, Cluster: f.cluster, Limit: f.limit}
+	if !f.all {
+		opts.Namespace = f.namespace
 	}
-	if r.Kind == v1alpha1.KindRunnable {
-		if f.phase != "" {
-			q.Set("phase", f.phase)
-		}
-		if f.cluster != "" {
-			q.Set("cluster", f.cluster)
-		}
-	}
-	limit := f.limit
-	if !sel.Empty() {
-		limit = 0 // the limit counts matching objects
-	}
-	items, err := c.List(ctx, r.ListPath(), q, limit)
-	if err != nil || sel.Empty() {
-		return items, err
-	}
-	var out []client.Object
-	for _, it := range items {
-		if sel.Matches(objectLabels(it)) {
-			out = append(out, it)
-			if f.limit > 0 && len(out) == f.limit {
-				break
-			}
-		}
-	}
-	return out, nil
-}
-
-func objectLabels(o client.Object) labels.Set {
-	set := labels.Set{}
-	m, _ := printer.Lookup(o, "metadata", "labels").(map[string]any)
-	for k, v := range m {
-		set[k], _ = v.(string)
-	}
-	return set
+	return c.ListObjects(ctx, r, opts)
 }
 
 // where says which namespace a list looked in, for "No ... found".

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 )
 
@@ -107,4 +109,59 @@ func cloneValues(q url.Values) url.Values {
 		out[k] = append([]string(nil), v...)
 	}
 	return out
+}
+
+// ListOptions select the objects of a list.
+type ListOptions struct {
+	Namespace string // "" with a namespaced kind: every namespace
+	// Selector is matched on metadata.labels here, with apimachinery's
+	// selector, as kubectl's -l would be matched by a kube-apiserver;
+	// nil or empty matches everything.
+	Selector labels.Selector
+	// Phase and Cluster filter runnables, on the server.
+	Phase, Cluster string
+	Limit          int // at most this many matching objects; 0: all
+}
+
+// ListObjects reads the objects of a kind that opts select, every page.
+func (c *Client) ListObjects(ctx context.Context, r Resource, opts ListOptions) ([]Object, error) {
+	q := url.Values{}
+	if r.Namespaced && opts.Namespace != "" {
+		q.Set("namespace", opts.Namespace)
+	}
+	if r.Kind == v1alpha1.KindRunnable {
+		if opts.Phase != "" {
+			q.Set("phase", opts.Phase)
+		}
+		if opts.Cluster != "" {
+			q.Set("cluster", opts.Cluster)
+		}
+	}
+	if opts.Selector == nil || opts.Selector.Empty() {
+		return c.List(ctx, r.ListPath(), q, opts.Limit)
+	}
+	items, err := c.List(ctx, r.ListPath(), q, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []Object
+	for _, it := range items {
+		if opts.Selector.Matches(objectLabels(it)) {
+			out = append(out, it)
+			if opts.Limit > 0 && len(out) == opts.Limit {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func objectLabels(o Object) labels.Set {
+	set := labels.Set{}
+	md, _ := o["metadata"].(map[string]any)
+	m, _ := md["labels"].(map[string]any)
+	for k, v := range m {
+		set[k], _ = v.(string)
+	}
+	return set
 }
