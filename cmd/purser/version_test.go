@@ -41,6 +41,7 @@ func TestBuildVersion(t *testing.T) {
 // `go build` in a git checkout (a clone, as a user has it) gives a binary
 // whose version names the commit it was built from.
 func TestVersionOfACheckout(t *testing.T) {
+	t.Parallel()
 	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Skipf("not in a git checkout: %v", err)
