@@ -20,6 +20,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
+	"github.com/purser-io/purser/internal/stream"
 	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
@@ -148,7 +149,7 @@ func TestFencingOnARealCluster(t *testing.T) {
 		HeartbeatInterval: heartbeat, LeaseDuration: lease, SnapshotInterval: 5 * time.Second, DiscoveryInterval: time.Second})
 	for _, kind := range []string{"Job", "FlinkDeployment", "CronJob"} {
 		sandboxtest.Eventually(t, 2*time.Minute, "the agent sees the "+kind, func(context.Context) error {
-			if !got.find(func(ev Event) bool { return ev.Kind == kind && ev.Name == "fenced" && ev.Namespace == ns }) {
+			if !got.find(func(ev stream.Event) bool { return ev.Kind == kind && ev.Name == "fenced" && ev.Namespace == ns }) {
 				return fmt.Errorf("no event for the %s", kind)
 			}
 			return nil
