@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/purser-io/purser/internal/backoff"
-	"github.com/purser-io/purser/internal/lease"
+	"github.com/purser-io/purser/internal/replica"
 	"github.com/purser-io/purser/internal/stream"
 )
 
@@ -186,7 +186,7 @@ func New(cfg Config) (*Agent, error) {
 		snapshotNow: make(chan struct{}, 1),
 	}
 	if a.cfg.LeaderElection.Identity == "" {
-		a.cfg.LeaderElection.Identity = lease.DefaultIdentity()
+		a.cfg.LeaderElection.Identity = replica.Identity()
 	}
 	if cfg.LeaderElection.Enabled {
 		if a.elect, err = newElector(rc, &a.cfg.LeaderElection); err != nil {
