@@ -280,7 +280,7 @@ func TestAgentOnARealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installCRD(t, dyn, "example.purser.io", "v1", "Widget", "widgets")
+	sandboxtest.InstallCRD(t, dyn, "example.purser.io", "v1", "Widget", "widgets")
 	widgets := dyn.Resource(widget.GroupVersion().WithResource("widgets")).Namespace(ns)
 	sandboxtest.Eventually(t, 2*time.Minute, "a Widget created once its CRD is served", func(ctx context.Context) error {
 		_, err := widgets.Create(ctx, &unstructured.Unstructured{Object: map[string]any{

@@ -116,7 +116,7 @@ func TestFencingOnARealCluster(t *testing.T) {
 	}
 	createJob(t, kc, ns, "fenced", atMostOne("r-job"))
 	createJob(t, kc, ns, "free", map[string]string{v1alpha1.LabelRunnableUID: "r-free"})
-	installCRD(t, dyn, "flink.apache.org", "v1beta1", "FlinkDeployment", "flinkdeployments")
+	sandboxtest.InstallCRD(t, dyn, "flink.apache.org", "v1beta1", "FlinkDeployment", "flinkdeployments")
 	flinks := dyn.Resource(schema.GroupVersionResource{Group: "flink.apache.org", Version: "v1beta1", Resource: "flinkdeployments"}).Namespace(ns)
 	sandboxtest.Eventually(t, 2*time.Minute, "a FlinkDeployment created once its CRD is served", func(ctx context.Context) error {
 		_, err := flinks.Create(ctx, &unstructured.Unstructured{Object: map[string]any{

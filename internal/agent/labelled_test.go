@@ -197,7 +197,7 @@ func TestLabelledObjectsOnARealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installCRD(t, dyn, "example.purser.io", "v1", "Gadget", "gadgets")
+	sandboxtest.InstallCRD(t, dyn, "example.purser.io", "v1", "Gadget", "gadgets")
 	gadgets := dyn.Resource(schema.GroupVersionResource{Group: "example.purser.io", Version: "v1", Resource: "gadgets"}).Namespace(ns)
 	for _, g := range []struct {
 		name   string
@@ -230,25 +230,4 @@ func (a *Agent) count(kind string) int {
 		}
 	}
 	return -1
-}
-
-// installCRD creates a namespaced CRD that keeps any field, and deletes it
-// when the test ends.
-func installCRD(t *testing.T, dyn dynamic.Interface, group, version, kind, plural string) {
-	t.Helper()
-	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	name := plural + "." + group
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{"group": group, "scope": "Namespaced",
-			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
-			"versions": []any{map[string]any{"name": version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object",
-					"x-kubernetes-preserve-unknown-fields": true}}}}},
-	}}
-	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = crds.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }
