@@ -89,8 +89,8 @@ func (a *Agent) heartbeatBucket(ctx context.Context) (jetstream.KeyValue, error)
 	return kv, nil
 }
 
-func (a *Agent) heartbeatMessage(now time.Time) *Heartbeat {
-	hb := &Heartbeat{Cluster: a.cfg.Cluster, Identity: a.cfg.LeaderElection.Identity, Time: now.UTC(),
+func (a *Agent) heartbeatMessage(now time.Time) *stream.Heartbeat {
+	hb := &stream.Heartbeat{Cluster: a.cfg.Cluster, Identity: a.cfg.LeaderElection.Identity, Time: now.UTC(),
 		LeaseSeconds: a.cfg.LeaseDuration.Seconds(), Objects: map[string]int{}, Pending: len(a.queue),
 		Resyncs: a.resyncs.Load(), Fenced: a.fenced.Load()}
 	for _, w := range a.watches() {
@@ -110,3 +110,6 @@ func (a *Agent) leaseLeft() time.Duration {
 	defer a.mu.Unlock()
 	return a.cfg.LeaseDuration - time.Since(a.lastBeat)
 }
+
+// kindKey names a tracked kind in logs and heartbeats.
+func kindKey(apiVersion, kind string) string { return fmt.Sprintf("%s/%s", apiVersion, kind) }

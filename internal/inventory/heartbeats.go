@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
@@ -47,7 +46,7 @@ func (in *Ingester) watchHeartbeats(ctx context.Context) error {
 			if e == nil {
 				continue // the end of the initial values
 			}
-			var hb agent.Heartbeat
+			var hb stream.Heartbeat
 			if json.Unmarshal(e.Value(), &hb) != nil || hb.Time.IsZero() {
 				continue
 			}
@@ -73,7 +72,7 @@ const clockSkewWarning = 5 * time.Second
 // only the skew between the NATS servers and the controller, not that of
 // every member cluster's machines. An agent whose clock is far off is
 // reported, as it still stamps its snapshots.
-func (in *Ingester) heartbeatTime(e jetstream.KeyValueEntry, hb agent.Heartbeat) time.Time {
+func (in *Ingester) heartbeatTime(e jetstream.KeyValueEntry, hb stream.Heartbeat) time.Time {
 	stored := e.Created()
 	if stored.IsZero() {
 		return hb.Time.UTC()
