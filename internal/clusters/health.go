@@ -19,7 +19,7 @@ const (
 	ReasonReady = "ClusterReady"
 	// ReasonNotProbedYet (Unknown): the controller has not yet seen enough
 	// probes in a row to judge the cluster.
-	ReasonNotProbedYet = "NotProbedYet"
+	ReasonNotProbedYet = v1alpha1.ReasonNotProbedYet
 	// ReasonAPIServerUnreachable (Unknown): no answer from the
 	// kube-apiserver (refused, timed out, TLS failure, unusable kubeconfig).
 	ReasonAPIServerUnreachable = "APIServerUnreachable"
