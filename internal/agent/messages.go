@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
 )
 
 // Event types, as the watch API names them.
@@ -97,6 +99,10 @@ type Heartbeat struct {
 	// Resyncs counts full resyncs after the queue overflowed.
 	Resyncs      int64     `json:"resyncs"`
 	LastSnapshot time.Time `json:"lastSnapshot,omitzero"`
+	// KubeAPI says whether the caches are synced and the kube-apiserver
+	// answered the probe sent just before this beat (kubeapi.go); absent
+	// from agents that predate it.
+	KubeAPI *v1alpha1.AgentKubeAPI `json:"kubeAPI,omitempty"`
 }
 
 // maxMessage keeps every message under NATS's default 1 MiB payload limit
