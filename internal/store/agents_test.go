@@ -36,8 +36,12 @@ func testAgentFreshness(t *testing.T, eng engine) {
 	// Heartbeats: the report of the newest beat wins, and the last
 	// current one stays through beats that are not current.
 	t2, t3 := t1.Add(10*time.Second), t1.Add(20*time.Second)
-	mustTx(t, s, func(tx *Tx) error { return tx.RecordHeartbeat(ctx, "dc1-a", t2, []byte(`{"connected":true,"synced":true}`), true) })
-	mustTx(t, s, func(tx *Tx) error { return tx.RecordHeartbeat(ctx, "dc1-a", t3, []byte(`{"connected":false,"synced":true}`), false) })
+	mustTx(t, s, func(tx *Tx) error {
+		return tx.RecordHeartbeat(ctx, "dc1-a", t2, []byte(`{"connected":true,"synced":true}`), true)
+	})
+	mustTx(t, s, func(tx *Tx) error {
+		return tx.RecordHeartbeat(ctx, "dc1-a", t3, []byte(`{"connected":false,"synced":true}`), false)
+	})
 	mustTx(t, s, func(tx *Tx) error { return tx.RecordHeartbeat(ctx, "dc1-a", t2, []byte(`{"late":true}`), true) }) // redelivered
 	mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.ListAgentFreshness(ctx); return })
 	f = got["dc1-a"]
