@@ -201,6 +201,9 @@ type RunnableStatus struct {
 	Fenced    bool              `json:"fenced,omitempty"`
 	Preserved map[string]string `json:"preserved,omitempty"`
 	Attempts  []Attempt         `json:"attempts,omitempty"`
+	// AttemptCount is len(Attempts), filled by the API in lists too,
+	// which leave the attempts themselves out.
+	AttemptCount int `json:"attemptCount,omitempty"`
 	// Result is the last observed status of the object, kept after the
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`
