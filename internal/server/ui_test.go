@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/internal/browsertest"
 	"github.com/purser-io/purser/internal/store"
@@ -29,7 +31,14 @@ func TestConsole(t *testing.T) {
 	if err != nil || strings.Contains(search, "token") {
 		t.Fatalf("the token stayed in the address bar: %q", search)
 	}
+	browsertest.Screenshot(t, alice, "farm-one-cluster")
+	browsertest.Do(t, alice, "open the runnables", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS("#runnables")))
 	browsertest.Screenshot(t, alice, "runnables-empty")
+
+	// The login page says its commands as code, not in backticks.
+	if text, err := chromedp.Run(alice, chromedp.Evaluate[string](`document.body.textContent`)); err != nil || strings.Contains(text, "`") {
+		t.Errorf("a backtick on the page: %q (%v)", text, err)
+	}
 
 	// Submit a Job from YAML.
 	job := runnableYAML("team-a", "ui-job", "echo from the console")
@@ -186,5 +195,40 @@ func reportSynced(t *testing.T, h *harness, ns, name, cluster string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The console prints specs and statuses as YAML with its own small
+// printer; whatever it prints must read back, as YAML, as the same value.
+func TestConsoleYAML(t *testing.T) {
+	tab := browsertest.Browser(t)
+	h := newHarness(t, storetest.Engines()[0])
+	browsertest.Do(t, tab, "open the console", chromedp.Navigate(h.url+"/?token="+h.tokens["alice"]), chromedp.WaitVisible(chromedp.CSS("#user")))
+	for _, value := range []string{
+		`{"template":{"apiVersion":"batch/v1","kind":"Job","spec":{"template":{"spec":{"containers":[{"name":"main","command":["sh","-c","echo a: b # not a comment"],"env":[]}],"restartPolicy":"Never"}}}}}`,
+		`{"strings":["","yes","No","null","~","0x1f","1e3","-1",".5","-","- a","? x",":x","a:b","a: b","#x","x #y"," lead","trail ","é ü","tab\there","quote\"s","back\\slash","{}","[x]","*ref","&anchor","!tag","%dir","@at","` + "`" + `tick"]}`,
+		`{"multi":"line one\nline two\n","noEnd":"a\nb","leadingSpace":"  indented\nnext","cr":"a\r\nb","empty":{},"list":[],"nested":[[1,2],[{"a":null,"b":true,"c":1.5}]],"n":-0.25}`,
+		`{"keys":{"a b":1,"x:y":2,"-k":3,"true":4,"":5,"purser.io/job-id":"44cc5573"}}`,
+	} {
+		var want any
+		if err := json.Unmarshal([]byte(value), &want); err != nil {
+			t.Fatal(err)
+		}
+		out, err := chromedp.Run(tab, chromedp.Evaluate[string](`toYAML(`+value+`)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := yaml.YAMLToJSON([]byte(out))
+		if err != nil {
+			t.Errorf("the console's YAML does not parse: %v\n%s", err, out)
+			continue
+		}
+		var got any
+		if err := json.Unmarshal(back, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("YAML of %s reads back as %s:\n%s", value, back, out)
+		}
 	}
 }
