@@ -331,4 +331,3 @@ func (f *farm) waitRunnable(what string, ok func(*v1alpha1.Runnable) bool) *v1al
 		time.Sleep(200 * time.Millisecond)
 	}
 }
-
