@@ -155,6 +155,18 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("cordon did not reach the API: %s", got.raw)
 	}
 
+	// A runnable cancelled from the console says it was never placed, and
+	// is offered for deletion once it ended.
+	browsertest.Do(t, admin, "cancel ui-job", browsertest.GoTo("#/runnables/team-a/ui-job"), chromedp.WaitVisible(chromedp.CSS("#cancel")),
+		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS("#cancel")))
+	browsertest.WaitText(t, admin, "#no-attempts", "Cancelled before it was placed")
+	browsertest.Do(t, admin, "see the delete button", chromedp.WaitVisible(chromedp.CSS("#delete")))
+	browsertest.WaitText(t, admin, "#runnable-history", "cancel")
+	if got := h.get("admin", "/api/v1/runnables/team-a/ui-job"); got.str("status", "phase") != "Cancelled" {
+		t.Fatalf("after cancelling in the console: %s", got.raw)
+	}
+	browsertest.Screenshot(t, admin, "runnable-cancelled")
+
 	// A deployable applied from the console's YAML form.
 	browsertest.Do(t, admin, "apply a deployable", browsertest.GoTo("#/apply-deployable"), chromedp.WaitVisible(chromedp.CSS("#dep-yaml")),
 		chromedp.SetValue(chromedp.CSS("#dep-ns"), "team-a"), chromedp.SetValue(chromedp.CSS("#dep-name"), "from-console"),

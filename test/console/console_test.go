@@ -100,7 +100,7 @@ func TestConsoleOnAFarm(t *testing.T) {
 	browsertest.Do(t, tab, "open the console", chromedp.Navigate(f.url+"/?token="+f.token), chromedp.WaitVisible(chromedp.CSS("#farm")))
 	for _, c := range []string{"dc1-a", "dc2-a"} {
 		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] header`, "Ready")
-		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] .fresh`, "fresh")
+		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] .records`, "fresh")
 		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] .capacity`, "CPU")
 	}
 	if dcs, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#farm section.dc")].map(s => s.dataset.dc)`)); err != nil ||
@@ -153,7 +153,7 @@ func TestConsoleOnAFarm(t *testing.T) {
 	t.Cleanup(func() { _ = b.StartAPIServer(context.Background()) })
 	browsertest.Do(t, tab, "open the farm", browsertest.GoTo("#/farm"), chromedp.WaitVisible(chromedp.CSS("#farm")))
 	browsertest.WaitText(t, tab, `#farm [data-cluster="dc2-a"] header`, "NotReady")
-	browsertest.WaitText(t, tab, `#farm [data-cluster="dc2-a"] .fresh`, "cannot reach its kube-apiserver")
+	browsertest.WaitText(t, tab, `#farm [data-cluster="dc2-a"] .records`, "cannot reach its kube-apiserver")
 	r := f.waitRunnable("failed over to dc1-a", func(r *v1alpha1.Runnable) bool {
 		return r.Status.Cluster == "dc1-a" && r.Status.Phase == v1alpha1.PhaseRunning && len(r.Status.Attempts) == 2
 	})

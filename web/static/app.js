@@ -265,7 +265,7 @@ function clusterCard(c) {
     el("header", {}, link(clusterPath(c.metadata.name), c.metadata.name, { class: "name" }), " ",
       badge(st.state || "Unknown", ready ? ready.reason + ": " + (ready.message || "") : "not judged yet")),
     ready && st.state !== "Ready" ? el("div", { class: "reason" }, ready.reason + (ready.message ? ": " + ready.message : "")) : null,
-    el("div", { class: "fresh" }, badge(fr.fresh ? "fresh" : "stale", fr.message), " ", el("span", { class: "muted" }, fr.message || "")),
+    el("div", { class: "records" }, badge(fr.fresh ? "fresh" : "stale", fr.message), " ", el("span", { class: "muted" }, fr.message || "")),
     el("div", { class: "capacity" }, cap
       ? [(cap.milliCPU / 1000).toFixed(cap.milliCPU % 1000 ? 1 : 0) + " CPU · " + gib(cap.memoryBytes) + " · " + cap.pods + " pods on " +
           cap.nodes + " node" + (cap.nodes === 1 ? "" : "s") + (cap.unschedulable ? " (+" + cap.unschedulable + " cordoned)" : ""),
@@ -664,7 +664,7 @@ function historyTable(id, entries, withObject) {
   };
   return el("table", { id, class: "list history" }, el("thead", {}, el("tr", {}, head.map(h => el("th", {}, h)))),
     el("tbody", {}, entries.length ? entries.slice().reverse().map(e => el("tr", {},
-      el("td", { class: "num" }, e.seq), el("td", { class: "nowrap" }, when(e.time)), el("td", {}, e.actor), el("td", {}, e.action),
+      el("td", { class: "seq" }, e.seq), el("td", { class: "nowrap" }, when(e.time)), el("td", {}, e.actor), el("td", {}, e.action),
       withObject ? el("td", { class: "nowrap" }, objectLink(e.object)) : null,
       el("td", {}, badge(e.outcome)),
       el("td", { class: "message" }, e.summary, e.details ? el("details", {}, el("summary", { class: "muted" }, "change"),

@@ -81,7 +81,7 @@ function axis(g, scale, t0, t1, y, height) {
 function attemptTimeline(r, history, now) {
   const st = r.status || {};
   const attempts = st.attempts || [];
-  const width = 900, left = 110, right = 20, lane = 46, top = 24;
+  const width = 900, left = 110, right = 40, lane = 46, top = 24;
   if (!attempts.length) return null;
   const lanes = [];
   for (const a of attempts) if (!lanes.includes(a.cluster)) lanes.push(a.cluster);
