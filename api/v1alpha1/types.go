@@ -100,6 +100,11 @@ type RunnableSpec struct {
 	// never submitted after it.
 	Deadline *time.Time `json:"deadline,omitempty"`
 	Failover *Failover  `json:"failover,omitempty"`
+	// TTLSecondsAfterFinished removes the Runnable, and what its attempts
+	// left on their clusters, that long after it ended (as a Job's field
+	// of the same name); its history stays in the audit log. Unset: the
+	// namespace's default from the policy file, else kept for good.
+	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // Placement says which clusters may receive an object.
@@ -198,8 +203,17 @@ type RunnableStatus struct {
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once
 	// the cluster is Ready again and the runnable was not moved.
-	Fenced    bool              `json:"fenced,omitempty"`
-	Preserved map[string]string `json:"preserved,omitempty"`
+	Fenced bool `json:"fenced,omitempty"`
+	// Waiting names what a failover of the current attempt waits for
+	// (Waiting* reasons); empty when nothing holds it. Message says it in
+	// words.
+	Waiting string `json:"waiting,omitempty"`
+	// ConfirmedStopped is a person's word that the current attempt's copy
+	// no longer runs, given when purser itself cannot confirm it
+	// (POST .../failover?confirmStopped=true): the controller then moves
+	// the runnable without waiting.
+	ConfirmedStopped *Confirmation    `json:"confirmedStopped,omitempty"`
+	Preserved        map[string]string `json:"preserved,omitempty"`
 	Attempts  []Attempt         `json:"attempts,omitempty"`
 	// AttemptCount is len(Attempts), filled by the API in lists too,
 	// which leave the attempts themselves out.
@@ -209,7 +223,36 @@ type RunnableStatus struct {
 	Result      map[string]any `json:"result,omitempty"`
 	SubmittedBy string         `json:"submittedBy,omitempty"`
 	ApprovedBy  string         `json:"approvedBy,omitempty"`
+	// EndedAt is when the runnable reached an ended phase; RemoveAfter,
+	// when retention removes it.
+	EndedAt     *time.Time `json:"endedAt,omitempty"`
+	RemoveAfter *time.Time `json:"removeAfter,omitempty"`
 }
+
+// Confirmation records who vouched for a fact purser could not observe.
+type Confirmation struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+	// Attempt is the attempt it is about; a later attempt is not covered.
+	Attempt int `json:"attempt"`
+}
+
+// Reasons a failover waits, in RunnableStatus.Waiting.
+const (
+	// WaitingFencing: the cluster is cut off; its agent suspends the copy
+	// when its lease runs out, and the runnable moves after that.
+	WaitingFencing = "AwaitingFencing"
+	// WaitingUnconfirmed: nobody can confirm that the copy stopped (the
+	// agent is alive but cannot stop it, or said it could not reach its
+	// API server before it went silent); only the cluster's return or a
+	// person's confirmation moves it.
+	WaitingUnconfirmed = "CopyUnconfirmed"
+	// WaitingHeartbeats: no agent's heartbeat reaches purser, so the
+	// silence of this one proves nothing.
+	WaitingHeartbeats = "HeartbeatsStale"
+	// WaitingTarget: no other cluster is eligible.
+	WaitingTarget = "NoEligibleCluster"
+)
 
 // Attempt is one placement of a Runnable on one cluster.
 type Attempt struct {

@@ -154,12 +154,28 @@ func testCancel(t *testing.T, h *harness) {
 	if c.str("status", "phase") != "Cancelled" {
 		t.Fatalf("after cancel: %s", c.raw)
 	}
+	// Cancelled and never placed: the second delete removes the record,
+	// and the audit log keeps its history.
 	audits := h.count("audit_log")
-	h.do("alice", "DELETE", "/api/v1/runnables/team-a/r", "", nil).want(t, http.StatusOK)
-	if h.count("audit_log") != audits {
-		t.Fatal("cancelling twice wrote a second audit entry")
+	d := h.do("alice", "DELETE", "/api/v1/runnables/team-a/r", "", nil).want(t, http.StatusOK)
+	if d.str("status", "phase") != "Cancelled" || !strings.Contains(d.str("status", "message"), "deleted") {
+		t.Fatalf("after delete: %s", d.raw)
+	}
+	if h.count("audit_log") != audits+1 || h.count("runnables") != 0 {
+		t.Fatalf("delete of an ended runnable: %d audit entries (want %d), %d runnables left", h.count("audit_log"), audits+1, h.count("runnables"))
+	}
+	h.get("alice", "/api/v1/runnables/team-a/r").want(t, http.StatusNotFound)
+	h.do("alice", "DELETE", "/api/v1/runnables/team-a/r", "", nil).want(t, http.StatusNotFound)
+	hist := h.get("admin", "/api/v1/history?kind=Runnable&name=r").want(t, http.StatusOK).items()
+	if n := len(hist); n != 3 || hist[n-1]["action"] != "delete" || hist[n-1]["outcome"] != "Removed" {
+		t.Fatalf("history of a removed runnable: %v", hist)
 	}
 	h.do("alice", "DELETE", "/api/v1/runnables/team-a/missing", "", nil).want(t, http.StatusNotFound)
+	// The override is refused for a runnable that waits for nothing.
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "q", "true")).want(t, http.StatusAccepted)
+	h.do("alice", "POST", "/api/v1/runnables/team-a/q/failover", "", nil).want(t, http.StatusUnprocessableEntity)
+	h.do("alice", "POST", "/api/v1/runnables/team-a/q/failover?confirmStopped=true", "", nil).want(t, http.StatusConflict)
+	h.do("bob", "POST", "/api/v1/runnables/team-a/q/failover?confirmStopped=true", "", nil).want(t, http.StatusForbidden)
 }
 
 func testListPagination(t *testing.T, h *harness) {
