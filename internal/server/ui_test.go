@@ -166,6 +166,9 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("after cancelling in the console: %s", got.raw)
 	}
 	browsertest.Screenshot(t, admin, "runnable-cancelled")
+	browsertest.Do(t, admin, "delete ui-job", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS("#delete")),
+		chromedp.WaitVisible(chromedp.CSS("#gone")))
+	h.get("admin", "/api/v1/runnables/team-a/ui-job").want(t, http.StatusNotFound)
 
 	// A deployable applied from the console's YAML form.
 	browsertest.Do(t, admin, "apply a deployable", browsertest.GoTo("#/apply-deployable"), chromedp.WaitVisible(chromedp.CSS("#dep-yaml")),

@@ -283,6 +283,9 @@ function taintText(t) { return t.key + (t.value ? "=" + t.value : "") + ":" + t.
 // ---- runnables ----
 const PHASES = ["", "PendingApproval", "Queued", "Scheduled", "Submitted", "Running", "Succeeded", "Failed", "Expired", "Rejected", "Cancelled", "FailingOver"];
 const ENDED = ["Succeeded", "Failed", "Expired", "Rejected", "Cancelled"];
+// What a failover may wait for that a person can vouch for
+// (v1alpha1.Waiting*; POST .../failover?confirmStopped=true).
+const WAITS_FOR_STOP = ["AwaitingFencing", "CopyUnconfirmed", "HeartbeatsStale"];
 
 function runnables() {
   const phase = el("select", { id: "phase", onchange: () => { filters.phase = phase.value; saveFilters(); route(); } },
@@ -362,9 +365,14 @@ function runnableDetail(ns, name) {
     }
     if (!ended && may(ns, "write")) actions.push(act("cancel", "Cancel", "danger", "DELETE", "", "cancelled", "Cancel " + ns + "/" + name + "? Purser removes it from its cluster."));
     if (ended && may(ns, "write")) actions.push(act("delete", "Delete", "danger", "DELETE", "", "deleted", "Delete " + ns + "/" + name + "? It ended (" + st.phase + "); its history stays in the audit log."));
-    if (!ended && st.cluster && cl && cl.status.state === "NotReady" && may(ns, "write")) {
-      actions.push(act("confirm-stopped", "Fail over: I confirm it stopped on " + st.cluster, "danger", "POST", "/failover?confirmStopped=true", "moved off " + st.cluster,
-        "Purser cannot confirm that the copy on " + st.cluster + " stopped. Move it elsewhere only if you know it did: otherwise it may run twice."));
+    // The override is offered only where the API takes it: a failover
+    // that waits for a copy nobody can confirm stopped (status.waiting).
+    const attempt = (st.attempts || []).length;
+    const confirmed = st.confirmedStopped && st.confirmedStopped.attempt === attempt;
+    if (WAITS_FOR_STOP.includes(st.waiting) && !confirmed && may(ns, "write")) {
+      const on = st.cluster || "its cluster";
+      actions.push(act("confirm-stopped", "Fail over: I confirm it stopped on " + on, "danger", "POST", "/failover?confirmStopped=true", "moved off " + on,
+        "Purser cannot confirm that the copy on " + on + " stopped. Move it elsewhere only if you know it did: otherwise it may run twice."));
     }
     const t = r.spec.template || {};
     fill(view,
@@ -375,7 +383,10 @@ function runnableDetail(ns, name) {
         "Phase", st.phase || "", "Cluster", st.cluster ? link(clusterPath(st.cluster), st.cluster) : "—", "Health", badge(st.health),
         "Message", el("span", { class: "message" }, st.message || ""), "Submitted by", st.submittedBy || "", "Approved by", st.approvedBy || "—",
         "Created", when(r.metadata.creationTimestamp, true), "Deadline", r.spec.deadline ? when(r.spec.deadline) : "—",
-        "Preserved", Object.entries(st.preserved || {}).map(([k, v]) => k + "=" + v).join(", ") || "—"),
+        "Preserved", Object.entries(st.preserved || {}).map(([k, v]) => k + "=" + v).join(", ") || "—",
+        "Waiting for", st.waiting || "—",
+        "Confirmed stopped", st.confirmedStopped ? "by " + st.confirmedStopped.by + " (attempt " + st.confirmedStopped.attempt + ")" : "—",
+        "Ended", st.endedAt ? when(st.endedAt, true) : "—", "Removed after", st.removeAfter ? when(st.removeAfter) : "—"),
       el("h2", {}, "Attempts"),
       (st.attempts || []).length ? el("div", { class: "chart" }, attemptTimeline(r, hist.items, Date.now())) : null,
       el("table", { id: "attempts" }, el("thead", {}, el("tr", {}, ["#", "Cluster", "Started", "Ended", "Result", "Reason", "Message"].map(h => el("th", {}, h)))),
