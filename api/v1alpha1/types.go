@@ -212,9 +212,9 @@ type RunnableStatus struct {
 	// no longer runs, given when purser itself cannot confirm it
 	// (POST .../failover?confirmStopped=true): the controller then moves
 	// the runnable without waiting.
-	ConfirmedStopped *Confirmation    `json:"confirmedStopped,omitempty"`
+	ConfirmedStopped *Confirmation     `json:"confirmedStopped,omitempty"`
 	Preserved        map[string]string `json:"preserved,omitempty"`
-	Attempts  []Attempt         `json:"attempts,omitempty"`
+	Attempts         []Attempt         `json:"attempts,omitempty"`
 	// AttemptCount is len(Attempts), filled by the API in lists too,
 	// which leave the attempts themselves out.
 	AttemptCount int `json:"attemptCount,omitempty"`
