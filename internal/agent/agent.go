@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/replica"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -87,6 +88,7 @@ type Agent struct {
 	dyn    dynamic.Interface
 	disc   *discovery.DiscoveryClient
 	access *access // which resources it may watch for purser's labels
+	prober *probe.Prober
 	// elect is the validated leader election, nil when it is off.
 	elect *elector
 
@@ -113,6 +115,8 @@ type Agent struct {
 	// lastBeat is when the last acknowledged heartbeat was sent, on the
 	// monotonic clock: the start of the agent's lease.
 	lastBeat time.Time
+	// kubeAPI is the latest probe of the kube-apiserver (kubeapi.go).
+	kubeAPI kubeAPIState
 }
 
 // New checks cfg and builds the clients; nothing runs until Run.
@@ -184,6 +188,9 @@ func New(cfg Config) (*Agent, error) {
 		access:      newAccess(authz.SelfSubjectAccessReviews()),
 		queue:       make(chan *stream.Event, cfg.QueueSize),
 		snapshotNow: make(chan struct{}, 1),
+	}
+	if a.prober, err = probe.New(rc, a.probeTimeout()); err != nil {
+		return nil, fmt.Errorf("agent %s: probe client: %w", cfg.Cluster, err)
 	}
 	if a.cfg.LeaderElection.Identity == "" {
 		a.cfg.LeaderElection.Identity = replica.Identity()
@@ -259,6 +266,7 @@ func (a *Agent) reset() {
 	a.watched = map[schema.GroupVersionKind]*watch{}
 	a.labelled = map[schema.GroupKind]*watch{}
 	a.lastSnapshot = time.Time{}
+	a.kubeAPI = kubeAPIState{}
 	a.started = time.Now()
 	// The agent cannot know of beats before its term: its lease toward
 	// the control plane is counted from the term's start.
@@ -459,6 +467,12 @@ func (a *Agent) firstSnapshot(ctx context.Context) {
 // newer than the version (an object created after it) and remove the
 // others absent from the list.
 func (a *Agent) snapshot(ctx context.Context) {
+	if !a.probeKubeAPI(ctx) {
+		// The caches cannot be refreshed: a snapshot of them would say
+		// nothing new, and would count as a fresh look (kubeapi.go).
+		a.log.Debug("snapshot skipped: the kube-apiserver does not answer")
+		return
+	}
 	takenAt := time.Now().UTC()
 	var lists []stream.KindList
 	for _, w := range a.watches() {

@@ -44,6 +44,9 @@ func (a *Agent) heartbeatTimeout() time.Duration {
 // (nil when it could not be bound). An acknowledged write renews the lease
 // from the moment it was sent, the earliest the stream can have stored it.
 func (a *Agent) heartbeat(ctx context.Context, kv jetstream.KeyValue) jetstream.KeyValue {
+	// The probe goes first, so that the beat says what is true now; it
+	// is bounded well within the interval (probeTimeout).
+	a.probeKubeAPI(ctx)
 	sent := time.Now()
 	beatCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 	defer cancel()
@@ -96,6 +99,7 @@ func (a *Agent) heartbeatMessage(now time.Time) *stream.Heartbeat {
 	for _, w := range a.watches() {
 		hb.Objects[kindKey(w.gvk.GroupVersion().String(), w.gvk.Kind)] = w.count()
 	}
+	hb.KubeAPI = a.kubeAPIReport()
 	a.mu.Lock()
 	hb.Started = a.started.UTC()
 	hb.LastSnapshot = a.lastSnapshot

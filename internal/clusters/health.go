@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/store"
 )
 
@@ -19,7 +20,7 @@ const (
 	ReasonReady = "ClusterReady"
 	// ReasonNotProbedYet (Unknown): the controller has not yet seen enough
 	// probes in a row to judge the cluster.
-	ReasonNotProbedYet = "NotProbedYet"
+	ReasonNotProbedYet = v1alpha1.ReasonNotProbedYet
 	// ReasonAPIServerUnreachable (Unknown): no answer from the
 	// kube-apiserver (refused, timed out, TLS failure, unusable kubeconfig).
 	ReasonAPIServerUnreachable = "APIServerUnreachable"
@@ -77,29 +78,10 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// ProbeOutcome is what one probe of a kube-apiserver found.
-type ProbeOutcome int
-
-// Probe outcomes.
-const (
-	ProbeOK ProbeOutcome = iota
-	// ProbeNotReady: the kube-apiserver answered, not with 200.
-	ProbeNotReady
-	// ProbeUnreachable: no answer at all.
-	ProbeUnreachable
-)
-
-// ProbeResult is the outcome of one probe; Detail says what failed, in
-// words for an admin (empty when it succeeded).
-type ProbeResult struct {
-	Outcome ProbeOutcome
-	Detail  string
-}
-
 // Observation is what the controller knows of a cluster at one moment.
 type Observation struct {
 	Time  time.Time
-	Probe ProbeResult
+	Probe probe.Result
 	// LastHeartbeat is when the cluster's agent last reported; nil when no
 	// agent ever did.
 	LastHeartbeat *time.Time
@@ -224,9 +206,9 @@ func (p Policy) Step(prev State, o Observation) State {
 // agent.
 func (p Policy) judge(o Observation, now time.Time) (reason, detail string) {
 	switch o.Probe.Outcome {
-	case ProbeUnreachable:
+	case probe.Unreachable:
 		return ReasonAPIServerUnreachable, o.Probe.Detail
-	case ProbeNotReady:
+	case probe.NotReady:
 		return ReasonAPIServerNotReady, o.Probe.Detail
 	}
 	if hb := o.LastHeartbeat; hb != nil {

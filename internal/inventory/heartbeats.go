@@ -50,11 +50,18 @@ func (in *Ingester) watchHeartbeats(ctx context.Context) error {
 			if json.Unmarshal(e.Value(), &hb) != nil || hb.Time.IsZero() {
 				continue
 			}
-			// Only the heartbeat's own time: a snapshot counts once the
-			// ingester has applied it, not when the agent sent it.
+			// Only the heartbeat's own time and the agent's word on its
+			// kube-apiserver: a snapshot counts once the ingester has
+			// applied it, not when the agent sent it.
 			at := in.heartbeatTime(e, hb)
+			var report []byte
+			if hb.KubeAPI != nil {
+				if report, err = json.Marshal(hb.KubeAPI); err != nil {
+					return err
+				}
+			}
 			if err := in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-				return tx.TouchAgent(ctx, e.Key(), &at, nil, nil)
+				return tx.RecordHeartbeat(ctx, e.Key(), at, report, hb.KubeAPI.Current())
 			}); err != nil {
 				return err
 			}

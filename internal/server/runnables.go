@@ -146,8 +146,16 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 	}
 	var recs []*store.Runnable
 	var next string
+	var attempts map[string]int
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
-		recs, next, err = tx.ListRunnables(r.Context(), f)
+		if recs, next, err = tx.ListRunnables(r.Context(), f); err != nil {
+			return err
+		}
+		uids := make([]string, len(recs))
+		for i, rec := range recs {
+			uids[i] = rec.UID
+		}
+		attempts, err = tx.CountAttempts(r.Context(), uids)
 		return err
 	}); err != nil {
 		return 0, nil, err
@@ -158,6 +166,7 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 		if err != nil {
 			return 0, nil, err
 		}
+		obj.Status.AttemptCount = attempts[rec.UID]
 		out.Items = append(out.Items, obj)
 	}
 	return http.StatusOK, out, nil
@@ -399,6 +408,7 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 				Cleanup: a.Cleanup,
 			})
 		}
+		st.AttemptCount = len(st.Attempts)
 	}
 	return &v1alpha1.Runnable{
 		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindRunnable},

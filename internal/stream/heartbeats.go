@@ -1,6 +1,10 @@
 package stream
 
-import "time"
+import (
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
 
 // Heartbeat is the value an agent puts under its cluster's key in
 // HeartbeatsBucket.
@@ -28,4 +32,8 @@ type Heartbeat struct {
 	// Resyncs counts full resyncs after the queue overflowed.
 	Resyncs      int64     `json:"resyncs"`
 	LastSnapshot time.Time `json:"lastSnapshot,omitzero"`
+	// KubeAPI says whether the caches are synced and the kube-apiserver
+	// answered the probe sent just before this beat; absent from agents
+	// that predate it.
+	KubeAPI *v1alpha1.AgentKubeAPI `json:"kubeAPI,omitempty"`
 }
