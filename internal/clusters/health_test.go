@@ -211,6 +211,19 @@ func TestStep(t *testing.T) {
 			taints:  []taint{unreachNoSched(24), unreachNoExec(44)},
 		},
 		{
+			name: "unreachable, then answering not ready (a restarted kube-apiserver): the not-ready key gets its own grace", start: readyAt(-100),
+			steps:  seq(every(0, 60, 2, refused), every(60, 90, 2, notReady)),
+			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4,
+			message: "kube-apiserver not ready for 3 probes",
+			taints:  []taint{notReadyNoSch(64)},
+		},
+		{
+			name: "not ready after unreachable for the grace: NoExecute again", start: readyAt(-100),
+			steps:  seq(every(0, 60, 2, refused), every(60, 106, 2, notReady)),
+			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4,
+			taints: []taint{notReadyNoSch(64), notReadyNoEx(104)},
+		},
+		{
 			name: "a kind of failure shorter than the threshold keeps the reason", start: readyAt(-100),
 			steps:  seq(every(0, 20, 2, notReady), []obs{refused(20), refused(22), notReady(24)}),
 			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4, taints: []taint{notReadyNoSch(4)},
