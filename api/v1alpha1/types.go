@@ -215,6 +215,9 @@ type RunnableStatus struct {
 	ConfirmedStopped *Confirmation     `json:"confirmedStopped,omitempty"`
 	Preserved        map[string]string `json:"preserved,omitempty"`
 	Attempts         []Attempt         `json:"attempts,omitempty"`
+	// AttemptCount is len(Attempts), filled by the API in lists too,
+	// which leave the attempts themselves out.
+	AttemptCount int `json:"attemptCount,omitempty"`
 	// Result is the last observed status of the object, kept after the
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`
@@ -339,6 +342,26 @@ type ClusterStatus struct {
 	Taints    []corev1.Taint   `json:"taints,omitempty"`
 	Agent     *AgentStatus     `json:"agent,omitempty"`
 	Inventory *InventoryStatus `json:"inventory,omitempty"`
+	// State is ClusterState of the conditions, filled by the API on
+	// every read (Ready, NotReady or Unknown); never stored.
+	State string `json:"state,omitempty"`
+	// Runnables counts the runnables whose current cluster this is, by
+	// phase; filled by the API on every read.
+	Runnables map[Phase]int `json:"runnables,omitempty"`
+	// Capacity is what the cluster's schedulable nodes can allocate, from
+	// the Node records of the inventory; absent while none is known.
+	Capacity *ClusterCapacity `json:"capacity,omitempty"`
+}
+
+// ClusterCapacity sums the allocatable resources of a cluster's nodes
+// that are not cordoned, as placement measures them.
+type ClusterCapacity struct {
+	MilliCPU    int64 `json:"milliCPU"`
+	MemoryBytes int64 `json:"memoryBytes"`
+	Pods        int64 `json:"pods"`
+	Nodes       int   `json:"nodes"`
+	// Unschedulable counts the cordoned nodes left out of the sums.
+	Unschedulable int `json:"unschedulable,omitempty"`
 }
 
 // Condition is a metav1.Condition without observedGeneration, which purser
@@ -356,6 +379,14 @@ type AgentStatus struct {
 	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
 	LastSnapshot  *time.Time `json:"lastSnapshot,omitempty"`
 	LastEvent     *time.Time `json:"lastEvent,omitempty"`
+	// KubeAPI is what the agent said of its kube-apiserver in its latest
+	// heartbeat.
+	KubeAPI *AgentKubeAPI `json:"kubeAPI,omitempty"`
+	// CurrentUntil is the time of the latest heartbeat whose KubeAPI was
+	// Current.
+	CurrentUntil *time.Time `json:"currentUntil,omitempty"`
+	// Freshness is JudgeFreshness of the above at the time of the read.
+	Freshness *Freshness `json:"freshness,omitempty"`
 }
 
 // InventoryStatus summarises the cluster's rows in the inventory.

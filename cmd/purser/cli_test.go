@@ -327,7 +327,7 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 		})
 		me.ok("taint", "cluster", "far-away", "maintenance=planned:NoSchedule")
 		out := me.ok("get", "clusters", "-o", "wide")
-		matches(t, "get clusters", out, `(?m)^far-away\s+(False|Unknown)\s+dc=dc-9\s+2\s+0\s+\S+\s+APIServerUnreachable\s+maintenance=planned:NoSchedule,purser.io/unreachable:NoSchedule`)
+		matches(t, "get clusters", out, `(?m)^far-away\s+(NotReady|Unknown)\s+dc=dc-9\s+2\s+0\s+\S+\s+APIServerUnreachable\s+\S+\s+maintenance=planned:NoSchedule,purser.io/unreachable:NoSchedule`)
 		out = me.ok("describe", "cluster", "far-away")
 		matches(t, "describe cluster", out, `Ready:\s+(False|Unknown) \(APIServerUnreachable\)`, `maintenance=planned:NoSchedule\s+set on the cluster`,
 			`purser.io/unreachable:\S+\s+added by purser from its conditions`)

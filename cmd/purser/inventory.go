@@ -78,19 +78,14 @@ cluster's records are.`,
 			if err := printer.Inventory(w, items, format.Name == printer.OutputWide); err != nil {
 				return err
 			}
-			// Say plainly when an answer comes from a cluster that is not
-			// reporting: its records may be old.
+			// Say plainly when an answer comes from a cluster whose
+			// records are not fresh, in the API's words (its freshness
+			// judgement, v1alpha1.JudgeFreshness), not the CLI's own.
 			for name, f := range fresh {
-				if f["ready"] != true {
-					last := printer.Field(f, "lastEvent")
-					if last == "" {
-						last = printer.Field(f, "lastSnapshot")
-					}
-					when := "never heard from"
-					if last != "" {
-						when = "last heard from " + printer.Age(last) + " ago"
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "note: cluster %s is not ready (%s); its records may be stale\n", name, when)
+				if fr, _ := printer.Lookup(f, "freshness").(map[string]any); fr != nil && fr["fresh"] != true {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: the records of cluster %s may be stale: %s\n", name, printer.Field(fr, "message"))
+				} else if f["ready"] != true {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: cluster %s is not ready; its records may be stale\n", name)
 				}
 			}
 			if len(items) == 0 {

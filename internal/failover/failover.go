@@ -318,6 +318,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 		}
 		if a, ok := agents[row.Name]; ok && a.LastHeartbeat != nil {
 			v.failover.LastHeartbeat = a.LastHeartbeat
+			var k v1alpha1.AgentKubeAPI
+			if len(a.KubeAPI) > 0 && json.Unmarshal(a.KubeAPI, &k) == nil {
+				v.failover.AgentReachesKubeAPI = &k.Connected
+			}
 		}
 		out[row.Name] = v
 	}

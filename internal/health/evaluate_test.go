@@ -135,7 +135,7 @@ spec: {}
 		t.Errorf("error %v", err)
 	}
 	want := "Runnable/nightly Unhealthy Failed judged its template, a batch/v1 Job, with the status it last observed: job failed: BackoffLimitExceeded: Job has reached the specified backoff limit (0 active, 0 succeeded, 1 failed)\n" +
-		"Deployable/cfg Unknown Pending judged its template, a v1 ConfigMap: no health interpreter for v1 ConfigMap\n"
+		"Deployable/cfg - - judged its template, a v1 ConfigMap: a ConfigMap has no status to judge\n"
 	if out.String() != want {
 		t.Errorf("got:\n%swant:\n%s", out.String(), want)
 	}

@@ -113,8 +113,10 @@ func (d describer) cluster(obj Object) {
 	if since := Field(ready, "lastTransitionTime"); since != "" {
 		value += " since " + since
 	}
+	d.line("State", ClusterState(obj))
 	d.line("Ready", value)
 	d.line("Ready message", Field(ready, "message"))
+	d.line("Records", Field(obj, "status", "agent", "freshness", "message"))
 	// Taints set on the cluster (by a user: cordon, drain, purser taint)
 	// apart from those purser adds from its conditions, since only the
 	// first can be removed by hand.
@@ -143,4 +145,7 @@ func (d describer) cluster(obj Object) {
 	d.line("Snapshot", Field(obj, "status", "agent", "lastSnapshot"))
 	d.line("Last event", Field(obj, "status", "agent", "lastEvent"))
 	d.line("Objects", Field(obj, "status", "inventory", "objects"))
+	if byPhase, _ := Lookup(obj, "status", "runnables").(map[string]any); len(byPhase) > 0 {
+		d.line("Runnables", JoinLabels(byPhase))
+	}
 }

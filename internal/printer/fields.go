@@ -122,6 +122,22 @@ func ReadyCondition(obj Object) map[string]any {
 	return nil
 }
 
+// ClusterState is a cluster's state in kubectl's words for nodes (Ready,
+// NotReady, Unknown), as the API serves it (status.state), else read from
+// its Ready condition for a server that predates it.
+func ClusterState(obj Object) string {
+	if s := Field(obj, "status", "state"); s != "" {
+		return s
+	}
+	switch Field(ReadyCondition(obj), "status") {
+	case "True":
+		return "Ready"
+	case "False":
+		return "NotReady"
+	}
+	return "Unknown"
+}
+
 // Taints are a cluster's taints: those set on it (spec.taints) and those
 // purser adds from its conditions (status.taints); placement honours both.
 func Taints(obj Object) []map[string]any {

@@ -24,6 +24,7 @@ const cluster = `{"kind": "Cluster", "metadata": {"name": "sandbox-1", "labels":
   "spec": {"taints": [{"key": "purser.io/cordon", "effect": "NoSchedule"}]},
   "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "APIServerUnreachable", "message": "dial tcp: refused", "lastTransitionTime": "2026-01-02T00:00:00Z"}],
     "taints": [{"key": "purser.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-01-02T00:00:05Z"}],
+    "agent": {"freshness": {"fresh": false, "reason": "KubeAPIUnreachable", "message": "the agent cannot reach its kube-apiserver"}},
     "inventory": {"objects": 1234567}}}`
 
 // The cluster's table counts the taints set on it and those purser added,
@@ -34,7 +35,7 @@ func TestClusterTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	row := strings.Split(out.String(), "\n")[1]
-	if !regexp.MustCompile(`^sandbox-1\s+False\s+dc=dc-1\s+2\s+1234567\s+\S+\s+APIServerUnreachable\s+purser.io/cordon:NoSchedule,purser.io/unreachable:NoExecute\s+<none>$`).MatchString(row) {
+	if !regexp.MustCompile(`^sandbox-1\s+NotReady\s+dc=dc-1\s+2\s+1234567\s+\S+\s+APIServerUnreachable\s+KubeAPIUnreachable\s+purser.io/cordon:NoSchedule,purser.io/unreachable:NoExecute\s+<none>$`).MatchString(row) {
 		t.Fatalf("row %q", row)
 	}
 }
@@ -47,6 +48,8 @@ func TestDescribeCluster(t *testing.T) {
 	for _, want := range []string{
 		"Ready:         False (APIServerUnreachable) since 2026-01-02T00:00:00Z",
 		"Ready message: dial tcp: refused",
+		"State:         NotReady",
+		"Records:       the agent cannot reach its kube-apiserver",
 		"purser.io/cordon:NoSchedule      set on the cluster",
 		"purser.io/unreachable:NoExecute  added by purser from its conditions  since 2026-01-02T00:00:05Z",
 		"Ready  False  APIServerUnreachable",

@@ -74,9 +74,9 @@ func header(kind string, wide bool) []string {
 		}
 		return h
 	case v1alpha1.KindCluster:
-		h := []string{"NAME", "READY", "LABELS", "TAINTS", "OBJECTS", "AGE"}
+		h := []string{"NAME", "STATUS", "LABELS", "TAINTS", "OBJECTS", "AGE"}
 		if wide {
-			h = append(h, "REASON", "TAINT-LIST", "LAST-HEARTBEAT")
+			h = append(h, "REASON", "RECORDS", "TAINT-LIST", "LAST-HEARTBEAT")
 		}
 		return h
 	}
@@ -91,7 +91,7 @@ func cells(kind string, it Object, wide bool) []string {
 		row = append(row, Field(it, "spec", "template", "kind"), Field(it, "status", "phase"),
 			orNone(Field(it, "status", "cluster")), orNone(Field(it, "status", "health")), created)
 		if wide {
-			row = append(row, fmt.Sprint(len(list(it, "status", "attempts"))), Field(it, "status", "submittedBy"), Field(it, "status", "message"))
+			row = append(row, attemptCount(it), Field(it, "status", "submittedBy"), Field(it, "status", "message"))
 		}
 	case v1alpha1.KindDeployable:
 		synced, total, perCluster := syncSummary(it)
@@ -104,15 +104,15 @@ func cells(kind string, it Object, wide bool) []string {
 		labels, _ := Lookup(it, "metadata", "labels").(map[string]any)
 		taints := Taints(it)
 		ready := ReadyCondition(it)
-		row = append(row, orUnknown(Field(ready, "status")), orNone(JoinLabels(labels)), fmt.Sprint(len(taints)),
+		row = append(row, ClusterState(it), orNone(JoinLabels(labels)), fmt.Sprint(len(taints)),
 			orNone(Field(it, "status", "inventory", "objects")), created)
 		if wide {
 			var tl []string
 			for _, t := range taints {
 				tl = append(tl, FormatTaint(t))
 			}
-			row = append(row, orNone(Field(ready, "reason")), orNone(strings.Join(tl, ",")),
-				orNone(Timestamp(Field(it, "status", "agent", "lastHeartbeat"))))
+			row = append(row, orNone(Field(ready, "reason")), orNone(Field(it, "status", "agent", "freshness", "reason")),
+				orNone(strings.Join(tl, ",")), orNone(Timestamp(Field(it, "status", "agent", "lastHeartbeat"))))
 		}
 	default:
 		row = append(row, created)
@@ -131,4 +131,13 @@ func syncSummary(obj Object) (synced, total int, perCluster string) {
 		parts = append(parts, fmt.Sprintf("%v=%v", m["cluster"], m["state"]))
 	}
 	return synced, total, strings.Join(parts, ",")
+}
+
+// attemptCount is a runnable's number of attempts: status.attemptCount,
+// which lists carry, else the attempts a single GET carries.
+func attemptCount(it Object) string {
+	if n := Field(it, "status", "attemptCount"); n != "" {
+		return n
+	}
+	return fmt.Sprint(len(list(it, "status", "attempts")))
 }

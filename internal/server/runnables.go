@@ -150,41 +150,31 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, err
 	}
 	var recs []*store.Runnable
-	var attempts map[string][]*store.Attempt
 	var next string
+	var attempts map[string]int
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		if recs, next, err = tx.ListRunnables(r.Context(), f); err != nil {
 			return err
 		}
-		// Each item carries its attempts, as a GET of it does, so that a
-		// list and a get of the same runnable agree.
 		uids := make([]string, len(recs))
 		for i, rec := range recs {
 			uids[i] = rec.UID
 		}
-		attempts, err = tx.ListAttemptsOf(r.Context(), uids)
+		attempts, err = tx.CountAttempts(r.Context(), uids)
 		return err
 	}); err != nil {
 		return 0, nil, err
 	}
 	out := List[*v1alpha1.Runnable]{Items: make([]*v1alpha1.Runnable, 0, len(recs)), Continue: next}
 	for _, rec := range recs {
-		obj, err := runnableFromRecord(rec, orNoAttempts(attempts[rec.UID]))
+		obj, err := runnableFromRecord(rec, nil)
 		if err != nil {
 			return 0, nil, err
 		}
+		obj.Status.AttemptCount = attempts[rec.UID]
 		out.Items = append(out.Items, obj)
 	}
 	return http.StatusOK, out, nil
-}
-
-// orNoAttempts is a runnable's attempts for runnableFromRecord: an empty
-// list, not nil (which means "not read"), when it has none.
-func orNoAttempts(a []*store.Attempt) []*store.Attempt {
-	if a == nil {
-		return []*store.Attempt{}
-	}
-	return a
 }
 
 // authorizeList allows a list in one namespace to its viewers, and a list
@@ -423,6 +413,7 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 				Cleanup: a.Cleanup,
 			})
 		}
+		st.AttemptCount = len(st.Attempts)
 	}
 	return &v1alpha1.Runnable{
 		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindRunnable},

@@ -390,14 +390,6 @@ func testAttempts(t *testing.T, eng engine) {
 		if err != nil || len(none) != 0 {
 			t.Errorf("ListAttempts(unknown) = %v, %v", none, err)
 		}
-		// Several runnables at once, as a list shows them.
-		byUID, err := tx.ListAttemptsOf(ctx, []string{r.UID, "nope"})
-		if err != nil {
-			return err
-		}
-		if len(byUID) != 1 || !reflect.DeepEqual(byUID[r.UID], got) {
-			t.Errorf("ListAttemptsOf = %+v, want %+v for %s only", byUID, got, r.UID)
-		}
 		return nil
 	})
 }
