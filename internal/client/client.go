@@ -28,6 +28,10 @@ import (
 type Config struct {
 	Server string `json:"server"`
 	Token  string `json:"token"`
+	// AuditKey is the public key that signs the server's audit anchors
+	// (ed25519:...), which `purser history --verify` checks the newest
+	// anchor with.
+	AuditKey string `json:"auditKey,omitempty"`
 }
 
 // DefaultConfigPath is the client config `purser up` writes.
@@ -68,6 +72,9 @@ func Resolve(flags Config) (Config, error) {
 	if c.Token == "" {
 		c.Token = os.Getenv("PURSER_TOKEN")
 	}
+	if c.AuditKey == "" {
+		c.AuditKey = os.Getenv("PURSER_AUDIT_KEY")
+	}
 	if c.Server == "" || c.Token == "" {
 		path, err := DefaultConfigPath()
 		if err == nil {
@@ -81,6 +88,9 @@ func Resolve(flags Config) (Config, error) {
 				}
 				if c.Token == "" {
 					c.Token = file.Token
+				}
+				if c.AuditKey == "" && c.Server == file.Server {
+					c.AuditKey = file.AuditKey
 				}
 			}
 		}
@@ -104,6 +114,9 @@ type Client struct {
 func New(cfg Config) *Client {
 	return &Client{cfg: cfg, http: &http.Client{Timeout: 60 * time.Second}}
 }
+
+// Config is the configuration the client was made with.
+func (c *Client) Config() Config { return c.cfg }
 
 // Do sends a request with an optional JSON or YAML body and decodes a JSON
 // answer into out (when out is not nil). It returns the status code; an

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
@@ -41,9 +40,9 @@ type Notifier interface {
 type Config struct {
 	Store  *store.Store
 	Stream Checker // nil: /readyz checks the database only
-	// Anchors reads the audit chain's heads published outside the
-	// database (anchor.Read); nil: the chain is verified on its own.
-	Anchors  func(ctx context.Context) ([]audit.Anchor, error)
+	// Anchors keeps the record of the audit chain's heads outside the
+	// database (*anchor.Publisher); nil: the chain is verified on its own.
+	Anchors  AnchorRecord
 	Outbox   Notifier
 	Tokens   *auth.Authenticator
 	Policy   *auth.Policy
@@ -105,6 +104,7 @@ func New(cfg Config) *Server {
 	s.handle("GET /api/v1/whoami", s.whoami)
 	s.handle("GET /api/v1/history", s.listHistory)
 	s.handle("GET /api/v1/history/verify", s.verifyHistory)
+	s.handle("POST /api/v1/history/anchors/restart", s.restartAnchors)
 
 	// The console: static files that call this API with the user's token.
 	console := http.FileServerFS(web.Static())
@@ -178,6 +178,9 @@ func (s *Server) authenticate(r *http.Request) (auth.User, bool) {
 	}
 	return s.cfg.Tokens.Authenticate(strings.TrimSpace(h[len(scheme):]))
 }
+
+// policy is the policy in force for this request.
+func (s *Server) policy() *auth.Policy { return s.cfg.Policy }
 
 // whoami tells a client who it is and what it may do, so that the console
 // offers only that. The server still checks every request.
