@@ -41,9 +41,9 @@ type Config struct {
 	Key ed25519.PrivateKey
 	// TrustedKeys also verify anchors: the keys used before a rotation.
 	TrustedKeys []ed25519.PublicKey
-	Interval time.Duration // DefaultInterval if 0
-	Logger   *slog.Logger  // nil discards
-	Now      func() time.Time
+	Interval    time.Duration // DefaultInterval if 0
+	Logger      *slog.Logger  // nil discards
+	Now         func() time.Time
 }
 
 // Publisher publishes the chain's head. Several api replicas may run one
