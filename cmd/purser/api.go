@@ -22,6 +22,7 @@ func newAPICommand() *cobra.Command {
 	var f hubFlags
 	var listen, tokensFile, policyFile, auditKeyFile string
 	var trustedKeys []string
+	var anchorInterval time.Duration
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Serve the REST API (and relay the outbox to the stream)",
@@ -73,7 +74,7 @@ prints the key's public half at start, for the clients' configuration.`,
 				defer wg.Done()
 				relay.Run(ctx)
 			}()
-			anchors, err := anchor.New(anchor.Config{Store: db, Stream: streams, Key: auditKey, TrustedKeys: trusted, Logger: log})
+			anchors, err := anchor.New(anchor.Config{Store: db, Stream: streams, Key: auditKey, TrustedKeys: trusted, Interval: anchorInterval, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -107,6 +108,7 @@ prints the key's public half at start, for the clients' configuration.`,
 	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens)")
 	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals)")
 	cmd.Flags().StringVar(&auditKeyFile, "audit-key", "purser-data/audit.key", "ed25519 private key (PEM, PKCS #8: openssl genpkey -algorithm ed25519) that signs the audit anchors; never in the database")
+	cmd.Flags().DurationVar(&anchorInterval, "audit-anchor-interval", anchor.DefaultInterval, "how often to anchor a head written by another process (the submitter, the controller); this api's own changes are anchored as they commit")
 	cmd.Flags().StringSliceVar(&trustedKeys, "audit-trusted-keys", nil, "public keys (ed25519:BASE64) of earlier --audit-key keys whose anchors still verify, after a rotation")
 	return cmd
 }
