@@ -23,6 +23,7 @@ func newAPICommand() *cobra.Command {
 	var listen, tokensFile, policyFile, auditKeyFile string
 	var trustedKeys []string
 	var anchorInterval time.Duration
+	var oidcConfig auth.OIDCConfig
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Serve the REST API (and relay the outbox to the stream)",
@@ -37,14 +38,6 @@ prints the key's public half at start, for the clients' configuration.`,
     --tokens /etc/purser/tokens.yaml --policy /etc/purser/policy.yaml --key-file /etc/purser/secret.key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tokens, err := auth.LoadTokens(tokensFile)
-			if err != nil {
-				return err
-			}
-			policy, err := auth.LoadPolicy(policyFile)
-			if err != nil {
-				return err
-			}
 			auditKey, err := anchor.LoadKeyFile(auditKeyFile)
 			if err != nil {
 				return err
@@ -62,6 +55,10 @@ prints the key's public half at start, for the clients' configuration.`,
 				return err
 			}
 			defer closeHub()
+			identities, err := newIdentities(tokensFile, policyFile, oidcConfig, h)
+			if err != nil {
+				return err
+			}
 			db, streams, sealer, log := h.db, h.streams, h.sealer, h.log
 			ctx := cmd.Context()
 			relay := outbox.NewRelay(outbox.StoreSource(db), streams, outbox.RelayOptions{Logger: log})
@@ -83,9 +80,10 @@ prints the key's public half at start, for the clients' configuration.`,
 				return err
 			}
 			wg.Go(func() { _ = anchors.Run(ctx) })
+			wg.Go(func() { _ = identities.Run(ctx) })
 			srv := &http.Server{
 				Addr: listen,
-				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
+				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Identities: identities, Sealer: sealer, Logger: log,
 					Anchors: anchors}),
 				ReadHeaderTimeout: 10 * time.Second,
 			}
@@ -105,8 +103,9 @@ prints the key's public half at start, for the clients' configuration.`,
 	}
 	f.register(cmd, true, true)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve on")
-	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens)")
-	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals)")
+	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens), reloaded when it changes")
+	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals), reloaded when it changes")
+	registerOIDCFlags(cmd, &oidcConfig)
 	cmd.Flags().StringVar(&auditKeyFile, "audit-key", "purser-data/audit.key", "ed25519 private key (PEM, PKCS #8: openssl genpkey -algorithm ed25519) that signs the audit anchors; never in the database")
 	cmd.Flags().DurationVar(&anchorInterval, "audit-anchor-interval", anchor.DefaultInterval, "how often to anchor a head written by another process (the submitter, the controller); this api's own changes are anchored as they commit")
 	cmd.Flags().StringSliceVar(&trustedKeys, "audit-trusted-keys", nil, "public keys (ed25519:BASE64) of earlier --audit-key keys whose anchors still verify, after a rotation")

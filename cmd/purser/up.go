@@ -63,6 +63,7 @@ Ctrl-C stops everything it started.`,
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the API and web UI")
 	cmd.Flags().IntVar(&cfg.Sandbox, "sandbox", 0, "also start and register this many local Kubernetes clusters")
 	cmd.Flags().StringVar(&cfg.ClientConfig, "client-config", "", "where to write the client config (default: $PURSER_CONFIG, else ~/.config/purser/config.yaml)")
+	registerOIDCFlags(cmd, &cfg.OIDC)
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level to DIR/purser.log (default: warnings and errors)")
 	return cmd
 }

@@ -52,10 +52,10 @@ func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
 		Namespace: q.Get("namespace"), Kind: q.Get("kind"), Name: q.Get("name"),
 		Actor: q.Get("actor"), Action: q.Get("action"),
 	}
-	if f.Namespace == "" && !s.cfg.Policy.ReadsEverywhere(u) {
+	if f.Namespace == "" && !s.policy().ReadsEverywhere(u) {
 		return 0, nil, errForbidden("user %q may not read the history of every namespace; pass ?namespace=", u.Name)
 	}
-	if f.Namespace != "" && !s.cfg.Policy.Allowed(u, f.Namespace, auth.VerbRead) {
+	if f.Namespace != "" && !s.policy().Allowed(u, f.Namespace, auth.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, f.Namespace)
 	}
 	var err error

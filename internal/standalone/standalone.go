@@ -43,6 +43,9 @@ type Config struct {
 	ClientConfig string // where to write the client config; empty: client.DefaultConfigPath
 	Out          io.Writer
 	Logger       *slog.Logger
+	// OIDC, when its issuer is set, accepts that provider's ID tokens
+	// beside the tokens file.
+	OIDC auth.OIDCConfig
 }
 
 // Files under the data folder.
@@ -92,11 +95,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	tokens, err := auth.LoadTokens(filepath.Join(dataDir, TokensFile))
-	if err != nil {
-		return err
+	idCfg := auth.IdentitiesConfig{TokensFile: filepath.Join(dataDir, TokensFile), PolicyFile: filepath.Join(dataDir, PolicyFile), Logger: log}
+	if cfg.OIDC.Enabled() {
+		if idCfg.OIDC, err = auth.NewOIDC(cfg.OIDC, log); err != nil {
+			return err
+		}
 	}
-	policy, err := auth.LoadPolicy(filepath.Join(dataDir, PolicyFile))
+	identities, err := auth.LoadIdentities(idCfg)
 	if err != nil {
 		return err
 	}
@@ -151,11 +156,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	wg.Go(func() { _ = anchors.Run(ctx) })
+	wg.Go(func() { _ = identities.Run(ctx) })
 
 	metrics := prometheus.NewRegistry()
 	api := server.New(server.Config{
 		Store: db, Stream: streams, Outbox: relay, Registry: metrics,
-		Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log, Anchors: anchors,
+		Identities: identities, Sealer: sealer, Logger: log, Anchors: anchors,
 	})
 	listen := cfg.Listen
 	if listen == "" {
