@@ -42,18 +42,18 @@ type Config struct {
 	Stream Checker // nil: /readyz checks the database only
 	// Anchors keeps the record of the audit chain's heads outside the
 	// database (*anchor.Publisher); nil: the chain is verified on its own.
-	Anchors  AnchorRecord
-	Outbox   Notifier
+	Anchors AnchorRecord
+	Outbox  Notifier
 	// Identities authenticates and authorizes, reloading the tokens and
 	// policy files as they change and accepting the OIDC provider's ID
 	// tokens; nil: Tokens and Policy, fixed.
 	Identities *auth.Identities
 	Tokens     *auth.Authenticator
 	Policy     *auth.Policy
-	Sealer   *seal.Sealer
-	Logger   *slog.Logger
-	Registry *prometheus.Registry // metrics are registered here; nil: a new one
-	Now      func() time.Time     // nil: time.Now
+	Sealer     *seal.Sealer
+	Logger     *slog.Logger
+	Registry   *prometheus.Registry // metrics are registered here; nil: a new one
+	Now        func() time.Time     // nil: time.Now
 }
 
 // Server is the HTTP API.
