@@ -99,9 +99,40 @@ func Resolve(flags Config) (Config, error) {
 		return c, errors.New("no purser server: pass --server URL, set PURSER_SERVER, or run `purser up` on this machine")
 	}
 	if c.Token == "" {
-		return c, errors.New("no token: pass --token, set PURSER_TOKEN, or run `purser up` on this machine")
+		return c, errors.New("no token: pass --token, set PURSER_TOKEN, run purser login, or run `purser up` on this machine")
 	}
 	return c, nil
+}
+
+// ResolveWithLogin is Resolve where a login cached for the server (purser
+// login) comes before the client config's token: a user who signed in
+// means to act as themselves, not as the admin `purser up` wrote down. The
+// login's ID token is refreshed when it expired.
+func ResolveWithLogin(ctx context.Context, flags Config) (Config, error) {
+	explicit := flags.Token
+	if explicit == "" {
+		explicit = os.Getenv("PURSER_TOKEN")
+	}
+	// The server (and audit key) as Resolve finds them, whatever the
+	// token: a stand-in keeps it from asking for one.
+	c, err := Resolve(Config{Server: flags.Server, Token: "stand-in", AuditKey: flags.AuditKey})
+	if err != nil {
+		return c, err
+	}
+	c.Token = explicit
+	if c.Token == "" {
+		l, err := LoadLogin(c.Server)
+		if err != nil {
+			return c, err
+		}
+		if l != nil {
+			if c.Token, err = l.Token(ctx); err != nil {
+				return c, err
+			}
+			return c, nil
+		}
+	}
+	return Resolve(flags)
 }
 
 // Client talks to one purser server.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/internal/auth"
 )
@@ -21,16 +22,76 @@ type OIDCSettings struct {
 	ClientID    string   `json:"clientID"`
 	CLIClientID string   `json:"cliClientID"`
 	Scopes      []string `json:"scopes"`
+	// AuthorizationEndpoint is where the console sends the browser; empty
+	// while the provider cannot be reached.
+	AuthorizationEndpoint string `json:"authorizationEndpoint,omitempty"`
 }
 
-func (s *Server) authConfig(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) authConfig(w http.ResponseWriter, r *http.Request) {
 	var out AuthConfig
-	if s.cfg.Identities != nil && s.cfg.Identities.OIDC() != nil {
-		c := s.cfg.Identities.OIDC().Config()
+	if o := s.oidc(); o != nil {
+		c := o.Config()
 		out.OIDC = &OIDCSettings{Issuer: c.IssuerURL, ClientID: c.ClientID, CLIClientID: c.CLIClientID,
 			Scopes: append([]string{"openid"}, c.Scopes...)}
+		if ep, err := o.Endpoint(r.Context()); err == nil {
+			out.OIDC.AuthorizationEndpoint = ep.AuthURL
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) oidc() *auth.OIDC {
+	if s.cfg.Identities == nil {
+		return nil
+	}
+	return s.cfg.Identities.OIDC()
+}
+
+// CodeExchange is the body of POST /api/v1/auth/token: the console's
+// authorization code, its PKCE verifier and the redirect URI it used.
+type CodeExchange struct {
+	Code         string `json:"code"`
+	CodeVerifier string `json:"codeVerifier"`
+	RedirectURI  string `json:"redirectURI"`
+}
+
+// TokenAnswer is the answer of POST /api/v1/auth/token.
+type TokenAnswer struct {
+	IDToken string `json:"idToken"`
+	User    string `json:"user"`
+}
+
+// exchangeCode finishes the console's sign-in (the authorization code
+// flow with PKCE): it needs no token, since it makes one.
+func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request) {
+	o := s.oidc()
+	if o == nil {
+		writeError(w, errNotFound("this server signs no one in with an identity provider"))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	req, err := decodeBody(r, func(data []byte, _ string) (CodeExchange, error) {
+		var req CodeExchange
+		if err := yaml.UnmarshalStrict(data, &req); err != nil {
+			return req, errBadRequest("request body is malformed: %v", err)
+		}
+		return req, nil
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Code == "" || req.CodeVerifier == "" || req.RedirectURI == "" {
+		writeError(w, errInvalid("code, codeVerifier and redirectURI are required", nil))
+		return
+	}
+	raw, u, err := o.Exchange(r.Context(), req.Code, req.CodeVerifier, req.RedirectURI)
+	if err != nil {
+		s.log.Info("console sign-in refused", "error", err)
+		writeError(w, errUnauthorized())
+		return
+	}
+	writeJSON(w, http.StatusOK, TokenAnswer{IDToken: raw, User: u.Name})
 }
 
 // registerIdentityMetrics shows the reloads of the tokens and policy files,

@@ -110,6 +110,7 @@ func New(cfg Config) *Server {
 	s.handle("GET /api/v1/inventory", s.listInventory)
 	s.handle("GET /api/v1/whoami", s.whoami)
 	s.mux.HandleFunc("GET /api/v1/auth/config", s.authConfig)
+	s.mux.HandleFunc("POST /api/v1/auth/token", s.exchangeCode)
 	s.handle("GET /api/v1/history", s.listHistory)
 	s.handle("GET /api/v1/history/verify", s.verifyHistory)
 	s.handle("POST /api/v1/history/anchors/restart", s.restartAnchors)

@@ -120,8 +120,13 @@ function showLogin(message) {
     el("p", { class: "muted" }, "Paste your token. `purser up` prints a link that logs you in, and writes the admin token to its data folder."),
     message ? el("p", { class: "error" }, message) : null,
     input,
-    el("button", { type: "submit", id: "login" }, "Log in")));
+    el("button", { type: "submit", id: "login" }, "Log in"),
+    el("p", { id: "sso" })));
   input.focus();
+  sso.settings().then(oidc => {
+    if (oidc) document.getElementById("sso")?.replaceChildren(
+      el("button", { type: "button", id: "sso-login", onclick: () => sso.begin(oidc) }, "Sign in with single sign-on"));
+  });
 }
 
 async function start() {
@@ -574,5 +579,7 @@ window.addEventListener("hashchange", () => { if (access) route(); });
     const rest = params.toString();
     history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
   }
-  if (token()) start(); else showLogin();
+  sso.complete().then(
+    () => { if (token()) start(); else showLogin(); },
+    e => showLogin(e.message));
 })();
