@@ -36,6 +36,13 @@ type User struct {
 	Groups          []string
 }
 
+// Options are the provider's users and how long its ID tokens last.
+type Options struct {
+	Users []User
+	// IDTokenTTL is the ID tokens' lifetime; 0: Dex's default (24 h).
+	IDTokenTTL time.Duration
+}
+
 // Dex is a running provider.
 type Dex struct {
 	Issuer string
@@ -46,7 +53,7 @@ type Dex struct {
 
 // Start builds Dex on first use (minutes, once per machine) and starts it
 // on a free loopback port; it is stopped when the test ends.
-func Start(t testing.TB, users ...User) *Dex {
+func Start(t testing.TB, opts Options) *Dex {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -62,7 +69,7 @@ func Start(t testing.TB, users ...User) *Dex {
 	d := &Dex{Issuer: "http://" + addr + "/dex", done: make(chan struct{}), log: &bytes.Buffer{}}
 
 	var passwords []map[string]any
-	for i, u := range users {
+	for i, u := range opts.Users {
 		// Dex refuses a cost below 10 at login.
 		hash, err := bcrypt.GenerateFromPassword([]byte(u.Password), bcrypt.DefaultCost)
 		if err != nil {
@@ -89,6 +96,9 @@ func Start(t testing.TB, users ...User) *Dex {
 		// redirects on any port and the device flow (Dex's
 		// validateRedirectURI, server/oauth2.go).
 		"staticClients": []map[string]any{{"id": ClientID, "name": "purser", "public": true}},
+	}
+	if opts.IDTokenTTL > 0 {
+		config["expiry"] = map[string]any{"idTokens": opts.IDTokenTTL.String()}
 	}
 	dir := t.TempDir()
 	data, err := yaml.Marshal(config)
