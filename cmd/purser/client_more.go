@@ -285,5 +285,6 @@ It exits non-zero whenever the verification fails.`,
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many entries")
 	cmd.Flags().BoolVar(&verify, "verify", false, "check the hash chain instead of listing")
 	cf.register(cmd)
+	cmd.AddCommand(newRestartAnchorsCommand())
 	return cmd
 }

@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/client"
@@ -68,4 +72,40 @@ func verifyHistory(ctx context.Context, c *client.Client, w io.Writer) error {
 		fmt.Fprintln(w, "no auditKey in the client config: the server's own key was trusted")
 	}
 	return nil
+}
+
+func newRestartAnchorsCommand() *cobra.Command {
+	var cf clientFlags
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "restart-anchors",
+		Short: "Begin a new record of audit anchors, once the old one is gone (admins only)",
+		Long: `After a restore of the database, or once the AUDIT stream was lost, the api
+anchors nothing (verification fails: the stream holds no anchor for the
+chain's entries). Once the incident is recorded where your organisation
+records them, an admin removes the old stream if there is one (nats stream
+rm AUDIT) and begins a new record here: the reason is appended to the chain,
+and the new record's first anchor names who began it. Verification passes
+again and says from which entry the record runs.`,
+		Example: `  purser history restart-anchors --reason "database restored to 06:00 after INC-1234"`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return errors.New("--reason is required: it is kept in the audit chain")
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			body, _ := json.Marshal(map[string]string{"reason": reason})
+			if _, err := c.Do(cmd.Context(), http.MethodPost, "/api/v1/history/anchors/restart", nil, body, "application/json", nil); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "a new record of anchors begins with the chain as it is")
+			return verifyHistory(cmd.Context(), c, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why the record is begun again (kept in the audit chain)")
+	cf.register(cmd)
+	return cmd
 }

@@ -248,6 +248,15 @@ func TestHistoryVerifyFails(t *testing.T) {
 				f.mustFail("the stream was deleted or recreated")
 				f.submit("after", 1)
 				f.mustFail("the stream was deleted or recreated")
+
+				// Once the incident is recorded, an admin begins a new record.
+				out, err := exec.Command(f.bin, "history", "restart-anchors", "--server", f.url, "--token", f.token,
+					"--reason", "AUDIT lost in INC-9").CombinedOutput()
+				if err != nil || !strings.Contains(string(out), "begun again at entry 4 by admin: AUDIT lost in INC-9") {
+					t.Fatalf("restart-anchors: %v\n%s", err, out)
+				}
+				f.submit("later", 1)
+				f.waitAnchored(5)
 			})
 			t.Run("tail cut after the last write", func(t *testing.T) {
 				f := startVerifyFarm(t, bin, eng)

@@ -103,7 +103,7 @@ func (p *Publisher) CanRestart(ctx context.Context) error {
 		return err
 	}
 	if info.State.Msgs > 0 {
-		return fmt.Errorf("%w (%d messages): a new record begins only in an empty stream", ErrRecordExists, info.State.Msgs)
+		return fmt.Errorf("%w, %d messages long: a new record begins only in an empty stream", ErrRecordExists, info.State.Msgs)
 	}
 	return nil
 }
