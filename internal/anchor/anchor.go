@@ -92,8 +92,11 @@ func (p *Publisher) KeyString() string { return audit.PublicKeyString(p.PublicKe
 // Record reads and checks the whole record (Read) with this publisher's
 // key and the trusted ones.
 func (p *Publisher) Record(ctx context.Context, chainSeq int64) (Record, error) {
-	keys := audit.NewKeys(append([]ed25519.PublicKey{p.PublicKey()}, p.cfg.TrustedKeys...)...)
-	return Read(ctx, p.cfg.Stream, keys, chainSeq)
+	return Read(ctx, p.cfg.Stream, p.keys(), chainSeq)
+}
+
+func (p *Publisher) keys() audit.Keys {
+	return audit.NewKeys(append([]ed25519.PublicKey{p.PublicKey()}, p.cfg.TrustedKeys...)...)
 }
 
 // CanRestart returns ErrRecordExists while the stream holds a record.
@@ -285,9 +288,11 @@ func (p *Publisher) load(ctx context.Context) (*jetstream.StreamInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the newest anchor: %w", err)
 	}
-	a, err := audit.OpenAnchor(raw.Data, audit.NewKeys(p.PublicKey()))
+	// After a rotation the newest anchor is the old key's: the record
+	// goes on under the new one.
+	a, err := audit.OpenAnchor(raw.Data, p.keys())
 	if err != nil {
-		return nil, fmt.Errorf("the AUDIT stream's newest message (%d) is not an anchor of this key: %w; the record cannot be continued", raw.Sequence, err)
+		return nil, fmt.Errorf("the AUDIT stream's newest message (%d) is not an anchor of a trusted key: %w; the record cannot be continued", raw.Sequence, err)
 	}
 	p.last = &published{anchor: a, digest: audit.Digest(raw.Data), streamSeq: raw.Sequence}
 	return info, nil

@@ -306,3 +306,39 @@ func readMessages(t *testing.T, c *stream.Client) []audit.RecordMessage {
 	}
 	return out
 }
+
+// After a rotation of the signing key the record goes on under the new
+// key, and verifies with the old one trusted.
+func TestKeyRotation(t *testing.T) {
+	f := newFixture(t, storetest.Engines()[0])
+	old := f.publisher(time.Hour, true)
+	f.append(0, 2)
+	f.waitAnchored(old, 2)
+
+	oldPub := f.key.Public().(ed25519.PublicKey)
+	_, newKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := anchor.New(anchor.Config{Store: f.db, Stream: f.streams, Key: newKey, TrustedKeys: []ed25519.PublicKey{oldPub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.db.OnAuditCommit(p.Notify) // the old publisher's process is gone
+	if err := p.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.append(2, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = p.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	rec := f.waitAnchored(p, 3)
+	if last := rec.Anchors[len(rec.Anchors)-1]; last.Key != audit.PublicKeyString(newKey.Public().(ed25519.PublicKey)) {
+		t.Fatalf("the newest anchor is signed by %s", last.Key)
+	}
+	// Without the old key trusted, the old anchors do not check.
+	keys := audit.NewKeys(newKey.Public().(ed25519.PublicKey))
+	_, err = anchor.Read(t.Context(), f.streams, keys, f.head())
+	wantRecordError(t, err, "not a trusted key")
+}

@@ -448,9 +448,9 @@ function historyPage() {
     if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No entries match.")));
     if (access.readsEverywhere) {
       const v = await api("GET", "/api/v1/history/verify");
-      fill(chain, v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified, against " + v.anchors + " published heads")
-        : el("span", { class: "badge Failed" }, "chain broken at entry " + v.brokenSeq + ": " + v.reason),
-        v.anchorError ? el("span", { class: "badge Failed" }, "published heads unreadable: " + v.anchorError) : null);
+      fill(chain, v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified, against " + v.anchors + " signed anchors")
+        : el("span", { class: "badge Failed" }, (v.brokenSeq ? "chain broken at entry " + v.brokenSeq + ": " : "chain not verified: ") + v.reason),
+        v.record && v.record.since ? el("span", { class: "muted" }, " record of anchors begun again at entry " + v.record.since.seq + " by " + v.record.since.actor) : null);
     }
   });
 }
