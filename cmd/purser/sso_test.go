@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,6 +148,22 @@ func TestSingleSignOn(t *testing.T) {
 	}
 	mustContain(t, "apply in team-b, a viewer", ssoCLIApplyTeamB(t, bin, clientConfig, cache), "may not")
 
+	// A broken edit keeps the last good policy, and says so.
+	writePolicy(t, policyPath, "admins: [admin\n")
+	deadline = time.Now().Add(time.Minute)
+	for {
+		ready := httpGet(t, server+"/readyz")
+		if strings.Contains(ready, "policy.yaml") && strings.Contains(ready, "serving the version loaded at") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never reported the broken policy: %s", ready)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	mustContain(t, "metrics", httpGet(t, server+"/metrics"), "purser_auth_reload_failing 1")
+	ssoCLI(t, bin, clientConfig, cache, true, "get", "runnables", "-n", "team-b")
+
 	// Past the ID token's lifetime, the CLI refreshes it.
 	before := cachedLogin(t, cache, server)
 	if wait := time.Until(before.Expiry); wait > 0 {
@@ -229,4 +246,15 @@ func writePolicy(t *testing.T, path, data string) {
 	if err := os.Rename(path+".tmp", path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return string(data)
 }

@@ -79,3 +79,14 @@ func TestRestartAnchors(t *testing.T) {
 		})
 	}
 }
+
+// Without an identity provider, the sign-in endpoints say so, and need no
+// token.
+func TestAuthEndpointsWithoutProvider(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	v := h.get("", "/api/v1/auth/config").want(t, http.StatusOK)
+	if len(v.body) != 0 {
+		t.Fatalf("auth config without a provider: %s", v.raw)
+	}
+	h.do("", "POST", "/api/v1/auth/token", "application/json", []byte(`{"code":"c","codeVerifier":"v","redirectURI":"http://x/"}`)).want(t, http.StatusNotFound)
+}
