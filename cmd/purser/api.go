@@ -76,7 +76,7 @@ prints the key's public half at start, for the clients' configuration.`,
 				return err
 			}
 			db.OnAuditCommit(anchors.Notify)
-			if err := anchors.Init(ctx); err != nil {
+			if err := whileUnavailable(ctx, log, anchors.Init); err != nil {
 				return err
 			}
 			wg.Go(func() { _ = anchors.Run(ctx) })
