@@ -33,6 +33,11 @@ import (
 // another process (a submitter, the controller) stays unanchored.
 const DefaultInterval = 2 * time.Second
 
+// DefaultSpacing is the least time between two anchors: a change after a
+// quiet spell is anchored at once, a stream of changes once a second, so
+// that the AUDIT stream grows by at most one anchor a second.
+const DefaultSpacing = time.Second
+
 // Config is what a Publisher needs.
 type Config struct {
 	Store  *store.Store
@@ -42,6 +47,7 @@ type Config struct {
 	// TrustedKeys also verify anchors: the keys used before a rotation.
 	TrustedKeys []ed25519.PublicKey
 	Interval    time.Duration // DefaultInterval if 0
+	Spacing     time.Duration // DefaultSpacing if 0
 	Logger      *slog.Logger  // nil discards
 	Now         func() time.Time
 }
@@ -73,6 +79,9 @@ func New(cfg Config) (*Publisher, error) {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.Spacing <= 0 {
+		cfg.Spacing = DefaultSpacing
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -147,11 +156,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		p.publish(ctx)
+		published := time.Now()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.wake:
 		case <-t.C:
+		}
+		// Commits that land meanwhile share the next anchor.
+		if !backoff.Sleep(ctx, p.cfg.Spacing-time.Since(published)) {
+			return nil
 		}
 	}
 }
@@ -204,7 +218,7 @@ func (p *Publisher) publish(ctx context.Context) {
 }
 
 func (p *Publisher) publishLocked(ctx context.Context) error {
-	info, err := p.load(ctx)
+	created, err := p.load(ctx)
 	if err != nil {
 		return err
 	}
@@ -216,7 +230,7 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("read the audit chain's head: %w", err)
 	}
-	next := audit.Anchor{Seq: seq, Hash: hash, Stream: info.Created, PublishedAt: p.cfg.Now().UTC()}
+	next := audit.Anchor{Seq: seq, Hash: hash, Stream: created, PublishedAt: p.cfg.Now().UTC()}
 	var after uint64
 	if last := p.last; last == nil {
 		next.N = 1
@@ -257,6 +271,9 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 	digest := audit.Digest(msg)
 	streamSeq, err := p.cfg.Stream.PublishAfter(ctx, stream.SubjectAuditAnchors, "anchor-"+digest, msg, after)
 	if err != nil {
+		// Whatever happened (another replica first, the stream gone, an
+		// ack lost), read the stream again before the next anchor.
+		p.last = nil
 		return err
 	}
 	next.Key = audit.PublicKeyString(p.PublicKey())
@@ -268,34 +285,38 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 // load reads the record's newest anchor when this publisher does not know
 // it (at start, or after another replica published), and returns what the
 // stream says of itself.
-func (p *Publisher) load(ctx context.Context) (*jetstream.StreamInfo, error) {
+func (p *Publisher) load(ctx context.Context) (time.Time, error) {
+	if p.last != nil {
+		// Trusted until a publish finds the stream moved (another
+		// replica's anchor) or gone: the compare-and-swap tells.
+		return p.last.anchor.Stream, nil
+	}
 	info, err := p.streamInfo(ctx)
 	if err != nil {
-		return nil, err
+		return time.Time{}, err
 	}
-	if p.last != nil && info.State.LastSeq == p.last.streamSeq && info.Created.Equal(p.last.anchor.Stream) {
-		return info, nil
-	}
-	p.last = nil
 	if info.State.Msgs == 0 {
-		return info, nil
+		return info.Created, nil
 	}
 	s, err := p.cfg.Stream.JetStream().Stream(ctx, stream.AuditStream)
 	if err != nil {
-		return nil, fmt.Errorf("read the AUDIT stream: %w", err)
+		return time.Time{}, fmt.Errorf("read the AUDIT stream: %w", err)
 	}
 	raw, err := s.GetMsg(ctx, info.State.LastSeq)
 	if err != nil {
-		return nil, fmt.Errorf("read the newest anchor: %w", err)
+		return time.Time{}, fmt.Errorf("read the newest anchor: %w", err)
 	}
 	// After a rotation the newest anchor is the old key's: the record
 	// goes on under the new one.
 	a, err := audit.OpenAnchor(raw.Data, p.keys())
 	if err != nil {
-		return nil, fmt.Errorf("the AUDIT stream's newest message (%d) is not an anchor of a trusted key: %w; the record cannot be continued", raw.Sequence, err)
+		return time.Time{}, fmt.Errorf("the AUDIT stream's newest message (%d) is not an anchor of a trusted key: %w; the record cannot be continued", raw.Sequence, err)
+	}
+	if !a.Stream.Equal(info.Created) {
+		return time.Time{}, fmt.Errorf("the AUDIT stream's newest anchor was written to a stream created at %s, not to this one: the record cannot be continued", a.Stream.UTC().Format(time.RFC3339Nano))
 	}
 	p.last = &published{anchor: a, digest: audit.Digest(raw.Data), streamSeq: raw.Sequence}
-	return info, nil
+	return info.Created, nil
 }
 
 func (p *Publisher) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
