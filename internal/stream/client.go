@@ -360,6 +360,9 @@ func (c *Client) Ready(ctx context.Context) error {
 // Close closes the connection; consumers created from JetStream stop.
 func (c *Client) Close() { c.nc.Close() }
 
+// errCodeNoPeersForPlacement is nats-server's JSClusterNoPeersErrF.
+const errCodeNoPeersForPlacement jetstream.ErrorCode = 10005
+
 // classify wraps err with what was being done and, when it means that no
 // server answered, with ErrUnavailable: this is the one place that knows
 // which NATS errors are transient.
@@ -381,8 +384,11 @@ func unavailable(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		// 503 is JetStream's own "not available": disabled, no quorum,
-		// no leader yet after a restart.
-		return apiErr.Code == http.StatusServiceUnavailable
+		// no leader yet after a restart. "No suitable peers for
+		// placement" (10005) is what a cluster whose servers are still
+		// joining answers a declaration of a replicated stream; were the
+		// cluster too small for good, the caller's retries log it.
+		return apiErr.Code == http.StatusServiceUnavailable || apiErr.ErrorCode == errCodeNoPeersForPlacement
 	}
 	for _, target := range []error{
 		context.DeadlineExceeded,
