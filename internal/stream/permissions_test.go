@@ -56,7 +56,9 @@ func TestProductionPermissions(t *testing.T) {
 	if !srv.ReadyForConnections(streamtest.Timeout) {
 		t.Fatal("nats-server not ready")
 	}
-	url := func(user, password string) string { return fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", user, password, port) }
+	url := func(user, password string) string {
+		return fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", user, password, port)
+	}
 	ctx := streamtest.Context(t)
 
 	api := streamtest.Connect(t, url("purser-api", "api-secret"))
