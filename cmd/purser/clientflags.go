@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,14 +20,17 @@ type clientFlags struct {
 func (f *clientFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.sel.Server, "server", "", "`URL` of the purser API, such as http://127.0.0.1:8080 (default: the context's server, else $PURSER_SERVER)")
-	fl.StringVar(&f.sel.Token, "token", "", "bearer `TOKEN` (default: the context's token, else $PURSER_TOKEN)")
+	fl.StringVar(&f.sel.Token, "token", "", "bearer `TOKEN` (default: $PURSER_TOKEN unless --context is given, else the login of purser login for the server, else the context's token)")
 	fl.StringVar(&f.sel.Context, "context", "", "`NAME` of the context of the client config to use (default: its current context; see purser config get-contexts)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say which server, and which context, the command talks to")
 }
 
-// client resolves the server and token; with -v it says which on stderr.
+// client resolves the server and token (a login of purser login for the
+// server before a context's token); with -v it says which on stderr.
 func (f *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
-	cfg, err := client.Resolve(f.sel)
+	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+	defer cancel()
+	cfg, err := client.ResolveWithLogin(ctx, f.sel)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"net/http"
 	"net/url"
 
 	"github.com/spf13/cobra"
@@ -23,9 +21,13 @@ func newHistoryCommand() *cobra.Command {
 they were written); --limit N prints the N newest (or, with --oldest-first,
 the N oldest). Every change, approval, placement, eviction and failover is
 there. --verify walks the hash chain and reports the first broken link, if
-any; it also checks the chain against the heads the api published to the
-stream, so that a chain rewritten in the database with its hashes
-recomputed does not pass.`,
+any; it also checks the chain against the heads the api signed and
+published to the stream (AUDIT), and that record itself, so that a chain
+rewritten in the database with its hashes recomputed, a forged or missing
+head, or a deleted or recreated stream does not pass. With the api's public
+key in the client config's context (auditKey, which purser up writes) or in
+$PURSER_AUDIT_KEY, it also checks the newest head's signature itself. It
+exits non-zero whenever the verification fails.`,
 		Example: `  purser history -n team-a --name nightly-report
   purser history --limit 20
   purser history --actor alice --since 2026-11-01T00:00:00Z --oldest-first
@@ -58,7 +60,7 @@ recomputed does not pass.`,
 			}
 			w := stdout(cmd)
 			if verify {
-				return named(c, verifyHistory(cmd, c))
+				return named(c, verifyHistory(cmd.Context(), c, w))
 			}
 			items, err := c.List(cmd.Context(), "/api/v1/history", q, limit)
 			if err != nil {
@@ -82,28 +84,6 @@ recomputed does not pass.`,
 	cmd.Flags().BoolVar(&oldestFirst, "oldest-first", false, "oldest entries first, in the order they were written")
 	cmd.Flags().BoolVar(&verify, "verify", false, "check the hash chain instead of listing")
 	cf.register(cmd)
+	cmd.AddCommand(newRestartAnchorsCommand())
 	return cmd
-}
-
-func verifyHistory(cmd *cobra.Command, c *client.Client) error {
-	var res struct {
-		Entries     int64  `json:"entries"`
-		OK          bool   `json:"ok"`
-		BrokenSeq   int64  `json:"brokenSeq"`
-		Reason      string `json:"reason"`
-		Anchors     int    `json:"anchors"`
-		AnchorError string `json:"anchorError"`
-	}
-	if _, err := c.Do(cmd.Context(), http.MethodGet, "/api/v1/history/verify", nil, nil, "", &res); err != nil {
-		return err
-	}
-	if !res.OK {
-		return fmt.Errorf("audit chain broken at entry %d: %s", res.BrokenSeq, res.Reason)
-	}
-	w := stdout(cmd)
-	fmt.Fprintf(w, "audit chain intact: %d entries verified, against %d heads published to the stream\n", res.Entries, res.Anchors)
-	if res.AnchorError != "" {
-		fmt.Fprintf(w, "warning: the published heads could not be read, so a rewrite of the whole chain would not show: %s\n", res.AnchorError)
-	}
-	return nil
 }

@@ -33,6 +33,9 @@ func New(cfg Config) *Client {
 // Server is the URL of the server the client talks to.
 func (c *Client) Server() string { return c.cfg.Server }
 
+// Config is the configuration the client was made with.
+func (c *Client) Config() Config { return c.cfg }
+
 // Describe names the server, and the context it came from, for messages:
 // a user with several contexts must see which one answered.
 func (c *Client) Describe() string {

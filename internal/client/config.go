@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,10 @@ import (
 type Config struct {
 	Server string `json:"server"`
 	Token  string `json:"token"`
+	// AuditKey is the public key that signs the server's audit anchors
+	// (ed25519:...), which `purser history --verify` checks the newest
+	// anchor with.
+	AuditKey string `json:"auditKey,omitempty"`
 	// Context names the context of the client config file the server came
 	// from, empty when flags or the environment named it.
 	Context string `json:"-"`
@@ -31,6 +36,8 @@ type Context struct {
 	Server  string `json:"server"`
 	Token   string `json:"token"`
 	DataDir string `json:"dataDir,omitempty"`
+	// AuditKey is the public key of the server's audit anchors.
+	AuditKey string `json:"auditKey,omitempty"`
 }
 
 // File is the client config file: every context, and the one commands use
@@ -42,8 +49,9 @@ type File struct {
 
 // legacyFile is the client config before contexts: one server, one token.
 type legacyFile struct {
-	Server string `json:"server"`
-	Token  string `json:"token"`
+	Server   string `json:"server"`
+	Token    string `json:"token"`
+	AuditKey string `json:"auditKey"`
 }
 
 // LegacyContext is the name given to the single server of a client config
@@ -106,7 +114,7 @@ func ReadFile(path string) (*File, error) {
 	if len(f.Contexts) == 0 {
 		var old legacyFile
 		if err := yaml.Unmarshal(data, &old); err == nil && old.Server != "" {
-			f = File{CurrentContext: LegacyContext, Contexts: []Context{{Name: LegacyContext, Server: old.Server, Token: old.Token}}}
+			f = File{CurrentContext: LegacyContext, Contexts: []Context{{Name: LegacyContext, Server: old.Server, Token: old.Token, AuditKey: old.AuditKey}}}
 		}
 	}
 	return &f, nil
@@ -155,19 +163,21 @@ func EditFile(path string, edit func(f *File) error) error {
 }
 
 // SaveUpContext adds to f, or refreshes, the context of the `purser up`
-// whose data folder is dataDir, and makes it current. The context keeps its
-// name across restarts (it is found by its folder); a new one is named
-// after the folder, with a number added when another folder of the same
-// name already has that name. It returns the context's name.
-func SaveUpContext(f *File, dataDir, server, token string) string {
+// whose data folder is up.DataDir (with its server, token and audit key),
+// and makes it current. The context keeps its name across restarts (it is
+// found by its folder); a new one is named after the folder, with a number
+// added when another folder of the same name already has that name. It
+// returns the context's name.
+func SaveUpContext(f *File, up Context) string {
 	for i, c := range f.Contexts {
-		if c.DataDir == dataDir {
-			f.Contexts[i].Server, f.Contexts[i].Token = server, token
+		if c.DataDir == up.DataDir {
+			up.Name = c.Name
+			f.Contexts[i] = up
 			f.CurrentContext = c.Name
 			return c.Name
 		}
 	}
-	base := filepath.Base(dataDir)
+	base := filepath.Base(up.DataDir)
 	name := base
 	for n := 2; ; n++ {
 		if _, taken := f.Find(name); !taken {
@@ -175,7 +185,8 @@ func SaveUpContext(f *File, dataDir, server, token string) string {
 		}
 		name = base + "-" + strconv.Itoa(n)
 	}
-	f.Contexts = append(f.Contexts, Context{Name: name, Server: server, Token: token, DataDir: dataDir})
+	up.Name = name
+	f.Contexts = append(f.Contexts, up)
 	f.CurrentContext = name
 	return name
 }
@@ -209,7 +220,8 @@ func Resolve(sel Selection) (Config, error) {
 		file, err = ReadFile(path)
 		return err
 	}
-	// A context's token is only ever sent to that context's server.
+	// A context's token (and audit key) is only ever used with that
+	// context's server.
 	fill := func(ctx Context) {
 		if c.Server != "" && c.Server != ctx.Server {
 			return
@@ -217,6 +229,9 @@ func Resolve(sel Selection) (Config, error) {
 		c.Context, c.Server = ctx.Name, ctx.Server
 		if c.Token == "" {
 			c.Token = ctx.Token
+		}
+		if c.AuditKey == "" {
+			c.AuditKey = ctx.AuditKey
 		}
 	}
 	if sel.Context != "" {
@@ -235,7 +250,10 @@ func Resolve(sel Selection) (Config, error) {
 	if c.Token == "" {
 		c.Token = os.Getenv("PURSER_TOKEN")
 	}
-	if c.Server == "" || c.Token == "" {
+	if c.AuditKey == "" {
+		c.AuditKey = os.Getenv("PURSER_AUDIT_KEY")
+	}
+	if c.Server == "" || c.Token == "" || c.AuditKey == "" {
 		if err := load(); err != nil {
 			return c, err
 		}
@@ -251,7 +269,38 @@ func Resolve(sel Selection) (Config, error) {
 		return c, errors.New("no purser server: pass --server URL or --context NAME, set PURSER_SERVER, or run `purser up` on this machine")
 	}
 	if c.Token == "" {
-		return c, fmt.Errorf("no token for %s: pass --token, set PURSER_TOKEN, or run `purser up` on this machine", c.Server)
+		return c, fmt.Errorf("no token for %s: pass --token, set PURSER_TOKEN, run purser login, or run `purser up` on this machine", c.Server)
+	}
+	return c, nil
+}
+
+// ResolveWithLogin is Resolve where a login cached for the server (purser
+// login) comes before a context's token: a user who signed in means to act
+// as themselves, not as the admin `purser up` wrote down. --token still
+// wins, and so does $PURSER_TOKEN unless --context names a context (whose
+// server then gets no token meant for another). The login's ID token is
+// refreshed when it expired.
+func ResolveWithLogin(ctx context.Context, sel Selection) (Config, error) {
+	if sel.Token != "" || (sel.Context == "" && os.Getenv("PURSER_TOKEN") != "") {
+		return Resolve(sel)
+	}
+	// The server (and context) as Resolve finds them, whatever the token:
+	// a stand-in keeps it from asking for one.
+	probe := sel
+	probe.Token = "stand-in"
+	c, err := Resolve(probe)
+	if err != nil {
+		return c, err
+	}
+	l, err := LoadLogin(c.Server)
+	if err != nil {
+		return c, err
+	}
+	if l == nil {
+		return Resolve(sel)
+	}
+	if c.Token, err = l.Token(ctx); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -9,15 +9,15 @@ import (
 
 func TestSaveUpContext(t *testing.T) {
 	f := &File{}
-	if n := SaveUpContext(f, "/a/purser-data", "http://a:1", "ta"); n != "purser-data" {
+	if n := SaveUpContext(f, Context{DataDir: "/a/purser-data", Server: "http://a:1", Token: "ta"}); n != "purser-data" {
 		t.Fatalf("first context named %q", n)
 	}
 	// Another folder of the same name gets a name of its own.
-	if n := SaveUpContext(f, "/b/purser-data", "http://b:1", "tb"); n != "purser-data-2" {
+	if n := SaveUpContext(f, Context{DataDir: "/b/purser-data", Server: "http://b:1", Token: "tb"}); n != "purser-data-2" {
 		t.Fatalf("second context named %q", n)
 	}
 	// A restart of the first refreshes its context and makes it current.
-	if n := SaveUpContext(f, "/a/purser-data", "http://a:2", "ta2"); n != "purser-data" || f.CurrentContext != "purser-data" {
+	if n := SaveUpContext(f, Context{DataDir: "/a/purser-data", Server: "http://a:2", Token: "ta2"}); n != "purser-data" || f.CurrentContext != "purser-data" {
 		t.Fatalf("refresh named %q, current %q", n, f.CurrentContext)
 	}
 	if len(f.Contexts) != 2 || f.Contexts[0] != (Context{Name: "purser-data", Server: "http://a:2", Token: "ta2", DataDir: "/a/purser-data"}) {
@@ -28,8 +28,8 @@ func TestSaveUpContext(t *testing.T) {
 func TestResolve(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	f := &File{}
-	SaveUpContext(f, "/x/one", "http://one", "t1")
-	SaveUpContext(f, "/x/two", "http://two", "t2")
+	SaveUpContext(f, Context{DataDir: "/x/one", Server: "http://one", Token: "t1"})
+	SaveUpContext(f, Context{DataDir: "/x/two", Server: "http://two", Token: "t2"})
 	if err := EditFile(path, func(g *File) error { *g = *f; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,10 @@ func TestLegacyConfig(t *testing.T) {
 	if err != nil || got != (Config{Server: "http://old", Token: "t", Context: LegacyContext}) {
 		t.Fatalf("Resolve = %+v, %v", got, err)
 	}
-	if err := EditFile(path, func(f *File) error { SaveUpContext(f, "/d/purser-data", "http://new", "n"); return nil }); err != nil {
+	if err := EditFile(path, func(f *File) error {
+		SaveUpContext(f, Context{DataDir: "/d/purser-data", Server: "http://new", Token: "n"})
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := ReadFile(path)

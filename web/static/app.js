@@ -157,8 +157,13 @@ function showLogin(message) {
       " prints a link that logs you in, and writes the admin token to ", el("code", {}, "admin.token"), " in its data folder."),
     message ? el("p", { class: "error" }, message) : null,
     input,
-    el("button", { type: "submit", id: "login" }, "Log in")));
+    el("button", { type: "submit", id: "login" }, "Log in"),
+    el("p", { id: "sso" })));
   input.focus();
+  sso.settings().then(oidc => {
+    if (oidc) document.getElementById("sso")?.replaceChildren(
+      el("button", { type: "button", id: "sso-login", onclick: () => sso.begin(oidc) }, "Sign in with single sign-on"));
+  });
 }
 
 async function start() {
@@ -718,9 +723,9 @@ function historyPage() {
     if (changed(holder, [items.length, items.length && items[items.length - 1].seq])) fill(table, historyTable("history", items, true));
     if (access.readsEverywhere) {
       const v = await api("GET", "/api/v1/history/verify");
-      fill(chain, v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified, against " + v.anchors + " published heads")
-        : el("span", { class: "badge Failed" }, "chain broken at entry " + v.brokenSeq + ": " + v.reason),
-        v.anchorError ? el("span", { class: "badge Failed" }, "published heads unreadable: " + v.anchorError) : null);
+      fill(chain, v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified, against " + v.anchors + " signed anchors")
+        : el("span", { class: "badge Failed" }, (v.brokenSeq ? "chain broken at entry " + v.brokenSeq + ": " : "chain not verified: ") + v.reason),
+        v.record && v.record.since ? el("span", { class: "muted" }, " record of anchors begun again at entry " + v.record.since.seq + " by " + v.record.since.actor) : null);
     }
   });
 }
@@ -859,5 +864,7 @@ window.addEventListener("hashchange", () => { if (access) route(); });
     const rest = params.toString();
     history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
   }
-  if (token()) start(); else showLogin();
+  sso.complete().then(
+    () => { if (token()) start(); else showLogin(); },
+    e => showLogin(e.message));
 })();
