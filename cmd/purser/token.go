@@ -45,9 +45,8 @@ nowhere else. The tokens file is that of the current context's data folder
 (DIR/tokens.yaml of purser up), or of --context NAME, or --tokens-file. Its
 comments and other entries are kept. What USER may do comes from the policy
 file (purser policy check validates it). A user may hold several tokens.
-
-A running server reads the tokens file when it starts; restart it if it
-does not reload the file by itself.`,
+purser up and purser api reload the tokens file when it changes, within a
+second or so; no restart is needed.`,
 		Example: `  purser token create alice --group team-a
   TOKEN=$(purser token create ci-bot)`,
 		Args: cobra.ExactArgs(1),
