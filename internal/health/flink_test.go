@@ -359,7 +359,7 @@ func TestFlinkWithoutSpec(t *testing.T) {
 		{"application from its reconciled spec", flinkDeployment(`
   jobManagerDeploymentStatus: MISSING
   jobStatus: {state: FINISHED}
-  reconciliationStatus: {state: DEPLOYED, lastReconciledSpec: '`+lastSpec("suspended", false)+`'}`), judgement{H, PhasePending, "suspended"}},
+  reconciliationStatus: {state: DEPLOYED, lastReconciledSpec: '` + lastSpec("suspended", false) + `'}`), judgement{H, PhasePending, "suspended"}},
 		{"suspended", flinkDeployment(`
   jobManagerDeploymentStatus: MISSING
   lifecycleState: SUSPENDED`), judgement{H, PhasePending, "suspended"}},
