@@ -148,11 +148,16 @@ type Failover struct {
 // ApplicationFailover reacts to an unhealthy object.
 type ApplicationFailover struct {
 	// TolerationSeconds is how long the object may stay unhealthy before it
-	// is moved.
-	TolerationSeconds  *int64             `json:"tolerationSeconds,omitempty"`
-	PurgeMode          string             `json:"purgeMode,omitempty"`
-	GracePeriodSeconds *int64             `json:"gracePeriodSeconds,omitempty"`
-	StatePreservation  *StatePreservation `json:"statePreservation,omitempty"`
+	// is moved, once its attempt has been seen Healthy.
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+	// InitialTolerationSeconds is the same for an attempt that has not been
+	// Healthy yet: its first start (a Flink job restoring a large state, an
+	// image being pulled) may take far longer than a running job may stay
+	// unhealthy, and an empty new copy must not be evicted for being empty.
+	InitialTolerationSeconds *int64             `json:"initialTolerationSeconds,omitempty"`
+	PurgeMode                string             `json:"purgeMode,omitempty"`
+	GracePeriodSeconds       *int64             `json:"gracePeriodSeconds,omitempty"`
+	StatePreservation        *StatePreservation `json:"statePreservation,omitempty"`
 }
 
 // ClusterFailover reacts to a lost cluster.

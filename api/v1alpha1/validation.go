@@ -404,6 +404,9 @@ func (v *validator) failover(field string, f *Failover) {
 		if a.TolerationSeconds != nil && *a.TolerationSeconds < 0 {
 			v.add(af+".tolerationSeconds", "must be 0 or more")
 		}
+		if a.InitialTolerationSeconds != nil && *a.InitialTolerationSeconds < 0 {
+			v.add(af+".initialTolerationSeconds", "must be 0 or more")
+		}
 		if a.GracePeriodSeconds != nil && *a.GracePeriodSeconds < 0 {
 			v.add(af+".gracePeriodSeconds", "must be 0 or more")
 		}
