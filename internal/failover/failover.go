@@ -30,6 +30,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -223,11 +224,11 @@ func readRunnable(rec *store.Runnable) (*runnable, error) {
 	if err := json.Unmarshal(rec.Spec, &r.doc); err != nil {
 		return nil, fmt.Errorf("runnable %s/%s: stored spec: %w", rec.Namespace, rec.Name, err)
 	}
-	if len(rec.Status) > 0 {
-		if err := json.Unmarshal(rec.Status, &r.status); err != nil {
-			return nil, fmt.Errorf("runnable %s/%s: stored status: %w", rec.Namespace, rec.Name, err)
-		}
+	lr, err := lifecycle.Decode(rec)
+	if err != nil {
+		return nil, err
 	}
+	r.status = lr.Status
 	return r, nil
 }
 

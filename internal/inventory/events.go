@@ -148,10 +148,11 @@ func withoutSecretData(obj []byte) []byte {
 
 func (s *eventStage) apply(ctx context.Context, tx *store.Tx, work any) error {
 	w := work.(*eventWork)
-	if _, err := tx.UpsertInventory(ctx, w.rows); err != nil {
+	stored, err := tx.UpsertInventory(ctx, w.rows)
+	if err != nil {
 		return err
 	}
-	if err := observeRunnables(ctx, tx, w.rows); err != nil {
+	if err := observeRunnables(ctx, tx, stored); err != nil {
 		return err
 	}
 	for cluster, at := range w.lastEvent {
@@ -159,6 +160,6 @@ func (s *eventStage) apply(ctx context.Context, tx *store.Tx, work any) error {
 			return err
 		}
 	}
-	_, err := tx.DeleteInventory(ctx, w.tombs)
+	_, err = tx.DeleteInventory(ctx, w.tombs)
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -62,30 +63,25 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 			return err
 		}
 
-		phase := v1alpha1.PhaseQueued
-		message := "waiting for a cluster"
-		if needsApproval {
-			phase = v1alpha1.PhasePendingApproval
-			message = "waiting for approval by an approver other than " + u.Name
-		}
-		st, _ := json.Marshal(v1alpha1.RunnableStatus{Message: message})
-		rec = &store.Runnable{
-			Namespace: ns, Name: name, UID: uuid.NewString(), Generation: 1,
-			Spec: doc, SpecHash: hash, Phase: string(phase), Submitter: u.Name, Status: st,
-		}
-		if err := tx.CreateRunnable(r.Context(), rec); err != nil {
-			return err
-		}
-		if !needsApproval {
-			if err := enqueueSubmission(r.Context(), tx, rec, stream.SubmissionSubmit); err != nil {
-				return err
-			}
-		}
+		t := lifecycle.Transition{To: v1alpha1.PhaseQueued, By: lifecycle.ByAPI, Actor: u.Name,
+			Message: "waiting for a cluster", Enqueue: stream.SubmissionSubmit}
 		summary := fmt.Sprintf("submitted %s %s", templateKind(obj.Spec.Template), ns+"/"+name)
 		if needsApproval {
+			t.To, t.Enqueue = v1alpha1.PhasePendingApproval, ""
+			t.Message = "waiting for approval by an approver other than " + u.Name
 			summary += "; waits for approval"
 		}
-		return appendAudit(r.Context(), tx, u, "create", v1alpha1.KindRunnable, ns, name, summary, string(phase), obj.Spec)
+		details, err := json.Marshal(obj.Spec)
+		if err != nil {
+			return err
+		}
+		t.Audit = &audit.Entry{Action: "create", Summary: summary, Details: details}
+		rec = &store.Runnable{
+			Namespace: ns, Name: name, UID: uuid.NewString(), Generation: 1,
+			Spec: doc, SpecHash: hash, Submitter: u.Name,
+		}
+		_, err = lifecycle.Create(r.Context(), tx, rec, t)
+		return err
 	})
 	if err != nil {
 		return 0, nil, err
@@ -201,18 +197,20 @@ func (s *Server) cancelRunnable(r *http.Request, u auth.User) (int, any, error) 
 		if phase.Terminal() {
 			return errConflict("runnable %s/%s already ended (%s); there is nothing to cancel", ns, name, phase)
 		}
-		if err := setRunnablePhase(rec, v1alpha1.PhaseCancelled, "cancelled by "+u.Name, nil); err != nil {
+		cur, err := lifecycle.Decode(rec)
+		if err != nil {
 			return err
 		}
-		if err := tx.UpdateRunnable(r.Context(), rec); err != nil {
+		next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
+			To: v1alpha1.PhaseCancelled, By: lifecycle.ByAPI, Actor: u.Name,
+			Message: "cancelled by " + u.Name, Enqueue: stream.SubmissionCancel,
+			Audit: &audit.Entry{Action: "cancel", Summary: fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase)},
+		})
+		if err != nil {
 			return err
 		}
-		if err := enqueueSubmission(r.Context(), tx, rec, stream.SubmissionCancel); err != nil {
-			return err
-		}
-		changed = true
-		return appendAudit(r.Context(), tx, u, "cancel", v1alpha1.KindRunnable, ns, name,
-			fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase), string(v1alpha1.PhaseCancelled), nil)
+		rec, changed = next.Rec, true
+		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
@@ -247,23 +245,25 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 			if rec.Submitter == u.Name {
 				return errForbidden("user %q submitted runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
 			}
-			action, phase, msg := "reject", v1alpha1.PhaseRejected, "rejected by "+u.Name
+			t := lifecycle.Transition{To: v1alpha1.PhaseRejected, By: lifecycle.ByAPI, Actor: u.Name,
+				Message: "rejected by " + u.Name}
+			action := "reject"
 			if approve {
-				action, phase, msg = "approve", v1alpha1.PhaseQueued, "approved by "+u.Name+"; waiting for a cluster"
+				action = "approve"
+				t.To, t.Message, t.Enqueue = v1alpha1.PhaseQueued, "approved by "+u.Name+"; waiting for a cluster", stream.SubmissionSubmit
 			}
-			if err := setRunnablePhase(rec, phase, msg, func(st *v1alpha1.RunnableStatus) { st.ApprovedBy = u.Name }); err != nil {
+			t.Edit = func(st *v1alpha1.RunnableStatus) error { st.ApprovedBy = u.Name; return nil }
+			t.Audit = &audit.Entry{Action: action, Summary: fmt.Sprintf("%sd %s submitted by %s", action, ns+"/"+name, rec.Submitter)}
+			cur, err := lifecycle.Decode(rec)
+			if err != nil {
 				return err
 			}
-			if err := tx.UpdateRunnable(r.Context(), rec); err != nil {
+			next, err := lifecycle.Apply(r.Context(), tx, cur, t)
+			if err != nil {
 				return err
 			}
-			if approve {
-				if err := enqueueSubmission(r.Context(), tx, rec, stream.SubmissionSubmit); err != nil {
-					return err
-				}
-			}
-			return appendAudit(r.Context(), tx, u, action, v1alpha1.KindRunnable, ns, name,
-				fmt.Sprintf("%sd %s submitted by %s", action, ns+"/"+name, rec.Submitter), string(phase), nil)
+			rec = next.Rec
+			return nil
 		})
 		if errors.Is(err, store.ErrNotFound) {
 			return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
@@ -279,43 +279,6 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 	}
 }
 
-// setRunnablePhase changes phase and message in a record, and lets edit
-// change more of the status.
-func setRunnablePhase(rec *store.Runnable, phase v1alpha1.Phase, message string, edit func(*v1alpha1.RunnableStatus)) error {
-	var st v1alpha1.RunnableStatus
-	if len(rec.Status) > 0 {
-		if err := json.Unmarshal(rec.Status, &st); err != nil {
-			return fmt.Errorf("runnable %s status: %w", rec.UID, err)
-		}
-	}
-	st.Message = message
-	if edit != nil {
-		edit(&st)
-	}
-	data, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	rec.Phase, rec.Status = string(phase), data
-	return nil
-}
-
-// enqueueSubmission writes the outbox row that tells submitters to look at
-// a runnable again. The message id makes a re-published row a duplicate
-// the stream drops.
-func enqueueSubmission(ctx context.Context, tx *store.Tx, rec *store.Runnable, event string) error {
-	msg := stream.Submission{UID: rec.UID, Namespace: rec.Namespace, Name: rec.Name, Event: event}
-	data, err := json.Marshal(msg)
-	if err != nil {
-		return err
-	}
-	return tx.EnqueueOutbox(ctx, &store.OutboxMessage{
-		Subject: stream.SubjectSubmissions,
-		MsgID:   msg.ID(),
-		Data:    data,
-	})
-}
-
 // runnableFromRecord turns a row (and its attempts, when read) into the
 // API object.
 func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alpha1.Runnable, error) {
@@ -323,12 +286,11 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
 		return nil, fmt.Errorf("runnable %s: stored spec: %w", rec.UID, err)
 	}
-	var st v1alpha1.RunnableStatus
-	if len(rec.Status) > 0 {
-		if err := json.Unmarshal(rec.Status, &st); err != nil {
-			return nil, fmt.Errorf("runnable %s: stored status: %w", rec.UID, err)
-		}
+	cur, err := lifecycle.Decode(rec)
+	if err != nil {
+		return nil, err
 	}
+	st := cur.Status
 	st.Phase = v1alpha1.Phase(rec.Phase)
 	st.Cluster = rec.Cluster
 	st.SubmittedBy = rec.Submitter

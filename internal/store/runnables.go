@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -104,45 +103,9 @@ func (tx *Tx) CreateRunnable(ctx context.Context, r *Runnable) error {
 	return nil
 }
 
-// ErrMoved is EditRunnable's answer when the runnable is no longer as the
-// caller read it.
+// ErrMoved is the answer to an optimistic change of a runnable that is no
+// longer as the caller read it.
 var ErrMoved = errors.New("runnable changed since it was read")
-
-// EditRunnable changes, in tx, the runnable that rec was read from,
-// provided it is still at rec's ResourceVersion: edit gets the current row
-// and its status decoded into S (the API's status type; a row without
-// status gives the zero value) and changes either; the status is encoded
-// again and the row written. A runnable that moved on meanwhile, even
-// between the read and the write, is ErrMoved; one that is gone,
-// ErrNotFound; an error of edit is returned as it is.
-func EditRunnable[S any](ctx context.Context, tx *Tx, rec *Runnable, edit func(cur *Runnable, st *S) error) (*Runnable, error) {
-	cur, err := tx.GetRunnableByUID(ctx, rec.UID)
-	if err != nil {
-		return nil, err
-	}
-	if cur.ResourceVersion != rec.ResourceVersion {
-		return nil, ErrMoved
-	}
-	var st S
-	if len(cur.Status) > 0 {
-		if err := json.Unmarshal(cur.Status, &st); err != nil {
-			return nil, fmt.Errorf("runnable %s: stored status: %w", cur.UID, err)
-		}
-	}
-	if err := edit(cur, &st); err != nil {
-		return nil, err
-	}
-	if cur.Status, err = json.Marshal(st); err != nil {
-		return nil, err
-	}
-	if err := tx.UpdateRunnable(ctx, cur); err != nil {
-		if errors.Is(err, ErrConflict) {
-			return nil, ErrMoved
-		}
-		return nil, err
-	}
-	return cur, nil
-}
 
 // GetRunnable returns the runnable namespace/name, or ErrNotFound.
 func (tx *Tx) GetRunnable(ctx context.Context, namespace, name string) (*Runnable, error) {
@@ -187,6 +150,17 @@ func (tx *Tx) UpdateRunnable(ctx context.Context, r *Runnable) error {
 	}
 	r.ResourceVersion++
 	r.UpdatedAt = now
+	return nil
+}
+
+// DeleteRunnable removes the runnable uid, and with it (the foreign key
+// cascades) its attempts, provided its ResourceVersion is still rv:
+// ErrConflict when it moved on, ErrNotFound when it is gone.
+func (tx *Tx) DeleteRunnable(ctx context.Context, uid string, rv int64) error {
+	res, err := tx.exec(ctx, `DELETE FROM runnables WHERE uid = ? AND resource_version = ?`, uid, rv)
+	if err := tx.checkUpdated(ctx, res, err, "runnables", "uid", uid, rv); err != nil {
+		return fmt.Errorf("delete runnable %s: %w", uid, err)
+	}
 	return nil
 }
 

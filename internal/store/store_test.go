@@ -59,7 +59,7 @@ var suite = []struct {
 }{
 	{"Runnables", testRunnables},
 	{"RunnableOptimisticConcurrency", testRunnableOptimisticConcurrency},
-	{"EditRunnable", testEditRunnable},
+	{"DeleteRunnable", testDeleteRunnable},
 	{"ListRunnables", testListRunnables},
 	{"ListRunnablesStableUnderInserts", testListRunnablesStableUnderInserts},
 	{"Attempts", testAttempts},
