@@ -199,6 +199,12 @@ type RunnableStatus struct {
 	// spec.failover.application.tolerationSeconds, kept with the runnable
 	// so that it survives restarts of the controller.
 	UnhealthySince *time.Time `json:"unhealthySince,omitempty"`
+	// HealthySince is when the current attempt's object was first seen
+	// Healthy and running: from then on its attempt has proven itself, so
+	// what it reports may be carried to the next attempt, and
+	// tolerationSeconds (not initialTolerationSeconds) applies. Nil until
+	// then, and again for each new attempt.
+	HealthySince *time.Time `json:"healthySince,omitempty"`
 	Message        string     `json:"message,omitempty"`
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once

@@ -106,8 +106,14 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 	if app == nil || st.Health != v1alpha1.HealthUnhealthy || st.UnhealthySince == nil {
 		return Verdict{}
 	}
-	toleration := time.Duration(*app.TolerationSeconds) * time.Second
-	if now.Sub(*st.UnhealthySince) < toleration {
+	// An attempt that has not run Healthy yet is starting: its first start
+	// gets initialTolerationSeconds, so a new copy is never evicted for
+	// being empty while it deploys or restores.
+	seconds, which := *app.TolerationSeconds, "tolerationSeconds"
+	if st.HealthySince == nil {
+		seconds, which = app.InitialToleration(), "initialTolerationSeconds (it has not run Healthy yet)"
+	}
+	if now.Sub(*st.UnhealthySince) < time.Duration(seconds)*time.Second {
 		return Verdict{}
 	}
 	// The message leaves out the runnable's status message: while the
@@ -118,8 +124,8 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 		Reason: ReasonApplicationUnhealthy,
 		Purge:  app.PurgeMode,
 		Grace:  time.Duration(*app.GracePeriodSeconds) * time.Second,
-		Message: fmt.Sprintf("unhealthy on %s since %s, longer than tolerationSeconds %d",
-			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), *app.TolerationSeconds),
+		Message: fmt.Sprintf("unhealthy on %s since %s, longer than %s %d",
+			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), which, seconds),
 	}
 	// Gracefully places the next attempt before the old one is gone;
 	// AtMostOne forbids that, so there the old copy goes first.

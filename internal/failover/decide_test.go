@@ -24,9 +24,25 @@ func appSpec(consistency, purge string, toleration int64) *v1alpha1.RunnableSpec
 	}}
 }
 
+// unhealthyFor is an attempt that ran Healthy once and has been
+// Unhealthy for d.
 func unhealthyFor(d time.Duration) *v1alpha1.RunnableStatus {
+	st := startingFor(d)
+	ran := t0.Add(-d - time.Minute)
+	st.HealthySince = &ran
+	return st
+}
+
+// startingFor is an attempt that has been Unhealthy for d since it
+// started, never Healthy.
+func startingFor(d time.Duration) *v1alpha1.RunnableStatus {
 	since := t0.Add(-d)
 	return &v1alpha1.RunnableStatus{Health: v1alpha1.HealthUnhealthy, UnhealthySince: &since, Message: "RECONCILING"}
+}
+
+func withInitial(spec *v1alpha1.RunnableSpec, seconds int64) *v1alpha1.RunnableSpec {
+	spec.Failover.Application.InitialTolerationSeconds = &seconds
+	return spec
 }
 
 func noExecute(key string, added time.Time) corev1.Taint {
@@ -54,6 +70,18 @@ func TestDecide(t *testing.T) {
 		{"unhealthy past toleration, AtMostOne: delete first", appSpec("", v1alpha1.PurgeGracefully, 60), unhealthyFor(60 * time.Second),
 			Cluster{Name: "b", Reachable: true},
 			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, DeleteFirst: true, Purge: v1alpha1.PurgeGracefully, Grace: 600 * time.Second, Message: "tolerationSeconds 60"}},
+		// A new copy that has not run yet gets the initial toleration:
+		// never evicted for being empty while it starts (Karmada #6233).
+		{"starting within the initial toleration stays", appSpec("", "", 60), startingFor(5 * time.Minute),
+			Cluster{Name: "b", Reachable: true}, Verdict{}},
+		{"starting past the default initial toleration moves", appSpec("", v1alpha1.PurgeDirectly, 60), startingFor(10 * time.Minute),
+			Cluster{Name: "b", Reachable: true},
+			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, DeleteFirst: true, Purge: v1alpha1.PurgeDirectly, Grace: 600 * time.Second, Message: "initialTolerationSeconds (it has not run Healthy yet) 600"}},
+		{"explicit initial toleration", withInitial(appSpec("", v1alpha1.PurgeDirectly, 60), 90), startingFor(90 * time.Second),
+			Cluster{Name: "b", Reachable: true},
+			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, DeleteFirst: true, Purge: v1alpha1.PurgeDirectly, Grace: 600 * time.Second, Message: "initialTolerationSeconds"}},
+		{"explicit initial toleration not yet over", withInitial(appSpec("", v1alpha1.PurgeDirectly, 60), 90), startingFor(89 * time.Second),
+			Cluster{Name: "b", Reachable: true}, Verdict{}},
 		{"AtLeastOne gracefully: place first", appSpec(v1alpha1.ConsistencyAtLeastOne, v1alpha1.PurgeGracefully, 60), unhealthyFor(2 * time.Minute),
 			Cluster{Name: "b", Reachable: true},
 			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, Purge: v1alpha1.PurgeGracefully, Grace: 600 * time.Second}},
