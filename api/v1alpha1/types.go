@@ -205,7 +205,7 @@ type RunnableStatus struct {
 	// tolerationSeconds (not initialTolerationSeconds) applies. Nil until
 	// then, and again for each new attempt.
 	HealthySince *time.Time `json:"healthySince,omitempty"`
-	Message        string     `json:"message,omitempty"`
+	Message      string     `json:"message,omitempty"`
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once
 	// the cluster is Ready again and the runnable was not moved.

@@ -76,7 +76,7 @@ func TestLatestCompletedCheckpoint(t *testing.T) {
 		"checkpoints/"+jobA+"/chk-1/_metadata",
 		"checkpoints/"+jobA+"/chk-2/_metadata",
 		"checkpoints/"+jobA+"/chk-2/0b1f-state",
-		"checkpoints/"+jobA+"/chk-10/_metadata", // numerically newest, lexically not
+		"checkpoints/"+jobA+"/chk-10/_metadata",  // numerically newest, lexically not
 		"checkpoints/"+jobA+"/chk-11/8c2e-state", // in progress: no _metadata yet
 		"checkpoints/"+jobA+"/shared/9d3f-sst",
 		"checkpoints/"+jobA+"/taskowned/x",
