@@ -169,6 +169,43 @@ type ClusterFailover struct {
 // the next attempt can resume where the last one stopped.
 type StatePreservation struct {
 	Rules []StatePreservationRule `json:"rules,omitempty"`
+	// RestorePoint asks for an exact restore point to be carried (the
+	// location the Flink operator reports, or the newest completed
+	// checkpoint of the job), offered to mutations as restorePath:
+	// Required makes a failover wait until one is known, IfAvailable
+	// starts the next attempt afresh without one; "" carries none.
+	RestorePoint string `json:"restorePoint,omitempty"`
+}
+
+// Restore point policies of StatePreservation.RestorePoint.
+const (
+	RestorePointRequired    = "Required"
+	RestorePointIfAvailable = "IfAvailable"
+)
+
+// Kinds of restore point.
+const (
+	RestoreSavepoint  = "Savepoint"
+	RestoreCheckpoint = "Checkpoint"
+)
+
+// RestorePoint is an exact location a job can be restored from, and where
+// it came from.
+type RestorePoint struct {
+	// Path is what the next attempt restores from (restorePath in
+	// mutations), e.g. s3://bucket/checkpoints/<jobId>/chk-42.
+	Path string `json:"path"`
+	// Kind is Savepoint or Checkpoint.
+	Kind string `json:"kind"`
+	// Source says how it was found: the field of the operator's status, or
+	// the checkpoint storage it was resolved from.
+	Source string `json:"source,omitempty"`
+	JobID  string `json:"jobId,omitempty"`
+	// TakenAt is when it was completed; a restore point only replaces an
+	// older one.
+	TakenAt *time.Time `json:"takenAt,omitempty"`
+	// Attempt is the attempt whose job wrote it.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // StatePreservationRule reads JSONPath from the object's .status and keeps
@@ -211,7 +248,10 @@ type RunnableStatus struct {
 	// the cluster is Ready again and the runnable was not moved.
 	Fenced    bool              `json:"fenced,omitempty"`
 	Preserved map[string]string `json:"preserved,omitempty"`
-	Attempts  []Attempt         `json:"attempts,omitempty"`
+	// RestorePoint is the exact restore point the next attempt carries,
+	// when statePreservation.restorePoint asks for one.
+	RestorePoint *RestorePoint `json:"restorePoint,omitempty"`
+	Attempts     []Attempt     `json:"attempts,omitempty"`
 	// Result is the last observed status of the object, kept after the
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`
@@ -233,6 +273,15 @@ type Attempt struct {
 	// Cleanup says whether the object an ended attempt may have left on
 	// its cluster is still to be removed (Pending) or gone (Done).
 	Cleanup string `json:"cleanup,omitempty"`
+	// CarriedIn is the preserved state the attempt started with, and
+	// restorePath, the restore point it restored from.
+	CarriedIn map[string]string `json:"carriedIn,omitempty"`
+	// Reported is what the attempt's object reported when it was left
+	// (each rule's value, and restorePath for the restore point it wrote),
+	// whether or not it was carried on.
+	Reported map[string]string `json:"reported,omitempty"`
+	// Note says why something reported was not carried on.
+	Note string `json:"note,omitempty"`
 }
 
 // Deployable is one Kubernetes object kept identical on every matching

@@ -389,8 +389,9 @@ var (
 	applicationPurgeModes = []string{PurgeDirectly, PurgeGracefully, PurgeNever}
 	// Never is not offered for a lost cluster: what is left there may come
 	// back to life, and only purser can fence it.
-	clusterPurgeModes = []string{PurgeDirectly, PurgeGracefully}
-	consistencies     = []string{ConsistencyAtMostOne, ConsistencyAtLeastOne}
+	clusterPurgeModes    = []string{PurgeDirectly, PurgeGracefully}
+	consistencies        = []string{ConsistencyAtMostOne, ConsistencyAtLeastOne}
+	restorePointPolicies = []string{RestorePointRequired, RestorePointIfAvailable}
 )
 
 func (v *validator) failover(field string, f *Failover) {
@@ -412,6 +413,7 @@ func (v *validator) failover(field string, f *Failover) {
 		}
 		if sp := a.StatePreservation; sp != nil {
 			v.preservationRules(af+".statePreservation.rules", sp.Rules)
+			v.enum(af+".statePreservation.restorePoint", sp.RestorePoint, restorePointPolicies)
 		}
 	}
 	if c := f.Cluster; c != nil {

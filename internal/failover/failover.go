@@ -66,6 +66,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Checkpoints resolves the newest completed checkpoint of a job for
+	// runnables that ask for a restore point; nil: only the restore points
+	// the operator reports are known.
+	Checkpoints CheckpointResolver
 }
 
 // Controller evicts, re-places and cleans up.
@@ -194,11 +198,24 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return c.setMessage(ctx, rec, r, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
 			v.Message, rec.Cluster, target.Reason))
 	}
+	var candidates []v1alpha1.RestorePoint
+	if policy := restorePolicy(&r.doc.Spec); policy != "" {
+		// Only an attempt that ran Healthy has restore points to offer;
+		// without one the earlier restore point (if any) is carried.
+		why := "the attempt never ran Healthy"
+		if r.status.HealthySince != nil {
+			candidates, why = c.restoreCandidates(ctx, r.doc.Spec.Template, r.status.Result)
+		}
+		if policy == v1alpha1.RestorePointRequired && len(candidates) == 0 && r.status.RestorePoint == nil {
+			c.metrics.blocked.Inc()
+			return c.setMessage(ctx, rec, r, waitingForRestorePoint(v, rec.Cluster, why))
+		}
+	}
 	if !c.limiter.Allow() {
 		c.metrics.rateLimited.Inc()
 		return nil // the next pass takes it
 	}
-	return c.evict(ctx, rec, r, v)
+	return c.evict(ctx, rec, r, v, candidates)
 }
 
 // Excluding adds cluster to the placement's exclusions: the cluster an

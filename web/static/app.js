@@ -248,17 +248,27 @@ function runnableDetail(ns, name) {
         "Phase", st.phase || "", "Cluster", st.cluster || "—", "Health", st.health || "—",
         "Message", st.message || "", "Submitted by", st.submittedBy || "", "Approved by", st.approvedBy || "—",
         "Created", r.metadata.creationTimestamp || "", "Deadline", r.spec.deadline || "—",
-        "Preserved", Object.entries(st.preserved || {}).map(([k, v]) => k + "=" + v).join(", ") || "—"),
+        "Preserved", pairs(st.preserved) || "—",
+        "Restore point", st.restorePoint ? st.restorePoint.path + " (" + st.restorePoint.kind + " from attempt " + st.restorePoint.attempt + ")" : "—"),
       el("h2", {}, "Attempts"),
-      el("table", { id: "attempts" }, el("thead", {}, el("tr", {}, ["#", "Cluster", "Started", "Ended", "Result", "Reason", "Message"].map(h => el("th", {}, h)))),
+      // Carried in and Reported show the chain of restore points across
+      // failovers: what each attempt restored from, what it wrote, and
+      // (Note) why that was not carried on.
+      el("table", { id: "attempts" }, el("thead", {}, el("tr", {}, ["#", "Cluster", "Started", "Ended", "Result", "Reason", "Message", "Carried in", "Reported", "Note"].map(h => el("th", {}, h)))),
         el("tbody", {}, (st.attempts || []).length ? st.attempts.map(a => el("tr", {}, el("td", {}, a.number), el("td", {}, a.cluster || ""),
-          el("td", {}, a.startedAt || ""), el("td", {}, a.endedAt || ""), el("td", {}, a.result || ""), el("td", {}, a.reason || ""), el("td", {}, a.message || "")))
-          : [el("tr", {}, el("td", { colspan: 7, class: "muted" }, "Not placed yet."))])),
+          el("td", {}, a.startedAt || ""), el("td", {}, a.endedAt || ""), el("td", {}, a.result || ""), el("td", {}, a.reason || ""), el("td", {}, a.message || ""),
+          el("td", { class: "carried" }, pairs(a.carriedIn)), el("td", { class: "reported" }, pairs(a.reported)), el("td", {}, a.note || "")))
+          : [el("tr", {}, el("td", { colspan: 10, class: "muted" }, "Not placed yet."))])),
       st.result ? el("h2", {}, "Last observed status") : null,
       st.result ? el("pre", {}, JSON.stringify(st.result, null, 2)) : null,
       el("h2", {}, "Spec"),
       el("pre", {}, JSON.stringify(r.spec, null, 2)));
   });
+}
+
+// pairs renders a string map as k=v, sorted; "" for none.
+function pairs(m) {
+  return Object.entries(m || {}).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => k + "=" + v).join(", ");
 }
 
 const EXAMPLE_JOB = `apiVersion: purser.io/v1alpha1

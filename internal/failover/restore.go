@@ -1,0 +1,133 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/checkpoints"
+)
+
+// CheckpointResolver finds a job's newest completed checkpoint under a
+// checkpoint directory (internal/checkpoints.Resolver).
+type CheckpointResolver interface {
+	Latest(ctx context.Context, dir, jobID string) (checkpoints.Checkpoint, error)
+}
+
+// lastStateDummy is what the operator writes as upgradeSavepointPath for a
+// last-state deployment (AbstractJobReconciler.LAST_STATE_DUMMY_SP_PATH):
+// not a location.
+const lastStateDummy = "KUBERNETES_OPERATOR_LAST_STATE"
+
+// reportedSavepoint is the savepoint the Flink operator reports in the
+// last observed status (status.jobStatus.savepointInfo.lastSavepoint:
+// SavepointInfo.updateLastSavepoint, every periodic, manual and upgrade
+// savepoint on operators before 1.10 or without the FlinkStateSnapshot
+// CRD), or nil.
+func reportedSavepoint(status map[string]any) *v1alpha1.RestorePoint {
+	sp, _ := dig(status, "jobStatus", "savepointInfo", "lastSavepoint").(map[string]any)
+	loc, _ := sp["location"].(string)
+	if loc == "" || loc == lastStateDummy {
+		return nil
+	}
+	p := &v1alpha1.RestorePoint{Path: loc, Kind: v1alpha1.RestoreSavepoint,
+		Source: "status.jobStatus.savepointInfo.lastSavepoint", JobID: jobIDOf(status)}
+	if ms, ok := millis(sp["timeStamp"]); ok {
+		t := time.UnixMilli(ms).UTC()
+		p.TakenAt = &t
+	}
+	return p
+}
+
+// checkpointDir is the Flink checkpoint directory the template configures
+// (state.checkpoints.dir; execution.checkpointing.dir since Flink 1.20),
+// or "".
+func checkpointDir(template map[string]any) string {
+	conf, _ := dig(template, "spec", "flinkConfiguration").(map[string]any)
+	for _, k := range []string{"execution.checkpointing.dir", "state.checkpoints.dir"} {
+		if d, _ := conf[k].(string); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// restoreCandidates gathers the restore points the attempt whose last
+// status is status wrote: the savepoint the operator reports, and the
+// newest completed checkpoint of its job in the checkpoint storage. The
+// string says why there is none, for the messages.
+func (c *Controller) restoreCandidates(ctx context.Context, template, status map[string]any) ([]v1alpha1.RestorePoint, string) {
+	var out []v1alpha1.RestorePoint
+	var why []error
+	if p := reportedSavepoint(status); p != nil {
+		out = append(out, *p)
+	} else {
+		why = append(why, errors.New("the operator reports no savepoint"))
+	}
+	dir, job := checkpointDir(template), jobIDOf(status)
+	switch {
+	case dir == "":
+		why = append(why, errors.New("the template configures no checkpoint directory"))
+	case job == "":
+		why = append(why, errors.New("no job id was reported"))
+	case c.cfg.Checkpoints == nil:
+		why = append(why, errors.New("no checkpoint storage is configured (--checkpoint-store-endpoint)"))
+	default:
+		cp, err := c.cfg.Checkpoints.Latest(ctx, dir, job)
+		if err != nil {
+			why = append(why, err)
+			break
+		}
+		at := cp.CompletedAt.UTC()
+		out = append(out, v1alpha1.RestorePoint{Path: cp.Path, Kind: v1alpha1.RestoreCheckpoint,
+			Source: "newest completed checkpoint under " + dir, JobID: job, TakenAt: &at})
+	}
+	return out, errors.Join(why...).Error()
+}
+
+func jobIDOf(status map[string]any) string {
+	id, _ := dig(status, "jobStatus", "jobId").(string)
+	return id
+}
+
+func dig(m map[string]any, path ...string) any {
+	var cur any = m
+	for _, k := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = mm[k]
+	}
+	return cur
+}
+
+// millis reads the operator's millisecond timestamps, numbers in
+// Savepoint.timeStamp, strings in JobStatus.
+func millis(v any) (int64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return int64(x), x > 0
+	case int64:
+		return x, x > 0
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		return n, err == nil && n > 0
+	}
+	return 0, false
+}
+
+// restorePolicy is the runnable's statePreservation.restorePoint.
+func restorePolicy(spec *v1alpha1.RunnableSpec) string {
+	if app := appFailover(spec); app != nil && app.StatePreservation != nil {
+		return app.StatePreservation.RestorePoint
+	}
+	return ""
+}
+
+func waitingForRestorePoint(v Verdict, cluster, why string) string {
+	return fmt.Sprintf("%s; it stays on %s because no proven restore point is known (%s) and statePreservation.restorePoint is Required; it moves once one is, or set restorePoint: IfAvailable to start it afresh", v.Message, cluster, why)
+}
