@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,9 +24,15 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/checkpoints"
 	"github.com/purser-io/purser/internal/client"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
@@ -83,6 +91,12 @@ type farm struct {
 	dyn    map[string]dynamic.Interface
 	sims   map[string]*flinksim.Simulator
 	log    *slog.Logger
+	// s3 is the farm's S3-compatible storage of Flink checkpoints (a
+	// gofakes3 server over real HTTP): the simulators write each
+	// completed checkpoint's _metadata there, as Flink does, and the
+	// failover controller resolves restore points from it.
+	s3          *minio.Client
+	checkpoints *checkpoints.Resolver
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -126,6 +140,7 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	t.Cleanup(f.stop)
 
 	f.startAPI(streams)
+	f.startS3()
 	for _, m := range members {
 		f.register(m)
 	}
@@ -147,7 +162,8 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 		Logger: f.log.With("component", "health"),
 	}).Run)
 	f.run("failover", failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
-		Interval: 200 * time.Millisecond, AgentLease: agentLease, FencingMargin: margin, Logger: f.log}).Run)
+		Interval: 200 * time.Millisecond, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
+		Checkpoints: f.checkpoints}).Run)
 	return f
 }
 
@@ -188,7 +204,8 @@ func (f *farm) register(m cluster) {
 	if err := flinksim.InstallCRD(f.ctx, cfg); err != nil {
 		f.t.Fatal(err)
 	}
-	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log})
+	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log,
+		Checkpoints: f.writeCheckpoint})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -325,6 +342,23 @@ func (f *farm) history(name string) []string {
 	return actions
 }
 
+// historySummaries returns the summaries the audit log holds for a
+// runnable, oldest first.
+func (f *farm) historySummaries(name string) []string {
+	f.t.Helper()
+	var out struct {
+		Items []struct {
+			Summary string `json:"summary"`
+		} `json:"items"`
+	}
+	f.do(http.MethodGet, "/api/v1/history?namespace="+f.ns+"&name="+name, nil, &out)
+	var s []string
+	for _, e := range out.Items {
+		s = append(s, e.Summary)
+	}
+	return s
+}
+
 func sqliteDSN(t testing.TB) string { return storetest.Engines()[0].NewDSN(t) }
 
 // testWriter sends log lines to the test's log, shown when it fails.
@@ -347,4 +381,37 @@ func must[T any](t testing.TB, v T, err error) T {
 		t.Fatal(fmt.Errorf("unexpected: %w", err))
 	}
 	return v
+}
+
+// startS3 serves S3 over HTTP for the farm's checkpoints, with the bucket
+// "flink" the tests' FlinkDeployments write to.
+func (f *farm) startS3() {
+	f.t.Helper()
+	ts := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
+	f.t.Cleanup(ts.Close)
+	u, _ := url.Parse(ts.URL)
+	var err error
+	f.s3, err = minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4("flink", "secret", ""), BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.s3.MakeBucket(f.ctx, "flink", minio.MakeBucketOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.checkpoints, err = checkpoints.New(checkpoints.Config{Endpoint: u.Host, AccessKeyID: "flink", SecretAccessKey: "secret", Insecure: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// writeCheckpoint writes a completed checkpoint's (or savepoint's)
+// _metadata where Flink would: path/_metadata, path in bucket "flink".
+func (f *farm) writeCheckpoint(ctx context.Context, path string) error {
+	rest, ok := strings.CutPrefix(path, "s3://flink/")
+	if !ok {
+		return nil // elsewhere: not the farm's storage
+	}
+	body := []byte("checkpoint metadata of " + path)
+	_, err := f.s3.PutObject(ctx, "flink", rest+"/_metadata", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+	return err
 }

@@ -85,7 +85,10 @@ func (c *Controller) restoreCandidates(ctx context.Context, template, status map
 		out = append(out, v1alpha1.RestorePoint{Path: cp.Path, Kind: v1alpha1.RestoreCheckpoint,
 			Source: "newest completed checkpoint under " + dir, JobID: job, TakenAt: &at})
 	}
-	return out, errors.Join(why...).Error()
+	if err := errors.Join(why...); err != nil && len(out) == 0 {
+		return nil, err.Error()
+	}
+	return out, ""
 }
 
 func jobIDOf(status map[string]any) string {
