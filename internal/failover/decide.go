@@ -69,6 +69,10 @@ type Verdict struct {
 	// Grace bounds how long a graceful purge waits for the next attempt
 	// to be healthy.
 	Grace time.Duration
+	// Until, when set on a verdict that does not evict, is when the same
+	// status would evict: the end of the toleration. The controller wakes
+	// then instead of at its next pass.
+	Until time.Time
 }
 
 // Decide looks at one attempt of a runnable on cluster c at time now and
@@ -113,8 +117,8 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 	if st.HealthySince == nil {
 		seconds, which = app.InitialToleration(), "initialTolerationSeconds (it has not run Healthy yet)"
 	}
-	if now.Sub(*st.UnhealthySince) < time.Duration(seconds)*time.Second {
-		return Verdict{}
+	if deadline := st.UnhealthySince.Add(time.Duration(seconds) * time.Second); now.Before(deadline) {
+		return Verdict{Until: deadline}
 	}
 	// The message leaves out the runnable's status message: while the
 	// runnable waits for a target, that is this very message, which would

@@ -131,6 +131,13 @@ func TestDecide(t *testing.T) {
 				t.Error("an eviction without a message")
 			}
 			got.Message, tt.want.Message = "", ""
+			if !got.Evict && got.Message == "" && tt.status.UnhealthySince != nil && tt.status.Health == v1alpha1.HealthUnhealthy && appFailover(tt.spec) != nil {
+				// Within the toleration: the verdict says when it ends.
+				if got.Until.IsZero() || !got.Until.After(t0) {
+					t.Errorf("Until %v, want the end of the toleration after %v", got.Until, t0)
+				}
+			}
+			got.Until = time.Time{}
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}

@@ -85,6 +85,9 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 		return ch, nil
 	})
 	if err == nil {
+		if !v.DeleteFirst {
+			c.notify() // queued with its submission message
+		}
 		c.metrics.evictions.WithLabelValues(v.Reason).Inc()
 		c.log.Info("evicted", "runnable", rec.Namespace+"/"+rec.Name, "reason", v.Reason, "message", v.Message)
 	}

@@ -66,6 +66,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Notify, when set, wakes the outbox relay after a failover queued a
+	// runnable (purser up runs the relay in the same process); nil: the
+	// relay's poll finds the message within its interval.
+	Notify func()
 	// Checkpoints resolves the newest completed checkpoint of a job for
 	// runnables that ask for a restore point; nil: only the restore points
 	// the operator reports are known.
@@ -78,6 +82,9 @@ type Controller struct {
 	log     *slog.Logger
 	limiter *rate.Limiter
 	metrics *metrics
+	// wake is the earliest end of a toleration seen in the current pass;
+	// only Run's goroutine uses it.
+	wake time.Time
 }
 
 // New returns a controller with cfg's defaults filled in.
@@ -109,7 +116,9 @@ func New(cfg Config) *Controller {
 	}
 }
 
-// Run makes passes every Interval until ctx ends.
+// Run makes passes every Interval until ctx ends, and one more at the
+// moment a runnable's toleration runs out, so that application failover
+// starts on time rather than up to an Interval late.
 func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("failover controller started", "interval", c.cfg.Interval, "agentLease", c.cfg.AgentLease,
 		"fencingMargin", c.cfg.FencingMargin, "evictionRate", c.cfg.EvictionRate)
@@ -117,7 +126,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("failover pass failed; trying again", "error", err)
 		}
-		backoff.Sleep(ctx, c.cfg.Interval)
+		wait := c.cfg.Interval
+		if next := c.wake; !next.IsZero() {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		backoff.Sleep(ctx, wait)
 	}
 	return nil
 }
@@ -125,6 +138,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // Pass looks once at every runnable that occupies a cluster, then at
 // every copy left to remove.
 func (c *Controller) Pass(ctx context.Context) error {
+	c.wake = time.Time{}
 	views, err := c.clusterViews(ctx)
 	if err != nil {
 		return err
@@ -132,6 +146,21 @@ func (c *Controller) Pass(ctx context.Context) error {
 	scanErr := c.scan(ctx, views)
 	cleanErr := c.cleanup(ctx, views)
 	return errors.Join(scanErr, cleanErr)
+}
+
+// wakeAt asks for a pass at t, if it is earlier than any asked for.
+func (c *Controller) wakeAt(t time.Time) {
+	if !t.IsZero() && (c.wake.IsZero() || t.Before(c.wake)) {
+		c.wake = t
+	}
+}
+
+// notify tells the outbox relay that a submission waits, when one runs
+// in this process (purser up); elsewhere its poll finds it.
+func (c *Controller) notify() {
+	if c.cfg.Notify != nil {
+		c.cfg.Notify()
+	}
 }
 
 // occupying are the phases of a runnable whose attempt is on a cluster.
@@ -178,6 +207,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return nil // a removed cluster: the submitter places it again
 	}
 	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin})
+	c.wakeAt(v.Until)
 	if !v.Evict {
 		switch {
 		case v.Message != "":

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -116,7 +117,22 @@ type cluster struct {
 	apiServer string // "" : the cluster's own endpoint
 }
 
+// periods are the farm's timings of the failover path. The tests use
+// short ones; the application failover benchmark uses the components'
+// defaults (the zero value), as a deployment runs them.
+type periods struct {
+	failoverPass, relayPoll time.Duration
+}
+
+// testPeriods keep the tests short.
+var testPeriods = periods{failoverPass: 200 * time.Millisecond, relayPoll: 100 * time.Millisecond}
+
 func newFarm(t testing.TB, dsn string, members []cluster) *farm {
+	t.Helper()
+	return newFarmWith(t, dsn, members, testPeriods)
+}
+
+func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	t.Helper()
 	ctx := context.Background()
 	f := &farm{t: t, ns: "t-" + randomHex(4), dyn: map[string]dynamic.Interface{}, sims: map[string]*flinksim.Simulator{}}
@@ -139,7 +155,7 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	f.ctx, f.cancel = context.WithCancel(ctx)
 	t.Cleanup(f.stop)
 
-	f.startAPI(streams)
+	relay := f.startAPI(streams, p.relayPoll)
 	f.startS3()
 	for _, m := range members {
 		f.register(m)
@@ -162,14 +178,14 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 		Logger: f.log.With("component", "health"),
 	}).Run)
 	f.run("failover", failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
-		Interval: 200 * time.Millisecond, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
-		Checkpoints: f.checkpoints}).Run)
+		Interval: p.failoverPass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
+		Checkpoints: f.checkpoints, Notify: relay.Notify}).Run)
 	return f
 }
 
 // startAPI serves the REST API with an admin token, and relays its
 // outbox to the stream.
-func (f *farm) startAPI(streams *stream.Client) {
+func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Relay {
 	token := auth.NewToken()
 	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(token)}}})
 	if err != nil {
@@ -179,11 +195,12 @@ func (f *farm) startAPI(streams *stream.Client) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: 100 * time.Millisecond})
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: poll})
 	f.run("relay", func(ctx context.Context) error { relay.Run(ctx); return nil })
 	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer}))
 	f.t.Cleanup(srv.Close)
 	f.api = client.New(client.Config{Server: srv.URL, Token: token})
+	return relay
 }
 
 // register adds a cluster through the API, installs the FlinkDeployment
@@ -414,4 +431,25 @@ func (f *farm) writeCheckpoint(ctx context.Context, path string) error {
 	body := []byte("checkpoint metadata of " + path)
 	_, err := f.s3.PutObject(ctx, "flink", rest+"/_metadata", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
 	return err
+}
+
+// watchCreated reports when the FlinkDeployment name is created on
+// cluster from now on, as the watch event arrives.
+func (f *farm) watchCreated(cluster, name string) <-chan time.Time {
+	f.t.Helper()
+	w, err := f.dyn[cluster].Resource(flinkGVR).Namespace(f.ns).Watch(f.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := make(chan time.Time, 1)
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added {
+				out <- time.Now()
+				return
+			}
+		}
+	}()
+	return out
 }
