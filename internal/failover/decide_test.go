@@ -325,3 +325,31 @@ func TestPrepare(t *testing.T) {
 		t.Error("restored from nothing")
 	}
 }
+
+// A FlinkStateSnapshot as the operator (1.10+) leaves a completed one:
+// FlinkStateSnapshotUtils.createSavepointResource and snapshotSuccessful.
+func TestSnapshotPoint(t *testing.T) {
+	snap := func(state, ref string, checkpoint bool) map[string]any {
+		spec := map[string]any{"jobReference": map[string]any{"kind": "FlinkDeployment", "name": ref}}
+		if checkpoint {
+			spec["checkpoint"] = map[string]any{}
+		} else {
+			spec["savepoint"] = map[string]any{"path": "s3://sp", "alreadyExists": false}
+		}
+		return map[string]any{"metadata": map[string]any{"name": "wordcount-periodic-1"}, "spec": spec,
+			"status": map[string]any{"state": state, "path": "s3://sp/savepoint-44cc55-0a1b", "resultTimestamp": "2026-11-29T12:00:00.123456Z"}}
+	}
+	p := snapshotPoint(snap("COMPLETED", "wordcount", false), "wordcount")
+	if p == nil || p.Path != "s3://sp/savepoint-44cc55-0a1b" || p.Kind != v1alpha1.RestoreSavepoint || p.TakenAt == nil ||
+		!p.TakenAt.Equal(time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC)) || !strings.Contains(p.Source, "FlinkStateSnapshot wordcount-periodic-1") {
+		t.Fatalf("completed savepoint: %+v", p)
+	}
+	if p := snapshotPoint(snap("COMPLETED", "wordcount", true), "wordcount"); p == nil || p.Kind != v1alpha1.RestoreCheckpoint {
+		t.Errorf("completed checkpoint: %+v", p)
+	}
+	for _, tc := range []struct{ state, ref string }{{"IN_PROGRESS", "wordcount"}, {"FAILED", "wordcount"}, {"ABANDONED", "wordcount"}, {"COMPLETED", "other"}} {
+		if p := snapshotPoint(snap(tc.state, tc.ref, false), "wordcount"); p != nil {
+			t.Errorf("%s of %s gave %+v", tc.state, tc.ref, p)
+		}
+	}
+}

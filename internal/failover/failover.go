@@ -234,7 +234,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		// without one the earlier restore point (if any) is carried.
 		why := "the attempt never ran Healthy"
 		if r.status.HealthySince != nil {
-			candidates, why = c.restoreCandidates(ctx, r.doc.Spec.Template, r.status.Result)
+			candidates, why = c.restoreCandidates(ctx, rec, r.doc.Spec.Template, r.status.Result)
 		}
 		if policy == v1alpha1.RestorePointRequired && len(candidates) == 0 && r.status.RestorePoint == nil {
 			c.metrics.blocked.Inc()

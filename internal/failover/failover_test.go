@@ -3,6 +3,7 @@ package failover_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -256,4 +257,48 @@ func TestNoEligibleTargetKeepsTheRunnable(t *testing.T) {
 	// Recovering before any target appears ends the waiting.
 	f.sims["a"].Recover(f.ns, "wordcount")
 	running(f, "wordcount")
+}
+
+// On an operator 1.10+ with the FlinkStateSnapshot CRD, savepoints are
+// FlinkStateSnapshot objects: the agent tracks them, and the restore point
+// carried is their status.path.
+func TestFlinkRestoresFromStateSnapshot(t *testing.T) {
+	cs := env.Clusters(t)
+	p := testPeriods
+	p.stateSnapshots = true
+	f := newFarmWith(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}, {name: "b", sandbox: cs[1]}}, p)
+	t.Cleanup(func() {
+		for _, c := range []string{"a", "b"} {
+			_ = f.dyn[c].Resource(flinksim.SnapshotResource).Namespace(f.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		}
+	})
+	// Savepoints every 300 ms, no checkpoint directory: the snapshots are
+	// the only restore points.
+	spec := strings.Replace(flinkRunnable, "%s", "a, b", 1)
+	spec = strings.Replace(spec, "        state.checkpoints.dir: s3://flink/checkpoints\n", "        kubernetes.operator.periodic.savepoint.interval: 300ms\n", 1)
+	f.submit(spec)
+	r := running(f, "wordcount")
+	first := r.Status.Cluster
+	jobID, _ := f.sims[first].Running(f.ns, "wordcount")
+	sandboxtest.Eventually(t, time.Minute, "a FlinkStateSnapshot in the inventory", func(ctx context.Context) error {
+		var out struct {
+			Items []any `json:"items"`
+		}
+		f.do(http.MethodGet, "/api/v1/inventory?cluster="+first+"&kind=FlinkStateSnapshot&namespace="+f.ns+"&labelSelector=job-reference.name%3Dwordcount", nil, &out)
+		if len(out.Items) == 0 {
+			return fmt.Errorf("none yet")
+		}
+		return nil
+	})
+	f.sims[first].Fail(f.ns, "wordcount", flinksim.Reconciling)
+	r = f.waitFor("wordcount", "running on "+other(first), func(r *v1alpha1.Runnable) bool {
+		return r.Status.Cluster == other(first) && r.Status.Phase == v1alpha1.PhaseRunning && r.Status.Health == v1alpha1.HealthHealthy
+	})
+	rp := r.Status.RestorePoint
+	if rp == nil || !strings.HasPrefix(rp.Source, "FlinkStateSnapshot ") || !strings.HasPrefix(rp.Path, "s3://flink/savepoints/savepoint-"+jobID[:6]+"-") {
+		t.Fatalf("restore point %+v, want a FlinkStateSnapshot's status.path of job %s", rp, jobID)
+	}
+	if got := f.sims[other(first)].RestoredFrom(f.ns, "wordcount"); got != rp.Path {
+		t.Errorf("restored from %q, want %q", got, rp.Path)
+	}
 }

@@ -122,6 +122,9 @@ type cluster struct {
 // defaults (the zero value), as a deployment runs them.
 type periods struct {
 	failoverPass, relayPoll time.Duration
+	// stateSnapshots runs the simulators as operators 1.10+ with the
+	// FlinkStateSnapshot CRD installed.
+	stateSnapshots bool
 }
 
 // testPeriods keep the tests short.
@@ -158,7 +161,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	relay := f.startAPI(streams, p.relayPoll)
 	f.startS3()
 	for _, m := range members {
-		f.register(m)
+		f.register(m, p.stateSnapshots)
 	}
 	interp, err := health.New(nil)
 	if err != nil {
@@ -205,7 +208,7 @@ func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Rela
 
 // register adds a cluster through the API, installs the FlinkDeployment
 // CRD and a Flink simulator in it, and starts its agent.
-func (f *farm) register(m cluster) {
+func (f *farm) register(m cluster, stateSnapshots bool) {
 	f.t.Helper()
 	kc, err := m.sandbox.Kubeconfig(m.apiServer)
 	if err != nil {
@@ -221,8 +224,13 @@ func (f *farm) register(m cluster) {
 	if err := flinksim.InstallCRD(f.ctx, cfg); err != nil {
 		f.t.Fatal(err)
 	}
+	if stateSnapshots {
+		if err := flinksim.InstallSnapshotCRD(f.ctx, cfg); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log,
-		Checkpoints: f.writeCheckpoint})
+		Checkpoints: f.writeCheckpoint, StateSnapshots: stateSnapshots})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -2,13 +2,17 @@ package failover
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/checkpoints"
+	"github.com/purser-io/purser/internal/store"
 )
 
 // CheckpointResolver finds a job's newest completed checkpoint under a
@@ -59,7 +63,7 @@ func checkpointDir(template map[string]any) string {
 // status is status wrote: the savepoint the operator reports, and the
 // newest completed checkpoint of its job in the checkpoint storage. The
 // string says why there is none, for the messages.
-func (c *Controller) restoreCandidates(ctx context.Context, template, status map[string]any) ([]v1alpha1.RestorePoint, string) {
+func (c *Controller) restoreCandidates(ctx context.Context, rec *store.Runnable, template, status map[string]any) ([]v1alpha1.RestorePoint, string) {
 	var out []v1alpha1.RestorePoint
 	var why []error
 	if p := reportedSavepoint(status); p != nil {
@@ -67,6 +71,15 @@ func (c *Controller) restoreCandidates(ctx context.Context, template, status map
 	} else {
 		why = append(why, errors.New("the operator reports no savepoint"))
 	}
+	name := v1alpha1.ObjectName(template, rec.Name)
+	snaps, err := c.reportedSnapshots(ctx, rec.Cluster, rec.Namespace, name, jobIDOf(status))
+	switch {
+	case err != nil:
+		why = append(why, fmt.Errorf("FlinkStateSnapshots: %w", err))
+	case len(snaps) == 0:
+		why = append(why, errors.New("no completed FlinkStateSnapshot"))
+	}
+	out = append(out, snaps...)
 	dir, job := checkpointDir(template), jobIDOf(status)
 	switch {
 	case dir == "":
@@ -133,4 +146,67 @@ func restorePolicy(spec *v1alpha1.RunnableSpec) string {
 
 func waitingForRestorePoint(v Verdict, cluster, why string) string {
 	return fmt.Sprintf("%s; it stays on %s because no proven restore point is known (%s) and statePreservation.restorePoint is Required; it moves once one is, or set restorePoint: IfAvailable to start it afresh", v.Message, cluster, why)
+}
+
+// snapshotKind is the FlinkStateSnapshot kind the agent tracks.
+var snapshotKind = struct{ apiVersion, kind string }{"flink.apache.org/v1beta1", "FlinkStateSnapshot"}
+
+// reportedSnapshots are the restore points the Flink operator (1.10+, with
+// its FlinkStateSnapshot CRD) recorded for the FlinkDeployment name on
+// cluster: every COMPLETED FlinkStateSnapshot whose spec.jobReference names
+// it (FlinkStateSnapshotUtils.createSavepointResource /
+// createCheckpointResource, labelled job-reference.name by
+// getSnapshotLabels), at its status.path (snapshotSuccessful), as the
+// cluster's agent reported them to the inventory.
+func (c *Controller) reportedSnapshots(ctx context.Context, cluster, namespace, name, jobID string) ([]v1alpha1.RestorePoint, error) {
+	sel, err := labels.Parse("job-reference.name=" + name)
+	if err != nil {
+		return nil, nil // a name no label value can hold: no snapshot refers to it
+	}
+	var rows []store.InventoryRow
+	err = c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		rows, _, err = tx.ListInventory(ctx, store.InventoryFilter{Cluster: cluster, APIVersion: snapshotKind.apiVersion,
+			Kind: snapshotKind.kind, Namespace: namespace, Selector: sel, Limit: 1000})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []v1alpha1.RestorePoint
+	for _, row := range rows {
+		var obj map[string]any
+		if json.Unmarshal(row.Object, &obj) != nil {
+			continue
+		}
+		if p := snapshotPoint(obj, name); p != nil {
+			p.JobID = jobID
+			out = append(out, *p)
+		}
+	}
+	return out, nil
+}
+
+// snapshotPoint is the restore point of one FlinkStateSnapshot of the
+// FlinkDeployment name, or nil when it is not a completed one of it.
+func snapshotPoint(obj map[string]any, name string) *v1alpha1.RestorePoint {
+	state, _ := dig(obj, "status", "state").(string)
+	path, _ := dig(obj, "status", "path").(string)
+	kind, _ := dig(obj, "spec", "jobReference", "kind").(string)
+	ref, _ := dig(obj, "spec", "jobReference", "name").(string)
+	if state != "COMPLETED" || path == "" || ref != name || (kind != "" && kind != "FlinkDeployment") {
+		return nil
+	}
+	p := &v1alpha1.RestorePoint{Path: path, Kind: v1alpha1.RestoreSavepoint,
+		Source: "FlinkStateSnapshot " + fmt.Sprint(dig(obj, "metadata", "name")) + " status.path"}
+	if _, ok := dig(obj, "spec", "checkpoint").(map[string]any); ok {
+		p.Kind = v1alpha1.RestoreCheckpoint
+	}
+	if ts, _ := dig(obj, "status", "resultTimestamp").(string); ts != "" {
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			t = t.UTC()
+			p.TakenAt = &t
+		}
+	}
+	return p
 }
