@@ -238,8 +238,20 @@ func TestReportedSavepoint(t *testing.T) {
 	st := map[string]any{"jobStatus": map[string]any{"jobId": "44cc", "savepointInfo": map[string]any{
 		"lastSavepoint": map[string]any{"location": "s3://sp/savepoint-44cc55-0a1b", "timeStamp": float64(1796112152248), "triggerType": "PERIODIC"}}}}
 	p := reportedSavepoint(st)
-	if p == nil || p.Path != "s3://sp/savepoint-44cc55-0a1b" || p.Kind != v1alpha1.RestoreSavepoint || p.TakenAt == nil || p.TakenAt.UnixMilli() != 1796112152248 || p.JobID != "44cc" {
-		t.Fatalf("got %+v", p)
+	if p == nil || p.Path != "s3://sp/savepoint-44cc55-0a1b" || p.Kind != v1alpha1.RestoreSavepoint || p.TakenAt == nil || p.TakenAt.UnixMilli() != 1796112152248 || p.JobID != "" {
+		t.Fatalf("got %+v (job 44cc did not write savepoint-44cc55)", p)
+	}
+	st["jobStatus"].(map[string]any)["jobId"] = "44cc55aa"
+	if p := reportedSavepoint(st); p == nil || p.JobID != "44cc55aa" {
+		t.Fatalf("a savepoint of the current job: %+v", p)
+	}
+	// The upgrade's savepoint of the job before against a checkpoint of
+	// the current job completed in the same second: the current job's wins.
+	sameSecond := t0.Truncate(time.Second)
+	later := sameSecond.Add(55 * time.Millisecond)
+	got := ofCurrentJob([]v1alpha1.RestorePoint{{Path: "s3://sp/savepoint-eb8444-1", TakenAt: &later}, {Path: "s3://cp/5c9d/chk-1", JobID: "5c9d", TakenAt: &sameSecond}}, "5c9d")
+	if len(got) != 1 || got[0].Path != "s3://cp/5c9d/chk-1" {
+		t.Errorf("ofCurrentJob = %+v", got)
 	}
 	dummy := map[string]any{"jobStatus": map[string]any{"savepointInfo": map[string]any{"lastSavepoint": map[string]any{"location": lastStateDummy}}}}
 	if p := reportedSavepoint(dummy); p != nil {

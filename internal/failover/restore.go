@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -38,7 +39,10 @@ func reportedSavepoint(status map[string]any) *v1alpha1.RestorePoint {
 		return nil
 	}
 	p := &v1alpha1.RestorePoint{Path: loc, Kind: v1alpha1.RestoreSavepoint,
-		Source: "status.jobStatus.savepointInfo.lastSavepoint", JobID: jobIDOf(status)}
+		Source: "status.jobStatus.savepointInfo.lastSavepoint"}
+	if id := jobIDOf(status); writtenBy(loc, id) {
+		p.JobID = id
+	}
 	if ms, ok := millis(sp["timeStamp"]); ok {
 		t := time.UnixMilli(ms).UTC()
 		p.TakenAt = &t
@@ -101,7 +105,25 @@ func (c *Controller) restoreCandidates(ctx context.Context, rec *store.Runnable,
 	if err := errors.Join(why...); err != nil && len(out) == 0 {
 		return nil, err.Error()
 	}
-	return out, ""
+	return ofCurrentJob(out, job), ""
+}
+
+// ofCurrentJob keeps, when any candidate was written by the job that ran
+// last (job), only those: whatever an earlier job of the attempt wrote
+// (the savepoint an upgrade restored the current job from) is older than
+// anything the current job completed, and storage timestamps (S3's
+// Last-Modified, to the second) are too coarse to tell them apart.
+func ofCurrentJob(candidates []v1alpha1.RestorePoint, job string) []v1alpha1.RestorePoint {
+	var current []v1alpha1.RestorePoint
+	for _, c := range candidates {
+		if job != "" && c.JobID == job {
+			current = append(current, c)
+		}
+	}
+	if len(current) == 0 {
+		return candidates
+	}
+	return current
 }
 
 func jobIDOf(status map[string]any) string {
@@ -180,7 +202,9 @@ func (c *Controller) reportedSnapshots(ctx context.Context, cluster, namespace, 
 			continue
 		}
 		if p := snapshotPoint(obj, name); p != nil {
-			p.JobID = jobID
+			if writtenBy(p.Path, jobID) {
+				p.JobID = jobID
+			}
 			out = append(out, *p)
 		}
 	}
@@ -209,4 +233,17 @@ func snapshotPoint(obj map[string]any, name string) *v1alpha1.RestorePoint {
 		}
 	}
 	return p
+}
+
+// writtenBy reports whether the savepoint or checkpoint at path was
+// written by the job id: Flink names a savepoint directory
+// savepoint-<first 6 hex of the job id>-<random>
+// (AbstractFsCheckpointStorageAccess.initializeLocationForSavepoint) and
+// puts a checkpoint under <dir>/<job id>/chk-<n>. A savepoint of another
+// job id is the one an upgrade or resume restored the current job from.
+func writtenBy(path, job string) bool {
+	if len(job) < 6 {
+		return false
+	}
+	return strings.Contains(path, "savepoint-"+job[:6]+"-") || strings.Contains(path, "/"+job+"/chk-")
 }
