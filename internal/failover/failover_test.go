@@ -302,3 +302,32 @@ func TestFlinkRestoresFromStateSnapshot(t *testing.T) {
 		t.Errorf("restored from %q, want %q", got, rp.Path)
 	}
 }
+
+// An AtMostOne job whose restore point is Required does not move without
+// one: it stays, and its message says what is missing and what to do.
+func TestRequiredRestorePointWaits(t *testing.T) {
+	cs := env.Clusters(t)
+	f := newFarm(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}, {name: "b", sandbox: cs[1]}})
+	// No checkpoint directory and no savepoints: nothing to restore from.
+	spec := strings.Replace(flinkRunnable, "%s", "a, b", 1)
+	spec = strings.Replace(spec, "        state.checkpoints.dir: s3://flink/checkpoints\n", "", 1)
+	f.submit(spec)
+	r := running(f, "wordcount")
+	at := r.Status.Cluster
+	f.sims[at].Fail(f.ns, "wordcount", flinksim.Reconciling)
+	r = f.waitFor("wordcount", "waiting for a restore point", func(r *v1alpha1.Runnable) bool {
+		return strings.Contains(r.Status.Message, "no proven restore point is known")
+	})
+	t.Logf("message: %s", r.Status.Message)
+	for _, want := range []string{"the template configures no checkpoint directory", "restorePoint is Required", "IfAvailable"} {
+		if !strings.Contains(r.Status.Message, want) {
+			t.Errorf("message %q does not say %q", r.Status.Message, want)
+		}
+	}
+	if r.Status.Cluster != at || len(r.Status.Attempts) != 1 || r.Status.Attempts[0].EndedAt != nil {
+		t.Errorf("moved without a restore point: %+v", r.Status)
+	}
+	if n := len(f.objects(at, flinkGVR)); n != 1 {
+		t.Errorf("%d FlinkDeployments on %s, want the one still there", n, at)
+	}
+}
