@@ -319,7 +319,10 @@ func TestRequiredRestorePointWaits(t *testing.T) {
 		return strings.Contains(r.Status.Message, "no proven restore point is known")
 	})
 	t.Logf("message: %s", r.Status.Message)
-	for _, want := range []string{"the template configures no checkpoint directory", "restorePoint is Required", "IfAvailable"} {
+	if strings.ContainsAny(r.Status.Message, "\n\r") {
+		t.Errorf("message %q is not one line", r.Status.Message)
+	}
+	for _, want := range []string{"the operator reports no savepoint; no completed FlinkStateSnapshot; the template configures no checkpoint directory", "restorePoint is Required", "IfAvailable"} {
 		if !strings.Contains(r.Status.Message, want) {
 			t.Errorf("message %q does not say %q", r.Status.Message, want)
 		}

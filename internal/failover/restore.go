@@ -102,8 +102,13 @@ func (c *Controller) restoreCandidates(ctx context.Context, rec *store.Runnable,
 		out = append(out, v1alpha1.RestorePoint{Path: cp.Path, Kind: v1alpha1.RestoreCheckpoint,
 			Source: "newest completed checkpoint under " + dir, JobID: job, TakenAt: &at})
 	}
-	if err := errors.Join(why...); err != nil && len(out) == 0 {
-		return nil, err.Error()
+	if len(out) == 0 {
+		// One line: it goes into the runnable's status message.
+		parts := make([]string, len(why))
+		for i, e := range why {
+			parts[i] = e.Error()
+		}
+		return nil, strings.Join(parts, "; ")
 	}
 	return ofCurrentJob(out, job), ""
 }
