@@ -198,7 +198,7 @@ func (c *Controller) release(ctx context.Context, a *store.Attempt, view *cluste
 	if err != nil {
 		return err
 	}
-	if Consistency(&r.doc.Spec) == v1alpha1.ConsistencyAtMostOne {
+	if Consistency(&r.doc.Spec) == v1alpha1.ConsistencyAtMostOne && r.status.ConfirmedStopped == nil {
 		from := *a.EndedAt
 		if hb := view.failover.LastHeartbeat; hb != nil && hb.After(from) {
 			from = *hb
@@ -206,11 +206,19 @@ func (c *Controller) release(ctx context.Context, a *store.Attempt, view *cluste
 		if c.cfg.Now().Before(from.Add(c.cfg.AgentLease + c.cfg.FencingMargin)) {
 			return nil
 		}
+		if k := view.failover.AgentReachesKubeAPI; k != nil && !*k {
+			// The agent said it could not reach its kube-apiserver: it
+			// cannot have fenced the copy. Only the cluster's return or
+			// a person's confirmation lets the runnable go.
+			return c.setWaiting(ctx, rec, r, v1alpha1.WaitingUnconfirmed, fmt.Sprintf(
+				"the old copy of attempt %d on %s must go before the runnable is placed again, but %s stopped answering and its agent said it could not reach that cluster's API server, so nobody can stop the copy or confirm that it stopped; if you made sure it no longer runs, `purser failover runnable %s -n %s --confirm-stopped` moves it now",
+				a.Number, a.Cluster, a.Cluster, rec.Name, rec.Namespace))
+		}
 	}
 	msg := fmt.Sprintf("cluster %s stopped answering before the copy of attempt %d could be removed; placing the runnable again, and removing that copy when %s answers",
 		a.Cluster, a.Number, a.Cluster)
 	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
-		st.Message = msg
+		st.Message, st.Waiting = msg, ""
 		return &change{phase: v1alpha1.PhaseQueued, cluster: new(""), enqueue: a.Number,
 			audit: &audit.Entry{Action: "requeue", Summary: msg}}, nil
 	})

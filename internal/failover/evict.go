@@ -55,6 +55,7 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 
 		st.Preserved, st.RestorePoint = preserved, carry.RestorePoint
 		st.Health, st.UnhealthySince, st.HealthySince = "", nil, nil
+		st.Waiting, st.ConfirmedStopped = "", nil
 		var b strings.Builder
 		fmt.Fprintf(&b, "attempt %d evicted from %s (%s): %s", a.Number, a.Cluster, v.Reason, v.Message)
 		if len(preserved) > 0 {
@@ -94,14 +95,14 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 	return err
 }
 
-// setMessage writes a runnable's status message when it changed, without
-// touching anything else: the runnable is waiting for a failover.
-func (c *Controller) setMessage(ctx context.Context, rec *store.Runnable, r *runnable, msg string) error {
-	if r.status.Message == msg {
+// setWaiting writes what a runnable waiting for a failover waits for,
+// when that changed, without touching anything else.
+func (c *Controller) setWaiting(ctx context.Context, rec *store.Runnable, r *runnable, waiting, msg string) error {
+	if r.status.Message == msg && r.status.Waiting == waiting {
 		return nil
 	}
 	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
-		st.Message = msg
+		st.Message, st.Waiting = msg, waiting
 		return &change{phase: v1alpha1.Phase(rec.Phase)}, nil
 	})
 }

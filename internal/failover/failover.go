@@ -145,7 +145,9 @@ func (c *Controller) Pass(ctx context.Context) error {
 	}
 	scanErr := c.scan(ctx, views)
 	cleanErr := c.cleanup(ctx, views)
-	return errors.Join(scanErr, cleanErr)
+	leftErr := c.removeLeftovers(ctx, views)
+	retainErr := c.retain(ctx)
+	return errors.Join(scanErr, cleanErr, leftErr, retainErr)
 }
 
 // wakeAt asks for a pass at t, if it is earlier than any asked for.
@@ -208,10 +210,21 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	}
 	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin})
 	c.wakeAt(v.Until)
+	if v.Overridable {
+		v.Message += fmt.Sprintf("; if you made sure that copy no longer runs, `purser failover runnable %s -n %s --confirm-stopped` moves it now",
+			rec.Name, rec.Namespace)
+	}
 	if !v.Evict {
 		switch {
 		case v.Message != "":
-			return c.setMessage(ctx, rec, r, v.Message)
+			return c.setWaiting(ctx, rec, r, v.Waiting, v.Message)
+		case r.status.Waiting == v1alpha1.WaitingTarget:
+			// What held the runnable is over: say so, rather than leave
+			// a wait that no longer holds.
+			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("it no longer needs to move; it is %s on %s", rec.Phase, rec.Cluster))
+		case r.status.Waiting != "":
+			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("cluster %s answers again, so nothing holds the runnable back any more; it is %s there",
+				rec.Cluster, rec.Phase))
 		case r.status.Fenced && view.placement.Ready:
 			return c.resume(ctx, rec, r, view)
 		}
@@ -225,7 +238,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	target := placement.Choose(p, gvk.String(), placementViews(views))
 	if target.Cluster == "" {
 		c.metrics.blocked.Inc()
-		return c.setMessage(ctx, rec, r, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
+		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingTarget, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
 			v.Message, rec.Cluster, target.Reason))
 	}
 	var candidates []v1alpha1.RestorePoint
@@ -238,7 +251,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		}
 		if policy == v1alpha1.RestorePointRequired && len(candidates) == 0 && r.status.RestorePoint == nil {
 			c.metrics.blocked.Inc()
-			return c.setMessage(ctx, rec, r, waitingForRestorePoint(v, rec.Cluster, why))
+			return c.setWaiting(ctx, rec, r, v1alpha1.WaitingRestorePoint, waitingForRestorePoint(v, rec.Cluster, why))
 		}
 	}
 	if !c.limiter.Allow() {
@@ -352,6 +365,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 		}
 		if a, ok := agents[row.Name]; ok && a.LastHeartbeat != nil {
 			v.failover.LastHeartbeat = a.LastHeartbeat
+			var k v1alpha1.AgentKubeAPI
+			if len(a.KubeAPI) > 0 && json.Unmarshal(a.KubeAPI, &k) == nil {
+				v.failover.AgentReachesKubeAPI = &k.Connected
+			}
 		}
 		out[row.Name] = v
 	}
@@ -372,6 +389,7 @@ type metrics struct {
 	purged      prometheus.Counter
 	blocked     prometheus.Counter
 	rateLimited prometheus.Counter
+	retained    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -388,9 +406,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "purser_failover_rate_limited_total", Help: "Evictions postponed to a later pass by the eviction rate limit.",
 		}),
+		retained: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_retention_removed_total", Help: "Ended runnables removed once their retention had passed.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited)
+		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited, m.retained)
 	}
 	return m
 }

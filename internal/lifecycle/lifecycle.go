@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
@@ -113,6 +114,11 @@ func Apply(ctx context.Context, tx *store.Tx, r *Runnable, t Transition) (*Runna
 	if t.Cluster != nil {
 		rec.Cluster = *t.Cluster
 	}
+	if t.To.Terminal() && !from.Terminal() {
+		if err := stampEnd(&rec); err != nil {
+			return nil, err
+		}
+	}
 	if rec.Status, err = encode(next.Status); err != nil {
 		return nil, err
 	}
@@ -143,6 +149,11 @@ func Create(ctx context.Context, tx *store.Tx, rec *store.Runnable, t Transition
 	}
 	var err error
 	rec.Phase = string(t.To)
+	if t.To.Terminal() {
+		if err := stampEnd(rec); err != nil {
+			return nil, err
+		}
+	}
 	if rec.Status, err = encode(r.Status); err != nil {
 		return nil, err
 	}
@@ -156,12 +167,36 @@ func Create(ctx context.Context, tx *store.Tx, rec *store.Runnable, t Transition
 }
 
 // Remove deletes an ended runnable's record and its attempts, provided it
-// is still at r's resourceVersion; the audit log keeps its history.
+// is still at r's resourceVersion; the audit log keeps its history. What
+// its attempts may have left on their clusters is handed to the
+// controller as leftover copies, to delete there.
 func Remove(ctx context.Context, tx *store.Tx, r *Runnable, by Cause, actor string, entry audit.Entry) error {
 	from := r.Phase()
 	if !Allowed(from, Removed, by) {
 		return fmt.Errorf("runnable %s/%s: %s may not remove it while it is %s: %w",
 			r.Rec.Namespace, r.Rec.Name, by, from, ErrNotAllowed)
+	}
+	attempts, err := tx.ListAttempts(ctx, r.Rec.UID)
+	if err != nil {
+		return err
+	}
+	var doc store.Document[v1alpha1.RunnableSpec]
+	if err := json.Unmarshal(r.Rec.Spec, &doc); err != nil {
+		return fmt.Errorf("runnable %s/%s: stored spec: %w", r.Rec.Namespace, r.Rec.Name, err)
+	}
+	apiVersion, _ := doc.Spec.Template["apiVersion"].(string)
+	kind, _ := doc.Spec.Template["kind"].(string)
+	for _, a := range attempts {
+		if a.Cleanup == store.CleanupDone || (a.ObjectUID == "" && a.Cleanup != store.CleanupPending) {
+			continue // nothing of it can be on its cluster
+		}
+		if err := tx.PutLeftoverCopy(ctx, &store.LeftoverCopy{
+			RunnableUID: r.Rec.UID, Attempt: a.Number, Cluster: a.Cluster,
+			APIVersion: apiVersion, Kind: kind, Namespace: r.Rec.Namespace,
+			Name: v1alpha1.ObjectName(doc.Spec.Template, r.Rec.Name), Runnable: r.Rec.Namespace + "/" + r.Rec.Name,
+		}); err != nil {
+			return err
+		}
 	}
 	if err := tx.DeleteRunnable(ctx, r.Rec.UID, r.Rec.ResourceVersion); err != nil {
 		if errors.Is(err, store.ErrConflict) {
@@ -170,6 +205,26 @@ func Remove(ctx context.Context, tx *store.Tx, r *Runnable, by Cause, actor stri
 		return err
 	}
 	return appendAudit(ctx, tx, r.Rec, by, actor, Removed, &entry)
+}
+
+// stampEnd stamps a runnable that reaches an ended phase: when, and when
+// retention removes it (spec.ttlSecondsAfterFinished).
+func stampEnd(rec *store.Runnable) error {
+	now := time.Now()
+	rec.EndedAt = &now
+	var doc struct {
+		Spec struct {
+			TTL *int64 `json:"ttlSecondsAfterFinished"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
+		return fmt.Errorf("runnable %s/%s: stored spec: %w", rec.Namespace, rec.Name, err)
+	}
+	if ttl := doc.Spec.TTL; ttl != nil {
+		at := now.Add(time.Duration(*ttl) * time.Second)
+		rec.RemoveAfter = &at
+	}
+	return nil
 }
 
 // finish writes what comes with a move besides the runnable's row.

@@ -29,6 +29,9 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 		return 0, nil, err
 	}
 	obj.SetDefaults()
+	if obj.Spec.TTLSecondsAfterFinished == nil {
+		obj.Spec.TTLSecondsAfterFinished = s.cfg.Policy.RetentionTTL(obj.Metadata.Namespace)
+	}
 	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
 		return 0, nil, errInvalid("Runnable is invalid", errs)
 	}
@@ -143,8 +146,16 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 	}
 	var recs []*store.Runnable
 	var next string
+	var attempts map[string]int
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
-		recs, next, err = tx.ListRunnables(r.Context(), f)
+		if recs, next, err = tx.ListRunnables(r.Context(), f); err != nil {
+			return err
+		}
+		uids := make([]string, len(recs))
+		for i, rec := range recs {
+			uids[i] = rec.UID
+		}
+		attempts, err = tx.CountAttempts(r.Context(), uids)
 		return err
 	}); err != nil {
 		return 0, nil, err
@@ -155,6 +166,7 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 		if err != nil {
 			return 0, nil, err
 		}
+		obj.Status.AttemptCount = attempts[rec.UID]
 		out.Items = append(out.Items, obj)
 	}
 	return http.StatusOK, out, nil
@@ -175,54 +187,145 @@ func (s *Server) authorizeList(u auth.User, ns, what string) error {
 	return nil
 }
 
-// cancelRunnable serves DELETE: the runnable becomes Cancelled and the
-// submitter removes it from its cluster. Cancelling twice is a no-op.
-func (s *Server) cancelRunnable(r *http.Request, u auth.User) (int, any, error) {
+// deleteRunnable serves DELETE. A runnable that has not ended is
+// cancelled: it becomes Cancelled and the submitter removes it from its
+// cluster. An ended one is removed: its record goes, what its attempts
+// left on clusters is deleted there by the controller, and its history
+// stays in the audit log. So a live runnable takes two deletes to go, as
+// a cancelled one stays readable until someone removes it.
+func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
-		return 0, nil, errForbidden("user %q may not cancel runnables in namespace %q", u.Name, ns)
+		return 0, nil, errForbidden("user %q may not cancel or delete runnables in namespace %q", u.Name, ns)
 	}
-	var rec *store.Runnable
-	changed := false
+	var out *v1alpha1.Runnable
+	cancelled := false
 	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
-		changed = false
-		var err error
-		if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
+		cancelled = false
+		rec, err := tx.GetRunnable(r.Context(), ns, name)
+		if err != nil {
 			return err
 		}
-		phase := v1alpha1.Phase(rec.Phase)
-		if phase == v1alpha1.PhaseCancelled {
-			return nil
-		}
-		if phase.Terminal() {
-			return errConflict("runnable %s/%s already ended (%s); there is nothing to cancel", ns, name, phase)
+		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		if err != nil {
+			return err
 		}
 		cur, err := lifecycle.Decode(rec)
 		if err != nil {
 			return err
 		}
-		next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
-			To: v1alpha1.PhaseCancelled, By: lifecycle.ByAPI, Actor: u.Name,
-			Message: "cancelled by " + u.Name, Enqueue: stream.SubmissionCancel,
-			Audit: &audit.Entry{Action: "cancel", Summary: fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase)},
-		})
-		if err != nil {
+		phase := cur.Phase()
+		if !phase.Terminal() {
+			next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
+				To: v1alpha1.PhaseCancelled, By: lifecycle.ByAPI, Actor: u.Name,
+				Message: "cancelled by " + u.Name, Enqueue: stream.SubmissionCancel,
+				Audit: &audit.Entry{Action: "cancel", Summary: fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase)},
+			})
+			if err != nil {
+				return err
+			}
+			cancelled = true
+			out, err = runnableFromRecord(next.Rec, attempts)
 			return err
 		}
-		rec, changed = next.Rec, true
+		if n := len(attempts); n > 0 && phase == v1alpha1.PhaseCancelled && attempts[n-1].EndedAt == nil {
+			return errConflict("runnable %s/%s is cancelled and its copy is still being removed from %s (attempt %d); delete it again once that is done",
+				ns, name, attempts[n-1].Cluster, attempts[n-1].Number)
+		}
+		summary := fmt.Sprintf("deleted %s, which had ended %s", ns+"/"+name, phase)
+		if err := lifecycle.Remove(r.Context(), tx, cur, lifecycle.ByAPI, u.Name,
+			audit.Entry{Action: "delete", Summary: summary}); err != nil {
+			return err
+		}
+		if out, err = runnableFromRecord(rec, attempts); err != nil {
+			return err
+		}
+		out.Status.Message = summary + "; its history stays in the audit log"
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
 	}
+	if errors.Is(err, store.ErrMoved) {
+		return 0, nil, errConflict("runnable %s/%s changed while it was being deleted; try again", ns, name)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
-	if changed {
+	if cancelled {
 		s.notifyOutbox()
 	}
-	out, err := runnableFromRecord(rec, nil)
-	return http.StatusOK, out, err
+	return http.StatusOK, out, nil
+}
+
+// confirmStopped serves POST .../failover?confirmStopped=true: a person
+// vouches that the copy of the current attempt no longer runs, where
+// purser cannot confirm it (an AtMostOne runnable on a cluster that does
+// not answer); the controller then moves the runnable at once.
+func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not fail over runnables in namespace %q", u.Name, ns)
+	}
+	if r.URL.Query().Get("confirmStopped") != "true" {
+		return 0, nil, errInvalid("the failover override needs ?confirmStopped=true", []v1alpha1.FieldError{{Field: "confirmStopped",
+			Message: "must be true: it says that you made sure the copy on the unreachable cluster no longer runs"}})
+	}
+	var out *v1alpha1.Runnable
+	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		rec, err := tx.GetRunnable(r.Context(), ns, name)
+		if err != nil {
+			return err
+		}
+		cur, err := lifecycle.Decode(rec)
+		if err != nil {
+			return err
+		}
+		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		if err != nil {
+			return err
+		}
+		n := len(attempts)
+		waiting := cur.Status.Waiting == v1alpha1.WaitingFencing || cur.Status.Waiting == v1alpha1.WaitingUnconfirmed ||
+			cur.Status.Waiting == v1alpha1.WaitingHeartbeats
+		// The attempt whose copy is in doubt: the open one, or for a
+		// runnable FailingOver, the evicted one whose copy must go first.
+		current := n > 0 && (attempts[n-1].EndedAt == nil || cur.Phase() == v1alpha1.PhaseFailingOver)
+		if !lifecycle.Allowed(cur.Phase(), cur.Phase(), lifecycle.ByAPI) || !current || !waiting {
+			return errConflict("runnable %s/%s is %s and not waiting for a copy on an unreachable cluster to be confirmed stopped; nothing to override",
+				ns, name, cur.Phase())
+		}
+		a := attempts[n-1]
+		if c := cur.Status.ConfirmedStopped; c != nil && c.Attempt == a.Number {
+			out, err = runnableFromRecord(rec, attempts)
+			return err // said already
+		}
+		summary := fmt.Sprintf("%s confirmed that the copy of attempt %d on %s no longer runs; the controller moves %s without waiting",
+			u.Name, a.Number, a.Cluster, ns+"/"+name)
+		next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
+			To: cur.Phase(), By: lifecycle.ByAPI, Actor: u.Name, Message: summary,
+			Edit: func(st *v1alpha1.RunnableStatus) error {
+				st.ConfirmedStopped = &v1alpha1.Confirmation{By: u.Name, At: s.now(), Attempt: a.Number}
+				return nil
+			},
+			Audit: &audit.Entry{Action: "confirm-stopped", Summary: summary},
+		})
+		if err != nil {
+			return err
+		}
+		out, err = runnableFromRecord(next.Rec, attempts)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
+	}
+	if errors.Is(err, store.ErrMoved) {
+		return 0, nil, errConflict("runnable %s/%s changed meanwhile; look at it again before overriding", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, out, nil
 }
 
 // decideRunnable serves approve and reject: only an approver who is not
@@ -291,6 +394,7 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 		return nil, err
 	}
 	st := cur.Status
+	st.EndedAt, st.RemoveAfter = rec.EndedAt, rec.RemoveAfter
 	st.Phase = v1alpha1.Phase(rec.Phase)
 	st.Cluster = rec.Cluster
 	st.SubmittedBy = rec.Submitter
@@ -304,6 +408,7 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 				Cleanup: a.Cleanup, CarriedIn: a.CarriedIn, Reported: a.Reported, Note: a.Note,
 			})
 		}
+		st.AttemptCount = len(st.Attempts)
 	}
 	return &v1alpha1.Runnable{
 		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindRunnable},

@@ -496,8 +496,11 @@ type InventoryFilter struct {
 	// WithoutObject leaves Object nil, for listings that need only
 	// metadata and should not pay for reading documents.
 	WithoutObject bool
-	Limit         int
-	Continue      string
+	// System includes the system objects (inventory_system.go), which
+	// are left out otherwise.
+	System   bool
+	Limit    int
+	Continue string
 }
 
 // ListInventory returns one page of records ordered by (kind, namespace,
@@ -565,6 +568,10 @@ func (d dialect) listInventoryQuery(f InventoryFilter) (q string, args []any, li
 		if c.val != "" {
 			conds, args = append(conds, c.col+" = ?"), append(args, c.val)
 		}
+	}
+	if !f.System {
+		c, a := notSystemSQL()
+		conds, args = append(conds, c), append(args, a...)
 	}
 	if f.Selector != nil {
 		sc, sa, err := d.labelConditions(f.Selector)

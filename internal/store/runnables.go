@@ -28,6 +28,10 @@ type Runnable struct {
 	// ResourceVersion is 1 on create and grows by one with every update;
 	// UpdateRunnable only succeeds against the current value.
 	ResourceVersion int64
+	// EndedAt is when the runnable reached an ended phase; RemoveAfter,
+	// when retention removes it (nil: never).
+	EndedAt     *time.Time
+	RemoveAfter *time.Time
 }
 
 // Attempt is one placement of a runnable on one cluster.
@@ -71,13 +75,13 @@ type RunnableFilter struct {
 }
 
 const runnableColumns = `id, namespace, name, uid, generation, spec, spec_hash, phase, cluster,
-	submitter, status, created_at, updated_at, resource_version`
+	submitter, status, created_at, updated_at, resource_version, ended_at, remove_after`
 
 func scanRunnable(row interface{ Scan(...any) error }) (*Runnable, error) {
 	r := &Runnable{}
 	err := row.Scan(&r.ID, &r.Namespace, &r.Name, &r.UID, &r.Generation, &r.Spec, &r.SpecHash,
 		&r.Phase, &r.Cluster, &r.Submitter, &r.Status, timeCol{&r.CreatedAt}, timeCol{&r.UpdatedAt},
-		&r.ResourceVersion)
+		&r.ResourceVersion, nullTimeCol{&r.EndedAt}, nullTimeCol{&r.RemoveAfter})
 	return r, err
 }
 
@@ -93,12 +97,13 @@ func (tx *Tx) CreateRunnable(ctx context.Context, r *Runnable) error {
 	// PostgreSQL a violation would abort the whole transaction, and the
 	// caller may want to carry on (for example, read the existing object).
 	err := tx.queryRow(ctx, `INSERT INTO runnables (namespace, name, uid, generation, spec, spec_hash,
-			phase, cluster, submitter, status, created_at, updated_at, resource_version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+			phase, cluster, submitter, status, created_at, updated_at, resource_version, ended_at, remove_after)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
 		ON CONFLICT DO NOTHING
 		RETURNING id`,
 		r.Namespace, r.Name, r.UID, r.Generation, string(r.Spec), r.SpecHash,
 		r.Phase, r.Cluster, r.Submitter, nullText(r.Status), tx.s.d.ts(now), tx.s.d.ts(now),
+		tx.s.d.nullTS(r.EndedAt), tx.s.d.nullTS(r.RemoveAfter),
 	).Scan(&r.ID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("create runnable %s/%s (uid %s): name or uid already exists: %w", r.Namespace, r.Name, r.UID, ErrConflict)
@@ -148,10 +153,11 @@ func (tx *Tx) GetRunnableByUID(ctx context.Context, uid string) (*Runnable, erro
 func (tx *Tx) UpdateRunnable(ctx context.Context, r *Runnable) error {
 	now := tx.s.now()
 	res, err := tx.exec(ctx, `UPDATE runnables SET generation = ?, spec = ?, spec_hash = ?, phase = ?,
-			cluster = ?, submitter = ?, status = ?, updated_at = ?, resource_version = resource_version + 1
+			cluster = ?, submitter = ?, status = ?, updated_at = ?, resource_version = resource_version + 1,
+			ended_at = ?, remove_after = ?
 		WHERE uid = ? AND resource_version = ?`,
 		r.Generation, string(r.Spec), r.SpecHash, r.Phase, r.Cluster, r.Submitter, nullText(r.Status),
-		tx.s.d.ts(now), r.UID, r.ResourceVersion)
+		tx.s.d.ts(now), tx.s.d.nullTS(r.EndedAt), tx.s.d.nullTS(r.RemoveAfter), r.UID, r.ResourceVersion)
 	if err := tx.checkUpdated(ctx, res, err, "runnables", "uid", r.UID, r.ResourceVersion); err != nil {
 		return fmt.Errorf("update runnable %s/%s: %w", r.Namespace, r.Name, err)
 	}
