@@ -91,6 +91,10 @@ func describe(w io.Writer, k kindInfo, obj map[string]any) {
 		if p, _ := lookup(obj, "status", "preserved").(map[string]any); len(p) > 0 {
 			line("Preserved", joinLabels(p))
 		}
+		if rp := field(obj, "status", "restorePoint", "path"); rp != "" {
+			line("Restore point", fmt.Sprintf("%s (%s from attempt %s, %s)", rp, field(obj, "status", "restorePoint", "kind"),
+				field(obj, "status", "restorePoint", "attempt"), field(obj, "status", "restorePoint", "source")))
+		}
 		attempts, _ := lookup(obj, "status", "attempts").([]any)
 		fmt.Fprintln(w, "Attempts:")
 		if len(attempts) == 0 {
@@ -103,6 +107,20 @@ func describe(w io.Writer, k kindInfo, obj map[string]any) {
 				field(m, "startedAt"), orNone(field(m, "endedAt")), field(m, "result"), field(m, "reason"))
 		}
 		tw.Flush()
+		// The chain of restore points across failovers: what each attempt
+		// started from, what it reported, and why that was not carried on.
+		for _, a := range attempts {
+			m, _ := a.(map[string]any)
+			if c, _ := m["carriedIn"].(map[string]any); len(c) > 0 {
+				fmt.Fprintf(w, "  #%s carried in: %s\n", field(m, "number"), joinLabels(c))
+			}
+			if r, _ := m["reported"].(map[string]any); len(r) > 0 {
+				fmt.Fprintf(w, "  #%s reported:   %s\n", field(m, "number"), joinLabels(r))
+			}
+			if n := field(m, "note"); n != "" {
+				fmt.Fprintf(w, "  #%s note:       %s\n", field(m, "number"), n)
+			}
+		}
 	case v1alpha1.KindDeployable:
 		line("Template", field(obj, "spec", "template", "apiVersion")+" "+field(obj, "spec", "template", "kind"))
 		line("Generation", field(obj, "status", "generation"))
