@@ -1,6 +1,7 @@
 package printer
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -50,7 +51,7 @@ type describer struct{ w io.Writer }
 
 // line prints "Label:  value", leaving out empty values.
 func (d describer) line(label, value string) {
-	if value != "" {
+	if strings.TrimSpace(value) != "" {
 		fmt.Fprintf(d.w, "%-14s %s\n", label+":", value)
 	}
 }
@@ -62,11 +63,16 @@ func (d describer) section(title string, rows [][]string) {
 		fmt.Fprintln(d.w, "  <none>")
 		return
 	}
-	tw := tabwriter.NewWriter(d.w, 0, 8, 2, ' ', 0)
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 8, 2, ' ', 0)
 	for _, r := range rows {
 		fmt.Fprintln(tw, "  "+strings.Join(r, "\t"))
 	}
 	tw.Flush()
+	// Empty last cells leave padding behind; a line ends at its text.
+	for line := range strings.Lines(buf.String()) {
+		fmt.Fprintln(d.w, strings.TrimRight(line, " \n"))
+	}
 }
 
 func (d describer) runnable(obj Object) {
@@ -82,13 +88,32 @@ func (d describer) runnable(obj Object) {
 	if p, _ := Lookup(obj, "status", "preserved").(map[string]any); len(p) > 0 {
 		d.line("Preserved", JoinLabels(p))
 	}
+	if rp := Field(obj, "status", "restorePoint", "path"); rp != "" {
+		d.line("Restore point", fmt.Sprintf("%s (%s from attempt %s, %s)", rp, Field(obj, "status", "restorePoint", "kind"),
+			Field(obj, "status", "restorePoint", "attempt"), Field(obj, "status", "restorePoint", "source")))
+	}
+	attempts := list(obj, "status", "attempts")
 	var rows [][]string
-	for _, a := range list(obj, "status", "attempts") {
+	for _, a := range attempts {
 		m, _ := a.(map[string]any)
 		rows = append(rows, []string{"#" + Field(m, "number"), Field(m, "cluster"),
 			Field(m, "startedAt"), orNone(Field(m, "endedAt")), Field(m, "result"), Field(m, "reason")})
 	}
 	d.section("Attempts", rows)
+	// The chain of restore points across failovers: what each attempt
+	// started from, what it reported, and why that was not carried on.
+	for _, a := range attempts {
+		m, _ := a.(map[string]any)
+		if c, _ := m["carriedIn"].(map[string]any); len(c) > 0 {
+			fmt.Fprintf(d.w, "  #%s carried in: %s\n", Field(m, "number"), JoinLabels(c))
+		}
+		if r, _ := m["reported"].(map[string]any); len(r) > 0 {
+			fmt.Fprintf(d.w, "  #%s reported:   %s\n", Field(m, "number"), JoinLabels(r))
+		}
+		if n := Field(m, "note"); n != "" {
+			fmt.Fprintf(d.w, "  #%s note:       %s\n", Field(m, "number"), n)
+		}
+	}
 }
 
 func (d describer) deployable(obj Object) {

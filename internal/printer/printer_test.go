@@ -168,3 +168,25 @@ func TestWatcher(t *testing.T) {
 		t.Errorf("a later row is out of its column:\n%s", out.String())
 	}
 }
+
+// A runnable's describe shows the restore point and, per attempt, what it
+// carried in and reported.
+func TestDescribeRunnableRestorePoints(t *testing.T) {
+	obj := decode(t, `{"kind": "Runnable", "metadata": {"name": "wc"}, "status": {"phase": "Running",
+	  "restorePoint": {"path": "s3://cp/chk-7", "kind": "Checkpoint", "attempt": 1, "source": "S3"},
+	  "attempts": [{"number": 1, "cluster": "dc1", "reported": {"jobId": "a1"}, "note": "not carried: never Healthy"},
+	               {"number": 2, "cluster": "dc2", "carriedIn": {"restorePath": "s3://cp/chk-7"}}]}}`)
+	var out bytes.Buffer
+	if err := Describe(&out, "Runnable", obj, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Restore point: s3://cp/chk-7 (Checkpoint from attempt 1, S3)", "#1 reported:   jobId=a1",
+		"#1 note:       not carried: never Healthy", "#2 carried in: restorePath=s3://cp/chk-7"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("describe lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "History:") {
+		t.Error("a history that could not be read is shown")
+	}
+}

@@ -237,7 +237,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		stopComponents()
 		components.Wait()
 	}()
-	if err := startComponents(compCtx, &components, db, sealer, streams, metrics, log); err != nil {
+	if err := startComponents(compCtx, &components, db, sealer, streams, metrics, log, relay.Notify); err != nil {
 		return err
 	}
 

@@ -388,17 +388,22 @@ function runnableDetail(ns, name) {
         "Phase", st.phase || "", "Cluster", st.cluster ? link(clusterPath(st.cluster), st.cluster) : "—", "Health", badge(st.health),
         "Message", el("span", { class: "message" }, st.message || ""), "Submitted by", st.submittedBy || "", "Approved by", st.approvedBy || "—",
         "Created", when(r.metadata.creationTimestamp, true), "Deadline", r.spec.deadline ? when(r.spec.deadline) : "—",
-        "Preserved", Object.entries(st.preserved || {}).map(([k, v]) => k + "=" + v).join(", ") || "—",
+        "Preserved", pairs(st.preserved) || "—",
+        "Restore point", st.restorePoint ? st.restorePoint.path + " (" + st.restorePoint.kind + " from attempt " + st.restorePoint.attempt + ")" : "—",
         "Waiting for", st.waiting || "—",
         "Confirmed stopped", st.confirmedStopped ? "by " + st.confirmedStopped.by + " (attempt " + st.confirmedStopped.attempt + ")" : "—",
         "Ended", st.endedAt ? when(st.endedAt, true) : "—", "Removed after", st.removeAfter ? when(st.removeAfter) : "—"),
       el("h2", {}, "Attempts"),
       (st.attempts || []).length ? el("div", { class: "chart" }, attemptTimeline(r, hist.items, Date.now())) : null,
-      el("table", { id: "attempts" }, el("thead", {}, el("tr", {}, ["#", "Cluster", "Started", "Ended", "Result", "Reason", "Message"].map(h => el("th", {}, h)))),
+      // Carried in and Reported show the chain of restore points across
+      // failovers: what each attempt restored from, what it wrote, and
+      // (Note) why that was not carried on.
+      el("table", { id: "attempts" }, el("thead", {}, el("tr", {}, ["#", "Cluster", "Started", "Ended", "Result", "Reason", "Message", "Carried in", "Reported", "Note"].map(h => el("th", {}, h)))),
         el("tbody", {}, (st.attempts || []).length ? st.attempts.map(a => el("tr", {}, el("td", {}, a.number), el("td", { class: "nowrap" }, a.cluster ? link(clusterPath(a.cluster), a.cluster) : ""),
           el("td", { class: "nowrap" }, when(a.startedAt)), el("td", { class: "nowrap" }, a.endedAt ? when(a.endedAt) : el("span", { class: "muted" }, "running")),
-          el("td", {}, badge(a.result)), el("td", {}, a.reason || ""), el("td", { class: "message" }, a.message || "")))
-          : [el("tr", {}, el("td", { colspan: 7, class: "muted", id: "no-attempts" }, placementNote(st)))])),
+          el("td", {}, badge(a.result)), el("td", {}, a.reason || ""), el("td", { class: "message" }, a.message || ""),
+          el("td", { class: "carried" }, pairs(a.carriedIn)), el("td", { class: "reported" }, pairs(a.reported)), el("td", { class: "message" }, a.note || "")))
+          : [el("tr", {}, el("td", { colspan: 10, class: "muted", id: "no-attempts" }, placementNote(st)))])),
       el("h2", {}, "History"),
       historyTable("runnable-history", hist.items, false),
       el("h2", {}, "Status"),
@@ -407,6 +412,12 @@ function runnableDetail(ns, name) {
       yamlBlock("spec-yaml", r.spec));
   });
 }
+
+// pairs renders a string map as k=v, sorted; "" for none.
+function pairs(m) {
+  return Object.entries(m || {}).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => k + "=" + v).join(", ");
+}
+
 const EXAMPLE_JOB = `apiVersion: purser.io/v1alpha1
 kind: Runnable
 metadata:
