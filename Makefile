@@ -4,7 +4,7 @@
 GO ?= go
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build demo test vet fmt-check sandbox-build bench soak
+.PHONY: build demo test vet fmt-check sandbox-build pins bench soak
 
 build:
 	$(GO) build -o bin/purser ./cmd/purser
@@ -19,6 +19,16 @@ test: sandbox-build
 
 sandbox-build:
 	$(GO) run ./cmd/purser sandbox build
+
+# Copies the pins of the sandbox binaries (go.mod, go.sum and Go files of
+# every module under tools/) into internal/sandbox/pins, which go:embed puts
+# into the binary; each file gets a .pin suffix so that the go command sees
+# data, not a nested module. Run it after changing tools/;
+# TestPinsMatchTools fails until then.
+pins:
+	rm -rf internal/sandbox/pins
+	cd tools && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) | while read -r f; do \
+		mkdir -p "../internal/sandbox/pins/$$(dirname "$$f")" && cp "$$f" "../internal/sandbox/pins/$$f.pin"; done
 
 vet:
 	$(GO) vet ./...
