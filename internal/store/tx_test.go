@@ -36,7 +36,7 @@ func testRollbackLeavesNothing(t *testing.T, eng engine) {
 		}
 		return boom
 	})
-	if err != boom {
+	if !errors.Is(err, boom) || err.Error() != boom.Error() {
 		t.Fatalf("Tx returned %v, want fn's error unchanged", err)
 	}
 
