@@ -51,7 +51,7 @@ func InstallCRD(ctx context.Context, cfg *rest.Config) error {
 			return nil
 		}
 		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 50*time.Millisecond, time.Second)) {
-			return fmt.Errorf("CRD %s not served within %s: %v (last check: %v)", crdName, installTimeout, ctx.Err(), last)
+			return fmt.Errorf("CRD %s not served within %s: %w (last check: %w)", crdName, installTimeout, ctx.Err(), last)
 		}
 	}
 }
