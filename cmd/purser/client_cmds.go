@@ -315,7 +315,7 @@ API returns them; -o wide adds columns.`,
 				}
 			}
 			if output == "json" || output == "yaml" {
-				var v any = items
+				var v any
 				if name != "" {
 					v = items[0]
 				} else {
