@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -193,9 +195,17 @@ func TestAPICrashLosesNoSubmission(t *testing.T) {
 			api = startPurser(t, bin, apiArgs(listen)...)
 			api.waitLine(t, "listening on", time.Minute)
 
-			ids := drainSubmissions(t, nats.URL, 3)
-			if len(ids) != 3 {
-				t.Fatalf("stream holds %v, want the 3 submissions once each", ids)
+			// One lost and one duplicated submission would still be three.
+			var got []string
+			for _, s := range drainSubmissions(t, nats.URL, 3) {
+				got = append(got, s.Namespace+"/"+s.Name+" "+s.Event)
+			}
+			var want []string
+			for _, name := range names {
+				want = append(want, "team-a/"+name+" "+stream.SubmissionSubmit)
+			}
+			if slices.Sort(got); !slices.Equal(got, want) {
+				t.Fatalf("stream holds %v, want the 3 submissions once each: %v", got, want)
 			}
 			deadline := time.Now().Add(30 * time.Second)
 			for countRows(t, dsn, "outbox") != 0 {
@@ -239,8 +249,9 @@ func countRows(t *testing.T, dsn, table string) int {
 	return n
 }
 
-// drainSubmissions reads the submissions stream as a submitter would.
-func drainSubmissions(t *testing.T, url string, want int) []string {
+// drainSubmissions reads the submissions stream as a submitter would, and
+// waits a little after the wanted count for any extra message.
+func drainSubmissions(t *testing.T, url string, want int) []stream.Submission {
 	t.Helper()
 	c := streamtest.Connect(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -249,7 +260,7 @@ func drainSubmissions(t *testing.T, url string, want int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
+	var subs []stream.Submission
 	deadline := time.Now().Add(30 * time.Second)
 	for extra := false; ; {
 		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(500*time.Millisecond))
@@ -257,12 +268,16 @@ func drainSubmissions(t *testing.T, url string, want int) []string {
 			t.Fatal(err)
 		}
 		for m := range batch.Messages() {
-			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
+			var s stream.Submission
+			if err := json.Unmarshal(m.Data(), &s); err != nil {
+				t.Fatalf("submission %q: %v", m.Data(), err)
+			}
+			subs = append(subs, s)
 			m.Ack()
 		}
 		if extra {
-			return ids
+			return subs
 		}
-		extra = len(ids) >= want || time.Now().After(deadline)
+		extra = len(subs) >= want || time.Now().After(deadline)
 	}
 }
