@@ -282,7 +282,10 @@ func (f *fixture) waitConfigMapData(cluster, name, key, value string) {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there (err %v)", err)
+			if err != nil {
+				return err
+			}
+			return errors.New("still there")
 		}
 		if err != nil {
 			return err
@@ -302,7 +305,10 @@ func (f *fixture) waitSecretValue(cluster, name, key, value string) {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there (err %v)", err)
+			if err != nil {
+				return err
+			}
+			return errors.New("still there")
 		}
 		if err != nil {
 			return err

@@ -243,7 +243,7 @@ func TestTwoSyncersShareClustersAndTakeOver(t *testing.T) {
 		}
 		return nil
 	})
-	rec = f.put("shared", configMapTemplate(map[string]any{"v": "3"}), v1alpha1.Placement{})
+	f.put("shared", configMapTemplate(map[string]any{"v": "3"}), v1alpha1.Placement{})
 	for _, c := range all {
 		f.waitConfigMapData(c, "shared", "v", "3")
 	}
