@@ -101,7 +101,6 @@ var (
 	unreachNoSched = func(added int) taint { return taint{v1alpha1.TaintUnreachable, corev1.TaintEffectNoSchedule, added} }
 	unreachNoExec  = func(added int) taint { return taint{v1alpha1.TaintUnreachable, corev1.TaintEffectNoExecute, added} }
 	notReadyNoSch  = func(added int) taint { return taint{v1alpha1.TaintNotReady, corev1.TaintEffectNoSchedule, added} }
-	notReadyNoEx   = func(added int) taint { return taint{v1alpha1.TaintNotReady, corev1.TaintEffectNoExecute, added} }
 )
 
 // readyAt is a state that has been Ready since second t.

@@ -142,7 +142,10 @@ func list[T any](ctx context.Context, f *farm.Farm, path string, query url.Value
 			Continue string `json:"continue"`
 		}
 		if code, err := f.API.Do(ctx, http.MethodGet, path, query, nil, &page); code != http.StatusOK {
-			return fmt.Errorf("GET %s?%s: %d %v", path, query.Encode(), code, err)
+			if err != nil {
+				return fmt.Errorf("GET %s?%s: %d: %w", path, query.Encode(), code, err)
+			}
+			return fmt.Errorf("GET %s?%s: %d", path, query.Encode(), code)
 		}
 		for _, item := range page.Items {
 			add(item)
