@@ -46,11 +46,9 @@ type hub struct {
 	pub   *stream.Client
 }
 
+// logger writes to the test's output, shown when it fails or with -v.
 func logger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 func newHub(t *testing.T, eng storetest.Engine) *hub {
@@ -328,15 +326,16 @@ func TestAPIServerStoppedKeepsRecords(t *testing.T) {
 			}
 			h.waitFor(t, "ConfigMap appears", c.Name(), "ConfigMap", ns, "held", present)
 			c.StopAPIServer()
-			// Several snapshot periods pass with the API server down.
-			time.Sleep(8 * time.Second)
+			// Two snapshots of the cache that cannot refresh are applied.
+			taken := h.snapshotApplied(t, c.Name(), time.Now())
+			h.snapshotApplied(t, c.Name(), taken)
 			if r, err := h.record(t.Context(), c.Name(), "ConfigMap", ns, "held"); err != nil || r == nil {
 				t.Fatalf("record lost while the API server was down: %v", err)
 			}
 			if err := c.StartAPIServer(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(4 * time.Second)
+			h.snapshotApplied(t, c.Name(), time.Now())
 			if r, err := h.record(t.Context(), c.Name(), "ConfigMap", ns, "held"); err != nil || r == nil {
 				t.Fatalf("record lost after the API server came back: %v", err)
 			}
@@ -461,9 +460,13 @@ func TestSnapshotRaceAndChunks(t *testing.T) {
 					h.publishChunk(t, c)
 				}
 			}
-			// Incomplete: nothing may be removed. This is a negative check;
-			// a slow machine only makes it pass more easily.
-			time.Sleep(3 * time.Second)
+			// Incomplete: nothing may be removed. Batches are applied in
+			// order, so once a complete snapshot of another cluster
+			// published after these chunks is applied, they were seen.
+			marker := agent.ChunkSnapshot(cl+"-marker", "snap-marker", time.Now(), []agent.KindList{
+				{APIVersion: "v1", Kind: "ConfigMap", ListResourceVersion: "1"}})
+			h.publishChunk(t, marker[0])
+			h.snapshotApplied(t, cl+"-marker", time.Time{})
 			if r, _ := h.record(t.Context(), cl, "ConfigMap", "crafted", "zombie"); r == nil {
 				t.Fatal("an incomplete snapshot removed a record")
 			}
@@ -533,19 +536,32 @@ func TestTwoIngesters(t *testing.T) {
 func (h *hub) drained(t *testing.T, streamName string) {
 	t.Helper()
 	sandboxtest.Eventually(t, wait, streamName+" consumed", func(ctx context.Context) error {
-		cons, err := h.pub.JetStream().Consumer(ctx, streamName, stream.IngesterConsumer)
+		return streamtest.Consumed(ctx, h.pub, streamName, stream.IngesterConsumer)
+	})
+}
+
+// snapshotApplied waits until the ingester has applied a snapshot of
+// cluster taken after since, and returns when that snapshot was taken.
+func (h *hub) snapshotApplied(t *testing.T, cluster string, since time.Time) time.Time {
+	t.Helper()
+	var taken time.Time
+	sandboxtest.Eventually(t, wait, "a snapshot of "+cluster+" applied", func(ctx context.Context) error {
+		var fresh map[string]store.AgentFreshness
+		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
+			fresh, err = tx.ListAgentFreshness(ctx)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
+		last := fresh[cluster].LastSnapshot
+		if last == nil || !last.After(since) {
+			return fmt.Errorf("last snapshot applied %v, want one taken after %s", last, since.Format(time.RFC3339Nano))
 		}
-		if info.NumPending != 0 || info.NumAckPending != 0 {
-			return fmt.Errorf("%d pending, %d unacknowledged", info.NumPending, info.NumAckPending)
-		}
+		taken = *last
 		return nil
 	})
+	return taken
 }
 
 // An agent whose clock is an hour behind does not make its cluster look
