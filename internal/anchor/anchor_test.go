@@ -10,6 +10,7 @@ import (
 
 	"github.com/purser-io/purser/internal/anchor"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream"
@@ -123,17 +124,18 @@ func appendEntries(t *testing.T, db *store.Store, from, n int) {
 // anchor read then.
 func waitAnchored(t *testing.T, c *stream.Client, seq int64) []audit.Anchor {
 	t.Helper()
-	deadline := time.Now().Add(streamtest.Timeout)
-	for {
-		anchors, err := anchor.Read(t.Context(), c)
+	var anchors []audit.Anchor
+	sandboxtest.Eventually(t, streamtest.Timeout, fmt.Sprintf("seq %d anchored", seq), func(ctx context.Context) error {
+		var err error
+		if anchors, err = anchor.Read(ctx, c); err != nil {
+			return err
+		}
 		// Any anchor: a replica that read an older head may publish it
 		// after another published a newer one.
-		if err == nil && slices.ContainsFunc(anchors, func(a audit.Anchor) bool { return a.Seq == seq }) {
-			return anchors
+		if !slices.ContainsFunc(anchors, func(a audit.Anchor) bool { return a.Seq == seq }) {
+			return fmt.Errorf("anchors %v", anchors)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("seq %d never anchored: %v, %v", seq, anchors, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return anchors
 }
