@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
@@ -123,7 +124,7 @@ func TestCrashSafety(t *testing.T) {
 			time.Sleep(time.Second) // spread the submissions over several kills
 		}
 	}
-	waitFor(t, "every runnable Submitted", func() error {
+	sandboxtest.Eventually(t, wait, "every runnable Submitted", func(context.Context) error {
 		left := 0
 		for _, name := range names {
 			if rec, _, _ := f.get(name); rec.Phase != string(v1alpha1.PhaseSubmitted) {
