@@ -271,12 +271,8 @@ func (m *monitor) onFailure(cluster string, f func()) {
 
 func startMonitor(t *testing.T, st *store.Store, sealer *seal.Sealer) *monitor {
 	t.Helper()
-	hm := NewHealthMonitor(MonitorConfig{
-		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
 	m := &monitor{done: make(chan error, 1), probes: map[string][]ProbeOutcome{}, wake: make(chan struct{}), react: map[string]func(){}}
-	hm.observed = func(cluster string, o Observation, _ State) {
+	observed := func(cluster string, o Observation, _ State) {
 		m.mu.Lock()
 		react := m.react[cluster]
 		m.mu.Unlock()
@@ -292,6 +288,10 @@ func startMonitor(t *testing.T, st *store.Store, sealer *seal.Sealer) *monitor {
 		close(m.wake)
 		m.wake = make(chan struct{})
 	}
+	hm := NewHealthMonitor(MonitorConfig{
+		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval, Observed: observed,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() { m.done <- hm.Run(ctx) }()
