@@ -1,16 +1,18 @@
 package failover_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/client"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
@@ -34,6 +37,7 @@ import (
 	"github.com/purser-io/purser/internal/sandbox/flinksim"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/server"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
@@ -86,6 +90,12 @@ type farm struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// passes counts the failover controller's completed passes, and probes
+	// what the health monitor observed: the progress a test waits for
+	// before asserting that nothing happened.
+	passes atomic.Int64
+	probes probeLog
 }
 
 // cluster is a sandbox cluster as the farm registers it. natsURL and
@@ -105,7 +115,7 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	t.Helper()
 	ctx := context.Background()
 	f := &farm{t: t, ns: "t-" + randomHex(4), dyn: map[string]dynamic.Interface{}, sims: map[string]*flinksim.Simulator{}}
-	f.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	f.log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if _, bench := t.(*testing.B); bench {
 		f.log = slog.New(slog.DiscardHandler) // a benchmark prints everything it logs
 	}
@@ -114,11 +124,7 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.store.Close() })
-	key := make([]byte, seal.KeySize)
-	rand.Read(key)
-	if f.sealer, err = seal.New(key); err != nil {
-		t.Fatal(err)
-	}
+	f.sealer, _ = sealtest.New(t)
 	f.nats = streamtest.Start(t, "")
 	streams := streamtest.Declared(t, f.nats.URL)
 	f.ctx, f.cancel = context.WithCancel(ctx)
@@ -143,11 +149,97 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
 		Store: f.store, Sealer: f.sealer, Interval: probeInterval,
 		Policy: clusters.Policy{FailureThreshold: 3, SuccessThreshold: 2, NoExecuteGrace: 2 * time.Second, AgentLease: agentLease},
-		Logger: f.log.With("component", "health"),
+		Logger: f.log.With("component", "health"), Observed: f.probes.observe,
 	}).Run)
-	f.run("failover", failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
-		Interval: 200 * time.Millisecond, AgentLease: agentLease, FencingMargin: margin, Logger: f.log}).Run)
+	ctrl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
+		Interval: 200 * time.Millisecond, AgentLease: agentLease, FencingMargin: margin, Logger: f.log})
+	// Controller.Run's loop, counting the passes.
+	f.run("failover", func(ctx context.Context) error {
+		for ctx.Err() == nil {
+			if err := ctrl.Pass(ctx); err != nil && ctx.Err() == nil {
+				f.log.Warn("failover pass failed; trying again", "error", err)
+			} else if err == nil {
+				f.passes.Add(1)
+			}
+			backoff.Sleep(ctx, 200*time.Millisecond)
+		}
+		return nil
+	})
 	return f
+}
+
+// passedAfter waits until the failover controller has completed a pass
+// that began after at: what it would do about the state at that time, it
+// has done.
+func (f *farm) passedAfter(at time.Time) {
+	f.t.Helper()
+	from := int64(-1)
+	sandboxtest.Eventually(f.t, wait, "a failover pass begun after "+at.Format("15:04:05.000"), func(context.Context) error {
+		if from < 0 {
+			if time.Now().Before(at) {
+				return fmt.Errorf("not %s yet", at.Format("15:04:05.000"))
+			}
+			from = f.passes.Load()
+		}
+		// The first pass counted may have begun before at; the second
+		// began after it.
+		if n := f.passes.Load() - from; n < 2 {
+			return fmt.Errorf("%d passes completed since", n)
+		}
+		return nil
+	})
+}
+
+// probeLog records the health monitor's probes by cluster.
+type probeLog struct {
+	mu        sync.Mutex
+	outcomes  map[string][]clusters.ProbeOutcome
+	onFailure map[string]func()
+}
+
+// observe is the monitor's Observed hook. It runs react on the monitor's
+// goroutine, before the next probe.
+func (p *probeLog) observe(cluster string, o clusters.Observation, _ clusters.State) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.outcomes == nil {
+		p.outcomes = map[string][]clusters.ProbeOutcome{}
+	}
+	p.outcomes[cluster] = append(p.outcomes[cluster], o.Probe.Outcome)
+	if react := p.onFailure[cluster]; react != nil && o.Probe.Outcome != clusters.ProbeOK {
+		react()
+	}
+}
+
+// setOnFailure makes every failed probe of cluster run react (nil: nothing).
+func (p *probeLog) setOnFailure(cluster string, react func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.onFailure == nil {
+		p.onFailure = map[string]func(){}
+	}
+	p.onFailure[cluster] = react
+}
+
+// count is how many probes of cluster were observed.
+func (p *probeLog) count(cluster string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.outcomes[cluster])
+}
+
+// wait waits for a probe of cluster with outcome among those observed
+// after the first from.
+func (p *probeLog) wait(t testing.TB, cluster string, from int, outcome clusters.ProbeOutcome) {
+	t.Helper()
+	sandboxtest.Eventually(t, wait, fmt.Sprintf("a probe of %s with outcome %d", cluster, outcome), func(context.Context) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if got := p.outcomes[cluster]; len(got) <= from || !slices.Contains(got[from:], outcome) {
+			return fmt.Errorf("outcomes since: %v", got[min(from, len(got)):])
+		}
+		return nil
+	})
 }
 
 // startAPI serves the REST API with an admin token, and relays its
@@ -280,18 +372,15 @@ func (f *farm) runnable(name string) *v1alpha1.Runnable {
 // the last state after wait.
 func (f *farm) waitFor(name, what string, ok func(*v1alpha1.Runnable) bool) *v1alpha1.Runnable {
 	f.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		r := f.runnable(name)
-		if ok(r) {
-			return r
+	var r *v1alpha1.Runnable
+	sandboxtest.Eventually(f.t, wait, "runnable "+name+" "+what, func(context.Context) error {
+		if r = f.runnable(name); ok(r) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			y, _ := yaml.Marshal(r.Status)
-			f.t.Fatalf("runnable %s: not %s after %s; status:\n%s", name, what, wait, y)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		y, _ := yaml.Marshal(r.Status)
+		return fmt.Errorf("status:\n%s", y)
+	})
+	return r
 }
 
 // objects lists the runnable objects of a kind in the farm's namespace on
@@ -325,14 +414,6 @@ func (f *farm) history(name string) []string {
 }
 
 func sqliteDSN(t testing.TB) string { return storetest.Engines()[0].NewDSN(t) }
-
-// testWriter sends log lines to the test's log, shown when it fails.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
-}
 
 func randomHex(n int) string {
 	b := make([]byte, n)
