@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
-	"github.com/purser-io/purser/internal/seal/sealtest"
 )
 
 // Two controllers on one database: one leads through the lease, and
