@@ -110,6 +110,8 @@ func Ensure(ctx context.Context, opts BuildOptions) (*Binaries, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A tools folder that lacks one of the legacy modules has no cache of
+	// the old layout to reuse.
 	legacyDir := ""
 	if key, err := legacyKey(src); err == nil {
 		legacyDir = filepath.Join(cacheDir, key)
