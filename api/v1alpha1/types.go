@@ -100,6 +100,11 @@ type RunnableSpec struct {
 	// never submitted after it.
 	Deadline *time.Time `json:"deadline,omitempty"`
 	Failover *Failover  `json:"failover,omitempty"`
+	// TTLSecondsAfterFinished removes the Runnable, and what its attempts
+	// left on their clusters, that long after it ended (as a Job's field
+	// of the same name); its history stays in the audit log. Unset: the
+	// namespace's default from the policy file, else kept for good.
+	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // Placement says which clusters may receive an object.
@@ -198,15 +203,56 @@ type RunnableStatus struct {
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once
 	// the cluster is Ready again and the runnable was not moved.
-	Fenced    bool              `json:"fenced,omitempty"`
-	Preserved map[string]string `json:"preserved,omitempty"`
-	Attempts  []Attempt         `json:"attempts,omitempty"`
+	Fenced bool `json:"fenced,omitempty"`
+	// Waiting names what a failover of the current attempt waits for
+	// (Waiting* reasons); empty when nothing holds it. Message says it in
+	// words.
+	Waiting string `json:"waiting,omitempty"`
+	// ConfirmedStopped is a person's word that the current attempt's copy
+	// no longer runs, given when purser itself cannot confirm it
+	// (POST .../failover?confirmStopped=true): the controller then moves
+	// the runnable without waiting.
+	ConfirmedStopped *Confirmation     `json:"confirmedStopped,omitempty"`
+	Preserved        map[string]string `json:"preserved,omitempty"`
+	Attempts         []Attempt         `json:"attempts,omitempty"`
+	// AttemptCount is len(Attempts), filled by the API in lists too,
+	// which leave the attempts themselves out.
+	AttemptCount int `json:"attemptCount,omitempty"`
 	// Result is the last observed status of the object, kept after the
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`
 	SubmittedBy string         `json:"submittedBy,omitempty"`
 	ApprovedBy  string         `json:"approvedBy,omitempty"`
+	// EndedAt is when the runnable reached an ended phase; RemoveAfter,
+	// when retention removes it.
+	EndedAt     *time.Time `json:"endedAt,omitempty"`
+	RemoveAfter *time.Time `json:"removeAfter,omitempty"`
 }
+
+// Confirmation records who vouched for a fact purser could not observe.
+type Confirmation struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+	// Attempt is the attempt it is about; a later attempt is not covered.
+	Attempt int `json:"attempt"`
+}
+
+// Reasons a failover waits, in RunnableStatus.Waiting.
+const (
+	// WaitingFencing: the cluster is cut off; its agent suspends the copy
+	// when its lease runs out, and the runnable moves after that.
+	WaitingFencing = "AwaitingFencing"
+	// WaitingUnconfirmed: nobody can confirm that the copy stopped (the
+	// agent is alive but cannot stop it, or said it could not reach its
+	// API server before it went silent); only the cluster's return or a
+	// person's confirmation moves it.
+	WaitingUnconfirmed = "CopyUnconfirmed"
+	// WaitingHeartbeats: no agent's heartbeat reaches purser, so the
+	// silence of this one proves nothing.
+	WaitingHeartbeats = "HeartbeatsStale"
+	// WaitingTarget: no other cluster is eligible.
+	WaitingTarget = "NoEligibleCluster"
+)
 
 // Attempt is one placement of a Runnable on one cluster.
 type Attempt struct {
@@ -296,6 +342,26 @@ type ClusterStatus struct {
 	Taints    []corev1.Taint   `json:"taints,omitempty"`
 	Agent     *AgentStatus     `json:"agent,omitempty"`
 	Inventory *InventoryStatus `json:"inventory,omitempty"`
+	// State is ClusterState of the conditions, filled by the API on
+	// every read (Ready, NotReady or Unknown); never stored.
+	State string `json:"state,omitempty"`
+	// Runnables counts the runnables whose current cluster this is, by
+	// phase; filled by the API on every read.
+	Runnables map[Phase]int `json:"runnables,omitempty"`
+	// Capacity is what the cluster's schedulable nodes can allocate, from
+	// the Node records of the inventory; absent while none is known.
+	Capacity *ClusterCapacity `json:"capacity,omitempty"`
+}
+
+// ClusterCapacity sums the allocatable resources of a cluster's nodes
+// that are not cordoned, as placement measures them.
+type ClusterCapacity struct {
+	MilliCPU    int64 `json:"milliCPU"`
+	MemoryBytes int64 `json:"memoryBytes"`
+	Pods        int64 `json:"pods"`
+	Nodes       int   `json:"nodes"`
+	// Unschedulable counts the cordoned nodes left out of the sums.
+	Unschedulable int `json:"unschedulable,omitempty"`
 }
 
 // Condition is a metav1.Condition without observedGeneration, which purser
@@ -313,6 +379,14 @@ type AgentStatus struct {
 	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
 	LastSnapshot  *time.Time `json:"lastSnapshot,omitempty"`
 	LastEvent     *time.Time `json:"lastEvent,omitempty"`
+	// KubeAPI is what the agent said of its kube-apiserver in its latest
+	// heartbeat.
+	KubeAPI *AgentKubeAPI `json:"kubeAPI,omitempty"`
+	// CurrentUntil is the time of the latest heartbeat whose KubeAPI was
+	// Current.
+	CurrentUntil *time.Time `json:"currentUntil,omitempty"`
+	// Freshness is JudgeFreshness of the above at the time of the read.
+	Freshness *Freshness `json:"freshness,omitempty"`
 }
 
 // InventoryStatus summarises the cluster's rows in the inventory.

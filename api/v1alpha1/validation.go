@@ -44,9 +44,16 @@ func ValidateRunnable(r *Runnable, now time.Time) FieldErrors {
 	if d := r.Spec.Deadline; d != nil && !d.After(now) {
 		v.add("spec.deadline", "must be in the future: it is the last time the Runnable may be submitted")
 	}
+	if ttl := r.Spec.TTLSecondsAfterFinished; ttl != nil && (*ttl < 0 || *ttl > MaxTTLSecondsAfterFinished) {
+		v.add("spec.ttlSecondsAfterFinished", "must be between 0 and %d (10 years)", MaxTTLSecondsAfterFinished)
+	}
 	v.failover("spec.failover", r.Spec.Failover)
 	return v.errs
 }
+
+// MaxTTLSecondsAfterFinished bounds spec.ttlSecondsAfterFinished, so that
+// the time it names stays a time every database can store.
+const MaxTTLSecondsAfterFinished = 10 * 365 * 24 * 3600
 
 // ValidateDeployable returns every problem with d as written by a user.
 func ValidateDeployable(d *Deployable) FieldErrors {

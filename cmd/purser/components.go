@@ -15,7 +15,7 @@ import (
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/inventory"
-	"github.com/purser-io/purser/internal/lease"
+	"github.com/purser-io/purser/internal/replica"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
@@ -184,7 +184,7 @@ clusters through leases in the stream.`,
 			}
 			defer closeHub()
 			if identity == "" {
-				identity = lease.DefaultIdentity()
+				identity = replica.Identity()
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "purser syncer running as %s\n", identity)
 			return syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log}).Run(cmd.Context())

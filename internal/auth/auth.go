@@ -128,6 +128,7 @@ const (
 //	      editor: [alice]
 //	      approver: [carol]
 //	    approval: {runnables: true, deployables: true}
+//	    retention: {ttlSecondsAfterFinished: 86400}   # ended runnables removed a day later
 //	  "*":                              # applies to every namespace, in addition
 //	    roles: {viewer: ["group:auditors"]}
 //
@@ -139,8 +140,16 @@ type PolicyFile struct {
 
 // NamespacePolicy is the roles and approval rules of one namespace.
 type NamespacePolicy struct {
-	Roles    map[Role][]string `json:"roles,omitempty"`
-	Approval Approval          `json:"approval,omitempty"`
+	Roles     map[Role][]string `json:"roles,omitempty"`
+	Approval  Approval          `json:"approval,omitempty"`
+	Retention *Retention        `json:"retention,omitempty"`
+}
+
+// Retention says how long ended runnables of a namespace are kept.
+type Retention struct {
+	// TTLSecondsAfterFinished is given to runnables submitted without
+	// spec.ttlSecondsAfterFinished.
+	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // Approval says which changes in a namespace need a second person.
@@ -173,6 +182,9 @@ func LoadPolicy(path string) (*Policy, error) {
 // NewPolicy checks a policy's content.
 func NewPolicy(f PolicyFile) (*Policy, error) {
 	for ns, np := range f.Namespaces {
+		if r := np.Retention; r != nil && r.TTLSecondsAfterFinished != nil && *r.TTLSecondsAfterFinished < 0 {
+			return nil, fmt.Errorf("policy: namespace %s: retention.ttlSecondsAfterFinished must be 0 or more", ns)
+		}
 		for role := range np.Roles {
 			switch role {
 			case RoleViewer, RoleEditor, RoleApprover, RoleAdmin:
@@ -259,6 +271,19 @@ func (p *Policy) ApprovalRequired(ns, kind string) bool {
 		}
 	}
 	return false
+}
+
+// RetentionTTL is the ttlSecondsAfterFinished a runnable submitted to ns
+// without one gets: the namespace's, else that of every namespace ("*"),
+// else nil (kept for good).
+func (p *Policy) RetentionTTL(ns string) *int64 {
+	for _, key := range []string{ns, AnyNamespace} {
+		if r := p.f.Namespaces[key].Retention; r != nil && r.TTLSecondsAfterFinished != nil {
+			ttl := *r.TTLSecondsAfterFinished
+			return &ttl
+		}
+	}
+	return nil
 }
 
 // Access is what a user may do, for a UI to offer only that.

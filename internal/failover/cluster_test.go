@@ -17,6 +17,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
@@ -179,8 +180,8 @@ func testFlapping(t *testing.T, dsn string) {
 	for range cycles {
 		from := f.probes.count("b")
 		proxy.Cut()
-		f.probes.wait(t, "b", from, clusters.ProbeUnreachable)
-		f.probes.wait(t, "b", from, clusters.ProbeOK)
+		f.probes.wait(t, "b", from, probe.Unreachable)
+		f.probes.wait(t, "b", from, probe.OK)
 	}
 	f.probes.setOnFailure("b", nil)
 	// Once the NoExecute grace has passed, a pass of the failover

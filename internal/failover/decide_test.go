@@ -36,6 +36,8 @@ func noExecute(key string, added time.Time) corev1.Taint {
 func TestDecide(t *testing.T) {
 	heartbeat := t0.Add(-35 * time.Second)
 	oldHeartbeat := t0.Add(-41 * time.Second)
+	fresh := t0.Add(-5 * time.Second)
+	no := false
 	tests := []struct {
 		name    string
 		spec    *v1alpha1.RunnableSpec
@@ -70,16 +72,29 @@ func TestDecide(t *testing.T) {
 			Cluster{Name: "b", Taints: []corev1.Taint{{Key: v1alpha1.TaintUnreachable, Effect: corev1.TaintEffectNoSchedule}}}, Verdict{}},
 		{"unreachable, AtMostOne, lease not yet over: waits", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", LastHeartbeat: &heartbeat, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
-			Verdict{Message: "consistency AtMostOne"}},
+			Verdict{Message: "moves at 2026-11-29T12:00:05Z", Waiting: v1alpha1.WaitingFencing, Overridable: true}},
 		{"unreachable, AtMostOne, lease and margin over: moves, old copy later", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", LastHeartbeat: &oldHeartbeat, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
 			Verdict{Evict: true, Reason: ReasonClusterUnreachable, Purge: v1alpha1.PurgeDirectly}},
 		{"unreachable, no heartbeat ever: the taint's time counts", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0.Add(-39*time.Second))}},
-			Verdict{Message: "waiting until"}},
+			Verdict{Message: "moves at 2026-11-29T12:00:01Z", Waiting: v1alpha1.WaitingFencing, Overridable: true}},
 		{"unreachable, AtMostOne, every agent silent: holds", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", LastHeartbeat: &oldHeartbeat, HeartbeatsStale: true, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
-			Verdict{Message: "is the stream or the ingester down"}},
+			Verdict{Message: "is the stream or the ingester down", Waiting: v1alpha1.WaitingHeartbeats, Overridable: true}},
+		{"unreachable, AtMostOne, agent alive: nobody stops the copy", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
+			Cluster{Name: "b", LastHeartbeat: &fresh, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0.Add(-time.Hour))}},
+			Verdict{Message: "its agent is alive and renews its lease; while it still reaches", Waiting: v1alpha1.WaitingUnconfirmed, Overridable: true}},
+		{"unreachable, AtMostOne, agent alive without its API server", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
+			Cluster{Name: "b", LastHeartbeat: &fresh, AgentReachesKubeAPI: &no, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0.Add(-time.Hour))}},
+			Verdict{Message: "it cannot reach that API server either", Waiting: v1alpha1.WaitingUnconfirmed, Overridable: true}},
+		{"unreachable, AtMostOne, agent silent after saying it lost its API server", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
+			Cluster{Name: "b", LastHeartbeat: &oldHeartbeat, AgentReachesKubeAPI: &no, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
+			Verdict{Message: "said it could not reach that API server, so it cannot have stopped the copy", Waiting: v1alpha1.WaitingUnconfirmed, Overridable: true}},
+		{"unreachable, AtMostOne, a person confirmed the copy stopped: moves", &v1alpha1.RunnableSpec{},
+			&v1alpha1.RunnableStatus{ConfirmedStopped: &v1alpha1.Confirmation{By: "alice", At: t0, Attempt: 1}},
+			Cluster{Name: "b", LastHeartbeat: &fresh, AgentReachesKubeAPI: &no, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
+			Verdict{Evict: true, Reason: ReasonClusterUnreachable, Purge: v1alpha1.PurgeDirectly, Message: "alice confirmed"}},
 		{"unreachable, AtLeastOne, every agent silent: moves", &v1alpha1.RunnableSpec{Failover: &v1alpha1.Failover{Consistency: v1alpha1.ConsistencyAtLeastOne}},
 			&v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", HeartbeatsStale: true, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},

@@ -2,7 +2,6 @@ package failover
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -51,6 +51,7 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 
 		st.Preserved = preserved
 		st.Health, st.UnhealthySince = "", nil
+		st.Waiting, st.ConfirmedStopped = "", nil
 		var b strings.Builder
 		fmt.Fprintf(&b, "attempt %d evicted from %s (%s): %s", a.Number, a.Cluster, v.Reason, v.Message)
 		if len(preserved) > 0 {
@@ -72,10 +73,7 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 		st.Message = b.String()
 		ch := &change{phase: phase, audit: &audit.Entry{Action: "evict", Summary: st.Message}}
 		if phase == v1alpha1.PhaseQueued {
-			ch.cluster = new("")
-			if err := enqueue(ctx, tx, rec, a.Number); err != nil {
-				return nil, err
-			}
+			ch.cluster, ch.enqueue = new(""), a.Number
 		}
 		return ch, nil
 	})
@@ -86,14 +84,14 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 	return err
 }
 
-// setMessage writes a runnable's status message when it changed, without
-// touching anything else: the runnable is waiting for a failover.
-func (c *Controller) setMessage(ctx context.Context, rec *store.Runnable, r *runnable, msg string) error {
-	if r.status.Message == msg {
+// setWaiting writes what a runnable waiting for a failover waits for,
+// when that changed, without touching anything else.
+func (c *Controller) setWaiting(ctx context.Context, rec *store.Runnable, r *runnable, waiting, msg string) error {
+	if r.status.Message == msg && r.status.Waiting == waiting {
 		return nil
 	}
 	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
-		st.Message = msg
+		st.Message, st.Waiting = msg, waiting
 		return &change{phase: v1alpha1.Phase(rec.Phase)}, nil
 	})
 }
@@ -103,7 +101,10 @@ func (c *Controller) setMessage(ctx context.Context, rec *store.Runnable, r *run
 type change struct {
 	phase   v1alpha1.Phase
 	cluster *string      // nil keeps the cluster
-	audit   *audit.Entry // Actor, Kind, Namespace, Name and Outcome are filled in
+	audit   *audit.Entry // Action, Summary
+	// enqueue: the runnable waits for a cluster again after the end of
+	// this attempt.
+	enqueue int
 }
 
 // runnableTx applies edit to the runnable in one transaction, provided it
@@ -112,47 +113,30 @@ type change struct {
 // alone.
 func (c *Controller) runnableTx(ctx context.Context, rec *store.Runnable,
 	edit func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error)) error {
-	err := c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		var ch *change
-		cur, err := store.EditRunnable(ctx, tx, rec, func(cur *store.Runnable, st *v1alpha1.RunnableStatus) (err error) {
-			if ch, err = edit(tx, st); err != nil {
-				return err
-			}
-			if ch.cluster != nil {
-				cur.Cluster = *ch.cluster
-			}
-			cur.Phase = string(ch.phase)
-			return nil
-		})
+	r, err := lifecycle.Decode(rec)
+	if err != nil {
+		return err
+	}
+	err = c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		st := r.Status
+		ch, err := edit(tx, &st)
 		if err != nil {
 			return err
 		}
-		if ch.audit == nil {
-			return nil
+		t := lifecycle.Transition{
+			To: ch.phase, By: lifecycle.ByController, Cluster: ch.cluster, Audit: ch.audit,
+			Edit: func(cur *v1alpha1.RunnableStatus) error { *cur = st; return nil },
 		}
-		entry := ch.audit
-		entry.Actor, entry.Kind, entry.Namespace, entry.Name = Actor, v1alpha1.KindRunnable, cur.Namespace, cur.Name
-		entry.Outcome = string(ch.phase)
-		// The audit entry is appended last: it holds the chain until commit.
-		return tx.AppendAudit(ctx, entry)
+		if ch.enqueue > 0 {
+			t.Enqueue, t.EnqueueAttempt = stream.SubmissionFailover, ch.enqueue
+		}
+		_, err = lifecycle.Apply(ctx, tx, r, t)
+		return err
 	})
 	if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	return err
-}
-
-// enqueue tells the submitters that the runnable waits for a cluster
-// again. The attempt number makes each failover's message distinct, so
-// that the stream's deduplication does not drop it.
-func enqueue(ctx context.Context, tx *store.Tx, rec *store.Runnable, attempt int) error {
-	msg := stream.Submission{UID: rec.UID, Namespace: rec.Namespace, Name: rec.Name,
-		Event: stream.SubmissionFailover, Attempt: attempt}
-	data, err := json.Marshal(msg)
-	if err != nil {
-		return err
-	}
-	return tx.EnqueueOutbox(ctx, &store.OutboxMessage{Subject: stream.SubjectSubmissions, MsgID: msg.ID(), Data: data})
 }
 
 func preservedString(p map[string]string) string {

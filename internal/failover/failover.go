@@ -30,6 +30,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -126,7 +127,9 @@ func (c *Controller) Pass(ctx context.Context) error {
 	}
 	scanErr := c.scan(ctx, views)
 	cleanErr := c.cleanup(ctx, views)
-	return errors.Join(scanErr, cleanErr)
+	leftErr := c.removeLeftovers(ctx, views)
+	retainErr := c.retain(ctx)
+	return errors.Join(scanErr, cleanErr, leftErr, retainErr)
 }
 
 // occupying are the phases of a runnable whose attempt is on a cluster.
@@ -173,10 +176,21 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return nil // a removed cluster: the submitter places it again
 	}
 	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin})
+	if v.Overridable {
+		v.Message += fmt.Sprintf("; if you made sure that copy no longer runs, `purser failover runnable %s -n %s --confirm-stopped` moves it now",
+			rec.Name, rec.Namespace)
+	}
 	if !v.Evict {
 		switch {
 		case v.Message != "":
-			return c.setMessage(ctx, rec, r, v.Message)
+			return c.setWaiting(ctx, rec, r, v.Waiting, v.Message)
+		case r.status.Waiting == v1alpha1.WaitingTarget:
+			// What held the runnable is over: say so, rather than leave
+			// a wait that no longer holds.
+			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("it no longer needs to move; it is %s on %s", rec.Phase, rec.Cluster))
+		case r.status.Waiting != "":
+			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("cluster %s answers again, so nothing holds the runnable back any more; it is %s there",
+				rec.Cluster, rec.Phase))
 		case r.status.Fenced && view.placement.Ready:
 			return c.resume(ctx, rec, r, view)
 		}
@@ -190,7 +204,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	target := placement.Choose(p, gvk.String(), placementViews(views))
 	if target.Cluster == "" {
 		c.metrics.blocked.Inc()
-		return c.setMessage(ctx, rec, r, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
+		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingTarget, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
 			v.Message, rec.Cluster, target.Reason))
 	}
 	if !c.limiter.Allow() {
@@ -223,11 +237,11 @@ func readRunnable(rec *store.Runnable) (*runnable, error) {
 	if err := json.Unmarshal(rec.Spec, &r.doc); err != nil {
 		return nil, fmt.Errorf("runnable %s/%s: stored spec: %w", rec.Namespace, rec.Name, err)
 	}
-	if len(rec.Status) > 0 {
-		if err := json.Unmarshal(rec.Status, &r.status); err != nil {
-			return nil, fmt.Errorf("runnable %s/%s: stored status: %w", rec.Namespace, rec.Name, err)
-		}
+	lr, err := lifecycle.Decode(rec)
+	if err != nil {
+		return nil, err
 	}
+	r.status = lr.Status
 	return r, nil
 }
 
@@ -304,6 +318,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 		}
 		if a, ok := agents[row.Name]; ok && a.LastHeartbeat != nil {
 			v.failover.LastHeartbeat = a.LastHeartbeat
+			var k v1alpha1.AgentKubeAPI
+			if len(a.KubeAPI) > 0 && json.Unmarshal(a.KubeAPI, &k) == nil {
+				v.failover.AgentReachesKubeAPI = &k.Connected
+			}
 		}
 		out[row.Name] = v
 	}
@@ -324,6 +342,7 @@ type metrics struct {
 	purged      prometheus.Counter
 	blocked     prometheus.Counter
 	rateLimited prometheus.Counter
+	retained    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -340,9 +359,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "purser_failover_rate_limited_total", Help: "Evictions postponed to a later pass by the eviction rate limit.",
 		}),
+		retained: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_retention_removed_total", Help: "Ended runnables removed once their retention had passed.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited)
+		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited, m.retained)
 	}
 	return m
 }

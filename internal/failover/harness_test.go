@@ -33,6 +33,7 @@ import (
 	"github.com/purser-io/purser/internal/health"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/flinksim"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
@@ -193,7 +194,7 @@ func (f *farm) passedAfter(at time.Time) {
 // probeLog records the health monitor's probes by cluster.
 type probeLog struct {
 	mu        sync.Mutex
-	outcomes  map[string][]clusters.ProbeOutcome
+	outcomes  map[string][]probe.Outcome
 	onFailure map[string]func()
 }
 
@@ -203,10 +204,10 @@ func (p *probeLog) observe(cluster string, o clusters.Observation, _ clusters.St
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.outcomes == nil {
-		p.outcomes = map[string][]clusters.ProbeOutcome{}
+		p.outcomes = map[string][]probe.Outcome{}
 	}
 	p.outcomes[cluster] = append(p.outcomes[cluster], o.Probe.Outcome)
-	if react := p.onFailure[cluster]; react != nil && o.Probe.Outcome != clusters.ProbeOK {
+	if react := p.onFailure[cluster]; react != nil && o.Probe.Outcome != probe.OK {
 		react()
 	}
 }
@@ -230,7 +231,7 @@ func (p *probeLog) count(cluster string) int {
 
 // wait waits for a probe of cluster with outcome among those observed
 // after the first from.
-func (p *probeLog) wait(t testing.TB, cluster string, from int, outcome clusters.ProbeOutcome) {
+func (p *probeLog) wait(t testing.TB, cluster string, from int, outcome probe.Outcome) {
 	t.Helper()
 	sandboxtest.Eventually(t, wait, fmt.Sprintf("a probe of %s with outcome %d", cluster, outcome), func(context.Context) error {
 		p.mu.Lock()

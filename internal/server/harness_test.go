@@ -213,7 +213,7 @@ func (h *harness) count(table string) int {
 // but the outbox, which the relay drains on its own.
 func (h *harness) counts() map[string]int {
 	out := map[string]int{}
-	for _, table := range []string{"runnables", "deployables", "clusters", "audit_log", "attempts"} {
+	for _, table := range []string{"runnables", "deployables", "clusters", "audit_log", "attempts", "leftover_copies"} {
 		out[table] = h.count(table)
 	}
 	return out

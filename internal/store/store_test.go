@@ -59,7 +59,7 @@ var suite = []struct {
 }{
 	{"Runnables", testRunnables},
 	{"RunnableOptimisticConcurrency", testRunnableOptimisticConcurrency},
-	{"EditRunnable", testEditRunnable},
+	{"DeleteRunnable", testDeleteRunnable},
 	{"ListRunnables", testListRunnables},
 	{"ListRunnablesStableUnderInserts", testListRunnablesStableUnderInserts},
 	{"Attempts", testAttempts},
@@ -78,6 +78,8 @@ var suite = []struct {
 	{"UnavailableAfterClose", testUnavailableAfterClose},
 	{"MigrationsIdempotent", testMigrationsIdempotent},
 	{"AgentFreshness", testAgentFreshness},
+	{"Counts", testCounts},
+	{"InventorySystem", testInventorySystem},
 	{"InventoryLabelSelector", testInventoryLabelSelector},
 	{"ConcurrentOpen", testConcurrentOpen},
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -199,7 +200,11 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 		return false, err
 	}
 	obj := object(rec, doc, gvk, a.Number)
-	if err := failover.Prepare(obj, &doc.Spec, preserved(rec)); err != nil {
+	kept, err := preserved(rec)
+	if err != nil {
+		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidStatus", err.Error())
+	}
+	if err := failover.Prepare(obj, &doc.Spec, kept); err != nil {
 		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
 		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
 	}
@@ -364,49 +369,29 @@ func (s *Submitter) closeCancelled(ctx context.Context, rec *store.Runnable, a *
 	})
 }
 
-// transition is one change of a runnable, written in one transaction.
+// transition is one change of a runnable: a lifecycle move made by the
+// submitter.
 type transition struct {
 	phase   v1alpha1.Phase
 	cluster *string // nil keeps the runnable's cluster
 	message string  // "" keeps the status message
 	attempt *store.Attempt
-	audit   *audit.Entry // Actor, Kind, Namespace, Name and Outcome are filled in
+	audit   *audit.Entry // Action, Summary
 }
 
 // apply writes t if the runnable is still as rec found it; otherwise it
-// writes nothing and reports moved, so the caller reads it again. The
-// runnable is updated first (its optimistic check decides), then the
-// attempt, then the audit entry, last because it holds the chain's lock
-// until commit.
+// writes nothing and reports moved, so the caller reads it again.
 func (s *Submitter) apply(ctx context.Context, rec *store.Runnable, t transition) (moved bool, err error) {
+	r, err := lifecycle.Decode(rec)
+	if err != nil {
+		return false, err
+	}
 	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		cur, err := store.EditRunnable(ctx, tx, rec, func(cur *store.Runnable, st *v1alpha1.RunnableStatus) error {
-			if t.message != "" {
-				st.Message = t.message
-			}
-			cur.Phase = string(t.phase)
-			if t.cluster != nil {
-				cur.Cluster = *t.cluster
-			}
-			return nil
+		_, err := lifecycle.Apply(ctx, tx, r, lifecycle.Transition{
+			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
+			Attempt: t.attempt, Audit: t.audit,
 		})
-		if err != nil {
-			return err
-		}
-		if t.attempt != nil {
-			if err := tx.PutAttempt(ctx, t.attempt); err != nil {
-				return err
-			}
-		}
-		if t.audit != nil {
-			e := *t.audit
-			e.Actor, e.Kind, e.Namespace, e.Name = Actor, v1alpha1.KindRunnable, cur.Namespace, cur.Name
-			e.Outcome = string(t.phase)
-			if err := tx.AppendAudit(ctx, &e); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	})
 	if errors.Is(err, store.ErrMoved) {
 		return true, nil
@@ -446,16 +431,20 @@ func decode(rec *store.Runnable) (*runnableDoc, schema.GroupVersionKind, error) 
 }
 
 func statusMessage(rec *store.Runnable) string {
-	var st v1alpha1.RunnableStatus
-	_ = json.Unmarshal(rec.Status, &st)
-	return st.Message
+	r, err := lifecycle.Decode(rec)
+	if err != nil {
+		return ""
+	}
+	return r.Status.Message
 }
 
 // preserved is the state kept from the runnable's earlier attempts.
-func preserved(rec *store.Runnable) map[string]string {
-	var st v1alpha1.RunnableStatus
-	_ = json.Unmarshal(rec.Status, &st)
-	return st.Preserved
+func preserved(rec *store.Runnable) (map[string]string, error) {
+	r, err := lifecycle.Decode(rec)
+	if err != nil {
+		return nil, err
+	}
+	return r.Status.Preserved, nil
 }
 
 // object builds what is created on the cluster: the template, named after
