@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/sandbox"
@@ -85,11 +86,14 @@ func run(t *testing.T, fn func(context.Context) error) (stop func()) {
 	return stop
 }
 
+// snapshotInterval is the agents' period between snapshots.
+const snapshotInterval = 2 * time.Second
+
 func startAgent(t *testing.T, h *hub, c *sandbox.Cluster) (stop func()) {
 	t.Helper()
 	a, err := agent.New(agent.Config{
 		Cluster: c.Name(), RESTConfig: c.RESTConfig(), Stream: streamtest.Connect(t, h.nats.URL),
-		SnapshotInterval: 2 * time.Second, HeartbeatInterval: time.Second, DiscoveryInterval: 2 * time.Second,
+		SnapshotInterval: snapshotInterval, HeartbeatInterval: time.Second, DiscoveryInterval: 2 * time.Second,
 		Logger: logger(t),
 	})
 	if err != nil {
@@ -311,8 +315,8 @@ func TestZombiesRemovedAfterAgentRestart(t *testing.T) {
 }
 
 // TestAPIServerStoppedKeepsRecords: a cluster whose kube-apiserver is down
-// keeps its records; snapshots of a cache that cannot refresh never remove
-// them.
+// keeps its records: its agent sends no snapshot of a cache that cannot
+// refresh, and whatever it sent is applied without removing any.
 func TestAPIServerStoppedKeepsRecords(t *testing.T) {
 	c := env.Dedicated(t, false)
 	for _, eng := range storetest.Engines() {
@@ -326,9 +330,11 @@ func TestAPIServerStoppedKeepsRecords(t *testing.T) {
 			}
 			h.waitFor(t, "ConfigMap appears", c.Name(), "ConfigMap", ns, "held", present)
 			c.StopAPIServer()
-			// Two snapshots of the cache that cannot refresh are applied.
-			taken := h.snapshotApplied(t, c.Name(), time.Now())
-			h.snapshotApplied(t, c.Name(), taken)
+			// Two snapshot periods pass in which the agent knew the
+			// kube-apiserver was down (its heartbeats say so), and every
+			// snapshot it sent meanwhile is applied.
+			h.heartbeatSays(t, c.Name(), time.Now().Add(2*snapshotInterval), false)
+			h.drained(t, stream.SnapshotsStream)
 			if r, err := h.record(t.Context(), c.Name(), "ConfigMap", ns, "held"); err != nil || r == nil {
 				t.Fatalf("record lost while the API server was down: %v", err)
 			}
@@ -537,6 +543,34 @@ func (h *hub) drained(t *testing.T, streamName string) {
 	t.Helper()
 	sandboxtest.Eventually(t, wait, streamName+" consumed", func(ctx context.Context) error {
 		return streamtest.Consumed(ctx, h.pub, streamName, stream.IngesterConsumer)
+	})
+}
+
+// heartbeatSays waits until the ingester has applied a heartbeat of
+// cluster sent after since whose report of the kube-apiserver is
+// connected or not.
+func (h *hub) heartbeatSays(t *testing.T, cluster string, since time.Time, connected bool) {
+	t.Helper()
+	sandboxtest.Eventually(t, wait, fmt.Sprintf("a heartbeat of %s saying connected=%v", cluster, connected), func(ctx context.Context) error {
+		var fresh map[string]store.AgentFreshness
+		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
+			fresh, err = tx.ListAgentFreshness(ctx)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		f := fresh[cluster]
+		var api v1alpha1.AgentKubeAPI
+		if len(f.KubeAPI) > 0 {
+			if err := json.Unmarshal(f.KubeAPI, &api); err != nil {
+				return err
+			}
+		}
+		if f.LastHeartbeat == nil || !f.LastHeartbeat.After(since) || api.Connected != connected {
+			return fmt.Errorf("last heartbeat %v, kube API %s", f.LastHeartbeat, f.KubeAPI)
+		}
+		return nil
 	})
 }
 
