@@ -18,7 +18,7 @@ test: sandbox-build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 sandbox-build:
-	$(GO) run ./cmd/purser sandbox build
+	$(GO) run ./cmd/purser sandbox build --dex
 
 # Copies the pins of the sandbox binaries (go.mod, go.sum and Go files of
 # every module under tools/) into internal/sandbox/pins, which go:embed puts

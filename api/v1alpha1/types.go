@@ -153,11 +153,16 @@ type Failover struct {
 // ApplicationFailover reacts to an unhealthy object.
 type ApplicationFailover struct {
 	// TolerationSeconds is how long the object may stay unhealthy before it
-	// is moved.
-	TolerationSeconds  *int64             `json:"tolerationSeconds,omitempty"`
-	PurgeMode          string             `json:"purgeMode,omitempty"`
-	GracePeriodSeconds *int64             `json:"gracePeriodSeconds,omitempty"`
-	StatePreservation  *StatePreservation `json:"statePreservation,omitempty"`
+	// is moved, once its attempt has been seen Healthy.
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+	// InitialTolerationSeconds is the same for an attempt that has not been
+	// Healthy yet: its first start (a Flink job restoring a large state, an
+	// image being pulled) may take far longer than a running job may stay
+	// unhealthy, and an empty new copy must not be evicted for being empty.
+	InitialTolerationSeconds *int64             `json:"initialTolerationSeconds,omitempty"`
+	PurgeMode                string             `json:"purgeMode,omitempty"`
+	GracePeriodSeconds       *int64             `json:"gracePeriodSeconds,omitempty"`
+	StatePreservation        *StatePreservation `json:"statePreservation,omitempty"`
 }
 
 // ClusterFailover reacts to a lost cluster.
@@ -169,6 +174,43 @@ type ClusterFailover struct {
 // the next attempt can resume where the last one stopped.
 type StatePreservation struct {
 	Rules []StatePreservationRule `json:"rules,omitempty"`
+	// RestorePoint asks for an exact restore point to be carried (the
+	// location the Flink operator reports, or the newest completed
+	// checkpoint of the job), offered to mutations as restorePath:
+	// Required makes a failover wait until one is known, IfAvailable
+	// starts the next attempt afresh without one; "" carries none.
+	RestorePoint string `json:"restorePoint,omitempty"`
+}
+
+// Restore point policies of StatePreservation.RestorePoint.
+const (
+	RestorePointRequired    = "Required"
+	RestorePointIfAvailable = "IfAvailable"
+)
+
+// Kinds of restore point.
+const (
+	RestoreSavepoint  = "Savepoint"
+	RestoreCheckpoint = "Checkpoint"
+)
+
+// RestorePoint is an exact location a job can be restored from, and where
+// it came from.
+type RestorePoint struct {
+	// Path is what the next attempt restores from (restorePath in
+	// mutations), e.g. s3://bucket/checkpoints/<jobId>/chk-42.
+	Path string `json:"path"`
+	// Kind is Savepoint or Checkpoint.
+	Kind string `json:"kind"`
+	// Source says how it was found: the field of the operator's status, or
+	// the checkpoint storage it was resolved from.
+	Source string `json:"source,omitempty"`
+	JobID  string `json:"jobId,omitempty"`
+	// TakenAt is when it was completed; a restore point only replaces an
+	// older one.
+	TakenAt *time.Time `json:"takenAt,omitempty"`
+	// Attempt is the attempt whose job wrote it.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // StatePreservationRule reads JSONPath from the object's .status and keeps
@@ -199,7 +241,13 @@ type RunnableStatus struct {
 	// spec.failover.application.tolerationSeconds, kept with the runnable
 	// so that it survives restarts of the controller.
 	UnhealthySince *time.Time `json:"unhealthySince,omitempty"`
-	Message        string     `json:"message,omitempty"`
+	// HealthySince is when the current attempt's object was first seen
+	// Healthy and running: from then on its attempt has proven itself, so
+	// what it reports may be carried to the next attempt, and
+	// tolerationSeconds (not initialTolerationSeconds) applies. Nil until
+	// then, and again for each new attempt.
+	HealthySince *time.Time `json:"healthySince,omitempty"`
+	Message      string     `json:"message,omitempty"`
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once
 	// the cluster is Ready again and the runnable was not moved.
@@ -214,7 +262,10 @@ type RunnableStatus struct {
 	// the runnable without waiting.
 	ConfirmedStopped *Confirmation     `json:"confirmedStopped,omitempty"`
 	Preserved        map[string]string `json:"preserved,omitempty"`
-	Attempts         []Attempt         `json:"attempts,omitempty"`
+	// RestorePoint is the exact restore point the next attempt carries,
+	// when statePreservation.restorePoint asks for one.
+	RestorePoint *RestorePoint `json:"restorePoint,omitempty"`
+	Attempts     []Attempt     `json:"attempts,omitempty"`
 	// AttemptCount is len(Attempts), filled by the API in lists too,
 	// which leave the attempts themselves out.
 	AttemptCount int `json:"attemptCount,omitempty"`
@@ -252,6 +303,9 @@ const (
 	WaitingHeartbeats = "HeartbeatsStale"
 	// WaitingTarget: no other cluster is eligible.
 	WaitingTarget = "NoEligibleCluster"
+	// WaitingRestorePoint: statePreservation.restorePoint is Required and
+	// no proven restore point is known.
+	WaitingRestorePoint = "NoRestorePoint"
 )
 
 // Attempt is one placement of a Runnable on one cluster.
@@ -268,6 +322,15 @@ type Attempt struct {
 	// Cleanup says whether the object an ended attempt may have left on
 	// its cluster is still to be removed (Pending) or gone (Done).
 	Cleanup string `json:"cleanup,omitempty"`
+	// CarriedIn is the preserved state the attempt started with, and
+	// restorePath, the restore point it restored from.
+	CarriedIn map[string]string `json:"carriedIn,omitempty"`
+	// Reported is what the attempt's object reported when it was left
+	// (each rule's value, and restorePath for the restore point it wrote),
+	// whether or not it was carried on.
+	Reported map[string]string `json:"reported,omitempty"`
+	// Note says why something reported was not carried on.
+	Note string `json:"note,omitempty"`
 }
 
 // Deployable is one Kubernetes object kept identical on every matching

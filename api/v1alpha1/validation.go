@@ -396,8 +396,9 @@ var (
 	applicationPurgeModes = []string{PurgeDirectly, PurgeGracefully, PurgeNever}
 	// Never is not offered for a lost cluster: what is left there may come
 	// back to life, and only purser can fence it.
-	clusterPurgeModes = []string{PurgeDirectly, PurgeGracefully}
-	consistencies     = []string{ConsistencyAtMostOne, ConsistencyAtLeastOne}
+	clusterPurgeModes    = []string{PurgeDirectly, PurgeGracefully}
+	consistencies        = []string{ConsistencyAtMostOne, ConsistencyAtLeastOne}
+	restorePointPolicies = []string{RestorePointRequired, RestorePointIfAvailable}
 )
 
 func (v *validator) failover(field string, f *Failover) {
@@ -411,11 +412,15 @@ func (v *validator) failover(field string, f *Failover) {
 		if a.TolerationSeconds != nil && *a.TolerationSeconds < 0 {
 			v.add(af+".tolerationSeconds", "must be 0 or more")
 		}
+		if a.InitialTolerationSeconds != nil && *a.InitialTolerationSeconds < 0 {
+			v.add(af+".initialTolerationSeconds", "must be 0 or more")
+		}
 		if a.GracePeriodSeconds != nil && *a.GracePeriodSeconds < 0 {
 			v.add(af+".gracePeriodSeconds", "must be 0 or more")
 		}
 		if sp := a.StatePreservation; sp != nil {
 			v.preservationRules(af+".statePreservation.rules", sp.Rules)
+			v.enum(af+".statePreservation.restorePoint", sp.RestorePoint, restorePointPolicies)
 		}
 	}
 	if c := f.Cluster; c != nil {

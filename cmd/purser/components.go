@@ -124,8 +124,14 @@ func openDatabase(ctx context.Context, dsn string, log *slog.Logger) (*store.Sto
 // the first connection: a component that exited here would only be
 // restarted to try again.
 func declare(ctx context.Context, streams *stream.Client, log *slog.Logger) error {
+	return whileUnavailable(ctx, log, streams.Declare)
+}
+
+// whileUnavailable runs declare until it succeeds or fails otherwise than
+// with the stream unavailable.
+func whileUnavailable(ctx context.Context, log *slog.Logger, declare func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
-		err := streams.Declare(ctx)
+		err := declare(ctx)
 		if err == nil || !errors.Is(err, stream.ErrUnavailable) {
 			return err
 		}

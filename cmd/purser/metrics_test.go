@@ -50,7 +50,7 @@ func TestControllerServesMetrics(t *testing.T) {
 
 	var body string
 	sandboxtest.Eventually(t, 30*time.Second, "purser_leader in /metrics", func(ctx context.Context) error {
-		resp, err := httpGet(ctx, "http://"+addr+"/metrics")
+		resp, err := getURL(ctx, "http://"+addr+"/metrics")
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func TestComponentWaitsForDatabase(t *testing.T) {
 			t.Fatalf("the ingester exited instead of waiting for its database: %v", err)
 		default:
 		}
-		resp, err := httpGet(ctx, "http://"+addr+"/healthz")
+		resp, err := getURL(ctx, "http://"+addr+"/healthz")
 		if err != nil {
 			return err
 		}
@@ -124,8 +124,8 @@ func TestComponentWaitsForDatabase(t *testing.T) {
 	}
 }
 
-// httpGet is http.Get bound to ctx.
-func httpGet(ctx context.Context, url string) (*http.Response, error) {
+// getURL is http.Get bound to ctx.
+func getURL(ctx context.Context, url string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

@@ -44,6 +44,11 @@ var DefaultKinds = []schema.GroupVersionKind{
 	{Group: "batch", Version: "v1", Kind: "Job"},
 	{Group: "argoproj.io", Version: "v1alpha1", Kind: "Workflow"},
 	{Group: "flink.apache.org", Version: "v1beta1", Kind: "FlinkDeployment"},
+	// The Flink operator's savepoints and checkpoints from 1.10 on, when
+	// its FlinkStateSnapshot CRD is installed (watched once it is served):
+	// their status.path is the exact restore point failover carries. The
+	// operator creates them, so they carry no purser label.
+	{Group: "flink.apache.org", Version: "v1beta1", Kind: "FlinkStateSnapshot"},
 	{Group: "apps", Version: "v1", Kind: "Deployment"},
 	{Group: "apps", Version: "v1", Kind: "StatefulSet"},
 	{Version: "v1", Kind: "ConfigMap"},

@@ -63,11 +63,20 @@ func LoadTokens(path string) (*Authenticator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
 	}
+	return ParseTokens(path, data)
+}
+
+// ParseTokens reads the content of the tokens file at path.
+func ParseTokens(path string, data []byte) (*Authenticator, error) {
 	var f TokensFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("tokens file %s: %w", path, err)
 	}
-	return NewAuthenticator(f)
+	a, err := NewAuthenticator(f)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	return a, nil
 }
 
 // NewAuthenticator checks a tokens file's content and indexes it.
@@ -172,11 +181,20 @@ func LoadPolicy(path string) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy file: %w", err)
 	}
+	return ParsePolicy(path, data)
+}
+
+// ParsePolicy reads the content of the policy file at path.
+func ParsePolicy(path string, data []byte) (*Policy, error) {
 	var f PolicyFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("policy file %s: %w", path, err)
 	}
-	return NewPolicy(f)
+	p, err := NewPolicy(f)
+	if err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", path, err)
+	}
+	return p, nil
 }
 
 // NewPolicy checks a policy's content.

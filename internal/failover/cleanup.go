@@ -94,10 +94,14 @@ func (c *Controller) purge(ctx context.Context, a *store.Attempt, view *clusterV
 		return fmt.Errorf("remove %s %s/%s of attempt %d from %s: %w", gvk.Kind, rec.Namespace, name, a.Number, a.Cluster, err)
 	}
 	if deleted {
-		// Deleted now; the next pass confirms it is gone before the
-		// attempt counts as cleaned up (finalizers may hold it a while).
+		// Deleted now; it counts as cleaned up once a read shows it gone
+		// (finalizers may hold it a while). An object without finalizers
+		// is gone at once, so look again within this pass rather than
+		// leave a FailingOver runnable to the next one.
 		c.log.Info("deleted an old copy", "runnable", rec.Namespace+"/"+rec.Name, "attempt", a.Number, "cluster", a.Cluster)
-		return nil
+		if deleted, err = cl.Remove(rctx, gvk, rec.Namespace, name, rec.UID, a.Number); err != nil || deleted {
+			return nil // still there: the next pass looks again
+		}
 	}
 	return c.purged(ctx, rec, a, fmt.Sprintf("%s %s/%s of attempt %d is gone from %s", gvk.Kind, rec.Namespace, name, a.Number, a.Cluster))
 }
@@ -156,6 +160,7 @@ func (c *Controller) purged(ctx context.Context, rec *store.Runnable, a *store.A
 	}
 	if err == nil {
 		c.metrics.purged.Inc()
+		c.notify()
 	}
 	return err
 }

@@ -72,6 +72,10 @@ type Verdict struct {
 	// Grace bounds how long a graceful purge waits for the next attempt
 	// to be healthy.
 	Grace time.Duration
+	// Until, when set on a verdict that does not evict, is when the same
+	// status would evict: the end of the toleration. The controller wakes
+	// then instead of at its next pass.
+	Until time.Time
 	// Waiting names what a failover that cannot happen yet waits for
 	// (v1alpha1.Waiting*), with Evict false and a Message.
 	Waiting string
@@ -111,9 +115,15 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 	if app == nil || st.Health != v1alpha1.HealthUnhealthy || st.UnhealthySince == nil {
 		return Verdict{}
 	}
-	toleration := time.Duration(*app.TolerationSeconds) * time.Second
-	if now.Sub(*st.UnhealthySince) < toleration {
-		return Verdict{}
+	// An attempt that has not run Healthy yet is starting: its first start
+	// gets initialTolerationSeconds, so a new copy is never evicted for
+	// being empty while it deploys or restores.
+	seconds, which := *app.TolerationSeconds, "tolerationSeconds"
+	if st.HealthySince == nil {
+		seconds, which = app.InitialToleration(), "initialTolerationSeconds (it has not run Healthy yet)"
+	}
+	if deadline := st.UnhealthySince.Add(time.Duration(seconds) * time.Second); now.Before(deadline) {
+		return Verdict{Until: deadline}
 	}
 	// The message leaves out the runnable's status message: while the
 	// runnable waits for a target, that is this very message, which would
@@ -123,8 +133,8 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 		Reason: ReasonApplicationUnhealthy,
 		Purge:  app.PurgeMode,
 		Grace:  time.Duration(*app.GracePeriodSeconds) * time.Second,
-		Message: fmt.Sprintf("unhealthy on %s since %s, longer than tolerationSeconds %d",
-			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), *app.TolerationSeconds),
+		Message: fmt.Sprintf("unhealthy on %s since %s, longer than %s %d",
+			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), which, seconds),
 	}
 	// Gracefully places the next attempt before the old one is gone;
 	// AtMostOne forbids that, so there the old copy goes first.

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -19,13 +20,12 @@ import (
 // keeps its preserved state, marks the old copy for removal and either
 // queues the runnable for placement elsewhere or, when the old copy must
 // go first, leaves it FailingOver until the cleanup has removed it.
-func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable, v Verdict) error {
+func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable, v Verdict, candidates []v1alpha1.RestorePoint) error {
 	now := c.cfg.Now()
 	var rules []v1alpha1.StatePreservationRule
 	if app := appFailover(&r.doc.Spec); app != nil && app.StatePreservation != nil {
 		rules = app.StatePreservation.Rules
 	}
-	preserved, notes := Preserve(rules, r.status.Result, r.status.Preserved)
 
 	err := c.runnableTx(ctx, rec, func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
 		attempts, err := tx.ListAttempts(ctx, rec.UID)
@@ -37,7 +37,11 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 			return nil, store.ErrMoved
 		}
 		a := attempts[n-1]
+		// Only proven state travels: the attempt must have run Healthy.
+		carry := Preserve(rules, st.Result, st.Preserved, st.RestorePoint, candidates, a.Number, st.HealthySince != nil)
+		preserved, notes := carry.Preserved, carry.Notes
 		a.EndedAt, a.Result, a.Reason, a.Message = &now, ResultEvicted, v.Reason, v.Message
+		a.Reported, a.Note = carry.Reported, strings.Join(notes, "; ")
 		if v.Purge != v1alpha1.PurgeNever {
 			a.Cleanup = store.CleanupPending
 			if v.Purge == v1alpha1.PurgeGracefully && !v.DeleteFirst {
@@ -49,13 +53,16 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 			return nil, err
 		}
 
-		st.Preserved = preserved
-		st.Health, st.UnhealthySince = "", nil
+		st.Preserved, st.RestorePoint = preserved, carry.RestorePoint
+		st.Health, st.UnhealthySince, st.HealthySince = "", nil, nil
 		st.Waiting, st.ConfirmedStopped = "", nil
 		var b strings.Builder
 		fmt.Fprintf(&b, "attempt %d evicted from %s (%s): %s", a.Number, a.Cluster, v.Reason, v.Message)
 		if len(preserved) > 0 {
 			fmt.Fprintf(&b, "; preserved %s", preservedString(preserved))
+		}
+		if p := carry.RestorePoint; p != nil {
+			fmt.Fprintf(&b, "; restore point %s (%s, attempt %d)", p.Path, p.Source, p.Attempt)
 		}
 		for _, note := range notes {
 			fmt.Fprintf(&b, "; not preserved: %s", note)
@@ -71,13 +78,17 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 			fmt.Fprintf(&b, "; placing it again; the old copy stays on %s (purge mode Never)", a.Cluster)
 		}
 		st.Message = b.String()
-		ch := &change{phase: phase, audit: &audit.Entry{Action: "evict", Summary: st.Message}}
+		ch := &change{phase: phase, audit: &audit.Entry{Action: "evict", Summary: st.Message,
+			Details: evictDetails(a, v, preserved, carry)}}
 		if phase == v1alpha1.PhaseQueued {
 			ch.cluster, ch.enqueue = new(""), a.Number
 		}
 		return ch, nil
 	})
 	if err == nil {
+		if !v.DeleteFirst {
+			c.notify() // queued with its submission message
+		}
 		c.metrics.evictions.WithLabelValues(v.Reason).Inc()
 		c.log.Info("evicted", "runnable", rec.Namespace+"/"+rec.Name, "reason", v.Reason, "message", v.Message)
 	}
@@ -146,4 +157,31 @@ func preservedString(p map[string]string) string {
 		parts[i] = k + "=" + p[k]
 	}
 	return strings.Join(parts, ", ")
+}
+
+// evictDetails is the failover's record in the audit log: why, from
+// where, what the attempt reported and what the next one carries. The
+// target cluster is chosen by the submitter; its "place" entry names it
+// with the same restore point.
+func evictDetails(a *store.Attempt, v Verdict, preserved map[string]string, carry Carry) json.RawMessage {
+	d := map[string]any{
+		"attempt": a.Number, "reason": v.Reason, "sourceCluster": a.Cluster, "message": v.Message,
+	}
+	if len(preserved) > 0 {
+		d["preserved"] = preserved
+	}
+	if len(carry.Reported) > 0 {
+		d["reported"] = carry.Reported
+	}
+	if carry.RestorePoint != nil {
+		d["restorePoint"] = carry.RestorePoint
+	}
+	if len(carry.Notes) > 0 {
+		d["notes"] = carry.Notes
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil // only strings, numbers and maps of them: cannot happen
+	}
+	return b
 }

@@ -66,6 +66,14 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Notify, when set, wakes the outbox relay after a failover queued a
+	// runnable (purser up runs the relay in the same process); nil: the
+	// relay's poll finds the message within its interval.
+	Notify func()
+	// Checkpoints resolves the newest completed checkpoint of a job for
+	// runnables that ask for a restore point; nil: only the restore points
+	// the operator reports are known.
+	Checkpoints CheckpointResolver
 }
 
 // Controller evicts, re-places and cleans up.
@@ -74,6 +82,9 @@ type Controller struct {
 	log     *slog.Logger
 	limiter *rate.Limiter
 	metrics *metrics
+	// wake is the earliest end of a toleration seen in the current pass;
+	// only Run's goroutine uses it.
+	wake time.Time
 }
 
 // New returns a controller with cfg's defaults filled in.
@@ -105,7 +116,9 @@ func New(cfg Config) *Controller {
 	}
 }
 
-// Run makes passes every Interval until ctx ends.
+// Run makes passes every Interval until ctx ends, and one more at the
+// moment a runnable's toleration runs out, so that application failover
+// starts on time rather than up to an Interval late.
 func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("failover controller started", "interval", c.cfg.Interval, "agentLease", c.cfg.AgentLease,
 		"fencingMargin", c.cfg.FencingMargin, "evictionRate", c.cfg.EvictionRate)
@@ -113,7 +126,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("failover pass failed; trying again", "error", err)
 		}
-		backoff.Sleep(ctx, c.cfg.Interval)
+		wait := c.cfg.Interval
+		if next := c.wake; !next.IsZero() {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		backoff.Sleep(ctx, wait)
 	}
 	return nil
 }
@@ -121,6 +138,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // Pass looks once at every runnable that occupies a cluster, then at
 // every copy left to remove.
 func (c *Controller) Pass(ctx context.Context) error {
+	c.wake = time.Time{}
 	views, err := c.clusterViews(ctx)
 	if err != nil {
 		return err
@@ -129,7 +147,26 @@ func (c *Controller) Pass(ctx context.Context) error {
 	cleanErr := c.cleanup(ctx, views)
 	leftErr := c.removeLeftovers(ctx, views)
 	retainErr := c.retain(ctx)
-	return errors.Join(scanErr, cleanErr, leftErr, retainErr)
+	err = errors.Join(scanErr, cleanErr, leftErr, retainErr)
+	if err == nil {
+		c.metrics.passes.Inc()
+	}
+	return err
+}
+
+// wakeAt asks for a pass at t, if it is earlier than any asked for.
+func (c *Controller) wakeAt(t time.Time) {
+	if !t.IsZero() && (c.wake.IsZero() || t.Before(c.wake)) {
+		c.wake = t
+	}
+}
+
+// notify tells the outbox relay that a submission waits, when one runs
+// in this process (purser up); elsewhere its poll finds it.
+func (c *Controller) notify() {
+	if c.cfg.Notify != nil {
+		c.cfg.Notify()
+	}
 }
 
 // occupying are the phases of a runnable whose attempt is on a cluster.
@@ -176,6 +213,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return nil // a removed cluster: the submitter places it again
 	}
 	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin})
+	c.wakeAt(v.Until)
 	if v.Overridable {
 		v.Message += fmt.Sprintf("; if you made sure that copy no longer runs, `purser failover runnable %s -n %s --confirm-stopped` moves it now",
 			rec.Name, rec.Namespace)
@@ -207,11 +245,24 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingTarget, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
 			v.Message, rec.Cluster, target.Reason))
 	}
+	var candidates []v1alpha1.RestorePoint
+	if policy := restorePolicy(&r.doc.Spec); policy != "" {
+		// Only an attempt that ran Healthy has restore points to offer;
+		// without one the earlier restore point (if any) is carried.
+		why := "the attempt never ran Healthy"
+		if r.status.HealthySince != nil {
+			candidates, why = c.restoreCandidates(ctx, rec, r.doc.Spec.Template, r.status.Result)
+		}
+		if policy == v1alpha1.RestorePointRequired && len(candidates) == 0 && r.status.RestorePoint == nil {
+			c.metrics.blocked.Inc()
+			return c.setWaiting(ctx, rec, r, v1alpha1.WaitingRestorePoint, waitingForRestorePoint(v, rec.Cluster, why))
+		}
+	}
 	if !c.limiter.Allow() {
 		c.metrics.rateLimited.Inc()
 		return nil // the next pass takes it
 	}
-	return c.evict(ctx, rec, r, v)
+	return c.evict(ctx, rec, r, v, candidates)
 }
 
 // Excluding adds cluster to the placement's exclusions: the cluster an
@@ -343,6 +394,7 @@ type metrics struct {
 	blocked     prometheus.Counter
 	rateLimited prometheus.Counter
 	retained    prometheus.Counter
+	passes      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -362,9 +414,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		retained: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "purser_retention_removed_total", Help: "Ended runnables removed once their retention had passed.",
 		}),
+		passes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_failover_passes_total", Help: "Passes completed without error over every runnable on a cluster and every copy to remove.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited, m.retained)
+		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited, m.retained, m.passes)
 	}
 	return m
 }

@@ -82,7 +82,11 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 		next = v1alpha1.PhaseFailed
 	}
 	st := rn.Status
-	if next == current && string(st.Health) == row.Health && equalJSON(st.Result, result) && st.Fenced == fenced {
+	// An attempt proves itself the first time its object is Healthy and
+	// running (or done): only then is what it reports carried on.
+	proven := row.Health == string(v1alpha1.HealthHealthy) && (row.Phase == health.PhaseRunning || row.Phase == health.PhaseSucceeded)
+	if next == current && string(st.Health) == row.Health && equalJSON(st.Result, result) && st.Fenced == fenced &&
+		(!proven || st.HealthySince != nil) {
 		return nil
 	}
 	kind := row.Kind + " " + row.Namespace + "/" + row.Name
@@ -95,6 +99,10 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 		case st.UnhealthySince == nil:
 			since := row.ObservedAt
 			st.UnhealthySince = &since
+		}
+		if proven && st.HealthySince == nil {
+			since := row.ObservedAt
+			st.HealthySince = &since
 		}
 		if result != nil {
 			st.Result = result

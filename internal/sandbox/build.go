@@ -40,6 +40,7 @@ type toolModule struct {
 	version  string            // shown in progress output
 	binaries map[string]string // binary name -> package path
 	estimate string            // cold build time on 2 cores, for the progress line
+	env      []string          // added to the go command's environment
 	// assets, if set, writes files the module ships (kwok's stages, Argo's
 	// CRDs) into the module's cache folder, from the module's source folder.
 	assets func(ctx context.Context, srcDir, dir string) error
@@ -244,7 +245,7 @@ func buildModule(ctx context.Context, srcDir, dir string, m toolModule, progress
 	args := append([]string{"build", "-o", out}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = srcDir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly"), m.env...)
 	var stderr bytes.Buffer
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr

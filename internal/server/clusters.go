@@ -25,7 +25,7 @@ type storedClusterSpec struct {
 
 // createCluster serves POST /api/v1/clusters (admins only).
 func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
-	if !s.cfg.Policy.IsAdmin(u) {
+	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not register clusters; only admins may", u.Name)
 	}
 	obj, err := decodeBody(r, v1alpha1.DecodeCluster)
@@ -60,7 +60,7 @@ func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
 // kubeconfig when one is given (an empty one keeps the stored one).
 func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 	name := r.PathValue("name")
-	if !s.cfg.Policy.IsAdmin(u) {
+	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not change clusters; only admins may", u.Name)
 	}
 	obj, err := decodeBody(r, v1alpha1.DecodeCluster)
@@ -106,7 +106,7 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 
 func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
 	name := r.PathValue("name")
-	if !s.cfg.Policy.IsAdmin(u) {
+	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not remove clusters; only admins may", u.Name)
 	}
 	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {

@@ -15,8 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/purser-io/purser/internal/anchor"
-	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/outbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
@@ -111,17 +109,10 @@ func newHarnessDSN(t testing.TB, dsn string) *harness {
 	go func() { relay.Run(rctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	actx, stopAnchors := context.WithCancel(ctx)
-	anchored := make(chan struct{})
-	go func() {
-		_ = anchor.Run(actx, anchor.Config{Store: h.store, Stream: h.streams, Interval: 100 * time.Millisecond})
-		close(anchored)
-	}()
-	t.Cleanup(func() { stopAnchors(); <-anchored })
-
+	anchors := startAnchors(t, h.store, h.streams)
 	srv := httptest.NewServer(server.New(server.Config{
 		Store: h.store, Stream: h.streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: h.sealer,
-		Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, h.streams) },
+		Anchors: anchors,
 	}))
 	t.Cleanup(srv.Close)
 	h.url = srv.URL

@@ -30,16 +30,16 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 	}
 	obj.SetDefaults()
 	if obj.Spec.TTLSecondsAfterFinished == nil {
-		obj.Spec.TTLSecondsAfterFinished = s.cfg.Policy.RetentionTTL(obj.Metadata.Namespace)
+		obj.Spec.TTLSecondsAfterFinished = s.policy().RetentionTTL(obj.Metadata.Namespace)
 	}
 	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
 		return 0, nil, errInvalid("Runnable is invalid", errs)
 	}
 	ns := obj.Metadata.Namespace
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not submit runnables in namespace %q", u.Name, ns)
 	}
-	needsApproval := s.cfg.Policy.ApprovalRequired(ns, v1alpha1.KindRunnable)
+	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindRunnable)
 	hash := v1alpha1.SpecHash(obj.Spec)
 	doc, err := json.Marshal(storedRunnable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: obj.Spec})
 	if err != nil {
@@ -111,7 +111,7 @@ func freeRunnableName(ctx context.Context, tx *store.Tx, ns, prefix string) (str
 
 func (s *Server) getRunnable(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbRead) {
+	if !s.policy().Allowed(u, ns, auth.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	var rec *store.Runnable
@@ -176,12 +176,12 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 // across namespaces to those who read every namespace.
 func (s *Server) authorizeList(u auth.User, ns, what string) error {
 	if ns == "" {
-		if !s.cfg.Policy.ReadsEverywhere(u) {
+		if !s.policy().ReadsEverywhere(u) {
 			return errForbidden("user %q may not list %s in every namespace; pass ?namespace=", u.Name, what)
 		}
 		return nil
 	}
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbRead) {
+	if !s.policy().Allowed(u, ns, auth.VerbRead) {
 		return errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	return nil
@@ -195,7 +195,7 @@ func (s *Server) authorizeList(u auth.User, ns, what string) error {
 // a cancelled one stays readable until someone removes it.
 func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not cancel or delete runnables in namespace %q", u.Name, ns)
 	}
 	var out *v1alpha1.Runnable
@@ -264,7 +264,7 @@ func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) 
 // not answer); the controller then moves the runnable at once.
 func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not fail over runnables in namespace %q", u.Name, ns)
 	}
 	if r.URL.Query().Get("confirmStopped") != "true" {
@@ -333,7 +333,7 @@ func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) 
 func (s *Server) decideRunnable(approve bool) apiHandler {
 	return func(r *http.Request, u auth.User) (int, any, error) {
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
-		if !s.cfg.Policy.Allowed(u, ns, auth.VerbApprove) {
+		if !s.policy().Allowed(u, ns, auth.VerbApprove) {
 			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
 		}
 		var rec *store.Runnable
@@ -405,7 +405,7 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 			st.Attempts = append(st.Attempts, v1alpha1.Attempt{
 				Number: a.Number, Cluster: a.Cluster, UID: a.ObjectUID, StartedAt: &started,
 				EndedAt: a.EndedAt, Result: a.Result, Reason: a.Reason, Message: a.Message,
-				Cleanup: a.Cleanup,
+				Cleanup: a.Cleanup, CarriedIn: a.CarriedIn, Reported: a.Reported, Note: a.Note,
 			})
 		}
 		st.AttemptCount = len(st.Attempts)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -49,6 +50,12 @@ type Attempt struct {
 	Cleanup string
 	// CleanupAfter holds a pending cleanup back until then (nil: at once).
 	CleanupAfter *time.Time
+	// CarriedIn is what the attempt started with: preserved values and the
+	// restore point's path. Reported is what its object reported when it
+	// was left. Note says why something reported was not carried on.
+	CarriedIn map[string]string
+	Reported  map[string]string
+	Note      string
 }
 
 // Attempt cleanup states.
@@ -251,15 +258,24 @@ func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
 	if err := tx.mustExist(ctx, "runnables", "uid", a.RunnableUID); err != nil {
 		return fmt.Errorf("put attempt %d: %w", a.Number, err)
 	}
-	_, err := tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
-			ended_at, result, reason, message, cleanup, cleanup_after)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	carried, err := jsonMap(a.CarriedIn)
+	if err != nil {
+		return fmt.Errorf("put attempt %d: carried in: %w", a.Number, err)
+	}
+	reported, err := jsonMap(a.Reported)
+	if err != nil {
+		return fmt.Errorf("put attempt %d: reported: %w", a.Number, err)
+	}
+	_, err = tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
+			ended_at, result, reason, message, cleanup, cleanup_after, carried_in, reported, note)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (runnable_uid, number) DO UPDATE SET cluster = excluded.cluster,
 			object_uid = excluded.object_uid, started_at = excluded.started_at,
 			ended_at = excluded.ended_at, result = excluded.result, reason = excluded.reason,
-			message = excluded.message, cleanup = excluded.cleanup, cleanup_after = excluded.cleanup_after`,
+			message = excluded.message, cleanup = excluded.cleanup, cleanup_after = excluded.cleanup_after,
+			carried_in = excluded.carried_in, reported = excluded.reported, note = excluded.note`,
 		a.RunnableUID, a.Number, a.Cluster, a.ObjectUID, tx.s.d.ts(a.StartedAt), tx.s.d.nullTS(a.EndedAt),
-		a.Result, a.Reason, a.Message, a.Cleanup, tx.s.d.nullTS(a.CleanupAfter))
+		a.Result, a.Reason, a.Message, a.Cleanup, tx.s.d.nullTS(a.CleanupAfter), carried, reported, a.Note)
 	if err != nil {
 		return fmt.Errorf("put attempt %d of runnable %s: %w", a.Number, a.RunnableUID, classify(err))
 	}
@@ -277,7 +293,7 @@ func (tx *Tx) ListAttempts(ctx context.Context, runnableUID string) ([]*Attempt,
 }
 
 const attemptColumns = `runnable_uid, number, cluster, object_uid, started_at, ended_at,
-	result, reason, message, cleanup, cleanup_after`
+	result, reason, message, cleanup, cleanup_after, carried_in, reported, note`
 
 func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*Attempt, error) {
 	rows, err := tx.query(ctx, query, args...)
@@ -288,10 +304,18 @@ func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*A
 	var out []*Attempt
 	for rows.Next() {
 		a := &Attempt{}
+		var carried, reported string
 		if err := rows.Scan(&a.RunnableUID, &a.Number, &a.Cluster, &a.ObjectUID, timeCol{&a.StartedAt},
 			nullTimeCol{&a.EndedAt}, &a.Result, &a.Reason, &a.Message, &a.Cleanup,
-			nullTimeCol{&a.CleanupAfter}); err != nil {
+			nullTimeCol{&a.CleanupAfter}, &carried, &reported, &a.Note); err != nil {
 			return nil, classify(err)
+		}
+		var err error
+		if a.CarriedIn, err = mapJSON(carried); err != nil {
+			return nil, fmt.Errorf("attempt %d of %s: carried_in: %w", a.Number, a.RunnableUID, err)
+		}
+		if a.Reported, err = mapJSON(reported); err != nil {
+			return nil, fmt.Errorf("attempt %d of %s: reported: %w", a.Number, a.RunnableUID, err)
 		}
 		out = append(out, a)
 	}
@@ -309,4 +333,23 @@ func (tx *Tx) mustExist(ctx context.Context, table, keyColumn, key string) error
 		return fmt.Errorf("%s %s=%s: %w", table, keyColumn, key, ErrNotFound)
 	}
 	return classify(err)
+}
+
+// jsonMap encodes a string map for a TEXT column; empty is "".
+func jsonMap(m map[string]string) (string, error) {
+	if len(m) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
+}
+
+// mapJSON decodes what jsonMap wrote.
+func mapJSON(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	err := json.Unmarshal([]byte(s), &m)
+	return m, err
 }

@@ -362,7 +362,10 @@ func testAttempts(t *testing.T, eng engine) {
 	})
 	ended := start.Add(time.Hour)
 	first := &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", ObjectUID: "obj-1", StartedAt: start.Add(time.Minute),
-		EndedAt: &ended, Result: "Evicted", Reason: "ClusterUnreachable", Message: "lease expired"}
+		EndedAt: &ended, Result: "Evicted", Reason: "ClusterUnreachable", Message: "lease expired",
+		CarriedIn: map[string]string{"flink.apache.org/job-id": "44cc", "restorePath": "s3://cp/44cc/chk-3"},
+		Reported:  map[string]string{"flink.apache.org/job-id": "9f1e"},
+		Note:      "attempt 1 never ran Healthy"}
 	mustTx(t, s, func(tx *Tx) error {
 		if err := tx.PutAttempt(ctx, first); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,6 +141,22 @@ func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*
 		number = attempts[n-1].Number + 1
 	}
 	cluster := decision.Cluster
+	carried, err := carriedIn(rec)
+	if err != nil {
+		return false, err
+	}
+	entry := &audit.Entry{
+		Action:  "place",
+		Summary: fmt.Sprintf("placed attempt %d on %s: %s", number, cluster, decision.Reason),
+	}
+	if n := len(attempts); n > 0 && attempts[n-1].Result == failover.ResultEvicted {
+		// The failover's second half: the target cluster, beside the
+		// source and reason of the evict entry, and what is carried.
+		prev := attempts[n-1]
+		entry.Summary = fmt.Sprintf("failover of attempt %d from %s (%s) to %s as attempt %d, carrying %s",
+			prev.Number, prev.Cluster, prev.Reason, cluster, number, carriedString(carried))
+		entry.Details = failoverDetails(prev, cluster, number, carried)
+	}
 	// Committed or not, the next step follows at once: the create on the
 	// chosen cluster, or a look at whatever changed the runnable.
 	moved, err := s.apply(ctx, rec, transition{
@@ -147,11 +164,9 @@ func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*
 		message: fmt.Sprintf("attempt %d placed on %s: %s", number, cluster, decision.Reason),
 		attempt: &store.Attempt{
 			RunnableUID: rec.UID, Number: number, Cluster: cluster, StartedAt: now, Message: decision.Reason,
+			CarriedIn: carried,
 		},
-		audit: &audit.Entry{
-			Action:  "place",
-			Summary: fmt.Sprintf("placed attempt %d on %s: %s", number, cluster, decision.Reason),
-		},
+		audit: entry,
 	})
 	if err == nil && !moved {
 		s.metrics.attempts.WithLabelValues(cluster).Inc()
@@ -200,11 +215,11 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 		return false, err
 	}
 	obj := object(rec, doc, gvk, a.Number)
-	kept, err := preserved(rec)
+	kept, restorePath, err := preserved(rec)
 	if err != nil {
 		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidStatus", err.Error())
 	}
-	if err := failover.Prepare(obj, &doc.Spec, kept); err != nil {
+	if err := failover.Prepare(obj, &doc.Spec, kept, restorePath); err != nil {
 		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
 		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
 	}
@@ -439,12 +454,59 @@ func statusMessage(rec *store.Runnable) string {
 }
 
 // preserved is the state kept from the runnable's earlier attempts.
-func preserved(rec *store.Runnable) (map[string]string, error) {
+func preserved(rec *store.Runnable) (map[string]string, string, error) {
 	r, err := lifecycle.Decode(rec)
 	if err != nil {
+		return nil, "", err
+	}
+	path := ""
+	if p := r.Status.RestorePoint; p != nil {
+		path = p.Path
+	}
+	return r.Status.Preserved, path, nil
+}
+
+// carriedIn is what the next attempt starts with, for its record: the
+// preserved values and the restore point's path.
+func carriedIn(rec *store.Runnable) (map[string]string, error) {
+	kept, path, err := preserved(rec)
+	if err != nil || (len(kept) == 0 && path == "") {
 		return nil, err
 	}
-	return r.Status.Preserved, nil
+	out := maps.Clone(kept)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if path != "" {
+		out[failover.RestorePathKey] = path
+	}
+	return out, nil
+}
+
+func carriedString(c map[string]string) string {
+	if len(c) == 0 {
+		return "no state (a fresh start)"
+	}
+	keys := slices.Sorted(maps.Keys(c))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + c[k]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// failoverDetails is the place entry's record of a failover.
+func failoverDetails(prev *store.Attempt, target string, number int, carried map[string]string) json.RawMessage {
+	d := map[string]any{"fromAttempt": prev.Number, "sourceCluster": prev.Cluster, "reason": prev.Reason,
+		"targetCluster": target, "attempt": number}
+	if len(carried) > 0 {
+		d["carriedIn"] = carried
+	}
+	if p := carried[failover.RestorePathKey]; p != "" {
+		d["restorePath"] = p
+	}
+	b, _ := json.Marshal(d) // strings and numbers only
+	return b
 }
 
 // object builds what is created on the cluster: the template, named after

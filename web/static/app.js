@@ -157,8 +157,13 @@ function showLogin(message) {
       " prints a link that logs you in, and writes the admin token to ", el("code", {}, "admin.token"), " in its data folder."),
     message ? el("p", { class: "error" }, message) : null,
     input,
-    el("button", { type: "submit", id: "login" }, "Log in")));
+    el("button", { type: "submit", id: "login" }, "Log in"),
+    el("p", { id: "sso" })));
   input.focus();
+  sso.settings().then(oidc => {
+    if (oidc) document.getElementById("sso")?.replaceChildren(
+      el("button", { type: "button", id: "sso-login", onclick: () => sso.begin(oidc) }, "Sign in with single sign-on"));
+  });
 }
 
 async function start() {
@@ -383,17 +388,22 @@ function runnableDetail(ns, name) {
         "Phase", st.phase || "", "Cluster", st.cluster ? link(clusterPath(st.cluster), st.cluster) : "—", "Health", badge(st.health),
         "Message", el("span", { class: "message" }, st.message || ""), "Submitted by", st.submittedBy || "", "Approved by", st.approvedBy || "—",
         "Created", when(r.metadata.creationTimestamp, true), "Deadline", r.spec.deadline ? when(r.spec.deadline) : "—",
-        "Preserved", Object.entries(st.preserved || {}).map(([k, v]) => k + "=" + v).join(", ") || "—",
+        "Preserved", pairs(st.preserved) || "—",
+        "Restore point", st.restorePoint ? st.restorePoint.path + " (" + st.restorePoint.kind + " from attempt " + st.restorePoint.attempt + ")" : "—",
         "Waiting for", st.waiting || "—",
         "Confirmed stopped", st.confirmedStopped ? "by " + st.confirmedStopped.by + " (attempt " + st.confirmedStopped.attempt + ")" : "—",
         "Ended", st.endedAt ? when(st.endedAt, true) : "—", "Removed after", st.removeAfter ? when(st.removeAfter) : "—"),
       el("h2", {}, "Attempts"),
       (st.attempts || []).length ? el("div", { class: "chart" }, attemptTimeline(r, hist.items, Date.now())) : null,
-      el("table", { id: "attempts" }, el("thead", {}, el("tr", {}, ["#", "Cluster", "Started", "Ended", "Result", "Reason", "Message"].map(h => el("th", {}, h)))),
+      // Carried in and Reported show the chain of restore points across
+      // failovers: what each attempt restored from, what it wrote, and
+      // (Note) why that was not carried on.
+      el("table", { id: "attempts" }, el("thead", {}, el("tr", {}, ["#", "Cluster", "Started", "Ended", "Result", "Reason", "Message", "Carried in", "Reported", "Note"].map(h => el("th", {}, h)))),
         el("tbody", {}, (st.attempts || []).length ? st.attempts.map(a => el("tr", {}, el("td", {}, a.number), el("td", { class: "nowrap" }, a.cluster ? link(clusterPath(a.cluster), a.cluster) : ""),
           el("td", { class: "nowrap" }, when(a.startedAt)), el("td", { class: "nowrap" }, a.endedAt ? when(a.endedAt) : el("span", { class: "muted" }, "running")),
-          el("td", {}, badge(a.result)), el("td", {}, a.reason || ""), el("td", { class: "message" }, a.message || "")))
-          : [el("tr", {}, el("td", { colspan: 7, class: "muted", id: "no-attempts" }, placementNote(st)))])),
+          el("td", {}, badge(a.result)), el("td", {}, a.reason || ""), el("td", { class: "message" }, a.message || ""),
+          el("td", { class: "carried" }, pairs(a.carriedIn)), el("td", { class: "reported" }, pairs(a.reported)), el("td", { class: "message" }, a.note || "")))
+          : [el("tr", {}, el("td", { colspan: 10, class: "muted", id: "no-attempts" }, placementNote(st)))])),
       el("h2", {}, "History"),
       historyTable("runnable-history", hist.items, false),
       el("h2", {}, "Status"),
@@ -402,6 +412,12 @@ function runnableDetail(ns, name) {
       yamlBlock("spec-yaml", r.spec));
   });
 }
+
+// pairs renders a string map as k=v, sorted; "" for none.
+function pairs(m) {
+  return Object.entries(m || {}).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => k + "=" + v).join(", ");
+}
+
 const EXAMPLE_JOB = `apiVersion: purser.io/v1alpha1
 kind: Runnable
 metadata:
@@ -718,9 +734,9 @@ function historyPage() {
     if (changed(holder, [items.length, items.length && items[items.length - 1].seq])) fill(table, historyTable("history", items, true));
     if (access.readsEverywhere) {
       const v = await api("GET", "/api/v1/history/verify");
-      fill(chain, v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified, against " + v.anchors + " published heads")
-        : el("span", { class: "badge Failed" }, "chain broken at entry " + v.brokenSeq + ": " + v.reason),
-        v.anchorError ? el("span", { class: "badge Failed" }, "published heads unreadable: " + v.anchorError) : null);
+      fill(chain, v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified, against " + v.anchors + " signed anchors")
+        : el("span", { class: "badge Failed" }, (v.brokenSeq ? "chain broken at entry " + v.brokenSeq + ": " : "chain not verified: ") + v.reason),
+        v.record && v.record.since ? el("span", { class: "muted" }, " record of anchors begun again at entry " + v.record.since.seq + " by " + v.record.since.actor) : null);
     }
   });
 }
@@ -859,5 +875,7 @@ window.addEventListener("hashchange", () => { if (access) route(); });
     const rest = params.toString();
     history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
   }
-  if (token()) start(); else showLogin();
+  sso.complete().then(
+    () => { if (token()) start(); else showLogin(); },
+    e => showLogin(e.message));
 })();
