@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,17 +83,13 @@ func TestUpApplyGetHistory(t *testing.T) {
 
 	// The submitter places the Job, the agent and the ingester see it run
 	// and complete on the sandbox cluster.
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	sandboxtest.Eventually(t, 3*time.Minute, "the Job Succeeded", func(context.Context) error {
 		out = cli(t, bin, clientConfig, "get", "runnables", "-n", "team-a")
-		if regexp.MustCompile(`nightly-report\s+Job\s+Succeeded\s+sandbox-1\s+Healthy`).MatchString(out) {
-			break
+		if !regexp.MustCompile(`nightly-report\s+Job\s+Succeeded\s+sandbox-1\s+Healthy`).MatchString(out) {
+			return fmt.Errorf("get runnables:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Job did not reach Succeeded:\n%s", out)
-		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	})
 	// The inventory, from the database, knows the Job and its health.
 	out = cli(t, bin, clientConfig, "inventory", "-n", "team-a", "--kind", "Job", "-l", "purser.io/runnable=nightly-report")
 	if !regexp.MustCompile(`sandbox-1\s+team-a\s+Job\s+nightly-report\s+Healthy\s+Succeeded`).MatchString(out) {
@@ -98,15 +97,14 @@ func TestUpApplyGetHistory(t *testing.T) {
 	}
 	// The Job's status settles after the verdict (SuccessCriteriaMet comes
 	// before the pod counts, Complete after): the kept result follows it.
-	deadline = time.Now().Add(time.Minute)
-	for {
+	sandboxtest.Eventually(t, time.Minute, "the Job's kept result settled", func(context.Context) error {
 		out = cli(t, bin, clientConfig, "get", "runnable", "nightly-report", "-n", "team-a", "-o", "json")
-		if strings.Contains(out, `"succeeded": 1`) && strings.Contains(out, `"type": "Complete"`) || time.Now().After(deadline) {
-			break
+		if !strings.Contains(out, `"succeeded": 1`) || !strings.Contains(out, `"type": "Complete"`) {
+			return fmt.Errorf("runnable:\n%s", out)
 		}
-		time.Sleep(time.Second)
-	}
-	mustContain(t, "the kept result", out, `"succeeded": 1`, `"type": "Complete"`, `"result": "Succeeded"`)
+		return nil
+	})
+	mustContain(t, "the kept result", out, `"result": "Succeeded"`)
 	out = cli(t, bin, clientConfig, "get", "clusters")
 	if !regexp.MustCompile(`sandbox-1\s+\S+\s+dc=dc-1`).MatchString(out) {
 		t.Fatalf("get clusters:\n%s", out)
@@ -243,16 +241,25 @@ func TestAPICrashLosesNoSubmission(t *testing.T) {
 			api = startPurser(t, bin, apiArgs(listen)...)
 			api.waitLine(t, "listening on", time.Minute)
 
-			ids := drainSubmissions(t, nats.URL, 3)
-			if len(ids) != 3 {
-				t.Fatalf("stream holds %v, want the 3 submissions once each", ids)
+			// One lost and one duplicated submission would still be three.
+			outboxDrained := func() {
+				sandboxtest.Eventually(t, 30*time.Second, "outbox drained after the restart", func(context.Context) error {
+					if n := countRows(t, dsn, "outbox"); n != 0 {
+						return fmt.Errorf("%d rows", n)
+					}
+					return nil
+				})
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for countRows(t, dsn, "outbox") != 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("outbox not drained after the restart")
-				}
-				time.Sleep(100 * time.Millisecond)
+			var got []string
+			for _, s := range drainSubmissions(t, nats.URL, 3, outboxDrained) {
+				got = append(got, s.Namespace+"/"+s.Name+" "+s.Event)
+			}
+			var want []string
+			for _, name := range names {
+				want = append(want, "team-a/"+name+" "+stream.SubmissionSubmit)
+			}
+			if slices.Sort(got); !slices.Equal(got, want) {
+				t.Fatalf("stream holds %v, want the 3 submissions once each: %v", got, want)
 			}
 			api.cmd.Process.Signal(syscall.SIGTERM)
 			api.waitExit(t, 30*time.Second)
@@ -289,8 +296,10 @@ func countRows(t *testing.T, dsn, table string) int {
 	return n
 }
 
-// drainSubmissions reads the submissions stream as a submitter would.
-func drainSubmissions(t *testing.T, url string, want int) []string {
+// drainSubmissions reads the submissions stream as a submitter would until
+// want messages came, then, once published says nothing more will be
+// published, whatever else the stream holds.
+func drainSubmissions(t *testing.T, url string, want int, published func()) []stream.Submission {
 	t.Helper()
 	c := streamtest.Connect(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -299,20 +308,32 @@ func drainSubmissions(t *testing.T, url string, want int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
-	deadline := time.Now().Add(30 * time.Second)
-	for extra := false; ; {
-		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
+	var subs []stream.Submission
+	take := func(batch jetstream.MessageBatch) {
 		for m := range batch.Messages() {
-			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
+			var s stream.Submission
+			if err := json.Unmarshal(m.Data(), &s); err != nil {
+				t.Fatalf("submission %q: %v", m.Data(), err)
+			}
+			subs = append(subs, s)
 			m.Ack()
 		}
-		if extra {
-			return ids
-		}
-		extra = len(ids) >= want || time.Now().After(deadline)
 	}
+	sandboxtest.Eventually(t, 30*time.Second, fmt.Sprintf("%d submissions", want), func(context.Context) error {
+		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		if take(batch); len(subs) < want {
+			return fmt.Errorf("%d so far", len(subs))
+		}
+		return nil
+	})
+	published()
+	batch, err := cons.FetchNoWait(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(batch)
+	return subs
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/sandbox"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream/streamtest"
@@ -153,7 +155,6 @@ func testAuditedWithOutbox(t *testing.T, h *harness) {
 	if len(ids) != 2 || !strings.HasSuffix(ids[0], "/submit") || !strings.HasSuffix(ids[1], "/cancel") {
 		t.Fatalf("stream messages %v, want submit then cancel", ids)
 	}
-	eventually(t, "outbox drained", func() bool { return h.count("outbox") == 0 })
 	if v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK); v.body["ok"] != true {
 		t.Fatalf("chain: %s", v.raw)
 	}
@@ -584,21 +585,16 @@ func testTamperDetected(t *testing.T, h *harness) {
 		h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", fmt.Sprintf("r%d", i), "true")).want(t, http.StatusAccepted)
 	}
 	// The api publishes the chain's head to the stream within moments.
-	var v response
-	deadline := time.Now().Add(streamtest.Timeout)
-	for {
-		v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
+	sandboxtest.Eventually(t, streamtest.Timeout, "the head of the chain published", func(context.Context) error {
+		v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
 		if v.body["ok"] != true || v.body["entries"] != float64(4) {
 			t.Fatalf("intact chain: %s", v.raw)
 		}
-		if v.body["anchors"].(float64) > 1 { // beyond the empty chain's
-			break
+		if v.body["anchors"].(float64) <= 1 { // the empty chain's only
+			return fmt.Errorf("verify says %s", v.raw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no head of the chain published: %s", v.raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// A forger with the database's password rewrites entry 3 and every
 	// later one with recomputed hashes, and moves the head along: the
@@ -611,7 +607,7 @@ func testTamperDetected(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	storetest.ForgeAuditTail(t, h.dsn, entries, 3)
-	v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
+	v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
 	if v.body["ok"] != false || !strings.HasPrefix(fmt.Sprint(v.body["reason"]), "rewritten") {
 		t.Fatalf("forged chain: %s", v.raw)
 	}
@@ -693,7 +689,7 @@ func testHealthAndMetrics(t *testing.T, h *harness) {
 	h.nats.Stop()
 	h.get("", "/readyz").want(t, http.StatusServiceUnavailable)
 	h.nats.Restart()
-	eventually(t, "ready again after the stream came back", func() bool { return h.get("", "/readyz").code == http.StatusOK })
+	h.waitReady(t, "ready again after the stream came back")
 }
 
 // TestDatabaseDown cuts the network between the API and PostgreSQL: the
@@ -724,7 +720,7 @@ func TestDatabaseDown(t *testing.T) {
 	if err := proxy.Restore(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "API ready again", func() bool { return h.get("", "/readyz").code == http.StatusOK })
+	h.waitReady(t, "API ready again")
 	h.get("bob", "/api/v1/runnables/team-a/during").want(t, http.StatusNotFound)
 	if n := h.count("audit_log"); n != 1 {
 		t.Fatalf("%d audit entries after the outage, want 1", n)

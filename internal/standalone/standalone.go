@@ -310,9 +310,10 @@ func waitReady(ctx context.Context, url string) error {
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
+			err = errors.New(resp.Status)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("API at %s not ready after 30s (last: %v)", url, err)
+			return fmt.Errorf("API at %s not ready after 30s (last: %w)", url, err)
 		}
 		select {
 		case <-ctx.Done():
