@@ -394,8 +394,11 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 		token := strings.TrimSpace(string(aliceToken))
 		sandboxtest.Eventually(t, time.Minute, "alice's token accepted", func(context.Context) error {
 			out, errOut, err := alice.run("get", "clusters", "--server", firstURL, "--token", token)
-			if err != nil || !strings.Contains(out, "far-away") {
-				return fmt.Errorf("%v: %s", err, errOut)
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, errOut)
+			}
+			if !strings.Contains(out, "far-away") {
+				return fmt.Errorf("clusters listed without far-away: %s", out)
 			}
 			return nil
 		})

@@ -126,10 +126,10 @@ func (c *Client) Apply(ctx context.Context, kind, ns, name string, body []byte, 
 // changeVerb tells created, configured and unchanged apart by the
 // resourceVersion before ("" for none) and after a write.
 func changeVerb(before, after, created string) string {
-	switch {
-	case before == "":
+	switch before {
+	case "":
 		return created
-	case before == after:
+	case after:
 		return VerbUnchanged
 	}
 	return VerbConfigured
