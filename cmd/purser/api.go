@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -93,9 +94,15 @@ prints the key's public half at start, for the clients' configuration.`,
 				defer scancel()
 				srv.Shutdown(sctx)
 			}()
+			// Bound before it says so: a port in use is an error here, not
+			// a promise of a server that is not there.
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "audit anchors signed by %s\n", anchors.KeyString())
 			fmt.Fprintf(cmd.OutOrStdout(), "purser api listening on http://%s\n", listen)
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
