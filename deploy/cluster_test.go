@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -264,7 +265,7 @@ func runAgent(t *testing.T, c *sandbox.Cluster, cluster, identity string, natsUR
 	return logs
 }
 
-func heartbeatOf(ctx context.Context, sc *stream.Client, cluster string) (*agent.Heartbeat, error) {
+func heartbeatOf(ctx context.Context, sc *stream.Client, cluster string) (*stream.Heartbeat, error) {
 	kv, err := sc.JetStream().KeyValue(ctx, stream.HeartbeatsBucket)
 	if err != nil {
 		return nil, err
@@ -273,7 +274,7 @@ func heartbeatOf(ctx context.Context, sc *stream.Client, cluster string) (*agent
 	if err != nil {
 		return nil, err
 	}
-	var hb agent.Heartbeat
+	var hb stream.Heartbeat
 	if err := json.Unmarshal(e.Value(), &hb); err != nil {
 		return nil, err
 	}
@@ -414,7 +415,10 @@ func TestAgentPermissionsSuffice(t *testing.T) {
 		if apierrors.IsNotFound(err) || (err == nil && d.DeletionTimestamp != nil) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
 	})
 	if l := strings.ToLower(logs.String()); strings.Contains(l, "forbidden") {
 		t.Errorf("the agent was refused something:\n%s", logs)

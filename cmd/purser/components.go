@@ -16,7 +16,7 @@ import (
 	"github.com/purser-io/purser/internal/backoff"
 	hubguard "github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/inventory"
-	"github.com/purser-io/purser/internal/lease"
+	"github.com/purser-io/purser/internal/replica"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
@@ -102,7 +102,7 @@ func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) 
 		}
 	}
 	if h.db != nil {
-		cfg := hubguard.Config{Name: name + "@" + lease.DefaultIdentity(), Database: h.db, Logger: h.log, Registerer: h.metrics}
+		cfg := hubguard.Config{Name: name + "@" + replica.Identity(), Database: h.db, Logger: h.log, Registerer: h.metrics}
 		if h.streams != nil {
 			cfg.Stream = h.streams
 		}
@@ -140,8 +140,14 @@ func openDatabase(ctx context.Context, dsn string, log *slog.Logger) (*store.Sto
 // the first connection: a component that exited here would only be
 // restarted to try again.
 func declare(ctx context.Context, streams *stream.Client, log *slog.Logger) error {
+	return whileUnavailable(ctx, log, streams.Declare)
+}
+
+// whileUnavailable runs declare until it succeeds or fails otherwise than
+// with the stream unavailable.
+func whileUnavailable(ctx context.Context, log *slog.Logger, declare func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
-		err := streams.Declare(ctx)
+		err := declare(ctx)
 		if err == nil || !errors.Is(err, stream.ErrUnavailable) {
 			return err
 		}
@@ -200,7 +206,7 @@ clusters through leases in the stream.`,
 			}
 			defer closeHub()
 			if identity == "" {
-				identity = lease.DefaultIdentity()
+				identity = replica.Identity()
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "purser syncer running as %s\n", identity)
 			return syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log, Guard: h.guard}).Run(cmd.Context())

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -78,6 +78,10 @@ type MonitorConfig struct {
 	Logger      *slog.Logger
 	// Now is the clock of the observations; default time.Now.
 	Now func() time.Time
+	// Observed, if set, is told every observation and the state it led
+	// to, from the monitor's goroutine, before the state is written: how
+	// a test follows the probes instead of guessing them from the clock.
+	Observed func(cluster string, o Observation, s State)
 }
 
 // HealthMonitor is cluster health for `purser controller`: it judges each
@@ -99,17 +103,13 @@ type HealthMonitor struct {
 
 	// Owned by Run's goroutine.
 	states map[string]State
-
-	// observed, when a test sets it, is told every observation and the
-	// state it led to, before the state is written.
-	observed func(cluster string, o Observation, s State)
 }
 
 // NewHealthMonitor returns a monitor; nothing runs until Run.
 func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
 	cfg.Policy = cfg.Policy.withDefaults()
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultProbeInterval)
-	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, DefaultProbeTimeout)
+	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, probe.DefaultTimeout)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultProbeWorkers)
 	cfg.ViewMaxAge = cmp.Or(cfg.ViewMaxAge, 3*cfg.Interval+cfg.ProbeTimeout)
 	cfg.ObserverExpiry = cmp.Or(cfg.ObserverExpiry, DefaultObserverExpiry)
@@ -235,8 +235,8 @@ func (m *HealthMonitor) pass(ctx context.Context, probed bool) (time.Time, error
 		default:
 			obs := Observation{Time: now, Probe: j.Probe, FailingSince: j.FailingSince, LastHeartbeat: heartbeats[row.Name]}
 			next = m.cfg.Policy.Step(prev, obs)
-			if m.observed != nil {
-				m.observed(row.Name, obs, next)
+			if m.cfg.Observed != nil {
+				m.cfg.Observed(row.Name, obs, next)
 			}
 		}
 		nexts[i] = next
@@ -288,7 +288,7 @@ func (m *HealthMonitor) views(stored []store.ClusterView, offset time.Duration, 
 	out := map[string][]View{}
 	newest := map[string]time.Time{}
 	for _, sv := range stored {
-		v := View{Observer: sv.Observer, Probe: ProbeResult{Outcome: parseOutcome(sv.Outcome), Detail: sv.Detail}, At: sv.ObservedAt.Add(offset)}
+		v := View{Observer: sv.Observer, Probe: probe.Result{Outcome: parseOutcome(sv.Outcome), Detail: sv.Detail}, At: sv.ObservedAt.Add(offset)}
 		if sv.FailingSince != nil {
 			v.FailingSince = sv.FailingSince.Add(offset)
 		}
@@ -306,13 +306,13 @@ func (m *HealthMonitor) views(stored []store.ClusterView, offset time.Duration, 
 	return out, observers
 }
 
-// heartbeats are the agents' last heartbeats to judge by. When none of
-// the agents that reported is fresher than the lease, the silence is the
-// path's (heartbeats reach the database through the stream and the
+// heartbeats are the agents' last heartbeats to judge by. When several
+// agents reported and none of them is fresher than the lease, the silence
+// is the path's (heartbeats reach the database through the stream and the
 // ingester, and one of those is away, as while the database fails over),
 // not the clusters': then no cluster is judged by its agent, as the
 // failover does not move AtMostOne work on it (failover.Cluster's
-// HeartbeatsStale).
+// HeartbeatsStale). A lone agent's silence is its own.
 func (m *HealthMonitor) heartbeats(fresh map[string]store.AgentFreshness, now time.Time) map[string]*time.Time {
 	out := make(map[string]*time.Time, len(fresh))
 	var newest time.Time
@@ -324,7 +324,7 @@ func (m *HealthMonitor) heartbeats(fresh map[string]store.AgentFreshness, now ti
 			}
 		}
 	}
-	if !newest.IsZero() && now.Sub(newest) > m.cfg.Policy.AgentLease {
+	if len(out) > 1 && now.Sub(newest) > m.cfg.Policy.AgentLease {
 		clear(out)
 	}
 	return out

@@ -2,7 +2,6 @@ package clusters
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,9 +17,12 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/clusters/clusterstest"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 )
@@ -57,12 +59,7 @@ func testHealthMonitor(t *testing.T, dsn string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	key := make([]byte, seal.KeySize)
-	rand.Read(key)
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sealer, _ := sealtest.New(t)
 	c := env.Dedicated(t, false)
 	proxy, err := sandbox.NewProxy("127.0.0.1:0", c.APIServerAddr())
 	if err != nil {
@@ -76,17 +73,11 @@ func testHealthMonitor(t *testing.T, dsn string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sealed, err := sealer.Seal(kc, seal.KubeconfigBinding(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		row := &store.Cluster{Name: name, Spec: []byte(`{"spec":{"taints":[{"key":"maintenance","effect":"NoSchedule"}]}}`), Kubeconfig: sealed}
+		row := store.Cluster{Name: name, Spec: []byte(`{"spec":{"taints":[{"key":"maintenance","effect":"NoSchedule"}]}}`)}
 		if status != "" {
 			row.Status = []byte(status)
 		}
-		if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.CreateCluster(ctx, row) }); err != nil {
-			t.Fatal(err)
-		}
+		clusterstest.Register(t, st, sealer, row, kc)
 	}
 	// A status field the monitor does not own must survive its writes.
 	register("direct", "", `{"inventory":{"objects":5}}`)
@@ -118,11 +109,11 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	// refuses a wrong token.
 	bad := c.RESTConfig()
 	bad.BearerToken = "not-the-token"
-	p, err := NewProber(bad, 0)
+	p, err := probe.New(bad, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Probe(ctx); got.Outcome != ProbeNotReady || got.Detail != "/readyz answered 401: Unauthorized" {
+	if got := p.Probe(ctx); got.Outcome != probe.NotReady || got.Detail != "/readyz answered 401: Unauthorized" {
 		t.Fatalf("probe with a wrong token: %+v", got)
 	}
 
@@ -155,8 +146,8 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	})
 	for range 5 {
 		proxy.Cut()
-		m1.waitProbe(t, "flappy", ProbeUnreachable)
-		m1.waitProbe(t, "flappy", ProbeOK)
+		m1.waitProbe(t, "flappy", probe.Unreachable)
+		m1.waitProbe(t, "flappy", probe.OK)
 	}
 	m1.onFailure("flappy", nil)
 	m1.waitPasses(t, 3)
@@ -268,8 +259,8 @@ type monitor struct {
 	done   chan error
 
 	mu     sync.Mutex
-	passes int                       // observations of "direct", one per pass
-	probes map[string][]ProbeOutcome // by cluster, in order
+	passes int                        // observations of "direct", one per pass
+	probes map[string][]probe.Outcome // by cluster, in order
 	wake   chan struct{}
 	// react runs on the monitor's goroutine when a probe of the cluster
 	// failed, before the next pass.
@@ -285,16 +276,12 @@ func (m *monitor) onFailure(cluster string, f func()) {
 
 func startMonitor(t *testing.T, st *store.Store, sealer *seal.Sealer) *monitor {
 	t.Helper()
-	hm := NewHealthMonitor(MonitorConfig{
-		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
-	m := &monitor{done: make(chan error, 1), probes: map[string][]ProbeOutcome{}, wake: make(chan struct{}), react: map[string]func(){}}
-	hm.observed = func(cluster string, o Observation, _ State) {
+	m := &monitor{done: make(chan error, 1), probes: map[string][]probe.Outcome{}, wake: make(chan struct{}), react: map[string]func(){}}
+	observed := func(cluster string, o Observation, _ State) {
 		m.mu.Lock()
 		react := m.react[cluster]
 		m.mu.Unlock()
-		if react != nil && o.Probe.Outcome != ProbeOK {
+		if react != nil && o.Probe.Outcome != probe.OK {
 			react()
 		}
 		m.mu.Lock()
@@ -306,6 +293,10 @@ func startMonitor(t *testing.T, st *store.Store, sealer *seal.Sealer) *monitor {
 		close(m.wake)
 		m.wake = make(chan struct{})
 	}
+	hm := NewHealthMonitor(MonitorConfig{
+		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval, Observed: observed,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() { m.done <- hm.Run(ctx) }()
@@ -346,7 +337,7 @@ func (m *monitor) waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // waitProbe waits for the next probe of cluster with outcome.
-func (m *monitor) waitProbe(t *testing.T, cluster string, outcome ProbeOutcome) {
+func (m *monitor) waitProbe(t *testing.T, cluster string, outcome probe.Outcome) {
 	t.Helper()
 	m.mu.Lock()
 	from := len(m.probes[cluster])
@@ -431,12 +422,4 @@ func summaries(es []*audit.Entry) []string {
 		out = append(out, fmt.Sprintf("%s %s %s: %s", e.Time.Format("15:04:05.000"), e.Action, e.Outcome, e.Summary))
 	}
 	return out
-}
-
-// testWriter sends the monitor's log to the test's.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }

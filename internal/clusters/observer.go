@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -21,24 +22,24 @@ const (
 	outcomeUnreachable = "unreachable"
 )
 
-func (o ProbeOutcome) String() string {
+func outcomeName(o probe.Outcome) string {
 	switch o {
-	case ProbeNotReady:
+	case probe.NotReady:
 		return outcomeNotReady
-	case ProbeUnreachable:
+	case probe.Unreachable:
 		return outcomeUnreachable
 	}
 	return outcomeOK
 }
 
-func parseOutcome(s string) ProbeOutcome {
+func parseOutcome(s string) probe.Outcome {
 	switch s {
 	case outcomeNotReady:
-		return ProbeNotReady
+		return probe.NotReady
 	case outcomeUnreachable:
-		return ProbeUnreachable
+		return probe.Unreachable
 	}
-	return ProbeOK
+	return probe.OK
 }
 
 // ObserverConfig says what an Observer works with.
@@ -76,13 +77,13 @@ type Observer struct {
 
 type cachedProber struct {
 	sealed string // the kubeconfig it was built from
-	prober *Prober
+	prober *probe.Prober
 }
 
 // NewObserver returns an observer; nothing runs until Run or Pass.
 func NewObserver(cfg ObserverConfig) *Observer {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultProbeInterval)
-	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, DefaultProbeTimeout)
+	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, probe.DefaultTimeout)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultProbeWorkers)
 	log := cfg.Logger
 	if log == nil {
@@ -142,7 +143,7 @@ func (o *Observer) Pass(ctx context.Context) error {
 	}
 	o.forgetRemoved(rows)
 
-	results := make([]ProbeResult, len(rows))
+	results := make([]probe.Result, len(rows))
 	sem := make(chan struct{}, o.cfg.Workers)
 	var wg sync.WaitGroup
 	for i, row := range rows {
@@ -150,7 +151,7 @@ func (o *Observer) Pass(ctx context.Context) error {
 		if err != nil {
 			// An unusable kubeconfig reaches nothing: judged like an
 			// unreachable cluster, with the reason in the message.
-			results[i] = ProbeResult{Outcome: ProbeUnreachable, Detail: err.Error()}
+			results[i] = probe.Result{Outcome: probe.Unreachable, Detail: err.Error()}
 			continue
 		}
 		sem <- struct{}{}
@@ -166,8 +167,8 @@ func (o *Observer) Pass(ctx context.Context) error {
 	now := time.Now()
 	views := make([]store.ViewRecord, len(rows))
 	for i, row := range rows {
-		v := store.ViewRecord{Cluster: row.Name, Outcome: results[i].Outcome.String(), Detail: results[i].Detail}
-		if results[i].Outcome == ProbeOK {
+		v := store.ViewRecord{Cluster: row.Name, Outcome: outcomeName(results[i].Outcome), Detail: results[i].Detail}
+		if results[i].Outcome == probe.OK {
 			delete(o.failing, row.Name)
 		} else {
 			since, ok := o.failing[row.Name]
@@ -191,7 +192,7 @@ func (o *Observer) Pass(ctx context.Context) error {
 
 // prober returns the cluster's prober, built again when its kubeconfig
 // changed.
-func (o *Observer) prober(row *store.Cluster) (*Prober, error) {
+func (o *Observer) prober(row *store.Cluster) (*probe.Prober, error) {
 	if cp, ok := o.probers[row.Name]; ok && cp.sealed == string(row.Kubeconfig) {
 		return cp.prober, nil
 	}
@@ -200,7 +201,7 @@ func (o *Observer) prober(row *store.Cluster) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := NewProber(cfg, o.cfg.ProbeTimeout)
+	p, err := probe.New(cfg, o.cfg.ProbeTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", row.Name, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/purser-io/purser/internal/probe"
 )
 
 // Health judged from every data center. Each controller replica probes
@@ -19,7 +21,7 @@ import (
 type View struct {
 	// Observer is the DC whose controller probed (its --dc).
 	Observer string
-	Probe    ProbeResult
+	Probe    probe.Result
 	// At is when the probe was made, FailingSince when the observer's
 	// current run of failed probes began (zero when the probe succeeded).
 	At, FailingSince time.Time
@@ -40,7 +42,7 @@ type QuorumPolicy struct {
 type Judgement struct {
 	// Probe is the combined result: failed only when a quorum of the
 	// observers failed.
-	Probe ProbeResult
+	Probe probe.Result
 	// FailingSince is when the quorum's failure began: the latest of the
 	// earliest failure starts that make a quorum, i.e. the moment a
 	// quorum of DCs had all begun to fail. Zero when Probe succeeded.
@@ -70,28 +72,28 @@ func JudgeViews(views []View, now time.Time, p QuorumPolicy) Judgement {
 		}
 		fresh = append(fresh, v)
 		switch v.Probe.Outcome {
-		case ProbeUnreachable:
+		case probe.Unreachable:
 			unreachable = append(unreachable, v)
-		case ProbeNotReady:
+		case probe.NotReady:
 			notReady = append(notReady, v)
 		}
 	}
 	failed := append(slices.Clone(unreachable), notReady...)
 	switch {
 	case len(fresh) < quorum:
-		return Judgement{Unjudged: true, Probe: ProbeResult{Outcome: ProbeOK,
+		return Judgement{Unjudged: true, Probe: probe.Result{Outcome: probe.OK,
 			Detail: fmt.Sprintf("only %d of %d DCs have a view younger than %s; a quorum is %d", len(fresh), observers, p.MaxAge, quorum)}}
 	case len(unreachable) >= quorum:
-		return Judgement{Probe: ProbeResult{Outcome: ProbeUnreachable, Detail: failedDetail(unreachable, observers)},
+		return Judgement{Probe: probe.Result{Outcome: probe.Unreachable, Detail: failedDetail(unreachable, observers)},
 			FailingSince: quorumSince(unreachable, quorum)}
 	case len(failed) >= quorum:
-		return Judgement{Probe: ProbeResult{Outcome: ProbeNotReady, Detail: failedDetail(failed, observers)},
+		return Judgement{Probe: probe.Result{Outcome: probe.NotReady, Detail: failedDetail(failed, observers)},
 			FailingSince: quorumSince(failed, quorum)}
 	case len(failed) > 0:
-		return Judgement{Probe: ProbeResult{Outcome: ProbeOK,
+		return Judgement{Probe: probe.Result{Outcome: probe.OK,
 			Detail: fmt.Sprintf("%s; the others reach it, so it counts as up", failedDetail(failed, observers))}}
 	}
-	return Judgement{Probe: ProbeResult{Outcome: ProbeOK}}
+	return Judgement{Probe: probe.Result{Outcome: probe.OK}}
 }
 
 // quorumSince is when the quorum-th earliest of the failures began.

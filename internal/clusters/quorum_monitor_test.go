@@ -2,7 +2,6 @@ package clusters
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,7 +13,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 )
@@ -38,12 +39,7 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	key := make([]byte, seal.KeySize)
-	rand.Read(key)
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sealer, _ := sealtest.New(t)
 	// An address nothing listens on: from dc-1 the cluster is unreachable.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -86,15 +82,10 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 	})
 	defer func() { stopOthers(); wg.Wait() }()
 
-	hm := NewHealthMonitor(MonitorConfig{
-		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval, DC: "dc-1",
-		ViewMaxAge: time.Second, ObserverExpiry: 2 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
-	m := &monitor{done: make(chan error, 1), probes: map[string][]ProbeOutcome{}, wake: make(chan struct{}), react: map[string]func(){}}
+	m := &monitor{done: make(chan error, 1), probes: map[string][]probe.Outcome{}, wake: make(chan struct{}), react: map[string]func(){}}
 	var mu sync.Mutex
-	var judged []ProbeResult
-	hm.observed = func(cluster string, o Observation, _ State) {
+	var judged []probe.Result
+	observed := func(cluster string, o Observation, _ State) {
 		mu.Lock()
 		judged = append(judged, o.Probe)
 		mu.Unlock()
@@ -104,6 +95,11 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 		close(m.wake)
 		m.wake = make(chan struct{})
 	}
+	hm := NewHealthMonitor(MonitorConfig{
+		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval, DC: "dc-1",
+		ViewMaxAge: time.Second, ObserverExpiry: 2 * time.Second, Observed: observed,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
 	mctx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel
 	go func() { m.done <- hm.Run(mctx) }()
@@ -118,7 +114,7 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 	mu.Lock()
 	last := judged[len(judged)-1]
 	mu.Unlock()
-	if last.Outcome != ProbeOK || last.Detail == "" {
+	if last.Outcome != probe.OK || last.Detail == "" {
 		t.Errorf("judgement %+v: want OK, naming dc-1's failure", last)
 	}
 	var views []store.ClusterView

@@ -30,6 +30,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/hub"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -60,16 +61,24 @@ type Config struct {
 	// EvictionRate bounds evictions per second (burst: the same number),
 	// so that a whole cluster failing does not storm the others. Default 20.
 	EvictionRate float64
+	Logger       *slog.Logger
+	// Registerer receives the metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Notify, when set, wakes the outbox relay after a failover queued a
+	// runnable (purser up runs the relay in the same process); nil: the
+	// relay's poll finds the message within its interval.
+	Notify func()
+	// Checkpoints resolves the newest completed checkpoint of a job for
+	// runnables that ask for a restore point; nil: only the restore points
+	// the operator reports are known.
+	Checkpoints CheckpointResolver
 	// SecondaryEvictionRate bounds evictions from a disrupted zone, per
 	// zone (zones.go). Default a tenth of EvictionRate's default.
 	SecondaryEvictionRate float64
 	// ZoneLabel is the cluster label naming its zone; default "dc".
 	ZoneLabel string
-	Logger    *slog.Logger
-	// Registerer receives the metrics; nil registers none.
-	Registerer prometheus.Registerer
-	// Now is the clock; nil is time.Now.
-	Now func() time.Time
 	// Guard, when set, skips every pass while this process does not reach
 	// the database's primary: no eviction, removal or resume on state
 	// that may be stale.
@@ -84,6 +93,9 @@ type Controller struct {
 	zones   *zoneLimiters
 	kick    chan struct{}
 	metrics *metrics
+	// wake is the earliest end of a toleration seen in the current pass;
+	// only Run's goroutine uses it.
+	wake time.Time
 }
 
 // New returns a controller with cfg's defaults filled in.
@@ -120,16 +132,9 @@ func New(cfg Config) *Controller {
 	}
 }
 
-// Kick makes the next pass start now: the health monitor calls it when it
-// has tainted a cluster NoExecute.
-func (c *Controller) Kick() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
-
-// Run makes passes every Interval until ctx ends.
+// Run makes passes every Interval until ctx ends, and one more at the
+// moment a runnable's toleration runs out, so that application failover
+// starts on time rather than up to an Interval late.
 func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("failover controller started", "interval", c.cfg.Interval, "agentLease", c.cfg.AgentLease,
 		"fencingMargin", c.cfg.FencingMargin, "evictionRate", c.cfg.EvictionRate)
@@ -141,25 +146,62 @@ func (c *Controller) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("failover pass failed; trying again", "error", err)
 		}
+		wait := c.cfg.Interval
+		if next := c.wake; !next.IsZero() {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-c.kick:
-		case <-time.After(c.cfg.Interval):
+		case <-t.C:
 		}
+		t.Stop()
 	}
 	return nil
+}
+
+// Kick makes the next pass start now: the health monitor calls it when it
+// has tainted a cluster NoExecute.
+func (c *Controller) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Pass looks once at every runnable that occupies a cluster, then at
 // every copy left to remove.
 func (c *Controller) Pass(ctx context.Context) error {
+	c.wake = time.Time{}
 	views, err := c.clusterViews(ctx)
 	if err != nil {
 		return err
 	}
 	scanErr := c.scan(ctx, views)
 	cleanErr := c.cleanup(ctx, views)
-	return errors.Join(scanErr, cleanErr)
+	leftErr := c.removeLeftovers(ctx, views)
+	retainErr := c.retain(ctx)
+	err = errors.Join(scanErr, cleanErr, leftErr, retainErr)
+	if err == nil {
+		c.metrics.passes.Inc()
+	}
+	return err
+}
+
+// wakeAt asks for a pass at t, if it is earlier than any asked for.
+func (c *Controller) wakeAt(t time.Time) {
+	if !t.IsZero() && (c.wake.IsZero() || t.Before(c.wake)) {
+		c.wake = t
+	}
+}
+
+// notify tells the outbox relay that a submission waits, when one runs
+// in this process (purser up); elsewhere its poll finds it.
+func (c *Controller) notify() {
+	if c.cfg.Notify != nil {
+		c.cfg.Notify()
+	}
 }
 
 // occupying are the phases of a runnable whose attempt is on a cluster.
@@ -206,10 +248,22 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return nil // a removed cluster: the submitter places it again
 	}
 	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin})
+	c.wakeAt(v.Until)
+	if v.Overridable {
+		v.Message += fmt.Sprintf("; if you made sure that copy no longer runs, `purser failover runnable %s -n %s --confirm-stopped` moves it now",
+			rec.Name, rec.Namespace)
+	}
 	if !v.Evict {
 		switch {
 		case v.Message != "":
-			return c.setMessage(ctx, rec, r, v.Message)
+			return c.setWaiting(ctx, rec, r, v.Waiting, v.Message)
+		case r.status.Waiting == v1alpha1.WaitingTarget:
+			// What held the runnable is over: say so, rather than leave
+			// a wait that no longer holds.
+			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("it no longer needs to move; it is %s on %s", rec.Phase, rec.Cluster))
+		case r.status.Waiting != "":
+			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("cluster %s answers again, so nothing holds the runnable back any more; it is %s there",
+				rec.Cluster, rec.Phase))
 		case r.status.Fenced && view.placement.Ready:
 			return c.resume(ctx, rec, r, view)
 		}
@@ -223,18 +277,32 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	target := placement.Choose(p, gvk.String(), placementViews(views))
 	if target.Cluster == "" {
 		c.metrics.blocked.Inc()
-		return c.setMessage(ctx, rec, r, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
+		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingTarget, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
 			v.Message, rec.Cluster, target.Reason))
+	}
+	var candidates []v1alpha1.RestorePoint
+	if policy := restorePolicy(&r.doc.Spec); policy != "" {
+		// Only an attempt that ran Healthy has restore points to offer;
+		// without one the earlier restore point (if any) is carried.
+		why := "the attempt never ran Healthy"
+		if r.status.HealthySince != nil {
+			candidates, why = c.restoreCandidates(ctx, rec, r.doc.Spec.Template, r.status.Result)
+		}
+		if policy == v1alpha1.RestorePointRequired && len(candidates) == 0 && r.status.RestorePoint == nil {
+			c.metrics.blocked.Inc()
+			return c.setWaiting(ctx, rec, r, v1alpha1.WaitingRestorePoint, waitingForRestorePoint(v, rec.Cluster, why))
+		}
 	}
 	if view.disrupted == clusters.ReasonFarmDisruption {
 		c.metrics.blocked.Inc()
-		return c.setMessage(ctx, rec, r, fmt.Sprintf("%s; it stays on %s because evictions are stopped: %s", v.Message, rec.Cluster, view.disruption))
+		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingEvictionsStopped,
+			fmt.Sprintf("%s; it stays on %s because evictions are stopped: %s", v.Message, rec.Cluster, view.disruption))
 	}
 	if !c.zones.allow(view.zone, view.disrupted) || !c.limiter.Allow() {
 		c.metrics.rateLimited.Inc()
 		return nil // the next pass takes it
 	}
-	return c.evict(ctx, rec, r, v)
+	return c.evict(ctx, rec, r, v, candidates)
 }
 
 // Excluding adds cluster to the placement's exclusions: the cluster an
@@ -260,11 +328,11 @@ func readRunnable(rec *store.Runnable) (*runnable, error) {
 	if err := json.Unmarshal(rec.Spec, &r.doc); err != nil {
 		return nil, fmt.Errorf("runnable %s/%s: stored spec: %w", rec.Namespace, rec.Name, err)
 	}
-	if len(rec.Status) > 0 {
-		if err := json.Unmarshal(rec.Status, &r.status); err != nil {
-			return nil, fmt.Errorf("runnable %s/%s: stored status: %w", rec.Namespace, rec.Name, err)
-		}
+	lr, err := lifecycle.Decode(rec)
+	if err != nil {
+		return nil, err
 	}
+	r.status = lr.Status
 	return r, nil
 }
 
@@ -348,6 +416,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 		}
 		if a, ok := agents[row.Name]; ok && a.LastHeartbeat != nil {
 			v.failover.LastHeartbeat = a.LastHeartbeat
+			var k v1alpha1.AgentKubeAPI
+			if len(a.KubeAPI) > 0 && json.Unmarshal(a.KubeAPI, &k) == nil {
+				v.failover.AgentReachesKubeAPI = &k.Connected
+			}
 		}
 		out[row.Name] = v
 	}
@@ -368,6 +440,8 @@ type metrics struct {
 	purged      prometheus.Counter
 	blocked     prometheus.Counter
 	rateLimited prometheus.Counter
+	retained    prometheus.Counter
+	passes      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -384,9 +458,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "purser_failover_rate_limited_total", Help: "Evictions postponed to a later pass by the eviction rate limit.",
 		}),
+		retained: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_retention_removed_total", Help: "Ended runnables removed once their retention had passed.",
+		}),
+		passes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_failover_passes_total", Help: "Passes completed without error over every runnable on a cluster and every copy to remove.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited)
+		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited, m.retained, m.passes)
 	}
 	return m
 }

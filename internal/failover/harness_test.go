@@ -10,14 +10,23 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -25,16 +34,19 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/checkpoints"
 	"github.com/purser-io/purser/internal/client"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
 	"github.com/purser-io/purser/internal/health"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/flinksim"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/server"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
@@ -83,10 +95,22 @@ type farm struct {
 	dyn    map[string]dynamic.Interface
 	sims   map[string]*flinksim.Simulator
 	log    *slog.Logger
+	// s3 is the farm's S3-compatible storage of Flink checkpoints (a
+	// gofakes3 server over real HTTP): the simulators write each
+	// completed checkpoint's _metadata there, as Flink does, and the
+	// failover controller resolves restore points from it.
+	s3          *minio.Client
+	checkpoints *checkpoints.Resolver
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// metrics holds the failover controller's, whose passes counter, with
+	// probes (what the health monitor observed), is the progress a test
+	// waits for before asserting that nothing happened.
+	metrics *prometheus.Registry
+	probes  probeLog
 }
 
 // cluster is a sandbox cluster as the farm registers it. natsURL and
@@ -102,29 +126,35 @@ type cluster struct {
 	apiServer string // "" : the cluster's own endpoint
 }
 
-// timing is the farm's cluster health and failover periods.
-type timing struct {
-	probe     time.Duration // the health monitor's probe interval
-	threshold int           // failed probes in a row before not Ready
-	grace     time.Duration // NoExecute grace
-	pass      time.Duration // the failover controller's interval
+// periods are the farm's timings of the failover path. The tests use
+// short ones; the application failover benchmark uses the components'
+// defaults (the zero value), as a deployment runs them.
+type periods struct {
+	failoverPass, relayPoll time.Duration
+	// probe, threshold and grace are the health monitor's probe interval,
+	// failed probes in a row before not Ready, and NoExecute grace.
+	probe     time.Duration
+	threshold int
+	grace     time.Duration
+	// stateSnapshots runs the simulators as operators 1.10+ with the
+	// FlinkStateSnapshot CRD installed.
+	stateSnapshots bool
 }
 
-// fastTiming makes failovers happen in seconds.
-var fastTiming = timing{probe: probeInterval, threshold: 3, grace: 2 * time.Second, pass: 200 * time.Millisecond}
+// testPeriods keep the tests short.
+var testPeriods = periods{failoverPass: 200 * time.Millisecond, relayPoll: 100 * time.Millisecond,
+	probe: probeInterval, threshold: 3, grace: 2 * time.Second}
 
 func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	t.Helper()
-	return newFarmWith(t, dsn, members, fastTiming)
+	return newFarmWith(t, dsn, members, testPeriods)
 }
 
-// newFarmWith is newFarm with other cluster health and failover periods
-// (zero: purser's defaults).
-func newFarmWith(t testing.TB, dsn string, members []cluster, tm timing) *farm {
+func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	t.Helper()
 	ctx := context.Background()
 	f := &farm{t: t, ns: "t-" + randomHex(4), dyn: map[string]dynamic.Interface{}, sims: map[string]*flinksim.Simulator{}}
-	f.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	f.log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if _, bench := t.(*testing.B); bench {
 		f.log = slog.New(slog.DiscardHandler) // a benchmark prints everything it logs
 	}
@@ -133,19 +163,16 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, tm timing) *farm {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.store.Close() })
-	key := make([]byte, seal.KeySize)
-	rand.Read(key)
-	if f.sealer, err = seal.New(key); err != nil {
-		t.Fatal(err)
-	}
+	f.sealer, _ = sealtest.New(t)
 	f.nats = streamtest.Start(t, "")
 	streams := streamtest.Declared(t, f.nats.URL)
 	f.ctx, f.cancel = context.WithCancel(ctx)
 	t.Cleanup(f.stop)
 
-	f.startAPI(streams)
+	relay := f.startAPI(streams, p.relayPoll)
+	f.startS3()
 	for _, m := range members {
-		f.register(m)
+		f.register(m, p.stateSnapshots)
 	}
 	interp, err := health.New(nil)
 	if err != nil {
@@ -159,20 +186,112 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, tm timing) *farm {
 	f.run("submitter", submitter.New(submitter.Config{Store: f.store, Sealer: f.sealer, Stream: streams,
 		RescanInterval: time.Second, Logger: f.log.With("component", "submitter")}).Run)
 	cache := clusters.NewCache(f.sealer)
+	f.metrics = prometheus.NewRegistry()
 	ctl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
-		Interval: tm.pass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log})
+		Interval: p.failoverPass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
+		Checkpoints: f.checkpoints, Notify: relay.Notify, Registerer: f.metrics})
 	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
-		Store: f.store, Sealer: f.sealer, Interval: tm.probe,
-		Policy:      clusters.Policy{FailureThreshold: tm.threshold, SuccessThreshold: 2, NoExecuteGrace: tm.grace, AgentLease: agentLease},
-		OnNoExecute: ctl.Kick, Logger: f.log.With("component", "health"),
+		Store: f.store, Sealer: f.sealer, Interval: p.probe,
+		Policy:      clusters.Policy{FailureThreshold: p.threshold, SuccessThreshold: 2, NoExecuteGrace: p.grace, AgentLease: agentLease},
+		OnNoExecute: ctl.Kick, Logger: f.log.With("component", "health"), Observed: f.probes.observe,
 	}).Run)
 	f.run("failover", ctl.Run)
 	return f
 }
 
+// passedAfter waits until the failover controller has completed a pass
+// that began after at: what it would do about the state at that time, it
+// has done.
+func (f *farm) passedAfter(at time.Time) {
+	f.t.Helper()
+	from := int64(-1)
+	sandboxtest.Eventually(f.t, wait, "a failover pass begun after "+at.Format("15:04:05.000"), func(context.Context) error {
+		if from < 0 {
+			if time.Now().Before(at) {
+				return fmt.Errorf("not %s yet", at.Format("15:04:05.000"))
+			}
+			from = f.passes()
+		}
+		// The first pass counted may have begun before at; the second
+		// began after it.
+		if n := f.passes() - from; n < 2 {
+			return fmt.Errorf("%d passes completed since", n)
+		}
+		return nil
+	})
+}
+
+// passes reads purser_failover_passes_total.
+func (f *farm) passes() int64 {
+	f.t.Helper()
+	families, err := f.metrics.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() == "purser_failover_passes_total" && len(mf.GetMetric()) == 1 {
+			return int64(mf.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	f.t.Fatal("no purser_failover_passes_total among the controller's metrics")
+	return 0
+}
+
+// probeLog records the health monitor's probes by cluster.
+type probeLog struct {
+	mu        sync.Mutex
+	outcomes  map[string][]probe.Outcome
+	onFailure map[string]func()
+}
+
+// observe is the monitor's Observed hook. It runs react on the monitor's
+// goroutine, before the next probe.
+func (p *probeLog) observe(cluster string, o clusters.Observation, _ clusters.State) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.outcomes == nil {
+		p.outcomes = map[string][]probe.Outcome{}
+	}
+	p.outcomes[cluster] = append(p.outcomes[cluster], o.Probe.Outcome)
+	if react := p.onFailure[cluster]; react != nil && o.Probe.Outcome != probe.OK {
+		react()
+	}
+}
+
+// setOnFailure makes every failed probe of cluster run react (nil: nothing).
+func (p *probeLog) setOnFailure(cluster string, react func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.onFailure == nil {
+		p.onFailure = map[string]func(){}
+	}
+	p.onFailure[cluster] = react
+}
+
+// count is how many probes of cluster were observed.
+func (p *probeLog) count(cluster string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.outcomes[cluster])
+}
+
+// wait waits for a probe of cluster with outcome among those observed
+// after the first from.
+func (p *probeLog) wait(t testing.TB, cluster string, from int, outcome probe.Outcome) {
+	t.Helper()
+	sandboxtest.Eventually(t, wait, fmt.Sprintf("a probe of %s with outcome %d", cluster, outcome), func(context.Context) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if got := p.outcomes[cluster]; len(got) <= from || !slices.Contains(got[from:], outcome) {
+			return fmt.Errorf("outcomes since: %v", got[min(from, len(got)):])
+		}
+		return nil
+	})
+}
+
 // startAPI serves the REST API with an admin token, and relays its
 // outbox to the stream.
-func (f *farm) startAPI(streams *stream.Client) {
+func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Relay {
 	token := auth.NewToken()
 	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(token)}}})
 	if err != nil {
@@ -182,16 +301,17 @@ func (f *farm) startAPI(streams *stream.Client) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: 100 * time.Millisecond})
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: poll})
 	f.run("relay", func(ctx context.Context) error { relay.Run(ctx); return nil })
 	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer}))
 	f.t.Cleanup(srv.Close)
 	f.api = client.New(client.Config{Server: srv.URL, Token: token})
+	return relay
 }
 
 // register adds a cluster through the API, installs the FlinkDeployment
 // CRD and a Flink simulator in it, and starts its agent.
-func (f *farm) register(m cluster) {
+func (f *farm) register(m cluster, stateSnapshots bool) {
 	f.t.Helper()
 	kc, err := m.sandbox.Kubeconfig(m.apiServer)
 	if err != nil {
@@ -207,7 +327,13 @@ func (f *farm) register(m cluster) {
 	if err := flinksim.InstallCRD(f.ctx, cfg); err != nil {
 		f.t.Fatal(err)
 	}
-	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log})
+	if stateSnapshots {
+		if err := flinksim.InstallSnapshotCRD(f.ctx, cfg); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log,
+		Checkpoints: f.writeCheckpoint, StateSnapshots: stateSnapshots})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -300,18 +426,15 @@ func (f *farm) runnable(name string) *v1alpha1.Runnable {
 // the last state after wait.
 func (f *farm) waitFor(name, what string, ok func(*v1alpha1.Runnable) bool) *v1alpha1.Runnable {
 	f.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		r := f.runnable(name)
-		if ok(r) {
-			return r
+	var r *v1alpha1.Runnable
+	sandboxtest.Eventually(f.t, wait, "runnable "+name+" "+what, func(context.Context) error {
+		if r = f.runnable(name); ok(r) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			y, _ := yaml.Marshal(r.Status)
-			f.t.Fatalf("runnable %s: not %s after %s; status:\n%s", name, what, wait, y)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		y, _ := yaml.Marshal(r.Status)
+		return fmt.Errorf("status:\n%s", y)
+	})
+	return r
 }
 
 // objects lists the runnable objects of a kind in the farm's namespace on
@@ -344,15 +467,24 @@ func (f *farm) history(name string) []string {
 	return actions
 }
 
-func sqliteDSN(t testing.TB) string { return storetest.Engines()[0].NewDSN(t) }
-
-// testWriter sends log lines to the test's log, shown when it fails.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
+// historySummaries returns the summaries the audit log holds for a
+// runnable, oldest first.
+func (f *farm) historySummaries(name string) []string {
+	f.t.Helper()
+	var out struct {
+		Items []struct {
+			Summary string `json:"summary"`
+		} `json:"items"`
+	}
+	f.do(http.MethodGet, "/api/v1/history?namespace="+f.ns+"&name="+name, nil, &out)
+	var s []string
+	for _, e := range out.Items {
+		s = append(s, e.Summary)
+	}
+	return s
 }
+
+func sqliteDSN(t testing.TB) string { return storetest.Engines()[0].NewDSN(t) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -360,10 +492,56 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func must[T any](t testing.TB, v T, err error) T {
-	t.Helper()
+// startS3 serves S3 over HTTP for the farm's checkpoints, with the bucket
+// "flink" the tests' FlinkDeployments write to.
+func (f *farm) startS3() {
+	f.t.Helper()
+	ts := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
+	f.t.Cleanup(ts.Close)
+	u, _ := url.Parse(ts.URL)
+	var err error
+	f.s3, err = minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4("flink", "secret", ""), BucketLookup: minio.BucketLookupPath})
 	if err != nil {
-		t.Fatal(fmt.Errorf("unexpected: %w", err))
+		f.t.Fatal(err)
 	}
-	return v
+	if err := f.s3.MakeBucket(f.ctx, "flink", minio.MakeBucketOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.checkpoints, err = checkpoints.New(checkpoints.Config{Endpoint: u.Host, AccessKeyID: "flink", SecretAccessKey: "secret", Insecure: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// writeCheckpoint writes a completed checkpoint's (or savepoint's)
+// _metadata where Flink would: path/_metadata, path in bucket "flink".
+func (f *farm) writeCheckpoint(ctx context.Context, path string) error {
+	rest, ok := strings.CutPrefix(path, "s3://flink/")
+	if !ok {
+		return nil // elsewhere: not the farm's storage
+	}
+	body := []byte("checkpoint metadata of " + path)
+	_, err := f.s3.PutObject(ctx, "flink", rest+"/_metadata", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+	return err
+}
+
+// watchCreated reports when the FlinkDeployment name is created on
+// cluster from now on, as the watch event arrives.
+func (f *farm) watchCreated(cluster, name string) <-chan time.Time {
+	f.t.Helper()
+	w, err := f.dyn[cluster].Resource(flinkGVR).Namespace(f.ns).Watch(f.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := make(chan time.Time, 1)
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added {
+				out <- time.Now()
+				return
+			}
+		}
+	}()
+	return out
 }

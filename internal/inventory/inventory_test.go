@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/sandbox"
@@ -46,11 +47,9 @@ type hub struct {
 	pub   *stream.Client
 }
 
+// logger writes to the test's output, shown when it fails or with -v.
 func logger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 func newHub(t *testing.T, eng storetest.Engine) *hub {
@@ -87,11 +86,14 @@ func run(t *testing.T, fn func(context.Context) error) (stop func()) {
 	return stop
 }
 
+// snapshotInterval is the agents' period between snapshots.
+const snapshotInterval = 2 * time.Second
+
 func startAgent(t *testing.T, h *hub, c *sandbox.Cluster) (stop func()) {
 	t.Helper()
 	a, err := agent.New(agent.Config{
 		Cluster: c.Name(), RESTConfig: c.RESTConfig(), Stream: streamtest.Connect(t, h.nats.URL),
-		SnapshotInterval: 2 * time.Second, HeartbeatInterval: time.Second, DiscoveryInterval: 2 * time.Second,
+		SnapshotInterval: snapshotInterval, HeartbeatInterval: time.Second, DiscoveryInterval: 2 * time.Second,
 		Logger: logger(t),
 	})
 	if err != nil {
@@ -231,7 +233,7 @@ func TestObjectsFollowTheCluster(t *testing.T) {
 			h.waitFor(t, "Secret appears", c.Name(), "Secret", ns, "creds", present)
 			r, _ = h.record(ctx, c.Name(), "Secret", ns, "creds")
 			var obj map[string]any
-			if err := json.Unmarshal(r.Object, &obj); err != nil || obj[agent.DataHashField] == nil || obj["data"] != nil {
+			if err := json.Unmarshal(r.Object, &obj); err != nil || obj[stream.DataHashField] == nil || obj["data"] != nil {
 				t.Errorf("Secret record: %s", r.Object)
 			}
 			assertNoValue(t, h.dsn, secretValue)
@@ -313,8 +315,8 @@ func TestZombiesRemovedAfterAgentRestart(t *testing.T) {
 }
 
 // TestAPIServerStoppedKeepsRecords: a cluster whose kube-apiserver is down
-// keeps its records; snapshots of a cache that cannot refresh never remove
-// them.
+// keeps its records: its agent sends no snapshot of a cache that cannot
+// refresh, and whatever it sent is applied without removing any.
 func TestAPIServerStoppedKeepsRecords(t *testing.T) {
 	c := env.Dedicated(t, false)
 	for _, eng := range storetest.Engines() {
@@ -328,15 +330,18 @@ func TestAPIServerStoppedKeepsRecords(t *testing.T) {
 			}
 			h.waitFor(t, "ConfigMap appears", c.Name(), "ConfigMap", ns, "held", present)
 			c.StopAPIServer()
-			// Several snapshot periods pass with the API server down.
-			time.Sleep(8 * time.Second)
+			// Two snapshot periods pass in which the agent knew the
+			// kube-apiserver was down (its heartbeats say so), and every
+			// snapshot it sent meanwhile is applied.
+			h.heartbeatSays(t, c.Name(), time.Now().Add(2*snapshotInterval), false)
+			h.drained(t, stream.SnapshotsStream)
 			if r, err := h.record(t.Context(), c.Name(), "ConfigMap", ns, "held"); err != nil || r == nil {
 				t.Fatalf("record lost while the API server was down: %v", err)
 			}
 			if err := c.StartAPIServer(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(4 * time.Second)
+			h.snapshotApplied(t, c.Name(), time.Now())
 			if r, err := h.record(t.Context(), c.Name(), "ConfigMap", ns, "held"); err != nil || r == nil {
 				t.Fatalf("record lost after the API server came back: %v", err)
 			}
@@ -347,7 +352,7 @@ func TestAPIServerStoppedKeepsRecords(t *testing.T) {
 // publishEvent puts a crafted event on the real stream, as an agent would;
 // msgID lets a test replay an event under a new id, which is what a
 // redelivered or republished batch looks like to the ingester.
-func (h *hub) publishEvent(t *testing.T, msgID string, ev agent.Event) {
+func (h *hub) publishEvent(t *testing.T, msgID string, ev stream.Event) {
 	t.Helper()
 	ev.APIVersion, ev.Kind = "v1", "ConfigMap"
 	if ev.Namespace == "" {
@@ -363,7 +368,7 @@ func (h *hub) publishEvent(t *testing.T, msgID string, ev agent.Event) {
 	}
 }
 
-func (h *hub) publishChunk(t *testing.T, c agent.SnapshotChunk) {
+func (h *hub) publishChunk(t *testing.T, c stream.SnapshotChunk) {
 	t.Helper()
 	data, _ := json.Marshal(c)
 	if err := h.pub.Publish(streamtest.Context(t), stream.SnapshotsSubject(c.Cluster), c.MsgID(), data); err != nil {
@@ -388,18 +393,18 @@ func TestReplayedAndReorderedEvents(t *testing.T) {
 		t.Run(eng.Name, func(t *testing.T) {
 			h := newHub(t, eng)
 			const cl = "crafted-1"
-			ev := func(name, uid, rv, typ string) agent.Event {
-				return agent.Event{Cluster: cl, Name: name, UID: uid, ResourceVersion: rv, Type: typ}
+			ev := func(name, uid, rv, typ string) stream.Event {
+				return stream.Event{Cluster: cl, Name: name, UID: uid, ResourceVersion: rv, Type: typ}
 			}
 			// Newest first, then the older history of the same object, then
 			// the whole batch again under new ids.
-			batch := []agent.Event{
-				ev("a", "uid-a", "12", agent.Modified),
-				ev("a", "uid-a", "9", agent.Added),
-				ev("a", "uid-a", "10", agent.Modified),
-				ev("b", "uid-b", "20", agent.Added),
-				ev("b", "uid-b", "25", agent.Deleted),
-				ev("b", "uid-b", "21", agent.Modified),
+			batch := []stream.Event{
+				ev("a", "uid-a", "12", stream.EventModified),
+				ev("a", "uid-a", "9", stream.EventAdded),
+				ev("a", "uid-a", "10", stream.EventModified),
+				ev("b", "uid-b", "20", stream.EventAdded),
+				ev("b", "uid-b", "25", stream.EventDeleted),
+				ev("b", "uid-b", "21", stream.EventModified),
 			}
 			for round := range 2 {
 				for i, e := range batch {
@@ -408,16 +413,16 @@ func TestReplayedAndReorderedEvents(t *testing.T) {
 			}
 			// A sentinel published last: once it is in, everything before
 			// it on the subject has been applied.
-			h.publishEvent(t, "sentinel", ev("z", "uid-z", "1", agent.Added))
+			h.publishEvent(t, "sentinel", ev("z", "uid-z", "1", stream.EventAdded))
 			h.waitFor(t, "sentinel applied", cl, "ConfigMap", "crafted", "z", present)
 			h.waitFor(t, "a at its newest version", cl, "ConfigMap", "crafted", "a", atVersion("12"))
 			h.waitFor(t, "b stays deleted", cl, "ConfigMap", "crafted", "b", absent)
 
 			// One at a time across batches: an older MODIFIED after the
 			// newer one, and a late ADDED of the deleted object.
-			h.publishEvent(t, "late-a", ev("a", "uid-a", "11", agent.Modified))
-			h.publishEvent(t, "late-b", ev("b", "uid-b", "20", agent.Added))
-			h.publishEvent(t, "sentinel-2", ev("z", "uid-z", "2", agent.Modified))
+			h.publishEvent(t, "late-a", ev("a", "uid-a", "11", stream.EventModified))
+			h.publishEvent(t, "late-b", ev("b", "uid-b", "20", stream.EventAdded))
+			h.publishEvent(t, "sentinel-2", ev("z", "uid-z", "2", stream.EventModified))
 			h.waitFor(t, "second sentinel applied", cl, "ConfigMap", "crafted", "z", atVersion("2"))
 			h.waitFor(t, "a still at its newest version", cl, "ConfigMap", "crafted", "a", atVersion("12"))
 			h.waitFor(t, "b not resurrected", cl, "ConfigMap", "crafted", "b", absent)
@@ -433,12 +438,12 @@ func TestSnapshotRaceAndChunks(t *testing.T) {
 		t.Run(eng.Name, func(t *testing.T) {
 			h := newHub(t, eng)
 			const cl = "crafted-2"
-			for _, e := range []agent.Event{
+			for _, e := range []stream.Event{
 				{Name: "live", UID: "uid-live", ResourceVersion: "40"},
 				{Name: "zombie", UID: "uid-zombie", ResourceVersion: "50"},
 				{Name: "racer", UID: "uid-racer", ResourceVersion: "101"},
 			} {
-				e.Cluster, e.Type = cl, agent.Added
+				e.Cluster, e.Type = cl, stream.EventAdded
 				h.publishEvent(t, e.UID, e)
 			}
 			for _, n := range []string{"live", "zombie", "racer"} {
@@ -451,7 +456,7 @@ func TestSnapshotRaceAndChunks(t *testing.T) {
 			for i := range 60000 {
 				items = append(items, [2]string{fmt.Sprintf("uid-filler-%05d-%s", i, strings.Repeat("x", 20)), "30"})
 			}
-			chunks := agent.ChunkSnapshot(cl, "snap-1", time.Now(), []agent.KindList{
+			chunks := stream.ChunkSnapshot(cl, "snap-1", time.Now(), []stream.KindList{
 				{APIVersion: "v1", Kind: "ConfigMap", ListResourceVersion: "100", Items: items}})
 			if len(chunks) < 3 {
 				t.Fatalf("%d chunks, want at least 3 for this test", len(chunks))
@@ -461,9 +466,13 @@ func TestSnapshotRaceAndChunks(t *testing.T) {
 					h.publishChunk(t, c)
 				}
 			}
-			// Incomplete: nothing may be removed. This is a negative check;
-			// a slow machine only makes it pass more easily.
-			time.Sleep(3 * time.Second)
+			// Incomplete: nothing may be removed. Batches are applied in
+			// order, so once a complete snapshot of another cluster
+			// published after these chunks is applied, they were seen.
+			marker := stream.ChunkSnapshot(cl+"-marker", "snap-marker", time.Now(), []stream.KindList{
+				{APIVersion: "v1", Kind: "ConfigMap", ListResourceVersion: "1"}})
+			h.publishChunk(t, marker[0])
+			h.snapshotApplied(t, cl+"-marker", time.Time{})
 			if r, _ := h.record(t.Context(), cl, "ConfigMap", "crafted", "zombie"); r == nil {
 				t.Fatal("an incomplete snapshot removed a record")
 			}
@@ -492,17 +501,17 @@ func TestTwoIngesters(t *testing.T) {
 			}
 			run(t, second.Run)
 			const cl, objects, versions = "crafted-3", 100, 10
-			var evs []agent.Event
+			var evs []stream.Event
 			for o := range objects {
 				for v := 1; v <= versions; v++ {
-					typ := agent.Modified
+					typ := stream.EventModified
 					switch {
 					case v == 1:
-						typ = agent.Added
+						typ = stream.EventAdded
 					case v == versions && o%4 == 0:
-						typ = agent.Deleted // every fourth object ends deleted
+						typ = stream.EventDeleted // every fourth object ends deleted
 					}
-					evs = append(evs, agent.Event{Cluster: cl, Name: fmt.Sprintf("o-%03d", o),
+					evs = append(evs, stream.Event{Cluster: cl, Name: fmt.Sprintf("o-%03d", o),
 						UID: fmt.Sprintf("uid-%03d", o), ResourceVersion: fmt.Sprint(1000*o + v), Type: typ})
 				}
 			}
@@ -533,19 +542,60 @@ func TestTwoIngesters(t *testing.T) {
 func (h *hub) drained(t *testing.T, streamName string) {
 	t.Helper()
 	sandboxtest.Eventually(t, wait, streamName+" consumed", func(ctx context.Context) error {
-		cons, err := h.pub.JetStream().Consumer(ctx, streamName, stream.IngesterConsumer)
+		return streamtest.Consumed(ctx, h.pub, streamName, stream.IngesterConsumer)
+	})
+}
+
+// heartbeatSays waits until the ingester has applied a heartbeat of
+// cluster sent after since whose report of the kube-apiserver is
+// connected or not.
+func (h *hub) heartbeatSays(t *testing.T, cluster string, since time.Time, connected bool) {
+	t.Helper()
+	sandboxtest.Eventually(t, wait, fmt.Sprintf("a heartbeat of %s saying connected=%v", cluster, connected), func(ctx context.Context) error {
+		var fresh map[string]store.AgentFreshness
+		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
+			fresh, err = tx.ListAgentFreshness(ctx)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
+		f := fresh[cluster]
+		var api v1alpha1.AgentKubeAPI
+		if len(f.KubeAPI) > 0 {
+			if err := json.Unmarshal(f.KubeAPI, &api); err != nil {
+				return err
+			}
 		}
-		if info.NumPending != 0 || info.NumAckPending != 0 {
-			return fmt.Errorf("%d pending, %d unacknowledged", info.NumPending, info.NumAckPending)
+		if f.LastHeartbeat == nil || !f.LastHeartbeat.After(since) || api.Connected != connected {
+			return fmt.Errorf("last heartbeat %v, kube API %s", f.LastHeartbeat, f.KubeAPI)
 		}
 		return nil
 	})
+}
+
+// snapshotApplied waits until the ingester has applied a snapshot of
+// cluster taken after since, and returns when that snapshot was taken.
+func (h *hub) snapshotApplied(t *testing.T, cluster string, since time.Time) time.Time {
+	t.Helper()
+	var taken time.Time
+	sandboxtest.Eventually(t, wait, "a snapshot of "+cluster+" applied", func(ctx context.Context) error {
+		var fresh map[string]store.AgentFreshness
+		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
+			fresh, err = tx.ListAgentFreshness(ctx)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		last := fresh[cluster].LastSnapshot
+		if last == nil || !last.After(since) {
+			return fmt.Errorf("last snapshot applied %v, want one taken after %s", last, since.Format(time.RFC3339Nano))
+		}
+		taken = *last
+		return nil
+	})
+	return taken
 }
 
 // An agent whose clock is an hour behind does not make its cluster look
@@ -561,7 +611,7 @@ func TestHeartbeatTimedByTheServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			sent := time.Now()
-			beat, err := json.Marshal(agent.Heartbeat{Cluster: "skewed", Time: sent.Add(-time.Hour), LeaseSeconds: 30})
+			beat, err := json.Marshal(stream.Heartbeat{Cluster: "skewed", Time: sent.Add(-time.Hour), LeaseSeconds: 30})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -43,7 +43,8 @@ func historyEntry(e *audit.Entry) HistoryEntry {
 	}
 }
 
-// listHistory serves GET /api/v1/history, oldest first. Reading one
+// listHistory serves GET /api/v1/history, oldest first, or newest first
+// with ?order=newest (so that ?limit=N is the N latest). Reading one
 // namespace's history needs the viewer role there; the whole history
 // (clusters included) needs read access everywhere.
 func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
@@ -52,10 +53,10 @@ func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
 		Namespace: q.Get("namespace"), Kind: q.Get("kind"), Name: q.Get("name"),
 		Actor: q.Get("actor"), Action: q.Get("action"),
 	}
-	if f.Namespace == "" && !s.cfg.Policy.ReadsEverywhere(u) {
+	if f.Namespace == "" && !s.policy().ReadsEverywhere(u) {
 		return 0, nil, errForbidden("user %q may not read the history of every namespace; pass ?namespace=", u.Name)
 	}
-	if f.Namespace != "" && !s.cfg.Policy.Allowed(u, f.Namespace, auth.VerbRead) {
+	if f.Namespace != "" && !s.policy().Allowed(u, f.Namespace, auth.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, f.Namespace)
 	}
 	var err error
@@ -68,9 +69,22 @@ func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
 	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
 		return 0, nil, err
 	}
+	switch q.Get("order") {
+	case "", "oldest":
+	case "newest":
+		f.Newest = true
+	default:
+		return 0, nil, errBadRequest("order must be oldest (the default) or newest, got %q", q.Get("order"))
+	}
 	if c := q.Get("continue"); c != "" {
-		if f.AfterSeq, err = strconv.ParseInt(c, 10, 64); err != nil || f.AfterSeq < 0 {
+		seq, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || seq < 0 {
 			return 0, nil, errBadRequest("the continue token is not valid; start the list again")
+		}
+		if f.Newest {
+			f.BeforeSeq = seq
+		} else {
+			f.AfterSeq = seq
 		}
 	}
 	var entries []*audit.Entry
@@ -88,43 +102,6 @@ func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
 		out.Continue = strconv.FormatInt(entries[len(entries)-1].Seq, 10)
 	}
 	return http.StatusOK, out, nil
-}
-
-// verifyHistory walks the hash chain; anyone who may read all history may
-// check it.
-func (s *Server) verifyHistory(r *http.Request, u auth.User) (int, any, error) {
-	if !s.cfg.Policy.ReadsEverywhere(u) {
-		return 0, nil, errForbidden("user %q may not read the whole history", u.Name)
-	}
-	// The anchors first: every honest one is then at or below the head
-	// that the verification reads.
-	var anchors []audit.Anchor
-	anchorErr := ""
-	if s.cfg.Anchors != nil {
-		var err error
-		if anchors, err = s.cfg.Anchors(r.Context()); err != nil {
-			anchorErr = err.Error()
-		}
-	}
-	res, err := s.cfg.Store.VerifyAuditAnchored(r.Context(), anchors)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, ChainStatus{Entries: res.Entries, OK: res.OK, BrokenSeq: res.BrokenSeq, Reason: res.Reason,
-		Anchors: res.Anchors, AnchorError: anchorErr}, nil
-}
-
-// ChainStatus is the answer of GET /api/v1/history/verify: how many
-// entries were checked and, when the chain is broken, the first bad entry;
-// how many of the heads published outside the database it was checked
-// against, or why they could not be read.
-type ChainStatus struct {
-	Entries     int64  `json:"entries"`
-	OK          bool   `json:"ok"`
-	BrokenSeq   int64  `json:"brokenSeq,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	Anchors     int    `json:"anchors"`
-	AnchorError string `json:"anchorError,omitempty"`
 }
 
 // List is the shape of every list response.

@@ -40,9 +40,13 @@ func (s *Server) watchInventory(w http.ResponseWriter, r *http.Request, f store.
 	read := func(ctx context.Context) (map[string]InventoryItem, error) {
 		var rows []store.InventoryRow
 		var next string
+		var fresh map[string]store.AgentFreshness
 		err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 			var err error
-			rows, next, err = tx.ListInventory(ctx, f)
+			if rows, next, err = tx.ListInventory(ctx, f); err != nil {
+				return err
+			}
+			fresh, err = tx.ListAgentFreshness(ctx)
 			return err
 		})
 		if err != nil {
@@ -52,8 +56,12 @@ func (s *Server) watchInventory(w http.ResponseWriter, r *http.Request, f store.
 			return nil, errBadRequest("the selection holds more than %d records; narrow it (cluster, namespace, kind, labelSelector) to watch it", watchMax)
 		}
 		out := make(map[string]InventoryItem, len(rows))
+		current := map[string]*time.Time{}
+		for c, a := range fresh {
+			current[c] = agentStatus(a, s.now()).CurrentUntil
+		}
 		for _, row := range rows {
-			out[row.Cluster+"/"+row.UID] = inventoryItem(row)
+			out[row.Cluster+"/"+row.UID] = inventoryItem(row, current[row.Cluster])
 		}
 		return out, nil
 	}
@@ -104,6 +112,9 @@ func (s *Server) watchInventory(w http.ResponseWriter, r *http.Request, f store.
 			switch {
 			case !ok:
 				err = send("ADDED", it)
+			// A change of the record is an event, not one of seenAt,
+			// which moves with every heartbeat of a fresh cluster:
+			// clients follow that from the cluster's freshness.
 			case prev.ResourceVersion != it.ResourceVersion || prev.Health != it.Health || prev.Phase != it.Phase:
 				err = send("MODIFIED", it)
 			default:
@@ -137,10 +148,16 @@ func (s *Server) watchInventory(w http.ResponseWriter, r *http.Request, f store.
 	}
 }
 
-func inventoryItem(row store.InventoryRow) InventoryItem {
+// inventoryItem is a record as the API shows it; currentUntil is its
+// cluster's (nil when never current).
+func inventoryItem(row store.InventoryRow, currentUntil *time.Time) InventoryItem {
+	seen := row.ObservedAt
+	if currentUntil != nil && currentUntil.After(seen) {
+		seen = *currentUntil
+	}
 	return InventoryItem{
 		Cluster: row.Cluster, APIVersion: row.APIVersion, Kind: row.Kind, Namespace: row.Namespace, Name: row.Name,
 		UID: row.UID, ResourceVersion: row.ResourceVersion, Labels: row.Labels, Health: row.Health, Phase: row.Phase,
-		ObservedAt: row.ObservedAt, Object: row.Object,
+		ObservedAt: row.ObservedAt, SeenAt: seen, Object: row.Object,
 	}
 }

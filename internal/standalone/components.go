@@ -11,6 +11,7 @@ import (
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/controller"
+	"github.com/purser-io/purser/internal/failover"
 	"github.com/purser-io/purser/internal/health"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/seal"
@@ -31,8 +32,10 @@ type runFunc func(ctx context.Context) error
 func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
 
 // startComponents starts the submitter, the syncer, the ingester and the
-// agents' supervisor in goroutines that wg waits for.
-func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, metrics prometheus.Registerer, log *slog.Logger) error {
+// agents' supervisor in goroutines that wg waits for. notify wakes the
+// outbox relay of this process: the failover controller calls it when it
+// queues a runnable, so the submitter hears of it at once.
+func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, metrics prometheus.Registerer, log *slog.Logger, notify func()) error {
 	interp, err := health.New(nil)
 	if err != nil {
 		return err
@@ -47,7 +50,8 @@ func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, s
 		"ingester":  ingester,
 		"agents":    &agents{store: db, clusters: clusters.NewCache(sealer), stream: streams, log: log.With("component", "agent")},
 		"controller": runFunc(func(ctx context.Context) error {
-			return controller.Run(ctx, controller.Config{Store: db, Sealer: sealer, Registerer: metrics, Logger: log.With("component", "controller")})
+			return controller.Run(ctx, controller.Config{Store: db, Sealer: sealer, Registerer: metrics, Logger: log.With("component", "controller"),
+				Failover: failover.Config{Notify: notify}})
 		}),
 	}
 	for name, c := range components {
@@ -115,7 +119,8 @@ func (a *agents) Run(ctx context.Context) error {
 				a.log.Warn("cannot start agent", "cluster", c.Name, "err", err)
 				continue
 			}
-			ag, err := agent.New(agent.Config{Cluster: c.Name, RESTConfig: cfg, Stream: a.stream, Logger: a.log.With("cluster", c.Name)})
+			// The agent names its cluster in its log lines itself.
+			ag, err := agent.New(agent.Config{Cluster: c.Name, RESTConfig: cfg, Stream: a.stream, Logger: a.log})
 			if err != nil {
 				a.log.Warn("cannot start agent", "cluster", c.Name, "err", err)
 				continue

@@ -24,7 +24,6 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/anchor"
-	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/client"
 	"github.com/purser-io/purser/internal/dirlock"
@@ -41,9 +40,12 @@ type Config struct {
 	DataDir      string
 	Listen       string // host:port of the API; port 0 picks a free one
 	Sandbox      int    // local clusters to start and register
-	ClientConfig string // where to write the client config; empty: client.DefaultConfigPath
+	ClientConfig string // the client config to add this server's context to; empty: client.DefaultConfigPath
 	Out          io.Writer
 	Logger       *slog.Logger
+	// OIDC, when its issuer is set, accepts that provider's ID tokens
+	// beside the tokens file.
+	OIDC auth.OIDCConfig
 }
 
 // Files under the data folder.
@@ -52,6 +54,7 @@ const (
 	TokensFile     = "tokens.yaml"
 	PolicyFile     = "policy.yaml"
 	KeyFile        = "secret.key"
+	AuditKeyFile   = "audit.key"
 	DatabaseFile   = "purser.db"
 	NATSDir        = "nats"
 	SandboxDir     = "sandbox"
@@ -60,12 +63,20 @@ const (
 
 // Run starts everything, prints "purser is ready at http://ADDR" once
 // /readyz answers 200, and runs until ctx is done; then it stops everything
-// it started, clusters included.
+// it started, clusters included, and says so in a last line.
 func Run(ctx context.Context, cfg Config) error {
 	out := cfg.Out
 	if out == nil {
 		out = io.Discard
 	}
+	if err := run(ctx, cfg, out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "purser stopped; everything it started has stopped")
+	return nil
+}
+
+func run(ctx context.Context, cfg Config, out io.Writer) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -92,11 +103,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	tokens, err := auth.LoadTokens(filepath.Join(dataDir, TokensFile))
-	if err != nil {
-		return err
+	idCfg := auth.IdentitiesConfig{TokensFile: filepath.Join(dataDir, TokensFile), PolicyFile: filepath.Join(dataDir, PolicyFile), Logger: log}
+	if cfg.OIDC.Enabled() {
+		if idCfg.OIDC, err = auth.NewOIDC(cfg.OIDC, log); err != nil {
+			return err
+		}
 	}
-	policy, err := auth.LoadPolicy(filepath.Join(dataDir, PolicyFile))
+	identities, err := auth.LoadIdentities(idCfg)
 	if err != nil {
 		return err
 	}
@@ -108,12 +121,19 @@ func Run(ctx context.Context, cfg Config) error {
 		wg.Wait()
 	}()
 
-	nats, err := stream.StartEmbedded(ctx, stream.EmbeddedConfig{Dir: filepath.Join(dataDir, NATSDir)})
+	auditKey, err := anchor.EnsureKeyFile(filepath.Join(dataDir, AuditKeyFile))
+	if err != nil {
+		return err
+	}
+
+	// Every component runs in this process, agents included, so the
+	// server listens on no port: nobody else can publish or delete.
+	nats, err := stream.StartEmbedded(ctx, stream.EmbeddedConfig{Dir: filepath.Join(dataDir, NATSDir), NoListen: true})
 	if err != nil {
 		return fmt.Errorf("embedded NATS: %w", err)
 	}
 	defer nats.Shutdown()
-	streams, err := stream.Connect(ctx, nats.ClientURL(), stream.Options{Name: "purser-up"})
+	streams, err := nats.Connect(ctx, stream.Options{Name: "purser-up"})
 	if err != nil {
 		return err
 	}
@@ -135,13 +155,21 @@ func Run(ctx context.Context, cfg Config) error {
 		relay.Run(ctx)
 	}()
 
-	wg.Go(func() { _ = anchor.Run(ctx, anchor.Config{Store: db, Stream: streams, Logger: log}) })
+	anchors, err := anchor.New(anchor.Config{Store: db, Stream: streams, Key: auditKey, Logger: log})
+	if err != nil {
+		return err
+	}
+	db.OnAuditCommit(anchors.Notify)
+	if err := anchors.Init(ctx); err != nil {
+		return err
+	}
+	wg.Go(func() { _ = anchors.Run(ctx) })
+	wg.Go(func() { _ = identities.Run(ctx) })
 
 	metrics := prometheus.NewRegistry()
 	api := server.New(server.Config{
 		Store: db, Stream: streams, Outbox: relay, Registry: metrics,
-		Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
-		Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, streams) },
+		Identities: identities, Sealer: sealer, Logger: log, Anchors: anchors,
 	})
 	listen := cfg.Listen
 	if listen == "" {
@@ -182,6 +210,22 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := registerClusters(ctx, admin, fleet); err != nil {
 			return err
 		}
+		// A kube-apiserver killed by hand or crashed is said and started
+		// again; the supervisors stop before the clusters do (defers run
+		// last in, first out).
+		supCtx, stopSupervisor := context.WithCancel(ctx)
+		supervised := make(chan struct{})
+		go func() {
+			defer close(supervised)
+			fleet.SuperviseAPIServers(supCtx, func(e sandbox.SupervisorEvent) {
+				fmt.Fprintln(out, e)
+				log.Warn("sandbox kube-apiserver", "event", e.String())
+			})
+		}()
+		defer func() {
+			stopSupervisor()
+			<-supervised
+		}()
 	}
 
 	// Started after the clusters and stopped before them (defers run last
@@ -193,7 +237,7 @@ func Run(ctx context.Context, cfg Config) error {
 		stopComponents()
 		components.Wait()
 	}()
-	if err := startComponents(compCtx, &components, db, sealer, streams, metrics, log); err != nil {
+	if err := startComponents(compCtx, &components, db, sealer, streams, metrics, log, relay.Notify); err != nil {
 		return err
 	}
 
@@ -203,10 +247,16 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	if err := client.WriteConfig(clientConfig, client.Config{Server: url, Token: adminToken}); err != nil {
+	var contextName string
+	if err := client.EditFile(clientConfig, func(f *client.File) error {
+		contextName = client.SaveUpContext(f, client.Context{DataDir: dataDir, Server: url, Token: adminToken, AuditKey: anchors.KeyString()})
+		return nil
+	}); err != nil {
 		return fmt.Errorf("write client config: %w", err)
 	}
-	fmt.Fprintf(out, "admin token in %s; client config in %s\n", filepath.Join(dataDir, AdminTokenFile), clientConfig)
+	fmt.Fprintf(out, "admin token in %s; client config in %s, context %s (now the current one)\n",
+		filepath.Join(dataDir, AdminTokenFile), clientConfig, contextName)
+	fmt.Fprintf(out, "audit anchors signed by %s (key in %s)\n", anchors.KeyString(), filepath.Join(dataDir, AuditKeyFile))
 	fmt.Fprintf(out, "web console: %s/?token=%s\n", url, adminToken)
 	fmt.Fprintf(out, "purser is ready at %s\n", url)
 	<-ctx.Done()
@@ -260,9 +310,10 @@ func waitReady(ctx context.Context, url string) error {
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
+			err = errors.New(resp.Status)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("API at %s not ready after 30s (last: %v)", url, err)
+			return fmt.Errorf("API at %s not ready after 30s (last: %w)", url, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -283,8 +334,11 @@ func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer) (*s
 	})
 }
 
-// registerClusters registers (or, after a restart, updates) every sandbox
-// cluster through the API, as an admin would, so that it is audited.
+// registerClusters registers every sandbox cluster through the API, as an
+// admin would, so that it is audited. After a restart a cluster is already
+// registered: only its kubeconfig is put again (which writes nothing when
+// it did not change), with the labels and taints it has now, so that what
+// a user set (purser label, taint, cordon) survives the restart.
 func registerClusters(ctx context.Context, admin *client.Client, fleet *sandbox.Fleet) error {
 	for _, c := range fleet.Clusters() {
 		kubeconfig, err := c.Kubeconfig("")
@@ -301,9 +355,11 @@ func registerClusters(ctx context.Context, admin *client.Client, fleet *sandbox.
 			return err
 		}
 		_, err = admin.Do(ctx, http.MethodPost, "/api/v1/clusters", nil, body, "application/json", nil)
-		var apiErr *v1alpha1.Status
-		if errors.As(err, &apiErr) && apiErr.Code == http.StatusConflict {
-			_, err = admin.Do(ctx, http.MethodPut, "/api/v1/clusters/"+c.Name(), nil, body, "application/json", nil)
+		if client.IsConflict(err) {
+			_, _, err = admin.EditCluster(ctx, c.Name(), func(cl *v1alpha1.Cluster) (bool, error) {
+				cl.Spec.Kubeconfig = string(kubeconfig)
+				return true, nil
+			})
 		}
 		if err != nil {
 			return fmt.Errorf("register cluster %s: %w", c.Name(), err)

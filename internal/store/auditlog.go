@@ -22,6 +22,11 @@ type AuditFilter struct {
 	Until     time.Time // exclusive
 	AfterSeq  int64     // only entries with a greater Seq: the cursor for the next page
 	Limit     int       // <= 0: 500; capped at 1000
+	// Newest lists newest first, so that a page of N is the N latest
+	// entries; BeforeSeq (only entries with a smaller Seq) is then the
+	// cursor for the next page.
+	Newest    bool
+	BeforeSeq int64
 }
 
 // VerifyResult is the outcome of VerifyAudit.
@@ -102,6 +107,7 @@ func (tx *Tx) appendAudit(ctx context.Context, entries []*audit.Entry) error {
 	if _, err := tx.exec(ctx, `UPDATE audit_head SET last_hash = ? WHERE id = 1`, prevHash); err != nil {
 		return fmt.Errorf("append audit seq %d: update head: %w", last, classify(err))
 	}
+	tx.audited = true
 	return nil
 }
 
@@ -135,6 +141,13 @@ func (tx *Tx) queryAudit(ctx context.Context, q string, args ...any) ([]*audit.E
 func (tx *Tx) ListAudit(ctx context.Context, f AuditFilter) ([]*audit.Entry, error) {
 	conds := []string{"seq > ?"}
 	args := []any{f.AfterSeq}
+	order := "seq"
+	if f.Newest {
+		order = "seq DESC"
+		if f.BeforeSeq > 0 {
+			conds, args = append(conds, "seq < ?"), append(args, f.BeforeSeq)
+		}
+	}
 	for _, c := range []struct{ column, value string }{
 		{"namespace", f.Namespace}, {"kind", f.Kind}, {"name", f.Name}, {"actor", f.Actor}, {"action", f.Action},
 	} {
@@ -148,7 +161,7 @@ func (tx *Tx) ListAudit(ctx context.Context, f AuditFilter) ([]*audit.Entry, err
 	if !f.Until.IsZero() {
 		conds, args = append(conds, "logged_at < ?"), append(args, tx.s.d.ts(f.Until))
 	}
-	q := `SELECT ` + auditColumns + ` FROM audit_log WHERE ` + strings.Join(conds, " AND ") + ` ORDER BY seq LIMIT ?`
+	q := `SELECT ` + auditColumns + ` FROM audit_log WHERE ` + strings.Join(conds, " AND ") + ` ORDER BY ` + order + ` LIMIT ?`
 	out, err := tx.queryAudit(ctx, q, append(args, pageLimit(f.Limit))...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
@@ -250,4 +263,13 @@ func (tx *Tx) AuditHead(ctx context.Context) (int64, string, error) {
 		return 0, "", fmt.Errorf("audit head: %w", classify(err))
 	}
 	return seq, hash, nil
+}
+
+// AuditHash returns the hash of entry seq, or ErrNotFound.
+func (tx *Tx) AuditHash(ctx context.Context, seq int64) (string, error) {
+	var hash string
+	if err := tx.queryRow(ctx, `SELECT hash FROM audit_log WHERE seq = ?`, seq).Scan(&hash); err != nil {
+		return "", fmt.Errorf("audit entry %d: %w", seq, classify(err))
+	}
+	return hash, nil
 }

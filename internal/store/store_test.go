@@ -59,7 +59,7 @@ var suite = []struct {
 }{
 	{"Runnables", testRunnables},
 	{"RunnableOptimisticConcurrency", testRunnableOptimisticConcurrency},
-	{"EditRunnable", testEditRunnable},
+	{"DeleteRunnable", testDeleteRunnable},
 	{"ListRunnables", testListRunnables},
 	{"ListRunnablesStableUnderInserts", testListRunnablesStableUnderInserts},
 	{"Attempts", testAttempts},
@@ -82,6 +82,8 @@ var suite = []struct {
 	{"CheckWrites", testCheckWrites},
 	{"ReadInfo", testReadInfo},
 	{"GroupCommit", testGroupCommit},
+	{"Counts", testCounts},
+	{"InventorySystem", testInventorySystem},
 	{"InventoryLabelSelector", testInventoryLabelSelector},
 	{"ConcurrentOpen", testConcurrentOpen},
 }

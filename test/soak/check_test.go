@@ -142,7 +142,10 @@ func list[T any](ctx context.Context, api *farm.Client, path string, query url.V
 			Continue string `json:"continue"`
 		}
 		if code, err := api.Do(ctx, http.MethodGet, path, query, nil, &page); code != http.StatusOK {
-			return fmt.Errorf("GET %s?%s: %d %v", path, query.Encode(), code, err)
+			if err != nil {
+				return fmt.Errorf("GET %s?%s: %d: %w", path, query.Encode(), code, err)
+			}
+			return fmt.Errorf("GET %s?%s: %d", path, query.Encode(), code)
 		}
 		for _, item := range page.Items {
 			add(item)
@@ -325,7 +328,10 @@ func checkInventory(ctx context.Context, kube map[string]kubernetes.Interface, w
 	records := map[string]string{} // cluster/kind/namespace/name/uid -> resourceVersion
 	for _, ns := range w.namespaces {
 		for _, kind := range []string{"ConfigMap", "Job"} {
-			err := list(ctx, w.api, "/api/v1/inventory", url.Values{"namespace": {ns}, "kind": {kind}, "fields": {"meta"}}, func(it server.InventoryItem) {
+			// system=true: the truth below holds kube-root-ca.crt, which
+			// inventory lists leave out unless asked (store.SystemObjects).
+			query := url.Values{"namespace": {ns}, "kind": {kind}, "fields": {"meta"}, "system": {"true"}}
+			err := list(ctx, w.api, "/api/v1/inventory", query, func(it server.InventoryItem) {
 				records[it.Cluster+"/"+it.Kind+"/"+it.Namespace+"/"+it.Name+"/"+it.UID] = it.ResourceVersion
 			})
 			if err != nil {

@@ -209,7 +209,7 @@ func waitClustersReadyVia(t *testing.T, api *farm.Client, clusters []*sandbox.Cl
 		for _, c := range clusters {
 			var cl v1alpha1.Cluster
 			if code, err := api.Do(ctx, http.MethodGet, "/api/v1/clusters/"+c.Name(), nil, nil, &cl); code != http.StatusOK {
-				return fmt.Errorf("get cluster %s: %d %v", c.Name(), code, err)
+				return callError("get cluster "+c.Name(), code, err)
 			}
 			ready := false
 			for _, cond := range cl.Status.Conditions {

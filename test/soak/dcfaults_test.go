@@ -2,7 +2,6 @@ package soak
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -29,7 +28,6 @@ type ackLog struct {
 type ackedGen struct {
 	gen int
 	at  time.Time
-	dc  string
 }
 
 func (l *ackLog) run(ctx context.Context) {
@@ -71,7 +69,7 @@ func (l *ackLog) since(t time.Time) (last ackedGen, first ackedGen) {
 func (l *ackLog) stored(ctx context.Context) (int, error) {
 	var d v1alpha1.Deployable
 	if code, err := l.api.Do(ctx, http.MethodGet, "/api/v1/deployables/"+l.ns+"/"+l.name, nil, nil, &d); code != http.StatusOK {
-		return 0, fmt.Errorf("get deployable: %d %v", code, err)
+		return 0, callError("get deployable", code, err)
 	}
 	data, _ := d.Spec.Template["data"].(map[string]any)
 	gen, _ := data["generation"].(string)

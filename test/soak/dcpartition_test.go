@@ -64,7 +64,7 @@ func TestDCLeaderPartition(t *testing.T) {
 				}
 				var r v1alpha1.Runnable
 				if code, err := f.API.Do(ctx, http.MethodGet, "/api/v1/runnables/"+key, nil, nil, &r); code != http.StatusOK {
-					return fmt.Errorf("get %s: %d %v", key, code, err)
+					return callError("get "+key, code, err)
 				}
 				if r.Status.Phase != v1alpha1.PhaseRunning || r.Status.Cluster != c.Name() {
 					return fmt.Errorf("%s is %s on %q", key, r.Status.Phase, r.Status.Cluster)
@@ -152,7 +152,7 @@ func TestDCLeaderPartition(t *testing.T) {
 			}
 			var r v1alpha1.Runnable
 			if code, err := majority.API.Do(ctx, http.MethodGet, "/api/v1/runnables/"+name, nil, nil, &r); code != http.StatusOK {
-				return fmt.Errorf("get %s: %d %v", name, code, err)
+				return callError("get "+name, code, err)
 			}
 			if r.Status.Cluster == was || r.Status.Phase != v1alpha1.PhaseRunning {
 				return fmt.Errorf("%s: %s on %q", name, r.Status.Phase, r.Status.Cluster)
@@ -249,4 +249,12 @@ func rawCall(ctx context.Context, dc *farm.DC, method, path, body, token string)
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode, resp.Header, nil
+}
+
+// callError describes a call of the API that did not answer 2xx.
+func callError(what string, code int, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %d: %w", what, code, err)
+	}
+	return fmt.Errorf("%s: %d", what, code)
 }

@@ -16,8 +16,9 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx", for raw access
+	_ "modernc.org/sqlite"             // driver "sqlite", for raw access
+
 	"github.com/purser-io/purser/internal/audit"
-	_ "modernc.org/sqlite" // driver "sqlite", for raw access
 )
 
 // Engine is one database engine; NewDSN provisions a fresh, empty database
@@ -147,6 +148,24 @@ func ForgeAuditTail(t testing.TB, dsn string, entries []*audit.Entry, from int64
 		prev = e.Hash
 	}
 	if _, err := raw.Exec(Rebind(dsn, `UPDATE audit_head SET last_hash = ? WHERE id = 1`), prev); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// CutAuditTail does what someone with the database's password can to hide
+// the newest entries: it deletes every audit entry after seq and moves the
+// head back to seq, so that the shorter chain verifies on its own.
+func CutAuditTail(t testing.TB, dsn string, seq int64) {
+	t.Helper()
+	raw := RawDB(t, dsn)
+	var hash string
+	if err := raw.QueryRow(Rebind(dsn, `SELECT hash FROM audit_log WHERE seq = ?`), seq).Scan(&hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(Rebind(dsn, `DELETE FROM audit_log WHERE seq > ?`), seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(Rebind(dsn, `UPDATE audit_head SET last_seq = ?, last_hash = ? WHERE id = 1`), seq, hash); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -309,7 +309,8 @@ func (f *DCFarm) dcComponentArgs(dc *DC, component, name string) []string {
 		// Reads from the DC's own node while the primary is out of reach.
 		standby := fmt.Sprintf("postgres://purser@%s:%d/purser?sslmode=disable&connect_timeout=2", dc.Addr, postgresPort)
 		args = append(args, "--listen", fmt.Sprintf("%s:%d", dc.Addr, apiPort), "--database-standby", standby,
-			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"))
+			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"),
+			"--audit-key", filepath.Join(f.dir, "audit.key"))
 	case "syncer":
 		args = append(args, "--identity", name)
 	case "controller":
@@ -392,7 +393,10 @@ func (f *DCFarm) registerCluster(ctx context.Context, dc *DC) error {
 		"spec":     map[string]any{"kubeconfig": string(kc)},
 	}
 	if code, err := f.API.Do(ctx, http.MethodPost, "/api/v1/clusters", nil, body, nil); code != http.StatusCreated && code != http.StatusConflict {
-		return fmt.Errorf("register cluster %s: %d %v", c.Name(), code, err)
+		if err != nil {
+			return fmt.Errorf("register cluster %s: %d: %w", c.Name(), code, err)
+		}
+		return fmt.Errorf("register cluster %s: %d", c.Name(), code)
 	}
 	name := "agent-" + c.Name()
 	args := []string{"agent", "--cluster", c.Name(), "--kubeconfig", dc.kubeconf,

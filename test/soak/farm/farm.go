@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/anchor"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/localport"
 	"github.com/purser-io/purser/internal/sandbox"
@@ -191,7 +192,10 @@ func writeCredentials(dir string) (token, keyFile string, err error) {
 		}
 	}
 	keyFile = filepath.Join(dir, "secret.key")
-	_, err = seal.EnsureKeyFile(keyFile)
+	if _, err = seal.EnsureKeyFile(keyFile); err != nil {
+		return "", "", err
+	}
+	_, err = anchor.EnsureKeyFile(filepath.Join(dir, "audit.key"))
 	return token, keyFile, err
 }
 
@@ -207,7 +211,8 @@ func (f *Farm) componentArgs(component, name string, i int) []string {
 	switch component {
 	case "api":
 		args = append(args, "--listen", strings.TrimPrefix(f.apiURLs[i], "http://"),
-			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"))
+			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"),
+			"--audit-key", filepath.Join(f.dir, "audit.key"))
 	case "syncer":
 		args = append(args, "--identity", name)
 	case "controller":
@@ -240,7 +245,10 @@ func (f *Farm) AddCluster(ctx context.Context, c *sandbox.Cluster) error {
 		"spec":     map[string]any{"kubeconfig": string(kc)},
 	}
 	if code, err := f.API.Do(ctx, http.MethodPost, "/api/v1/clusters", nil, body, nil); code != http.StatusCreated && code != http.StatusConflict {
-		return fmt.Errorf("register cluster %s: %d %v", c.Name(), code, err)
+		if err != nil {
+			return fmt.Errorf("register cluster %s: %d: %w", c.Name(), code, err)
+		}
+		return fmt.Errorf("register cluster %s: %d", c.Name(), code)
 	}
 	name := "agent-" + c.Name()
 	args := []string{"agent", "--cluster", c.Name(), "--kubeconfig", c.KubeconfigPath(),
