@@ -269,7 +269,7 @@ func (in *dcInjector) inject(ctx context.Context, kind string) {
 			dc = f.DCs[(dc.Index+1)%len(f.DCs)] // a DC without the primary
 		}
 		down := between(in.rng, 30*time.Second, 40*time.Second)
-		fl := in.begin(kind, dc, "power off %s (primary in %s) for %s", dc.Name, primary.Name, down.Round(time.Second))
+		fl := in.begin(kind, dc, "power off %s (%s) for %s", dc.Name, in.databaseRoles(undo), down.Round(time.Second))
 		f.PowerOff(dc)
 		backoff.Sleep(ctx, down)
 		fl.End = time.Now()
@@ -281,7 +281,7 @@ func (in *dcInjector) inject(ctx context.Context, kind string) {
 	case faultDCPartition:
 		dc := f.DCs[in.rng.IntN(len(f.DCs))]
 		down := between(in.rng, 30*time.Second, 40*time.Second)
-		fl := in.begin(kind, dc, "partition %s for %s", dc.Name, down.Round(time.Second))
+		fl := in.begin(kind, dc, "partition %s for %s (%s)", dc.Name, down.Round(time.Second), in.databaseRoles(undo))
 		f.Partition(dc)
 		backoff.Sleep(ctx, down)
 		fl.End = time.Now()
@@ -319,6 +319,20 @@ func (in *dcInjector) inject(ctx context.Context, kind string) {
 			in.t.Errorf("restart %s: %v", dc.Agent.Name, err)
 		}
 	}
+}
+
+// databaseRoles says where the primary and its synchronous standby are,
+// for the log: losing either stalls commits until Patroni acts.
+func (in *dcInjector) databaseRoles(ctx context.Context) string {
+	primary, err := in.f.Primary(ctx)
+	if err != nil {
+		return "primary unknown"
+	}
+	sync, err := in.f.SyncStandby(ctx)
+	if err != nil || sync == nil {
+		return "primary in " + primary.Name + ", no synchronous standby"
+	}
+	return "primary in " + primary.Name + ", synchronous standby in " + sync.Name
 }
 
 func (in *dcInjector) poweredDC() *farm.DC {

@@ -268,6 +268,27 @@ func (f *DCFarm) Primary(ctx context.Context) (*DC, error) {
 	return nil, fmt.Errorf("no PostgreSQL leader")
 }
 
+// SyncStandby is the DC of the primary's synchronous standby, as the
+// primary's DC's Patroni sees it; nil when there is none.
+func (f *DCFarm) SyncStandby(ctx context.Context) (*DC, error) {
+	primary, err := f.Primary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	members, err := f.PatroniCluster(ctx, primary)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range members {
+		for _, dc := range f.DCs {
+			if m.Role == "sync_standby" && m.Name == "pg-"+dc.Name {
+				return dc, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
 // waitPostgres waits until Patroni reports a running leader and a
 // streaming synchronous standby, and every other powered, connected node
 // streaming: the database takes writes that survive the loss of a DC.
