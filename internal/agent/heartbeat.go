@@ -104,18 +104,22 @@ func (a *Agent) heartbeat(ctx context.Context, kv jetstream.KeyValue) jetstream.
 func (a *Agent) checkReturn(ctx context.Context, kv jetstream.KeyValue, prev jetstream.KeyValueEntry, rev uint64) {
 	a.returnChecked = true
 	if prev == nil {
-		return // the first agent of this cluster ever
+		a.log.Info("first heartbeat of this cluster's agents: nothing to fence on return")
+		return
 	}
 	cur, err := kv.GetRevision(ctx, a.cfg.Cluster, rev)
 	if err != nil {
 		a.returnChecked = false // the next beat compares again
 		return
 	}
-	if gap := cur.Created().Sub(prev.Created()); gap > a.cfg.LeaseDuration {
+	gap := cur.Created().Sub(prev.Created())
+	if gap > a.cfg.LeaseDuration {
 		a.returned.Store(true)
 		a.log.Warn("the last heartbeat before this one is older than the lease: the agent was away, and AtMostOne work may have moved; fencing it",
 			"gap", gap.Round(time.Millisecond), "leaseDuration", a.cfg.LeaseDuration)
+		return
 	}
+	a.log.Info("back within the lease: nothing to fence on return", "gap", gap.Round(time.Millisecond), "leaseDuration", a.cfg.LeaseDuration)
 }
 
 // heartbeatBucket declares the topology (idempotent, so the agent does not

@@ -345,9 +345,11 @@ func (in *dcInjector) poweredDC() *farm.DC {
 }
 
 // waitFenced holds a powered-on DC's kubelets until its agent has fenced
-// what it must: every AtMostOne Job of its cluster whose runnable the
-// farm has placed elsewhere meanwhile is suspended or gone. A machine
-// that starts its agent before its kubelets does the same (docs).
+// what it must: it has said whether it was away for longer than its lease
+// and, if so, fenced the cluster's AtMostOne work, and every AtMostOne Job
+// of its cluster whose runnable the farm has placed elsewhere meanwhile is
+// suspended or gone. A machine that starts its agent before its kubelets
+// does the same (docs).
 func (in *dcInjector) waitFenced(ctx context.Context, dc *farm.DC) error {
 	kube, err := dc.Cluster.Client()
 	if err != nil {
@@ -355,6 +357,15 @@ func (in *dcInjector) waitFenced(ctx context.Context, dc *farm.DC) error {
 	}
 	start := time.Now()
 	deadline := start.Add(2 * time.Minute)
+	for !dc.Agent.LoggedSinceStart("nothing to fence on return", "fenced the AtMostOne work found on return") {
+		if time.Now().After(deadline) {
+			in.t.Errorf("%s powered on: its agent said nothing of its return within 2 minutes", dc.Name)
+			return nil
+		}
+		if !backoff.Sleep(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
 	for {
 		var pending []string
 		placedAt := map[string]string{} // runnable uid -> its cluster now

@@ -302,6 +302,31 @@ func (p *Process) Failure() string {
 	return fmt.Sprintf("%s %s; last lines of %s:\n%s", p.Name, state, p.LogPath, tail(p.LogPath, 15))
 }
 
+// LoggedSinceStart reports whether the log of the current run (from the
+// line its last start wrote) has a line containing one of texts: a
+// process's own word that it got somewhere.
+func (p *Process) LoggedSinceStart(texts ...string) bool {
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return false
+	}
+	lines := strings.Split(string(data), "\n")
+	from := 0
+	for i, l := range lines {
+		if strings.HasPrefix(l, "==== ") && !strings.Contains(l, ": exited: ") {
+			from = i
+		}
+	}
+	for _, l := range lines[from:] {
+		for _, t := range texts {
+			if strings.Contains(l, t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // tail returns the last n lines of a file.
 func tail(path string, n int) string {
 	data, err := os.ReadFile(path)
