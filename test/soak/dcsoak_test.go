@@ -419,7 +419,8 @@ type dcReport struct {
 
 var (
 	evictedFrom = regexp.MustCompile(`evicted from (\S+) \(`)
-	placedOn    = regexp.MustCompile(`placed attempt \d+ on (\S+):`)
+	// A placement, or a failover's placement (which names its source).
+	placedOn = regexp.MustCompile(`placed attempt \d+ on (\S+):|failover of attempt \d+ from \S+ \(\S+\) to (\S+) as attempt`)
 )
 
 // measure computes each fault's RTO from the accepted writes and its
@@ -449,7 +450,11 @@ func (d *dcReport) measure(ctx context.Context, t *testing.T, f *farm.DCFarm, w 
 					re = evictedFrom
 				}
 				if m := re.FindStringSubmatch(e.Summary); m != nil {
-					entries = append(entries, entry{at: e.Time, object: e.Object, action: action, cluster: m[1]})
+					cluster := m[1]
+					if cluster == "" && len(m) > 2 {
+						cluster = m[2]
+					}
+					entries = append(entries, entry{at: e.Time, object: e.Object, action: action, cluster: cluster})
 				}
 			}); err != nil {
 				t.Errorf("dc soak: read the history: %v", err)
