@@ -15,7 +15,7 @@ func TestAuthorizeKind(t *testing.T) {
 				Deny:          []string{"RoleBinding.rbac.authorization.k8s.io"},
 				ClusterScoped: []string{"ClusterWorkflowTemplate.argoproj.io"},
 			}},
-			"team-b": {Kinds: KindRules{Allow: []string{"Job.batch", "ConfigMap", "*.argoproj.io"}}},
+			"team-b":     {Kinds: KindRules{Allow: []string{"Job.batch", "ConfigMap", "*.argoproj.io"}}},
 			AnyNamespace: {Kinds: KindRules{Deny: []string{"*.admissionregistration.k8s.io"}}},
 		},
 	})
