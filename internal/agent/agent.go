@@ -110,6 +110,9 @@ type Agent struct {
 	labelled     map[schema.GroupKind]*watch        // the others, for purser's objects
 	lastSnapshot time.Time
 	started      time.Time
+	// reportedKinds is what stream.KindsBucket last acknowledged from this
+	// term (kinds.go).
+	reportedKinds []stream.ServedKind
 	// lastBeat is when the last acknowledged heartbeat was sent, on the
 	// monotonic clock: the start of the agent's lease.
 	lastBeat time.Time
@@ -258,6 +261,7 @@ func (a *Agent) reset() {
 	defer a.mu.Unlock()
 	a.watched = map[schema.GroupVersionKind]*watch{}
 	a.labelled = map[schema.GroupKind]*watch{}
+	a.reportedKinds = nil
 	a.lastSnapshot = time.Time{}
 	a.started = time.Now()
 	// The agent cannot know of beats before its term: its lease toward

@@ -235,12 +235,18 @@ func (a *Agent) count(kind string) int {
 // when the test ends.
 func installCRD(t *testing.T, dyn dynamic.Interface, group, version, kind, plural string) {
 	t.Helper()
+	installScopedCRD(t, dyn, group, version, kind, plural, "Namespaced")
+}
+
+// installScopedCRD installs a CRD of scope Namespaced or Cluster.
+func installScopedCRD(t *testing.T, dyn dynamic.Interface, group, version, kind, plural, scope string) {
+	t.Helper()
 	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	name := plural + "." + group
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{"group": group, "scope": "Namespaced",
+		"spec": map[string]any{"group": group, "scope": scope,
 			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
 			"versions": []any{map[string]any{"name": version, "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object",

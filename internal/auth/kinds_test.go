@@ -92,3 +92,27 @@ func TestKindRulesChecked(t *testing.T) {
 		}
 	}
 }
+
+func TestResolveScope(t *testing.T) {
+	gk := schema.ParseGroupKind
+	cases := []struct {
+		kind     string
+		reported []bool
+		want     Scope
+	}{
+		{"Namespace", nil, ScopeCluster},
+		{"Job.batch", nil, ScopeNamespaced},
+		{"Widget.example.com", nil, ScopeUnknown},
+		{"Widget.example.com", []bool{true, true}, ScopeNamespaced},
+		// One cluster serving it cluster-scoped makes it cluster-scoped.
+		{"Widget.example.com", []bool{true, false}, ScopeCluster},
+		// No report narrows a built-in cluster-scoped kind.
+		{"ClusterRoleBinding.rbac.authorization.k8s.io", []bool{true}, ScopeCluster},
+		{"ConfigMap", []bool{false}, ScopeCluster},
+	}
+	for _, c := range cases {
+		if got := ResolveScope(gk(c.kind), c.reported); got != c.want {
+			t.Errorf("%s with %v: %q, want %q", c.kind, c.reported, got, c.want)
+		}
+	}
+}

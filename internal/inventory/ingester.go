@@ -101,6 +101,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { in.pruneLoop(ctx) })
 	wg.Go(func() { in.heartbeatLoop(ctx) })
+	wg.Go(func() { in.kindsLoop(ctx) })
 	wg.Wait()
 	return nil
 }

@@ -78,6 +78,7 @@ var suite = []struct {
 	{"UnavailableAfterClose", testUnavailableAfterClose},
 	{"MigrationsIdempotent", testMigrationsIdempotent},
 	{"AgentFreshness", testAgentFreshness},
+	{"ClusterKinds", testClusterKinds},
 	{"InventoryLabelSelector", testInventoryLabelSelector},
 	{"ConcurrentOpen", testConcurrentOpen},
 }
