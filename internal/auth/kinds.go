@@ -88,7 +88,7 @@ const (
 // API calls it with the requester, the submitter and the syncer with the
 // author recorded with the object, before they act on a cluster.
 func (p *Policy) AuthorizeKind(u User, t Target) KindDecision {
-	name := kindName(t.Kind)
+	name := KindName(t.Kind)
 	if p.IsAdmin(u) {
 		return KindDecision{Allowed: true, Rule: RuleAdmins, Reason: u.Name + " is a global admin"}
 	}
@@ -163,9 +163,9 @@ func (p *Policy) grantRule(keys []string, gk schema.GroupKind) string {
 	return "namespaces." + key + ".kinds.clusterScoped"
 }
 
-// kindName writes gk as the policy does: Kind.group, or Kind for the core
-// group.
-func kindName(gk schema.GroupKind) string {
+// KindName writes gk as the policy and its messages do: Kind.group, or
+// Kind for the core group.
+func KindName(gk schema.GroupKind) string {
 	if gk.Group == "" {
 		return gk.Kind
 	}

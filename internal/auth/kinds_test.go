@@ -58,7 +58,7 @@ func TestAuthorizeKind(t *testing.T) {
 		if d.Allowed != c.allowed || d.Rule != c.rule || d.Unresolved != c.unresolved {
 			t.Errorf("%s: got %+v, want allowed=%v rule=%q unresolved=%v", c.name, d, c.allowed, c.rule, c.unresolved)
 		}
-		if !d.Allowed && !strings.Contains(d.Reason, kindName(c.t.Kind)) {
+		if !d.Allowed && !strings.Contains(d.Reason, KindName(c.t.Kind)) {
 			t.Errorf("%s: the reason does not name the kind: %q", c.name, d.Reason)
 		}
 	}

@@ -296,17 +296,17 @@ func testFourEyesRunnable(t *testing.T, h *harness) {
 	// alice is an approver in team-b, but did not submit this one: she may.
 	// First, one she submitted herself she may not approve.
 	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-b", "own", "true")).want(t, http.StatusAccepted)
-	own := h.do("alice", "POST", "/api/v1/runnables/team-b/own/approve", "", nil).want(t, http.StatusForbidden)
+	own := h.decide("alice", "/api/v1/runnables/team-b/own", "approve").want(t, http.StatusForbidden)
 	if !strings.Contains(own.str("message"), "cannot also decide") {
 		t.Fatalf("self-approval answer: %s", own.raw)
 	}
 
-	ok := h.do("carol", "POST", "/api/v1/runnables/team-b/payroll/approve", "", nil).want(t, http.StatusOK)
+	ok := h.decide("carol", "/api/v1/runnables/team-b/payroll", "approve").want(t, http.StatusOK)
 	if ok.str("status", "phase") != "Queued" || ok.str("status", "approvedBy") != "carol" {
 		t.Fatalf("after approval: %s", ok.raw)
 	}
-	h.do("carol", "POST", "/api/v1/runnables/team-b/payroll/approve", "", nil).want(t, http.StatusConflict)
-	rej := h.do("carol", "POST", "/api/v1/runnables/team-b/own/reject", "", nil).want(t, http.StatusOK)
+	h.do("carol", "POST", "/api/v1/runnables/team-b/payroll/approve?resourceVersion="+sub.str("metadata", "resourceVersion"), "", nil).want(t, http.StatusConflict)
+	rej := h.decide("carol", "/api/v1/runnables/team-b/own", "reject").want(t, http.StatusOK)
 	if rej.str("status", "phase") != "Rejected" {
 		t.Fatalf("after rejection: %s", rej.raw)
 	}
@@ -331,7 +331,7 @@ func testFourEyesDeployable(t *testing.T, h *harness) {
 		t.Fatalf("pending deployable: %s", p.raw)
 	}
 	h.do("dave", "POST", "/api/v1/deployables/team-b/cfg/approve", "", nil).want(t, http.StatusForbidden)
-	a := h.do("carol", "POST", "/api/v1/deployables/team-b/cfg/approve", "", nil).want(t, http.StatusOK)
+	a := h.decide("carol", "/api/v1/deployables/team-b/cfg", "approve").want(t, http.StatusOK)
 	if a.str("status", "phase") != "Active" || a.body["status"].(map[string]any)["generation"] != float64(1) {
 		t.Fatalf("approved deployable: %s", a.raw)
 	}
@@ -341,7 +341,7 @@ func testFourEyesDeployable(t *testing.T, h *harness) {
 	if !strings.Contains(string(live.raw), `"v1"`) || live.str("status", "phase") != "PendingApproval" {
 		t.Fatalf("live spec changed before approval: %s", live.raw)
 	}
-	h.do("carol", "POST", "/api/v1/deployables/team-b/cfg/reject", "", nil).want(t, http.StatusOK)
+	h.decide("carol", "/api/v1/deployables/team-b/cfg", "reject").want(t, http.StatusOK)
 	after := h.get("dave", "/api/v1/deployables/team-b/cfg").want(t, http.StatusOK)
 	if !strings.Contains(string(after.raw), `"v1"`) || after.str("status", "phase") != "Active" {
 		t.Fatalf("after rejecting the update: %s", after.raw)

@@ -34,16 +34,28 @@ import (
 //   - dave: editor in team-b
 //   - mallory: authenticated, no role anywhere
 //
-// team-b requires approval of runnables and deployables.
+// team-b requires approval of runnables and deployables. In team-a
+// RoleBindings are denied and ClusterWorkflowTemplates granted; in team-k
+// (alice edits) only Jobs and ConfigMaps are allowed.
 var users = []string{"admin", "alice", "bob", "carol", "dave", "mallory"}
 
 func testPolicy() auth.PolicyFile {
 	return auth.PolicyFile{
 		Admins: []string{"admin"},
 		Namespaces: map[string]auth.NamespacePolicy{
-			"team-a": {Roles: map[auth.Role][]string{
-				auth.RoleViewer: {"bob"}, auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol"},
-			}},
+			"team-a": {
+				Roles: map[auth.Role][]string{
+					auth.RoleViewer: {"bob"}, auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol"},
+				},
+				Kinds: auth.KindRules{
+					Deny:          []string{"RoleBinding.rbac.authorization.k8s.io"},
+					ClusterScoped: []string{"ClusterWorkflowTemplate.argoproj.io"},
+				},
+			},
+			"team-k": {
+				Roles: map[auth.Role][]string{auth.RoleEditor: {"alice"}},
+				Kinds: auth.KindRules{Allow: []string{"Job.batch", "ConfigMap"}},
+			},
 			"team-b": {
 				Roles: map[auth.Role][]string{
 					auth.RoleEditor: {"alice", "dave"}, auth.RoleApprover: {"carol", "alice"},
@@ -167,6 +179,19 @@ func (h *harness) yaml(user, method, path, body string) response {
 func (h *harness) get(user, path string) response {
 	h.t.Helper()
 	return h.do(user, http.MethodGet, path, "", nil)
+}
+
+// decide approves or rejects (verb) the pending change of the object at
+// path as user, after reading it as that user, as an approver reviews a
+// change before deciding.
+func (h *harness) decide(user, path, verb string) response {
+	h.t.Helper()
+	read := h.get(user, path)
+	rv := read.str("status", "pendingChange", "resourceVersion")
+	if rv == "" {
+		rv = read.str("metadata", "resourceVersion")
+	}
+	return h.do(user, http.MethodPost, path+"/"+verb+"?resourceVersion="+rv, "", nil)
 }
 
 // want fails the test unless the answer has the status code.

@@ -459,7 +459,8 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 		if err != nil {
 			return err
 		}
-		if rec.DeletedAt == nil {
+		if rec.DeletedAt == nil || rec.Pending != nil {
+			// Revived, or a revive waits for approval: kept.
 			return nil
 		}
 		cls, err := tx.ListClusters(ctx)
