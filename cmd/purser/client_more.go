@@ -180,7 +180,9 @@ func newDecideCommand(verb string) *cobra.Command {
 		Use:   verb + " KIND NAME",
 		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a runnable or deployable change that waits for approval",
 		Long: `Approvals need a second person: an approver in the namespace who is not
-the one who made the change.`,
+the one who made the change. The command reads the change that waits and
+decides on that version of it: if its author changes it in between, the
+server refuses (409) and nothing is decided.`,
 		Example: "  purser " + verb + " runnable nightly-report -n team-a",
 		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -195,8 +197,17 @@ the one who made the change.`,
 			if err != nil {
 				return err
 			}
+			var cur map[string]any
+			if _, err := c.Do(cmd.Context(), http.MethodGet, objectPath(k, namespace, name), nil, nil, "", &cur); err != nil {
+				return err
+			}
+			rv := field(cur, "status", "pendingChange", "resourceVersion")
+			if rv == "" {
+				return fmt.Errorf("%s/%s/%s has no change waiting for approval", strings.ToLower(k.kind), namespace, name)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "deciding on the change by %s (resourceVersion %s)\n", field(cur, "status", "pendingChange", "author"), rv)
 			var out map[string]any
-			if _, err := c.Do(cmd.Context(), http.MethodPost, objectPath(k, namespace, name)+"/"+verb, nil, nil, "", &out); err != nil {
+			if _, err := c.Do(cmd.Context(), http.MethodPost, objectPath(k, namespace, name)+"/"+verb, url.Values{"resourceVersion": {rv}}, nil, "", &out); err != nil {
 				return err
 			}
 			state := field(out, "status", "phase")

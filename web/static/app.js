@@ -1,5 +1,5 @@
 // purser's console: plain JavaScript over the REST API. The token lives in
-// sessionStorage; a link carrying ?token= logs in and the token is dropped
+// sessionStorage; a link carrying #token= logs in and the token is dropped
 // from the address bar. Pages poll the API every two seconds, so phases
 // and sync states change on screen without a reload. Every value from the
 // API is put in the page as text, never as HTML.
@@ -227,9 +227,12 @@ function runnableDetail(ns, name) {
     const r = await api("GET", "/api/v1/runnables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name));
     const st = r.status || {};
     const actions = [];
-    if (st.phase === "PendingApproval" && may(ns, "approve") && st.submittedBy !== access.user) {
-      actions.push(el("button", { id: "approve", onclick: () => act("POST", "/approve", "approved") }, "Approve"));
-      actions.push(el("button", { id: "reject", class: "danger", onclick: () => act("POST", "/reject", "rejected") }, "Reject"));
+    const pc = st.pendingChange;
+    if (pc && may(ns, "approve") && pc.author !== access.user) {
+      // A decision names the version shown on this very render.
+      const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
+      actions.push(el("button", { id: "approve", onclick: () => act("POST", "/approve" + rv, "approved") }, "Approve"));
+      actions.push(el("button", { id: "reject", class: "danger", onclick: () => act("POST", "/reject" + rv, "rejected") }, "Reject"));
     }
     const ended = ["Succeeded", "Failed", "Expired", "Rejected", "Cancelled"].includes(st.phase);
     if (!ended && may(ns, "write")) actions.push(el("button", { id: "cancel", class: "danger", onclick: () => act("DELETE", "", "cancelled") }, "Cancel"));
@@ -242,6 +245,7 @@ function runnableDetail(ns, name) {
     }
     fill(view,
       el("h1", {}, "Runnable " + ns + "/" + name, " ", badge(st.phase)),
+      pc ? pendingNote(pc, "runnable") : null,
       el("div", { class: "actions" }, actions),
       kv({ id: "runnable" },
         "Kind", (r.spec.template || {}).apiVersion + " " + (r.spec.template || {}).kind,
@@ -332,14 +336,19 @@ function deployableDetail(ns, name) {
   live(async () => {
     const d = await api("GET", "/api/v1/deployables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name));
     const actions = [];
-    if (d.status.phase === "PendingApproval" && may(ns, "approve")) {
+    const pc = d.status.pendingChange;
+    if (pc && may(ns, "approve") && pc.author !== access.user) {
+      // A decision names the version of the change shown on this render:
+      // if its author changes it meanwhile, the server refuses (409).
+      const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
       for (const [verb, label] of [["approve", "Approve change"], ["reject", "Reject change"]]) {
         actions.push(el("button", { id: verb, class: verb === "reject" ? "danger" : "", onclick: async () => {
-          try { await api("POST", "/api/v1/deployables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name) + "/" + verb); toast(verb + "d"); route(); }
+          try { await api("POST", "/api/v1/deployables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name) + "/" + verb + rv); toast(verb + "d"); route(); }
           catch (e) { toast(e.describe ? e.describe() : String(e)); }
         } }, label));
       }
     }
+    const live = el("pre", { id: "live-spec" }, JSON.stringify(d.spec, null, 2));
     fill(view,
       el("h1", {}, "Deployable " + ns + "/" + name, " ", badge(d.status.phase)),
       el("div", { class: "actions" }, actions),
@@ -348,9 +357,22 @@ function deployableDetail(ns, name) {
         el("tbody", {}, (d.status.clusters || []).length ? d.status.clusters.map(c => el("tr", {}, el("td", {}, c.cluster), el("td", {}, badge(c.state)),
           el("td", {}, c.syncedGeneration || ""), el("td", {}, c.lastSyncedAt || ""), el("td", {}, c.message || "")))
           : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "Not synced to any cluster yet."))])),
-      el("h2", {}, "Spec (generation " + (d.status.generation || 0) + "; Secret values are never shown)"),
-      el("pre", {}, JSON.stringify(d.spec, null, 2)));
+      pc ? el("div", { class: "compare" },
+        el("div", {}, el("h2", {}, (d.status.generation ? "Live spec (generation " + d.status.generation + ")" : "Not live yet")), live),
+        el("div", {}, el("h2", {}, "Pending change"), pendingNote(pc, "deployable"),
+          el("pre", { id: "pending-spec" }, pc.delete ? "(deletes it from every cluster)" : JSON.stringify(pc.spec, null, 2))))
+        : el("div", {}, el("h2", {}, "Spec (generation " + (d.status.generation || 0) + ")"), live),
+      el("p", { class: "muted" }, "Secret values are never shown."));
   });
+}
+
+// pendingNote says who made the change that waits, when, and which
+// version of it a decision would name.
+function pendingNote(pc, what) {
+  let change = "Waiting for approval";
+  if (pc.delete) change = "Deletion waiting for approval";
+  if (pc.revive) change = "Revival of this deleted " + what + " waiting for approval";
+  return el("p", { id: "pending-change", class: "pending" }, change + ": by " + pc.author + ", " + age(pc.time) + " ago (resourceVersion " + pc.resourceVersion + ").");
 }
 
 function applyDeployable() {
@@ -533,7 +555,7 @@ function inventoryPage() {
       const cond = (c.status.conditions || []).find(x => x.type === "Ready");
       const ok = !!a.lastHeartbeat && (Date.now() - Date.parse(a.lastHeartbeat)) / 1000 <= 30 && (!cond || cond.status === "True");
       ready[c.metadata.name] = ok;
-      return el("span", { class: "badge " + (ok ? "Synced" : "stale"), "data-cluster": c.metadata.name, style: "margin-right: 8px" },
+      return el("span", { class: "badge " + (ok ? "Synced" : "stale"), "data-cluster": c.metadata.name },
         c.metadata.name + (ok ? " fresh" : " not ready") + (a.lastEvent ? ", last event " + age(a.lastEvent) + " ago" : "") +
         (a.lastSnapshot ? ", last snapshot " + age(a.lastSnapshot) + " ago" : ""));
     }));
@@ -565,14 +587,20 @@ function inventoryPage() {
 }
 
 // ---- start ----
-window.addEventListener("hashchange", () => { if (access) route(); });
-(function () {
-  const params = new URLSearchParams(location.search);
-  if (params.has("token")) {
-    sessionStorage.setItem("purser-token", params.get("token"));
-    params.delete("token");
-    const rest = params.toString();
-    history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
-  }
-  if (token()) start(); else showLogin();
-})();
+// A link #token=T logs in (`purser up` prints one), and #token=T&/page
+// opens a page too. The token is in the fragment, which the browser never
+// sends: not to the server's logs, not as a Referer. It leaves the address
+// bar at once. It reports whether the address carried a token.
+function tokenFromFragment() {
+  const m = location.hash.match(/^#token=([^&]*)(?:&(.*))?$/);
+  if (!m) return false;
+  sessionStorage.setItem("purser-token", decodeURIComponent(m[1]));
+  const page = m[2] && m[2].startsWith("/") ? "#" + m[2] : "#/";
+  history.replaceState(null, "", location.pathname + location.search + page);
+  return true;
+}
+window.addEventListener("hashchange", () => {
+  if (tokenFromFragment()) start();
+  else if (access) route();
+});
+if (tokenFromFragment() || token()) start(); else showLogin();
