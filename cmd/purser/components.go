@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/lease"
@@ -143,8 +144,13 @@ func (f *hubFlags) openStore(ctx context.Context, name string) (*hub, func(), er
 	return g.open(ctx, name)
 }
 
+// policyHelp describes --policy of the components that act on member
+// clusters.
+const policyHelp = "policy file, as the api's: the kinds each namespace may put on member clusters are checked again before every create or apply"
+
 func newSubmitterCommand() *cobra.Command {
 	var f hubFlags
+	var policyFile string
 	cmd := &cobra.Command{
 		Use:   "submitter",
 		Short: "Place runnables on clusters from the submissions work queue, with retries",
@@ -153,22 +159,28 @@ member cluster: placement, idempotent creation, retries of transient errors,
 deadlines, cancellation. Several submitters share the queue.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			policy, err := auth.LoadPolicy(policyFile)
+			if err != nil {
+				return err
+			}
 			h, closeHub, err := f.open(cmd.Context(), "submitter")
 			if err != nil {
 				return err
 			}
 			defer closeHub()
 			fmt.Fprintln(cmd.OutOrStdout(), "purser submitter running")
-			return submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log, Registerer: h.metrics}).Run(cmd.Context())
+			return submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log, Registerer: h.metrics,
+				Policy: policy}).Run(cmd.Context())
 		},
 	}
 	f.register(cmd, true, true)
+	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", policyHelp)
 	return cmd
 }
 
 func newSyncerCommand() *cobra.Command {
 	var f hubFlags
-	var identity string
+	var identity, policyFile string
 	cmd := &cobra.Command{
 		Use:   "syncer",
 		Short: "Keep deployables identical on every matching cluster and repair drift",
@@ -178,6 +190,10 @@ the source of truth, and report per-cluster sync state. Replicas share the
 clusters through leases in the stream.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			policy, err := auth.LoadPolicy(policyFile)
+			if err != nil {
+				return err
+			}
 			h, closeHub, err := f.open(cmd.Context(), "syncer")
 			if err != nil {
 				return err
@@ -187,10 +203,12 @@ clusters through leases in the stream.`,
 				identity = lease.DefaultIdentity()
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "purser syncer running as %s\n", identity)
-			return syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log}).Run(cmd.Context())
+			return syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log,
+				Policy: policy}).Run(cmd.Context())
 		},
 	}
 	f.register(cmd, true, true)
+	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", policyHelp)
 	cmd.Flags().StringVar(&identity, "identity", "", "name of this replica in its leases (default: host name and pid)")
 	return cmd
 }

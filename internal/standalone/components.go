@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/controller"
 	"github.com/purser-io/purser/internal/health"
@@ -32,7 +33,7 @@ func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
 
 // startComponents starts the submitter, the syncer, the ingester and the
 // agents' supervisor in goroutines that wg waits for.
-func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, metrics prometheus.Registerer, log *slog.Logger) error {
+func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, policy *auth.Policy, metrics prometheus.Registerer, log *slog.Logger) error {
 	interp, err := health.New(nil)
 	if err != nil {
 		return err
@@ -42,8 +43,8 @@ func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, s
 		return err
 	}
 	components := map[string]runner{
-		"submitter": submitter.New(submitter.Config{Store: db, Sealer: sealer, Stream: streams, Registerer: metrics, Logger: log.With("component", "submitter")}),
-		"syncer":    syncer.New(syncer.Config{Store: db, Sealer: sealer, Stream: streams, Identity: "purser-up", Logger: log.With("component", "syncer")}),
+		"submitter": submitter.New(submitter.Config{Store: db, Sealer: sealer, Stream: streams, Registerer: metrics, Logger: log.With("component", "submitter"), Policy: policy}),
+		"syncer":    syncer.New(syncer.Config{Store: db, Sealer: sealer, Stream: streams, Identity: "purser-up", Logger: log.With("component", "syncer"), Policy: policy}),
 		"ingester":  ingester,
 		"agents":    &agents{store: db, clusters: clusters.NewCache(sealer), stream: streams, log: log.With("component", "agent")},
 		"controller": runFunc(func(ctx context.Context) error {

@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config) error {
 		stopComponents()
 		components.Wait()
 	}()
-	if err := startComponents(compCtx, &components, db, sealer, streams, metrics, log); err != nil {
+	if err := startComponents(compCtx, &components, db, sealer, streams, policy, metrics, log); err != nil {
 		return err
 	}
 

@@ -65,6 +65,10 @@ type Config struct {
 	Now func() time.Time
 	// Registerer receives the submitter's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// Policy decides, right before each create, whether the runnable's
+	// author may put its kind on the cluster (tenancy.go). Nil is a policy
+	// with no admins and no rules: namespaced kinds only.
+	Policy KindPolicy
 }
 
 // Defaults and tunables.
@@ -111,6 +115,7 @@ type Submitter struct {
 	log     *slog.Logger
 	now     func() time.Time
 	clients *clusters.Objects
+	policy  KindPolicy
 	metrics *metrics
 
 	queue   workqueue.TypedDelayingInterface[string]
@@ -155,6 +160,7 @@ func New(cfg Config) *Submitter {
 		log:         log.With("component", "submitter"),
 		now:         cfg.Now,
 		clients:     clusters.NewObjects(clusters.NewCache(cfg.Sealer)),
+		policy:      policyOrEmpty(cfg.Policy),
 		metrics:     newMetrics(cfg.Registerer),
 		limiter:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
 		slots:       make(chan struct{}, maxHeld),

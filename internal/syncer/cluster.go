@@ -377,6 +377,13 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) error {
 		_ = w.setStatus(ctx, d, v1alpha1.StateOutOfSync, err.Error())
 		return err
 	}
+	if why := w.s.forbidden(d, namespaced); why != "" {
+		// Not applied, and a copy an apply before the rule made is removed.
+		if err := w.removeStrays(ctx, uid, schema.GroupVersionResource{}, ""); err != nil {
+			return err
+		}
+		return w.setStatus(ctx, d, v1alpha1.StateError, why)
+	}
 	ns, key := "", d.name
 	if namespaced {
 		ns, key = d.rec.Namespace, d.rec.Namespace+"/"+d.name

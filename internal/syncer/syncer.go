@@ -55,6 +55,10 @@ type Config struct {
 	// Workers per cluster; default 4.
 	Workers int
 	Logger  *slog.Logger
+	// Policy decides, before each apply, whether the deployable's author
+	// may put its kind on the cluster (tenancy.go). Nil is a policy with no
+	// admins and no rules: namespaced kinds only.
+	Policy KindPolicy
 }
 
 // Defaults of Config.
@@ -70,6 +74,7 @@ type Syncer struct {
 	cfg     Config
 	log     *slog.Logger
 	configs *clusters.Cache
+	policy  KindPolicy
 
 	mu          sync.RWMutex
 	deployables map[string]*deployable // by uid: the latest poll
@@ -110,6 +115,7 @@ func New(cfg Config) *Syncer {
 		cfg:         cfg,
 		log:         log.With("identity", cfg.Identity), // callers name the component
 		configs:     clusters.NewCache(cfg.Sealer),
+		policy:      policyOrEmpty(cfg.Policy),
 		deployables: map[string]*deployable{},
 		clusters:    map[string]*store.Cluster{},
 		workers:     map[string]*clusterWorker{},

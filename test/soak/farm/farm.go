@@ -200,8 +200,10 @@ func (f *Farm) componentArgs(component, name string, i int) []string {
 	case "api":
 		args = append(args, "--listen", strings.TrimPrefix(f.apiURLs[i], "http://"),
 			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"))
+	case "submitter":
+		args = append(args, "--policy", filepath.Join(f.dir, "policy.yaml"))
 	case "syncer":
-		args = append(args, "--identity", name)
+		args = append(args, "--identity", name, "--policy", filepath.Join(f.dir, "policy.yaml"))
 	case "controller":
 		args = append(args, "--identity", name)
 		args = append(args, f.cfg.ControllerArgs...)
