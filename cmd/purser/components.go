@@ -230,7 +230,8 @@ func newIngesterCommand() *cobra.Command {
 				return err
 			}
 			defer closeHub()
-			in, err := inventory.New(inventory.Config{Store: h.db, Stream: h.streams, Logger: h.log, Health: interp.InterpretJSON})
+			in, err := inventory.New(inventory.Config{Store: h.db, Stream: h.streams, Logger: h.log, Health: interp.InterpretJSON,
+				Fingerprint: h.sealer.Fingerprint})
 			if err != nil {
 				return err
 			}
@@ -238,7 +239,7 @@ func newIngesterCommand() *cobra.Command {
 			return in.Run(cmd.Context())
 		},
 	}
-	f.register(cmd, true, false)
+	f.register(cmd, true, true) // the key keys the fingerprint of Secrets' data
 	cmd.Flags().StringVar(&rulesFile, "rules", "", "YAML file of health rules (CEL) for kinds beyond the built-ins")
 	return cmd
 }

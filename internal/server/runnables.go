@@ -373,11 +373,12 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 }
 
 // appendAudit records a change in the transaction that makes it. details
-// must never hold Secret values; callers pass specs with those removed.
+// must never hold Secret values; callers pass specs with those removed,
+// and whatever sits under data or stringData is redacted all the same.
 func appendAudit(ctx context.Context, tx *store.Tx, u auth.User, action, kind, ns, name, summary, outcome string, details any) error {
 	e := &audit.Entry{Actor: u.Name, Action: action, Kind: kind, Namespace: ns, Name: name, Summary: summary, Outcome: outcome}
 	if details != nil {
-		data, err := json.Marshal(details)
+		data, err := redactValues(details)
 		if err != nil {
 			return err
 		}

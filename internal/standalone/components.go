@@ -38,7 +38,8 @@ func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, s
 	if err != nil {
 		return err
 	}
-	ingester, err := inventory.New(inventory.Config{Store: db, Stream: streams, Logger: log.With("component", "ingester"), Health: interp.InterpretJSON})
+	ingester, err := inventory.New(inventory.Config{Store: db, Stream: streams, Logger: log.With("component", "ingester"), Health: interp.InterpretJSON,
+		Fingerprint: sealer.Fingerprint})
 	if err != nil {
 		return err
 	}

@@ -190,9 +190,7 @@ func (f *Farm) writeCredentials() error {
 // componentArgs are the flags of replica i of a component.
 func (f *Farm) componentArgs(component, name string, i int) []string {
 	args := []string{component, "--database", f.cfg.Database}
-	if component != "ingester" { // the only one that opens no sealed value
-		args = append(args, "--key-file", f.keyFile)
-	}
+	args = append(args, "--key-file", f.keyFile)
 	if component != "controller" { // the only one that never uses the stream
 		args = append(args, "--nats", f.NATS.URLs(), "--stream-replicas", strconv.Itoa(f.cfg.StreamReplicas))
 	}
