@@ -62,8 +62,8 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 				Addr: listen,
 				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
 					Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, streams) }}),
-				ReadHeaderTimeout: 10 * time.Second,
 			}
+			server.ConfigureHTTPServer(srv)
 			go func() {
 				<-ctx.Done()
 				sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/purser-io/purser/internal/standalone"
 )
@@ -28,7 +29,9 @@ With --sandbox N it also starts N local Kubernetes clusters named sandbox-1 ..
 sandbox-N (labels dc: dc-1 .. dc-N), registers them, and stops them on exit;
 their kubeconfigs are at DIR/sandbox/<name>/kubeconfig.
 
-It prints "purser is ready at http://ADDR" once /readyz answers 200.
+It prints "purser is ready at http://ADDR" once /readyz answers 200, and a
+link to the web console: with the admin token in it (#token=) only when
+stdout is a terminal.
 Ctrl-C stops everything it started.`,
 		Example: `  purser up --sandbox 2
   purser apply -f examples/runnable-job.yaml
@@ -39,6 +42,9 @@ Ctrl-C stops everything it started.`,
 				return fmt.Errorf("--sandbox must be 0 or more, got %d", cfg.Sandbox)
 			}
 			cfg.Out = cmd.OutOrStdout()
+			if f, ok := cfg.Out.(*os.File); ok {
+				cfg.Terminal = term.IsTerminal(int(f.Fd()))
+			}
 			level := slog.LevelWarn
 			if verbose {
 				level = slog.LevelInfo

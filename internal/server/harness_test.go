@@ -80,12 +80,16 @@ type harness struct {
 	raw     *sql.DB
 }
 
-func newHarness(t testing.TB, eng storetest.Engine) *harness {
+// option changes the API's configuration or its HTTP server's.
+type option func(cfg *server.Config, hs *http.Server)
+
+func newHarness(t testing.TB, eng storetest.Engine, opts ...option) *harness {
 	t.Helper()
-	return newHarnessDSN(t, eng.NewDSN(t))
+	return newHarnessDSN(t, eng.NewDSN(t), opts...)
 }
 
-func newHarnessDSN(t testing.TB, dsn string) *harness {
+// newHarnessDSN starts the API on dsn; opts change its configuration.
+func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{t: t, dsn: dsn, tokens: map[string]string{}}
@@ -130,10 +134,26 @@ func newHarnessDSN(t testing.TB, dsn string) *harness {
 	}()
 	t.Cleanup(func() { stopAnchors(); <-anchored })
 
-	srv := httptest.NewServer(server.New(server.Config{
+	cfg := server.Config{
 		Store: h.store, Stream: h.streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: h.sealer,
 		Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, h.streams) },
-	}))
+	}
+	// The suites send hundreds of requests without a valid token on
+	// purpose; TestRateLimits tests the limit itself.
+	cfg.Limits = server.Limits{FailedAuthBurst: 1 << 20}
+	if _, bench := t.(*testing.B); bench {
+		// Benchmarks measure the server, not its rate limit.
+		cfg.Limits = server.Limits{UserRate: 1e9, UserBurst: 1 << 30, FailedAuthBurst: 1 << 20}
+	}
+	hs := &http.Server{}
+	server.ConfigureHTTPServer(hs)
+	for _, o := range opts {
+		o(&cfg, hs)
+	}
+	srv := httptest.NewUnstartedServer(server.New(cfg))
+	srv.Config.ReadHeaderTimeout, srv.Config.ReadTimeout, srv.Config.WriteTimeout = hs.ReadHeaderTimeout, hs.ReadTimeout, hs.WriteTimeout
+	srv.Config.IdleTimeout, srv.Config.MaxHeaderBytes = hs.IdleTimeout, hs.MaxHeaderBytes
+	srv.Start()
 	t.Cleanup(srv.Close)
 	h.url = srv.URL
 	return h
