@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
 
@@ -83,6 +84,10 @@ func TestComponentWaitsForDatabase(t *testing.T) {
 		return ln.Addr().String()
 	}
 	db, addr := closed(), closed()
+	keyFile := filepath.Join(t.TempDir(), "secret.key")
+	if _, err := seal.EnsureKeyFile(keyFile); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -91,7 +96,7 @@ func TestComponentWaitsForDatabase(t *testing.T) {
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(io.Discard)
 		cmd.SetArgs([]string{"ingester", "--database", "postgres://purser@" + db + "/purser?sslmode=disable",
-			"--nats", "nats://" + closed(), "--metrics-listen", addr})
+			"--nats", "nats://" + closed(), "--metrics-listen", addr, "--key-file", keyFile})
 		done <- cmd.ExecuteContext(ctx)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
