@@ -156,8 +156,8 @@ func testAPIFamilies(t *testing.T, f *farm) {
 		{"DELETE", "/api/v1/history", "", http.StatusMethodNotAllowed},
 		{"PATCH", "/api/v1/clusters/dc1", "", http.StatusMethodNotAllowed},
 		{"POST", "/api/v1/runnables", "{", http.StatusBadRequest},
-		{"POST", "/api/v1/runnables", runnable(f.own, "deep", "apiVersion: v1\nkind: ConfigMap\ndata: " +
-			strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "\n"), http.StatusUnprocessableEntity},
+		{"POST", "/api/v1/runnables", runnable(f.own, "deep", "apiVersion: v1\nkind: ConfigMap\ndata: "+
+			strings.Repeat("[", 5000)+strings.Repeat("]", 5000)+"\n"), http.StatusUnprocessableEntity},
 	} {
 		var body []byte
 		if c.body != "" {
