@@ -214,7 +214,7 @@ server refuses (409) and nothing is decided.`,
 			if state == "" {
 				state = field(out, "status")
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s/%s %sd (%s)\n", strings.ToLower(k.kind), namespace, name, verb, state)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s/%s %sed (%s)\n", strings.ToLower(k.kind), namespace, name, strings.TrimSuffix(verb, "e"), state)
 			return nil
 		},
 	}
