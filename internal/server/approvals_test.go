@@ -123,4 +123,16 @@ func testReviveNeedsApproval(t *testing.T, h *harness) {
 	if err := h.raw.QueryRow(`SELECT deleted_at FROM deployables WHERE name = 'gone'`).Scan(&deletedAt); err != nil || deletedAt != nil {
 		t.Fatalf("an approved revive is still deleted (%v, %v)", deletedAt, err)
 	}
+
+	// Deleted again, then a revive asked and withdrawn by a DELETE: it
+	// stays deleted, with nothing pending.
+	h.do("dave", "DELETE", path, "", nil).want(t, http.StatusOK)
+	h.decide("carol", path, "approve").want(t, http.StatusOK)
+	h.yaml("dave", "PUT", path, configMapDeployable("team-b", "gone", "again")).want(t, http.StatusOK)
+	h.do("dave", "DELETE", path, "", nil).want(t, http.StatusOK)
+	h.get("carol", path).want(t, http.StatusNotFound)
+	var pending any
+	if err := h.raw.QueryRow(`SELECT deleted_at, pending FROM deployables WHERE name = 'gone'`).Scan(&deletedAt, &pending); err != nil || deletedAt == nil || pending != nil {
+		t.Fatalf("after withdrawing the revive: deleted_at %v, pending %v (%v)", deletedAt, pending, err)
+	}
 }

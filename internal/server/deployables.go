@@ -254,13 +254,27 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 	}
 	needsApproval := s.cfg.Policy.ApprovalRequired(ns, v1alpha1.KindDeployable)
 	var rec *store.Deployable
+	withdrawn := false
 	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		withdrawn = false
 		var err error
 		if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {
 			return err
 		}
-		if rec.DeletedAt != nil {
+		if rec.DeletedAt != nil && rec.Pending == nil {
 			return store.ErrNotFound
+		}
+		if rec.DeletedAt != nil {
+			// Deleted, with a revive waiting for approval: deleting it
+			// again withdraws the revive, back to the deletion that was
+			// decided.
+			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
+			if err := tx.UpdateDeployable(r.Context(), rec); err != nil {
+				return err
+			}
+			withdrawn = true
+			return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindDeployable, ns, name,
+				"withdrew the revive of "+ns+"/"+name+", which stays deleted", "Deleted", nil)
 		}
 		summary, outcome := "deleted "+ns+"/"+name+"; it is removed from every cluster", "Deleted"
 		if needsApproval {
@@ -280,6 +294,9 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 	}
 	if err != nil {
 		return 0, nil, err
+	}
+	if withdrawn {
+		return http.StatusOK, map[string]string{"status": "the revive was withdrawn; the deployable stays deleted"}, nil
 	}
 	return s.deployableResponse(r, http.StatusOK, rec)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -271,5 +272,5 @@ func (s *Server) methodsOf(r *http.Request) []string {
 }
 
 func errMethodNotAllowed(r *http.Request, allowed []string) *APIError {
-	return newError(http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not served on %s; it takes %v", r.Method, r.URL.Path, allowed)
+	return newError(http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not served on %s; it takes %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))
 }
