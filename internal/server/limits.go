@@ -65,8 +65,12 @@ const (
 	// MaxBodyBytes), so that a client trickling a body holds a connection
 	// this long at most. Watches lift it once they stream.
 	ReadTimeout = 30 * time.Second
-	// WriteTimeout: the answer; watches lift it too.
-	WriteTimeout = time.Minute
+	// WriteTimeout: from the end of the request's headers to the end of
+	// the answer, so that a client that reads slowly holds a connection
+	// this long at most. Generous: it includes the work of the answer,
+	// and verifying a chain of millions of audit entries takes a while.
+	// Watches lift it.
+	WriteTimeout = 5 * time.Minute
 	// IdleTimeout: a kept-alive connection between requests.
 	IdleTimeout = 2 * time.Minute
 	// MaxHeaderBytes: well above any real token or cookie.
