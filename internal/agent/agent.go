@@ -111,8 +111,9 @@ type Agent struct {
 	lastSnapshot time.Time
 	started      time.Time
 	// reportedKinds is what stream.KindsBucket last acknowledged from this
-	// term (kinds.go).
-	reportedKinds []stream.ServedKind
+	// term, and when (kinds.go).
+	reportedKinds   []stream.ServedKind
+	reportedKindsAt time.Time
 	// lastBeat is when the last acknowledged heartbeat was sent, on the
 	// monotonic clock: the start of the agent's lease.
 	lastBeat time.Time

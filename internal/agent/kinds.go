@@ -53,14 +53,20 @@ func sortKinds(k []stream.ServedKind) {
 	})
 }
 
+// kindsRefresh is how often the served kinds are written again even when
+// they did not change, so that a bucket lost with NATS's data fills again
+// without a restart of the agents.
+const kindsRefresh = 10 * time.Minute
+
 // reportKinds publishes the served kinds when they differ from what was
-// last acknowledged. Groups whose discovery failed this time keep the
-// kinds last reported for them: a failed group says nothing of its kinds.
-// A write that fails is tried again on the next discovery pass.
+// last acknowledged, or that is older than kindsRefresh. Groups whose
+// discovery failed this time keep the kinds last reported for them: a
+// failed group says nothing of its kinds. A write that fails is tried
+// again on the next discovery pass.
 func (a *Agent) reportKinds(ctx context.Context, lists []*metav1.APIResourceList, failed map[string]bool) {
 	kinds := servedKinds(lists)
 	a.mu.Lock()
-	last := a.reportedKinds
+	last, at := a.reportedKinds, a.reportedKindsAt
 	a.mu.Unlock()
 	if len(failed) > 0 {
 		for _, k := range last {
@@ -70,7 +76,7 @@ func (a *Agent) reportKinds(ctx context.Context, lists []*metav1.APIResourceList
 		}
 		sortKinds(kinds)
 	}
-	if last != nil && slices.Equal(kinds, last) {
+	if last != nil && slices.Equal(kinds, last) && time.Since(at) < kindsRefresh {
 		return
 	}
 	data, err := json.Marshal(stream.ServedKinds{Cluster: a.cfg.Cluster, Time: time.Now().UTC(), Kinds: kinds})
@@ -85,9 +91,11 @@ func (a *Agent) reportKinds(ctx context.Context, lists []*metav1.APIResourceList
 		return
 	}
 	a.mu.Lock()
-	a.reportedKinds = kinds
+	a.reportedKinds, a.reportedKindsAt = kinds, time.Now()
 	a.mu.Unlock()
-	a.log.Info("reported the kinds the cluster serves", "kinds", len(kinds))
+	if !slices.Equal(kinds, last) {
+		a.log.Info("reported the kinds the cluster serves", "kinds", len(kinds))
+	}
 }
 
 func (a *Agent) putKinds(ctx context.Context, data []byte) error {
