@@ -378,9 +378,12 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) error {
 		return err
 	}
 	if why := w.s.forbidden(d, namespaced); why != "" {
-		// Not applied, and a copy an apply before the rule made is removed.
-		if err := w.removeStrays(ctx, uid, schema.GroupVersionResource{}, ""); err != nil {
-			return err
+		// Not applied, and a copy an apply before the rule made is removed
+		// (but one of a spec from before authors were recorded: tenancy.go).
+		if d.authored {
+			if err := w.removeStrays(ctx, uid, schema.GroupVersionResource{}, ""); err != nil {
+				return err
+			}
 		}
 		return w.setStatus(ctx, d, v1alpha1.StateError, why)
 	}

@@ -39,6 +39,7 @@ type deployable struct {
 	template  map[string]any
 	gvk       schema.GroupVersionKind
 	author    auth.User // who wrote the spec, whom the policy is asked about
+	authored  bool      // the spec records its author (written since authors are)
 	name      string    // the object's name on the member clusters
 	hash      string
 	err       error // the spec could not be decoded: reported as status Error
@@ -60,7 +61,7 @@ func decodeDeployable(rec *store.Deployable) *deployable {
 	}
 	d.placement, d.template = doc.Spec.Placement, doc.Spec.Template
 	if doc.Author != nil {
-		d.author = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}
+		d.author, d.authored = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}, true
 	}
 	apiVersion, _ := d.template["apiVersion"].(string)
 	kind, _ := d.template["kind"].(string)

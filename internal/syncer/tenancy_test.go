@@ -110,4 +110,15 @@ func TestPolicyDecidesBeforeApply(t *testing.T) {
 			t.Fatalf("the admin's ClusterRole left %s: %v", c, err)
 		}
 	}
+
+	// A spec as an older version stored it, without its author: it is not
+	// applied, but the copy an admin's change made is not removed from
+	// every cluster either.
+	old := f.putAs(nil, "escalate", clusterRole, v1alpha1.Placement{})
+	waitError(old, "written before purser recorded authors")
+	for _, c := range all {
+		if _, err := f.kube[c].RbacV1().ClusterRoles().Get(ctx, roleName, metav1.GetOptions{}); err != nil {
+			t.Fatalf("the ClusterRole of a spec without author was removed from %s: %v", c, err)
+		}
+	}
 }
