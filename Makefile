@@ -18,7 +18,7 @@ test: sandbox-build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 sandbox-build:
-	$(GO) run ./cmd/purser sandbox build
+	$(GO) run ./cmd/purser sandbox build --dex
 
 vet:
 	$(GO) vet ./...

@@ -265,7 +265,7 @@ func runAgent(t *testing.T, c *sandbox.Cluster, cluster, identity string, natsUR
 	return logs
 }
 
-func heartbeatOf(ctx context.Context, sc *stream.Client, cluster string) (*agent.Heartbeat, error) {
+func heartbeatOf(ctx context.Context, sc *stream.Client, cluster string) (*stream.Heartbeat, error) {
 	kv, err := sc.JetStream().KeyValue(ctx, stream.HeartbeatsBucket)
 	if err != nil {
 		return nil, err
@@ -274,7 +274,7 @@ func heartbeatOf(ctx context.Context, sc *stream.Client, cluster string) (*agent
 	if err != nil {
 		return nil, err
 	}
-	var hb agent.Heartbeat
+	var hb stream.Heartbeat
 	if err := json.Unmarshal(e.Value(), &hb); err != nil {
 		return nil, err
 	}

@@ -41,3 +41,26 @@ func TestExamplesAreValid(t *testing.T) {
 		}
 	}
 }
+
+// TestFlinkExampleRestoresExactly keeps the Flink example restoring from
+// the restore point carried (restorePath) and from nothing else: a job's
+// checkpoint directory is not something Flink can restore from.
+func TestFlinkExampleRestoresExactly(t *testing.T) {
+	data, err := os.ReadFile("runnable-flink.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := v1alpha1.Decode(data, "application/yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := obj.(*v1alpha1.Runnable)
+	r.SetDefaults()
+	f := r.Spec.Failover
+	if f.Application.StatePreservation.RestorePoint != v1alpha1.RestorePointRequired || f.Consistency != v1alpha1.ConsistencyAtMostOne {
+		t.Errorf("the example should wait for a restore point: %+v", f.Application.StatePreservation)
+	}
+	if len(f.Mutations) != 1 || f.Mutations[0].Value != v1alpha1.RestorePathVariable || f.Mutations[0].Path != "spec.job.initialSavepointPath" {
+		t.Errorf("the example's mutation should set initialSavepointPath to restorePath: %+v", f.Mutations)
+	}
+}

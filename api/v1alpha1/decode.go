@@ -333,7 +333,12 @@ func normalize(obj any) *DecodeError {
 		normalizeMap(o.Status.Result)
 		times = append(times,
 			timeField{"metadata.creationTimestamp", &o.Metadata.CreationTimestamp},
-			timeField{"spec.deadline", o.Spec.Deadline})
+			timeField{"spec.deadline", o.Spec.Deadline},
+			timeField{"status.endedAt", o.Status.EndedAt},
+			timeField{"status.removeAfter", o.Status.RemoveAfter})
+		if c := o.Status.ConfirmedStopped; c != nil {
+			times = append(times, timeField{"status.confirmedStopped.at", &c.At})
+		}
 		for i := range o.Status.Attempts {
 			a := &o.Status.Attempts[i]
 			times = append(times,

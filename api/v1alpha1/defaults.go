@@ -8,6 +8,14 @@ const (
 	// on a not-ready node: long enough to ride out a restart, short enough
 	// that a broken job does not sit for an hour.
 	DefaultTolerationSeconds int64 = 300
+	// DefaultInitialTolerationSeconds gives an attempt's first start ten
+	// minutes: a Flink job restoring a large state takes minutes before it
+	// runs, and moving it during its restore only starts the restore over.
+	// A tolerationSeconds above it raises it to the same. Unlike the other
+	// defaults it is not written into the spec (InitialToleration applies
+	// it), so that runnables stored before the field existed keep their
+	// spec hash and an identical resubmission stays identical.
+	DefaultInitialTolerationSeconds int64 = 600
 	// DefaultGracePeriodSeconds bounds how long a graceful purge waits,
 	// room for a stateful job (Flink) to take a savepoint.
 	DefaultGracePeriodSeconds int64 = 600
@@ -41,6 +49,7 @@ func (r *Runnable) SetDefaults() {
 		if a.TolerationSeconds == nil {
 			a.TolerationSeconds = new(DefaultTolerationSeconds)
 		}
+
 		if a.GracePeriodSeconds == nil {
 			a.GracePeriodSeconds = new(DefaultGracePeriodSeconds)
 		}
@@ -48,4 +57,18 @@ func (r *Runnable) SetDefaults() {
 	if c := f.Cluster; c != nil && c.PurgeMode == "" {
 		c.PurgeMode = DefaultClusterPurgeMode
 	}
+}
+
+// InitialToleration is the initialTolerationSeconds in force for a:
+// the field, or DefaultInitialTolerationSeconds raised to
+// tolerationSeconds when it is larger.
+func (a *ApplicationFailover) InitialToleration() int64 {
+	if a.InitialTolerationSeconds != nil {
+		return *a.InitialTolerationSeconds
+	}
+	t := DefaultTolerationSeconds
+	if a.TolerationSeconds != nil {
+		t = *a.TolerationSeconds
+	}
+	return max(DefaultInitialTolerationSeconds, t)
 }

@@ -66,3 +66,20 @@ func TestDefaultedRunnableIsValid(t *testing.T) {
 	r.SetDefaults()
 	checkOneError(t, ValidateRunnable(r, testNow), "")
 }
+
+func TestInitialToleration(t *testing.T) {
+	for _, tc := range []struct {
+		a    ApplicationFailover
+		want int64
+	}{
+		{ApplicationFailover{}, 600},
+		{ApplicationFailover{TolerationSeconds: new(int64(3))}, 600},
+		{ApplicationFailover{TolerationSeconds: new(int64(900))}, 900},
+		{ApplicationFailover{TolerationSeconds: new(int64(900)), InitialTolerationSeconds: new(int64(30))}, 30},
+		{ApplicationFailover{InitialTolerationSeconds: new(int64(0))}, 0},
+	} {
+		if got := tc.a.InitialToleration(); got != tc.want {
+			t.Errorf("%+v: %d, want %d", tc.a, got, tc.want)
+		}
+	}
+}

@@ -12,6 +12,11 @@ import (
 // state, a map(string, string) keyed by aliasLabelName.
 const MutationVariable = "preserved"
 
+// RestorePathVariable is the CEL variable that holds the path of the
+// restore point the next attempt carries (status.restorePoint.path), ""
+// when there is none.
+const RestorePathVariable = "restorePath"
+
 // maxExpressionLength bounds mutation expressions, in code points, so that a
 // request cannot make compiling them expensive; real ones are one line.
 const maxExpressionLength = 4096
@@ -22,6 +27,7 @@ const maxExpressionLength = 4096
 func NewMutationEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable(MutationVariable, cel.MapType(cel.StringType, cel.StringType)),
+		cel.Variable(RestorePathVariable, cel.StringType),
 		cel.ParserExpressionSizeLimit(maxExpressionLength),
 	)
 }
@@ -47,7 +53,7 @@ func compileMutation(expr string, wantBool bool) string {
 			msg, _, _ := strings.Cut(e.Message, " expecting {")
 			msgs = append(msgs, fmt.Sprintf("%d:%d: %s", e.Location.Line(), e.Location.Column()+1, msg))
 		}
-		return "is not a valid CEL expression over " + MutationVariable + ": " + strings.Join(msgs, "; ")
+		return "is not a valid CEL expression over " + MutationVariable + " and " + RestorePathVariable + ": " + strings.Join(msgs, "; ")
 	}
 	if wantBool {
 		out := ast.OutputType()

@@ -100,6 +100,11 @@ type RunnableSpec struct {
 	// never submitted after it.
 	Deadline *time.Time `json:"deadline,omitempty"`
 	Failover *Failover  `json:"failover,omitempty"`
+	// TTLSecondsAfterFinished removes the Runnable, and what its attempts
+	// left on their clusters, that long after it ended (as a Job's field
+	// of the same name); its history stays in the audit log. Unset: the
+	// namespace's default from the policy file, else kept for good.
+	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // Placement says which clusters may receive an object.
@@ -148,11 +153,16 @@ type Failover struct {
 // ApplicationFailover reacts to an unhealthy object.
 type ApplicationFailover struct {
 	// TolerationSeconds is how long the object may stay unhealthy before it
-	// is moved.
-	TolerationSeconds  *int64             `json:"tolerationSeconds,omitempty"`
-	PurgeMode          string             `json:"purgeMode,omitempty"`
-	GracePeriodSeconds *int64             `json:"gracePeriodSeconds,omitempty"`
-	StatePreservation  *StatePreservation `json:"statePreservation,omitempty"`
+	// is moved, once its attempt has been seen Healthy.
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+	// InitialTolerationSeconds is the same for an attempt that has not been
+	// Healthy yet: its first start (a Flink job restoring a large state, an
+	// image being pulled) may take far longer than a running job may stay
+	// unhealthy, and an empty new copy must not be evicted for being empty.
+	InitialTolerationSeconds *int64             `json:"initialTolerationSeconds,omitempty"`
+	PurgeMode                string             `json:"purgeMode,omitempty"`
+	GracePeriodSeconds       *int64             `json:"gracePeriodSeconds,omitempty"`
+	StatePreservation        *StatePreservation `json:"statePreservation,omitempty"`
 }
 
 // ClusterFailover reacts to a lost cluster.
@@ -164,6 +174,43 @@ type ClusterFailover struct {
 // the next attempt can resume where the last one stopped.
 type StatePreservation struct {
 	Rules []StatePreservationRule `json:"rules,omitempty"`
+	// RestorePoint asks for an exact restore point to be carried (the
+	// location the Flink operator reports, or the newest completed
+	// checkpoint of the job), offered to mutations as restorePath:
+	// Required makes a failover wait until one is known, IfAvailable
+	// starts the next attempt afresh without one; "" carries none.
+	RestorePoint string `json:"restorePoint,omitempty"`
+}
+
+// Restore point policies of StatePreservation.RestorePoint.
+const (
+	RestorePointRequired    = "Required"
+	RestorePointIfAvailable = "IfAvailable"
+)
+
+// Kinds of restore point.
+const (
+	RestoreSavepoint  = "Savepoint"
+	RestoreCheckpoint = "Checkpoint"
+)
+
+// RestorePoint is an exact location a job can be restored from, and where
+// it came from.
+type RestorePoint struct {
+	// Path is what the next attempt restores from (restorePath in
+	// mutations), e.g. s3://bucket/checkpoints/<jobId>/chk-42.
+	Path string `json:"path"`
+	// Kind is Savepoint or Checkpoint.
+	Kind string `json:"kind"`
+	// Source says how it was found: the field of the operator's status, or
+	// the checkpoint storage it was resolved from.
+	Source string `json:"source,omitempty"`
+	JobID  string `json:"jobId,omitempty"`
+	// TakenAt is when it was completed; a restore point only replaces an
+	// older one.
+	TakenAt *time.Time `json:"takenAt,omitempty"`
+	// Attempt is the attempt whose job wrote it.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // StatePreservationRule reads JSONPath from the object's .status and keeps
@@ -194,18 +241,43 @@ type RunnableStatus struct {
 	// spec.failover.application.tolerationSeconds, kept with the runnable
 	// so that it survives restarts of the controller.
 	UnhealthySince *time.Time `json:"unhealthySince,omitempty"`
-	Message        string     `json:"message,omitempty"`
+	// HealthySince is when the current attempt's object was first seen
+	// Healthy and running: from then on its attempt has proven itself, so
+	// what it reports may be carried to the next attempt, and
+	// tolerationSeconds (not initialTolerationSeconds) applies. Nil until
+	// then, and again for each new attempt.
+	HealthySince *time.Time `json:"healthySince,omitempty"`
+	Message      string     `json:"message,omitempty"`
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once
 	// the cluster is Ready again and the runnable was not moved.
-	Fenced    bool              `json:"fenced,omitempty"`
-	Preserved map[string]string `json:"preserved,omitempty"`
-	Attempts  []Attempt         `json:"attempts,omitempty"`
+	Fenced bool `json:"fenced,omitempty"`
+	// Waiting names what a failover of the current attempt waits for
+	// (Waiting* reasons); empty when nothing holds it. Message says it in
+	// words.
+	Waiting string `json:"waiting,omitempty"`
+	// ConfirmedStopped is a person's word that the current attempt's copy
+	// no longer runs, given when purser itself cannot confirm it
+	// (POST .../failover?confirmStopped=true): the controller then moves
+	// the runnable without waiting.
+	ConfirmedStopped *Confirmation     `json:"confirmedStopped,omitempty"`
+	Preserved        map[string]string `json:"preserved,omitempty"`
+	// RestorePoint is the exact restore point the next attempt carries,
+	// when statePreservation.restorePoint asks for one.
+	RestorePoint *RestorePoint `json:"restorePoint,omitempty"`
+	Attempts     []Attempt     `json:"attempts,omitempty"`
+	// AttemptCount is len(Attempts), filled by the API in lists too,
+	// which leave the attempts themselves out.
+	AttemptCount int `json:"attemptCount,omitempty"`
 	// Result is the last observed status of the object, kept after the
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`
 	SubmittedBy string         `json:"submittedBy,omitempty"`
 	ApprovedBy  string         `json:"approvedBy,omitempty"`
+	// EndedAt is when the runnable reached an ended phase; RemoveAfter,
+	// when retention removes it.
+	EndedAt     *time.Time `json:"endedAt,omitempty"`
+	RemoveAfter *time.Time `json:"removeAfter,omitempty"`
 	// PendingChange is the runnable as it waits for approval (phase
 	// PendingApproval); filled by the API, never stored.
 	PendingChange *PendingChange[RunnableSpec] `json:"pendingChange,omitempty"`
@@ -229,6 +301,34 @@ type PendingChange[S any] struct {
 	Time   time.Time `json:"time"`
 }
 
+// Confirmation records who vouched for a fact purser could not observe.
+type Confirmation struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+	// Attempt is the attempt it is about; a later attempt is not covered.
+	Attempt int `json:"attempt"`
+}
+
+// Reasons a failover waits, in RunnableStatus.Waiting.
+const (
+	// WaitingFencing: the cluster is cut off; its agent suspends the copy
+	// when its lease runs out, and the runnable moves after that.
+	WaitingFencing = "AwaitingFencing"
+	// WaitingUnconfirmed: nobody can confirm that the copy stopped (the
+	// agent is alive but cannot stop it, or said it could not reach its
+	// API server before it went silent); only the cluster's return or a
+	// person's confirmation moves it.
+	WaitingUnconfirmed = "CopyUnconfirmed"
+	// WaitingHeartbeats: no agent's heartbeat reaches purser, so the
+	// silence of this one proves nothing.
+	WaitingHeartbeats = "HeartbeatsStale"
+	// WaitingTarget: no other cluster is eligible.
+	WaitingTarget = "NoEligibleCluster"
+	// WaitingRestorePoint: statePreservation.restorePoint is Required and
+	// no proven restore point is known.
+	WaitingRestorePoint = "NoRestorePoint"
+)
+
 // Attempt is one placement of a Runnable on one cluster.
 type Attempt struct {
 	Number  int    `json:"number"`
@@ -243,6 +343,15 @@ type Attempt struct {
 	// Cleanup says whether the object an ended attempt may have left on
 	// its cluster is still to be removed (Pending) or gone (Done).
 	Cleanup string `json:"cleanup,omitempty"`
+	// CarriedIn is the preserved state the attempt started with, and
+	// restorePath, the restore point it restored from.
+	CarriedIn map[string]string `json:"carriedIn,omitempty"`
+	// Reported is what the attempt's object reported when it was left
+	// (each rule's value, and restorePath for the restore point it wrote),
+	// whether or not it was carried on.
+	Reported map[string]string `json:"reported,omitempty"`
+	// Note says why something reported was not carried on.
+	Note string `json:"note,omitempty"`
 }
 
 // Deployable is one Kubernetes object kept identical on every matching
@@ -320,6 +429,26 @@ type ClusterStatus struct {
 	Taints    []corev1.Taint   `json:"taints,omitempty"`
 	Agent     *AgentStatus     `json:"agent,omitempty"`
 	Inventory *InventoryStatus `json:"inventory,omitempty"`
+	// State is ClusterState of the conditions, filled by the API on
+	// every read (Ready, NotReady or Unknown); never stored.
+	State string `json:"state,omitempty"`
+	// Runnables counts the runnables whose current cluster this is, by
+	// phase; filled by the API on every read.
+	Runnables map[Phase]int `json:"runnables,omitempty"`
+	// Capacity is what the cluster's schedulable nodes can allocate, from
+	// the Node records of the inventory; absent while none is known.
+	Capacity *ClusterCapacity `json:"capacity,omitempty"`
+}
+
+// ClusterCapacity sums the allocatable resources of a cluster's nodes
+// that are not cordoned, as placement measures them.
+type ClusterCapacity struct {
+	MilliCPU    int64 `json:"milliCPU"`
+	MemoryBytes int64 `json:"memoryBytes"`
+	Pods        int64 `json:"pods"`
+	Nodes       int   `json:"nodes"`
+	// Unschedulable counts the cordoned nodes left out of the sums.
+	Unschedulable int `json:"unschedulable,omitempty"`
 }
 
 // Condition is a metav1.Condition without observedGeneration, which purser
@@ -337,6 +466,14 @@ type AgentStatus struct {
 	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
 	LastSnapshot  *time.Time `json:"lastSnapshot,omitempty"`
 	LastEvent     *time.Time `json:"lastEvent,omitempty"`
+	// KubeAPI is what the agent said of its kube-apiserver in its latest
+	// heartbeat.
+	KubeAPI *AgentKubeAPI `json:"kubeAPI,omitempty"`
+	// CurrentUntil is the time of the latest heartbeat whose KubeAPI was
+	// Current.
+	CurrentUntil *time.Time `json:"currentUntil,omitempty"`
+	// Freshness is JudgeFreshness of the above at the time of the read.
+	Freshness *Freshness `json:"freshness,omitempty"`
 }
 
 // InventoryStatus summarises the cluster's rows in the inventory.

@@ -50,9 +50,16 @@ func ValidateRunnable(r *Runnable, now time.Time) FieldErrors {
 	if d := r.Spec.Deadline; d != nil && !d.After(now) {
 		v.add("spec.deadline", "must be in the future: it is the last time the Runnable may be submitted")
 	}
+	if ttl := r.Spec.TTLSecondsAfterFinished; ttl != nil && (*ttl < 0 || *ttl > MaxTTLSecondsAfterFinished) {
+		v.add("spec.ttlSecondsAfterFinished", "must be between 0 and %d (10 years)", MaxTTLSecondsAfterFinished)
+	}
 	v.failover("spec.failover", r.Spec.Failover)
 	return v.errs
 }
+
+// MaxTTLSecondsAfterFinished bounds spec.ttlSecondsAfterFinished, so that
+// the time it names stays a time every database can store.
+const MaxTTLSecondsAfterFinished = 10 * 365 * 24 * 3600
 
 // ValidateDeployable returns every problem with d as written by a user.
 func ValidateDeployable(d *Deployable) FieldErrors {
@@ -395,8 +402,9 @@ var (
 	applicationPurgeModes = []string{PurgeDirectly, PurgeGracefully, PurgeNever}
 	// Never is not offered for a lost cluster: what is left there may come
 	// back to life, and only purser can fence it.
-	clusterPurgeModes = []string{PurgeDirectly, PurgeGracefully}
-	consistencies     = []string{ConsistencyAtMostOne, ConsistencyAtLeastOne}
+	clusterPurgeModes    = []string{PurgeDirectly, PurgeGracefully}
+	consistencies        = []string{ConsistencyAtMostOne, ConsistencyAtLeastOne}
+	restorePointPolicies = []string{RestorePointRequired, RestorePointIfAvailable}
 )
 
 func (v *validator) failover(field string, f *Failover) {
@@ -410,11 +418,15 @@ func (v *validator) failover(field string, f *Failover) {
 		if a.TolerationSeconds != nil && *a.TolerationSeconds < 0 {
 			v.add(af+".tolerationSeconds", "must be 0 or more")
 		}
+		if a.InitialTolerationSeconds != nil && *a.InitialTolerationSeconds < 0 {
+			v.add(af+".initialTolerationSeconds", "must be 0 or more")
+		}
 		if a.GracePeriodSeconds != nil && *a.GracePeriodSeconds < 0 {
 			v.add(af+".gracePeriodSeconds", "must be 0 or more")
 		}
 		if sp := a.StatePreservation; sp != nil {
 			v.preservationRules(af+".statePreservation.rules", sp.Rules)
+			v.enum(af+".statePreservation.restorePoint", sp.RestorePoint, restorePointPolicies)
 		}
 	}
 	if c := f.Cluster; c != nil {

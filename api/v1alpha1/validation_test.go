@@ -183,6 +183,7 @@ func TestValidateRunnable(t *testing.T) {
 		{"application purgeMode", func(r *Runnable) { r.Spec.Failover.Application.PurgeMode = "Immediately" }, "spec.failover.application.purgeMode"},
 		{"cluster purgeMode Never", func(r *Runnable) { r.Spec.Failover.Cluster.PurgeMode = PurgeNever }, "spec.failover.cluster.purgeMode"},
 		{"tolerationSeconds negative", func(r *Runnable) { r.Spec.Failover.Application.TolerationSeconds = new(int64(-1)) }, "spec.failover.application.tolerationSeconds"},
+		{"initialTolerationSeconds negative", func(r *Runnable) { r.Spec.Failover.Application.InitialTolerationSeconds = new(int64(-5)) }, "spec.failover.application.initialTolerationSeconds"},
 		{"gracePeriodSeconds negative", func(r *Runnable) { r.Spec.Failover.Application.GracePeriodSeconds = new(int64(-1)) }, "spec.failover.application.gracePeriodSeconds"},
 		{"aliasLabelName missing", func(r *Runnable) { rules(r)[0].AliasLabelName = "" }, "spec.failover.application.statePreservation.rules[0].aliasLabelName"},
 		{"aliasLabelName format", func(r *Runnable) { rules(r)[0].AliasLabelName = "job id" }, "spec.failover.application.statePreservation.rules[0].aliasLabelName"},

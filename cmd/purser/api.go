@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,32 +20,45 @@ import (
 
 func newAPICommand() *cobra.Command {
 	var f hubFlags
-	var listen, tokensFile, policyFile string
+	var listen, tokensFile, policyFile, auditKeyFile string
+	var trustedKeys []string
+	var anchorInterval time.Duration
+	var oidcConfig auth.OIDCConfig
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Serve the REST API (and relay the outbox to the stream)",
 		Long: `Serve purser's REST API against an external database and NATS, as one of
 several stateless replicas. Each replica also relays the database outbox to
 the stream; the stream drops the duplicates that competing relays publish.
-Every 10 s while the audit chain grows, it publishes the chain's head to the
-stream (AUDIT), against which "purser history --verify" checks the database.`,
+After every change, it signs the audit chain's head with --audit-key (an
+ed25519 key the database does not hold) and publishes it to the stream
+(AUDIT), against which "purser history --verify" checks the database; it
+prints the key's public half at start, for the clients' configuration.`,
 		Example: `  purser api --database postgres://purser@db/purser --nats nats://nats:4222 \
     --tokens /etc/purser/tokens.yaml --policy /etc/purser/policy.yaml --key-file /etc/purser/secret.key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tokens, err := auth.LoadTokens(tokensFile)
+			auditKey, err := anchor.LoadKeyFile(auditKeyFile)
 			if err != nil {
 				return err
 			}
-			policy, err := auth.LoadPolicy(policyFile)
-			if err != nil {
-				return err
+			var trusted []ed25519.PublicKey
+			for _, k := range trustedKeys {
+				pub, err := audit.ParsePublicKey(k)
+				if err != nil {
+					return fmt.Errorf("--audit-trusted-keys: %w", err)
+				}
+				trusted = append(trusted, pub)
 			}
 			h, closeHub, err := f.open(cmd.Context(), "api")
 			if err != nil {
 				return err
 			}
 			defer closeHub()
+			identities, err := newIdentities(tokensFile, policyFile, oidcConfig, h)
+			if err != nil {
+				return err
+			}
 			db, streams, sealer, log := h.db, h.streams, h.sealer, h.log
 			ctx := cmd.Context()
 			relay := outbox.NewRelay(outbox.StoreSource(db), streams, outbox.RelayOptions{Logger: log})
@@ -57,11 +71,20 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 				defer wg.Done()
 				relay.Run(ctx)
 			}()
-			wg.Go(func() { _ = anchor.Run(ctx, anchor.Config{Store: db, Stream: streams, Logger: log}) })
+			anchors, err := anchor.New(anchor.Config{Store: db, Stream: streams, Key: auditKey, TrustedKeys: trusted, Interval: anchorInterval, Logger: log})
+			if err != nil {
+				return err
+			}
+			db.OnAuditCommit(anchors.Notify)
+			if err := whileUnavailable(ctx, log, anchors.Init); err != nil {
+				return err
+			}
+			wg.Go(func() { _ = anchors.Run(ctx) })
+			wg.Go(func() { _ = identities.Run(ctx) })
 			srv := &http.Server{
 				Addr: listen,
-				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
-					Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, streams) }}),
+				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Identities: identities, Sealer: sealer, Logger: log,
+					Anchors: anchors}),
 			}
 			server.ConfigureHTTPServer(srv)
 			go func() {
@@ -70,6 +93,7 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 				defer scancel()
 				srv.Shutdown(sctx)
 			}()
+			fmt.Fprintf(cmd.OutOrStdout(), "audit anchors signed by %s\n", anchors.KeyString())
 			fmt.Fprintf(cmd.OutOrStdout(), "purser api listening on http://%s\n", listen)
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -79,7 +103,11 @@ stream (AUDIT), against which "purser history --verify" checks the database.`,
 	}
 	f.register(cmd, true, true)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve on")
-	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens)")
-	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals)")
+	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens), reloaded when it changes")
+	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals), reloaded when it changes")
+	registerOIDCFlags(cmd, &oidcConfig)
+	cmd.Flags().StringVar(&auditKeyFile, "audit-key", "purser-data/audit.key", "ed25519 private key (PEM, PKCS #8: openssl genpkey -algorithm ed25519) that signs the audit anchors; never in the database")
+	cmd.Flags().DurationVar(&anchorInterval, "audit-anchor-interval", anchor.DefaultInterval, "how often to anchor a head written by another process (the submitter, the controller); this api's own changes are anchored as they commit")
+	cmd.Flags().StringSliceVar(&trustedKeys, "audit-trusted-keys", nil, "public keys (ed25519:BASE64) of earlier --audit-key keys whose anchors still verify, after a rotation")
 	return cmd
 }

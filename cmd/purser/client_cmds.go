@@ -29,11 +29,13 @@ type clientFlags struct {
 
 func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.server, "server", "", "purser API URL (default: $PURSER_SERVER, else the client config `purser up` writes)")
-	cmd.Flags().StringVar(&f.token, "token", "", "bearer token (default: $PURSER_TOKEN, else the client config)")
+	cmd.Flags().StringVar(&f.token, "token", "", "bearer token (default: $PURSER_TOKEN, else the login of purser login, else the client config)")
 }
 
 func (f *clientFlags) client() (*client.Client, error) {
-	cfg, err := client.Resolve(client.Config{Server: f.server, Token: f.token})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := client.ResolveWithLogin(ctx, client.Config{Server: f.server, Token: f.token})
 	if err != nil {
 		return nil, err
 	}

@@ -91,6 +91,10 @@ func describe(w io.Writer, k kindInfo, obj map[string]any) {
 		if p, _ := lookup(obj, "status", "preserved").(map[string]any); len(p) > 0 {
 			line("Preserved", joinLabels(p))
 		}
+		if rp := field(obj, "status", "restorePoint", "path"); rp != "" {
+			line("Restore point", fmt.Sprintf("%s (%s from attempt %s, %s)", rp, field(obj, "status", "restorePoint", "kind"),
+				field(obj, "status", "restorePoint", "attempt"), field(obj, "status", "restorePoint", "source")))
+		}
 		attempts, _ := lookup(obj, "status", "attempts").([]any)
 		fmt.Fprintln(w, "Attempts:")
 		if len(attempts) == 0 {
@@ -103,6 +107,20 @@ func describe(w io.Writer, k kindInfo, obj map[string]any) {
 				field(m, "startedAt"), orNone(field(m, "endedAt")), field(m, "result"), field(m, "reason"))
 		}
 		tw.Flush()
+		// The chain of restore points across failovers: what each attempt
+		// started from, what it reported, and why that was not carried on.
+		for _, a := range attempts {
+			m, _ := a.(map[string]any)
+			if c, _ := m["carriedIn"].(map[string]any); len(c) > 0 {
+				fmt.Fprintf(w, "  #%s carried in: %s\n", field(m, "number"), joinLabels(c))
+			}
+			if r, _ := m["reported"].(map[string]any); len(r) > 0 {
+				fmt.Fprintf(w, "  #%s reported:   %s\n", field(m, "number"), joinLabels(r))
+			}
+			if n := field(m, "note"); n != "" {
+				fmt.Fprintf(w, "  #%s note:       %s\n", field(m, "number"), n)
+			}
+		}
 	case v1alpha1.KindDeployable:
 		line("Template", field(obj, "spec", "template", "apiVersion")+" "+field(obj, "spec", "template", "kind"))
 		line("Generation", field(obj, "status", "generation"))
@@ -234,8 +252,12 @@ func newHistoryCommand() *cobra.Command {
 		Long: `Print audit entries, oldest first. Every change, approval, placement,
 eviction and failover is there. --verify walks the hash chain and reports the
 first broken link, if any; it also checks the chain against the heads the api
-published to the stream, so that a chain rewritten in the database with its
-hashes recomputed does not pass.`,
+signed and published to the stream (AUDIT), and that record itself, so that a
+chain rewritten in the database with its hashes recomputed, a forged or
+missing head, or a deleted or recreated stream does not pass. With the
+api's public key in the client config (auditKey, which purser up writes) or
+in $PURSER_AUDIT_KEY, it also checks the newest head's signature itself.
+It exits non-zero whenever the verification fails.`,
 		Example: `  purser history -n team-a --name nightly-report
   purser history --actor alice --since 2026-11-01T00:00:00Z
   purser history --verify`,
@@ -250,25 +272,7 @@ hashes recomputed does not pass.`,
 			}
 			w := cmd.OutOrStdout()
 			if verify {
-				var res struct {
-					Entries     int64  `json:"entries"`
-					OK          bool   `json:"ok"`
-					BrokenSeq   int64  `json:"brokenSeq"`
-					Reason      string `json:"reason"`
-					Anchors     int    `json:"anchors"`
-					AnchorError string `json:"anchorError"`
-				}
-				if _, err := c.Do(cmd.Context(), http.MethodGet, "/api/v1/history/verify", nil, nil, "", &res); err != nil {
-					return err
-				}
-				if !res.OK {
-					return fmt.Errorf("audit chain broken at entry %d: %s", res.BrokenSeq, res.Reason)
-				}
-				fmt.Fprintf(w, "audit chain intact: %d entries verified, against %d heads published to the stream\n", res.Entries, res.Anchors)
-				if res.AnchorError != "" {
-					fmt.Fprintf(w, "warning: the published heads could not be read, so a rewrite of the whole chain would not show: %s\n", res.AnchorError)
-				}
-				return nil
+				return verifyHistory(cmd.Context(), c, w)
 			}
 			q := url.Values{}
 			for k, v := range map[string]string{"namespace": namespace, "kind": kind, "name": name, "actor": actor, "action": action, "since": since, "until": until} {
@@ -310,5 +314,6 @@ hashes recomputed does not pass.`,
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many entries")
 	cmd.Flags().BoolVar(&verify, "verify", false, "check the hash chain instead of listing")
 	cf.register(cmd)
+	cmd.AddCommand(newRestartAnchorsCommand())
 	return cmd
 }

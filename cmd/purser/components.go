@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +17,7 @@ import (
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/inventory"
-	"github.com/purser-io/purser/internal/lease"
+	"github.com/purser-io/purser/internal/replica"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
@@ -125,8 +126,14 @@ func openDatabase(ctx context.Context, dsn string, log *slog.Logger) (*store.Sto
 // the first connection: a component that exited here would only be
 // restarted to try again.
 func declare(ctx context.Context, streams *stream.Client, log *slog.Logger) error {
+	return whileUnavailable(ctx, log, streams.Declare)
+}
+
+// whileUnavailable runs declare until it succeeds or fails otherwise than
+// with the stream unavailable.
+func whileUnavailable(ctx context.Context, log *slog.Logger, declare func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
-		err := streams.Declare(ctx)
+		err := declare(ctx)
 		if err == nil || !errors.Is(err, stream.ErrUnavailable) {
 			return err
 		}
@@ -146,7 +153,28 @@ func (f *hubFlags) openStore(ctx context.Context, name string) (*hub, func(), er
 
 // policyHelp describes --policy of the components that act on member
 // clusters.
-const policyHelp = "policy file, as the api's: the kinds each namespace may put on member clusters are checked again before every create or apply"
+const policyHelp = "policy file, as the api's, reloaded when it changes: the kinds each namespace may put on member clusters are checked again before every create or apply"
+
+// loadPolicy reads the policy file of a component that acts on member
+// clusters; a file that does not parse stops it at start.
+func loadPolicy(path, component string) (*auth.Identities, error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", component)
+	return auth.LoadIdentities(auth.IdentitiesConfig{PolicyFile: path, Logger: log})
+}
+
+// followingPolicy runs run while policy follows its file, as the api's
+// does, so that a rule added to the policy holds without a restart; a
+// later edit that does not parse leaves the last good one in force.
+func followingPolicy(ctx context.Context, policy *auth.Identities, run func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Go(func() { _ = policy.Run(ctx) })
+	return run(ctx)
+}
 
 func newSubmitterCommand() *cobra.Command {
 	var f hubFlags
@@ -159,7 +187,7 @@ member cluster: placement, idempotent creation, retries of transient errors,
 deadlines, cancellation. Several submitters share the queue.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			policy, err := auth.LoadPolicy(policyFile)
+			policy, err := loadPolicy(policyFile, "submitter")
 			if err != nil {
 				return err
 			}
@@ -169,8 +197,8 @@ deadlines, cancellation. Several submitters share the queue.`,
 			}
 			defer closeHub()
 			fmt.Fprintln(cmd.OutOrStdout(), "purser submitter running")
-			return submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log, Registerer: h.metrics,
-				Policy: policy}).Run(cmd.Context())
+			return followingPolicy(cmd.Context(), policy, submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log, Registerer: h.metrics,
+				Policy: policy}).Run)
 		},
 	}
 	f.register(cmd, true, true)
@@ -190,7 +218,7 @@ the source of truth, and report per-cluster sync state. Replicas share the
 clusters through leases in the stream.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			policy, err := auth.LoadPolicy(policyFile)
+			policy, err := loadPolicy(policyFile, "syncer")
 			if err != nil {
 				return err
 			}
@@ -200,11 +228,11 @@ clusters through leases in the stream.`,
 			}
 			defer closeHub()
 			if identity == "" {
-				identity = lease.DefaultIdentity()
+				identity = replica.Identity()
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "purser syncer running as %s\n", identity)
-			return syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log,
-				Policy: policy}).Run(cmd.Context())
+			return followingPolicy(cmd.Context(), policy, syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log,
+				Policy: policy}).Run)
 		},
 	}
 	f.register(cmd, true, true)

@@ -40,7 +40,12 @@ func TestConsoleAgainstPurserUp(t *testing.T) {
 	}
 	browsertest.Do(t, tab, "open the link", chromedp.Navigate(link[1]+"/#token="+strings.TrimSpace(string(token))), chromedp.WaitVisible(chromedp.CSS("#user")))
 	browsertest.WaitText(t, tab, "#user", "admin")
-	browsertest.Do(t, tab, "submit a Job", chromedp.Click(chromedp.CSS("#submit-new")), chromedp.WaitVisible(chromedp.CSS("#yaml")),
+	// The console opens on the farm: both sandbox clusters, in their data
+	// centers, Ready and fresh.
+	browsertest.WaitText(t, tab, `#farm [data-cluster="sandbox-1"] header`, "Ready")
+	browsertest.WaitText(t, tab, `#farm [data-cluster="sandbox-2"] .records`, "fresh")
+	browsertest.Screenshot(t, tab, "e2e-farm")
+	browsertest.Do(t, tab, "submit a Job", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS("#submit-new")), chromedp.Click(chromedp.CSS("#submit-new")), chromedp.WaitVisible(chromedp.CSS("#yaml")),
 		chromedp.Click(chromedp.CSS("#send")), chromedp.WaitVisible(chromedp.CSS("#runnable")))
 	browsertest.WaitText(t, tab, "#runnable", "Succeeded")
 	browsertest.WaitText(t, tab, "#attempts", "sandbox-")

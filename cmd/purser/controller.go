@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-io/purser/internal/checkpoints"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/controller"
 	"github.com/purser-io/purser/internal/failover"
@@ -21,6 +23,7 @@ func newControllerCommand() *cobra.Command {
 		probeInterval     time.Duration
 		identity          string
 		leaseDuration     time.Duration
+		store             checkpoints.Config
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -54,6 +57,16 @@ It talks to the database and the member clusters, never to the stream.`,
 				return err
 			}
 			defer closeHub()
+			if store.Endpoint != "" {
+				// Credentials come from the environment, never a flag that
+				// ps would show.
+				store.AccessKeyID, store.SecretAccessKey = os.Getenv("PURSER_CHECKPOINT_ACCESS_KEY"), os.Getenv("PURSER_CHECKPOINT_SECRET_KEY")
+				r, err := checkpoints.New(store)
+				if err != nil {
+					return err
+				}
+				fo.Checkpoints = r
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), "purser controller running")
 			return controller.Run(cmd.Context(), controller.Config{
 				Store: h.db, Sealer: h.sealer, Health: policy, ProbeInterval: probeInterval, Failover: fo,
@@ -73,6 +86,9 @@ It talks to the database and the member clusters, never to the stream.`,
 	cmd.Flags().Float64Var(&fo.EvictionRate, "eviction-rate", failover.DefaultEvictionRate, "most evictions per second across the farm")
 	cmd.Flags().DurationVar(&fo.Interval, "interval", failover.DefaultInterval, "period of the failover passes")
 	cmd.Flags().StringVar(&identity, "identity", "", "name of this replica in the leader lease (default: host name and pid)")
+	cmd.Flags().StringVar(&store.Endpoint, "checkpoint-store-endpoint", "", "host:port of the S3-compatible storage of Flink checkpoints, where a failover finds a job's newest completed checkpoint (credentials: PURSER_CHECKPOINT_ACCESS_KEY, PURSER_CHECKPOINT_SECRET_KEY)")
+	cmd.Flags().BoolVar(&store.Insecure, "checkpoint-store-insecure", false, "reach the checkpoint storage over plain HTTP")
+	cmd.Flags().StringVar(&store.Region, "checkpoint-store-region", "", "region of the checkpoint storage")
 	cmd.Flags().DurationVar(&leaseDuration, "lease-duration", lease.DefaultDuration, "how long after the leader's last renewal of its lease a standby takes over")
 	return cmd
 }

@@ -82,7 +82,7 @@ cluster's records are.`,
 			fmt.Fprintln(tw, header)
 			for _, it := range items {
 				line := strings.Join([]string{field(it, "cluster"), field(it, "namespace"), field(it, "kind"), field(it, "name"),
-					field(it, "health"), orNone(field(it, "phase")), age(field(it, "observedAt"))}, "\t")
+					orNone(field(it, "health")), orNone(field(it, "phase")), age(seenAt(it))}, "\t")
 				if output == "wide" {
 					labels, _ := lookup(it, "labels").(map[string]any)
 					line += "\t" + field(it, "apiVersion") + "\t" + orNone(joinLabels(labels))
@@ -92,19 +92,14 @@ cluster's records are.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			// Say plainly when an answer comes from a cluster that is not
-			// reporting: its records may be old.
+			// Say plainly when an answer comes from a cluster whose
+			// records are not fresh, in the API's words (its freshness
+			// judgement, v1alpha1.JudgeFreshness), not the CLI's own.
 			for name, f := range fresh {
-				if f["ready"] != true {
-					last := field(f, "lastEvent")
-					if last == "" {
-						last = field(f, "lastSnapshot")
-					}
-					when := "never heard from"
-					if last != "" {
-						when = "last heard from " + age(last) + " ago"
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "note: cluster %s is not ready (%s); its records may be stale\n", name, when)
+				if fr, _ := lookup(f, "freshness").(map[string]any); fr != nil && fr["fresh"] != true {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: the records of cluster %s may be stale: %s\n", name, field(fr, "message"))
+				} else if f["ready"] != true {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: cluster %s is not ready; its records may be stale\n", name)
 				}
 			}
 			if len(items) == 0 {
@@ -126,4 +121,13 @@ cluster's records are.`,
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many records")
 	cf.register(cmd)
 	return cmd
+}
+
+// seenAt is when a record was last known to be its object's state (the
+// API's seenAt), or its last change for a server that predates it.
+func seenAt(it map[string]any) string {
+	if s := field(it, "seenAt"); s != "" {
+		return s
+	}
+	return field(it, "observedAt")
 }

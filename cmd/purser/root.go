@@ -30,6 +30,8 @@ runs all of them in one process.`,
 		newDecideCommand("approve"),
 		newDecideCommand("reject"),
 		newHistoryCommand(),
+		newLoginCommand(),
+		newLogoutCommand(),
 		newHealthCommand(),
 		newInventoryCommand(),
 	)

@@ -107,7 +107,8 @@ remove the folder to start afresh next time.`,
 }
 
 func newSandboxBuildCommand() *cobra.Command {
-	return &cobra.Command{
+	var dex bool
+	cmd := &cobra.Command{
 		Use:   "build",
 		Short: "Build and cache the sandbox binaries now (otherwise done on first use)",
 		Args:  cobra.NoArgs,
@@ -118,7 +119,17 @@ func newSandboxBuildCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "sandbox binaries ready in %s (%s)\n", bins.Dir, time.Since(start).Round(time.Second))
+			if dex {
+				start := time.Now()
+				path, err := sandbox.EnsureDex(cmd.Context(), sandbox.BuildOptions{Progress: cmd.OutOrStdout()})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "dex ready at %s (%s)\n", path, time.Since(start).Round(time.Second))
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&dex, "dex", false, "also build Dex "+sandbox.DexVersion+", the OpenID Connect provider of the single sign-on tests")
+	return cmd
 }

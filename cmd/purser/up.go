@@ -21,9 +21,14 @@ func newUpCommand() *cobra.Command {
 		Long: `Run the API and every other component in one process, with an embedded NATS
 JetStream server and an SQLite database under --data-dir. On first start it
 writes an admin token to DIR/admin.token (hashed in DIR/tokens.yaml, with
-DIR/policy.yaml making that user admin), an encryption key to
-DIR/secret.key, and a client config so that later purser commands on this
-machine need no flags. Restarting on the same data dir keeps everything.
+DIR/policy.yaml making that user admin; both are reloaded when edited), an
+encryption key to DIR/secret.key, the key that signs the audit anchors to
+DIR/audit.key, and a client config (with that key's public half) so that
+later purser commands on this machine need no flags. Restarting on the same
+data dir keeps everything. The embedded NATS listens on no port: every
+component runs in this process. With --oidc-issuer-url and
+--oidc-client-id, people sign in with that provider (purser login, the
+console).
 
 With --sandbox N it also starts N local Kubernetes clusters named sandbox-1 ..
 sandbox-N (labels dc: dc-1 .. dc-N), registers them, and stops them on exit;
@@ -69,6 +74,7 @@ Ctrl-C stops everything it started.`,
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the API and web UI")
 	cmd.Flags().IntVar(&cfg.Sandbox, "sandbox", 0, "also start and register this many local Kubernetes clusters")
 	cmd.Flags().StringVar(&cfg.ClientConfig, "client-config", "", "where to write the client config (default: $PURSER_CONFIG, else ~/.config/purser/config.yaml)")
+	registerOIDCFlags(cmd, &cfg.OIDC)
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level to DIR/purser.log (default: warnings and errors)")
 	return cmd
 }

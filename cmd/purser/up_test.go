@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"sigs.k8s.io/yaml"
 
+	"github.com/purser-io/purser/internal/anchor"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream"
@@ -145,6 +146,9 @@ func writeAPIFiles(t *testing.T, dir string) string {
 			t.Fatal(err)
 		}
 	}
+	if _, err := anchor.EnsureKeyFile(filepath.Join(dir, "audit.key")); err != nil {
+		t.Fatal(err)
+	}
 	return token
 }
 
@@ -162,6 +166,7 @@ func TestAPICrashLosesNoSubmission(t *testing.T) {
 			apiArgs := func(listen string) []string {
 				return []string{"api", "--database", dsn, "--nats", nats.URL, "--listen", listen,
 					"--tokens", filepath.Join(dir, "tokens.yaml"), "--policy", filepath.Join(dir, "policy.yaml"),
+					"--audit-key", filepath.Join(dir, "audit.key"),
 					"--key-file", filepath.Join(dir, "secret.key")}
 			}
 			listen := freeAddr(t)

@@ -226,7 +226,10 @@ var sections = []section{
 	{ID: "failover-application",
 		Columns: []string{"part", "time", "configured"},
 		Rows: [][]cell{
-			{lit("detection + eviction beyond `tolerationSeconds` (ingester sees Unhealthy; controller pass)"),
+			{lit("**unhealthy status to the new copy created, beyond `tolerationSeconds`**"),
+				metric("failover.BenchmarkFailoverApplication", "created-beyond-toleration-s", 2, " s"),
+				lit("goal: at most 1 s")},
+			{lit("detection + eviction beyond `tolerationSeconds` (ingester sees Unhealthy; controller wakes at the toleration's end)"),
 				metric("failover.BenchmarkFailoverApplication", "detect+evict-s", 2, " s"),
 				join("", lit("toleration "), metric("failover.BenchmarkFailoverApplication", "toleration-s", 0, " s"))},
 			{lit("placement (old copy deleted and confirmed gone, queued, placed, created)"),

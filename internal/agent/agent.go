@@ -30,7 +30,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/purser-io/purser/internal/backoff"
-	"github.com/purser-io/purser/internal/lease"
+	"github.com/purser-io/purser/internal/probe"
+	"github.com/purser-io/purser/internal/replica"
 	"github.com/purser-io/purser/internal/stream"
 )
 
@@ -43,6 +44,11 @@ var DefaultKinds = []schema.GroupVersionKind{
 	{Group: "batch", Version: "v1", Kind: "Job"},
 	{Group: "argoproj.io", Version: "v1alpha1", Kind: "Workflow"},
 	{Group: "flink.apache.org", Version: "v1beta1", Kind: "FlinkDeployment"},
+	// The Flink operator's savepoints and checkpoints from 1.10 on, when
+	// its FlinkStateSnapshot CRD is installed (watched once it is served):
+	// their status.path is the exact restore point failover carries. The
+	// operator creates them, so they carry no purser label.
+	{Group: "flink.apache.org", Version: "v1beta1", Kind: "FlinkStateSnapshot"},
 	{Group: "apps", Version: "v1", Kind: "Deployment"},
 	{Group: "apps", Version: "v1", Kind: "StatefulSet"},
 	{Version: "v1", Kind: "ConfigMap"},
@@ -87,10 +93,11 @@ type Agent struct {
 	dyn    dynamic.Interface
 	disc   *discovery.DiscoveryClient
 	access *access // which resources it may watch for purser's labels
+	prober *probe.Prober
 	// elect is the validated leader election, nil when it is off.
 	elect *elector
 
-	queue    chan *Event
+	queue    chan *stream.Event
 	overflow atomic.Bool
 	resyncs  atomic.Int64 // full resyncs done, for tests and heartbeats
 	// snapshotNow asks the snapshot loop for an early snapshot, after a
@@ -117,6 +124,8 @@ type Agent struct {
 	// lastBeat is when the last acknowledged heartbeat was sent, on the
 	// monotonic clock: the start of the agent's lease.
 	lastBeat time.Time
+	// kubeAPI is the latest probe of the kube-apiserver (kubeapi.go).
+	kubeAPI kubeAPIState
 }
 
 // New checks cfg and builds the clients; nothing runs until Run.
@@ -186,11 +195,14 @@ func New(cfg Config) (*Agent, error) {
 		dyn:         dyn,
 		disc:        disc,
 		access:      newAccess(authz.SelfSubjectAccessReviews()),
-		queue:       make(chan *Event, cfg.QueueSize),
+		queue:       make(chan *stream.Event, cfg.QueueSize),
 		snapshotNow: make(chan struct{}, 1),
 	}
+	if a.prober, err = probe.New(rc, a.probeTimeout()); err != nil {
+		return nil, fmt.Errorf("agent %s: probe client: %w", cfg.Cluster, err)
+	}
 	if a.cfg.LeaderElection.Identity == "" {
-		a.cfg.LeaderElection.Identity = lease.DefaultIdentity()
+		a.cfg.LeaderElection.Identity = replica.Identity()
 	}
 	if cfg.LeaderElection.Enabled {
 		if a.elect, err = newElector(rc, &a.cfg.LeaderElection); err != nil {
@@ -264,6 +276,7 @@ func (a *Agent) reset() {
 	a.labelled = map[schema.GroupKind]*watch{}
 	a.reportedKinds = nil
 	a.lastSnapshot = time.Time{}
+	a.kubeAPI = kubeAPIState{}
 	a.started = time.Now()
 	// The agent cannot know of beats before its term: its lease toward
 	// the control plane is counted from the term's start.
@@ -272,8 +285,8 @@ func (a *Agent) reset() {
 
 // newEvent builds the message for obj, dropping the object itself when it
 // would not fit in one stream message.
-func (a *Agent) newEvent(w *watch, typ string, u *unstructured.Unstructured) *Event {
-	ev := &Event{
+func (a *Agent) newEvent(w *watch, typ string, u *unstructured.Unstructured) *stream.Event {
+	ev := &stream.Event{
 		Cluster:         a.cfg.Cluster,
 		APIVersion:      w.gvk.GroupVersion().String(),
 		Kind:            w.gvk.Kind,
@@ -286,7 +299,7 @@ func (a *Agent) newEvent(w *watch, typ string, u *unstructured.Unstructured) *Ev
 		Time:            time.Now().UTC(),
 	}
 	b, err := json.Marshal(u.Object)
-	if err != nil || len(b) > maxMessage {
+	if err != nil || len(b) > stream.MaxMessage {
 		ev.Truncated = true
 		return ev
 	}
@@ -387,7 +400,7 @@ func (a *Agent) resyncLoop(ctx context.Context) {
 						continue
 					}
 					select {
-					case a.queue <- a.newEvent(w, Modified, u):
+					case a.queue <- a.newEvent(w, stream.EventModified, u):
 						n++
 					case <-ctx.Done():
 						return
@@ -464,21 +477,27 @@ func (a *Agent) firstSnapshot(ctx context.Context) {
 // newer than the version (an object created after it) and remove the
 // others absent from the list.
 func (a *Agent) snapshot(ctx context.Context) {
+	if !a.probeKubeAPI(ctx) {
+		// The caches cannot be refreshed: a snapshot of them would say
+		// nothing new, and would count as a fresh look (kubeapi.go).
+		a.log.Debug("snapshot skipped: the kube-apiserver does not answer")
+		return
+	}
 	takenAt := time.Now().UTC()
-	var lists []KindList
+	var lists []stream.KindList
 	for _, w := range a.watches() {
 		rv, items, ok := w.list()
 		if !ok {
 			continue // a partial cache would make live objects look like zombies
 		}
-		lists = append(lists, KindList{APIVersion: w.gvk.GroupVersion().String(), Kind: w.gvk.Kind,
+		lists = append(lists, stream.KindList{APIVersion: w.gvk.GroupVersion().String(), Kind: w.gvk.Kind,
 			ListResourceVersion: rv, Items: items})
 	}
 	if len(lists) == 0 {
 		return
 	}
 	id := strconv.FormatInt(takenAt.UnixNano(), 10)
-	for _, c := range ChunkSnapshot(a.cfg.Cluster, id, takenAt, lists) {
+	for _, c := range stream.ChunkSnapshot(a.cfg.Cluster, id, takenAt, lists) {
 		data, err := json.Marshal(&c)
 		if err != nil {
 			a.log.Error("encode snapshot", "error", err)

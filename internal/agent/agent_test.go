@@ -54,14 +54,14 @@ func TestTrim(t *testing.T) {
 	if u.GetAnnotations()["keep"] != "me" {
 		t.Errorf("other annotations lost: %s", b)
 	}
-	hash := u.Object[DataHashField]
+	hash := u.Object[stream.DataHashField]
 	// Idempotent: trimming again keeps the hash of the original data.
 	again, _ := Trim(u)
-	if again.(*unstructured.Unstructured).Object[DataHashField] != hash {
+	if again.(*unstructured.Unstructured).Object[stream.DataHashField] != hash {
 		t.Errorf("second trim changed the hash")
 	}
 	other, _ := Trim(secret(map[string]any{"p": "b3RoZXI="}))
-	if other.(*unstructured.Unstructured).Object[DataHashField] == hash {
+	if other.(*unstructured.Unstructured).Object[stream.DataHashField] == hash {
 		t.Errorf("different data, same hash")
 	}
 	// Tombstones carry their object through the transform.
@@ -124,7 +124,7 @@ func start(t testing.TB, cfg Config) (a *Agent, stop func()) {
 }
 
 // heartbeatOf reads the heartbeat of cluster from the bucket.
-func heartbeatOf(ctx context.Context, c *stream.Client, cluster string) (*Heartbeat, error) {
+func heartbeatOf(ctx context.Context, c *stream.Client, cluster string) (*stream.Heartbeat, error) {
 	kv, err := c.JetStream().KeyValue(ctx, stream.HeartbeatsBucket)
 	if err != nil {
 		return nil, err
@@ -133,55 +133,19 @@ func heartbeatOf(ctx context.Context, c *stream.Client, cluster string) (*Heartb
 	if err != nil {
 		return nil, err
 	}
-	var hb Heartbeat
+	var hb stream.Heartbeat
 	if err := json.Unmarshal(e.Value(), &hb); err != nil {
 		return nil, err
 	}
 	return &hb, nil
 }
 
-// TestChunkSnapshot: 100,000 objects split into messages under the stream's
-// limit, every item exactly once, in order.
-func TestChunkSnapshot(t *testing.T) {
-	var items [][2]string
-	for i := range 100000 {
-		items = append(items, [2]string{fmt.Sprintf("%08d-aaaa-bbbb-cccc-dddddddddddd", i), fmt.Sprint(1000000 + i)})
-	}
-	lists := []KindList{
-		{APIVersion: "v1", Kind: "ConfigMap", ListResourceVersion: "5", Items: items[:70000]},
-		{APIVersion: "v1", Kind: "Secret", ListResourceVersion: "6", Items: []([2]string){}},
-		{APIVersion: "batch/v1", Kind: "Job", ListResourceVersion: "7", Items: items[70000:]},
-	}
-	chunks := ChunkSnapshot("c", "id", time.Now(), lists)
-	got := map[string][]string{}
-	kinds := map[string]bool{}
-	for i, c := range chunks {
-		b, _ := json.Marshal(c)
-		if len(b) >= 1<<20 {
-			t.Errorf("chunk %d is %d bytes", i, len(b))
-		}
-		if c.Index != i || c.Total != len(chunks) {
-			t.Errorf("chunk %d: index %d total %d", i, c.Index, c.Total)
-		}
-		for _, l := range c.Kinds {
-			kinds[l.Kind] = true
-			for _, it := range l.Items {
-				got[l.Kind] = append(got[l.Kind], it[0])
-			}
-		}
-	}
-	if len(got["ConfigMap"]) != 70000 || len(got["Job"]) != 30000 || !kinds["Secret"] {
-		t.Fatalf("lost items: %d ConfigMaps, %d Jobs, Secret listed %v", len(got["ConfigMap"]), len(got["Job"]), kinds["Secret"])
-	}
-	t.Logf("100,000 objects in %d chunks", len(chunks))
-}
-
 // consume collects what the agent publishes on the events and snapshots
 // subjects of cluster, with an ephemeral consumer of its own.
 type consumed struct {
 	mu        sync.Mutex
-	events    []Event
-	snapshots []SnapshotChunk
+	events    []stream.Event
+	snapshots []stream.SnapshotChunk
 }
 
 func consume(t *testing.T, c *stream.Client, cluster string) *consumed {
@@ -200,11 +164,11 @@ func consume(t *testing.T, c *stream.Client, cluster string) *consumed {
 			out.mu.Lock()
 			defer out.mu.Unlock()
 			if s.stream == stream.EventsStream {
-				var ev Event
+				var ev stream.Event
 				_ = json.Unmarshal(m.Data(), &ev)
 				out.events = append(out.events, ev)
 			} else {
-				var ch SnapshotChunk
+				var ch stream.SnapshotChunk
 				_ = json.Unmarshal(m.Data(), &ch)
 				out.snapshots = append(out.snapshots, ch)
 			}
@@ -218,7 +182,7 @@ func consume(t *testing.T, c *stream.Client, cluster string) *consumed {
 	return out
 }
 
-func (c *consumed) find(pred func(Event) bool) bool {
+func (c *consumed) find(pred func(stream.Event) bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, ev := range c.events {
@@ -267,7 +231,7 @@ func TestAgentOnARealCluster(t *testing.T) {
 		sandboxtest.Eventually(t, 2*time.Minute, what, func(context.Context) error {
 			for i := range n {
 				name := fmt.Sprintf("cm-%03d", i)
-				if !got.find(func(ev Event) bool { return ev.Namespace == ns && ev.Name == name }) {
+				if !got.find(func(ev stream.Event) bool { return ev.Namespace == ns && ev.Name == name }) {
 					return fmt.Errorf("no event for %s", name)
 				}
 			}
@@ -316,7 +280,7 @@ func TestAgentOnARealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installCRD(t, dyn, "example.purser.io", "v1", "Widget", "widgets")
+	sandboxtest.InstallCRD(t, dyn, "example.purser.io", "v1", "Widget", "widgets")
 	widgets := dyn.Resource(widget.GroupVersion().WithResource("widgets")).Namespace(ns)
 	sandboxtest.Eventually(t, 2*time.Minute, "a Widget created once its CRD is served", func(ctx context.Context) error {
 		_, err := widgets.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
@@ -327,7 +291,9 @@ func TestAgentOnARealCluster(t *testing.T) {
 		return nil
 	})
 	sandboxtest.Eventually(t, 2*time.Minute, "the Widget published", func(context.Context) error {
-		if !got.find(func(ev Event) bool { return ev.Kind == "Widget" && ev.Name == "w" && ev.Type == Added }) {
+		if !got.find(func(ev stream.Event) bool {
+			return ev.Kind == "Widget" && ev.Name == "w" && ev.Type == stream.EventAdded
+		}) {
 			return fmt.Errorf("no event for the Widget")
 		}
 		return nil
@@ -342,7 +308,7 @@ func TestAgentOnARealCluster(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		var hb Heartbeat
+		var hb stream.Heartbeat
 		if err := json.Unmarshal(e.Value(), &hb); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
+	"github.com/purser-io/purser/internal/stream"
 	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
@@ -115,7 +116,7 @@ func TestFencingOnARealCluster(t *testing.T) {
 	}
 	createJob(t, kc, ns, "fenced", atMostOne("r-job"))
 	createJob(t, kc, ns, "free", map[string]string{v1alpha1.LabelRunnableUID: "r-free"})
-	installCRD(t, dyn, "flink.apache.org", "v1beta1", "FlinkDeployment", "flinkdeployments")
+	sandboxtest.InstallCRD(t, dyn, "flink.apache.org", "v1beta1", "FlinkDeployment", "flinkdeployments")
 	flinks := dyn.Resource(schema.GroupVersionResource{Group: "flink.apache.org", Version: "v1beta1", Resource: "flinkdeployments"}).Namespace(ns)
 	sandboxtest.Eventually(t, 2*time.Minute, "a FlinkDeployment created once its CRD is served", func(ctx context.Context) error {
 		_, err := flinks.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
@@ -148,7 +149,7 @@ func TestFencingOnARealCluster(t *testing.T) {
 		HeartbeatInterval: heartbeat, LeaseDuration: lease, SnapshotInterval: 5 * time.Second, DiscoveryInterval: time.Second})
 	for _, kind := range []string{"Job", "FlinkDeployment", "CronJob"} {
 		sandboxtest.Eventually(t, 2*time.Minute, "the agent sees the "+kind, func(context.Context) error {
-			if !got.find(func(ev Event) bool { return ev.Kind == kind && ev.Name == "fenced" && ev.Namespace == ns }) {
+			if !got.find(func(ev stream.Event) bool { return ev.Kind == kind && ev.Name == "fenced" && ev.Namespace == ns }) {
 				return fmt.Errorf("no event for the %s", kind)
 			}
 			return nil

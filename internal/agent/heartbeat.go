@@ -44,6 +44,9 @@ func (a *Agent) heartbeatTimeout() time.Duration {
 // (nil when it could not be bound). An acknowledged write renews the lease
 // from the moment it was sent, the earliest the stream can have stored it.
 func (a *Agent) heartbeat(ctx context.Context, kv jetstream.KeyValue) jetstream.KeyValue {
+	// The probe goes first, so that the beat says what is true now; it
+	// is bounded well within the interval (probeTimeout).
+	a.probeKubeAPI(ctx)
 	sent := time.Now()
 	beatCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 	defer cancel()
@@ -89,13 +92,14 @@ func (a *Agent) heartbeatBucket(ctx context.Context) (jetstream.KeyValue, error)
 	return kv, nil
 }
 
-func (a *Agent) heartbeatMessage(now time.Time) *Heartbeat {
-	hb := &Heartbeat{Cluster: a.cfg.Cluster, Identity: a.cfg.LeaderElection.Identity, Time: now.UTC(),
+func (a *Agent) heartbeatMessage(now time.Time) *stream.Heartbeat {
+	hb := &stream.Heartbeat{Cluster: a.cfg.Cluster, Identity: a.cfg.LeaderElection.Identity, Time: now.UTC(),
 		LeaseSeconds: a.cfg.LeaseDuration.Seconds(), Objects: map[string]int{}, Pending: len(a.queue),
 		Resyncs: a.resyncs.Load(), Fenced: a.fenced.Load()}
 	for _, w := range a.watches() {
 		hb.Objects[kindKey(w.gvk.GroupVersion().String(), w.gvk.Kind)] = w.count()
 	}
+	hb.KubeAPI = a.kubeAPIReport()
 	a.mu.Lock()
 	hb.Started = a.started.UTC()
 	hb.LastSnapshot = a.lastSnapshot
@@ -110,3 +114,6 @@ func (a *Agent) leaseLeft() time.Duration {
 	defer a.mu.Unlock()
 	return a.cfg.LeaseDuration - time.Since(a.lastBeat)
 }
+
+// kindKey names a tracked kind in logs and heartbeats.
+func kindKey(apiVersion, kind string) string { return fmt.Sprintf("%s/%s", apiVersion, kind) }

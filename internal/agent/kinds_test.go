@@ -80,7 +80,7 @@ func TestServedKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installScopedCRD(t, dyn, "example.purser.io", "v1", "ClusterGizmo", "clustergizmos", "Cluster")
+	sandboxtest.InstallScopedCRD(t, dyn, "example.purser.io", "v1", "ClusterGizmo", "clustergizmos", "Cluster")
 	sandboxtest.Eventually(t, 2*time.Minute, "the cluster-scoped CRD reported", func(ctx context.Context) error {
 		got, err := report(ctx)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
+	"github.com/purser-io/purser/internal/stream"
 	"github.com/purser-io/purser/internal/stream/streamtest"
 	"github.com/purser-io/purser/internal/syncer"
 )
@@ -118,7 +119,7 @@ func TestLabelledObjectsOnARealCluster(t *testing.T) {
 		Kinds:            []schema.GroupVersionKind{{Version: "v1", Kind: "ConfigMap"}},
 		SnapshotInterval: time.Second, HeartbeatInterval: 500 * time.Millisecond, DiscoveryInterval: time.Second})
 
-	event := func(what string, pred func(Event) bool) {
+	event := func(what string, pred func(stream.Event) bool) {
 		t.Helper()
 		sandboxtest.Eventually(t, 2*time.Minute, what, func(context.Context) error {
 			if !got.find(pred) {
@@ -127,11 +128,11 @@ func TestLabelledObjectsOnARealCluster(t *testing.T) {
 			return nil
 		})
 	}
-	event("the labelled ServiceAccount published", func(ev Event) bool {
-		return ev.Kind == "ServiceAccount" && ev.Type == Added && ev.UID == string(runnable.UID)
+	event("the labelled ServiceAccount published", func(ev stream.Event) bool {
+		return ev.Kind == "ServiceAccount" && ev.Type == stream.EventAdded && ev.UID == string(runnable.UID)
 	})
-	event("the ServiceAccount with both labels published", func(ev Event) bool {
-		return ev.Kind == "ServiceAccount" && ev.Type == Added && ev.UID == string(both.UID)
+	event("the ServiceAccount with both labels published", func(ev stream.Event) bool {
+		return ev.Kind == "ServiceAccount" && ev.Type == stream.EventAdded && ev.UID == string(both.UID)
 	})
 	// A snapshot lists the labelled ones, once each, and not the other.
 	sandboxtest.Eventually(t, time.Minute, "a snapshot of the labelled ServiceAccounts", func(context.Context) error {
@@ -156,7 +157,7 @@ func TestLabelledObjectsOnARealCluster(t *testing.T) {
 		}
 		return last
 	})
-	if got.find(func(ev Event) bool { return ev.UID == string(plain.UID) }) {
+	if got.find(func(ev stream.Event) bool { return ev.UID == string(plain.UID) }) {
 		t.Errorf("the unlabelled ServiceAccount was published")
 	}
 	if a.count("v1/ServiceAccount") != 2 {
@@ -173,22 +174,22 @@ func TestLabelledObjectsOnARealCluster(t *testing.T) {
 		return s.ResourceVersion
 	}
 	rv := patch("both", `{"metadata":{"labels":{"`+v1alpha1.LabelRunnableUID+`":null}}}`)
-	event("the ServiceAccount that lost one label modified", func(ev Event) bool {
-		return ev.UID == string(both.UID) && ev.Type == Modified && ev.ResourceVersion == rv
+	event("the ServiceAccount that lost one label modified", func(ev stream.Event) bool {
+		return ev.UID == string(both.UID) && ev.Type == stream.EventModified && ev.ResourceVersion == rv
 	})
 	// Another change after it, so that a Deleted event of the first one
 	// would have been queued before this one is seen.
 	rv = patch("both", `{"metadata":{"annotations":{"touched":"yes"}}}`)
-	event("the ServiceAccount modified again", func(ev Event) bool {
-		return ev.UID == string(both.UID) && ev.Type == Modified && ev.ResourceVersion == rv
+	event("the ServiceAccount modified again", func(ev stream.Event) bool {
+		return ev.UID == string(both.UID) && ev.Type == stream.EventModified && ev.ResourceVersion == rv
 	})
-	if got.find(func(ev Event) bool { return ev.UID == string(both.UID) && ev.Type == Deleted }) {
+	if got.find(func(ev stream.Event) bool { return ev.UID == string(both.UID) && ev.Type == stream.EventDeleted }) {
 		t.Errorf("a ServiceAccount that kept one of purser's labels was reported deleted")
 	}
 	// Losing the last label: no longer purser's, reported deleted.
 	patch("both", `{"metadata":{"labels":{"`+labelDeployable+`":null}}}`)
-	event("the ServiceAccount that lost both labels deleted", func(ev Event) bool {
-		return ev.UID == string(both.UID) && ev.Type == Deleted
+	event("the ServiceAccount that lost both labels deleted", func(ev stream.Event) bool {
+		return ev.UID == string(both.UID) && ev.Type == stream.EventDeleted
 	})
 
 	// A CRD installed after the start: its labelled objects count.
@@ -196,7 +197,7 @@ func TestLabelledObjectsOnARealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installCRD(t, dyn, "example.purser.io", "v1", "Gadget", "gadgets")
+	sandboxtest.InstallCRD(t, dyn, "example.purser.io", "v1", "Gadget", "gadgets")
 	gadgets := dyn.Resource(schema.GroupVersionResource{Group: "example.purser.io", Version: "v1", Resource: "gadgets"}).Namespace(ns)
 	for _, g := range []struct {
 		name   string
@@ -212,10 +213,10 @@ func TestLabelledObjectsOnARealCluster(t *testing.T) {
 			return nil
 		})
 	}
-	event("the labelled Gadget published", func(ev Event) bool {
-		return ev.Kind == "Gadget" && ev.Name == "mine" && ev.Type == Added
+	event("the labelled Gadget published", func(ev stream.Event) bool {
+		return ev.Kind == "Gadget" && ev.Name == "mine" && ev.Type == stream.EventAdded
 	})
-	if got.find(func(ev Event) bool { return ev.Kind == "Gadget" && ev.Name == "theirs" }) {
+	if got.find(func(ev stream.Event) bool { return ev.Kind == "Gadget" && ev.Name == "theirs" }) {
 		t.Errorf("the unlabelled Gadget was published")
 	}
 }
@@ -229,31 +230,4 @@ func (a *Agent) count(kind string) int {
 		}
 	}
 	return -1
-}
-
-// installCRD creates a namespaced CRD that keeps any field, and deletes it
-// when the test ends.
-func installCRD(t *testing.T, dyn dynamic.Interface, group, version, kind, plural string) {
-	t.Helper()
-	installScopedCRD(t, dyn, group, version, kind, plural, "Namespaced")
-}
-
-// installScopedCRD installs a CRD of scope Namespaced or Cluster.
-func installScopedCRD(t *testing.T, dyn dynamic.Interface, group, version, kind, plural, scope string) {
-	t.Helper()
-	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	name := plural + "." + group
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{"group": group, "scope": scope,
-			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
-			"versions": []any{map[string]any{"name": version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object",
-					"x-kubernetes-preserve-unknown-fields": true}}}}},
-	}}
-	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = crds.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }

@@ -152,7 +152,9 @@ func createConfigMap(t *testing.T, kc kubernetes.Interface, ns, name string) {
 func published(t *testing.T, got *consumed, ns, name string) {
 	t.Helper()
 	sandboxtest.Eventually(t, 2*time.Minute, name+" published", func(context.Context) error {
-		if !got.find(func(ev Event) bool { return ev.Namespace == ns && ev.Name == name && ev.Type == Added }) {
+		if !got.find(func(ev stream.Event) bool {
+			return ev.Namespace == ns && ev.Name == name && ev.Type == stream.EventAdded
+		}) {
 			return fmt.Errorf("no event")
 		}
 		return nil

@@ -7,12 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
-)
 
-// DataHashField is the top-level field that replaces a Secret's data in a
-// trimmed Secret: enough to tell that the data changed, nothing to recover
-// it from.
-const DataHashField = "dataSHA256"
+	"github.com/purser-io/purser/internal/stream"
+)
 
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -20,9 +17,9 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // cache, so the agent never holds what it must not publish, and memory per
 // object shrinks. managedFields and the last-applied annotation are
 // bookkeeping of the writers (and the annotation of a Secret holds its
-// data in clear); a Secret keeps its metadata and a hash of its data; a
-// Node loses the list of its images. Trim
-// may see an object it already trimmed, and leaves it unchanged.
+// data in clear); a Secret (stream.IsSecret) keeps its metadata and a hash
+// of its data (stream.DataHashField); a Node loses the list of its images.
+// Trim may see an object it already trimmed, and leaves it unchanged.
 func Trim(obj any) (any, error) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		inner, err := Trim(tomb.Obj)
@@ -43,16 +40,16 @@ func Trim(obj any) (any, error) {
 			u.SetAnnotations(ann)
 		}
 	}
-	if IsSecret(u.GetAPIVersion(), u.GetKind()) {
+	if stream.IsSecret(u.GetAPIVersion(), u.GetKind()) {
 		data, hasData := u.Object["data"]
-		if _, hashed := u.Object[DataHashField]; hasData || !hashed {
+		if _, hashed := u.Object[stream.DataHashField]; hasData || !hashed {
 			// encoding/json sorts map keys, so equal data hash equally.
 			b, err := json.Marshal(data)
 			if err != nil {
 				return nil, err
 			}
 			sum := sha256.Sum256(b)
-			u.Object[DataHashField] = hex.EncodeToString(sum[:])
+			u.Object[stream.DataHashField] = hex.EncodeToString(sum[:])
 		}
 		delete(u.Object, "data")
 		delete(u.Object, "stringData")
@@ -64,7 +61,3 @@ func Trim(obj any) (any, error) {
 	}
 	return u, nil
 }
-
-// IsSecret reports whether apiVersion and kind name a core Secret, whose
-// data must never leave the cluster.
-func IsSecret(apiVersion, kind string) bool { return apiVersion == "v1" && kind == "Secret" }

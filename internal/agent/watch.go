@@ -16,6 +16,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/kuberetry"
+	"github.com/purser-io/purser/internal/stream"
 )
 
 // watch is one tracked kind and its informers: a single one seeing every
@@ -137,14 +138,14 @@ func (a *Agent) newWatch(ctx context.Context, gvk schema.GroupVersionKind, gvr s
 			// otherwise always end in a resync that publishes them twice. The
 			// wait costs little memory, since the informer's pending
 			// notifications point at objects its cache holds anyway.
-			AddFunc: func(obj any, initial bool) { a.enqueue(ctx, w, Added, obj, initial) },
+			AddFunc: func(obj any, initial bool) { a.enqueue(ctx, w, stream.EventAdded, obj, initial) },
 			UpdateFunc: func(oldObj, newObj any) {
 				o, okOld := oldObj.(*unstructured.Unstructured)
 				n, okNew := newObj.(*unstructured.Unstructured)
 				if okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion() {
 					return // a relist of an unchanged object
 				}
-				a.enqueue(ctx, w, Modified, newObj, false)
+				a.enqueue(ctx, w, stream.EventModified, newObj, false)
 			},
 			DeleteFunc: func(obj any) {
 				// A tombstone carries the last state the cache knew; the
@@ -158,7 +159,7 @@ func (a *Agent) newWatch(ctx context.Context, gvk schema.GroupVersionKind, gvr s
 					// its update.
 					return
 				}
-				a.enqueue(ctx, w, Deleted, obj, false)
+				a.enqueue(ctx, w, stream.EventDeleted, obj, false)
 			},
 		})
 		w.informers = append(w.informers, inf)

@@ -63,11 +63,20 @@ func LoadTokens(path string) (*Authenticator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
 	}
+	return ParseTokens(path, data)
+}
+
+// ParseTokens reads the content of the tokens file at path.
+func ParseTokens(path string, data []byte) (*Authenticator, error) {
 	var f TokensFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("tokens file %s: %w", path, err)
 	}
-	return NewAuthenticator(f)
+	a, err := NewAuthenticator(f)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	return a, nil
 }
 
 // NewAuthenticator checks a tokens file's content and indexes it.
@@ -129,6 +138,7 @@ const (
 //	      approver: [carol]
 //	    approval: {runnables: true, deployables: true}
 //	    kinds: {deny: ["RoleBinding.rbac.authorization.k8s.io"]}   # see KindRules
+//	    retention: {ttlSecondsAfterFinished: 86400}   # ended runnables removed a day later
 //	  "*":                              # applies to every namespace, in addition
 //	    roles: {viewer: ["group:auditors"]}
 //
@@ -140,9 +150,17 @@ type PolicyFile struct {
 
 // NamespacePolicy is the roles and approval rules of one namespace.
 type NamespacePolicy struct {
-	Roles    map[Role][]string `json:"roles,omitempty"`
-	Approval Approval          `json:"approval,omitempty"`
-	Kinds    KindRules         `json:"kinds,omitempty"`
+	Roles     map[Role][]string `json:"roles,omitempty"`
+	Approval  Approval          `json:"approval,omitempty"`
+	Kinds     KindRules         `json:"kinds,omitempty"`
+	Retention *Retention        `json:"retention,omitempty"`
+}
+
+// Retention says how long ended runnables of a namespace are kept.
+type Retention struct {
+	// TTLSecondsAfterFinished is given to runnables submitted without
+	// spec.ttlSecondsAfterFinished.
+	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // Approval says which changes in a namespace need a second person.
@@ -165,16 +183,28 @@ func LoadPolicy(path string) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy file: %w", err)
 	}
+	return ParsePolicy(path, data)
+}
+
+// ParsePolicy reads the content of the policy file at path.
+func ParsePolicy(path string, data []byte) (*Policy, error) {
 	var f PolicyFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("policy file %s: %w", path, err)
 	}
-	return NewPolicy(f)
+	p, err := NewPolicy(f)
+	if err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", path, err)
+	}
+	return p, nil
 }
 
 // NewPolicy checks a policy's content.
 func NewPolicy(f PolicyFile) (*Policy, error) {
 	for ns, np := range f.Namespaces {
+		if r := np.Retention; r != nil && r.TTLSecondsAfterFinished != nil && *r.TTLSecondsAfterFinished < 0 {
+			return nil, fmt.Errorf("policy: namespace %s: retention.ttlSecondsAfterFinished must be 0 or more", ns)
+		}
 		for role := range np.Roles {
 			switch role {
 			case RoleViewer, RoleEditor, RoleApprover, RoleAdmin:
@@ -264,6 +294,19 @@ func (p *Policy) ApprovalRequired(ns, kind string) bool {
 		}
 	}
 	return false
+}
+
+// RetentionTTL is the ttlSecondsAfterFinished a runnable submitted to ns
+// without one gets: the namespace's, else that of every namespace ("*"),
+// else nil (kept for good).
+func (p *Policy) RetentionTTL(ns string) *int64 {
+	for _, key := range []string{ns, AnyNamespace} {
+		if r := p.f.Namespaces[key].Retention; r != nil && r.TTLSecondsAfterFinished != nil {
+			ttl := *r.TTLSecondsAfterFinished
+			return &ttl
+		}
+	}
+	return nil
 }
 
 // Access is what a user may do, for a UI to offer only that.

@@ -28,6 +28,10 @@ import (
 type Config struct {
 	Server string `json:"server"`
 	Token  string `json:"token"`
+	// AuditKey is the public key that signs the server's audit anchors
+	// (ed25519:...), which `purser history --verify` checks the newest
+	// anchor with.
+	AuditKey string `json:"auditKey,omitempty"`
 }
 
 // DefaultConfigPath is the client config `purser up` writes.
@@ -68,6 +72,9 @@ func Resolve(flags Config) (Config, error) {
 	if c.Token == "" {
 		c.Token = os.Getenv("PURSER_TOKEN")
 	}
+	if c.AuditKey == "" {
+		c.AuditKey = os.Getenv("PURSER_AUDIT_KEY")
+	}
 	if c.Server == "" || c.Token == "" {
 		path, err := DefaultConfigPath()
 		if err == nil {
@@ -82,6 +89,9 @@ func Resolve(flags Config) (Config, error) {
 				if c.Token == "" {
 					c.Token = file.Token
 				}
+				if c.AuditKey == "" && c.Server == file.Server {
+					c.AuditKey = file.AuditKey
+				}
 			}
 		}
 	}
@@ -89,9 +99,40 @@ func Resolve(flags Config) (Config, error) {
 		return c, errors.New("no purser server: pass --server URL, set PURSER_SERVER, or run `purser up` on this machine")
 	}
 	if c.Token == "" {
-		return c, errors.New("no token: pass --token, set PURSER_TOKEN, or run `purser up` on this machine")
+		return c, errors.New("no token: pass --token, set PURSER_TOKEN, run purser login, or run `purser up` on this machine")
 	}
 	return c, nil
+}
+
+// ResolveWithLogin is Resolve where a login cached for the server (purser
+// login) comes before the client config's token: a user who signed in
+// means to act as themselves, not as the admin `purser up` wrote down. The
+// login's ID token is refreshed when it expired.
+func ResolveWithLogin(ctx context.Context, flags Config) (Config, error) {
+	explicit := flags.Token
+	if explicit == "" {
+		explicit = os.Getenv("PURSER_TOKEN")
+	}
+	// The server (and audit key) as Resolve finds them, whatever the
+	// token: a stand-in keeps it from asking for one.
+	c, err := Resolve(Config{Server: flags.Server, Token: "stand-in", AuditKey: flags.AuditKey})
+	if err != nil {
+		return c, err
+	}
+	c.Token = explicit
+	if c.Token == "" {
+		l, err := LoadLogin(c.Server)
+		if err != nil {
+			return c, err
+		}
+		if l != nil {
+			if c.Token, err = l.Token(ctx); err != nil {
+				return c, err
+			}
+			return c, nil
+		}
+	}
+	return Resolve(flags)
 }
 
 // Client talks to one purser server.
@@ -104,6 +145,9 @@ type Client struct {
 func New(cfg Config) *Client {
 	return &Client{cfg: cfg, http: &http.Client{Timeout: 60 * time.Second}}
 }
+
+// Config is the configuration the client was made with.
+func (c *Client) Config() Config { return c.cfg }
 
 // Do sends a request with an optional JSON or YAML body and decodes a JSON
 // answer into out (when out is not nil). It returns the status code; an

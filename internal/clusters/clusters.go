@@ -17,11 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/purser-io/purser/internal/seal"
@@ -104,26 +100,4 @@ func (k *Cache) Forget(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.entries, name)
-}
-
-// Clients are what purser talks to a member cluster with: a dynamic client
-// for any kind, and a discovery-backed mapper from kinds to resources.
-type Clients struct {
-	Dynamic dynamic.Interface
-	// Mapper finds kinds, CRDs included; Reset it to discover again.
-	Mapper *restmapper.DeferredDiscoveryRESTMapper
-}
-
-// NewClients builds the clients of a member cluster from its
-// configuration.
-func NewClients(name string, cfg *rest.Config) (*Clients, error) {
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: dynamic client: %w", name, err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: discovery client: %w", name, err)
-	}
-	return &Clients{Dynamic: dyn, Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}, nil
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/store"
 )
 
@@ -19,7 +20,7 @@ const (
 	ReasonReady = "ClusterReady"
 	// ReasonNotProbedYet (Unknown): the controller has not yet seen enough
 	// probes in a row to judge the cluster.
-	ReasonNotProbedYet = "NotProbedYet"
+	ReasonNotProbedYet = v1alpha1.ReasonNotProbedYet
 	// ReasonAPIServerUnreachable (Unknown): no answer from the
 	// kube-apiserver (refused, timed out, TLS failure, unusable kubeconfig).
 	ReasonAPIServerUnreachable = "APIServerUnreachable"
@@ -77,29 +78,10 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// ProbeOutcome is what one probe of a kube-apiserver found.
-type ProbeOutcome int
-
-// Probe outcomes.
-const (
-	ProbeOK ProbeOutcome = iota
-	// ProbeNotReady: the kube-apiserver answered, not with 200.
-	ProbeNotReady
-	// ProbeUnreachable: no answer at all.
-	ProbeUnreachable
-)
-
-// ProbeResult is the outcome of one probe; Detail says what failed, in
-// words for an admin (empty when it succeeded).
-type ProbeResult struct {
-	Outcome ProbeOutcome
-	Detail  string
-}
-
 // Observation is what the controller knows of a cluster at one moment.
 type Observation struct {
 	Time  time.Time
-	Probe ProbeResult
+	Probe probe.Result
 	// LastHeartbeat is when the cluster's agent last reported; nil when no
 	// agent ever did.
 	LastHeartbeat *time.Time
@@ -162,8 +144,9 @@ func Seed(status v1alpha1.ClusterStatus) State {
 // Taints follow the condition: none while Ready is True; otherwise a
 // NoSchedule taint, keyed TaintUnreachable for APIServerUnreachable and
 // TaintNotReady for every other reason, and once the outage has lasted
-// NoExecuteGrace a NoExecute taint of the same key. A cluster not judged
-// yet gets no NoExecute taint. A taint that stays keeps its TimeAdded.
+// NoExecuteGrace a NoExecute taint of the same key (for TaintNotReady,
+// once that key has, too: see taints). A cluster not judged yet gets no
+// NoExecute taint. A taint that stays keeps its TimeAdded.
 func (p Policy) Step(prev State, o Observation) State {
 	p = p.withDefaults()
 	now := o.Time.UTC()
@@ -224,9 +207,9 @@ func (p Policy) Step(prev State, o Observation) State {
 // agent.
 func (p Policy) judge(o Observation, now time.Time) (reason, detail string) {
 	switch o.Probe.Outcome {
-	case ProbeUnreachable:
+	case probe.Unreachable:
 		return ReasonAPIServerUnreachable, o.Probe.Detail
-	case ProbeNotReady:
+	case probe.NotReady:
 		return ReasonAPIServerNotReady, o.Probe.Detail
 	}
 	if hb := o.LastHeartbeat; hb != nil {
@@ -280,8 +263,28 @@ func (p Policy) taints(ready v1alpha1.Condition, now time.Time, prev []corev1.Ta
 	if ready.Reason == ReasonAPIServerUnreachable {
 		key = v1alpha1.TaintUnreachable
 	}
+	// The grace counts from the start of the outage; a cluster that turns
+	// from unreachable to not ready, though, answers again (a restarted
+	// kube-apiserver runs its post-start hooks before /readyz is 200), so
+	// the not-ready key counts from when it was added, as Kubernetes'
+	// swap of a node's unreachable taint for a new not-ready one gives
+	// pods a fresh tolerationSeconds. Work that waited out the outage is
+	// not evicted in the moments its cluster comes back; a crash loop
+	// still meets the unreachable key's grace, counted from the start.
+	since := ready.LastTransitionTime
+	if key == v1alpha1.TaintNotReady {
+		added := now
+		for _, t := range prev {
+			if t.Key == key && t.Effect == corev1.TaintEffectNoSchedule && t.TimeAdded != nil {
+				added = t.TimeAdded.Time
+			}
+		}
+		if added.After(since) {
+			since = added
+		}
+	}
 	effects := []corev1.TaintEffect{corev1.TaintEffectNoSchedule}
-	if ready.Reason != ReasonNotProbedYet && now.Sub(ready.LastTransitionTime) >= p.NoExecuteGrace {
+	if ready.Reason != ReasonNotProbedYet && now.Sub(since) >= p.NoExecuteGrace {
 		effects = append(effects, corev1.TaintEffectNoExecute)
 	}
 	out := make([]corev1.Taint, 0, len(effects))

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/store"
 )
 
@@ -23,13 +24,13 @@ func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 // the agent's heartbeat age in seconds (-1: no agent ever reported).
 type obs struct {
 	T      int
-	Probe  ProbeOutcome
+	Probe  probe.Outcome
 	Detail string
 	HBAge  int
 }
 
 func (o obs) observation() Observation {
-	r := Observation{Time: at(o.T), Probe: ProbeResult{Outcome: o.Probe, Detail: o.Detail}}
+	r := Observation{Time: at(o.T), Probe: probe.Result{Outcome: o.Probe, Detail: o.Detail}}
 	if o.HBAge >= 0 {
 		hb := at(o.T - o.HBAge)
 		r.LastHeartbeat = &hb
@@ -38,12 +39,12 @@ func (o obs) observation() Observation {
 }
 
 // Shorthands: a probe at second t with a fresh agent.
-func ok(t int) obs { return obs{T: t, Probe: ProbeOK} }
+func ok(t int) obs { return obs{T: t, Probe: probe.OK} }
 func refused(t int) obs {
-	return obs{T: t, Probe: ProbeUnreachable, Detail: fmt.Sprintf("dial tcp 127.0.0.1:6443: connect: connection refused (%d)", t)}
+	return obs{T: t, Probe: probe.Unreachable, Detail: fmt.Sprintf("dial tcp 127.0.0.1:6443: connect: connection refused (%d)", t)}
 }
 func notReady(t int) obs {
-	return obs{T: t, Probe: ProbeNotReady, Detail: "/readyz answered 500: etcd failed: reason withheld"}
+	return obs{T: t, Probe: probe.NotReady, Detail: "/readyz answered 500: etcd failed: reason withheld"}
 }
 
 // every returns f at seconds from, from+step, ... below to.
@@ -210,6 +211,19 @@ func TestStep(t *testing.T) {
 			taints:  []taint{unreachNoSched(24), unreachNoExec(44)},
 		},
 		{
+			name: "unreachable, then answering not ready (a restarted kube-apiserver): the not-ready key gets its own grace", start: readyAt(-100),
+			steps:  seq(every(0, 60, 2, refused), every(60, 90, 2, notReady)),
+			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4,
+			message: "kube-apiserver not ready for 3 probes",
+			taints:  []taint{notReadyNoSch(64)},
+		},
+		{
+			name: "not ready after unreachable for the grace: NoExecute again", start: readyAt(-100),
+			steps:  seq(every(0, 60, 2, refused), every(60, 106, 2, notReady)),
+			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4,
+			taints: []taint{notReadyNoSch(64), notReadyNoEx(104)},
+		},
+		{
 			name: "a kind of failure shorter than the threshold keeps the reason", start: readyAt(-100),
 			steps:  seq(every(0, 20, 2, notReady), []obs{refused(20), refused(22), notReady(24)}),
 			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4, taints: []taint{notReadyNoSch(4)},
@@ -217,7 +231,7 @@ func TestStep(t *testing.T) {
 		{
 			name: "agent lease expired: False after the threshold", start: readyAt(-100),
 			steps: []obs{
-				{T: 0, Probe: ProbeOK, HBAge: 31}, {T: 2, Probe: ProbeOK, HBAge: 33}, {T: 4, Probe: ProbeOK, HBAge: 35},
+				{T: 0, Probe: probe.OK, HBAge: 31}, {T: 2, Probe: probe.OK, HBAge: 33}, {T: 4, Probe: probe.OK, HBAge: 35},
 			},
 			status: metav1.ConditionFalse, reason: ReasonAgentLeaseExpired, since: 4,
 			message: "agent lease expired: last heartbeat at 2026-11-29T09:59:29Z, 35s before this probe (lease 30s)",
@@ -225,34 +239,34 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name: "agent within its lease keeps Ready", start: readyAt(-100),
-			steps:  []obs{{T: 0, Probe: ProbeOK, HBAge: 30}, {T: 2, Probe: ProbeOK, HBAge: 29}, {T: 4, Probe: ProbeOK, HBAge: 30}},
+			steps:  []obs{{T: 0, Probe: probe.OK, HBAge: 30}, {T: 2, Probe: probe.OK, HBAge: 29}, {T: 4, Probe: probe.OK, HBAge: 30}},
 			status: metav1.ConditionTrue, reason: ReasonReady, since: -100, taints: []taint{},
 		},
 		{
 			name: "agent reports again: Ready after the success threshold", start: readyAt(-100),
 			steps: []obs{
-				{T: 0, Probe: ProbeOK, HBAge: 31}, {T: 2, Probe: ProbeOK, HBAge: 33}, {T: 4, Probe: ProbeOK, HBAge: 35},
-				{T: 6, Probe: ProbeOK, HBAge: 1}, {T: 8, Probe: ProbeOK, HBAge: 3},
+				{T: 0, Probe: probe.OK, HBAge: 31}, {T: 2, Probe: probe.OK, HBAge: 33}, {T: 4, Probe: probe.OK, HBAge: 35},
+				{T: 6, Probe: probe.OK, HBAge: 1}, {T: 8, Probe: probe.OK, HBAge: 3},
 			},
 			status: metav1.ConditionTrue, reason: ReasonReady, since: 8, taints: []taint{},
 		},
 		{
 			name:   "no agent ever reported: Ready by the kube-apiserver alone, and the message says so",
-			steps:  []obs{{T: 0, Probe: ProbeOK, HBAge: -1}, {T: 2, Probe: ProbeOK, HBAge: -1}, {T: 400, Probe: ProbeOK, HBAge: -1}},
+			steps:  []obs{{T: 0, Probe: probe.OK, HBAge: -1}, {T: 2, Probe: probe.OK, HBAge: -1}, {T: 400, Probe: probe.OK, HBAge: -1}},
 			status: metav1.ConditionTrue, reason: ReasonReady, since: 2, message: "kube-apiserver ready; no agent has reported yet",
 			taints: []taint{},
 		},
 		{
 			name:   "an agent reporting for the first time changes the message, not the time",
-			steps:  []obs{{T: 0, Probe: ProbeOK, HBAge: -1}, {T: 2, Probe: ProbeOK, HBAge: -1}, {T: 4, Probe: ProbeOK, HBAge: 0}},
+			steps:  []obs{{T: 0, Probe: probe.OK, HBAge: -1}, {T: 2, Probe: probe.OK, HBAge: -1}, {T: 4, Probe: probe.OK, HBAge: 0}},
 			status: metav1.ConditionTrue, reason: ReasonReady, since: 2, message: "kube-apiserver ready and agent reporting",
 			taints: []taint{},
 		},
 		{
 			name: "an unreachable kube-apiserver outweighs a silent agent", start: readyAt(-100),
 			steps: []obs{
-				{T: 0, Probe: ProbeUnreachable, Detail: "x", HBAge: 60}, {T: 2, Probe: ProbeUnreachable, Detail: "x", HBAge: 62},
-				{T: 4, Probe: ProbeUnreachable, Detail: "x", HBAge: 64},
+				{T: 0, Probe: probe.Unreachable, Detail: "x", HBAge: 60}, {T: 2, Probe: probe.Unreachable, Detail: "x", HBAge: 62},
+				{T: 4, Probe: probe.Unreachable, Detail: "x", HBAge: 64},
 			},
 			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 4, taints: []taint{unreachNoSched(4)},
 		},
@@ -429,22 +443,5 @@ func TestEffectiveTaints(t *testing.T) {
 	c.Status = nil
 	if got, err := EffectiveTaints(c); err != nil || len(got) != 1 {
 		t.Fatalf("without status: %+v, %v", got, err)
-	}
-}
-
-func TestAnswerTextKeepsFailedChecks(t *testing.T) {
-	body := "[+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\n[+]poststarthook/x ok\n[-]informer-sync failed: reason withheld\nreadyz check failed\n"
-	st := metav1.Status{Code: 500, Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{
-		{Type: metav1.CauseTypeUnexpectedServerResponse, Message: body},
-	}}}
-	if got := answerText(st, nil); got != "etcd failed: reason withheld; informer-sync failed: reason withheld" {
-		t.Fatalf("answerText = %q", got)
-	}
-	st = metav1.Status{Code: 401, Message: "Unauthorized"}
-	if got := answerText(st, []byte(`{"kind":"Status"}`)); got != "Unauthorized" {
-		t.Fatalf("answerText of a Status = %q", got)
-	}
-	if got := clip(strings.Repeat("é", 400)); len(got) > 303 || !strings.HasSuffix(got, "é...") {
-		t.Fatalf("clip cut a character: %q", got[len(got)-10:])
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -83,14 +84,14 @@ type HealthMonitor struct {
 
 type cachedProber struct {
 	sealed string // the kubeconfig it was built from
-	prober *Prober
+	prober *probe.Prober
 }
 
 // NewHealthMonitor returns a monitor; nothing runs until Run.
 func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
 	cfg.Policy = cfg.Policy.withDefaults()
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultProbeInterval)
-	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, DefaultProbeTimeout)
+	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, probe.DefaultTimeout)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultProbeWorkers)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -146,7 +147,7 @@ func (m *HealthMonitor) pass(ctx context.Context) error {
 	}
 	m.forgetRemoved(rows)
 
-	results := make([]ProbeResult, len(rows))
+	results := make([]probe.Result, len(rows))
 	sem := make(chan struct{}, m.cfg.Workers)
 	var wg sync.WaitGroup
 	for i, row := range rows {
@@ -154,7 +155,7 @@ func (m *HealthMonitor) pass(ctx context.Context) error {
 		if err != nil {
 			// An unusable kubeconfig reaches nothing: judged like an
 			// unreachable cluster, with the reason in the message.
-			results[i] = ProbeResult{Outcome: ProbeUnreachable, Detail: err.Error()}
+			results[i] = probe.Result{Outcome: probe.Unreachable, Detail: err.Error()}
 			continue
 		}
 		sem <- struct{}{}
@@ -193,7 +194,7 @@ func (m *HealthMonitor) pass(ctx context.Context) error {
 
 // prober returns the cluster's prober, built again when its kubeconfig
 // changed.
-func (m *HealthMonitor) prober(row *store.Cluster) (*Prober, error) {
+func (m *HealthMonitor) prober(row *store.Cluster) (*probe.Prober, error) {
 	if cp, ok := m.probers[row.Name]; ok && cp.sealed == string(row.Kubeconfig) {
 		return cp.prober, nil
 	}
@@ -202,7 +203,7 @@ func (m *HealthMonitor) prober(row *store.Cluster) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := NewProber(cfg, m.cfg.ProbeTimeout)
+	p, err := probe.New(cfg, m.cfg.ProbeTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", row.Name, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
@@ -118,11 +119,11 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	// refuses a wrong token.
 	bad := c.RESTConfig()
 	bad.BearerToken = "not-the-token"
-	p, err := NewProber(bad, 0)
+	p, err := probe.New(bad, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Probe(ctx); got.Outcome != ProbeNotReady || got.Detail != "/readyz answered 401: Unauthorized" {
+	if got := p.Probe(ctx); got.Outcome != probe.NotReady || got.Detail != "/readyz answered 401: Unauthorized" {
 		t.Fatalf("probe with a wrong token: %+v", got)
 	}
 
@@ -155,8 +156,8 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	})
 	for range 5 {
 		proxy.Cut()
-		m1.waitProbe(t, "flappy", ProbeUnreachable)
-		m1.waitProbe(t, "flappy", ProbeOK)
+		m1.waitProbe(t, "flappy", probe.Unreachable)
+		m1.waitProbe(t, "flappy", probe.OK)
 	}
 	m1.onFailure("flappy", nil)
 	m1.waitPasses(t, 3)
@@ -264,8 +265,8 @@ type monitor struct {
 	done   chan error
 
 	mu     sync.Mutex
-	passes int                       // observations of "direct", one per pass
-	probes map[string][]ProbeOutcome // by cluster, in order
+	passes int                        // observations of "direct", one per pass
+	probes map[string][]probe.Outcome // by cluster, in order
 	wake   chan struct{}
 	// react runs on the monitor's goroutine when a probe of the cluster
 	// failed, before the next pass.
@@ -285,12 +286,12 @@ func startMonitor(t *testing.T, st *store.Store, sealer *seal.Sealer) *monitor {
 		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
-	m := &monitor{done: make(chan error, 1), probes: map[string][]ProbeOutcome{}, wake: make(chan struct{}), react: map[string]func(){}}
+	m := &monitor{done: make(chan error, 1), probes: map[string][]probe.Outcome{}, wake: make(chan struct{}), react: map[string]func(){}}
 	hm.observed = func(cluster string, o Observation, _ State) {
 		m.mu.Lock()
 		react := m.react[cluster]
 		m.mu.Unlock()
-		if react != nil && o.Probe.Outcome != ProbeOK {
+		if react != nil && o.Probe.Outcome != probe.OK {
 			react()
 		}
 		m.mu.Lock()
@@ -342,7 +343,7 @@ func (m *monitor) waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // waitProbe waits for the next probe of cluster with outcome.
-func (m *monitor) waitProbe(t *testing.T, cluster string, outcome ProbeOutcome) {
+func (m *monitor) waitProbe(t *testing.T, cluster string, outcome probe.Outcome) {
 	t.Helper()
 	m.mu.Lock()
 	from := len(m.probes[cluster])

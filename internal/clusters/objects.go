@@ -14,7 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -30,10 +33,10 @@ const FieldManager = "purser"
 // request.
 const mapperRefresh = 30 * time.Second
 
-// Objects keeps one dynamic client and RESTMapper per cluster, rebuilt
-// when the cluster's kubeconfig changes, so that discovery is done once
-// per cluster rather than once per object. It is what the submitter and
-// the controller create and remove runnables' objects with.
+// Objects keeps one ObjectClient per cluster, rebuilt when the cluster's
+// kubeconfig changes, so that discovery is done once per cluster rather
+// than once per object. It is what the submitter and the controller create
+// and remove runnables' objects with.
 type Objects struct {
 	configs *Cache
 
@@ -41,15 +44,41 @@ type Objects struct {
 	entries map[string]*ObjectClient
 }
 
-// ObjectClient creates and removes objects of any kind on one cluster.
+// ObjectClient creates and removes objects of any kind on one cluster,
+// and resolves kinds for those who watch and apply them through its
+// dynamic client (the syncer), so that every component asks discovery
+// again under the same limit.
 type ObjectClient struct {
 	name   string
 	sealed string // the kubeconfig the clients were built from
 	dyn    dynamic.Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
+	// refresh is mapperRefresh; a test shortens or lengthens it.
+	refresh time.Duration
 
 	mu        sync.Mutex
 	lastReset time.Time
+}
+
+// NewObjectClient builds the clients of the cluster name from its
+// configuration. Discovery happens on first use and is cached for the
+// life of the client.
+func NewObjectClient(name string, cfg *rest.Config) (*ObjectClient, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: dynamic client: %w", name, err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: discovery client: %w", name, err)
+	}
+	return &ObjectClient{
+		name:      name,
+		dyn:       dyn,
+		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		refresh:   mapperRefresh,
+		lastReset: time.Now(),
+	}, nil
 }
 
 // NewObjects returns an empty set of clients built from configs.
@@ -68,48 +97,57 @@ func (o *Objects) Get(row *store.Cluster) (*ObjectClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	clients, err := NewClients(row.Name, cfg)
+	e, err := NewObjectClient(row.Name, cfg)
 	if err != nil {
 		return nil, err
 	}
-	e := &ObjectClient{
-		name:      row.Name,
-		sealed:    string(row.Kubeconfig),
-		dyn:       clients.Dynamic,
-		mapper:    clients.Mapper,
-		lastReset: time.Now(),
-	}
+	e.sealed = string(row.Kubeconfig)
 	o.entries[row.Name] = e
 	return e, nil
 }
 
-// mapping resolves a kind on the cluster. A kind it does not know makes it
-// discover again, at most every mapperRefresh, so that new CRDs are found.
-func (c *ObjectClient) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+// Dynamic is the client for what ObjectClient has no method of its own
+// for: watches, lists, server-side apply.
+func (c *ObjectClient) Dynamic() dynamic.Interface { return c.dyn }
+
+// Mapping resolves a kind on the cluster. A kind it does not know makes it
+// discover again, at most every mapperRefresh, so that new CRDs are found
+// without a discovery per request for a kind served nowhere. The error is
+// the mapper's (meta.IsNoMatchError tells a kind not served).
+func (c *ObjectClient) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		c.mu.Lock()
-		stale := time.Since(c.lastReset) > mapperRefresh
-		if stale {
-			c.lastReset = time.Now()
-		}
-		c.mu.Unlock()
-		if stale {
-			c.mapper.Reset()
-			m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		}
+	if meta.IsNoMatchError(err) && c.mayRediscover() {
+		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: resolve %s: %w", c.name, gvk, err)
+	return m, err
+}
+
+// Rediscover is for a caller whose request to a resolved kind was answered
+// NotFound: the kind may have gone with its CRD. Discovery is asked again
+// on the next Mapping, under the same limit as for an unknown kind; a
+// caller that retries finds out within mapperRefresh.
+func (c *ObjectClient) Rediscover() { c.mayRediscover() }
+
+// mayRediscover resets the mapper unless it was reset less than refresh
+// ago, and reports whether it did.
+func (c *ObjectClient) mayRediscover() bool {
+	c.mu.Lock()
+	stale := time.Since(c.lastReset) > c.refresh
+	if stale {
+		c.lastReset = time.Now()
 	}
-	return m, nil
+	c.mu.Unlock()
+	if stale {
+		c.mapper.Reset()
+	}
+	return stale
 }
 
 // Serves answers placement's question without ever refusing a cluster for
 // a reason other than a definite "no such kind": a discovery that fails
 // says nothing about the kind, and the create will tell.
 func (c *ObjectClient) Serves(gvk schema.GroupVersionKind) bool {
-	_, err := c.mapping(gvk)
+	_, err := c.Mapping(gvk)
 	return err == nil || !meta.IsNoMatchError(err)
 }
 
@@ -117,7 +155,7 @@ func (c *ObjectClient) Serves(gvk schema.GroupVersionKind) bool {
 // (RESTScopeNamespace) rather than a cluster-scoped one, as its discovery
 // says: the scope the create will use.
 func (c *ObjectClient) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
-	m, err := c.mapping(gvk)
+	m, err := c.Mapping(gvk)
 	if err != nil {
 		return false, err
 	}
@@ -127,9 +165,9 @@ func (c *ObjectClient) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
 // resource returns the client for the object's kind, and whether the kind
 // is namespaced.
 func (c *ObjectClient) resource(gvk schema.GroupVersionKind, namespace string) (dynamic.ResourceInterface, bool, error) {
-	m, err := c.mapping(gvk)
+	m, err := c.Mapping(gvk)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("cluster %s: resolve %s: %w", c.name, gvk, err)
 	}
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
 		return c.dyn.Resource(m.Resource).Namespace(namespace), true, nil
@@ -174,7 +212,7 @@ func (c *ObjectClient) Create(ctx context.Context, obj *unstructured.Unstructure
 	if namespaced && apierrors.IsNotFound(err) {
 		// The namespace is created on demand rather than checked before
 		// every create: the common case then costs one request.
-		if nsErr := c.ensureNamespace(ctx, ns); nsErr != nil {
+		if nsErr := c.EnsureNamespace(ctx, ns); nsErr != nil {
 			return "", nsErr
 		}
 		out, err = ri.Create(ctx, obj, opts)
@@ -198,7 +236,10 @@ func (c *ObjectClient) Create(ctx context.Context, obj *unstructured.Unstructure
 	return string(out.GetUID()), nil
 }
 
-func (c *ObjectClient) ensureNamespace(ctx context.Context, name string) error {
+// EnsureNamespace creates the namespace name unless it exists. Callers
+// use it when a create or apply in it answered NotFound rather than check
+// before every write: the common case then costs one request.
+func (c *ObjectClient) EnsureNamespace(ctx context.Context, name string) error {
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")

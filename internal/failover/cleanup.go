@@ -2,14 +2,15 @@ package failover
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/stream"
 )
 
 // removeTimeout bounds one delete on a member cluster: a cluster that
@@ -93,10 +94,14 @@ func (c *Controller) purge(ctx context.Context, a *store.Attempt, view *clusterV
 		return fmt.Errorf("remove %s %s/%s of attempt %d from %s: %w", gvk.Kind, rec.Namespace, name, a.Number, a.Cluster, err)
 	}
 	if deleted {
-		// Deleted now; the next pass confirms it is gone before the
-		// attempt counts as cleaned up (finalizers may hold it a while).
+		// Deleted now; it counts as cleaned up once a read shows it gone
+		// (finalizers may hold it a while). An object without finalizers
+		// is gone at once, so look again within this pass rather than
+		// leave a FailingOver runnable to the next one.
 		c.log.Info("deleted an old copy", "runnable", rec.Namespace+"/"+rec.Name, "attempt", a.Number, "cluster", a.Cluster)
-		return nil
+		if deleted, err = cl.Remove(rctx, gvk, rec.Namespace, name, rec.UID, a.Number); err != nil || deleted {
+			return nil // still there: the next pass looks again
+		}
 	}
 	return c.purged(ctx, rec, a, fmt.Sprintf("%s %s/%s of attempt %d is gone from %s", gvk.Kind, rec.Namespace, name, a.Number, a.Cluster))
 }
@@ -110,20 +115,6 @@ func nextIsHealthy(rec *store.Runnable, r *runnable) bool {
 		return r.status.Health == v1alpha1.HealthHealthy
 	}
 	return false
-}
-
-// setStatusMessage replaces the status message of a stored runnable.
-func setStatusMessage(rec *store.Runnable, msg string) error {
-	var st v1alpha1.RunnableStatus
-	if len(rec.Status) > 0 {
-		if err := json.Unmarshal(rec.Status, &st); err != nil {
-			return fmt.Errorf("runnable %s: stored status: %w", rec.UID, err)
-		}
-	}
-	st.Message = msg
-	data, err := json.Marshal(st)
-	rec.Status = data
-	return err
 }
 
 // purged marks attempt a cleaned up, audits it and, if the runnable was
@@ -148,35 +139,28 @@ func (c *Controller) purged(ctx context.Context, rec *store.Runnable, a *store.A
 		if err := tx.PutAttempt(ctx, cur); err != nil {
 			return err
 		}
-		run, err := tx.GetRunnableByUID(ctx, rec.UID)
+		run, err := lifecycle.Load(ctx, tx, rec.UID)
 		if err != nil {
 			return err
 		}
 		last := attempts[len(attempts)-1]
-		phase := run.Phase
-		if run.Phase == string(v1alpha1.PhaseFailingOver) && last.Number == a.Number {
-			phase = string(v1alpha1.PhaseQueued)
-			run.Phase, run.Cluster = phase, ""
-			if err := setStatusMessage(run, msg+"; placing it again"); err != nil {
-				return err
-			}
-			if err := tx.UpdateRunnable(ctx, run); err != nil {
-				return err
-			}
-			if err := enqueue(ctx, tx, run, a.Number); err != nil {
-				return err
-			}
+		t := lifecycle.Transition{
+			To: run.Phase(), By: lifecycle.ByController,
+			Audit: &audit.Entry{Action: "purge", Summary: msg},
 		}
-		return tx.AppendAudit(ctx, &audit.Entry{
-			Actor: Actor, Action: "purge", Kind: v1alpha1.KindRunnable, Namespace: rec.Namespace, Name: rec.Name,
-			Summary: msg, Outcome: phase,
-		})
+		if run.Phase() == v1alpha1.PhaseFailingOver && last.Number == a.Number {
+			t.To, t.Cluster, t.Message = v1alpha1.PhaseQueued, new(""), msg+"; placing it again"
+			t.Enqueue, t.EnqueueAttempt = stream.SubmissionFailover, a.Number
+		}
+		_, err = lifecycle.Apply(ctx, tx, run, t)
+		return err
 	})
 	if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err == nil {
 		c.metrics.purged.Inc()
+		c.notify()
 	}
 	return err
 }
@@ -214,7 +198,7 @@ func (c *Controller) release(ctx context.Context, a *store.Attempt, view *cluste
 	if err != nil {
 		return err
 	}
-	if Consistency(&r.doc.Spec) == v1alpha1.ConsistencyAtMostOne {
+	if Consistency(&r.doc.Spec) == v1alpha1.ConsistencyAtMostOne && r.status.ConfirmedStopped == nil {
 		from := *a.EndedAt
 		if hb := view.failover.LastHeartbeat; hb != nil && hb.After(from) {
 			from = *hb
@@ -222,14 +206,20 @@ func (c *Controller) release(ctx context.Context, a *store.Attempt, view *cluste
 		if c.cfg.Now().Before(from.Add(c.cfg.AgentLease + c.cfg.FencingMargin)) {
 			return nil
 		}
+		if k := view.failover.AgentReachesKubeAPI; k != nil && !*k {
+			// The agent said it could not reach its kube-apiserver: it
+			// cannot have fenced the copy. Only the cluster's return or
+			// a person's confirmation lets the runnable go.
+			return c.setWaiting(ctx, rec, r, v1alpha1.WaitingUnconfirmed, fmt.Sprintf(
+				"the old copy of attempt %d on %s must go before the runnable is placed again, but %s stopped answering and its agent said it could not reach that cluster's API server, so nobody can stop the copy or confirm that it stopped; if you made sure it no longer runs, `purser failover runnable %s -n %s --confirm-stopped` moves it now",
+				a.Number, a.Cluster, a.Cluster, rec.Name, rec.Namespace))
+		}
 	}
 	msg := fmt.Sprintf("cluster %s stopped answering before the copy of attempt %d could be removed; placing the runnable again, and removing that copy when %s answers",
 		a.Cluster, a.Number, a.Cluster)
-	return c.runnableTx(ctx, rec, func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
-		st.Message = msg
-		if err := enqueue(ctx, tx, rec, a.Number); err != nil {
-			return nil, err
-		}
-		return &change{phase: v1alpha1.PhaseQueued, cluster: new(""), audit: &audit.Entry{Action: "requeue", Summary: msg}}, nil
+	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
+		st.Message, st.Waiting = msg, ""
+		return &change{phase: v1alpha1.PhaseQueued, cluster: new(""), enqueue: a.Number,
+			audit: &audit.Entry{Action: "requeue", Summary: msg}}, nil
 	})
 }

@@ -223,7 +223,8 @@ func TestWaitingMessageIsStable(t *testing.T) {
 		Application: &v1alpha1.ApplicationFailover{TolerationSeconds: &toleration}}}
 	now := time.Now()
 	since := now.Add(-time.Minute)
-	st := &v1alpha1.RunnableStatus{Health: v1alpha1.HealthUnhealthy, UnhealthySince: &since,
+	ran := since.Add(-time.Minute) // it ran Healthy before: tolerationSeconds applies
+	st := &v1alpha1.RunnableStatus{Health: v1alpha1.HealthUnhealthy, UnhealthySince: &since, HealthySince: &ran,
 		Message: "FlinkDeployment t/wordcount is running on a"}
 	a := failover.Cluster{Name: "a", Reachable: true}
 	timing := failover.Timing{AgentLease: agentLease, FencingMargin: margin}

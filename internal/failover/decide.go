@@ -39,6 +39,9 @@ type Cluster struct {
 	// through the stream and the ingester, and one of those is down, so
 	// the silence of this cluster's agent proves nothing.
 	HeartbeatsStale bool
+	// AgentReachesKubeAPI is what the agent's latest heartbeat said of its
+	// own kube-apiserver; nil when it said nothing.
+	AgentReachesKubeAPI *bool
 }
 
 // Timing is the part of the controller's configuration the decision uses.
@@ -69,6 +72,16 @@ type Verdict struct {
 	// Grace bounds how long a graceful purge waits for the next attempt
 	// to be healthy.
 	Grace time.Duration
+	// Until, when set on a verdict that does not evict, is when the same
+	// status would evict: the end of the toleration. The controller wakes
+	// then instead of at its next pass.
+	Until time.Time
+	// Waiting names what a failover that cannot happen yet waits for
+	// (v1alpha1.Waiting*), with Evict false and a Message.
+	Waiting string
+	// Overridable: a person's confirmation that the copy stopped would
+	// end the wait (the caller names the command in the message).
+	Overridable bool
 }
 
 // Decide looks at one attempt of a runnable on cluster c at time now and
@@ -85,20 +98,16 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 			v.Purge = f.Cluster.PurgeMode
 		}
 		if !c.Reachable && consistency == v1alpha1.ConsistencyAtMostOne {
-			if c.HeartbeatsStale {
-				return Verdict{Message: fmt.Sprintf(
-					"cluster %s is tainted %s, but no agent's heartbeat has reached purser for longer than a lease (is the stream or the ingester down?); with consistency AtMostOne the runnable stays until heartbeats are current again",
-					c.Name, placement.TaintString(taint))}
-			}
-			if fenced := fencedAt(c, taint, t); now.Before(fenced) {
-				return Verdict{Message: fmt.Sprintf(
-					"cluster %s is tainted %s; waiting until %s, when its agent will have suspended this runnable's copy (consistency AtMostOne), before placing it elsewhere",
-					c.Name, placement.TaintString(taint), fenced.UTC().Format(time.RFC3339))}
+			if hold := holdUnconfirmed(spec, st, c, taint, now, t); hold != nil {
+				return *hold
 			}
 		}
 		v.Evict = true
 		v.DeleteFirst = c.Reachable && v.Purge != v1alpha1.PurgeNever
 		v.Message = fmt.Sprintf("cluster %s is tainted %s, which the runnable does not tolerate", c.Name, placement.TaintString(taint))
+		if cs := st.ConfirmedStopped; cs != nil && !c.Reachable {
+			v.Message += fmt.Sprintf("; %s confirmed at %s that its copy no longer runs", cs.By, cs.At.UTC().Format(time.RFC3339))
+		}
 		return v
 	}
 
@@ -106,9 +115,15 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 	if app == nil || st.Health != v1alpha1.HealthUnhealthy || st.UnhealthySince == nil {
 		return Verdict{}
 	}
-	toleration := time.Duration(*app.TolerationSeconds) * time.Second
-	if now.Sub(*st.UnhealthySince) < toleration {
-		return Verdict{}
+	// An attempt that has not run Healthy yet is starting: its first start
+	// gets initialTolerationSeconds, so a new copy is never evicted for
+	// being empty while it deploys or restores.
+	seconds, which := *app.TolerationSeconds, "tolerationSeconds"
+	if st.HealthySince == nil {
+		seconds, which = app.InitialToleration(), "initialTolerationSeconds (it has not run Healthy yet)"
+	}
+	if deadline := st.UnhealthySince.Add(time.Duration(seconds) * time.Second); now.Before(deadline) {
+		return Verdict{Until: deadline}
 	}
 	// The message leaves out the runnable's status message: while the
 	// runnable waits for a target, that is this very message, which would
@@ -118,14 +133,60 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 		Reason: ReasonApplicationUnhealthy,
 		Purge:  app.PurgeMode,
 		Grace:  time.Duration(*app.GracePeriodSeconds) * time.Second,
-		Message: fmt.Sprintf("unhealthy on %s since %s, longer than tolerationSeconds %d",
-			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), *app.TolerationSeconds),
+		Message: fmt.Sprintf("unhealthy on %s since %s, longer than %s %d",
+			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), which, seconds),
 	}
 	// Gracefully places the next attempt before the old one is gone;
 	// AtMostOne forbids that, so there the old copy goes first.
 	v.DeleteFirst = c.Reachable && v.Purge != v1alpha1.PurgeNever &&
 		(v.Purge == v1alpha1.PurgeDirectly || consistency == v1alpha1.ConsistencyAtMostOne)
 	return v
+}
+
+// holdUnconfirmed says why an AtMostOne runnable on an unreachable cluster
+// must stay, or nil once it may go: when its agent has certainly stopped
+// the copy, or a person confirmed that it no longer runs. Each message
+// says what purser knows and what it waits for, with times that do not
+// move while nothing changes, so that it is written once per situation.
+func holdUnconfirmed(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster, taint *corev1.Taint, now time.Time, t Timing) *Verdict {
+	if st.ConfirmedStopped != nil {
+		return nil
+	}
+	tainted := fmt.Sprintf("cluster %s is tainted %s", c.Name, placement.TaintString(taint))
+	hold := func(waiting, format string, args ...any) *Verdict {
+		return &Verdict{Waiting: waiting, Overridable: true, Message: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.HeartbeatsStale:
+		return hold(v1alpha1.WaitingHeartbeats,
+			"%s, but no agent's heartbeat has reached purser for longer than a lease (is the stream or the ingester down?), so the silence of %s's agent proves nothing; with consistency AtMostOne the runnable stays until heartbeats are current again",
+			tainted, c.Name)
+	case c.LastHeartbeat != nil && now.Sub(*c.LastHeartbeat) < t.AgentLease:
+		// The agent renews its lease, so it does not fence: it may be
+		// cut off from its own kube-apiserver, or only purser is.
+		how := "while it still reaches that API server the copy keeps running"
+		if c.AgentReachesKubeAPI != nil && !*c.AgentReachesKubeAPI {
+			how = "it cannot reach that API server either, so it cannot stop the copy or confirm that it stopped"
+		}
+		return hold(v1alpha1.WaitingUnconfirmed,
+			"%s: its API server does not answer purser, but its agent is alive and renews its lease; %s; with consistency AtMostOne the runnable stays on %s until its API server answers again",
+			tainted, how, c.Name)
+	case c.LastHeartbeat != nil && c.AgentReachesKubeAPI != nil && !*c.AgentReachesKubeAPI:
+		return hold(v1alpha1.WaitingUnconfirmed,
+			"%s: neither its API server nor its agent answers; the agent's last heartbeat, at %s, said it could not reach that API server, so it cannot have stopped the copy; with consistency AtMostOne the runnable stays on %s until the cluster answers again",
+			tainted, c.LastHeartbeat.UTC().Format(time.RFC3339), c.Name)
+	}
+	fenced := fencedAt(c, taint, t)
+	if !now.Before(fenced) {
+		return nil
+	}
+	since := "has not been heard from"
+	if c.LastHeartbeat != nil {
+		since = "has been silent since " + c.LastHeartbeat.UTC().Format(time.RFC3339)
+	}
+	return hold(v1alpha1.WaitingFencing,
+		"%s: its API server does not answer and its agent %s; an agent cut off from purser suspends its copy when its lease runs out, so with consistency AtMostOne the runnable moves at %s",
+		tainted, since, fenced.UTC().Format(time.RFC3339))
 }
 
 // appFailover is the runnable's application failover with its defaults

@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -24,9 +25,25 @@ func appSpec(consistency, purge string, toleration int64) *v1alpha1.RunnableSpec
 	}}
 }
 
+// unhealthyFor is an attempt that ran Healthy once and has been
+// Unhealthy for d.
 func unhealthyFor(d time.Duration) *v1alpha1.RunnableStatus {
+	st := startingFor(d)
+	ran := t0.Add(-d - time.Minute)
+	st.HealthySince = &ran
+	return st
+}
+
+// startingFor is an attempt that has been Unhealthy for d since it
+// started, never Healthy.
+func startingFor(d time.Duration) *v1alpha1.RunnableStatus {
 	since := t0.Add(-d)
 	return &v1alpha1.RunnableStatus{Health: v1alpha1.HealthUnhealthy, UnhealthySince: &since, Message: "RECONCILING"}
+}
+
+func withInitial(spec *v1alpha1.RunnableSpec, seconds int64) *v1alpha1.RunnableSpec {
+	spec.Failover.Application.InitialTolerationSeconds = &seconds
+	return spec
 }
 
 func noExecute(key string, added time.Time) corev1.Taint {
@@ -36,6 +53,8 @@ func noExecute(key string, added time.Time) corev1.Taint {
 func TestDecide(t *testing.T) {
 	heartbeat := t0.Add(-35 * time.Second)
 	oldHeartbeat := t0.Add(-41 * time.Second)
+	fresh := t0.Add(-5 * time.Second)
+	no := false
 	tests := []struct {
 		name    string
 		spec    *v1alpha1.RunnableSpec
@@ -54,6 +73,18 @@ func TestDecide(t *testing.T) {
 		{"unhealthy past toleration, AtMostOne: delete first", appSpec("", v1alpha1.PurgeGracefully, 60), unhealthyFor(60 * time.Second),
 			Cluster{Name: "b", Reachable: true},
 			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, DeleteFirst: true, Purge: v1alpha1.PurgeGracefully, Grace: 600 * time.Second, Message: "tolerationSeconds 60"}},
+		// A new copy that has not run yet gets the initial toleration:
+		// never evicted for being empty while it starts (Karmada #6233).
+		{"starting within the initial toleration stays", appSpec("", "", 60), startingFor(5 * time.Minute),
+			Cluster{Name: "b", Reachable: true}, Verdict{}},
+		{"starting past the default initial toleration moves", appSpec("", v1alpha1.PurgeDirectly, 60), startingFor(10 * time.Minute),
+			Cluster{Name: "b", Reachable: true},
+			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, DeleteFirst: true, Purge: v1alpha1.PurgeDirectly, Grace: 600 * time.Second, Message: "initialTolerationSeconds (it has not run Healthy yet) 600"}},
+		{"explicit initial toleration", withInitial(appSpec("", v1alpha1.PurgeDirectly, 60), 90), startingFor(90 * time.Second),
+			Cluster{Name: "b", Reachable: true},
+			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, DeleteFirst: true, Purge: v1alpha1.PurgeDirectly, Grace: 600 * time.Second, Message: "initialTolerationSeconds"}},
+		{"explicit initial toleration not yet over", withInitial(appSpec("", v1alpha1.PurgeDirectly, 60), 90), startingFor(89 * time.Second),
+			Cluster{Name: "b", Reachable: true}, Verdict{}},
 		{"AtLeastOne gracefully: place first", appSpec(v1alpha1.ConsistencyAtLeastOne, v1alpha1.PurgeGracefully, 60), unhealthyFor(2 * time.Minute),
 			Cluster{Name: "b", Reachable: true},
 			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, Purge: v1alpha1.PurgeGracefully, Grace: 600 * time.Second}},
@@ -70,16 +101,29 @@ func TestDecide(t *testing.T) {
 			Cluster{Name: "b", Taints: []corev1.Taint{{Key: v1alpha1.TaintUnreachable, Effect: corev1.TaintEffectNoSchedule}}}, Verdict{}},
 		{"unreachable, AtMostOne, lease not yet over: waits", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", LastHeartbeat: &heartbeat, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
-			Verdict{Message: "consistency AtMostOne"}},
+			Verdict{Message: "moves at 2026-11-29T12:00:05Z", Waiting: v1alpha1.WaitingFencing, Overridable: true}},
 		{"unreachable, AtMostOne, lease and margin over: moves, old copy later", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", LastHeartbeat: &oldHeartbeat, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
 			Verdict{Evict: true, Reason: ReasonClusterUnreachable, Purge: v1alpha1.PurgeDirectly}},
 		{"unreachable, no heartbeat ever: the taint's time counts", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0.Add(-39*time.Second))}},
-			Verdict{Message: "waiting until"}},
+			Verdict{Message: "moves at 2026-11-29T12:00:01Z", Waiting: v1alpha1.WaitingFencing, Overridable: true}},
 		{"unreachable, AtMostOne, every agent silent: holds", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", LastHeartbeat: &oldHeartbeat, HeartbeatsStale: true, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
-			Verdict{Message: "is the stream or the ingester down"}},
+			Verdict{Message: "is the stream or the ingester down", Waiting: v1alpha1.WaitingHeartbeats, Overridable: true}},
+		{"unreachable, AtMostOne, agent alive: nobody stops the copy", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
+			Cluster{Name: "b", LastHeartbeat: &fresh, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0.Add(-time.Hour))}},
+			Verdict{Message: "its agent is alive and renews its lease; while it still reaches", Waiting: v1alpha1.WaitingUnconfirmed, Overridable: true}},
+		{"unreachable, AtMostOne, agent alive without its API server", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
+			Cluster{Name: "b", LastHeartbeat: &fresh, AgentReachesKubeAPI: &no, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0.Add(-time.Hour))}},
+			Verdict{Message: "it cannot reach that API server either", Waiting: v1alpha1.WaitingUnconfirmed, Overridable: true}},
+		{"unreachable, AtMostOne, agent silent after saying it lost its API server", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
+			Cluster{Name: "b", LastHeartbeat: &oldHeartbeat, AgentReachesKubeAPI: &no, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
+			Verdict{Message: "said it could not reach that API server, so it cannot have stopped the copy", Waiting: v1alpha1.WaitingUnconfirmed, Overridable: true}},
+		{"unreachable, AtMostOne, a person confirmed the copy stopped: moves", &v1alpha1.RunnableSpec{},
+			&v1alpha1.RunnableStatus{ConfirmedStopped: &v1alpha1.Confirmation{By: "alice", At: t0, Attempt: 1}},
+			Cluster{Name: "b", LastHeartbeat: &fresh, AgentReachesKubeAPI: &no, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
+			Verdict{Evict: true, Reason: ReasonClusterUnreachable, Purge: v1alpha1.PurgeDirectly, Message: "alice confirmed"}},
 		{"unreachable, AtLeastOne, every agent silent: moves", &v1alpha1.RunnableSpec{Failover: &v1alpha1.Failover{Consistency: v1alpha1.ConsistencyAtLeastOne}},
 			&v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", HeartbeatsStale: true, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
@@ -102,6 +146,13 @@ func TestDecide(t *testing.T) {
 				t.Error("an eviction without a message")
 			}
 			got.Message, tt.want.Message = "", ""
+			if !got.Evict && got.Message == "" && tt.status.UnhealthySince != nil && tt.status.Health == v1alpha1.HealthUnhealthy && appFailover(tt.spec) != nil {
+				// Within the toleration: the verdict says when it ends.
+				if got.Until.IsZero() || !got.Until.After(t0) {
+					t.Errorf("Until %v, want the end of the toleration after %v", got.Until, t0)
+				}
+			}
+			got.Until = time.Time{}
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
@@ -115,25 +166,114 @@ func TestPreserve(t *testing.T) {
 		{AliasLabelName: "example.com/restarts", JSONPath: "{.restarts}"},
 	}
 	status := map[string]any{"jobStatus": map[string]any{"jobId": "44cc5573", "state": "RECONCILING"}, "restarts": int64(3)}
-	got, notes := Preserve(rules, status, nil)
-	if got["flink.apache.org/job-id"] != "44cc5573" || got["example.com/restarts"] != "3" || len(notes) != 0 {
-		t.Fatalf("first failover: got %v, notes %v", got, notes)
+	c := Preserve(rules, status, nil, nil, nil, 1, true)
+	if c.Preserved["flink.apache.org/job-id"] != "44cc5573" || c.Preserved["example.com/restarts"] != "3" || len(c.Notes) != 0 {
+		t.Fatalf("first failover: %+v", c)
 	}
 
-	// The next attempt never reported a job id: the previous one stays,
-	// and the newer restart count wins.
-	got, notes = Preserve(rules, map[string]any{"jobStatus": map[string]any{"state": "CREATED"}, "restarts": int64(5)}, got)
-	if got["flink.apache.org/job-id"] != "44cc5573" || got["example.com/restarts"] != "5" {
-		t.Fatalf("second failover: got %v", got)
+	// The next attempt ran but never reported a job id: the previous one
+	// stays, and the newer restart count wins.
+	got := Preserve(rules, map[string]any{"jobStatus": map[string]any{"state": "CREATED"}, "restarts": int64(5)}, c.Preserved, nil, nil, 2, true)
+	if got.Preserved["flink.apache.org/job-id"] != "44cc5573" || got.Preserved["example.com/restarts"] != "5" {
+		t.Fatalf("second failover: %+v", got)
 	}
-	if len(notes) != 1 || !strings.Contains(notes[0], "keeping \"44cc5573\"") {
-		t.Fatalf("notes %v do not say the old value was kept", notes)
+	if len(got.Notes) != 1 || !strings.Contains(got.Notes[0], "keeping \"44cc5573\"") {
+		t.Fatalf("notes %v do not say the old value was kept", got.Notes)
 	}
 
 	// No status observed at all, nothing before: nothing preserved.
-	got, notes = Preserve(rules[:1], nil, nil)
-	if got != nil || len(notes) != 1 {
-		t.Fatalf("no status: got %v, notes %v", got, notes)
+	got = Preserve(rules[:1], nil, nil, nil, nil, 1, true)
+	if got.Preserved != nil || len(got.Notes) != 1 {
+		t.Fatalf("no status: %+v", got)
+	}
+}
+
+// TestPreserveOnlyProvenState is Karmada #6232: an attempt that never ran
+// Healthy reports a new job id (and restore point) of a job with no
+// state; the next attempt must still restore the earlier, proven one.
+func TestPreserveOnlyProvenState(t *testing.T) {
+	rules := []v1alpha1.StatePreservationRule{{AliasLabelName: "flink.apache.org/job-id", JSONPath: "{.jobStatus.jobId}"}}
+	at := func(m int) *time.Time { x := t0.Add(time.Duration(m) * time.Minute); return &x }
+	p1 := &v1alpha1.RestorePoint{Path: "s3://cp/aaaa/chk-7", Kind: v1alpha1.RestoreCheckpoint, JobID: "aaaa", TakenAt: at(0), Attempt: 1}
+	status := func(id string) map[string]any {
+		return map[string]any{"jobStatus": map[string]any{"jobId": id, "state": "RECONCILING"}}
+	}
+	tests := []struct {
+		name       string
+		previous   map[string]string
+		prevPoint  *v1alpha1.RestorePoint
+		status     map[string]any
+		candidates []v1alpha1.RestorePoint
+		proven     bool
+		wantID     string
+		wantPoint  string
+		wantNote   string
+		wantReport map[string]string
+	}{
+		{"proven first attempt carries its job id and restore point", nil, nil, status("aaaa"),
+			[]v1alpha1.RestorePoint{*p1}, true, "aaaa", "s3://cp/aaaa/chk-7", "", map[string]string{"flink.apache.org/job-id": "aaaa", "restorePath": "s3://cp/aaaa/chk-7"}},
+		{"never healthy: the new job id is reported, not carried", map[string]string{"flink.apache.org/job-id": "aaaa"}, p1, status("bbbb"),
+			nil, false, "aaaa", "s3://cp/aaaa/chk-7", "attempt 2 never ran Healthy", map[string]string{"flink.apache.org/job-id": "bbbb"}},
+		{"never healthy, even with a restore point of its own", map[string]string{"flink.apache.org/job-id": "aaaa"}, p1, status("bbbb"),
+			[]v1alpha1.RestorePoint{{Path: "s3://cp/bbbb/chk-1", TakenAt: at(5)}}, false, "aaaa", "s3://cp/aaaa/chk-7", "never ran Healthy", nil},
+		{"proven: a newer restore point replaces the older", map[string]string{"flink.apache.org/job-id": "aaaa"}, p1, status("bbbb"),
+			[]v1alpha1.RestorePoint{{Path: "s3://cp/bbbb/chk-2", TakenAt: at(5)}}, true, "bbbb", "s3://cp/bbbb/chk-2", "", nil},
+		{"proven: an older restore point does not", map[string]string{"flink.apache.org/job-id": "aaaa"}, p1, status("bbbb"),
+			[]v1alpha1.RestorePoint{{Path: "s3://sp/old", TakenAt: at(-5)}}, true, "bbbb", "s3://cp/aaaa/chk-7", "is not newer than", nil},
+		{"the newest of several candidates", nil, nil, status("cccc"),
+			[]v1alpha1.RestorePoint{{Path: "s3://sp/savepoint-cccc-1", TakenAt: at(1)}, {Path: "s3://cp/cccc/chk-9", TakenAt: at(2)}}, true, "cccc", "s3://cp/cccc/chk-9", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Preserve(rules, tt.status, tt.previous, tt.prevPoint, tt.candidates, 2, tt.proven)
+			if c.Preserved["flink.apache.org/job-id"] != tt.wantID {
+				t.Errorf("job id %q, want %q", c.Preserved["flink.apache.org/job-id"], tt.wantID)
+			}
+			if got := ""; c.RestorePoint != nil {
+				got = c.RestorePoint.Path
+				if got != tt.wantPoint {
+					t.Errorf("restore point %q, want %q", got, tt.wantPoint)
+				}
+			} else if tt.wantPoint != "" {
+				t.Errorf("no restore point, want %q", tt.wantPoint)
+			}
+			note := strings.Join(c.Notes, "; ")
+			if (tt.wantNote == "") != (note == "") || !strings.Contains(note, tt.wantNote) {
+				t.Errorf("notes %q, want %q", note, tt.wantNote)
+			}
+			if tt.wantReport != nil && !reflect.DeepEqual(c.Reported, tt.wantReport) {
+				t.Errorf("reported %v, want %v", c.Reported, tt.wantReport)
+			}
+		})
+	}
+}
+
+func TestReportedSavepoint(t *testing.T) {
+	// SavepointInfo.lastSavepoint as the operator writes it.
+	st := map[string]any{"jobStatus": map[string]any{"jobId": "44cc", "savepointInfo": map[string]any{
+		"lastSavepoint": map[string]any{"location": "s3://sp/savepoint-44cc55-0a1b", "timeStamp": float64(1796112152248), "triggerType": "PERIODIC"}}}}
+	p := reportedSavepoint(st)
+	if p == nil || p.Path != "s3://sp/savepoint-44cc55-0a1b" || p.Kind != v1alpha1.RestoreSavepoint || p.TakenAt == nil || p.TakenAt.UnixMilli() != 1796112152248 || p.JobID != "" {
+		t.Fatalf("got %+v (job 44cc did not write savepoint-44cc55)", p)
+	}
+	st["jobStatus"].(map[string]any)["jobId"] = "44cc55aa"
+	if p := reportedSavepoint(st); p == nil || p.JobID != "44cc55aa" {
+		t.Fatalf("a savepoint of the current job: %+v", p)
+	}
+	// The upgrade's savepoint of the job before against a checkpoint of
+	// the current job completed in the same second: the current job's wins.
+	sameSecond := t0.Truncate(time.Second)
+	later := sameSecond.Add(55 * time.Millisecond)
+	got := ofCurrentJob([]v1alpha1.RestorePoint{{Path: "s3://sp/savepoint-eb8444-1", TakenAt: &later}, {Path: "s3://cp/5c9d/chk-1", JobID: "5c9d", TakenAt: &sameSecond}}, "5c9d")
+	if len(got) != 1 || got[0].Path != "s3://cp/5c9d/chk-1" {
+		t.Errorf("ofCurrentJob = %+v", got)
+	}
+	dummy := map[string]any{"jobStatus": map[string]any{"savepointInfo": map[string]any{"lastSavepoint": map[string]any{"location": lastStateDummy}}}}
+	if p := reportedSavepoint(dummy); p != nil {
+		t.Errorf("the last-state placeholder is no location: %+v", p)
+	}
+	if d := checkpointDir(map[string]any{"spec": map[string]any{"flinkConfiguration": map[string]any{"state.checkpoints.dir": "s3://cp"}}}); d != "s3://cp" {
+		t.Errorf("checkpoint dir %q", d)
 	}
 }
 
@@ -155,7 +295,7 @@ func TestPrepare(t *testing.T) {
 	}
 
 	first := newObj()
-	if err := Prepare(first, spec, nil); err != nil {
+	if err := Prepare(first, spec, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, _ := unstructured.NestedString(first.Object, "spec", "job", "initialSavepointPath"); found {
@@ -166,7 +306,7 @@ func TestPrepare(t *testing.T) {
 	}
 
 	next := newObj()
-	if err := Prepare(next, spec, map[string]string{"flink.apache.org/job-id": "44cc5573"}); err != nil {
+	if err := Prepare(next, spec, map[string]string{"flink.apache.org/job-id": "44cc5573"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if p, _, _ := unstructured.NestedString(next.Object, "spec", "job", "initialSavepointPath"); p != "s3://checkpoints/44cc5573" {
@@ -178,7 +318,7 @@ func TestPrepare(t *testing.T) {
 
 	// Without a failover section the object is fenced like AtMostOne.
 	plain := newObj()
-	if err := Prepare(plain, &v1alpha1.RunnableSpec{}, nil); err != nil {
+	if err := Prepare(plain, &v1alpha1.RunnableSpec{}, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	if plain.GetLabels()[v1alpha1.LabelConsistency] != v1alpha1.ConsistencyAtMostOne {
@@ -189,7 +329,54 @@ func TestPrepare(t *testing.T) {
 	bad := &v1alpha1.RunnableSpec{Failover: &v1alpha1.Failover{Mutations: []v1alpha1.Mutation{{
 		When: "true", Path: "spec.x", Value: "preserved['missing']",
 	}}}}
-	if err := Prepare(newObj(), bad, map[string]string{}); err == nil || !strings.Contains(err.Error(), "mutations[0].value") {
+	if err := Prepare(newObj(), bad, map[string]string{}, ""); err == nil || !strings.Contains(err.Error(), "mutations[0].value") {
 		t.Errorf("err = %v", err)
+	}
+
+	// The example's mutation: restore from the exact restore point carried.
+	exact := &v1alpha1.RunnableSpec{Failover: &v1alpha1.Failover{Mutations: []v1alpha1.Mutation{{
+		When: "restorePath != ''", Path: "spec.job.initialSavepointPath", Value: "restorePath",
+	}}}}
+	restored := newObj()
+	if err := Prepare(restored, exact, nil, "s3://cp/44cc5573/chk-42"); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := unstructured.NestedString(restored.Object, "spec", "job", "initialSavepointPath"); p != "s3://cp/44cc5573/chk-42" {
+		t.Errorf("initialSavepointPath = %q", p)
+	}
+	fresh := newObj()
+	if err := Prepare(fresh, exact, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := unstructured.NestedString(fresh.Object, "spec", "job", "initialSavepointPath"); found {
+		t.Error("restored from nothing")
+	}
+}
+
+// A FlinkStateSnapshot as the operator (1.10+) leaves a completed one:
+// FlinkStateSnapshotUtils.createSavepointResource and snapshotSuccessful.
+func TestSnapshotPoint(t *testing.T) {
+	snap := func(state, ref string, checkpoint bool) map[string]any {
+		spec := map[string]any{"jobReference": map[string]any{"kind": "FlinkDeployment", "name": ref}}
+		if checkpoint {
+			spec["checkpoint"] = map[string]any{}
+		} else {
+			spec["savepoint"] = map[string]any{"path": "s3://sp", "alreadyExists": false}
+		}
+		return map[string]any{"metadata": map[string]any{"name": "wordcount-periodic-1"}, "spec": spec,
+			"status": map[string]any{"state": state, "path": "s3://sp/savepoint-44cc55-0a1b", "resultTimestamp": "2026-11-29T12:00:00.123456Z"}}
+	}
+	p := snapshotPoint(snap("COMPLETED", "wordcount", false), "wordcount")
+	if p == nil || p.Path != "s3://sp/savepoint-44cc55-0a1b" || p.Kind != v1alpha1.RestoreSavepoint || p.TakenAt == nil ||
+		!p.TakenAt.Equal(time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC)) || !strings.Contains(p.Source, "FlinkStateSnapshot wordcount-periodic-1") {
+		t.Fatalf("completed savepoint: %+v", p)
+	}
+	if p := snapshotPoint(snap("COMPLETED", "wordcount", true), "wordcount"); p == nil || p.Kind != v1alpha1.RestoreCheckpoint {
+		t.Errorf("completed checkpoint: %+v", p)
+	}
+	for _, tc := range []struct{ state, ref string }{{"IN_PROGRESS", "wordcount"}, {"FAILED", "wordcount"}, {"ABANDONED", "wordcount"}, {"COMPLETED", "other"}} {
+		if p := snapshotPoint(snap(tc.state, tc.ref, false), "wordcount"); p != nil {
+			t.Errorf("%s of %s gave %+v", tc.state, tc.ref, p)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -19,13 +20,12 @@ import (
 // keeps its preserved state, marks the old copy for removal and either
 // queues the runnable for placement elsewhere or, when the old copy must
 // go first, leaves it FailingOver until the cleanup has removed it.
-func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable, v Verdict) error {
+func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable, v Verdict, candidates []v1alpha1.RestorePoint) error {
 	now := c.cfg.Now()
 	var rules []v1alpha1.StatePreservationRule
 	if app := appFailover(&r.doc.Spec); app != nil && app.StatePreservation != nil {
 		rules = app.StatePreservation.Rules
 	}
-	preserved, notes := Preserve(rules, r.status.Result, r.status.Preserved)
 
 	err := c.runnableTx(ctx, rec, func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
 		attempts, err := tx.ListAttempts(ctx, rec.UID)
@@ -37,7 +37,11 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 			return nil, store.ErrMoved
 		}
 		a := attempts[n-1]
+		// Only proven state travels: the attempt must have run Healthy.
+		carry := Preserve(rules, st.Result, st.Preserved, st.RestorePoint, candidates, a.Number, st.HealthySince != nil)
+		preserved, notes := carry.Preserved, carry.Notes
 		a.EndedAt, a.Result, a.Reason, a.Message = &now, ResultEvicted, v.Reason, v.Message
+		a.Reported, a.Note = carry.Reported, strings.Join(notes, "; ")
 		if v.Purge != v1alpha1.PurgeNever {
 			a.Cleanup = store.CleanupPending
 			if v.Purge == v1alpha1.PurgeGracefully && !v.DeleteFirst {
@@ -49,12 +53,16 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 			return nil, err
 		}
 
-		st.Preserved = preserved
-		st.Health, st.UnhealthySince = "", nil
+		st.Preserved, st.RestorePoint = preserved, carry.RestorePoint
+		st.Health, st.UnhealthySince, st.HealthySince = "", nil, nil
+		st.Waiting, st.ConfirmedStopped = "", nil
 		var b strings.Builder
 		fmt.Fprintf(&b, "attempt %d evicted from %s (%s): %s", a.Number, a.Cluster, v.Reason, v.Message)
 		if len(preserved) > 0 {
 			fmt.Fprintf(&b, "; preserved %s", preservedString(preserved))
+		}
+		if p := carry.RestorePoint; p != nil {
+			fmt.Fprintf(&b, "; restore point %s (%s, attempt %d)", p.Path, p.Source, p.Attempt)
 		}
 		for _, note := range notes {
 			fmt.Fprintf(&b, "; not preserved: %s", note)
@@ -70,30 +78,31 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 			fmt.Fprintf(&b, "; placing it again; the old copy stays on %s (purge mode Never)", a.Cluster)
 		}
 		st.Message = b.String()
-		ch := &change{phase: phase, audit: &audit.Entry{Action: "evict", Summary: st.Message}}
+		ch := &change{phase: phase, audit: &audit.Entry{Action: "evict", Summary: st.Message,
+			Details: evictDetails(a, v, preserved, carry)}}
 		if phase == v1alpha1.PhaseQueued {
-			ch.cluster = new("")
-			if err := enqueue(ctx, tx, rec, a.Number); err != nil {
-				return nil, err
-			}
+			ch.cluster, ch.enqueue = new(""), a.Number
 		}
 		return ch, nil
 	})
 	if err == nil {
+		if !v.DeleteFirst {
+			c.notify() // queued with its submission message
+		}
 		c.metrics.evictions.WithLabelValues(v.Reason).Inc()
 		c.log.Info("evicted", "runnable", rec.Namespace+"/"+rec.Name, "reason", v.Reason, "message", v.Message)
 	}
 	return err
 }
 
-// setMessage writes a runnable's status message when it changed, without
-// touching anything else: the runnable is waiting for a failover.
-func (c *Controller) setMessage(ctx context.Context, rec *store.Runnable, r *runnable, msg string) error {
-	if r.status.Message == msg {
+// setWaiting writes what a runnable waiting for a failover waits for,
+// when that changed, without touching anything else.
+func (c *Controller) setWaiting(ctx context.Context, rec *store.Runnable, r *runnable, waiting, msg string) error {
+	if r.status.Message == msg && r.status.Waiting == waiting {
 		return nil
 	}
 	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
-		st.Message = msg
+		st.Message, st.Waiting = msg, waiting
 		return &change{phase: v1alpha1.Phase(rec.Phase)}, nil
 	})
 }
@@ -103,7 +112,10 @@ func (c *Controller) setMessage(ctx context.Context, rec *store.Runnable, r *run
 type change struct {
 	phase   v1alpha1.Phase
 	cluster *string      // nil keeps the cluster
-	audit   *audit.Entry // Actor, Kind, Namespace, Name and Outcome are filled in
+	audit   *audit.Entry // Action, Summary
+	// enqueue: the runnable waits for a cluster again after the end of
+	// this attempt.
+	enqueue int
 }
 
 // runnableTx applies edit to the runnable in one transaction, provided it
@@ -112,47 +124,30 @@ type change struct {
 // alone.
 func (c *Controller) runnableTx(ctx context.Context, rec *store.Runnable,
 	edit func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error)) error {
-	err := c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		var ch *change
-		cur, err := store.EditRunnable(ctx, tx, rec, func(cur *store.Runnable, st *v1alpha1.RunnableStatus) (err error) {
-			if ch, err = edit(tx, st); err != nil {
-				return err
-			}
-			if ch.cluster != nil {
-				cur.Cluster = *ch.cluster
-			}
-			cur.Phase = string(ch.phase)
-			return nil
-		})
+	r, err := lifecycle.Decode(rec)
+	if err != nil {
+		return err
+	}
+	err = c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		st := r.Status
+		ch, err := edit(tx, &st)
 		if err != nil {
 			return err
 		}
-		if ch.audit == nil {
-			return nil
+		t := lifecycle.Transition{
+			To: ch.phase, By: lifecycle.ByController, Cluster: ch.cluster, Audit: ch.audit,
+			Edit: func(cur *v1alpha1.RunnableStatus) error { *cur = st; return nil },
 		}
-		entry := ch.audit
-		entry.Actor, entry.Kind, entry.Namespace, entry.Name = Actor, v1alpha1.KindRunnable, cur.Namespace, cur.Name
-		entry.Outcome = string(ch.phase)
-		// The audit entry is appended last: it holds the chain until commit.
-		return tx.AppendAudit(ctx, entry)
+		if ch.enqueue > 0 {
+			t.Enqueue, t.EnqueueAttempt = stream.SubmissionFailover, ch.enqueue
+		}
+		_, err = lifecycle.Apply(ctx, tx, r, t)
+		return err
 	})
 	if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	return err
-}
-
-// enqueue tells the submitters that the runnable waits for a cluster
-// again. The attempt number makes each failover's message distinct, so
-// that the stream's deduplication does not drop it.
-func enqueue(ctx context.Context, tx *store.Tx, rec *store.Runnable, attempt int) error {
-	msg := stream.Submission{UID: rec.UID, Namespace: rec.Namespace, Name: rec.Name,
-		Event: stream.SubmissionFailover, Attempt: attempt}
-	data, err := json.Marshal(msg)
-	if err != nil {
-		return err
-	}
-	return tx.EnqueueOutbox(ctx, &store.OutboxMessage{Subject: stream.SubjectSubmissions, MsgID: msg.ID(), Data: data})
 }
 
 func preservedString(p map[string]string) string {
@@ -162,4 +157,31 @@ func preservedString(p map[string]string) string {
 		parts[i] = k + "=" + p[k]
 	}
 	return strings.Join(parts, ", ")
+}
+
+// evictDetails is the failover's record in the audit log: why, from
+// where, what the attempt reported and what the next one carries. The
+// target cluster is chosen by the submitter; its "place" entry names it
+// with the same restore point.
+func evictDetails(a *store.Attempt, v Verdict, preserved map[string]string, carry Carry) json.RawMessage {
+	d := map[string]any{
+		"attempt": a.Number, "reason": v.Reason, "sourceCluster": a.Cluster, "message": v.Message,
+	}
+	if len(preserved) > 0 {
+		d["preserved"] = preserved
+	}
+	if len(carry.Reported) > 0 {
+		d["reported"] = carry.Reported
+	}
+	if carry.RestorePoint != nil {
+		d["restorePoint"] = carry.RestorePoint
+	}
+	if len(carry.Notes) > 0 {
+		d["notes"] = carry.Notes
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil // only strings, numbers and maps of them: cannot happen
+	}
+	return b
 }

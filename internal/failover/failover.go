@@ -30,6 +30,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -65,6 +66,14 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Notify, when set, wakes the outbox relay after a failover queued a
+	// runnable (purser up runs the relay in the same process); nil: the
+	// relay's poll finds the message within its interval.
+	Notify func()
+	// Checkpoints resolves the newest completed checkpoint of a job for
+	// runnables that ask for a restore point; nil: only the restore points
+	// the operator reports are known.
+	Checkpoints CheckpointResolver
 }
 
 // Controller evicts, re-places and cleans up.
@@ -73,6 +82,9 @@ type Controller struct {
 	log     *slog.Logger
 	limiter *rate.Limiter
 	metrics *metrics
+	// wake is the earliest end of a toleration seen in the current pass;
+	// only Run's goroutine uses it.
+	wake time.Time
 }
 
 // New returns a controller with cfg's defaults filled in.
@@ -104,7 +116,9 @@ func New(cfg Config) *Controller {
 	}
 }
 
-// Run makes passes every Interval until ctx ends.
+// Run makes passes every Interval until ctx ends, and one more at the
+// moment a runnable's toleration runs out, so that application failover
+// starts on time rather than up to an Interval late.
 func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("failover controller started", "interval", c.cfg.Interval, "agentLease", c.cfg.AgentLease,
 		"fencingMargin", c.cfg.FencingMargin, "evictionRate", c.cfg.EvictionRate)
@@ -112,7 +126,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("failover pass failed; trying again", "error", err)
 		}
-		backoff.Sleep(ctx, c.cfg.Interval)
+		wait := c.cfg.Interval
+		if next := c.wake; !next.IsZero() {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		backoff.Sleep(ctx, wait)
 	}
 	return nil
 }
@@ -120,13 +138,31 @@ func (c *Controller) Run(ctx context.Context) error {
 // Pass looks once at every runnable that occupies a cluster, then at
 // every copy left to remove.
 func (c *Controller) Pass(ctx context.Context) error {
+	c.wake = time.Time{}
 	views, err := c.clusterViews(ctx)
 	if err != nil {
 		return err
 	}
 	scanErr := c.scan(ctx, views)
 	cleanErr := c.cleanup(ctx, views)
-	return errors.Join(scanErr, cleanErr)
+	leftErr := c.removeLeftovers(ctx, views)
+	retainErr := c.retain(ctx)
+	return errors.Join(scanErr, cleanErr, leftErr, retainErr)
+}
+
+// wakeAt asks for a pass at t, if it is earlier than any asked for.
+func (c *Controller) wakeAt(t time.Time) {
+	if !t.IsZero() && (c.wake.IsZero() || t.Before(c.wake)) {
+		c.wake = t
+	}
+}
+
+// notify tells the outbox relay that a submission waits, when one runs
+// in this process (purser up); elsewhere its poll finds it.
+func (c *Controller) notify() {
+	if c.cfg.Notify != nil {
+		c.cfg.Notify()
+	}
 }
 
 // occupying are the phases of a runnable whose attempt is on a cluster.
@@ -173,10 +209,22 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return nil // a removed cluster: the submitter places it again
 	}
 	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin})
+	c.wakeAt(v.Until)
+	if v.Overridable {
+		v.Message += fmt.Sprintf("; if you made sure that copy no longer runs, `purser failover runnable %s -n %s --confirm-stopped` moves it now",
+			rec.Name, rec.Namespace)
+	}
 	if !v.Evict {
 		switch {
 		case v.Message != "":
-			return c.setMessage(ctx, rec, r, v.Message)
+			return c.setWaiting(ctx, rec, r, v.Waiting, v.Message)
+		case r.status.Waiting == v1alpha1.WaitingTarget:
+			// What held the runnable is over: say so, rather than leave
+			// a wait that no longer holds.
+			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("it no longer needs to move; it is %s on %s", rec.Phase, rec.Cluster))
+		case r.status.Waiting != "":
+			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("cluster %s answers again, so nothing holds the runnable back any more; it is %s there",
+				rec.Cluster, rec.Phase))
 		case r.status.Fenced && view.placement.Ready:
 			return c.resume(ctx, rec, r, view)
 		}
@@ -190,14 +238,27 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	target := placement.Choose(p, gvk.String(), placementViews(views))
 	if target.Cluster == "" {
 		c.metrics.blocked.Inc()
-		return c.setMessage(ctx, rec, r, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
+		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingTarget, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
 			v.Message, rec.Cluster, target.Reason))
+	}
+	var candidates []v1alpha1.RestorePoint
+	if policy := restorePolicy(&r.doc.Spec); policy != "" {
+		// Only an attempt that ran Healthy has restore points to offer;
+		// without one the earlier restore point (if any) is carried.
+		why := "the attempt never ran Healthy"
+		if r.status.HealthySince != nil {
+			candidates, why = c.restoreCandidates(ctx, rec, r.doc.Spec.Template, r.status.Result)
+		}
+		if policy == v1alpha1.RestorePointRequired && len(candidates) == 0 && r.status.RestorePoint == nil {
+			c.metrics.blocked.Inc()
+			return c.setWaiting(ctx, rec, r, v1alpha1.WaitingRestorePoint, waitingForRestorePoint(v, rec.Cluster, why))
+		}
 	}
 	if !c.limiter.Allow() {
 		c.metrics.rateLimited.Inc()
 		return nil // the next pass takes it
 	}
-	return c.evict(ctx, rec, r, v)
+	return c.evict(ctx, rec, r, v, candidates)
 }
 
 // Excluding adds cluster to the placement's exclusions: the cluster an
@@ -223,11 +284,11 @@ func readRunnable(rec *store.Runnable) (*runnable, error) {
 	if err := json.Unmarshal(rec.Spec, &r.doc); err != nil {
 		return nil, fmt.Errorf("runnable %s/%s: stored spec: %w", rec.Namespace, rec.Name, err)
 	}
-	if len(rec.Status) > 0 {
-		if err := json.Unmarshal(rec.Status, &r.status); err != nil {
-			return nil, fmt.Errorf("runnable %s/%s: stored status: %w", rec.Namespace, rec.Name, err)
-		}
+	lr, err := lifecycle.Decode(rec)
+	if err != nil {
+		return nil, err
 	}
+	r.status = lr.Status
 	return r, nil
 }
 
@@ -304,6 +365,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 		}
 		if a, ok := agents[row.Name]; ok && a.LastHeartbeat != nil {
 			v.failover.LastHeartbeat = a.LastHeartbeat
+			var k v1alpha1.AgentKubeAPI
+			if len(a.KubeAPI) > 0 && json.Unmarshal(a.KubeAPI, &k) == nil {
+				v.failover.AgentReachesKubeAPI = &k.Connected
+			}
 		}
 		out[row.Name] = v
 	}
@@ -324,6 +389,7 @@ type metrics struct {
 	purged      prometheus.Counter
 	blocked     prometheus.Counter
 	rateLimited prometheus.Counter
+	retained    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -340,9 +406,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "purser_failover_rate_limited_total", Help: "Evictions postponed to a later pass by the eviction rate limit.",
 		}),
+		retained: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_retention_removed_total", Help: "Ended runnables removed once their retention had passed.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited)
+		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited, m.retained)
 	}
 	return m
 }

@@ -59,7 +59,7 @@ func testFencing(t *testing.T, dsn string, clusterCutOff bool) {
 		apiProxy = newProxy(t, cs[1].APIServerAddr())
 		b.apiServer = "https://" + apiProxy.Addr()
 	}
-	f.register(b)
+	f.register(b, false)
 
 	job := fmt.Sprintf(jobRunnable, "report", v1alpha1.ConsistencyAtMostOne)
 	flink := strings.Replace(flinkRunnable, "%s", "a, b", 1)

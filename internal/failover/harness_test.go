@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,13 +20,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/checkpoints"
 	"github.com/purser-io/purser/internal/client"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
@@ -83,6 +92,12 @@ type farm struct {
 	dyn    map[string]dynamic.Interface
 	sims   map[string]*flinksim.Simulator
 	log    *slog.Logger
+	// s3 is the farm's S3-compatible storage of Flink checkpoints (a
+	// gofakes3 server over real HTTP): the simulators write each
+	// completed checkpoint's _metadata there, as Flink does, and the
+	// failover controller resolves restore points from it.
+	s3          *minio.Client
+	checkpoints *checkpoints.Resolver
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -102,7 +117,25 @@ type cluster struct {
 	apiServer string // "" : the cluster's own endpoint
 }
 
+// periods are the farm's timings of the failover path. The tests use
+// short ones; the application failover benchmark uses the components'
+// defaults (the zero value), as a deployment runs them.
+type periods struct {
+	failoverPass, relayPoll time.Duration
+	// stateSnapshots runs the simulators as operators 1.10+ with the
+	// FlinkStateSnapshot CRD installed.
+	stateSnapshots bool
+}
+
+// testPeriods keep the tests short.
+var testPeriods = periods{failoverPass: 200 * time.Millisecond, relayPoll: 100 * time.Millisecond}
+
 func newFarm(t testing.TB, dsn string, members []cluster) *farm {
+	t.Helper()
+	return newFarmWith(t, dsn, members, testPeriods)
+}
+
+func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	t.Helper()
 	ctx := context.Background()
 	f := &farm{t: t, ns: "t-" + randomHex(4), dyn: map[string]dynamic.Interface{}, sims: map[string]*flinksim.Simulator{}}
@@ -125,9 +158,10 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	f.ctx, f.cancel = context.WithCancel(ctx)
 	t.Cleanup(f.stop)
 
-	f.startAPI(streams)
+	relay := f.startAPI(streams, p.relayPoll)
+	f.startS3()
 	for _, m := range members {
-		f.register(m)
+		f.register(m, p.stateSnapshots)
 	}
 	interp, err := health.New(nil)
 	if err != nil {
@@ -147,13 +181,14 @@ func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 		Logger: f.log.With("component", "health"),
 	}).Run)
 	f.run("failover", failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
-		Interval: 200 * time.Millisecond, AgentLease: agentLease, FencingMargin: margin, Logger: f.log}).Run)
+		Interval: p.failoverPass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
+		Checkpoints: f.checkpoints, Notify: relay.Notify}).Run)
 	return f
 }
 
 // startAPI serves the REST API with an admin token, and relays its
 // outbox to the stream.
-func (f *farm) startAPI(streams *stream.Client) {
+func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Relay {
 	token := auth.NewToken()
 	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(token)}}})
 	if err != nil {
@@ -163,16 +198,17 @@ func (f *farm) startAPI(streams *stream.Client) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: 100 * time.Millisecond})
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: poll})
 	f.run("relay", func(ctx context.Context) error { relay.Run(ctx); return nil })
 	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer}))
 	f.t.Cleanup(srv.Close)
 	f.api = client.New(client.Config{Server: srv.URL, Token: token})
+	return relay
 }
 
 // register adds a cluster through the API, installs the FlinkDeployment
 // CRD and a Flink simulator in it, and starts its agent.
-func (f *farm) register(m cluster) {
+func (f *farm) register(m cluster, stateSnapshots bool) {
 	f.t.Helper()
 	kc, err := m.sandbox.Kubeconfig(m.apiServer)
 	if err != nil {
@@ -188,7 +224,13 @@ func (f *farm) register(m cluster) {
 	if err := flinksim.InstallCRD(f.ctx, cfg); err != nil {
 		f.t.Fatal(err)
 	}
-	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log})
+	if stateSnapshots {
+		if err := flinksim.InstallSnapshotCRD(f.ctx, cfg); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log,
+		Checkpoints: f.writeCheckpoint, StateSnapshots: stateSnapshots})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -325,6 +367,23 @@ func (f *farm) history(name string) []string {
 	return actions
 }
 
+// historySummaries returns the summaries the audit log holds for a
+// runnable, oldest first.
+func (f *farm) historySummaries(name string) []string {
+	f.t.Helper()
+	var out struct {
+		Items []struct {
+			Summary string `json:"summary"`
+		} `json:"items"`
+	}
+	f.do(http.MethodGet, "/api/v1/history?namespace="+f.ns+"&name="+name, nil, &out)
+	var s []string
+	for _, e := range out.Items {
+		s = append(s, e.Summary)
+	}
+	return s
+}
+
 func sqliteDSN(t testing.TB) string { return storetest.Engines()[0].NewDSN(t) }
 
 // testWriter sends log lines to the test's log, shown when it fails.
@@ -347,4 +406,58 @@ func must[T any](t testing.TB, v T, err error) T {
 		t.Fatal(fmt.Errorf("unexpected: %w", err))
 	}
 	return v
+}
+
+// startS3 serves S3 over HTTP for the farm's checkpoints, with the bucket
+// "flink" the tests' FlinkDeployments write to.
+func (f *farm) startS3() {
+	f.t.Helper()
+	ts := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
+	f.t.Cleanup(ts.Close)
+	u, _ := url.Parse(ts.URL)
+	var err error
+	f.s3, err = minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4("flink", "secret", ""), BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.s3.MakeBucket(f.ctx, "flink", minio.MakeBucketOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.checkpoints, err = checkpoints.New(checkpoints.Config{Endpoint: u.Host, AccessKeyID: "flink", SecretAccessKey: "secret", Insecure: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// writeCheckpoint writes a completed checkpoint's (or savepoint's)
+// _metadata where Flink would: path/_metadata, path in bucket "flink".
+func (f *farm) writeCheckpoint(ctx context.Context, path string) error {
+	rest, ok := strings.CutPrefix(path, "s3://flink/")
+	if !ok {
+		return nil // elsewhere: not the farm's storage
+	}
+	body := []byte("checkpoint metadata of " + path)
+	_, err := f.s3.PutObject(ctx, "flink", rest+"/_metadata", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+	return err
+}
+
+// watchCreated reports when the FlinkDeployment name is created on
+// cluster from now on, as the watch event arrives.
+func (f *farm) watchCreated(cluster, name string) <-chan time.Time {
+	f.t.Helper()
+	w, err := f.dyn[cluster].Resource(flinkGVR).Namespace(f.ns).Watch(f.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := make(chan time.Time, 1)
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added {
+				out <- time.Now()
+				return
+			}
+		}
+	}()
+	return out
 }

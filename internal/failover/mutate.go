@@ -25,9 +25,11 @@ func Consistency(spec *v1alpha1.RunnableSpec) string {
 // Prepare carries failover onto the object of an attempt: the
 // consistency label that tells the cluster's agent what to fence, each
 // preserved value as a label named after its rule's aliasLabelName, and
-// the spec's mutations, each applied when its `when` holds. An error means
-// the runnable's own expressions cannot be applied, which is permanent.
-func Prepare(obj *unstructured.Unstructured, spec *v1alpha1.RunnableSpec, preserved map[string]string) error {
+// the spec's mutations, each applied when its `when` holds; mutations see
+// `preserved` and `restorePath`, the path of the restore point carried
+// ("" for none). An error means the runnable's own expressions cannot be
+// applied, which is permanent.
+func Prepare(obj *unstructured.Unstructured, spec *v1alpha1.RunnableSpec, preserved map[string]string, restorePath string) error {
 	labels := obj.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -43,7 +45,7 @@ func Prepare(obj *unstructured.Unstructured, spec *v1alpha1.RunnableSpec, preser
 	if spec.Failover == nil {
 		return nil
 	}
-	vars := map[string]any{v1alpha1.MutationVariable: nonNil(preserved)}
+	vars := map[string]any{v1alpha1.MutationVariable: nonNil(preserved), v1alpha1.RestorePathVariable: restorePath}
 	for i, m := range spec.Failover.Mutations {
 		apply, err := evalMutation(m.When, vars)
 		if err != nil {

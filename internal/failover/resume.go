@@ -3,12 +3,14 @@ package failover
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/store"
 )
 
@@ -60,11 +62,33 @@ func (c *Controller) resume(ctx context.Context, rec *store.Runnable, r *runnabl
 	msg := fmt.Sprintf("resumed %s %s/%s on %s, which its agent had suspended when its lease expired; the cluster is Ready again and the runnable was not moved",
 		gvk.Kind, rec.Namespace, name, rec.Cluster)
 	c.log.Info("resumed a fenced object", "runnable", rec.Namespace+"/"+rec.Name, "cluster", rec.Cluster)
-	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
-		st.Fenced = false
-		st.Message = msg
-		return &change{phase: v1alpha1.Phase(rec.Phase), audit: &audit.Entry{Action: "resume", Summary: msg}}, nil
+	// The patch is done: record it against the runnable as it is now,
+	// since the ingester may well have moved it on meanwhile (the Job
+	// reports that it runs again), and a resume must not go unaudited.
+	attempt := attempts[n-1].Number
+	err = c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		cur, err := lifecycle.Load(ctx, tx, rec.UID)
+		if err != nil {
+			return err
+		}
+		latest, err := tx.ListAttempts(ctx, rec.UID)
+		if err != nil {
+			return err
+		}
+		if k := len(latest); k == 0 || latest[k-1].Number != attempt || latest[k-1].EndedAt != nil {
+			return store.ErrMoved // moved away meanwhile: the resume was of a copy being left
+		}
+		_, err = lifecycle.Apply(ctx, tx, cur, lifecycle.Transition{
+			To: cur.Phase(), By: lifecycle.ByController, Message: msg,
+			Edit:  func(st *v1alpha1.RunnableStatus) error { st.Fenced = false; return nil },
+			Audit: &audit.Entry{Action: "resume", Summary: msg},
+		})
+		return err
 	})
+	if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // resumeSpec is the merge patch of spec that undoes the agent's fencing

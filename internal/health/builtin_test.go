@@ -280,8 +280,15 @@ status: {observedGeneration: 1, replicas: 1, readyReplicas: 1, updatedReplicas: 
 
 func TestUnknownKinds(t *testing.T) {
 	runCases(t, "", []interpretCase{
-		{"kind without interpreter", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}", judgement{X, PhasePending, "no health interpreter for v1 ConfigMap"}},
-		{"known kind, other version", "apiVersion: batch/v1beta1\nkind: Job", judgement{X, PhasePending, "no health interpreter for batch/v1beta1 Job"}},
+		{"kind without status", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}", judgement{"", "", "a ConfigMap has no status to judge"}},
+		{"kind without interpreter", "apiVersion: example.com/v1\nkind: Widget\nstatus: {phase: Running}", judgement{X, "", "no health interpreter for example.com/v1 Widget"}},
+		{"known kind, other version", "apiVersion: batch/v1beta1\nkind: Job", judgement{X, "", "no health interpreter for batch/v1beta1 Job"}},
+		{"ready node", "apiVersion: v1\nkind: Node\nstatus: {conditions: [{type: Ready, status: \"True\", reason: KubeletReady}]}", judgement{H, "", "Ready"}},
+		{"cordoned node", "apiVersion: v1\nkind: Node\nspec: {unschedulable: true}\nstatus: {conditions: [{type: Ready, status: \"True\"}]}", judgement{H, "", "Ready (cordoned)"}},
+		{"node not ready", "apiVersion: v1\nkind: Node\nstatus: {conditions: [{type: Ready, status: \"False\", reason: KubeletNotReady, message: PLEG is not healthy}]}", judgement{U, "", "NotReady: KubeletNotReady"}},
+		{"node whose kubelet stopped posting", "apiVersion: v1\nkind: Node\nstatus: {conditions: [{type: Ready, status: Unknown, reason: NodeStatusUnknown}]}", judgement{X, "", "node status unknown: NodeStatusUnknown"}},
+		{"new node", "apiVersion: v1\nkind: Node", judgement{X, "", "no Ready condition"}},
+		{"node being deleted keeps no phase", "apiVersion: v1\nkind: Node\nmetadata: {deletionTimestamp: \"2026-12-01T00:00:00Z\"}\nstatus: {conditions: [{type: Ready, status: \"True\"}]}", judgement{H, "", "Ready"}},
 		{"no kind", "apiVersion: v1\nmetadata: {name: c}", judgement{X, PhasePending, "no apiVersion or kind"}},
 		{"empty object", "{}", judgement{X, PhasePending, "no apiVersion or kind"}},
 	})

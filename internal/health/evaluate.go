@@ -141,7 +141,15 @@ func line(obj map[string]any, res Result) string {
 	if name == "" {
 		name = "<none>"
 	}
-	s := fmt.Sprintf("%s/%s %s %s %s", oneWord(str(obj, "kind")), oneWord(name), res.Health, res.Phase, res.Message)
+	// "-" keeps the columns of a health or phase the object does not have.
+	h, p := string(res.Health), res.Phase
+	if h == "" {
+		h = "-"
+	}
+	if p == "" {
+		p = "-"
+	}
+	s := fmt.Sprintf("%s/%s %s %s %s", oneWord(str(obj, "kind")), oneWord(name), h, p, res.Message)
 	return strings.TrimRight(s, " ") + "\n"
 }
 

@@ -44,7 +44,8 @@ type Result struct {
 	// Health is typed as the API's Health so that the ingester can store it
 	// on a Runnable without a conversion that could let other values in.
 	Health v1alpha1.Health
-	// Phase is one of the Phase constants.
+	// Phase is one of the Phase constants, or empty for an object that
+	// has none. Health is empty for an object without status.
 	Phase   string
 	Message string
 	// UserError says that the object cannot become healthy on any cluster
@@ -80,6 +81,7 @@ var builtins = map[gvk]interpretFunc{
 	{"apps/v1", "Deployment"}:                       interpretDeployment,
 	{"apps/v1", "StatefulSet"}:                      interpretStatefulSet,
 	{"flink.apache.org/v1beta1", "FlinkDeployment"}: interpretFlinkDeployment,
+	{"v1", "Node"}:                                  interpretNode,
 }
 
 // New compiles rules once and returns an Interpreter that uses them before
@@ -128,7 +130,10 @@ func New(rules []Rule) (*Interpreter, error) {
 //
 // Interpret never panics and always returns a valid Health and Phase: a
 // malformed object or a failing rule gives Unknown with a message saying
-// why. A nil Interpreter uses the built-ins only.
+// why. Both are empty for an object that has none: a kind without status
+// (a ConfigMap) has neither, a Node has a health and no phase, and a kind
+// no interpreter knows is Unknown without a phase. A nil Interpreter uses
+// the built-ins only.
 func (i *Interpreter) Interpret(obj map[string]any) (res Result) {
 	defer func() {
 		// Every interpreter reads its input defensively, and CEL recovers
@@ -148,9 +153,13 @@ func (i *Interpreter) Interpret(obj map[string]any) (res Result) {
 		// decides for itself.
 		return f(obj)
 	}
+	if stateless[gvk{apiVersion, kind}] {
+		return interpretStateless(kind)
+	}
 	f := builtins[gvk{apiVersion, kind}]
 	if f == nil {
-		return unknown(fmt.Sprintf("no health interpreter for %s %s", apiVersion, kind))
+		// Unknown, and no phase either: nothing says it waits.
+		return Result{Health: v1alpha1.HealthUnknown, Message: fmt.Sprintf("no health interpreter for %s %s", apiVersion, kind)}
 	}
 	return terminating(obj, f(obj))
 }
@@ -167,14 +176,15 @@ func (i *Interpreter) rule(apiVersion, kind string) interpretFunc {
 	return i.group[gvk{group, kind}]
 }
 
-// terminating makes the phase of an object that is being deleted say so.
+// terminating makes the phase of an object that is being deleted say so;
+// an object without a phase (a Node) keeps none.
 // Health is kept: whoever deletes an object (purser purging an old copy, or
 // its owner) means it to go, and an Unhealthy verdict here would make the
 // failover controller resurrect it elsewhere. A phase that is already final
 // stays, since the object did finish before it was deleted.
 func terminating(obj map[string]any, res Result) Result {
 	ts := str(obj, "metadata", "deletionTimestamp")
-	if ts == "" || res.Phase == PhaseSucceeded || res.Phase == PhaseFailed {
+	if ts == "" || res.Phase == "" || res.Phase == PhaseSucceeded || res.Phase == PhaseFailed {
 		return res
 	}
 	res.Phase = PhaseFailed

@@ -84,7 +84,7 @@ func TestRules(t *testing.T) {
 		{"group rule overrides built-in Workflow", decode(t, "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nstatus: {phase: Failed}"), judgement{H, PhaseRunning, ""}},
 		{"built-ins without a rule remain", decode(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {generation: 1}\nspec: {replicas: 0}\nstatus: {observedGeneration: 1}"), judgement{H, PhaseRunning, "scaled to zero"}},
 		{"rule reads deletionTimestamp itself", decode(t, "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {deletionTimestamp: \"2026-11-29T10:00:00Z\"}"), judgement{H, PhaseFailed, ""}},
-		{"rule for another kind of the group does not match", decode(t, "apiVersion: example.com/v1\nkind: Sprocket"), judgement{X, PhasePending, "no health interpreter for example.com/v1 Sprocket"}},
+		{"rule for another kind of the group does not match", decode(t, "apiVersion: example.com/v1\nkind: Sprocket"), judgement{X, "", "no health interpreter for example.com/v1 Sprocket"}},
 		{"runtime error gives Unknown naming the field", decode(t, "apiVersion: example.com/v1\nkind: Broken"), judgement{X, PhasePending, "health rule example.com/v1 Broken: health: no such key: status"}},
 		{"value outside Health gives Unknown", decode(t, "apiVersion: example.com/v1\nkind: Liar"), judgement{X, PhasePending, `health: gave "Fine", want one of Healthy, Unhealthy, Unknown`}},
 		{"value outside phases gives Unknown", decode(t, "apiVersion: example.com/v1\nkind: Liar\nstatus: {health: Healthy, phase: Done}"), judgement{X, PhasePending, `phase: gave "Done"`}},

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
@@ -26,14 +25,14 @@ import (
 const benchEvents = 20000
 
 // benchEvent is a realistic ConfigMap event of about 600 bytes.
-func benchEvent(round, i int) agent.Event {
+func benchEvent(round, i int) stream.Event {
 	name := fmt.Sprintf("cm-%d-%06d", round, i)
 	obj, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": name, "namespace": "bench", "uid": fmt.Sprintf("uid-%d-%06d", round, i),
 			"resourceVersion": fmt.Sprint(1000 + i), "labels": map[string]any{"app": "bench", "shard": fmt.Sprint(i % 10)}},
 		"data": map[string]any{"config": strings.Repeat("x", 300)}})
-	return agent.Event{Cluster: "bench", APIVersion: "v1", Kind: "ConfigMap", Namespace: "bench", Name: name,
-		UID: fmt.Sprintf("uid-%d-%06d", round, i), ResourceVersion: fmt.Sprint(1000 + i), Type: agent.Added,
+	return stream.Event{Cluster: "bench", APIVersion: "v1", Kind: "ConfigMap", Namespace: "bench", Name: name,
+		UID: fmt.Sprintf("uid-%d-%06d", round, i), ResourceVersion: fmt.Sprint(1000 + i), Type: stream.EventAdded,
 		Labels: map[string]string{"app": "bench", "shard": fmt.Sprint(i % 10)}, Time: time.Now(), Object: obj}
 }
 

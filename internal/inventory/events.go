@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -32,7 +31,7 @@ type eventWork struct {
 
 func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 	type key struct{ cluster, uid string }
-	newest := map[key]*agent.Event{}
+	newest := map[key]*stream.Event{}
 	var order []key
 	ready := make([]jetstream.Msg, 0, len(msgs))
 	for _, m := range msgs {
@@ -63,7 +62,7 @@ func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 	now := time.Now()
 	for _, k := range order {
 		ev := newest[k]
-		if ev.Type == agent.Deleted {
+		if ev.Type == stream.EventDeleted {
 			w.tombs = append(w.tombs, store.InventoryTombstone{Cluster: ev.Cluster, UID: ev.UID,
 				ResourceVersion: ev.ResourceVersion, DeletedAt: now})
 			continue
@@ -74,7 +73,7 @@ func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 }
 
 // newerEvent reports whether a should win over b for the same object.
-func newerEvent(a, b *agent.Event) bool {
+func newerEvent(a, b *stream.Event) bool {
 	c, ok := store.CompareResourceVersions(a.ResourceVersion, b.ResourceVersion)
 	switch {
 	case !ok:
@@ -82,17 +81,17 @@ func newerEvent(a, b *agent.Event) bool {
 	case c != 0:
 		return c > 0
 	}
-	return a.Type == agent.Deleted
+	return a.Type == stream.EventDeleted
 }
 
 // decode reads one event; a message that can never be applied is
 // terminated so that it is not redelivered forever, and logged.
-func (s *eventStage) decode(m jetstream.Msg) (*agent.Event, bool) {
-	ev := &agent.Event{}
+func (s *eventStage) decode(m jetstream.Msg) (*stream.Event, bool) {
+	ev := &stream.Event{}
 	cluster, ok := stream.ClusterOf(m.Subject())
 	err := json.Unmarshal(m.Data(), ev)
 	if !ok || err != nil || ev.UID == "" || ev.Kind == "" ||
-		(ev.Type != agent.Added && ev.Type != agent.Modified && ev.Type != agent.Deleted) {
+		(ev.Type != stream.EventAdded && ev.Type != stream.EventModified && ev.Type != stream.EventDeleted) {
 		s.log.Error("dropping malformed event", "subject", m.Subject(), "error", err)
 		_ = m.Term()
 		return nil, false
@@ -103,9 +102,9 @@ func (s *eventStage) decode(m jetstream.Msg) (*agent.Event, bool) {
 	return ev, true
 }
 
-func (s *eventStage) row(ev *agent.Event) store.InventoryRow {
+func (s *eventStage) row(ev *stream.Event) store.InventoryRow {
 	obj := []byte(ev.Object)
-	if agent.IsSecret(ev.APIVersion, ev.Kind) {
+	if stream.IsSecret(ev.APIVersion, ev.Kind) {
 		// The agent never sends data; this guards against an agent that
 		// does (an old or foreign one), because the inventory must not
 		// hold it whatever arrives.
@@ -126,7 +125,7 @@ func (s *eventStage) row(ev *agent.Event) store.InventoryRow {
 }
 
 // KeyedDataField replaces, in a Secret's record, the digest of its data
-// the agent sent (agent.DataHashField): the digest keyed with the hub's
+// the agent sent (stream.DataHashField): the digest keyed with the hub's
 // key, so that a change of the data shows without the record being a
 // hash anyone could test guesses against.
 const KeyedDataField = "dataHMAC"
@@ -143,8 +142,8 @@ func secretRecord(obj []byte, fingerprint func([]byte) string) []byte {
 	}
 	delete(m, "data")
 	delete(m, "stringData")
-	digest, _ := m[agent.DataHashField].(string)
-	delete(m, agent.DataHashField)
+	digest, _ := m[stream.DataHashField].(string)
+	delete(m, stream.DataHashField)
 	delete(m, KeyedDataField) // only this ingester's own key counts
 	if digest != "" && fingerprint != nil {
 		m[KeyedDataField] = fingerprint([]byte("inventory secret data " + digest))
@@ -158,10 +157,11 @@ func secretRecord(obj []byte, fingerprint func([]byte) string) []byte {
 
 func (s *eventStage) apply(ctx context.Context, tx *store.Tx, work any) error {
 	w := work.(*eventWork)
-	if _, err := tx.UpsertInventory(ctx, w.rows); err != nil {
+	stored, err := tx.UpsertInventory(ctx, w.rows)
+	if err != nil {
 		return err
 	}
-	if err := observeRunnables(ctx, tx, w.rows); err != nil {
+	if err := observeRunnables(ctx, tx, stored); err != nil {
 		return err
 	}
 	for cluster, at := range w.lastEvent {
@@ -169,6 +169,6 @@ func (s *eventStage) apply(ctx context.Context, tx *store.Tx, work any) error {
 			return err
 		}
 	}
-	_, err := tx.DeleteInventory(ctx, w.tombs)
+	_, err = tx.DeleteInventory(ctx, w.tombs)
 	return err
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
@@ -47,15 +46,22 @@ func (in *Ingester) watchHeartbeats(ctx context.Context) error {
 			if e == nil {
 				continue // the end of the initial values
 			}
-			var hb agent.Heartbeat
+			var hb stream.Heartbeat
 			if json.Unmarshal(e.Value(), &hb) != nil || hb.Time.IsZero() {
 				continue
 			}
-			// Only the heartbeat's own time: a snapshot counts once the
-			// ingester has applied it, not when the agent sent it.
+			// Only the heartbeat's own time and the agent's word on its
+			// kube-apiserver: a snapshot counts once the ingester has
+			// applied it, not when the agent sent it.
 			at := in.heartbeatTime(e, hb)
+			var report []byte
+			if hb.KubeAPI != nil {
+				if report, err = json.Marshal(hb.KubeAPI); err != nil {
+					return err
+				}
+			}
 			if err := in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-				return tx.TouchAgent(ctx, e.Key(), &at, nil, nil)
+				return tx.RecordHeartbeat(ctx, e.Key(), at, report, hb.KubeAPI.Current())
 			}); err != nil {
 				return err
 			}
@@ -73,7 +79,7 @@ const clockSkewWarning = 5 * time.Second
 // only the skew between the NATS servers and the controller, not that of
 // every member cluster's machines. An agent whose clock is far off is
 // reported, as it still stamps its snapshots.
-func (in *Ingester) heartbeatTime(e jetstream.KeyValueEntry, hb agent.Heartbeat) time.Time {
+func (in *Ingester) heartbeatTime(e jetstream.KeyValueEntry, hb stream.Heartbeat) time.Time {
 	stored := e.Created()
 	if stored.IsZero() {
 		return hb.Time.UTC()

@@ -258,7 +258,7 @@ func TestObjectsFollowTheCluster(t *testing.T) {
 			h.waitFor(t, "Secret appears", c.Name(), "Secret", ns, "creds", present)
 			r, _ = h.record(ctx, c.Name(), "Secret", ns, "creds")
 			var obj map[string]any
-			if err := json.Unmarshal(r.Object, &obj); err != nil || obj[agent.DataHashField] != nil || obj["data"] != nil {
+			if err := json.Unmarshal(r.Object, &obj); err != nil || obj[stream.DataHashField] != nil || obj["data"] != nil {
 				t.Errorf("Secret record: %s", r.Object)
 			}
 			// Of the data, only a hash keyed with the hub's key: not the
@@ -382,7 +382,7 @@ func TestAPIServerStoppedKeepsRecords(t *testing.T) {
 // publishEvent puts a crafted event on the real stream, as an agent would;
 // msgID lets a test replay an event under a new id, which is what a
 // redelivered or republished batch looks like to the ingester.
-func (h *hub) publishEvent(t *testing.T, msgID string, ev agent.Event) {
+func (h *hub) publishEvent(t *testing.T, msgID string, ev stream.Event) {
 	t.Helper()
 	ev.APIVersion, ev.Kind = "v1", "ConfigMap"
 	if ev.Namespace == "" {
@@ -398,7 +398,7 @@ func (h *hub) publishEvent(t *testing.T, msgID string, ev agent.Event) {
 	}
 }
 
-func (h *hub) publishChunk(t *testing.T, c agent.SnapshotChunk) {
+func (h *hub) publishChunk(t *testing.T, c stream.SnapshotChunk) {
 	t.Helper()
 	data, _ := json.Marshal(c)
 	if err := h.pub.Publish(streamtest.Context(t), stream.SnapshotsSubject(c.Cluster), c.MsgID(), data); err != nil {
@@ -423,18 +423,18 @@ func TestReplayedAndReorderedEvents(t *testing.T) {
 		t.Run(eng.Name, func(t *testing.T) {
 			h := newHub(t, eng)
 			const cl = "crafted-1"
-			ev := func(name, uid, rv, typ string) agent.Event {
-				return agent.Event{Cluster: cl, Name: name, UID: uid, ResourceVersion: rv, Type: typ}
+			ev := func(name, uid, rv, typ string) stream.Event {
+				return stream.Event{Cluster: cl, Name: name, UID: uid, ResourceVersion: rv, Type: typ}
 			}
 			// Newest first, then the older history of the same object, then
 			// the whole batch again under new ids.
-			batch := []agent.Event{
-				ev("a", "uid-a", "12", agent.Modified),
-				ev("a", "uid-a", "9", agent.Added),
-				ev("a", "uid-a", "10", agent.Modified),
-				ev("b", "uid-b", "20", agent.Added),
-				ev("b", "uid-b", "25", agent.Deleted),
-				ev("b", "uid-b", "21", agent.Modified),
+			batch := []stream.Event{
+				ev("a", "uid-a", "12", stream.EventModified),
+				ev("a", "uid-a", "9", stream.EventAdded),
+				ev("a", "uid-a", "10", stream.EventModified),
+				ev("b", "uid-b", "20", stream.EventAdded),
+				ev("b", "uid-b", "25", stream.EventDeleted),
+				ev("b", "uid-b", "21", stream.EventModified),
 			}
 			for round := range 2 {
 				for i, e := range batch {
@@ -443,16 +443,16 @@ func TestReplayedAndReorderedEvents(t *testing.T) {
 			}
 			// A sentinel published last: once it is in, everything before
 			// it on the subject has been applied.
-			h.publishEvent(t, "sentinel", ev("z", "uid-z", "1", agent.Added))
+			h.publishEvent(t, "sentinel", ev("z", "uid-z", "1", stream.EventAdded))
 			h.waitFor(t, "sentinel applied", cl, "ConfigMap", "crafted", "z", present)
 			h.waitFor(t, "a at its newest version", cl, "ConfigMap", "crafted", "a", atVersion("12"))
 			h.waitFor(t, "b stays deleted", cl, "ConfigMap", "crafted", "b", absent)
 
 			// One at a time across batches: an older MODIFIED after the
 			// newer one, and a late ADDED of the deleted object.
-			h.publishEvent(t, "late-a", ev("a", "uid-a", "11", agent.Modified))
-			h.publishEvent(t, "late-b", ev("b", "uid-b", "20", agent.Added))
-			h.publishEvent(t, "sentinel-2", ev("z", "uid-z", "2", agent.Modified))
+			h.publishEvent(t, "late-a", ev("a", "uid-a", "11", stream.EventModified))
+			h.publishEvent(t, "late-b", ev("b", "uid-b", "20", stream.EventAdded))
+			h.publishEvent(t, "sentinel-2", ev("z", "uid-z", "2", stream.EventModified))
 			h.waitFor(t, "second sentinel applied", cl, "ConfigMap", "crafted", "z", atVersion("2"))
 			h.waitFor(t, "a still at its newest version", cl, "ConfigMap", "crafted", "a", atVersion("12"))
 			h.waitFor(t, "b not resurrected", cl, "ConfigMap", "crafted", "b", absent)
@@ -468,12 +468,12 @@ func TestSnapshotRaceAndChunks(t *testing.T) {
 		t.Run(eng.Name, func(t *testing.T) {
 			h := newHub(t, eng)
 			const cl = "crafted-2"
-			for _, e := range []agent.Event{
+			for _, e := range []stream.Event{
 				{Name: "live", UID: "uid-live", ResourceVersion: "40"},
 				{Name: "zombie", UID: "uid-zombie", ResourceVersion: "50"},
 				{Name: "racer", UID: "uid-racer", ResourceVersion: "101"},
 			} {
-				e.Cluster, e.Type = cl, agent.Added
+				e.Cluster, e.Type = cl, stream.EventAdded
 				h.publishEvent(t, e.UID, e)
 			}
 			for _, n := range []string{"live", "zombie", "racer"} {
@@ -486,7 +486,7 @@ func TestSnapshotRaceAndChunks(t *testing.T) {
 			for i := range 60000 {
 				items = append(items, [2]string{fmt.Sprintf("uid-filler-%05d-%s", i, strings.Repeat("x", 20)), "30"})
 			}
-			chunks := agent.ChunkSnapshot(cl, "snap-1", time.Now(), []agent.KindList{
+			chunks := stream.ChunkSnapshot(cl, "snap-1", time.Now(), []stream.KindList{
 				{APIVersion: "v1", Kind: "ConfigMap", ListResourceVersion: "100", Items: items}})
 			if len(chunks) < 3 {
 				t.Fatalf("%d chunks, want at least 3 for this test", len(chunks))
@@ -527,17 +527,17 @@ func TestTwoIngesters(t *testing.T) {
 			}
 			run(t, second.Run)
 			const cl, objects, versions = "crafted-3", 100, 10
-			var evs []agent.Event
+			var evs []stream.Event
 			for o := range objects {
 				for v := 1; v <= versions; v++ {
-					typ := agent.Modified
+					typ := stream.EventModified
 					switch {
 					case v == 1:
-						typ = agent.Added
+						typ = stream.EventAdded
 					case v == versions && o%4 == 0:
-						typ = agent.Deleted // every fourth object ends deleted
+						typ = stream.EventDeleted // every fourth object ends deleted
 					}
-					evs = append(evs, agent.Event{Cluster: cl, Name: fmt.Sprintf("o-%03d", o),
+					evs = append(evs, stream.Event{Cluster: cl, Name: fmt.Sprintf("o-%03d", o),
 						UID: fmt.Sprintf("uid-%03d", o), ResourceVersion: fmt.Sprint(1000*o + v), Type: typ})
 				}
 			}
@@ -596,7 +596,7 @@ func TestHeartbeatTimedByTheServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			sent := time.Now()
-			beat, err := json.Marshal(agent.Heartbeat{Cluster: "skewed", Time: sent.Add(-time.Hour), LeaseSeconds: 30})
+			beat, err := json.Marshal(stream.Heartbeat{Cluster: "skewed", Time: sent.Add(-time.Hour), LeaseSeconds: 30})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -29,7 +28,7 @@ type pendingKey struct{ cluster, id string }
 type pendingSnapshot struct {
 	total    int
 	takenAt  time.Time
-	chunks   map[int]*agent.SnapshotChunk
+	chunks   map[int]*stream.SnapshotChunk
 	msgs     map[int]jetstream.Msg
 	firstGot time.Time
 }
@@ -51,7 +50,7 @@ type snapshotWork struct {
 func (s *snapshotStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 	var ready []jetstream.Msg
 	for _, m := range msgs {
-		c := &agent.SnapshotChunk{}
+		c := &stream.SnapshotChunk{}
 		cluster, ok := stream.ClusterOf(m.Subject())
 		if err := json.Unmarshal(m.Data(), c); !ok || err != nil || c.ID == "" || c.Total < 1 ||
 			c.Index < 0 || c.Index >= c.Total {
@@ -63,7 +62,7 @@ func (s *snapshotStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 		k := pendingKey{cluster, c.ID}
 		p := s.pending[k]
 		if p == nil {
-			p = &pendingSnapshot{total: c.Total, takenAt: c.TakenAt, chunks: map[int]*agent.SnapshotChunk{},
+			p = &pendingSnapshot{total: c.Total, takenAt: c.TakenAt, chunks: map[int]*stream.SnapshotChunk{},
 				msgs: map[int]jetstream.Msg{}, firstGot: s.now()}
 			s.pending[k] = p
 		}

@@ -33,13 +33,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/replica"
 	"github.com/purser-io/purser/internal/store"
 )
 
@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config, work func(ctx context.Context) error) 
 		return errors.New("lease: Config needs a Store and a Name")
 	}
 	if cfg.Identity == "" {
-		cfg.Identity = DefaultIdentity()
+		cfg.Identity = replica.Identity()
 	}
 	if cfg.Duration <= 0 {
 		cfg.Duration = DefaultDuration
@@ -295,10 +295,4 @@ func leaderGauge(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
 		return nil, err
 	}
 	return g, nil
-}
-
-// DefaultIdentity names this process among replicas: host name and pid.
-func DefaultIdentity() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

@@ -43,6 +43,7 @@ type toolModule struct {
 	version  string            // shown in progress output
 	binaries map[string]string // binary name -> package path
 	estimate string            // cold build time on 2 cores, for the progress line
+	env      []string          // added to the go command's environment
 }
 
 var toolModules = []toolModule{
@@ -177,7 +178,7 @@ func buildModule(ctx context.Context, toolsDir string, b *Binaries, m toolModule
 	args := append([]string{"build", "-o", out}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = filepath.Join(toolsDir, m.dir)
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly"), m.env...)
 	var stderr bytes.Buffer
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
@@ -281,6 +282,9 @@ func pinKey(toolsDir string) (string, error) {
 			return err
 		}
 		name := d.Name()
+		if d.IsDir() && path == filepath.Join(toolsDir, dexModule.dir) {
+			return filepath.SkipDir // cached on its own (EnsureDex)
+		}
 		if !d.IsDir() && (name == "go.mod" || name == "go.sum" || strings.HasSuffix(name, ".go")) {
 			files = append(files, path)
 		}

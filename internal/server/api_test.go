@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/store"
@@ -41,6 +42,7 @@ var cases = []struct {
 	{"HealthAndMetrics", testHealthAndMetrics},
 	{"Inventory", testInventory},
 	{"InventoryWatch", testInventoryWatch},
+	{"AttemptCounts", testAttemptCounts},
 }
 
 func TestAPI(t *testing.T) {
@@ -152,12 +154,28 @@ func testCancel(t *testing.T, h *harness) {
 	if c.str("status", "phase") != "Cancelled" {
 		t.Fatalf("after cancel: %s", c.raw)
 	}
+	// Cancelled and never placed: the second delete removes the record,
+	// and the audit log keeps its history.
 	audits := h.count("audit_log")
-	h.do("alice", "DELETE", "/api/v1/runnables/team-a/r", "", nil).want(t, http.StatusOK)
-	if h.count("audit_log") != audits {
-		t.Fatal("cancelling twice wrote a second audit entry")
+	d := h.do("alice", "DELETE", "/api/v1/runnables/team-a/r", "", nil).want(t, http.StatusOK)
+	if d.str("status", "phase") != "Cancelled" || !strings.Contains(d.str("status", "message"), "deleted") {
+		t.Fatalf("after delete: %s", d.raw)
+	}
+	if h.count("audit_log") != audits+1 || h.count("runnables") != 0 {
+		t.Fatalf("delete of an ended runnable: %d audit entries (want %d), %d runnables left", h.count("audit_log"), audits+1, h.count("runnables"))
+	}
+	h.get("alice", "/api/v1/runnables/team-a/r").want(t, http.StatusNotFound)
+	h.do("alice", "DELETE", "/api/v1/runnables/team-a/r", "", nil).want(t, http.StatusNotFound)
+	hist := h.get("admin", "/api/v1/history?kind=Runnable&name=r").want(t, http.StatusOK).items()
+	if n := len(hist); n != 3 || hist[n-1]["action"] != "delete" || hist[n-1]["outcome"] != "Removed" {
+		t.Fatalf("history of a removed runnable: %v", hist)
 	}
 	h.do("alice", "DELETE", "/api/v1/runnables/team-a/missing", "", nil).want(t, http.StatusNotFound)
+	// The override is refused for a runnable that waits for nothing.
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "q", "true")).want(t, http.StatusAccepted)
+	h.do("alice", "POST", "/api/v1/runnables/team-a/q/failover", "", nil).want(t, http.StatusUnprocessableEntity)
+	h.do("alice", "POST", "/api/v1/runnables/team-a/q/failover?confirmStopped=true", "", nil).want(t, http.StatusConflict)
+	h.do("bob", "POST", "/api/v1/runnables/team-a/q/failover?confirmStopped=true", "", nil).want(t, http.StatusForbidden)
 }
 
 func testListPagination(t *testing.T, h *harness) {
@@ -536,7 +554,7 @@ func testTamperDetected(t *testing.T, h *harness) {
 		if v.body["ok"] != true || v.body["entries"] != float64(4) {
 			t.Fatalf("intact chain: %s", v.raw)
 		}
-		if v.body["anchors"].(float64) > 0 && v.body["anchorError"] == nil {
+		if v.body["anchors"].(float64) > 1 { // beyond the empty chain's
 			break
 		}
 		if time.Now().After(deadline) {
@@ -570,11 +588,11 @@ func testTamperDetected(t *testing.T, h *harness) {
 		t.Fatalf("tampered chain: %s", v.raw)
 	}
 
-	// Without the stream the chain is still verified, and the answer says
-	// what could not be checked.
+	// Without the stream the chain is still walked, and the answer fails
+	// on what could not be checked as well.
 	h.nats.Stop()
 	v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
-	if v.body["brokenSeq"] != float64(2) || v.body["anchorError"] == nil {
+	if v.body["ok"] != false || v.body["brokenSeq"] != float64(2) || v.body["record"].(map[string]any)["ok"] != false {
 		t.Fatalf("verify without the stream: %s", v.raw)
 	}
 }
@@ -683,7 +701,7 @@ func testInventory(t *testing.T, h *harness) {
 	old := now.Add(-10 * time.Minute)
 	row := func(cluster, ns, name, health string, l map[string]string) store.InventoryRow {
 		return store.InventoryRow{Cluster: cluster, APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name, UID: cluster + "-" + name,
-			ResourceVersion: "7", Labels: l, Health: health, ObservedAt: now, Object: []byte(`{"metadata":{"name":"` + name + `"},"data":{"k":"v"}}`)}
+			ResourceVersion: "7", Labels: l, Health: health, ObservedAt: old, Object: []byte(`{"metadata":{"name":"` + name + `"},"data":{"k":"v"}}`)}
 	}
 	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
 		if _, err := tx.UpsertInventory(ctx, []store.InventoryRow{
@@ -691,13 +709,25 @@ func testInventory(t *testing.T, h *harness) {
 			row("dc1-a", "team-a", "db", "Unhealthy", map[string]string{"app": "db", "tier": "prod"}),
 			row("dc2-a", "team-a", "web", "Healthy", map[string]string{"app": "web"}),
 			row("dc2-a", "team-b", "secret-stuff", "Healthy", nil),
+			row("dc1-a", "team-a", "kube-root-ca.crt", "", nil), // made by the cluster itself
 		}); err != nil {
 			return err
 		}
-		if err := tx.TouchAgent(ctx, "dc1-a", &now, &now, &now); err != nil {
+		if err := tx.TouchAgent(ctx, "dc1-a", nil, &now, &now); err != nil {
 			return err
 		}
-		return tx.TouchAgent(ctx, "dc2-a", &old, &old, &old) // a cluster whose agent went quiet
+		if err := tx.RecordHeartbeat(ctx, "dc1-a", now, []byte(`{"connected":true,"synced":true}`), true); err != nil {
+			return err
+		}
+		// A cluster whose agent heartbeats but cannot reach its
+		// kube-apiserver: its records are not fresh, whatever the beat.
+		if err := tx.TouchAgent(ctx, "dc2-a", nil, &old, &old); err != nil {
+			return err
+		}
+		if err := tx.RecordHeartbeat(ctx, "dc2-a", old, []byte(`{"connected":true,"synced":true}`), true); err != nil {
+			return err
+		}
+		return tx.RecordHeartbeat(ctx, "dc2-a", now, []byte(`{"connected":false,"synced":true,"error":"connection refused"}`), false)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -739,6 +769,32 @@ func testInventory(t *testing.T, h *harness) {
 	if c1["cluster"] != "dc1-a" || c1["ready"] != true || c1["lastEvent"] == nil || c2["ready"] != false || c2["lastSnapshot"] == nil {
 		t.Fatalf("freshness: %v %v", c1, c2)
 	}
+	f1, f2 := c1["freshness"].(map[string]any), c2["freshness"].(map[string]any)
+	if f1["fresh"] != true || f1["reason"] != v1alpha1.FreshAgentReporting || f1["staleAfterSeconds"] != float64(v1alpha1.AgentFreshSeconds) ||
+		f2["fresh"] != false || f2["reason"] != v1alpha1.FreshKubeAPIUnreachable || !strings.Contains(f2["message"].(string), "connection refused") {
+		t.Fatalf("freshness judgements: %v | %v", f1, f2)
+	}
+	// seenAt: the records, unchanged since old, were seen as they are at
+	// the last current heartbeat of their cluster: now for dc1-a, old
+	// for dc2-a, whose agent has not reached its kube-apiserver since.
+	for _, it := range meta.items() {
+		seen, _ := time.Parse(time.RFC3339Nano, it["seenAt"].(string))
+		want := now
+		if it["cluster"] == "dc2-a" {
+			want = old
+		}
+		if !seen.Equal(want.Truncate(time.Microsecond)) {
+			t.Errorf("%v/%v seenAt %v, want %v", it["cluster"], it["name"], seen, want)
+		}
+		if _, ok := it["health"]; ok && it["name"] == "kube-root-ca.crt" {
+			t.Errorf("a ConfigMap without health shows one: %v", it)
+		}
+	}
+	// System objects only when asked.
+	if got := names(h.get("bob", "/api/v1/inventory?namespace=team-a&cluster=dc1-a&system=true").want(t, http.StatusOK)); got != "dc1-a/db,dc1-a/kube-root-ca.crt,dc1-a/web" {
+		t.Errorf("system=true: %s", got)
+	}
+	h.get("bob", "/api/v1/inventory?namespace=team-a&system=yes").want(t, http.StatusBadRequest)
 	// Pages.
 	p1 := h.get("bob", "/api/v1/inventory?namespace=team-a&limit=2").want(t, http.StatusOK)
 	p2 := h.get("bob", "/api/v1/inventory?namespace=team-a&limit=2&continue="+url.QueryEscape(p1.str("continue"))).want(t, http.StatusOK)
@@ -751,14 +807,21 @@ func testInventory(t *testing.T, h *harness) {
 	h.get("bob", "/api/v1/inventory?namespace=team-a&labelSelector=tier%3D%3D%3D").want(t, http.StatusBadRequest)
 	h.get("bob", "/api/v1/inventory?namespace=team-a&health=Sick").want(t, http.StatusBadRequest)
 	h.get("bob", "/api/v1/inventory?namespace=team-a&fields=all").want(t, http.StatusBadRequest)
-	if n := len(h.get("admin", "/api/v1/inventory").want(t, http.StatusOK).items()); n != 4 {
+	if n := len(h.get("admin", "/api/v1/inventory").want(t, http.StatusOK).items()); n != 4 { // kube-root-ca.crt left out
 		t.Fatalf("admin sees %d records, want 4", n)
 	}
 	// The cluster answers carry the same observations.
 	c := h.get("mallory", "/api/v1/clusters/dc1-a").want(t, http.StatusOK)
-	if c.body["status"].(map[string]any)["inventory"].(map[string]any)["objects"] != float64(2) ||
-		c.body["status"].(map[string]any)["agent"].(map[string]any)["lastHeartbeat"] == nil {
+	st := c.body["status"].(map[string]any)
+	agent := st["agent"].(map[string]any)
+	if st["inventory"].(map[string]any)["objects"] != float64(3) || agent["lastHeartbeat"] == nil ||
+		agent["freshness"].(map[string]any)["fresh"] != true || agent["kubeAPI"].(map[string]any)["connected"] != true ||
+		st["state"] != v1alpha1.ClusterUnknown {
 		t.Fatalf("cluster status: %s", c.raw)
+	}
+	c = h.get("mallory", "/api/v1/clusters/dc2-a").want(t, http.StatusOK)
+	if f := c.body["status"].(map[string]any)["agent"].(map[string]any)["freshness"].(map[string]any); f["reason"] != v1alpha1.FreshKubeAPIUnreachable {
+		t.Fatalf("dc2-a freshness: %s", c.raw)
 	}
 }
 
@@ -839,4 +902,46 @@ func testInventoryWatch(t *testing.T, h *harness) {
 
 	// A watch is authorized like a list.
 	h.get("bob", "/api/v1/inventory?watch=true&namespace=team-b").want(t, http.StatusForbidden)
+}
+
+// Lists say how many attempts each runnable had, as the single answer
+// does, and a cluster's answer counts the runnables on it by phase.
+func testAttemptCounts(t *testing.T, h *harness) {
+	ctx := t.Context()
+	h.yaml("admin", "POST", "/api/v1/clusters", clusterYAML("dc1-a", "t1")).want(t, http.StatusCreated)
+	for _, name := range []string{"moved", "fresh"} {
+		h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", name, "true")).want(t, http.StatusAccepted)
+	}
+	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
+		r, err := tx.GetRunnable(ctx, "team-a", "moved")
+		if err != nil {
+			return err
+		}
+		r.Phase, r.Cluster = string(v1alpha1.PhaseRunning), "dc1-a"
+		if err := tx.UpdateRunnable(ctx, r); err != nil {
+			return err
+		}
+		ended := time.Now()
+		if err := tx.PutAttempt(ctx, &store.Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc2-a", StartedAt: ended.Add(-time.Minute),
+			EndedAt: &ended, Result: "Evicted", Reason: "ClusterUnreachable"}); err != nil {
+			return err
+		}
+		return tx.PutAttempt(ctx, &store.Attempt{RunnableUID: r.UID, Number: 2, Cluster: "dc1-a", StartedAt: ended})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]any{}
+	for _, it := range h.get("alice", "/api/v1/runnables?namespace=team-a").want(t, http.StatusOK).items() {
+		counts[it["metadata"].(map[string]any)["name"].(string)] = it["status"].(map[string]any)["attemptCount"]
+	}
+	if counts["moved"] != float64(2) || counts["fresh"] != nil {
+		t.Errorf("attempt counts in the list: %v", counts)
+	}
+	if got := h.get("alice", "/api/v1/runnables/team-a/moved").want(t, http.StatusOK); got.body["status"].(map[string]any)["attemptCount"] != float64(2) {
+		t.Errorf("attempt count of one: %s", got.raw)
+	}
+	c := h.get("alice", "/api/v1/clusters/dc1-a").want(t, http.StatusOK)
+	if byPhase := c.body["status"].(map[string]any)["runnables"].(map[string]any); byPhase["Running"] != float64(1) || len(byPhase) != 1 {
+		t.Errorf("runnables on dc1-a: %s", c.raw)
+	}
 }

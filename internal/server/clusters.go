@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/auth"
@@ -24,7 +25,7 @@ type storedClusterSpec struct {
 
 // createCluster serves POST /api/v1/clusters (admins only).
 func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
-	if !s.cfg.Policy.IsAdmin(u) {
+	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not register clusters; only admins may", u.Name)
 	}
 	obj, err := decodeBody(r, v1alpha1.DecodeCluster)
@@ -59,7 +60,7 @@ func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
 // kubeconfig when one is given (an empty one keeps the stored one).
 func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 	name := r.PathValue("name")
-	if !s.cfg.Policy.IsAdmin(u) {
+	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not change clusters; only admins may", u.Name)
 	}
 	obj, err := decodeBody(r, v1alpha1.DecodeCluster)
@@ -105,7 +106,7 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 
 func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
 	name := r.PathValue("name")
-	if !s.cfg.Policy.IsAdmin(u) {
+	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not remove clusters; only admins may", u.Name)
 	}
 	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
@@ -134,7 +135,7 @@ func (s *Server) getCluster(r *http.Request, _ auth.User) (int, any, error) {
 		if rec, err = tx.GetCluster(r.Context(), name); err != nil {
 			return err
 		}
-		obs, err = readObservations(r, tx)
+		obs, err = s.readObservations(r, tx)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -159,7 +160,7 @@ func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
 		if recs, err = tx.ListClusters(r.Context()); err != nil {
 			return err
 		}
-		obs, err = readObservations(r, tx)
+		obs, err = s.readObservations(r, tx)
 		return err
 	}); err != nil {
 		return 0, nil, err
@@ -176,28 +177,69 @@ func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
 	return http.StatusOK, out, nil
 }
 
-// observations are what the ingester knows of the clusters: when their
-// agents were last heard from, and how many records each has.
+// observations are what the inventory knows of the clusters: when their
+// agents were last heard from and what they said, how many records each
+// has, what their nodes can allocate and which runnables are on them.
 type observations struct {
-	fresh  map[string]store.AgentFreshness
-	counts map[string]int64
+	fresh     map[string]store.AgentFreshness
+	counts    map[string]int64
+	capacity  map[string]store.Capacity
+	runnables map[string]map[string]int
+	now       time.Time
 }
 
-func readObservations(r *http.Request, tx *store.Tx) (observations, error) {
-	var o observations
+func (s *Server) readObservations(r *http.Request, tx *store.Tx) (observations, error) {
+	o := observations{now: s.now()}
 	var err error
 	if o.fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
 		return o, err
 	}
-	o.counts, err = tx.CountInventoryByCluster(r.Context())
+	if o.counts, err = tx.CountInventoryByCluster(r.Context()); err != nil {
+		return o, err
+	}
+	if o.capacity, err = tx.ClusterCapacity(r.Context()); err != nil {
+		return o, err
+	}
+	o.runnables, err = tx.CountRunnablesByClusterPhase(r.Context())
 	return o, err
 }
 
 func (o observations) apply(c *v1alpha1.Cluster) {
-	if f, ok := o.fresh[c.Metadata.Name]; ok {
-		c.Status.Agent = &v1alpha1.AgentStatus{LastHeartbeat: f.LastHeartbeat, LastSnapshot: f.LastSnapshot, LastEvent: f.LastEvent}
+	name := c.Metadata.Name
+	c.Status.Agent = agentStatus(o.fresh[name], o.now)
+	c.Status.Inventory = &v1alpha1.InventoryStatus{Objects: o.counts[name]}
+	c.Status.State = v1alpha1.ClusterState(c.Status)
+	if n, ok := o.capacity[name]; ok {
+		c.Status.Capacity = &v1alpha1.ClusterCapacity{MilliCPU: n.MilliCPU, MemoryBytes: n.Memory, Pods: n.Pods,
+			Nodes: n.Nodes, Unschedulable: n.Unschedulable}
 	}
-	c.Status.Inventory = &v1alpha1.InventoryStatus{Objects: o.counts[c.Metadata.Name]}
+	if byPhase := o.runnables[name]; len(byPhase) > 0 {
+		c.Status.Runnables = make(map[v1alpha1.Phase]int, len(byPhase))
+		for p, n := range byPhase {
+			c.Status.Runnables[v1alpha1.Phase(p)] = n
+		}
+	}
+}
+
+// agentStatus is what the API shows of a cluster's agent, with the
+// freshness judged at now. An agent that says nothing of its
+// kube-apiserver (one older than that report) was current at its last
+// heartbeat, as far as anyone can tell.
+func agentStatus(f store.AgentFreshness, now time.Time) *v1alpha1.AgentStatus {
+	a := &v1alpha1.AgentStatus{LastHeartbeat: f.LastHeartbeat, LastSnapshot: f.LastSnapshot, LastEvent: f.LastEvent,
+		CurrentUntil: f.CurrentUntil}
+	if len(f.KubeAPI) > 0 {
+		var k v1alpha1.AgentKubeAPI
+		if json.Unmarshal(f.KubeAPI, &k) == nil {
+			a.KubeAPI = &k
+		}
+	}
+	if a.KubeAPI == nil && a.CurrentUntil == nil {
+		a.CurrentUntil = f.LastHeartbeat
+	}
+	fr := v1alpha1.JudgeFreshness(a, now)
+	a.Freshness = &fr
+	return a
 }
 
 // clusterRecord builds the row for obj, sealing its kubeconfig, or keeping

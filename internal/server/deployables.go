@@ -67,7 +67,7 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 	if errs := v1alpha1.ValidateDeployable(obj); len(errs) > 0 {
 		return 0, nil, errInvalid("Deployable is invalid", errs)
 	}
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
 	}
 	if err := s.authorizeKind(r.Context(), u, ns, obj.Spec.Template); err != nil {
@@ -77,7 +77,7 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	needsApproval := s.cfg.Policy.ApprovalRequired(ns, v1alpha1.KindDeployable)
+	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindDeployable)
 	kind := templateKind(obj.Spec.Template)
 	// Audit details carry the spec without Secret values.
 	var details storedDeployable
@@ -166,7 +166,7 @@ func matchPath(m *v1alpha1.ObjectMeta, ns, name string) error {
 
 func (s *Server) getDeployable(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbRead) {
+	if !s.policy().Allowed(u, ns, auth.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	var rec *store.Deployable
@@ -249,10 +249,10 @@ func (s *Server) listDeployables(r *http.Request, u auth.User) (int, any, error)
 // deletion waits for an approver.
 func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not delete deployables in namespace %q", u.Name, ns)
 	}
-	needsApproval := s.cfg.Policy.ApprovalRequired(ns, v1alpha1.KindDeployable)
+	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindDeployable)
 	var rec *store.Deployable
 	withdrawn := false
 	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
@@ -309,7 +309,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 	return func(r *http.Request, u auth.User) (int, any, error) {
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
 		ref := "deployable " + ns + "/" + name
-		if !s.cfg.Policy.Allowed(u, ns, auth.VerbApprove) {
+		if !s.policy().Allowed(u, ns, auth.VerbApprove) {
 			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
 		}
 		reviewed, err := pendingVersion(r, "deployable")

@@ -14,8 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/purser-io/purser/internal/anchor"
-	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/outbox"
 	"github.com/purser-io/purser/internal/seal"
@@ -126,17 +124,9 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 	go func() { relay.Run(rctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	actx, stopAnchors := context.WithCancel(ctx)
-	anchored := make(chan struct{})
-	go func() {
-		_ = anchor.Run(actx, anchor.Config{Store: h.store, Stream: h.streams, Interval: 100 * time.Millisecond})
-		close(anchored)
-	}()
-	t.Cleanup(func() { stopAnchors(); <-anchored })
-
 	cfg := server.Config{
 		Store: h.store, Stream: h.streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: h.sealer,
-		Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, h.streams) },
+		Anchors: startAnchors(t, h.store, h.streams),
 	}
 	// The suites send hundreds of requests without a valid token on
 	// purpose; TestRateLimits tests the limit itself.
@@ -257,7 +247,7 @@ func (h *harness) count(table string) int {
 // but the outbox, which the relay drains on its own.
 func (h *harness) counts() map[string]int {
 	out := map[string]int{}
-	for _, table := range []string{"runnables", "deployables", "clusters", "audit_log", "attempts"} {
+	for _, table := range []string{"runnables", "deployables", "clusters", "audit_log", "attempts", "leftover_copies"} {
 		out[table] = h.count(table)
 	}
 	return out

@@ -52,10 +52,10 @@ func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
 		Namespace: q.Get("namespace"), Kind: q.Get("kind"), Name: q.Get("name"),
 		Actor: q.Get("actor"), Action: q.Get("action"),
 	}
-	if f.Namespace == "" && !s.cfg.Policy.ReadsEverywhere(u) {
+	if f.Namespace == "" && !s.policy().ReadsEverywhere(u) {
 		return 0, nil, errForbidden("user %q may not read the history of every namespace; pass ?namespace=", u.Name)
 	}
-	if f.Namespace != "" && !s.cfg.Policy.Allowed(u, f.Namespace, auth.VerbRead) {
+	if f.Namespace != "" && !s.policy().Allowed(u, f.Namespace, auth.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, f.Namespace)
 	}
 	var err error
@@ -88,43 +88,6 @@ func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
 		out.Continue = strconv.FormatInt(entries[len(entries)-1].Seq, 10)
 	}
 	return http.StatusOK, out, nil
-}
-
-// verifyHistory walks the hash chain; anyone who may read all history may
-// check it.
-func (s *Server) verifyHistory(r *http.Request, u auth.User) (int, any, error) {
-	if !s.cfg.Policy.ReadsEverywhere(u) {
-		return 0, nil, errForbidden("user %q may not read the whole history", u.Name)
-	}
-	// The anchors first: every honest one is then at or below the head
-	// that the verification reads.
-	var anchors []audit.Anchor
-	anchorErr := ""
-	if s.cfg.Anchors != nil {
-		var err error
-		if anchors, err = s.cfg.Anchors(r.Context()); err != nil {
-			anchorErr = err.Error()
-		}
-	}
-	res, err := s.cfg.Store.VerifyAuditAnchored(r.Context(), anchors)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, ChainStatus{Entries: res.Entries, OK: res.OK, BrokenSeq: res.BrokenSeq, Reason: res.Reason,
-		Anchors: res.Anchors, AnchorError: anchorErr}, nil
-}
-
-// ChainStatus is the answer of GET /api/v1/history/verify: how many
-// entries were checked and, when the chain is broken, the first bad entry;
-// how many of the heads published outside the database it was checked
-// against, or why they could not be read.
-type ChainStatus struct {
-	Entries     int64  `json:"entries"`
-	OK          bool   `json:"ok"`
-	BrokenSeq   int64  `json:"brokenSeq,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	Anchors     int    `json:"anchors"`
-	AnchorError string `json:"anchorError,omitempty"`
 }
 
 // List is the shape of every list response.

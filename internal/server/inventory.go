@@ -24,20 +24,30 @@ type InventoryItem struct {
 	UID             string            `json:"uid"`
 	ResourceVersion string            `json:"resourceVersion"`
 	Labels          map[string]string `json:"labels,omitempty"`
-	Health          string            `json:"health"`
-	Phase           string            `json:"phase,omitempty"`
-	ObservedAt      time.Time         `json:"observedAt"`
-	Object          json.RawMessage   `json:"object,omitempty"`
+	// Health and Phase are empty for objects that have none (a ConfigMap).
+	Health     string    `json:"health,omitempty"`
+	Phase      string    `json:"phase,omitempty"`
+	ObservedAt time.Time `json:"observedAt"`
+	// SeenAt is the last moment the record was known to be the object's
+	// state: the later of ObservedAt (its last change) and its cluster's
+	// freshness.currentUntil (v1alpha1.Freshness).
+	SeenAt time.Time       `json:"seenAt"`
+	Object json.RawMessage `json:"object,omitempty"`
 }
 
 // ClusterFreshness says how fresh one cluster's records are, so that a
 // reader can tell a current answer from an old one.
 type ClusterFreshness struct {
-	Cluster       string     `json:"cluster"`
-	Ready         bool       `json:"ready"`
-	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
-	LastSnapshot  *time.Time `json:"lastSnapshot,omitempty"`
-	LastEvent     *time.Time `json:"lastEvent,omitempty"`
+	Cluster string `json:"cluster"`
+	// Ready: the records are fresh and the cluster is not NotReady.
+	Ready bool `json:"ready"`
+	// State is v1alpha1.ClusterState: Ready, NotReady or Unknown.
+	State         string                 `json:"state"`
+	Freshness     v1alpha1.Freshness     `json:"freshness"`
+	KubeAPI       *v1alpha1.AgentKubeAPI `json:"kubeAPI,omitempty"`
+	LastHeartbeat *time.Time             `json:"lastHeartbeat,omitempty"`
+	LastSnapshot  *time.Time             `json:"lastSnapshot,omitempty"`
+	LastEvent     *time.Time             `json:"lastEvent,omitempty"`
 }
 
 // InventoryList is the answer of GET /api/v1/inventory.
@@ -56,6 +66,13 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 		Cluster: q.Get("cluster"), APIVersion: q.Get("apiVersion"), Kind: q.Get("kind"),
 		Namespace: q.Get("namespace"), Name: q.Get("name"), Health: q.Get("health"),
 		Continue: q.Get("continue"), WithoutObject: q.Get("fields") == "meta",
+	}
+	switch v := q.Get("system"); v {
+	case "", "false":
+	case "true":
+		f.System = true
+	default:
+		return 0, nil, errBadRequest("system must be true or false, got %q", v)
 	}
 	if err := s.authorizeList(u, f.Namespace, "the inventory"); err != nil {
 		return 0, nil, err
@@ -110,24 +127,46 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, err
 	}
 	out := InventoryList{Items: make([]InventoryItem, 0, len(rows)), Continue: next, Clusters: []ClusterFreshness{}}
+	judged := judgeClusters(clusters, fresh, s.now())
 	touched := map[string]bool{}
 	if f.Cluster != "" {
 		touched[f.Cluster] = true
 	}
 	for _, row := range rows {
 		touched[row.Cluster] = true
-		out.Items = append(out.Items, inventoryItem(row))
-	}
-	ready := map[string]bool{}
-	for _, c := range clusters {
-		ready[c.Name] = clusterReady(c, fresh[c.Name], s.now())
+		out.Items = append(out.Items, inventoryItem(row, judged[row.Cluster].Freshness.CurrentUntil))
 	}
 	for _, c := range sortedKeys(touched) {
-		a := fresh[c]
-		out.Clusters = append(out.Clusters, ClusterFreshness{Cluster: c, Ready: ready[c],
-			LastHeartbeat: a.LastHeartbeat, LastSnapshot: a.LastSnapshot, LastEvent: a.LastEvent})
+		j, ok := judged[c]
+		if !ok { // records of a cluster no longer registered
+			j = judgeCluster(c, nil, fresh[c], s.now())
+		}
+		out.Clusters = append(out.Clusters, j)
 	}
 	return http.StatusOK, &out, nil
+}
+
+// judgeClusters judges every registered cluster's records at now.
+func judgeClusters(clusters []*store.Cluster, fresh map[string]store.AgentFreshness, now time.Time) map[string]ClusterFreshness {
+	out := make(map[string]ClusterFreshness, len(clusters))
+	for _, c := range clusters {
+		out[c.Name] = judgeCluster(c.Name, c, fresh[c.Name], now)
+	}
+	return out
+}
+
+// judgeCluster is one cluster's entry of an inventory answer, by the rule
+// the clusters API serves (agentStatus, v1alpha1.JudgeFreshness).
+func judgeCluster(name string, c *store.Cluster, f store.AgentFreshness, now time.Time) ClusterFreshness {
+	a := agentStatus(f, now)
+	var st v1alpha1.ClusterStatus
+	if c != nil && len(c.Status) > 0 {
+		_ = json.Unmarshal(c.Status, &st) // an unreadable status is no condition: Unknown
+	}
+	state := v1alpha1.ClusterState(st)
+	return ClusterFreshness{Cluster: name, Ready: a.Freshness.Fresh && state != v1alpha1.ClusterNotReady, State: state,
+		Freshness: *a.Freshness, KubeAPI: a.KubeAPI,
+		LastHeartbeat: a.LastHeartbeat, LastSnapshot: a.LastSnapshot, LastEvent: a.LastEvent}
 }
 
 // appendJSON appends l as encoding/json writes it (compact, the same
@@ -193,14 +232,18 @@ func (it *InventoryItem) appendJSON(b []byte) []byte {
 		}
 		b = append(b, '}')
 	}
-	b = append(b, `,"health":`...)
-	b = appendJSONString(b, it.Health)
+	if it.Health != "" {
+		b = append(b, `,"health":`...)
+		b = appendJSONString(b, it.Health)
+	}
 	if it.Phase != "" {
 		b = append(b, `,"phase":`...)
 		b = appendJSONString(b, it.Phase)
 	}
 	b = append(b, `,"observedAt":"`...)
 	b = it.ObservedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","seenAt":"`...)
+	b = it.SeenAt.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
 	if len(it.Object) > 0 {
 		b = append(b, `,"object":`...)
@@ -223,29 +266,6 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
-}
-
-// heartbeatStale is how old an agent's last heartbeat may be before its
-// cluster's records count as not ready: three heartbeats missed.
-const heartbeatStale = 30 * time.Second
-
-// clusterReady says whether a cluster's records can be taken as current:
-// its agent heartbeats, and its Ready condition, where one is set, is
-// True.
-func clusterReady(c *store.Cluster, a store.AgentFreshness, now time.Time) bool {
-	if a.LastHeartbeat == nil || now.Sub(*a.LastHeartbeat) > heartbeatStale {
-		return false
-	}
-	var st v1alpha1.ClusterStatus
-	if len(c.Status) > 0 && json.Unmarshal(c.Status, &st) != nil {
-		return false
-	}
-	for _, cond := range st.Conditions {
-		if cond.Type == v1alpha1.ConditionReady {
-			return cond.Status == "True"
-		}
-	}
-	return true
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -36,7 +36,7 @@ func (s *Server) authorizeKind(ctx context.Context, u auth.User, ns string, tmpl
 	if md, ok := tmpl["metadata"].(map[string]any); ok {
 		objNS, _ = md["namespace"].(string)
 	}
-	d := s.cfg.Policy.AuthorizeKind(u, auth.Target{Kind: gk, Scope: auth.ResolveScope(gk, reported), Namespace: ns, ObjectNamespace: objNS})
+	d := s.policy().AuthorizeKind(u, auth.Target{Kind: gk, Scope: auth.ResolveScope(gk, reported), Namespace: ns, ObjectNamespace: objNS})
 	if d.Allowed {
 		return nil
 	}

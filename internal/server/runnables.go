@@ -13,6 +13,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -28,17 +29,20 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 		return 0, nil, err
 	}
 	obj.SetDefaults()
+	if obj.Spec.TTLSecondsAfterFinished == nil {
+		obj.Spec.TTLSecondsAfterFinished = s.policy().RetentionTTL(obj.Metadata.Namespace)
+	}
 	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
 		return 0, nil, errInvalid("Runnable is invalid", errs)
 	}
 	ns := obj.Metadata.Namespace
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not submit runnables in namespace %q", u.Name, ns)
 	}
 	if err := s.authorizeKind(r.Context(), u, ns, obj.Spec.Template); err != nil {
 		return 0, nil, err
 	}
-	needsApproval := s.cfg.Policy.ApprovalRequired(ns, v1alpha1.KindRunnable)
+	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindRunnable)
 	hash := v1alpha1.SpecHash(obj.Spec)
 	doc, err := json.Marshal(storedRunnable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: obj.Spec, Author: authorOf(u)})
 	if err != nil {
@@ -65,30 +69,25 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 			return err
 		}
 
-		phase := v1alpha1.PhaseQueued
-		message := "waiting for a cluster"
-		if needsApproval {
-			phase = v1alpha1.PhasePendingApproval
-			message = "waiting for approval by an approver other than " + u.Name
-		}
-		st, _ := json.Marshal(v1alpha1.RunnableStatus{Message: message})
-		rec = &store.Runnable{
-			Namespace: ns, Name: name, UID: uuid.NewString(), Generation: 1,
-			Spec: doc, SpecHash: hash, Phase: string(phase), Submitter: u.Name, Status: st,
-		}
-		if err := tx.CreateRunnable(r.Context(), rec); err != nil {
-			return err
-		}
-		if !needsApproval {
-			if err := enqueueSubmission(r.Context(), tx, rec, stream.SubmissionSubmit); err != nil {
-				return err
-			}
-		}
+		t := lifecycle.Transition{To: v1alpha1.PhaseQueued, By: lifecycle.ByAPI, Actor: u.Name,
+			Message: "waiting for a cluster", Enqueue: stream.SubmissionSubmit}
 		summary := fmt.Sprintf("submitted %s %s", templateKind(obj.Spec.Template), ns+"/"+name)
 		if needsApproval {
+			t.To, t.Enqueue = v1alpha1.PhasePendingApproval, ""
+			t.Message = "waiting for approval by an approver other than " + u.Name
 			summary += "; waits for approval"
 		}
-		return appendAudit(r.Context(), tx, u, "create", v1alpha1.KindRunnable, ns, name, summary, string(phase), obj.Spec)
+		details, err := redactValues(obj.Spec)
+		if err != nil {
+			return err
+		}
+		t.Audit = &audit.Entry{Action: "create", Summary: summary, Details: details}
+		rec = &store.Runnable{
+			Namespace: ns, Name: name, UID: uuid.NewString(), Generation: 1,
+			Spec: doc, SpecHash: hash, Submitter: u.Name,
+		}
+		_, err = lifecycle.Create(r.Context(), tx, rec, t)
+		return err
 	})
 	if err != nil {
 		return 0, nil, err
@@ -115,7 +114,7 @@ func freeRunnableName(ctx context.Context, tx *store.Tx, ns, prefix string) (str
 
 func (s *Server) getRunnable(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbRead) {
+	if !s.policy().Allowed(u, ns, auth.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	var rec *store.Runnable
@@ -150,8 +149,16 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 	}
 	var recs []*store.Runnable
 	var next string
+	var attempts map[string]int
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
-		recs, next, err = tx.ListRunnables(r.Context(), f)
+		if recs, next, err = tx.ListRunnables(r.Context(), f); err != nil {
+			return err
+		}
+		uids := make([]string, len(recs))
+		for i, rec := range recs {
+			uids[i] = rec.UID
+		}
+		attempts, err = tx.CountAttempts(r.Context(), uids)
 		return err
 	}); err != nil {
 		return 0, nil, err
@@ -162,6 +169,7 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 		if err != nil {
 			return 0, nil, err
 		}
+		obj.Status.AttemptCount = attempts[rec.UID]
 		out.Items = append(out.Items, obj)
 	}
 	return http.StatusOK, out, nil
@@ -171,63 +179,156 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 // across namespaces to those who read every namespace.
 func (s *Server) authorizeList(u auth.User, ns, what string) error {
 	if ns == "" {
-		if !s.cfg.Policy.ReadsEverywhere(u) {
+		if !s.policy().ReadsEverywhere(u) {
 			return errForbidden("user %q may not list %s in every namespace; pass ?namespace=", u.Name, what)
 		}
 		return nil
 	}
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbRead) {
+	if !s.policy().Allowed(u, ns, auth.VerbRead) {
 		return errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	return nil
 }
 
-// cancelRunnable serves DELETE: the runnable becomes Cancelled and the
-// submitter removes it from its cluster. Cancelling twice is a no-op.
-func (s *Server) cancelRunnable(r *http.Request, u auth.User) (int, any, error) {
+// deleteRunnable serves DELETE. A runnable that has not ended is
+// cancelled: it becomes Cancelled and the submitter removes it from its
+// cluster. An ended one is removed: its record goes, what its attempts
+// left on clusters is deleted there by the controller, and its history
+// stays in the audit log. So a live runnable takes two deletes to go, as
+// a cancelled one stays readable until someone removes it.
+func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.cfg.Policy.Allowed(u, ns, auth.VerbWrite) {
-		return 0, nil, errForbidden("user %q may not cancel runnables in namespace %q", u.Name, ns)
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not cancel or delete runnables in namespace %q", u.Name, ns)
 	}
-	var rec *store.Runnable
-	changed := false
+	var out *v1alpha1.Runnable
+	cancelled := false
 	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
-		changed = false
-		var err error
-		if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
+		cancelled = false
+		rec, err := tx.GetRunnable(r.Context(), ns, name)
+		if err != nil {
 			return err
 		}
-		phase := v1alpha1.Phase(rec.Phase)
-		if phase == v1alpha1.PhaseCancelled {
-			return nil
-		}
-		if phase.Terminal() {
-			return errConflict("runnable %s/%s already ended (%s); there is nothing to cancel", ns, name, phase)
-		}
-		if err := setRunnablePhase(rec, v1alpha1.PhaseCancelled, "cancelled by "+u.Name, nil); err != nil {
+		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		if err != nil {
 			return err
 		}
-		if err := tx.UpdateRunnable(r.Context(), rec); err != nil {
+		cur, err := lifecycle.Decode(rec)
+		if err != nil {
 			return err
 		}
-		if err := enqueueSubmission(r.Context(), tx, rec, stream.SubmissionCancel); err != nil {
+		phase := cur.Phase()
+		if !phase.Terminal() {
+			next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
+				To: v1alpha1.PhaseCancelled, By: lifecycle.ByAPI, Actor: u.Name,
+				Message: "cancelled by " + u.Name, Enqueue: stream.SubmissionCancel,
+				Audit: &audit.Entry{Action: "cancel", Summary: fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase)},
+			})
+			if err != nil {
+				return err
+			}
+			cancelled = true
+			out, err = runnableFromRecord(next.Rec, attempts)
 			return err
 		}
-		changed = true
-		return appendAudit(r.Context(), tx, u, "cancel", v1alpha1.KindRunnable, ns, name,
-			fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase), string(v1alpha1.PhaseCancelled), nil)
+		if n := len(attempts); n > 0 && phase == v1alpha1.PhaseCancelled && attempts[n-1].EndedAt == nil {
+			return errConflict("runnable %s/%s is cancelled and its copy is still being removed from %s (attempt %d); delete it again once that is done",
+				ns, name, attempts[n-1].Cluster, attempts[n-1].Number)
+		}
+		summary := fmt.Sprintf("deleted %s, which had ended %s", ns+"/"+name, phase)
+		if err := lifecycle.Remove(r.Context(), tx, cur, lifecycle.ByAPI, u.Name,
+			audit.Entry{Action: "delete", Summary: summary}); err != nil {
+			return err
+		}
+		if out, err = runnableFromRecord(rec, attempts); err != nil {
+			return err
+		}
+		out.Status.Message = summary + "; its history stays in the audit log"
+		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
 	}
+	if errors.Is(err, store.ErrMoved) {
+		return 0, nil, errConflict("runnable %s/%s changed while it was being deleted; try again", ns, name)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
-	if changed {
+	if cancelled {
 		s.notifyOutbox()
 	}
-	out, err := runnableFromRecord(rec, nil)
-	return http.StatusOK, out, err
+	return http.StatusOK, out, nil
+}
+
+// confirmStopped serves POST .../failover?confirmStopped=true: a person
+// vouches that the copy of the current attempt no longer runs, where
+// purser cannot confirm it (an AtMostOne runnable on a cluster that does
+// not answer); the controller then moves the runnable at once.
+func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not fail over runnables in namespace %q", u.Name, ns)
+	}
+	if r.URL.Query().Get("confirmStopped") != "true" {
+		return 0, nil, errInvalid("the failover override needs ?confirmStopped=true", []v1alpha1.FieldError{{Field: "confirmStopped",
+			Message: "must be true: it says that you made sure the copy on the unreachable cluster no longer runs"}})
+	}
+	var out *v1alpha1.Runnable
+	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		rec, err := tx.GetRunnable(r.Context(), ns, name)
+		if err != nil {
+			return err
+		}
+		cur, err := lifecycle.Decode(rec)
+		if err != nil {
+			return err
+		}
+		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		if err != nil {
+			return err
+		}
+		n := len(attempts)
+		waiting := cur.Status.Waiting == v1alpha1.WaitingFencing || cur.Status.Waiting == v1alpha1.WaitingUnconfirmed ||
+			cur.Status.Waiting == v1alpha1.WaitingHeartbeats
+		// The attempt whose copy is in doubt: the open one, or for a
+		// runnable FailingOver, the evicted one whose copy must go first.
+		current := n > 0 && (attempts[n-1].EndedAt == nil || cur.Phase() == v1alpha1.PhaseFailingOver)
+		if !lifecycle.Allowed(cur.Phase(), cur.Phase(), lifecycle.ByAPI) || !current || !waiting {
+			return errConflict("runnable %s/%s is %s and not waiting for a copy on an unreachable cluster to be confirmed stopped; nothing to override",
+				ns, name, cur.Phase())
+		}
+		a := attempts[n-1]
+		if c := cur.Status.ConfirmedStopped; c != nil && c.Attempt == a.Number {
+			out, err = runnableFromRecord(rec, attempts)
+			return err // said already
+		}
+		summary := fmt.Sprintf("%s confirmed that the copy of attempt %d on %s no longer runs; the controller moves %s without waiting",
+			u.Name, a.Number, a.Cluster, ns+"/"+name)
+		next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
+			To: cur.Phase(), By: lifecycle.ByAPI, Actor: u.Name, Message: summary,
+			Edit: func(st *v1alpha1.RunnableStatus) error {
+				st.ConfirmedStopped = &v1alpha1.Confirmation{By: u.Name, At: s.now(), Attempt: a.Number}
+				return nil
+			},
+			Audit: &audit.Entry{Action: "confirm-stopped", Summary: summary},
+		})
+		if err != nil {
+			return err
+		}
+		out, err = runnableFromRecord(next.Rec, attempts)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
+	}
+	if errors.Is(err, store.ErrMoved) {
+		return 0, nil, errConflict("runnable %s/%s changed meanwhile; look at it again before overriding", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, out, nil
 }
 
 // decideRunnable serves approve and reject: only an approver who is not
@@ -235,7 +336,7 @@ func (s *Server) cancelRunnable(r *http.Request, u auth.User) (int, any, error) 
 func (s *Server) decideRunnable(approve bool) apiHandler {
 	return func(r *http.Request, u auth.User) (int, any, error) {
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
-		if !s.cfg.Policy.Allowed(u, ns, auth.VerbApprove) {
+		if !s.policy().Allowed(u, ns, auth.VerbApprove) {
 			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
 		}
 		reviewed, err := pendingVersion(r, "runnable")
@@ -257,23 +358,25 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 			if rec.Submitter == u.Name {
 				return errForbidden("user %q submitted runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
 			}
-			action, phase, msg := "reject", v1alpha1.PhaseRejected, "rejected by "+u.Name
+			t := lifecycle.Transition{To: v1alpha1.PhaseRejected, By: lifecycle.ByAPI, Actor: u.Name,
+				Message: "rejected by " + u.Name}
+			action := "reject"
 			if approve {
-				action, phase, msg = "approve", v1alpha1.PhaseQueued, "approved by "+u.Name+"; waiting for a cluster"
+				action = "approve"
+				t.To, t.Message, t.Enqueue = v1alpha1.PhaseQueued, "approved by "+u.Name+"; waiting for a cluster", stream.SubmissionSubmit
 			}
-			if err := setRunnablePhase(rec, phase, msg, func(st *v1alpha1.RunnableStatus) { st.ApprovedBy = u.Name }); err != nil {
+			t.Edit = func(st *v1alpha1.RunnableStatus) error { st.ApprovedBy = u.Name; return nil }
+			t.Audit = &audit.Entry{Action: action, Summary: fmt.Sprintf("%sd %s submitted by %s", action, ns+"/"+name, rec.Submitter)}
+			cur, err := lifecycle.Decode(rec)
+			if err != nil {
 				return err
 			}
-			if err := tx.UpdateRunnable(r.Context(), rec); err != nil {
+			next, err := lifecycle.Apply(r.Context(), tx, cur, t)
+			if err != nil {
 				return err
 			}
-			if approve {
-				if err := enqueueSubmission(r.Context(), tx, rec, stream.SubmissionSubmit); err != nil {
-					return err
-				}
-			}
-			return appendAudit(r.Context(), tx, u, action, v1alpha1.KindRunnable, ns, name,
-				fmt.Sprintf("%sd %s submitted by %s", action, ns+"/"+name, rec.Submitter), string(phase), nil)
+			rec = next.Rec
+			return nil
 		})
 		if errors.Is(err, store.ErrNotFound) {
 			return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
@@ -289,43 +392,6 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 	}
 }
 
-// setRunnablePhase changes phase and message in a record, and lets edit
-// change more of the status.
-func setRunnablePhase(rec *store.Runnable, phase v1alpha1.Phase, message string, edit func(*v1alpha1.RunnableStatus)) error {
-	var st v1alpha1.RunnableStatus
-	if len(rec.Status) > 0 {
-		if err := json.Unmarshal(rec.Status, &st); err != nil {
-			return fmt.Errorf("runnable %s status: %w", rec.UID, err)
-		}
-	}
-	st.Message = message
-	if edit != nil {
-		edit(&st)
-	}
-	data, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	rec.Phase, rec.Status = string(phase), data
-	return nil
-}
-
-// enqueueSubmission writes the outbox row that tells submitters to look at
-// a runnable again. The message id makes a re-published row a duplicate
-// the stream drops.
-func enqueueSubmission(ctx context.Context, tx *store.Tx, rec *store.Runnable, event string) error {
-	msg := stream.Submission{UID: rec.UID, Namespace: rec.Namespace, Name: rec.Name, Event: event}
-	data, err := json.Marshal(msg)
-	if err != nil {
-		return err
-	}
-	return tx.EnqueueOutbox(ctx, &store.OutboxMessage{
-		Subject: stream.SubjectSubmissions,
-		MsgID:   msg.ID(),
-		Data:    data,
-	})
-}
-
 // runnableFromRecord turns a row (and its attempts, when read) into the
 // API object.
 func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alpha1.Runnable, error) {
@@ -333,12 +399,12 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
 		return nil, fmt.Errorf("runnable %s: stored spec: %w", rec.UID, err)
 	}
-	var st v1alpha1.RunnableStatus
-	if len(rec.Status) > 0 {
-		if err := json.Unmarshal(rec.Status, &st); err != nil {
-			return nil, fmt.Errorf("runnable %s: stored status: %w", rec.UID, err)
-		}
+	cur, err := lifecycle.Decode(rec)
+	if err != nil {
+		return nil, err
 	}
+	st := cur.Status
+	st.EndedAt, st.RemoveAfter = rec.EndedAt, rec.RemoveAfter
 	st.Phase = v1alpha1.Phase(rec.Phase)
 	st.Cluster = rec.Cluster
 	st.SubmittedBy = rec.Submitter
@@ -355,9 +421,10 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 			st.Attempts = append(st.Attempts, v1alpha1.Attempt{
 				Number: a.Number, Cluster: a.Cluster, UID: a.ObjectUID, StartedAt: &started,
 				EndedAt: a.EndedAt, Result: a.Result, Reason: a.Reason, Message: a.Message,
-				Cleanup: a.Cleanup,
+				Cleanup: a.Cleanup, CarriedIn: a.CarriedIn, Reported: a.Reported, Note: a.Note,
 			})
 		}
+		st.AttemptCount = len(st.Attempts)
 	}
 	return &v1alpha1.Runnable{
 		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindRunnable},

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
@@ -41,16 +40,20 @@ type Notifier interface {
 type Config struct {
 	Store  *store.Store
 	Stream Checker // nil: /readyz checks the database only
-	// Anchors reads the audit chain's heads published outside the
-	// database (anchor.Read); nil: the chain is verified on its own.
-	Anchors  func(ctx context.Context) ([]audit.Anchor, error)
-	Outbox   Notifier
-	Tokens   *auth.Authenticator
-	Policy   *auth.Policy
-	Sealer   *seal.Sealer
-	Logger   *slog.Logger
-	Registry *prometheus.Registry // metrics are registered here; nil: a new one
-	Now      func() time.Time     // nil: time.Now
+	// Anchors keeps the record of the audit chain's heads outside the
+	// database (*anchor.Publisher); nil: the chain is verified on its own.
+	Anchors AnchorRecord
+	Outbox  Notifier
+	// Identities authenticates and authorizes, reloading the tokens and
+	// policy files as they change and accepting the OIDC provider's ID
+	// tokens; nil: Tokens and Policy, fixed.
+	Identities *auth.Identities
+	Tokens     *auth.Authenticator
+	Policy     *auth.Policy
+	Sealer     *seal.Sealer
+	Logger     *slog.Logger
+	Registry   *prometheus.Registry // metrics are registered here; nil: a new one
+	Now        func() time.Time     // nil: time.Now
 	// Limits bound request rates and watches; the zero value means the
 	// defaults.
 	Limits Limits
@@ -95,6 +98,9 @@ func New(cfg Config) *Server {
 			func() float64 { return float64(s.watches.counts().watches) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "purser_api_inventory_watch_polls", Help: "Distinct selections the inventory watches poll; identical selections share one."},
 			func() float64 { return float64(s.watches.counts().polls) }))
+	if cfg.Identities != nil {
+		registerIdentityMetrics(reg, cfg.Identities)
+	}
 
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
@@ -103,7 +109,8 @@ func New(cfg Config) *Server {
 	s.handle("POST /api/v1/runnables", s.createRunnable)
 	s.handle("GET /api/v1/runnables", s.listRunnables)
 	s.handle("GET /api/v1/runnables/{namespace}/{name}", s.getRunnable)
-	s.handle("DELETE /api/v1/runnables/{namespace}/{name}", s.cancelRunnable)
+	s.handle("DELETE /api/v1/runnables/{namespace}/{name}", s.deleteRunnable)
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/failover", s.confirmStopped)
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/approve", s.decideRunnable(true))
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/reject", s.decideRunnable(false))
 
@@ -122,8 +129,11 @@ func New(cfg Config) *Server {
 
 	s.handle("GET /api/v1/inventory", s.listInventory)
 	s.handle("GET /api/v1/whoami", s.whoami)
+	s.mux.HandleFunc("GET /api/v1/auth/config", s.authConfig)
+	s.mux.HandleFunc("POST /api/v1/auth/token", s.exchangeCode)
 	s.handle("GET /api/v1/history", s.listHistory)
 	s.handle("GET /api/v1/history/verify", s.verifyHistory)
+	s.handle("POST /api/v1/history/anchors/restart", s.restartAnchors)
 
 	// The console: static files that call this API with the user's token.
 	console := http.FileServerFS(web.Static())
@@ -228,16 +238,32 @@ func (s *Server) handle(pattern string, h apiHandler) {
 func (s *Server) authenticate(r *http.Request) (auth.User, bool) {
 	const scheme = "Bearer "
 	h := r.Header.Get("Authorization")
-	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) || s.cfg.Tokens == nil {
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
 		return auth.User{}, false
 	}
-	return s.cfg.Tokens.Authenticate(strings.TrimSpace(h[len(scheme):]))
+	token := strings.TrimSpace(h[len(scheme):])
+	switch {
+	case s.cfg.Identities != nil:
+		return s.cfg.Identities.Authenticate(r.Context(), token)
+	case s.cfg.Tokens != nil:
+		return s.cfg.Tokens.Authenticate(token)
+	}
+	return auth.User{}, false
+}
+
+// policy is the policy in force: read it once per decision, never keep it,
+// since the policy file is reloaded when it changes.
+func (s *Server) policy() *auth.Policy {
+	if s.cfg.Identities != nil {
+		return s.cfg.Identities.Policy()
+	}
+	return s.cfg.Policy
 }
 
 // whoami tells a client who it is and what it may do, so that the console
 // offers only that. The server still checks every request.
 func (s *Server) whoami(_ *http.Request, u auth.User) (int, any, error) {
-	return http.StatusOK, s.cfg.Policy.AccessOf(u), nil
+	return http.StatusOK, s.policy().AccessOf(u), nil
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -249,6 +275,14 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]string{"database": "ok", "stream": "ok"}
+	if s.cfg.Identities != nil {
+		// Reported, not failed on: the last good files stay in force, and
+		// taking every api out of service for a typo would be worse.
+		checks["identities"] = "ok"
+		if err := s.cfg.Identities.Problem(); err != nil {
+			checks["identities"] = err.Error()
+		}
+	}
 	ready := true
 	if err := s.cfg.Store.Ping(ctx); err != nil {
 		checks["database"] = err.Error()

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/internal/browsertest"
 	"github.com/purser-io/purser/internal/store"
@@ -30,6 +32,8 @@ func TestConsole(t *testing.T) {
 	if err != nil || strings.Contains(address, "token") || strings.Contains(address, h.tokens["alice"]) {
 		t.Fatalf("the token stayed in the address bar: %q", address)
 	}
+	browsertest.Screenshot(t, alice, "farm-one-cluster")
+	browsertest.Do(t, alice, "open the runnables", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS("#runnables")))
 	browsertest.Screenshot(t, alice, "runnables-empty")
 
 	// Submit a Job from YAML.
@@ -98,7 +102,13 @@ func TestConsole(t *testing.T) {
 	// A viewer, logged in with the form, is offered no submit button, and
 	// the API refuses a submission sent from the page anyway.
 	bob := alice // one tab: log out, and log in again as bob
-	browsertest.Do(t, bob, "log out", chromedp.Click(chromedp.CSS("#logout")))
+	browsertest.Do(t, bob, "log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#token")))
+	// The login page says its commands as code, not in backticks.
+	if text, err := chromedp.Run(bob, chromedp.Evaluate[string](`document.querySelector("form.login").textContent`)); err != nil ||
+		strings.Contains(text, "`") || !strings.Contains(text, "purser up") {
+		t.Errorf("the login page: %q (%v)", text, err)
+	}
+	browsertest.Screenshot(t, bob, "login")
 	browsertest.Do(t, bob, "log in as a viewer", chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), h.tokens["bob"]), chromedp.Click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#user")), browsertest.GoTo("#/runnables"),
@@ -162,6 +172,21 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("cordon did not reach the API: %s", got.raw)
 	}
 
+	// A runnable cancelled from the console says it was never placed, and
+	// is offered for deletion once it ended.
+	browsertest.Do(t, admin, "cancel ui-job", browsertest.GoTo("#/runnables/team-a/ui-job"), chromedp.WaitVisible(chromedp.CSS("#cancel")),
+		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS("#cancel")))
+	browsertest.WaitText(t, admin, "#no-attempts", "Cancelled before it was placed")
+	browsertest.Do(t, admin, "see the delete button", chromedp.WaitVisible(chromedp.CSS("#delete")))
+	browsertest.WaitText(t, admin, "#runnable-history", "cancel")
+	if got := h.get("admin", "/api/v1/runnables/team-a/ui-job"); got.str("status", "phase") != "Cancelled" {
+		t.Fatalf("after cancelling in the console: %s", got.raw)
+	}
+	browsertest.Screenshot(t, admin, "runnable-cancelled")
+	browsertest.Do(t, admin, "delete ui-job", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS("#delete")),
+		chromedp.WaitVisible(chromedp.CSS("#gone")))
+	h.get("admin", "/api/v1/runnables/team-a/ui-job").want(t, http.StatusNotFound)
+
 	// A deployable applied from the console's YAML form.
 	browsertest.Do(t, admin, "apply a deployable", browsertest.GoTo("#/apply-deployable"), chromedp.WaitVisible(chromedp.CSS("#dep-yaml")),
 		chromedp.SetValue(chromedp.CSS("#dep-ns"), "team-a"), chromedp.SetValue(chromedp.CSS("#dep-name"), "from-console"),
@@ -203,5 +228,40 @@ func reportSynced(t *testing.T, h *harness, ns, name, cluster string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The console prints specs and statuses as YAML with its own small
+// printer; whatever it prints must read back, as YAML, as the same value.
+func TestConsoleYAML(t *testing.T) {
+	tab := browsertest.Browser(t)
+	h := newHarness(t, storetest.Engines()[0])
+	browsertest.Do(t, tab, "open the console", chromedp.Navigate(h.url+"/#token="+h.tokens["alice"]), chromedp.WaitVisible(chromedp.CSS("#user")))
+	for _, value := range []string{
+		`{"template":{"apiVersion":"batch/v1","kind":"Job","spec":{"template":{"spec":{"containers":[{"name":"main","command":["sh","-c","echo a: b # not a comment"],"env":[]}],"restartPolicy":"Never"}}}}}`,
+		`{"strings":["","yes","No","null","~","0x1f","1e3","-1",".5","-","- a","? x",":x","a:b","a: b","#x","x #y"," lead","trail ","é ü","tab\there","quote\"s","back\\slash","{}","[x]","*ref","&anchor","!tag","%dir","@at","` + "`" + `tick"]}`,
+		`{"multi":"line one\nline two\n","noEnd":"a\nb","leadingSpace":"  indented\nnext","cr":"a\r\nb","empty":{},"list":[],"nested":[[1,2],[{"a":null,"b":true,"c":1.5}]],"n":-0.25}`,
+		`{"keys":{"a b":1,"x:y":2,"-k":3,"true":4,"":5,"purser.io/job-id":"44cc5573"}}`,
+	} {
+		var want any
+		if err := json.Unmarshal([]byte(value), &want); err != nil {
+			t.Fatal(err)
+		}
+		out, err := chromedp.Run(tab, chromedp.Evaluate[string](`toYAML(`+value+`)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := yaml.YAMLToJSON([]byte(out))
+		if err != nil {
+			t.Errorf("the console's YAML does not parse: %v\n%s", err, out)
+			continue
+		}
+		var got any
+		if err := json.Unmarshal(back, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("YAML of %s reads back as %s:\n%s", value, back, out)
+		}
 	}
 }

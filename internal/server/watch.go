@@ -95,7 +95,7 @@ func selectionKey(f store.InventoryFilter) string {
 		sel = f.Selector.String()
 	}
 	return strings.Join([]string{f.Cluster, f.APIVersion, f.Kind, f.Namespace, f.Name, f.Health, sel,
-		strconv.FormatBool(f.WithoutObject)}, "\x00")
+		strconv.FormatBool(f.WithoutObject), strconv.FormatBool(f.System)}, "\x00")
 }
 
 // subscribe joins the poll of f's selection, starting it (and reading the
@@ -257,13 +257,23 @@ func (p *watchPoller) loop() {
 	}
 }
 
-// read returns the selection, every page of it, as of one snapshot.
+// read returns the selection, every page of it, as of one snapshot, with
+// each record's seenAt from its cluster's freshness.
 func (p *watchPoller) read(ctx context.Context) (map[string]InventoryItem, error) {
+	s := p.hub.s
 	f := p.filter
 	f.Continue = ""
 	out := map[string]InventoryItem{}
-	err := p.hub.s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		clear(out)
+		fresh, err := tx.ListAgentFreshness(ctx)
+		if err != nil {
+			return err
+		}
+		current := map[string]*time.Time{}
+		for c, a := range fresh {
+			current[c] = agentStatus(a, s.now()).CurrentUntil
+		}
 		f.Continue = ""
 		for {
 			rows, next, err := tx.ListInventory(ctx, f)
@@ -271,7 +281,7 @@ func (p *watchPoller) read(ctx context.Context) (map[string]InventoryItem, error
 				return err
 			}
 			for _, row := range rows {
-				out[row.Cluster+"/"+row.UID] = inventoryItem(row)
+				out[row.Cluster+"/"+row.UID] = inventoryItem(row, current[row.Cluster])
 			}
 			if next == "" {
 				return nil
@@ -293,6 +303,9 @@ func diff(seen, now map[string]InventoryItem) []WatchEvent {
 		switch {
 		case !ok:
 			out = append(out, WatchEvent{Type: "ADDED", Item: it})
+		// A change of the record is an event, not one of seenAt, which
+		// moves with every heartbeat of a fresh cluster: clients follow
+		// that from the cluster's freshness.
 		case prev.ResourceVersion != it.ResourceVersion || prev.Health != it.Health || prev.Phase != it.Phase:
 			out = append(out, WatchEvent{Type: "MODIFIED", Item: it})
 		}
@@ -383,10 +396,16 @@ func (s *Server) watchInventory(w http.ResponseWriter, r *http.Request, u auth.U
 	}
 }
 
-func inventoryItem(row store.InventoryRow) InventoryItem {
+// inventoryItem is a record as the API shows it; currentUntil is its
+// cluster's (nil when never current).
+func inventoryItem(row store.InventoryRow, currentUntil *time.Time) InventoryItem {
+	seen := row.ObservedAt
+	if currentUntil != nil && currentUntil.After(seen) {
+		seen = *currentUntil
+	}
 	return InventoryItem{
 		Cluster: row.Cluster, APIVersion: row.APIVersion, Kind: row.Kind, Namespace: row.Namespace, Name: row.Name,
 		UID: row.UID, ResourceVersion: row.ResourceVersion, Labels: row.Labels, Health: row.Health, Phase: row.Phase,
-		ObservedAt: row.ObservedAt, Object: row.Object,
+		ObservedAt: row.ObservedAt, SeenAt: seen, Object: row.Object,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/controller"
+	"github.com/purser-io/purser/internal/failover"
 	"github.com/purser-io/purser/internal/health"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/seal"
@@ -32,8 +33,11 @@ type runFunc func(ctx context.Context) error
 func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
 
 // startComponents starts the submitter, the syncer, the ingester and the
-// agents' supervisor in goroutines that wg waits for.
-func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, policy *auth.Policy, metrics prometheus.Registerer, log *slog.Logger) error {
+// agents' supervisor in goroutines that wg waits for. notify wakes the
+// outbox relay of this process: the failover controller calls it when it
+// queues a runnable, so the submitter hears of it at once. The submitter
+// and the syncer ask identities' policy, reloaded as its file changes.
+func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, identities *auth.Identities, metrics prometheus.Registerer, log *slog.Logger, notify func()) error {
 	interp, err := health.New(nil)
 	if err != nil {
 		return err
@@ -44,12 +48,13 @@ func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, s
 		return err
 	}
 	components := map[string]runner{
-		"submitter": submitter.New(submitter.Config{Store: db, Sealer: sealer, Stream: streams, Registerer: metrics, Logger: log.With("component", "submitter"), Policy: policy}),
-		"syncer":    syncer.New(syncer.Config{Store: db, Sealer: sealer, Stream: streams, Identity: "purser-up", Logger: log.With("component", "syncer"), Policy: policy}),
+		"submitter": submitter.New(submitter.Config{Store: db, Sealer: sealer, Stream: streams, Registerer: metrics, Logger: log.With("component", "submitter"), Policy: identities}),
+		"syncer":    syncer.New(syncer.Config{Store: db, Sealer: sealer, Stream: streams, Identity: "purser-up", Logger: log.With("component", "syncer"), Policy: identities}),
 		"ingester":  ingester,
 		"agents":    &agents{store: db, clusters: clusters.NewCache(sealer), stream: streams, log: log.With("component", "agent")},
 		"controller": runFunc(func(ctx context.Context) error {
-			return controller.Run(ctx, controller.Config{Store: db, Sealer: sealer, Registerer: metrics, Logger: log.With("component", "controller")})
+			return controller.Run(ctx, controller.Config{Store: db, Sealer: sealer, Registerer: metrics, Logger: log.With("component", "controller"),
+				Failover: failover.Config{Notify: notify}})
 		}),
 	}
 	for name, c := range components {

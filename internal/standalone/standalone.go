@@ -24,7 +24,6 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/anchor"
-	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/client"
 	"github.com/purser-io/purser/internal/dirlock"
@@ -48,6 +47,9 @@ type Config struct {
 	// read later.
 	Terminal bool
 	Logger   *slog.Logger
+	// OIDC, when its issuer is set, accepts that provider's ID tokens
+	// beside the tokens file.
+	OIDC auth.OIDCConfig
 }
 
 // Files under the data folder.
@@ -56,6 +58,7 @@ const (
 	TokensFile     = "tokens.yaml"
 	PolicyFile     = "policy.yaml"
 	KeyFile        = "secret.key"
+	AuditKeyFile   = "audit.key"
 	DatabaseFile   = "purser.db"
 	NATSDir        = "nats"
 	SandboxDir     = "sandbox"
@@ -99,11 +102,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	tokens, err := auth.LoadTokens(filepath.Join(dataDir, TokensFile))
-	if err != nil {
-		return err
+	idCfg := auth.IdentitiesConfig{TokensFile: filepath.Join(dataDir, TokensFile), PolicyFile: filepath.Join(dataDir, PolicyFile), Logger: log}
+	if cfg.OIDC.Enabled() {
+		if idCfg.OIDC, err = auth.NewOIDC(cfg.OIDC, log); err != nil {
+			return err
+		}
 	}
-	policy, err := auth.LoadPolicy(filepath.Join(dataDir, PolicyFile))
+	identities, err := auth.LoadIdentities(idCfg)
 	if err != nil {
 		return err
 	}
@@ -115,12 +120,19 @@ func Run(ctx context.Context, cfg Config) error {
 		wg.Wait()
 	}()
 
-	nats, err := stream.StartEmbedded(ctx, stream.EmbeddedConfig{Dir: filepath.Join(dataDir, NATSDir)})
+	auditKey, err := anchor.EnsureKeyFile(filepath.Join(dataDir, AuditKeyFile))
+	if err != nil {
+		return err
+	}
+
+	// Every component runs in this process, agents included, so the
+	// server listens on no port: nobody else can publish or delete.
+	nats, err := stream.StartEmbedded(ctx, stream.EmbeddedConfig{Dir: filepath.Join(dataDir, NATSDir), NoListen: true})
 	if err != nil {
 		return fmt.Errorf("embedded NATS: %w", err)
 	}
 	defer nats.Shutdown()
-	streams, err := stream.Connect(ctx, nats.ClientURL(), stream.Options{Name: "purser-up"})
+	streams, err := nats.Connect(ctx, stream.Options{Name: "purser-up"})
 	if err != nil {
 		return err
 	}
@@ -142,13 +154,21 @@ func Run(ctx context.Context, cfg Config) error {
 		relay.Run(ctx)
 	}()
 
-	wg.Go(func() { _ = anchor.Run(ctx, anchor.Config{Store: db, Stream: streams, Logger: log}) })
+	anchors, err := anchor.New(anchor.Config{Store: db, Stream: streams, Key: auditKey, Logger: log})
+	if err != nil {
+		return err
+	}
+	db.OnAuditCommit(anchors.Notify)
+	if err := anchors.Init(ctx); err != nil {
+		return err
+	}
+	wg.Go(func() { _ = anchors.Run(ctx) })
+	wg.Go(func() { _ = identities.Run(ctx) })
 
 	metrics := prometheus.NewRegistry()
 	api := server.New(server.Config{
 		Store: db, Stream: streams, Outbox: relay, Registry: metrics,
-		Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log,
-		Anchors: func(ctx context.Context) ([]audit.Anchor, error) { return anchor.Read(ctx, streams) },
+		Identities: identities, Sealer: sealer, Logger: log, Anchors: anchors,
 	})
 	listen := cfg.Listen
 	if listen == "" {
@@ -201,7 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 		stopComponents()
 		components.Wait()
 	}()
-	if err := startComponents(compCtx, &components, db, sealer, streams, policy, metrics, log); err != nil {
+	if err := startComponents(compCtx, &components, db, sealer, streams, identities, metrics, log, relay.Notify); err != nil {
 		return err
 	}
 
@@ -211,10 +231,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	if err := client.WriteConfig(clientConfig, client.Config{Server: url, Token: adminToken}); err != nil {
+	if err := client.WriteConfig(clientConfig, client.Config{Server: url, Token: adminToken, AuditKey: anchors.KeyString()}); err != nil {
 		return fmt.Errorf("write client config: %w", err)
 	}
 	fmt.Fprintf(out, "admin token in %s; client config in %s\n", filepath.Join(dataDir, AdminTokenFile), clientConfig)
+	fmt.Fprintf(out, "audit anchors signed by %s (key in %s)\n", anchors.KeyString(), filepath.Join(dataDir, AuditKeyFile))
 	if cfg.Terminal {
 		// In the fragment, which the browser never sends to the server nor
 		// as a Referer; the console reads it and drops it.
@@ -240,7 +261,7 @@ func restrictDataDir(dataDir string) error {
 	if err := os.Chmod(dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	for _, name := range []string{AdminTokenFile, TokensFile, PolicyFile, KeyFile, DatabaseFile,
+	for _, name := range []string{AdminTokenFile, TokensFile, PolicyFile, KeyFile, AuditKeyFile, DatabaseFile,
 		DatabaseFile + "-wal", DatabaseFile + "-shm", "purser.log"} {
 		err := os.Chmod(filepath.Join(dataDir, name), 0o600)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -13,6 +13,12 @@ import (
 type AgentFreshness struct {
 	Cluster                                string
 	LastHeartbeat, LastSnapshot, LastEvent *time.Time
+	// KubeAPI is the JSON of what the agent said of its kube-apiserver in
+	// its latest heartbeat (v1alpha1.AgentKubeAPI); nil when it said
+	// nothing. CurrentUntil is the time of the latest heartbeat in which
+	// its caches were synced and connected.
+	KubeAPI      []byte
+	CurrentUntil *time.Time
 }
 
 // TouchAgent records that a cluster's agent was heard from; each given
@@ -45,10 +51,40 @@ func (tx *Tx) TouchAgent(ctx context.Context, cluster string, heartbeat, snapsho
 	return nil
 }
 
+// RecordHeartbeat stores one heartbeat of a cluster's agent, at the time
+// the stream stored it: the time, and the agent's report of its
+// kube-apiserver (kubeAPI, JSON or nil), only when it is the newest beat
+// seen, so that a beat redelivered late cannot put back an older report;
+// current says the report found the caches synced and connected, which
+// moves CurrentUntil to at.
+func (tx *Tx) RecordHeartbeat(ctx context.Context, cluster string, at time.Time, kubeAPI []byte, current bool) error {
+	var last *time.Time
+	err := tx.queryRow(ctx, `SELECT last_heartbeat FROM cluster_agents WHERE cluster = ?`, cluster).Scan(nullTimeCol{&last})
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("agent freshness of %s: %w", cluster, classify(err))
+	}
+	if last != nil && !at.After(*last) {
+		return nil
+	}
+	var currentUntil any
+	if current {
+		currentUntil = tx.s.d.ts(at)
+	}
+	// COALESCE keeps the last current time through beats that are not.
+	_, err = tx.exec(ctx, `INSERT INTO cluster_agents (cluster, last_heartbeat, kube_api, current_until) VALUES (?, ?, ?, ?)
+		ON CONFLICT (cluster) DO UPDATE SET last_heartbeat = excluded.last_heartbeat, kube_api = excluded.kube_api,
+			current_until = COALESCE(excluded.current_until, cluster_agents.current_until)`,
+		cluster, tx.s.d.ts(at), nullText(kubeAPI), currentUntil)
+	if err != nil {
+		return fmt.Errorf("record heartbeat of %s: %w", cluster, classify(err))
+	}
+	return nil
+}
+
 // ListAgentFreshness returns the freshness of every agent heard from, by
 // cluster name.
 func (tx *Tx) ListAgentFreshness(ctx context.Context) (map[string]AgentFreshness, error) {
-	rows, err := tx.query(ctx, `SELECT cluster, last_heartbeat, last_snapshot, last_event FROM cluster_agents`)
+	rows, err := tx.query(ctx, `SELECT cluster, last_heartbeat, last_snapshot, last_event, kube_api, current_until FROM cluster_agents`)
 	if err != nil {
 		return nil, fmt.Errorf("list agent freshness: %w", classify(err))
 	}
@@ -56,7 +92,8 @@ func (tx *Tx) ListAgentFreshness(ctx context.Context) (map[string]AgentFreshness
 	out := map[string]AgentFreshness{}
 	for rows.Next() {
 		var f AgentFreshness
-		if err := rows.Scan(&f.Cluster, nullTimeCol{&f.LastHeartbeat}, nullTimeCol{&f.LastSnapshot}, nullTimeCol{&f.LastEvent}); err != nil {
+		if err := rows.Scan(&f.Cluster, nullTimeCol{&f.LastHeartbeat}, nullTimeCol{&f.LastSnapshot}, nullTimeCol{&f.LastEvent},
+			&f.KubeAPI, nullTimeCol{&f.CurrentUntil}); err != nil {
 			return nil, fmt.Errorf("list agent freshness: %w", classify(err))
 		}
 		out[f.Cluster] = f

@@ -33,6 +33,28 @@ func testAgentFreshness(t *testing.T, eng engine) {
 		})
 		return err
 	})
+	// Heartbeats: the report of the newest beat wins, and the last
+	// current one stays through beats that are not current.
+	t2, t3 := t1.Add(10*time.Second), t1.Add(20*time.Second)
+	mustTx(t, s, func(tx *Tx) error {
+		return tx.RecordHeartbeat(ctx, "dc1-a", t2, []byte(`{"connected":true,"synced":true}`), true)
+	})
+	mustTx(t, s, func(tx *Tx) error {
+		return tx.RecordHeartbeat(ctx, "dc1-a", t3, []byte(`{"connected":false,"synced":true}`), false)
+	})
+	mustTx(t, s, func(tx *Tx) error { return tx.RecordHeartbeat(ctx, "dc1-a", t2, []byte(`{"late":true}`), true) }) // redelivered
+	mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.ListAgentFreshness(ctx); return })
+	f = got["dc1-a"]
+	if f.LastHeartbeat == nil || !f.LastHeartbeat.Equal(t3) || f.CurrentUntil == nil || !f.CurrentUntil.Equal(t2) ||
+		string(f.KubeAPI) != `{"connected":false,"synced":true}` || !f.LastEvent.Equal(t1) || !f.LastSnapshot.Equal(t0) {
+		t.Fatalf("after heartbeats: %+v (kubeAPI %s)", f, f.KubeAPI)
+	}
+	mustTx(t, s, func(tx *Tx) error { return tx.RecordHeartbeat(ctx, "dc9", t3, nil, false) }) // an agent that says nothing
+	mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.ListAgentFreshness(ctx); return })
+	if f := got["dc9"]; f.KubeAPI != nil || f.CurrentUntil != nil || !f.LastHeartbeat.Equal(t3) {
+		t.Fatalf("a heartbeat without a report: %+v", f)
+	}
+
 	var counts map[string]int64
 	mustRead(t, s, func(tx *Tx) (err error) { counts, err = tx.CountInventoryByCluster(ctx); return })
 	if counts["dc1-a"] != 2 || counts["dc2-a"] != 1 {

@@ -74,6 +74,7 @@ func (tx *Tx) AppendAudit(ctx context.Context, e *audit.Entry) error {
 	if _, err := tx.exec(ctx, `UPDATE audit_head SET last_hash = ? WHERE id = 1`, e.Hash); err != nil {
 		return fmt.Errorf("append audit seq %d: update head: %w", e.Seq, classify(err))
 	}
+	tx.audited = true
 	return nil
 }
 
@@ -222,4 +223,13 @@ func (tx *Tx) AuditHead(ctx context.Context) (int64, string, error) {
 		return 0, "", fmt.Errorf("audit head: %w", classify(err))
 	}
 	return seq, hash, nil
+}
+
+// AuditHash returns the hash of entry seq, or ErrNotFound.
+func (tx *Tx) AuditHash(ctx context.Context, seq int64) (string, error) {
+	var hash string
+	if err := tx.queryRow(ctx, `SELECT hash FROM audit_log WHERE seq = ?`, seq).Scan(&hash); err != nil {
+		return "", fmt.Errorf("audit entry %d: %w", seq, classify(err))
+	}
+	return hash, nil
 }

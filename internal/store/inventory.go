@@ -145,22 +145,26 @@ func placeholders(n int) string {
 // so that a replayed or reordered event never puts an older state over a
 // newer one. rows must hold at most one row per (cluster, uid): the caller
 // collapses a batch to the newest state of each object first. It returns
-// how many rows were written.
-func (tx *Tx) UpsertInventory(ctx context.Context, rows []InventoryRow) (int, error) {
-	written := 0
+// the rows it wrote, in the order given: what the inventory now holds, so
+// that whoever acts on an observation acts only on one that was stored.
+func (tx *Tx) UpsertInventory(ctx context.Context, rows []InventoryRow) ([]InventoryRow, error) {
+	var written []InventoryRow
 	for cluster, group := range groupByCluster(rows, func(r InventoryRow) string { return r.Cluster },
 		func(r InventoryRow) string { return r.UID }) {
+		if err := tx.lockInventory(ctx, cluster); err != nil {
+			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
+		}
 		uids := make([]string, len(group))
 		for i, r := range group {
 			uids[i] = r.UID
 		}
 		current, err := tx.inventoryVersions(ctx, "inventory", cluster, uids)
 		if err != nil {
-			return written, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
+			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
 		}
 		tombs, err := tx.inventoryVersions(ctx, "inventory_tombstones", cluster, uids)
 		if err != nil {
-			return written, fmt.Errorf("upsert inventory of %s: tombstones: %w", cluster, err)
+			return nil, fmt.Errorf("upsert inventory of %s: tombstones: %w", cluster, err)
 		}
 		var fresh []InventoryRow
 		for _, r := range group {
@@ -172,18 +176,26 @@ func (tx *Tx) UpsertInventory(ctx context.Context, rows []InventoryRow) (int, er
 			}
 			fresh = append(fresh, r)
 		}
-		if err := tx.writeInventory(ctx, fresh); err != nil {
-			return written, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
+		stored, err := tx.writeInventory(ctx, fresh)
+		if err != nil {
+			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
 		}
-		written += len(fresh)
+		for _, r := range fresh {
+			if stored[r.UID] {
+				written = append(written, r)
+			}
+		}
 	}
 	return written, nil
 }
 
-// writeInventory inserts or replaces rows unconditionally, in multi-row
-// statements: one round trip per chunk is what makes a batch cheap.
-func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) error {
+// writeInventory inserts or replaces rows, in multi-row statements: one
+// round trip per chunk is what makes a batch cheap. It returns the uids it
+// wrote; a row is not written when a newer version got there first (see
+// newerVersionSQL).
+func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) (map[string]bool, error) {
 	const cols = 12
+	stored := make(map[string]bool, len(rows))
 	for start := 0; start < len(rows); start += inChunk {
 		part := rows[start:min(start+inChunk, len(rows))]
 		args := make([]any, 0, len(part)*cols)
@@ -192,13 +204,13 @@ func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) error {
 		for i, r := range part {
 			labels, err := labelsJSON(r.Labels)
 			if err != nil {
-				return fmt.Errorf("labels of %s: %w", r.UID, err)
+				return nil, fmt.Errorf("labels of %s: %w", r.UID, err)
 			}
 			values[i] = tuple
 			args = append(args, r.Cluster, r.APIVersion, r.Kind, r.Namespace, r.Name, r.UID, r.ResourceVersion,
 				labels, r.Health, r.Phase, tx.s.d.ts(r.ObservedAt), nullText(r.Object))
 		}
-		_, err := tx.exec(ctx, `INSERT INTO inventory (cluster, api_version, kind, namespace, name, uid,
+		res, err := tx.query(ctx, `INSERT INTO inventory (cluster, api_version, kind, namespace, name, uid,
 				resource_version, labels, health, phase, observed_at, object)
 			VALUES `+strings.Join(values, ", ")+`
 			ON CONFLICT (cluster, uid) DO UPDATE SET api_version = excluded.api_version, kind = excluded.kind,
@@ -206,12 +218,27 @@ func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) error {
 				resource_version = excluded.resource_version, labels = excluded.labels,
 				health = excluded.health, phase = excluded.phase, observed_at = excluded.observed_at,
 				object = excluded.object
-			WHERE `+tx.newerVersionSQL("excluded.resource_version", "inventory.resource_version"), args...)
+			WHERE `+tx.newerVersionSQL("excluded.resource_version", "inventory.resource_version")+`
+			RETURNING uid`, args...)
 		if err != nil {
-			return classify(err)
+			return nil, classify(err)
+		}
+		for res.Next() {
+			var uid string
+			if err := res.Scan(&uid); err != nil {
+				res.Close()
+				return nil, classify(err)
+			}
+			stored[uid] = true
+		}
+		if err := res.Close(); err != nil {
+			return nil, classify(err)
+		}
+		if err := res.Err(); err != nil {
+			return nil, classify(err)
 		}
 	}
-	return nil
+	return stored, nil
 }
 
 // newerVersionSQL is the condition "incoming supersedes current" in SQL,
@@ -236,6 +263,23 @@ func (tx *Tx) newerVersionSQL(incoming, current string) string {
 		" OR (length(" + incoming + ") = length(" + current + ") AND " + incoming + collate + " > " + current + collate + "))"
 }
 
+// lockInventory serializes, until commit, the transactions that change one
+// cluster's inventory. Each compares versions in Go before it writes; on
+// PostgreSQL at READ COMMITTED, two ingesters sharing a cluster's events
+// could otherwise both read before either commits, and an upsert of an
+// older state would insert a record that a concurrent deletion's newer
+// tombstone had already ruled out. SQLite has one writer: nothing to do.
+// Clusters are taken in sorted order (groupByCluster), so two batches wait
+// for each other rather than deadlock, but for a batch whose deletions
+// come after its upserts; a deadlock there is retried by Tx.
+func (tx *Tx) lockInventory(ctx context.Context, cluster string) error {
+	if tx.s.d.engine != EnginePostgres {
+		return nil
+	}
+	_, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('purser.inventory'), hashtext(?))`, cluster)
+	return classify(err)
+}
+
 // DeleteInventory removes the records named by tombs unless the stored
 // record is newer than the deletion, and keeps each tombstone (the newest
 // per uid) so that a late event of an older state cannot resurrect the
@@ -244,6 +288,9 @@ func (tx *Tx) DeleteInventory(ctx context.Context, tombs []InventoryTombstone) (
 	removed := 0
 	for cluster, group := range groupByCluster(tombs, func(t InventoryTombstone) string { return t.Cluster },
 		func(t InventoryTombstone) string { return t.UID }) {
+		if err := tx.lockInventory(ctx, cluster); err != nil {
+			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
+		}
 		uids := make([]string, len(group))
 		for i, t := range group {
 			uids[i] = t.UID
@@ -385,6 +432,9 @@ type Reconciliation struct {
 func (tx *Tx) ReconcileInventory(ctx context.Context, snap InventorySnapshot) (Reconciliation, error) {
 	var rec Reconciliation
 	what := fmt.Sprintf("reconcile inventory of %s %s %s", snap.Cluster, snap.APIVersion, snap.Kind)
+	if err := tx.lockInventory(ctx, snap.Cluster); err != nil {
+		return rec, fmt.Errorf("%s: %w", what, err)
+	}
 	rows, err := tx.query(ctx, `SELECT uid, resource_version, observed_at FROM inventory
 		WHERE cluster = ? AND kind = ? AND api_version = ?`, snap.Cluster, snap.Kind, snap.APIVersion)
 	if err != nil {
@@ -446,8 +496,11 @@ type InventoryFilter struct {
 	// WithoutObject leaves Object nil, for listings that need only
 	// metadata and should not pay for reading documents.
 	WithoutObject bool
-	Limit         int
-	Continue      string
+	// System includes the system objects (inventory_system.go), which
+	// are left out otherwise.
+	System   bool
+	Limit    int
+	Continue string
 }
 
 // ListInventory returns one page of records ordered by (kind, namespace,
@@ -515,6 +568,10 @@ func (d dialect) listInventoryQuery(f InventoryFilter) (q string, args []any, li
 		if c.val != "" {
 			conds, args = append(conds, c.col+" = ?"), append(args, c.val)
 		}
+	}
+	if !f.System {
+		c, a := notSystemSQL()
+		conds, args = append(conds, c), append(args, a...)
 	}
 	if f.Selector != nil {
 		sc, sa, err := d.labelConditions(f.Selector)

@@ -64,9 +64,9 @@ func storedRV(t *testing.T, s *Store, cluster, uid string) string {
 
 func upsert(t *testing.T, s *Store, rows ...InventoryRow) int {
 	t.Helper()
-	var n int
-	mustTx(t, s, func(tx *Tx) (err error) { n, err = tx.UpsertInventory(t.Context(), rows); return err })
-	return n
+	var written []InventoryRow
+	mustTx(t, s, func(tx *Tx) (err error) { written, err = tx.UpsertInventory(t.Context(), rows); return err })
+	return len(written)
 }
 
 func testInventoryOrdering(t *testing.T, eng engine) {
@@ -90,7 +90,10 @@ func testInventoryOrdering(t *testing.T, eng engine) {
 	}
 	// The SQL guard alone, as when another ingester inserted the row
 	// between this one's read and its write.
-	mustTx(t, s, func(tx *Tx) error { return tx.writeInventory(t.Context(), []InventoryRow{invRow("c1", "a", "3")}) })
+	mustTx(t, s, func(tx *Tx) error {
+		_, err := tx.writeInventory(t.Context(), []InventoryRow{invRow("c1", "a", "3")})
+		return err
+	})
 	if got := storedRV(t, s, "c1", "a"); got != "11" {
 		t.Fatalf("unguarded write of an older state: %q, want 11", got)
 	}
@@ -307,7 +310,13 @@ func testInventorySelectors(t *testing.T, eng engine) {
 	records[odd.Cluster+"/"+odd.UID] = odd
 	guarded := all[31]
 	guarded.ResourceVersion, guarded.Labels = "1", map[string]string{"app": "guarded"}
-	mustTx(t, s, func(tx *Tx) error { return tx.writeInventory(ctx, []InventoryRow{guarded}) })
+	mustTx(t, s, func(tx *Tx) error {
+		stored, err := tx.writeInventory(ctx, []InventoryRow{guarded})
+		if err == nil && stored[guarded.UID] {
+			t.Errorf("an older version of %s was written over a newer one", guarded.UID)
+		}
+		return err
+	})
 	mustTx(t, s, func(tx *Tx) error {
 		items := map[string]string{}
 		for key, r := range records {

@@ -28,6 +28,10 @@ type Runnable struct {
 	// ResourceVersion is 1 on create and grows by one with every update;
 	// UpdateRunnable only succeeds against the current value.
 	ResourceVersion int64
+	// EndedAt is when the runnable reached an ended phase; RemoveAfter,
+	// when retention removes it (nil: never).
+	EndedAt     *time.Time
+	RemoveAfter *time.Time
 }
 
 // Attempt is one placement of a runnable on one cluster.
@@ -46,6 +50,12 @@ type Attempt struct {
 	Cleanup string
 	// CleanupAfter holds a pending cleanup back until then (nil: at once).
 	CleanupAfter *time.Time
+	// CarriedIn is what the attempt started with: preserved values and the
+	// restore point's path. Reported is what its object reported when it
+	// was left. Note says why something reported was not carried on.
+	CarriedIn map[string]string
+	Reported  map[string]string
+	Note      string
 }
 
 // Attempt cleanup states.
@@ -65,13 +75,13 @@ type RunnableFilter struct {
 }
 
 const runnableColumns = `id, namespace, name, uid, generation, spec, spec_hash, phase, cluster,
-	submitter, status, created_at, updated_at, resource_version`
+	submitter, status, created_at, updated_at, resource_version, ended_at, remove_after`
 
 func scanRunnable(row interface{ Scan(...any) error }) (*Runnable, error) {
 	r := &Runnable{}
 	err := row.Scan(&r.ID, &r.Namespace, &r.Name, &r.UID, &r.Generation, &r.Spec, &r.SpecHash,
 		&r.Phase, &r.Cluster, &r.Submitter, &r.Status, timeCol{&r.CreatedAt}, timeCol{&r.UpdatedAt},
-		&r.ResourceVersion)
+		&r.ResourceVersion, nullTimeCol{&r.EndedAt}, nullTimeCol{&r.RemoveAfter})
 	return r, err
 }
 
@@ -87,12 +97,13 @@ func (tx *Tx) CreateRunnable(ctx context.Context, r *Runnable) error {
 	// PostgreSQL a violation would abort the whole transaction, and the
 	// caller may want to carry on (for example, read the existing object).
 	err := tx.queryRow(ctx, `INSERT INTO runnables (namespace, name, uid, generation, spec, spec_hash,
-			phase, cluster, submitter, status, created_at, updated_at, resource_version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+			phase, cluster, submitter, status, created_at, updated_at, resource_version, ended_at, remove_after)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
 		ON CONFLICT DO NOTHING
 		RETURNING id`,
 		r.Namespace, r.Name, r.UID, r.Generation, string(r.Spec), r.SpecHash,
 		r.Phase, r.Cluster, r.Submitter, nullText(r.Status), tx.s.d.ts(now), tx.s.d.ts(now),
+		tx.s.d.nullTS(r.EndedAt), tx.s.d.nullTS(r.RemoveAfter),
 	).Scan(&r.ID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("create runnable %s/%s (uid %s): name or uid already exists: %w", r.Namespace, r.Name, r.UID, ErrConflict)
@@ -104,45 +115,9 @@ func (tx *Tx) CreateRunnable(ctx context.Context, r *Runnable) error {
 	return nil
 }
 
-// ErrMoved is EditRunnable's answer when the runnable is no longer as the
-// caller read it.
+// ErrMoved is the answer to an optimistic change of a runnable that is no
+// longer as the caller read it.
 var ErrMoved = errors.New("runnable changed since it was read")
-
-// EditRunnable changes, in tx, the runnable that rec was read from,
-// provided it is still at rec's ResourceVersion: edit gets the current row
-// and its status decoded into S (the API's status type; a row without
-// status gives the zero value) and changes either; the status is encoded
-// again and the row written. A runnable that moved on meanwhile, even
-// between the read and the write, is ErrMoved; one that is gone,
-// ErrNotFound; an error of edit is returned as it is.
-func EditRunnable[S any](ctx context.Context, tx *Tx, rec *Runnable, edit func(cur *Runnable, st *S) error) (*Runnable, error) {
-	cur, err := tx.GetRunnableByUID(ctx, rec.UID)
-	if err != nil {
-		return nil, err
-	}
-	if cur.ResourceVersion != rec.ResourceVersion {
-		return nil, ErrMoved
-	}
-	var st S
-	if len(cur.Status) > 0 {
-		if err := json.Unmarshal(cur.Status, &st); err != nil {
-			return nil, fmt.Errorf("runnable %s: stored status: %w", cur.UID, err)
-		}
-	}
-	if err := edit(cur, &st); err != nil {
-		return nil, err
-	}
-	if cur.Status, err = json.Marshal(st); err != nil {
-		return nil, err
-	}
-	if err := tx.UpdateRunnable(ctx, cur); err != nil {
-		if errors.Is(err, ErrConflict) {
-			return nil, ErrMoved
-		}
-		return nil, err
-	}
-	return cur, nil
-}
 
 // GetRunnable returns the runnable namespace/name, or ErrNotFound.
 func (tx *Tx) GetRunnable(ctx context.Context, namespace, name string) (*Runnable, error) {
@@ -178,15 +153,27 @@ func (tx *Tx) GetRunnableByUID(ctx context.Context, uid string) (*Runnable, erro
 func (tx *Tx) UpdateRunnable(ctx context.Context, r *Runnable) error {
 	now := tx.s.now()
 	res, err := tx.exec(ctx, `UPDATE runnables SET generation = ?, spec = ?, spec_hash = ?, phase = ?,
-			cluster = ?, submitter = ?, status = ?, updated_at = ?, resource_version = resource_version + 1
+			cluster = ?, submitter = ?, status = ?, updated_at = ?, resource_version = resource_version + 1,
+			ended_at = ?, remove_after = ?
 		WHERE uid = ? AND resource_version = ?`,
 		r.Generation, string(r.Spec), r.SpecHash, r.Phase, r.Cluster, r.Submitter, nullText(r.Status),
-		tx.s.d.ts(now), r.UID, r.ResourceVersion)
+		tx.s.d.ts(now), tx.s.d.nullTS(r.EndedAt), tx.s.d.nullTS(r.RemoveAfter), r.UID, r.ResourceVersion)
 	if err := tx.checkUpdated(ctx, res, err, "runnables", "uid", r.UID, r.ResourceVersion); err != nil {
 		return fmt.Errorf("update runnable %s/%s: %w", r.Namespace, r.Name, err)
 	}
 	r.ResourceVersion++
 	r.UpdatedAt = now
+	return nil
+}
+
+// DeleteRunnable removes the runnable uid, and with it (the foreign key
+// cascades) its attempts, provided its ResourceVersion is still rv:
+// ErrConflict when it moved on, ErrNotFound when it is gone.
+func (tx *Tx) DeleteRunnable(ctx context.Context, uid string, rv int64) error {
+	res, err := tx.exec(ctx, `DELETE FROM runnables WHERE uid = ? AND resource_version = ?`, uid, rv)
+	if err := tx.checkUpdated(ctx, res, err, "runnables", "uid", uid, rv); err != nil {
+		return fmt.Errorf("delete runnable %s: %w", uid, err)
+	}
 	return nil
 }
 
@@ -271,15 +258,24 @@ func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
 	if err := tx.mustExist(ctx, "runnables", "uid", a.RunnableUID); err != nil {
 		return fmt.Errorf("put attempt %d: %w", a.Number, err)
 	}
-	_, err := tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
-			ended_at, result, reason, message, cleanup, cleanup_after)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	carried, err := jsonMap(a.CarriedIn)
+	if err != nil {
+		return fmt.Errorf("put attempt %d: carried in: %w", a.Number, err)
+	}
+	reported, err := jsonMap(a.Reported)
+	if err != nil {
+		return fmt.Errorf("put attempt %d: reported: %w", a.Number, err)
+	}
+	_, err = tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
+			ended_at, result, reason, message, cleanup, cleanup_after, carried_in, reported, note)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (runnable_uid, number) DO UPDATE SET cluster = excluded.cluster,
 			object_uid = excluded.object_uid, started_at = excluded.started_at,
 			ended_at = excluded.ended_at, result = excluded.result, reason = excluded.reason,
-			message = excluded.message, cleanup = excluded.cleanup, cleanup_after = excluded.cleanup_after`,
+			message = excluded.message, cleanup = excluded.cleanup, cleanup_after = excluded.cleanup_after,
+			carried_in = excluded.carried_in, reported = excluded.reported, note = excluded.note`,
 		a.RunnableUID, a.Number, a.Cluster, a.ObjectUID, tx.s.d.ts(a.StartedAt), tx.s.d.nullTS(a.EndedAt),
-		a.Result, a.Reason, a.Message, a.Cleanup, tx.s.d.nullTS(a.CleanupAfter))
+		a.Result, a.Reason, a.Message, a.Cleanup, tx.s.d.nullTS(a.CleanupAfter), carried, reported, a.Note)
 	if err != nil {
 		return fmt.Errorf("put attempt %d of runnable %s: %w", a.Number, a.RunnableUID, classify(err))
 	}
@@ -297,7 +293,7 @@ func (tx *Tx) ListAttempts(ctx context.Context, runnableUID string) ([]*Attempt,
 }
 
 const attemptColumns = `runnable_uid, number, cluster, object_uid, started_at, ended_at,
-	result, reason, message, cleanup, cleanup_after`
+	result, reason, message, cleanup, cleanup_after, carried_in, reported, note`
 
 func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*Attempt, error) {
 	rows, err := tx.query(ctx, query, args...)
@@ -308,10 +304,18 @@ func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*A
 	var out []*Attempt
 	for rows.Next() {
 		a := &Attempt{}
+		var carried, reported string
 		if err := rows.Scan(&a.RunnableUID, &a.Number, &a.Cluster, &a.ObjectUID, timeCol{&a.StartedAt},
 			nullTimeCol{&a.EndedAt}, &a.Result, &a.Reason, &a.Message, &a.Cleanup,
-			nullTimeCol{&a.CleanupAfter}); err != nil {
+			nullTimeCol{&a.CleanupAfter}, &carried, &reported, &a.Note); err != nil {
 			return nil, classify(err)
+		}
+		var err error
+		if a.CarriedIn, err = mapJSON(carried); err != nil {
+			return nil, fmt.Errorf("attempt %d of %s: carried_in: %w", a.Number, a.RunnableUID, err)
+		}
+		if a.Reported, err = mapJSON(reported); err != nil {
+			return nil, fmt.Errorf("attempt %d of %s: reported: %w", a.Number, a.RunnableUID, err)
 		}
 		out = append(out, a)
 	}
@@ -329,4 +333,23 @@ func (tx *Tx) mustExist(ctx context.Context, table, keyColumn, key string) error
 		return fmt.Errorf("%s %s=%s: %w", table, keyColumn, key, ErrNotFound)
 	}
 	return classify(err)
+}
+
+// jsonMap encodes a string map for a TEXT column; empty is "".
+func jsonMap(m map[string]string) (string, error) {
+	if len(m) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
+}
+
+// mapJSON decodes what jsonMap wrote.
+func mapJSON(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	err := json.Unmarshal([]byte(s), &m)
+	return m, err
 }

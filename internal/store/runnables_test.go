@@ -156,60 +156,33 @@ func testRunnableOptimisticConcurrency(t *testing.T, eng engine) {
 	})
 }
 
-// EditRunnable changes a runnable and its status only while it is as the
-// caller read it: a stale copy is ErrMoved and writes nothing, an edit's
-// error is passed through and writes nothing either.
-func testEditRunnable(t *testing.T, eng engine) {
+// DeleteRunnable removes a runnable and its attempts only while it is at
+// the version the caller read.
+func testDeleteRunnable(t *testing.T, eng engine) {
 	s := eng.open(t)
 	ctx := t.Context()
-	r := newRunnable("team-a", "edited")
-	mustTx(t, s, func(tx *Tx) error { return tx.CreateRunnable(ctx, r) })
-	type status struct {
-		Message string `json:"message"`
-		Count   int    `json:"count"`
-	}
-	bump := func(cur *Runnable, st *status) error {
-		st.Count++
-		st.Message = "edited"
-		cur.Phase = "Running"
-		return nil
-	}
+	r := newRunnable("team-a", "removed")
 	mustTx(t, s, func(tx *Tx) error {
-		got, err := EditRunnable(ctx, tx, r, bump)
-		if err == nil && (got.ResourceVersion != 2 || got.Phase != "Running") {
-			t.Errorf("edited runnable %+v", got)
-		}
-		return err
-	})
-	// r is now stale: nothing is written.
-	err := s.Tx(ctx, func(tx *Tx) error {
-		_, err := EditRunnable(ctx, tx, r, bump)
-		return err
-	})
-	wantErr(t, err, ErrMoved)
-	boom := errors.New("boom")
-	err = s.Tx(ctx, func(tx *Tx) error {
-		cur, err := tx.GetRunnableByUID(ctx, r.UID)
-		if err != nil {
+		if err := tx.CreateRunnable(ctx, r); err != nil {
 			return err
 		}
-		_, err = EditRunnable(ctx, tx, cur, func(cur *Runnable, st *status) error {
-			cur.Phase = "Failed"
-			return boom
-		})
-		return err
+		return tx.PutAttempt(ctx, &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", StartedAt: time.Now()})
 	})
-	wantErr(t, err, boom)
+	err := s.Tx(ctx, func(tx *Tx) error { return tx.DeleteRunnable(ctx, r.UID, r.ResourceVersion+1) })
+	wantErr(t, err, ErrConflict)
+	mustTx(t, s, func(tx *Tx) error { return tx.DeleteRunnable(ctx, r.UID, r.ResourceVersion) })
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.GetRunnableByUID(ctx, r.UID)
-		if err != nil {
-			return err
+		if _, err := tx.GetRunnableByUID(ctx, r.UID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("after delete: %v, want ErrNotFound", err)
 		}
-		if got.ResourceVersion != 2 || got.Phase != "Running" || string(got.Status) != `{"message":"edited","count":1}` {
-			t.Errorf("after a stale and a failed edit: version %d, phase %s, status %s", got.ResourceVersion, got.Phase, got.Status)
+		attempts, err := tx.ListAttempts(ctx, r.UID)
+		if len(attempts) != 0 {
+			t.Errorf("attempts left after delete: %d", len(attempts))
 		}
-		return nil
+		return err
 	})
+	err = s.Tx(ctx, func(tx *Tx) error { return tx.DeleteRunnable(ctx, r.UID, r.ResourceVersion) })
+	wantErr(t, err, ErrNotFound)
 }
 
 func testListRunnables(t *testing.T, eng engine) {
@@ -389,7 +362,10 @@ func testAttempts(t *testing.T, eng engine) {
 	})
 	ended := start.Add(time.Hour)
 	first := &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", ObjectUID: "obj-1", StartedAt: start.Add(time.Minute),
-		EndedAt: &ended, Result: "Evicted", Reason: "ClusterUnreachable", Message: "lease expired"}
+		EndedAt: &ended, Result: "Evicted", Reason: "ClusterUnreachable", Message: "lease expired",
+		CarriedIn: map[string]string{"flink.apache.org/job-id": "44cc", "restorePath": "s3://cp/44cc/chk-3"},
+		Reported:  map[string]string{"flink.apache.org/job-id": "9f1e"},
+		Note:      "attempt 1 never ran Healthy"}
 	mustTx(t, s, func(tx *Tx) error {
 		if err := tx.PutAttempt(ctx, first); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -33,7 +34,15 @@ type Store struct {
 	read     *sql.DB
 	readOpts *sql.TxOptions
 	now      func() time.Time
+	// audited is called after every commit that appended to the audit
+	// chain (OnAuditCommit).
+	audited atomic.Pointer[func()]
 }
+
+// OnAuditCommit has f called after every commit of a transaction that
+// appended to the audit chain, so that the chain's new head is anchored at
+// once (internal/anchor) rather than at the next poll. f must not block.
+func (s *Store) OnAuditCommit(f func()) { s.audited.Store(&f) }
 
 // Open connects to the database named by dsn and applies any pending
 // migrations. A dsn starting with postgres:// or postgresql:// selects
@@ -243,8 +252,9 @@ func asUnavailable(err error) error {
 // Tx is a database transaction handed to the function given to Store.Tx or
 // Store.Read. It must not be used after that function returns.
 type Tx struct {
-	tx *sql.Tx
-	s  *Store
+	tx      *sql.Tx
+	s       *Store
+	audited bool // AppendAudit was called
 }
 
 func (tx *Tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -322,12 +332,16 @@ func (s *Store) once(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn fu
 			_ = sqlTx.Rollback()
 		}
 	}()
-	if err := fn(&Tx{tx: sqlTx, s: s}); err != nil {
+	tx := &Tx{tx: sqlTx, s: s}
+	if err := fn(tx); err != nil {
 		return err
 	}
 	done = true
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", classify(err))
+	}
+	if f := s.audited.Load(); f != nil && tx.audited {
+		(*f)()
 	}
 	return nil
 }

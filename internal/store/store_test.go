@@ -59,7 +59,7 @@ var suite = []struct {
 }{
 	{"Runnables", testRunnables},
 	{"RunnableOptimisticConcurrency", testRunnableOptimisticConcurrency},
-	{"EditRunnable", testEditRunnable},
+	{"DeleteRunnable", testDeleteRunnable},
 	{"ListRunnables", testListRunnables},
 	{"ListRunnablesStableUnderInserts", testListRunnablesStableUnderInserts},
 	{"Attempts", testAttempts},
@@ -79,6 +79,8 @@ var suite = []struct {
 	{"MigrationsIdempotent", testMigrationsIdempotent},
 	{"AgentFreshness", testAgentFreshness},
 	{"ClusterKinds", testClusterKinds},
+	{"Counts", testCounts},
+	{"InventorySystem", testInventorySystem},
 	{"InventoryLabelSelector", testInventoryLabelSelector},
 	{"ConcurrentOpen", testConcurrentOpen},
 }

@@ -32,6 +32,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Security: credentials and TLS; the zero value is a plain connection.
 	Security Security
+
+	inProcess nats.InProcessConnProvider // set by Embedded.Connect
 }
 
 // Client is one connection to NATS shared by a purser process.
@@ -114,6 +116,10 @@ func Connect(ctx context.Context, url string, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
 
+	if opts.inProcess != nil {
+		security = append(security, nats.InProcessServer(opts.inProcess))
+	}
+
 	connected := make(chan struct{})
 	var once sync.Once
 	epoch := newConnEpoch()
@@ -185,12 +191,15 @@ func reconnectDelay() nats.ReconnectDelayHandler {
 	}
 }
 
-// Declare creates or updates every stream, consumer and bucket of purser.
-// It is idempotent, so every component calls it at start and none depends
-// on another having run first.
+// Declare creates or updates every stream, consumer and bucket of purser
+// but AuditStream (see DeclareAudit). It is idempotent, so every component
+// calls it at start and none depends on another having run first.
 func (c *Client) Declare(ctx context.Context) error {
 	t := newTopology(c.replicas)
 	for _, cfg := range t.streams {
+		if cfg.Name == AuditStream {
+			continue
+		}
 		if _, err := c.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return classify(fmt.Sprintf("declare stream %s", cfg.Name), err)
 		}
@@ -203,6 +212,30 @@ func (c *Client) Declare(ctx context.Context) error {
 	for _, cfg := range t.buckets {
 		if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
 			return classify(fmt.Sprintf("declare bucket %s", cfg.Bucket), err)
+		}
+	}
+	return nil
+}
+
+// DeclareAudit creates AuditStream when it is missing, and never updates
+// it: an update could add a limit that drops old anchors, so production
+// grants no one the right to update it, and only the api, which publishes
+// to it, declares it (docs/operations.md, "Locking NATS down"). An existing
+// stream is left as it is; verification checks its configuration.
+func (c *Client) DeclareAudit(ctx context.Context) error {
+	if _, err := c.js.Stream(ctx, AuditStream); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return classify("declare stream "+AuditStream, err)
+	}
+	for _, cfg := range newTopology(c.replicas).streams {
+		if cfg.Name != AuditStream {
+			continue
+		}
+		// A replica that lost the race to create it finds it made, with
+		// the same configuration, which JetStream answers with success.
+		if _, err := c.js.CreateStream(ctx, cfg); err != nil {
+			return classify("declare stream "+AuditStream, err)
 		}
 	}
 	return nil
@@ -238,6 +271,32 @@ func (c *Client) Publish(ctx context.Context, subject, msgID string, data []byte
 		return classify(what, err)
 	}
 	return nil
+}
+
+// ErrWrongLastSequence reports a PublishAfter that lost the race: the
+// stream's last message is no longer the one expected.
+var ErrWrongLastSequence = errors.New("the stream's last message moved")
+
+// PublishAfter stores data on subject only if the stream's last message
+// is still number last (0: the stream is empty), and returns the new
+// message's number: a compare-and-swap that lets several writers keep one
+// linear record. A lost race wraps ErrWrongLastSequence. msgID works as in
+// Publish; it must name the content, so that only a retry of the same
+// message is deduplicated.
+func (c *Client) PublishAfter(ctx context.Context, subject, msgID string, data []byte, last uint64) (uint64, error) {
+	if msgID == "" {
+		return 0, fmt.Errorf("publish to %s: empty message id", subject)
+	}
+	ack, err := c.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequence(last))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return 0, fmt.Errorf("publish %s to %s after message %d: %w: %w", msgID, subject, last, ErrWrongLastSequence, err)
+		}
+		return 0, classify(fmt.Sprintf("publish %s to %s", msgID, subject), err)
+	}
+	return ack.Sequence, nil
 }
 
 // Message is one message of a PublishBatch.
@@ -301,6 +360,9 @@ func (c *Client) Ready(ctx context.Context) error {
 // Close closes the connection; consumers created from JetStream stop.
 func (c *Client) Close() { c.nc.Close() }
 
+// errCodeNoPeersForPlacement is nats-server's JSClusterNoPeersErrF.
+const errCodeNoPeersForPlacement jetstream.ErrorCode = 10005
+
 // classify wraps err with what was being done and, when it means that no
 // server answered, with ErrUnavailable: this is the one place that knows
 // which NATS errors are transient.
@@ -322,8 +384,11 @@ func unavailable(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		// 503 is JetStream's own "not available": disabled, no quorum,
-		// no leader yet after a restart.
-		return apiErr.Code == http.StatusServiceUnavailable
+		// no leader yet after a restart. "No suitable peers for
+		// placement" (10005) is what a cluster whose servers are still
+		// joining answers a declaration of a replicated stream; were the
+		// cluster too small for good, the caller's retries log it.
+		return apiErr.Code == http.StatusServiceUnavailable || apiErr.ErrorCode == errCodeNoPeersForPlacement
 	}
 	for _, target := range []error{
 		context.DeadlineExceeded,

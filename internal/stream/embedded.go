@@ -21,6 +21,11 @@ type EmbeddedConfig struct {
 	Host string
 	// Port to listen on; 0 picks a free port (see ClientURL).
 	Port int
+	// NoListen listens on no port at all: only this process reaches the
+	// server, through Embedded.Connect. What `purser up` runs, since all
+	// of its components share one process: a port without credentials
+	// would let anyone on the machine publish anchors or delete streams.
+	NoListen bool
 	// Logger receives the server's log; nil keeps the server silent.
 	Logger *slog.Logger
 }
@@ -58,7 +63,8 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		// the ack must mean "on disk", not "in the page cache".
 		SyncAlways: true,
 		// The server must not take over the purser process's signals.
-		NoSigs: true,
+		NoSigs:     true,
+		DontListen: cfg.NoListen,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats in %s: %w", cfg.Dir, err)
@@ -89,8 +95,16 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	return e, nil
 }
 
-// ClientURL is the URL to pass to Connect, with the port actually chosen.
+// ClientURL is the URL to pass to Connect, with the port actually chosen;
+// meaningless with NoListen.
 func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// Connect connects to the server inside this process, without a socket
+// (nats-server's InProcessConn), which works with NoListen too.
+func (e *Embedded) Connect(ctx context.Context, opts Options) (*Client, error) {
+	opts.inProcess = e.srv
+	return Connect(ctx, "", opts)
+}
 
 // Shutdown stops the server and waits until it has closed its files, so
 // that the same Dir can be used again at once. It is safe to call twice.

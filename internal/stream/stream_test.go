@@ -53,6 +53,15 @@ func TestDeclareTwice(t *testing.T) {
 	if err := c.Declare(ctx); err != nil {
 		t.Fatalf("second Declare: %v", err)
 	}
+	// Only the api declares the AUDIT stream, and never updates it.
+	if _, err := c.JetStream().Stream(ctx, stream.AuditStream); err == nil {
+		t.Fatalf("Declare created %s", stream.AuditStream)
+	}
+	for range 2 {
+		if err := c.DeclareAudit(ctx); err != nil {
+			t.Fatalf("DeclareAudit: %v", err)
+		}
+	}
 
 	js := c.JetStream()
 	want := []struct {

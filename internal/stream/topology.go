@@ -54,6 +54,11 @@ const (
 	IngesterConsumer = "ingester"
 )
 
+// MaxMessage keeps every message under NATS's default 1 MiB payload limit
+// with room for headers: an event leaves its object out beyond it, and a
+// snapshot is split into chunks under it.
+const MaxMessage = 900 << 10
+
 const (
 	eventsPrefix    = "purser.events."
 	snapshotsPrefix = "purser.snapshots."

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -139,6 +141,22 @@ func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*
 		number = attempts[n-1].Number + 1
 	}
 	cluster := decision.Cluster
+	carried, err := carriedIn(rec)
+	if err != nil {
+		return false, err
+	}
+	entry := &audit.Entry{
+		Action:  "place",
+		Summary: fmt.Sprintf("placed attempt %d on %s: %s", number, cluster, decision.Reason),
+	}
+	if n := len(attempts); n > 0 && attempts[n-1].Result == failover.ResultEvicted {
+		// The failover's second half: the target cluster, beside the
+		// source and reason of the evict entry, and what is carried.
+		prev := attempts[n-1]
+		entry.Summary = fmt.Sprintf("failover of attempt %d from %s (%s) to %s as attempt %d, carrying %s",
+			prev.Number, prev.Cluster, prev.Reason, cluster, number, carriedString(carried))
+		entry.Details = failoverDetails(prev, cluster, number, carried)
+	}
 	// Committed or not, the next step follows at once: the create on the
 	// chosen cluster, or a look at whatever changed the runnable.
 	moved, err := s.apply(ctx, rec, transition{
@@ -146,11 +164,9 @@ func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*
 		message: fmt.Sprintf("attempt %d placed on %s: %s", number, cluster, decision.Reason),
 		attempt: &store.Attempt{
 			RunnableUID: rec.UID, Number: number, Cluster: cluster, StartedAt: now, Message: decision.Reason,
+			CarriedIn: carried,
 		},
-		audit: &audit.Entry{
-			Action:  "place",
-			Summary: fmt.Sprintf("placed attempt %d on %s: %s", number, cluster, decision.Reason),
-		},
+		audit: entry,
 	})
 	if err == nil && !moved {
 		s.metrics.attempts.WithLabelValues(cluster).Inc()
@@ -199,7 +215,11 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 		return false, err
 	}
 	obj := object(rec, doc, gvk, a.Number)
-	if err := failover.Prepare(obj, &doc.Spec, preserved(rec)); err != nil {
+	kept, restorePath, err := preserved(rec)
+	if err != nil {
+		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidStatus", err.Error())
+	}
+	if err := failover.Prepare(obj, &doc.Spec, kept, restorePath); err != nil {
 		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
 		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
 	}
@@ -367,49 +387,29 @@ func (s *Submitter) closeCancelled(ctx context.Context, rec *store.Runnable, a *
 	})
 }
 
-// transition is one change of a runnable, written in one transaction.
+// transition is one change of a runnable: a lifecycle move made by the
+// submitter.
 type transition struct {
 	phase   v1alpha1.Phase
 	cluster *string // nil keeps the runnable's cluster
 	message string  // "" keeps the status message
 	attempt *store.Attempt
-	audit   *audit.Entry // Actor, Kind, Namespace, Name and Outcome are filled in
+	audit   *audit.Entry // Action, Summary
 }
 
 // apply writes t if the runnable is still as rec found it; otherwise it
-// writes nothing and reports moved, so the caller reads it again. The
-// runnable is updated first (its optimistic check decides), then the
-// attempt, then the audit entry, last because it holds the chain's lock
-// until commit.
+// writes nothing and reports moved, so the caller reads it again.
 func (s *Submitter) apply(ctx context.Context, rec *store.Runnable, t transition) (moved bool, err error) {
+	r, err := lifecycle.Decode(rec)
+	if err != nil {
+		return false, err
+	}
 	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		cur, err := store.EditRunnable(ctx, tx, rec, func(cur *store.Runnable, st *v1alpha1.RunnableStatus) error {
-			if t.message != "" {
-				st.Message = t.message
-			}
-			cur.Phase = string(t.phase)
-			if t.cluster != nil {
-				cur.Cluster = *t.cluster
-			}
-			return nil
+		_, err := lifecycle.Apply(ctx, tx, r, lifecycle.Transition{
+			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
+			Attempt: t.attempt, Audit: t.audit,
 		})
-		if err != nil {
-			return err
-		}
-		if t.attempt != nil {
-			if err := tx.PutAttempt(ctx, t.attempt); err != nil {
-				return err
-			}
-		}
-		if t.audit != nil {
-			e := *t.audit
-			e.Actor, e.Kind, e.Namespace, e.Name = Actor, v1alpha1.KindRunnable, cur.Namespace, cur.Name
-			e.Outcome = string(t.phase)
-			if err := tx.AppendAudit(ctx, &e); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	})
 	if errors.Is(err, store.ErrMoved) {
 		return true, nil
@@ -449,16 +449,67 @@ func decode(rec *store.Runnable) (*runnableDoc, schema.GroupVersionKind, error) 
 }
 
 func statusMessage(rec *store.Runnable) string {
-	var st v1alpha1.RunnableStatus
-	_ = json.Unmarshal(rec.Status, &st)
-	return st.Message
+	r, err := lifecycle.Decode(rec)
+	if err != nil {
+		return ""
+	}
+	return r.Status.Message
 }
 
 // preserved is the state kept from the runnable's earlier attempts.
-func preserved(rec *store.Runnable) map[string]string {
-	var st v1alpha1.RunnableStatus
-	_ = json.Unmarshal(rec.Status, &st)
-	return st.Preserved
+func preserved(rec *store.Runnable) (map[string]string, string, error) {
+	r, err := lifecycle.Decode(rec)
+	if err != nil {
+		return nil, "", err
+	}
+	path := ""
+	if p := r.Status.RestorePoint; p != nil {
+		path = p.Path
+	}
+	return r.Status.Preserved, path, nil
+}
+
+// carriedIn is what the next attempt starts with, for its record: the
+// preserved values and the restore point's path.
+func carriedIn(rec *store.Runnable) (map[string]string, error) {
+	kept, path, err := preserved(rec)
+	if err != nil || (len(kept) == 0 && path == "") {
+		return nil, err
+	}
+	out := maps.Clone(kept)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if path != "" {
+		out[failover.RestorePathKey] = path
+	}
+	return out, nil
+}
+
+func carriedString(c map[string]string) string {
+	if len(c) == 0 {
+		return "no state (a fresh start)"
+	}
+	keys := slices.Sorted(maps.Keys(c))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + c[k]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// failoverDetails is the place entry's record of a failover.
+func failoverDetails(prev *store.Attempt, target string, number int, carried map[string]string) json.RawMessage {
+	d := map[string]any{"fromAttempt": prev.Number, "sourceCluster": prev.Cluster, "reason": prev.Reason,
+		"targetCluster": target, "attempt": number}
+	if len(carried) > 0 {
+		d["carriedIn"] = carried
+	}
+	if p := carried[failover.RestorePathKey]; p != "" {
+		d["restorePath"] = p
+	}
+	b, _ := json.Marshal(d) // strings and numbers only
+	return b
 }
 
 // object builds what is created on the cluster: the template, named after

@@ -1,8 +1,13 @@
 // purser's console: plain JavaScript over the REST API. The token lives in
 // sessionStorage; a link carrying #token= logs in and the token is dropped
-// from the address bar. Pages poll the API every two seconds, so phases
-// and sync states change on screen without a reload. Every value from the
-// API is put in the page as text, never as HTML.
+// from the address bar. Pages are hash routes (#/runnables/NS/NAME), so
+// every row is a real link: it opens in a new tab and its address can be
+// copied. Pages poll the API every two seconds, so phases and sync states
+// change on screen without a reload; a page is drawn again only when what
+// it shows changed, so that a selection or an open section survives.
+// Every value from the API is put in the page as text, never as HTML.
+// Judgements (freshness, a cluster's state) are the API's: the console
+// shows them, it does not make its own.
 "use strict";
 
 const POLL_MS = 2000;
@@ -22,7 +27,8 @@ function el(tag, attrs, ...children) {
   }
   return e;
 }
-function badge(text) { return text ? el("span", { class: "badge " + text }, text) : el("span", { class: "muted" }, "—"); }
+function badge(text, title) { return text ? el("span", { class: "badge " + text, title }, text) : el("span", { class: "muted" }, "—"); }
+// age prints how long ago ts was, as kubectl prints ages (v1alpha1.Ago).
 function age(ts) {
   if (!ts) return "";
   const s = Math.max(0, (Date.now() - Date.parse(ts)) / 1000);
@@ -31,6 +37,36 @@ function age(ts) {
   if (s < 172800) return Math.floor(s / 3600) + "h";
   return Math.floor(s / 86400) + "d";
 }
+// when prints a time to the second, in UTC, on one line, with how long
+// ago as its title; the API's microseconds say nothing to a reader.
+function when(ts, withAge) {
+  if (!ts) return el("span", { class: "muted" }, "—");
+  const d = new Date(ts);
+  if (isNaN(d)) return ts;
+  const text = d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  return el("time", { datetime: ts, title: age(ts) + " ago", class: "ts" }, text, withAge ? el("span", { class: "muted" }, " (" + age(ts) + " ago)") : null);
+}
+function ago(ts) {
+  return ts ? el("time", { datetime: ts, title: new Date(ts).toISOString(), class: "ts" }, age(ts) + " ago") : el("span", { class: "muted" }, "never");
+}
+// Paths of the console's pages, so that every reference is a link.
+function runnablePath(ns, name) { return "#/runnables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name); }
+function deployablePath(ns, name) { return "#/deployables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name); }
+function clusterPath(name) { return "#/clusters/" + encodeURIComponent(name); }
+function link(href, text, attrs) { return el("a", Object.assign({ href }, attrs || {}), text); }
+// rowLink is a row's main link: CSS stretches it over the whole row, so
+// the row behaves as a link (middle click, copy address) and its other
+// links and buttons stay clickable above it.
+function rowLink(href, text) { return el("a", { href, class: "row-link" }, text); }
+function yamlBlock(id, value) { return el("pre", { id, class: "yaml" }, toYAML(value)); }
+// changed tells whether value differs from what key last drew.
+function changed(holder, value) {
+  const s = JSON.stringify(value);
+  if (holder.last === s) return false;
+  holder.last = s;
+  return true;
+}
+function describeError(e) { return e && e.describe ? e.describe() : String(e); }
 function toast(msg) {
   const t = document.getElementById("toast");
   t.textContent = msg;
@@ -117,11 +153,17 @@ function showLogin(message) {
       await start();
     } },
     el("h1", {}, "Log in to purser"),
-    el("p", { class: "muted" }, "Paste your token. `purser up` prints a link that logs you in, and writes the admin token to its data folder."),
+    el("p", { class: "muted" }, "Paste your token. ", el("code", {}, "purser up"),
+      " prints a link that logs you in, and writes the admin token to ", el("code", {}, "admin.token"), " in its data folder."),
     message ? el("p", { class: "error" }, message) : null,
     input,
-    el("button", { type: "submit", id: "login" }, "Log in")));
+    el("button", { type: "submit", id: "login" }, "Log in"),
+    el("p", { id: "sso" })));
   input.focus();
+  sso.settings().then(oidc => {
+    if (oidc) document.getElementById("sso")?.replaceChildren(
+      el("button", { type: "button", id: "sso-login", onclick: () => sso.begin(oidc) }, "Sign in with single sign-on"));
+  });
 }
 
 async function start() {
@@ -160,17 +202,17 @@ function live(render) {
 function route() {
   if (!token()) return showLogin();
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.page === (parts[0] || "runnables"));
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.page === (parts[0] || "farm"));
   switch (parts[0]) {
     case "deployables": return parts[1] ? deployableDetail(parts[1], parts[2]) : deployables();
-    case "clusters": return clusters();
+    case "clusters": return parts[1] ? clusterDetail(parts[1]) : clusters();
+    case "register-cluster": return registerCluster();
     case "history": return historyPage();
     case "inventory": return inventoryPage();
     case "submit": return submitRunnable();
     case "apply-deployable": return applyDeployable();
-    case "runnables": if (parts[1]) return runnableDetail(parts[1], parts[2]);
-    // fall through
-    default: return runnables();
+    case "runnables": return parts[1] ? runnableDetail(parts[1], parts[2]) : runnables();
+    default: return farmPage();
   }
 }
 
@@ -189,8 +231,66 @@ function namespaceSelect(key, allowAll) {
   return s;
 }
 
+// ---- farm ----
+// The farm at a glance: one column per data center (the clusters' dc
+// label), each cluster with its state, the freshness of its records, what
+// its nodes can allocate and the runnables on it by phase.
+function farmPage() {
+  const board = el("div", { id: "farm", class: "farm" });
+  const holder = {};
+  main(el("h1", {}, "Farm"),
+    el("p", { class: "muted" }, "Data centers as columns (each cluster's ", el("code", {}, "dc"), " label); per cluster its state, how fresh purser's records of it are, what its nodes can allocate, and the runnables on it by phase."),
+    board);
+  live(async () => {
+    const list = await api("GET", "/api/v1/clusters");
+    if (!changed(holder, list.items.map(c => [c.metadata, c.status, c.spec.taints]))) return;
+    const dcs = new Map();
+    for (const c of list.items) {
+      const dc = (c.metadata.labels || {}).dc || "no dc label";
+      if (!dcs.has(dc)) dcs.set(dc, []);
+      dcs.get(dc).push(c);
+    }
+    const names = [...dcs.keys()].sort((a, b) => (a === "no dc label") - (b === "no dc label") || a.localeCompare(b));
+    fill(board, names.length ? names.map(dc => el("section", { class: "dc", "data-dc": dc },
+      el("h2", {}, dc, el("span", { class: "muted" }, " · " + dcs.get(dc).length + " cluster" + (dcs.get(dc).length === 1 ? "" : "s"))),
+      dcs.get(dc).map(clusterCard))) : el("p", { class: "muted" }, "No clusters registered."));
+  });
+}
+
+function clusterCard(c) {
+  const st = c.status || {};
+  const agent = st.agent || {};
+  const fr = agent.freshness || {};
+  const ready = readyCondition(c);
+  const cap = st.capacity;
+  const counts = st.runnables || {};
+  const active = ["Running", "Submitted", "Scheduled", "FailingOver"].reduce((n, p) => n + (counts[p] || 0), 0);
+  const taints = allTaints(c);
+  return el("article", { class: "card state-" + (st.state || "Unknown"), "data-cluster": c.metadata.name },
+    el("header", {}, link(clusterPath(c.metadata.name), c.metadata.name, { class: "name" }), " ",
+      badge(st.state || "Unknown", ready ? ready.reason + ": " + (ready.message || "") : "not judged yet")),
+    ready && st.state !== "Ready" ? el("div", { class: "reason" }, ready.reason + (ready.message ? ": " + ready.message : "")) : null,
+    el("div", { class: "records" }, badge(fr.fresh ? "fresh" : "stale", fr.message), " ", el("span", { class: "muted" }, fr.message || "")),
+    el("div", { class: "capacity" }, cap
+      ? [(cap.milliCPU / 1000).toFixed(cap.milliCPU % 1000 ? 1 : 0) + " CPU · " + gib(cap.memoryBytes) + " · " + cap.pods + " pods on " +
+          cap.nodes + " node" + (cap.nodes === 1 ? "" : "s") + (cap.unschedulable ? " (+" + cap.unschedulable + " cordoned)" : ""),
+         el("div", { class: "muted" }, active + " active runnable" + (active === 1 ? "" : "s") + (cap.milliCPU ? ", " + (active / (cap.milliCPU / 1000)).toFixed(2) + " per core" : ""))]
+      : el("span", { class: "muted" }, "capacity not known yet (no Node records)")),
+    taints.length ? el("div", { class: "taints" }, taints.map(t => el("span", { class: "badge taint" }, taintText(t)))) : null,
+    phaseBar(counts, 260));
+}
+
+function gib(bytes) { return (bytes / (1 << 30)).toFixed(bytes % (1 << 30) ? 1 : 0) + " GiB"; }
+function readyCondition(c) { return ((c.status || {}).conditions || []).find(x => x.type === "Ready"); }
+function allTaints(c) { return ((c.spec || {}).taints || []).concat((c.status || {}).taints || []); }
+function taintText(t) { return t.key + (t.value ? "=" + t.value : "") + ":" + t.effect; }
+
 // ---- runnables ----
 const PHASES = ["", "PendingApproval", "Queued", "Scheduled", "Submitted", "Running", "Succeeded", "Failed", "Expired", "Rejected", "Cancelled", "FailingOver"];
+const ENDED = ["Succeeded", "Failed", "Expired", "Rejected", "Cancelled"];
+// What a failover may wait for that a person can vouch for
+// (v1alpha1.Waiting*; POST .../failover?confirmStopped=true).
+const WAITS_FOR_STOP = ["AwaitingFencing", "CopyUnconfirmed", "HeartbeatsStale"];
 
 function runnables() {
   const phase = el("select", { id: "phase", onchange: () => { filters.phase = phase.value; saveFilters(); route(); } },
@@ -199,10 +299,11 @@ function runnables() {
     onchange: () => { filters.cluster = cluster.value.trim(); saveFilters(); route(); } });
   const body = el("tbody");
   const more = el("div", { class: "muted" });
+  const holder = {};
   main(el("h1", {}, "Runnables"),
     el("div", { class: "filters" }, namespaceSelect("ns", true), phase, cluster,
-      writableNamespaces().length || (access && access.admin) ? el("button", { id: "submit-new", onclick: () => { location.hash = "#/submit"; } }, "Submit from YAML") : null),
-    el("table", { id: "runnables" }, el("thead", {}, el("tr", {}, ["Namespace", "Name", "Kind", "Phase", "Cluster", "Health", "Submitted by", "Age", "Message"].map(h => el("th", {}, h)))), body),
+      writableNamespaces().length || (access && access.admin) ? el("a", { id: "submit-new", class: "button", href: "#/submit" }, "Submit from YAML") : null),
+    el("table", { id: "runnables", class: "list" }, el("thead", {}, el("tr", {}, ["Namespace", "Name", "Kind", "Phase", "Cluster", "Health", "Attempts", "Submitted by", "Age", "Message"].map(h => el("th", {}, h)))), body),
     more);
   live(async () => {
     const q = new URLSearchParams({ limit: "200" });
@@ -210,59 +311,115 @@ function runnables() {
     if (filters.phase) q.set("phase", filters.phase);
     if (filters.cluster) q.set("cluster", filters.cluster);
     const list = await api("GET", "/api/v1/runnables?" + q);
-    body.replaceChildren(...list.items.map(r => el("tr", { class: "link", "data-name": r.metadata.name,
-        onclick: () => { location.hash = "#/runnables/" + encodeURIComponent(r.metadata.namespace) + "/" + encodeURIComponent(r.metadata.name); } },
-      el("td", {}, r.metadata.namespace), el("td", {}, r.metadata.name), el("td", {}, (r.spec.template || {}).kind || ""),
-      el("td", { class: "phase" }, badge(r.status.phase)), el("td", {}, r.status.cluster || ""), el("td", {}, badge(r.status.health)),
-      el("td", {}, r.status.submittedBy || ""), el("td", {}, age(r.metadata.creationTimestamp)), el("td", { class: "muted" }, r.status.message || ""))));
-    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 9, class: "muted" }, "No runnables match.")));
+    if (!changed(holder, [list, Math.floor(Date.now() / 10000)])) return;
+    body.replaceChildren(...list.items.map(r => el("tr", { class: "linked", "data-name": r.metadata.name },
+      el("td", { class: "nowrap" }, r.metadata.namespace), el("td", { class: "nowrap" }, rowLink(runnablePath(r.metadata.namespace, r.metadata.name), r.metadata.name)),
+      el("td", {}, (r.spec.template || {}).kind || ""),
+      el("td", { class: "phase" }, badge(r.status.phase)),
+      el("td", { class: "nowrap" }, r.status.cluster ? link(clusterPath(r.status.cluster), r.status.cluster) : ""), el("td", {}, badge(r.status.health)),
+      el("td", { class: "num" }, r.status.attemptCount || 0),
+      el("td", {}, r.status.submittedBy || ""), el("td", { class: "nowrap" }, ago(r.metadata.creationTimestamp)), el("td", { class: "muted message" }, r.status.message || ""))));
+    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "No runnables match.")));
     more.textContent = list.continue ? "Showing the first 200; narrow the filters to see the rest." : "";
   });
 }
 
+// placementNote says why a runnable has no attempt, in its own terms.
+function placementNote(st) {
+  switch (st.phase) {
+    case "Cancelled": return "Cancelled before it was placed on any cluster.";
+    case "Rejected": return "Rejected: never placed.";
+    case "Expired": return "Expired before it could be placed (its deadline passed).";
+    case "Failed": return "Failed before it was placed: " + (st.message || "");
+    case "PendingApproval": return "Waiting for approval; placed once approved.";
+  }
+  return "Not placed yet: " + (st.message || "waiting for a cluster");
+}
+
 function runnableDetail(ns, name) {
   const view = el("div");
-  main(el("p", {}, el("a", { href: "#/runnables" }, "← Runnables")), view);
+  const holder = {};
+  const base = "/api/v1/runnables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name);
+  main(el("p", {}, link("#/runnables", "← Runnables")), view);
   live(async () => {
-    const r = await api("GET", "/api/v1/runnables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name));
+    const q = new URLSearchParams({ namespace: ns, kind: "Runnable", name });
+    let r;
+    try { r = await api("GET", base); } catch (e) {
+      if (e.status === 404) {
+        if (changed(holder, "gone")) fill(view, el("h1", {}, "Runnable " + ns + "/" + name), el("p", { id: "gone", class: "muted" }, "No such runnable (it may have been deleted; its history stays in the audit log)."),
+          link("#/history", "History"));
+        return;
+      }
+      throw e;
+    }
+    const [hist, cl] = await Promise.all([historyTail(q, 500).then(items => ({ items })), r.status.cluster ? api("GET", "/api/v1/clusters/" + encodeURIComponent(r.status.cluster)).catch(() => null) : null]);
+    if (!changed(holder, [r, hist.items.length, cl && cl.status.state, Math.floor(Date.now() / 10000)])) return;
     const st = r.status || {};
+    const ended = ENDED.includes(st.phase);
     const actions = [];
     const pc = st.pendingChange;
+    const act = (id, label, cls, method, suffix, what, confirmText) => el("button", { id, class: cls, onclick: async () => {
+      if (confirmText && !confirm(confirmText)) return;
+      try {
+        await api(method, base + suffix);
+        toast(name + " " + what);
+        holder.last = null;
+      } catch (e) { toast(describeError(e)); }
+    } }, label);
     if (pc && may(ns, "approve") && pc.author !== access.user) {
       // A decision names the version shown on this very render.
       const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
-      actions.push(el("button", { id: "approve", onclick: () => act("POST", "/approve" + rv, "approved") }, "Approve"));
-      actions.push(el("button", { id: "reject", class: "danger", onclick: () => act("POST", "/reject" + rv, "rejected") }, "Reject"));
+      actions.push(act("approve", "Approve", "", "POST", "/approve" + rv, "approved"), act("reject", "Reject", "danger", "POST", "/reject" + rv, "rejected"));
     }
-    const ended = ["Succeeded", "Failed", "Expired", "Rejected", "Cancelled"].includes(st.phase);
-    if (!ended && may(ns, "write")) actions.push(el("button", { id: "cancel", class: "danger", onclick: () => act("DELETE", "", "cancelled") }, "Cancel"));
-    async function act(method, suffix, what) {
-      try {
-        await api(method, "/api/v1/runnables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name) + suffix);
-        toast(name + " " + what);
-        route();
-      } catch (e) { toast(e.describe ? e.describe() : String(e)); }
+    if (!ended && may(ns, "write")) actions.push(act("cancel", "Cancel", "danger", "DELETE", "", "cancelled", "Cancel " + ns + "/" + name + "? Purser removes it from its cluster."));
+    if (ended && may(ns, "write")) actions.push(act("delete", "Delete", "danger", "DELETE", "", "deleted", "Delete " + ns + "/" + name + "? It ended (" + st.phase + "); its history stays in the audit log."));
+    // The override is offered only where the API takes it: a failover
+    // that waits for a copy nobody can confirm stopped (status.waiting).
+    const attempt = (st.attempts || []).length;
+    const confirmed = st.confirmedStopped && st.confirmedStopped.attempt === attempt;
+    if (WAITS_FOR_STOP.includes(st.waiting) && !confirmed && may(ns, "write")) {
+      const on = st.cluster || "its cluster";
+      actions.push(act("confirm-stopped", "Fail over: I confirm it stopped on " + on, "danger", "POST", "/failover?confirmStopped=true", "moved off " + on,
+        "Purser cannot confirm that the copy on " + on + " stopped. Move it elsewhere only if you know it did: otherwise it may run twice."));
     }
+    const t = r.spec.template || {};
     fill(view,
       el("h1", {}, "Runnable " + ns + "/" + name, " ", badge(st.phase)),
       pc ? pendingNote(pc, "runnable") : null,
       el("div", { class: "actions" }, actions),
       kv({ id: "runnable" },
-        "Kind", (r.spec.template || {}).apiVersion + " " + (r.spec.template || {}).kind,
-        "Phase", st.phase || "", "Cluster", st.cluster || "—", "Health", st.health || "—",
-        "Message", st.message || "", "Submitted by", st.submittedBy || "", "Approved by", st.approvedBy || "—",
-        "Created", r.metadata.creationTimestamp || "", "Deadline", r.spec.deadline || "—",
-        "Preserved", Object.entries(st.preserved || {}).map(([k, v]) => k + "=" + v).join(", ") || "—"),
+        "Kind", (t.apiVersion || "") + " " + (t.kind || ""),
+        "Phase", st.phase || "", "Cluster", st.cluster ? link(clusterPath(st.cluster), st.cluster) : "—", "Health", badge(st.health),
+        "Message", el("span", { class: "message" }, st.message || ""), "Submitted by", st.submittedBy || "", "Approved by", st.approvedBy || "—",
+        "Created", when(r.metadata.creationTimestamp, true), "Deadline", r.spec.deadline ? when(r.spec.deadline) : "—",
+        "Preserved", pairs(st.preserved) || "—",
+        "Restore point", st.restorePoint ? st.restorePoint.path + " (" + st.restorePoint.kind + " from attempt " + st.restorePoint.attempt + ")" : "—",
+        "Waiting for", st.waiting || "—",
+        "Confirmed stopped", st.confirmedStopped ? "by " + st.confirmedStopped.by + " (attempt " + st.confirmedStopped.attempt + ")" : "—",
+        "Ended", st.endedAt ? when(st.endedAt, true) : "—", "Removed after", st.removeAfter ? when(st.removeAfter) : "—"),
       el("h2", {}, "Attempts"),
-      el("table", { id: "attempts" }, el("thead", {}, el("tr", {}, ["#", "Cluster", "Started", "Ended", "Result", "Reason", "Message"].map(h => el("th", {}, h)))),
-        el("tbody", {}, (st.attempts || []).length ? st.attempts.map(a => el("tr", {}, el("td", {}, a.number), el("td", {}, a.cluster || ""),
-          el("td", {}, a.startedAt || ""), el("td", {}, a.endedAt || ""), el("td", {}, a.result || ""), el("td", {}, a.reason || ""), el("td", {}, a.message || "")))
-          : [el("tr", {}, el("td", { colspan: 7, class: "muted" }, "Not placed yet."))])),
-      st.result ? el("h2", {}, "Last observed status") : null,
-      st.result ? el("pre", {}, JSON.stringify(st.result, null, 2)) : null,
+      (st.attempts || []).length ? el("div", { class: "chart" }, attemptTimeline(r, hist.items, Date.now())) : null,
+      // Carried in and Reported show the chain of restore points across
+      // failovers: what each attempt restored from, what it wrote, and
+      // (Note) why that was not carried on.
+      el("table", { id: "attempts" }, el("thead", {}, el("tr", {}, ["#", "Cluster", "Started", "Ended", "Result", "Reason", "Message", "Carried in", "Reported", "Note"].map(h => el("th", {}, h)))),
+        el("tbody", {}, (st.attempts || []).length ? st.attempts.map(a => el("tr", {}, el("td", {}, a.number), el("td", { class: "nowrap" }, a.cluster ? link(clusterPath(a.cluster), a.cluster) : ""),
+          el("td", { class: "nowrap" }, when(a.startedAt)), el("td", { class: "nowrap" }, a.endedAt ? when(a.endedAt) : el("span", { class: "muted" }, "running")),
+          el("td", {}, badge(a.result)), el("td", {}, a.reason || ""), el("td", { class: "message" }, a.message || ""),
+          el("td", { class: "carried" }, pairs(a.carriedIn)), el("td", { class: "reported" }, pairs(a.reported)), el("td", { class: "message" }, a.note || "")))
+          : [el("tr", {}, el("td", { colspan: 10, class: "muted", id: "no-attempts" }, placementNote(st)))])),
+      el("h2", {}, "History"),
+      historyTable("runnable-history", hist.items, false),
+      el("h2", {}, "Status"),
+      yamlBlock("status-yaml", Object.fromEntries(Object.entries(st).filter(([k]) => k !== "attempts"))),
       el("h2", {}, "Spec"),
-      el("pre", {}, JSON.stringify(r.spec, null, 2)));
+      yamlBlock("spec-yaml", r.spec));
   });
+}
+
+// pairs renders a string map as k=v, sorted; "" for none.
+function pairs(m) {
+  return Object.entries(m || {}).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => k + "=" + v).join(", ");
 }
 
 const EXAMPLE_JOB = `apiVersion: purser.io/v1alpha1
@@ -309,21 +466,25 @@ function submitRunnable() {
 function deployables() {
   const head = el("thead");
   const body = el("tbody");
+  const holder = {};
   main(el("h1", {}, "Deployables"),
     el("div", { class: "filters" }, namespaceSelect("dns", true),
-      writableNamespaces().length || (access && access.admin) ? el("button", { id: "apply-new", onclick: () => { location.hash = "#/apply-deployable"; } }, "Apply YAML") : null),
-    el("table", { id: "deployables" }, head, body));
+      writableNamespaces().length || (access && access.admin) ? el("a", { id: "apply-new", class: "button", href: "#/apply-deployable" }, "Apply YAML") : null),
+    el("table", { id: "deployables", class: "list" }, head, body));
   live(async () => {
     const q = new URLSearchParams();
     if (filters.dns) q.set("namespace", filters.dns);
     const [list, cl] = await Promise.all([api("GET", "/api/v1/deployables?" + q), api("GET", "/api/v1/clusters")]);
     const names = cl.items.map(c => c.metadata.name);
-    head.replaceChildren(el("tr", {}, ["Namespace", "Name", "Kind", "Generation", "Phase"].concat(names).map(h => el("th", {}, h))));
+    if (!changed(holder, [list, names])) return;
+    head.replaceChildren(el("tr", {}, ["Namespace", "Name", "Kind", "Generation", "Phase"].map(h => el("th", {}, h)),
+      names.map(n => el("th", { class: "nowrap" }, link(clusterPath(n), n)))));
     body.replaceChildren(...list.items.map(d => {
       const byCluster = Object.fromEntries((d.status.clusters || []).map(c => [c.cluster, c]));
-      return el("tr", { class: "link", onclick: () => { location.hash = "#/deployables/" + encodeURIComponent(d.metadata.namespace) + "/" + encodeURIComponent(d.metadata.name); } },
-        el("td", {}, d.metadata.namespace), el("td", {}, d.metadata.name), el("td", {}, (d.spec.template || {}).kind || ""),
-        el("td", {}, d.status.generation || 0), el("td", {}, badge(d.status.phase)),
+      return el("tr", { class: "linked", "data-name": d.metadata.name },
+        el("td", {}, d.metadata.namespace), el("td", { class: "nowrap" }, rowLink(deployablePath(d.metadata.namespace, d.metadata.name), d.metadata.name)),
+        el("td", {}, (d.spec.template || {}).kind || ""),
+        el("td", { class: "num" }, d.status.generation || 0), el("td", {}, badge(d.status.phase)),
         names.map(n => el("td", { "data-cluster": n, title: (byCluster[n] || {}).message || "" }, byCluster[n] ? badge(byCluster[n].state) : el("span", { class: "muted" }, "—"))));
     }));
     if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 5 + names.length, class: "muted" }, "No deployables.")));
@@ -332,36 +493,53 @@ function deployables() {
 
 function deployableDetail(ns, name) {
   const view = el("div");
-  main(el("p", {}, el("a", { href: "#/deployables" }, "← Deployables")), view);
+  const holder = {};
+  const base = "/api/v1/deployables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name);
+  main(el("p", {}, link("#/deployables", "← Deployables")), view);
   live(async () => {
-    const d = await api("GET", "/api/v1/deployables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name));
+    const q = new URLSearchParams({ namespace: ns, kind: "Deployable", name });
+    let d;
+    try { d = await api("GET", base); } catch (e) {
+      if (e.status === 404) {
+        if (changed(holder, "gone")) fill(view, el("h1", {}, "Deployable " + ns + "/" + name), el("p", { id: "gone", class: "muted" }, "No such deployable (it may have been deleted; its history stays in the audit log)."));
+        return;
+      }
+      throw e;
+    }
+    const [hist, cl] = await Promise.all([historyTail(q, 500).then(items => ({ items })), api("GET", "/api/v1/clusters")]);
+    if (!changed(holder, [d, hist.items.length, cl.items.map(c => c.metadata), Math.floor(Date.now() / 10000)])) return;
     const actions = [];
+    const act = (id, label, cls, method, suffix, what, confirmText) => el("button", { id, class: cls, onclick: async () => {
+      if (confirmText && !confirm(confirmText)) return;
+      try { await api(method, base + suffix); toast(name + " " + what); holder.last = null; }
+      catch (e) { toast(describeError(e)); }
+    } }, label);
     const pc = d.status.pendingChange;
     if (pc && may(ns, "approve") && pc.author !== access.user) {
       // A decision names the version of the change shown on this render:
       // if its author changes it meanwhile, the server refuses (409).
       const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
-      for (const [verb, label] of [["approve", "Approve change"], ["reject", "Reject change"]]) {
-        actions.push(el("button", { id: verb, class: verb === "reject" ? "danger" : "", onclick: async () => {
-          try { await api("POST", "/api/v1/deployables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name) + "/" + verb + rv); toast(verb + "d"); route(); }
-          catch (e) { toast(e.describe ? e.describe() : String(e)); }
-        } }, label));
-      }
+      actions.push(act("approve", "Approve change", "", "POST", "/approve" + rv, "approved"), act("reject", "Reject change", "danger", "POST", "/reject" + rv, "rejected"));
     }
-    const live = el("pre", { id: "live-spec" }, JSON.stringify(d.spec, null, 2));
+    if (may(ns, "write")) actions.push(act("delete", "Delete", "danger", "DELETE", "", "deleted", "Delete " + ns + "/" + name + "? Purser removes it from every cluster."));
+    // Clusters in data-center order, as the farm shows them.
+    const clusters = cl.items.slice().sort((a, b) => ((a.metadata.labels || {}).dc || "~").localeCompare((b.metadata.labels || {}).dc || "~") || a.metadata.name.localeCompare(b.metadata.name));
     fill(view,
       el("h1", {}, "Deployable " + ns + "/" + name, " ", badge(d.status.phase)),
       el("div", { class: "actions" }, actions),
-      el("h2", {}, "Clusters"),
+      el("h2", {}, "Rollout (generation " + (d.status.generation || 0) + ")"),
+      el("div", { class: "chart" }, rolloutChart(d, clusters, hist.items, Date.now())),
       el("table", { id: "sync" }, el("thead", {}, el("tr", {}, ["Cluster", "State", "Synced generation", "Last synced", "Message"].map(h => el("th", {}, h)))),
-        el("tbody", {}, (d.status.clusters || []).length ? d.status.clusters.map(c => el("tr", {}, el("td", {}, c.cluster), el("td", {}, badge(c.state)),
-          el("td", {}, c.syncedGeneration || ""), el("td", {}, c.lastSyncedAt || ""), el("td", {}, c.message || "")))
+        el("tbody", {}, (d.status.clusters || []).length ? d.status.clusters.map(c => el("tr", { "data-cluster": c.cluster }, el("td", { class: "nowrap" }, link(clusterPath(c.cluster), c.cluster)), el("td", {}, badge(c.state)),
+          el("td", { class: "num" }, c.syncedGeneration || ""), el("td", { class: "nowrap" }, when(c.lastSyncedAt)), el("td", { class: "message" }, c.message || "")))
           : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "Not synced to any cluster yet."))])),
+      el("h2", {}, "History"),
+      historyTable("deployable-history", hist.items, false),
       pc ? el("div", { class: "compare" },
-        el("div", {}, el("h2", {}, (d.status.generation ? "Live spec (generation " + d.status.generation + ")" : "Not live yet")), live),
+        el("div", {}, el("h2", {}, (d.status.generation ? "Live spec (generation " + d.status.generation + ")" : "Not live yet")), yamlBlock("live-spec", d.spec)),
         el("div", {}, el("h2", {}, "Pending change"), pendingNote(pc, "deployable"),
-          el("pre", { id: "pending-spec" }, pc.delete ? "(deletes it from every cluster)" : JSON.stringify(pc.spec, null, 2))))
-        : el("div", {}, el("h2", {}, "Spec (generation " + (d.status.generation || 0) + ")"), live),
+          pc.delete ? el("pre", { id: "pending-spec" }, "(deletes it from every cluster)") : yamlBlock("pending-spec", pc.spec)))
+        : el("div", {}, el("h2", {}, "Spec (generation " + (d.status.generation || 0) + ")"), yamlBlock("live-spec", d.spec)),
       el("p", { class: "muted" }, "Secret values are never shown."));
   });
 }
@@ -382,7 +560,7 @@ function applyDeployable() {
   const text = el("textarea", { id: "dep-yaml", spellcheck: "false" });
   text.value = "apiVersion: purser.io/v1alpha1\nkind: Deployable\nspec:\n  template:\n    apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: app-config}\n    data: {LOG_LEVEL: info}\n";
   const out = el("div");
-  main(el("p", {}, el("a", { href: "#/deployables" }, "← Deployables")),
+  main(el("p", {}, link("#/deployables", "← Deployables")),
     el("h1", {}, "Apply a deployable"),
     el("div", { class: "filters" }, ns, name),
     text,
@@ -391,39 +569,49 @@ function applyDeployable() {
       try {
         const d = await api("PUT", "/api/v1/deployables/" + encodeURIComponent(ns.value.trim()) + "/" + encodeURIComponent(name.value.trim()), text.value, "application/yaml");
         toast("applied, generation " + (d.status.generation || 0));
-        location.hash = "#/deployables/" + encodeURIComponent(d.metadata.namespace) + "/" + encodeURIComponent(d.metadata.name);
-      } catch (e) { out.replaceChildren(el("p", { class: "error" }, e.describe ? e.describe() : String(e))); }
+        location.hash = deployablePath(d.metadata.namespace, d.metadata.name);
+      } catch (e) { out.replaceChildren(el("p", { class: "error" }, describeError(e))); }
     } }, "Apply")),
     out);
 }
 
 // ---- clusters ----
-const STALE_SECONDS = 60;
-
 function clusters() {
   const body = el("tbody");
+  const holder = {};
   main(el("h1", {}, "Clusters"),
-    el("table", { id: "clusters" }, el("thead", {}, el("tr", {}, ["Name", "Ready", "Labels", "Taints", "Last heartbeat", "Last snapshot", "Last event", "Objects", ""].map(h => el("th", {}, h)))), body));
+    el("div", { class: "filters" }, access.admin ? el("a", { id: "register-new", class: "button", href: "#/register-cluster" }, "Register a cluster") : null),
+    el("table", { id: "clusters", class: "list" }, el("thead", {}, el("tr", {}, ["Name", "State", "Records", "Labels", "Taints", "Last heartbeat", "Last snapshot", "Last event", "Objects", ""].map(h => el("th", {}, h)))), body));
   live(async () => {
     const list = await api("GET", "/api/v1/clusters");
+    if (!changed(holder, [list, Math.floor(Date.now() / 5000)])) return;
     body.replaceChildren(...list.items.map(c => {
-      const ready = ((c.status.conditions || []).find(x => x.type === "Ready") || {}).status || "Unknown";
-      const agent = c.status.agent || {};
-      const fresh = ts => ts ? el("span", { class: (Date.now() - Date.parse(ts)) / 1000 > STALE_SECONDS ? "badge stale" : "" }, age(ts) + " ago" + ((Date.now() - Date.parse(ts)) / 1000 > STALE_SECONDS ? " (stale)" : "")) : el("span", { class: "muted" }, "never");
-      const taints = (c.spec.taints || []).concat(c.status.taints || []);
-      const cordoned = (c.spec.taints || []).some(t => t.key === "purser.io/cordon");
-      return el("tr", { "data-cluster": c.metadata.name },
-        el("td", {}, c.metadata.name), el("td", {}, badge(ready)),
-        el("td", {}, Object.entries(c.metadata.labels || {}).map(([k, v]) => k + "=" + v).join(", ")),
-        el("td", {}, taints.map(t => t.key + (t.value ? "=" + t.value : "") + ":" + t.effect).join(", ") || "—"),
-        el("td", {}, fresh(agent.lastHeartbeat)), el("td", {}, fresh(agent.lastSnapshot)), el("td", {}, fresh(agent.lastEvent)),
-        el("td", {}, ((c.status.inventory || {}).objects) ?? "—"),
-        el("td", {}, access.admin ? (cordoned
-          ? el("button", { class: "secondary uncordon", onclick: () => setCordon(c, null) }, "Uncordon")
-          : [el("button", { class: "secondary cordon", onclick: () => setCordon(c, "NoSchedule") }, "Cordon"), " ",
-             el("button", { class: "danger drain", onclick: () => setCordon(c, "NoExecute") }, "Drain")]) : ""));
+      const st = c.status || {};
+      const agent = st.agent || {};
+      const fr = agent.freshness || {};
+      const ready = readyCondition(c);
+      return el("tr", { class: "linked", "data-cluster": c.metadata.name },
+        el("td", { class: "nowrap" }, rowLink(clusterPath(c.metadata.name), c.metadata.name)),
+        el("td", { class: "state" }, badge(st.state || "Unknown", ready ? ready.reason + ": " + (ready.message || "") : ""), ready && st.state !== "Ready" ? el("div", { class: "muted small" }, ready.reason) : null),
+        el("td", { class: "freshness" }, badge(fr.fresh ? "fresh" : "stale", fr.message), fr.fresh ? null : el("div", { class: "muted small" }, fr.reason)),
+        el("td", { class: "labels" }, Object.entries(c.metadata.labels || {}).map(([k, v]) => k + "=" + v).join(", ")),
+        el("td", {}, allTaints(c).map(taintText).join(", ") || "—"),
+        el("td", { class: "nowrap" }, ago(agent.lastHeartbeat)), el("td", { class: "nowrap" }, ago(agent.lastSnapshot)), el("td", { class: "nowrap" }, ago(agent.lastEvent)),
+        el("td", { class: "num" }, ((st.inventory || {}).objects) ?? "—"),
+        el("td", { class: "nowrap" }, cordonButtons(c)));
     }));
+    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "No clusters registered.")));
   });
+}
+
+function cordonButtons(c) {
+  if (!access.admin) return "";
+  const cordon = ((c.spec || {}).taints || []).find(t => t.key === "purser.io/cordon");
+  if (cordon) return el("button", { class: "secondary uncordon", onclick: () => setCordon(c, null) }, cordon.effect === "NoExecute" ? "Undrain" : "Uncordon");
+  return [el("button", { class: "secondary cordon", onclick: () => setCordon(c, "NoSchedule") }, "Cordon"), " ",
+    el("button", { class: "danger drain", onclick: () => {
+      if (confirm("Drain " + c.metadata.name + "? Work that does not tolerate it moves to other clusters.")) setCordon(c, "NoExecute");
+    } }, "Drain")];
 }
 
 // setCordon sets or clears purser's own maintenance taint: NoSchedule keeps
@@ -436,10 +624,116 @@ async function setCordon(c, effect) {
     await api("PUT", "/api/v1/clusters/" + encodeURIComponent(c.metadata.name), JSON.stringify(body));
     toast(c.metadata.name + (effect ? " tainted " + effect : " uncordoned"));
     route();
-  } catch (e) { toast(e.describe ? e.describe() : String(e)); }
+  } catch (e) { toast(describeError(e)); }
 }
 
+function clusterDetail(name) {
+  const view = el("div");
+  const holder = {};
+  main(el("p", {}, link("#/clusters", "← Clusters")), view);
+  live(async () => {
+    const q = new URLSearchParams({ kind: "Cluster", name });
+    const c = await api("GET", "/api/v1/clusters/" + encodeURIComponent(name));
+    const rq = new URLSearchParams({ cluster: name, limit: "200" });
+    if (!access.readsEverywhere) rq.set("namespace", readableNamespaces()[0] || "default");
+    const [rn, hist] = await Promise.all([api("GET", "/api/v1/runnables?" + rq).catch(() => ({ items: [] })),
+      access.readsEverywhere ? historyTail(q, 200).then(items => ({ items })).catch(() => ({ items: [] })) : { items: [] }]);
+    if (!changed(holder, [c, rn.items.map(r => [r.metadata.name, r.status.phase]), hist.items.length, Math.floor(Date.now() / 5000)])) return;
+    const st = c.status || {};
+    const agent = st.agent || {};
+    const fr = agent.freshness || {};
+    const k = agent.kubeAPI;
+    const actions = [];
+    if (access.admin) {
+      actions.push(cordonButtons(c), el("button", { id: "remove-cluster", class: "danger", onclick: async () => {
+        if (!confirm("Remove cluster " + name + " from purser? Its objects stay on it; purser stops placing work there.")) return;
+        try { await api("DELETE", "/api/v1/clusters/" + encodeURIComponent(name)); toast(name + " removed"); location.hash = "#/clusters"; }
+        catch (e) { toast(describeError(e)); }
+      } }, "Remove"));
+    }
+    fill(view,
+      el("h1", {}, "Cluster " + name, " ", badge(st.state || "Unknown")),
+      el("div", { class: "actions" }, actions),
+      kv({ id: "cluster" },
+        "State", badge(st.state || "Unknown"),
+        "Records", el("span", {}, badge(fr.fresh ? "fresh" : "stale"), " ", fr.message || ""),
+        "Agent's kube-apiserver", k ? (k.connected ? "answers" : "does not answer" + (k.error ? ": " + k.error : "")) + (k.synced ? "; caches synced" : "; caches not synced") +
+          (k.lastContact ? "; last answered " + age(k.lastContact) + " ago" : "") : "not reported",
+        "Current until", when(agent.currentUntil, true),
+        "Labels", Object.entries(c.metadata.labels || {}).map(([k, v]) => k + "=" + v).join(", ") || "—",
+        "Taints", allTaints(c).map(taintText).join(", ") || "—",
+        "Capacity", st.capacity ? (st.capacity.milliCPU / 1000) + " CPU, " + gib(st.capacity.memoryBytes) + ", " + st.capacity.pods + " pods on " + st.capacity.nodes + " nodes" : "not known yet",
+        "Objects", ((st.inventory || {}).objects) ?? "—",
+        "Registered", when(c.metadata.creationTimestamp, true)),
+      el("h2", {}, "Conditions"),
+      el("table", { id: "conditions" }, el("thead", {}, el("tr", {}, ["Type", "Status", "Reason", "Since", "Message"].map(h => el("th", {}, h)))),
+        el("tbody", {}, (st.conditions || []).map(x => el("tr", {}, el("td", {}, x.type), el("td", {}, badge(x.status)), el("td", {}, x.reason || ""),
+          el("td", { class: "nowrap" }, when(x.lastTransitionTime)), el("td", { class: "message" }, x.message || ""))))),
+      el("h2", {}, "Runnables on it"),
+      phaseBar(st.runnables || {}, 400),
+      el("table", { id: "cluster-runnables", class: "list" }, el("thead", {}, el("tr", {}, ["Namespace", "Name", "Phase", "Age"].map(h => el("th", {}, h)))),
+        el("tbody", {}, rn.items.length ? rn.items.map(r => el("tr", { class: "linked" }, el("td", {}, r.metadata.namespace),
+          el("td", {}, rowLink(runnablePath(r.metadata.namespace, r.metadata.name), r.metadata.name)), el("td", {}, badge(r.status.phase)), el("td", {}, ago(r.metadata.creationTimestamp))))
+          : [el("tr", {}, el("td", { colspan: 4, class: "muted" }, "None."))])),
+      access.readsEverywhere ? [el("h2", {}, "History"), historyTable("cluster-history", hist.items, false)] : null);
+  });
+}
+
+function registerCluster() {
+  stopPolling();
+  const text = el("textarea", { id: "cluster-yaml", spellcheck: "false" });
+  text.value = "apiVersion: purser.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: dc1-a\n  labels: {dc: dc1}\nspec:\n  kubeconfig: |\n    # the kubeconfig text purser uses to reach the cluster\n";
+  const out = el("div");
+  main(el("p", {}, link("#/clusters", "← Clusters")),
+    el("h1", {}, "Register a cluster"),
+    el("p", { class: "muted" }, "The kubeconfig is stored encrypted and never shown again."),
+    text,
+    el("div", { class: "actions" }, el("button", { id: "register", onclick: async () => {
+      out.replaceChildren();
+      try {
+        const c = await api("POST", "/api/v1/clusters", text.value, "application/yaml");
+        toast("registered " + c.metadata.name);
+        location.hash = clusterPath(c.metadata.name);
+      } catch (e) { out.replaceChildren(el("p", { class: "error" }, describeError(e))); }
+    } }, "Register")),
+    out);
+}
+
+// historyTable lists audit entries newest first; withObject adds their
+// object column (with a link to it while it exists).
+function historyTable(id, entries, withObject) {
+  const head = ["Seq", "Time", "Actor", "Action"].concat(withObject ? ["Object"] : [], ["Outcome", "Summary"]);
+  const objectLink = o => {
+    const [kind, a, b] = (o || "").split("/");
+    if (kind === "Runnable" && b) return link(runnablePath(a, b), o);
+    if (kind === "Deployable" && b) return link(deployablePath(a, b), o);
+    if (kind === "Cluster" && a) return link(clusterPath(a), o);
+    return o;
+  };
+  return el("table", { id, class: "list history" }, el("thead", {}, el("tr", {}, head.map(h => el("th", {}, h)))),
+    el("tbody", {}, entries.length ? entries.slice().reverse().map(e => el("tr", {},
+      el("td", { class: "seq" }, e.seq), el("td", { class: "nowrap" }, when(e.time)), el("td", {}, e.actor), el("td", {}, e.action),
+      withObject ? el("td", { class: "nowrap" }, objectLink(e.object)) : null,
+      el("td", {}, badge(e.outcome)),
+      el("td", { class: "message" }, e.summary, e.details ? el("details", {}, el("summary", { class: "muted" }, "change"),
+        yamlBlock(null, e.details)) : null)))
+      : [el("tr", {}, el("td", { colspan: head.length, class: "muted" }, "No entries."))]));
+}
 // ---- history ----
+// historyTail reads the newest entries matching q: the API lists oldest
+// first, so the pages are followed to the end, keeping the last n.
+async function historyTail(q, n) {
+  let items = [];
+  q.set("limit", "1000");
+  for (let page = 0; page < 50; page++) {
+    const list = await api("GET", "/api/v1/history?" + q);
+    items = items.concat(list.items).slice(-n);
+    if (!list.continue) break;
+    q.set("continue", list.continue);
+  }
+  return items;
+}
+
 function historyPage() {
   const inputs = {};
   const field = (key, placeholder) => {
@@ -448,26 +742,22 @@ function historyPage() {
     return inputs[key];
   };
   const chain = el("p", { id: "chain", class: "muted" }, "");
-  const body = el("tbody");
+  const table = el("div");
+  const holder = {};
   const nsField = access.readsEverywhere ? field("namespace", "namespace (all)") : namespaceSelect("h-namespace", false);
   main(el("h1", {}, "History"), chain,
     el("div", { class: "filters" }, nsField, field("kind", "kind"), field("name", "name"), field("actor", "actor"), field("action", "action")),
-    el("table", { id: "history" }, el("thead", {}, el("tr", {}, ["Seq", "Time", "Actor", "Action", "Object", "Outcome", "Summary"].map(h => el("th", {}, h)))), body));
+    table);
   live(async () => {
-    const q = new URLSearchParams({ limit: "500" });
+    const q = new URLSearchParams();
     for (const k of ["namespace", "kind", "name", "actor", "action"]) if (filters["h-" + k]) q.set(k, filters["h-" + k]);
-    const list = await api("GET", "/api/v1/history?" + q);
-    body.replaceChildren(...list.items.slice().reverse().map(e => el("tr", {},
-      el("td", {}, e.seq), el("td", {}, e.time), el("td", {}, e.actor), el("td", {}, e.action), el("td", {}, e.object),
-      el("td", {}, badge(e.outcome)),
-      el("td", {}, e.summary, e.details ? el("details", {}, el("summary", { class: "muted" }, "change"),
-        el("pre", {}, JSON.stringify(e.details, null, 2))) : null))));
-    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No entries match.")));
+    const items = await historyTail(q, 500);
+    if (changed(holder, [items.length, items.length && items[items.length - 1].seq])) fill(table, historyTable("history", items, true));
     if (access.readsEverywhere) {
       const v = await api("GET", "/api/v1/history/verify");
-      fill(chain, v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified, against " + v.anchors + " published heads")
-        : el("span", { class: "badge Failed" }, "chain broken at entry " + v.brokenSeq + ": " + v.reason),
-        v.anchorError ? el("span", { class: "badge Failed" }, "published heads unreadable: " + v.anchorError) : null);
+      fill(chain, v.ok ? el("span", { class: "badge Synced" }, "chain intact: " + v.entries + " entries verified, against " + v.anchors + " signed anchors")
+        : el("span", { class: "badge Failed" }, (v.brokenSeq ? "chain broken at entry " + v.brokenSeq + ": " : "chain not verified: ") + v.reason),
+        v.record && v.record.since ? el("span", { class: "muted" }, " record of anchors begun again at entry " + v.record.since.seq + " by " + v.record.since.actor) : null);
     }
   });
 }
@@ -514,15 +804,19 @@ function inventoryPage() {
   };
   const health = el("select", { id: "i-health", onchange: () => { filters["i-health"] = health.value; saveFilters(); route(); } },
     ["", "Healthy", "Unhealthy", "Unknown"].map(h => el("option", { value: h, selected: h === (filters["i-health"] || "") }, h || "any health")));
+  const system = el("input", { type: "checkbox", id: "i-system", checked: !!filters["i-system"],
+    onchange: () => { filters["i-system"] = system.checked; saveFilters(); route(); } });
   const fresh = el("div", { id: "freshness" });
   const body = el("tbody");
   const note = el("div", { class: "muted" });
   main(el("h1", {}, "Inventory"),
-    el("p", { class: "muted" }, "What runs where, from purser's records, updated live: it answers while a cluster is down, and says how fresh each cluster's records are."),
+    el("p", { class: "muted" }, "What runs where, from purser's records, updated live: it answers while a cluster is down, and says how fresh each cluster's records are. Seen is when a record was last known to be the object's state."),
     el("div", { class: "filters" }, namespaceSelect("ins", true), field("cluster", "cluster"), field("kind", "kind"), field("name", "name"),
-      field("selector", "label selector, e.g. app=web"), health),
+      field("selector", "label selector, e.g. app=web"), health,
+      el("label", { class: "check", title: "objects every cluster makes by itself: everything in kube-system, kube-public and kube-node-lease, and each namespace's kube-root-ca.crt and default ServiceAccount" },
+        system, " system objects")),
     fresh,
-    el("table", { id: "inventory" }, el("thead", {}, el("tr", {}, ["Cluster", "Namespace", "Kind", "Name", "Health", "Phase", "Seen", "Labels"].map(h => el("th", {}, h)))), body),
+    el("table", { id: "inventory", class: "list" }, el("thead", {}, el("tr", {}, ["Cluster", "Namespace", "Kind", "Name", "Health", "Phase", "Seen", "Labels"].map(h => el("th", { class: "col-" + h.toLowerCase() }, h)))), body),
     note);
 
   const q = new URLSearchParams({ fields: "meta", watch: "true" });
@@ -530,34 +824,40 @@ function inventoryPage() {
   for (const [k, p] of [["cluster", "cluster"], ["kind", "kind"], ["name", "name"], ["selector", "labelSelector"], ["health", "health"]]) {
     if (filters["i-" + k]) q.set(p, filters["i-" + k]);
   }
+  if (filters["i-system"]) q.set("system", "true");
   const items = new Map();
-  let ready = {};
+  let judged = {};
   let pending = false;
+  const seen = it => {
+    const c = (judged[it.cluster] || {}).currentUntil;
+    return c && Date.parse(c) > Date.parse(it.seenAt || it.observedAt) ? c : it.seenAt || it.observedAt;
+  };
   const render = () => {
     pending = false;
     const rows = [...items.values()].sort((a, b) =>
       (a.kind + a.namespace + a.name + a.cluster).localeCompare(b.kind + b.namespace + b.name + b.cluster));
     body.replaceChildren(...rows.map(it => el("tr", { "data-name": it.name },
-      el("td", {}, it.cluster, " ", ready[it.cluster] === false ? el("span", { class: "badge stale", title: "the cluster is not reporting: this record may be old" }, "stale") : null),
-      el("td", {}, it.namespace || ""), el("td", {}, it.kind), el("td", {}, it.name),
-      el("td", {}, badge(it.health)), el("td", {}, it.phase || ""), el("td", {}, age(it.observedAt)),
-      el("td", { class: "muted" }, Object.entries(it.labels || {}).map(([k, v]) => k + "=" + v).join(", ")))));
+      el("td", { class: "nowrap" }, link(clusterPath(it.cluster), it.cluster), " ", judged[it.cluster] && !judged[it.cluster].fresh
+        ? el("span", { class: "badge stale", title: judged[it.cluster].message }, "stale") : null),
+      el("td", { class: "nowrap" }, it.namespace || ""), el("td", {}, it.kind), el("td", { class: "name" }, it.name),
+      el("td", {}, badge(it.health)), el("td", {}, it.phase || el("span", { class: "muted" }, "—")),
+      el("td", { class: "nowrap" }, ago(seen(it))),
+      el("td", { class: "muted labels", title: Object.entries(it.labels || {}).map(([k, v]) => k + "=" + v).join("\n") },
+        Object.entries(it.labels || {}).map(([k, v]) => k + "=" + v).join(", ")))));
     if (!rows.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No objects match.")));
   };
   const later = () => { if (!pending) { pending = true; setTimeout(render, 100); } };
 
-  // How fresh each cluster's records are, from the clusters' agent status.
+  // How fresh each cluster's records are: the API's judgement.
   live(async () => {
     const list = await api("GET", "/api/v1/clusters");
-    ready = {};
+    judged = {};
     fill(fresh, list.items.map(c => {
-      const a = c.status.agent || {};
-      const cond = (c.status.conditions || []).find(x => x.type === "Ready");
-      const ok = !!a.lastHeartbeat && (Date.now() - Date.parse(a.lastHeartbeat)) / 1000 <= 30 && (!cond || cond.status === "True");
-      ready[c.metadata.name] = ok;
-      return el("span", { class: "badge " + (ok ? "Synced" : "stale"), "data-cluster": c.metadata.name },
-        c.metadata.name + (ok ? " fresh" : " not ready") + (a.lastEvent ? ", last event " + age(a.lastEvent) + " ago" : "") +
-        (a.lastSnapshot ? ", last snapshot " + age(a.lastSnapshot) + " ago" : ""));
+      const f = Object.assign({}, (c.status.agent || {}).freshness);
+      f.currentUntil = (c.status.agent || {}).currentUntil;
+      judged[c.metadata.name] = f;
+      return el("span", { class: "badge " + (f.fresh ? "Synced" : "stale"), "data-cluster": c.metadata.name, title: f.message || "" },
+        c.metadata.name + (f.fresh ? " fresh" : " stale: " + (f.message || f.reason || "not reporting")));
     }));
     later();
   });
@@ -603,4 +903,7 @@ window.addEventListener("hashchange", () => {
   if (tokenFromFragment()) start();
   else if (access) route();
 });
-if (tokenFromFragment() || token()) start(); else showLogin();
+if (tokenFromFragment()) start();
+else sso.complete().then(
+  () => { if (token()) start(); else showLogin(); },
+  e => showLogin(e.message));

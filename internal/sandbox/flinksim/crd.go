@@ -17,8 +17,12 @@ import (
 	"github.com/purser-io/purser/internal/backoff"
 )
 
-// crdName is the name of the FlinkDeployment CustomResourceDefinition.
-const crdName = "flinkdeployments.flink.apache.org"
+// The CustomResourceDefinitions the operator's Helm chart installs that
+// the simulator uses.
+const (
+	crdName         = "flinkdeployments.flink.apache.org"
+	snapshotCRDName = "flinkstatesnapshots.flink.apache.org"
+)
 
 // installTimeout bounds the wait for a new CRD to be served. A sandbox
 // apiserver serves one within a second or two; a minute leaves room for a
@@ -32,6 +36,17 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // schema keeps every field of spec and status: the simulator needs only a
 // few of them, and tests may set any field the real operator knows.
 func InstallCRD(ctx context.Context, cfg *rest.Config) error {
+	return install(ctx, cfg, crd(crdName, "FlinkDeployment", Resource.Resource, "flinkdeployment", "flinkdep"), Resource)
+}
+
+// InstallSnapshotCRD installs the FlinkStateSnapshot CRD (operator 1.10+),
+// for a simulator with Options.StateSnapshots.
+func InstallSnapshotCRD(ctx context.Context, cfg *rest.Config) error {
+	return install(ctx, cfg, crd(snapshotCRDName, "FlinkStateSnapshot", SnapshotResource.Resource, "flinkstatesnapshot", "flinksnp"), SnapshotResource)
+}
+
+func install(ctx context.Context, cfg *rest.Config, def *unstructured.Unstructured, res schema.GroupVersionResource) error {
+	crdName := def.GetName()
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("install CRD %s: %w", crdName, err)
@@ -40,13 +55,13 @@ func InstallCRD(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("install CRD %s: %w", crdName, err)
 	}
-	if _, err := dyn.Resource(crdResource).Create(ctx, crd(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := dyn.Resource(crdResource).Create(ctx, def, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create CRD %s: %w", crdName, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, installTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		last := served(ctx, dyn, disc)
+		last := served(ctx, dyn, disc, crdName, res)
 		if last == nil {
 			return nil
 		}
@@ -58,7 +73,7 @@ func InstallCRD(ctx context.Context, cfg *rest.Config) error {
 
 // served reports why the CRD cannot be used yet: not Established, or not
 // in discovery, which clients such as REST mappers read.
-func served(ctx context.Context, dyn dynamic.Interface, disc discovery.DiscoveryInterface) error {
+func served(ctx context.Context, dyn dynamic.Interface, disc discovery.DiscoveryInterface, crdName string, res schema.GroupVersionResource) error {
 	obj, err := dyn.Resource(crdResource).Get(ctx, crdName, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -71,35 +86,35 @@ func served(ctx context.Context, dyn dynamic.Interface, disc discovery.Discovery
 	if !established {
 		return fmt.Errorf("not Established yet")
 	}
-	list, err := disc.ServerResourcesForGroupVersion(Resource.GroupVersion().String())
+	list, err := disc.ServerResourcesForGroupVersion(res.GroupVersion().String())
 	if err != nil {
 		return fmt.Errorf("discovery: %w", err)
 	}
 	for _, r := range list.APIResources {
-		if r.Name == Resource.Resource {
+		if r.Name == res.Resource {
 			return nil
 		}
 	}
-	return fmt.Errorf("discovery does not list %s yet", Resource.Resource)
+	return fmt.Errorf("discovery does not list %s yet", res.Resource)
 }
 
-// crd is the CustomResourceDefinition the Flink operator's Helm chart
+// crd is a CustomResourceDefinition the Flink operator's Helm chart
 // installs, reduced to its names and an open schema.
-func crd() *unstructured.Unstructured {
+func crd(name, kind, plural, singular, short string) *unstructured.Unstructured {
 	open := map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": crdName},
+		"metadata":   map[string]any{"name": name},
 		"spec": map[string]any{
 			"group": Resource.Group,
 			"scope": "Namespaced",
 			"names": map[string]any{
-				"kind":       "FlinkDeployment",
-				"listKind":   "FlinkDeploymentList",
-				"plural":     Resource.Resource,
-				"singular":   "flinkdeployment",
-				"shortNames": []any{"flinkdep"},
+				"kind":       kind,
+				"listKind":   kind + "List",
+				"plural":     plural,
+				"singular":   singular,
+				"shortNames": []any{short},
 			},
 			"versions": []any{map[string]any{
 				"name":         Resource.Version,

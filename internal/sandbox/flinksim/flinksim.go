@@ -1,21 +1,28 @@
-// Package flinksim stands in for the Flink Kubernetes operator on sandbox
-// clusters, where the real one cannot run. It drives the status of
-// flink.apache.org/v1beta1 FlinkDeployments with the operator's own field
-// names and values (status.lifecycleState, status.jobManagerDeploymentStatus,
-// status.jobStatus.state and .jobId, status.error), honours what purser's
-// failover relies on (a fixed job id, spec.job.initialSavepointPath,
-// spec.job.state: suspended), and lets a test inject the faults that
-// failover must tell apart: a lost JobManager, a user's broken image, a
-// failed job. It is test support only; nothing in purser imports it.
+// Package flinksim stands in for the Apache Flink Kubernetes Operator on
+// sandbox clusters, where the real one cannot run. It follows the
+// operator's own state machine, read from its source
+// (apache/flink-kubernetes-operator), for what purser reacts to: the first
+// deployment (restoring spec.job.initialSavepointPath, at that deployment
+// only), the JobManager coming up (DEPLOYING, DEPLOYED_NOT_READY, READY),
+// the job running, periodic and manual savepoints and periodic checkpoints
+// reported in status (or as FlinkStateSnapshot objects, as 1.10+ does),
+// suspend and resume, savepoint and last-state upgrades (with the status
+// the operator stores between their passes), JobManager loss with and
+// without HA, a cancel from the Flink UI, session clusters, and the status
+// of operators before 1.4 (no lifecycleState, status.error as text).
+// operator.go names the operator method each transition follows.
+//
+// A test injects the faults failover must tell apart: a JobManager that
+// cannot run, a user's broken image, a failed job. It is test support
+// only; nothing in purser imports it.
 package flinksim
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
@@ -35,10 +41,6 @@ import (
 // Resource is the FlinkDeployment resource the simulator watches.
 var Resource = schema.GroupVersionResource{Group: "flink.apache.org", Version: "v1beta1", Resource: "flinkdeployments"}
 
-// JobIDLabel, when set on a FlinkDeployment, is the id its job runs with,
-// as when a job is restored under the id it had before.
-const JobIDLabel = "flink.apache.org/job-id"
-
 const (
 	// cacheTimeout bounds the wait for the informer's first list, so that
 	// a cluster without the CRD gives an error instead of a hang.
@@ -48,20 +50,20 @@ const (
 	syncTimeout = 30 * time.Second
 )
 
-// imagePullError is status.error as the operator writes it when the
-// JobManager's image cannot be pulled.
-const imagePullError = `{"type":"org.apache.flink.kubernetes.operator.exception.DeploymentFailedException",` +
-	`"message":"Back-off pulling image \"flink:missing\"","additionalMetadata":{"reason":"ImagePullBackOff"}}`
-
 // Fault is a failure injected into one FlinkDeployment.
 type Fault int
 
 const (
-	// Reconciling is a lost JobManager: the operator redeploys it and the
-	// job is not running meanwhile. Moving the job elsewhere would help.
+	// Reconciling is a JobManager that cannot run on this cluster: its
+	// Deployment has no available pod, so the operator reports it
+	// DEPLOYING and the job RECONCILING (JobStatusObserver
+	// .ifRunningMoveToReconciling, observeJmDeployment). A new deployment
+	// under it gets its job id and never starts. Moving the job elsewhere
+	// would help.
 	Reconciling Fault = iota + 1
 	// ImagePullBackOff is a JobManager whose image cannot be pulled, an
-	// error in the deployment's own spec that no other cluster would fix.
+	// error in the deployment's own spec that no other cluster would fix
+	// (a DeploymentFailedException: JobManager ERROR).
 	ImagePullBackOff
 	// FailedJob is a job that exhausted Flink's restart strategy.
 	FailedJob
@@ -80,11 +82,24 @@ func (f Fault) String() string {
 	return "none"
 }
 
-// Options tune a Simulator.
+// Options tune a Simulator. The zero value is a current operator (1.10+)
+// without the FlinkStateSnapshot CRD.
 type Options struct {
-	// StartDelay is how long a new FlinkDeployment stays deploying before
-	// its job runs; default 500ms.
+	// StartDelay is how long a new JobManager takes to serve; default 500ms.
 	StartDelay time.Duration
+	// LegacyStatus simulates an operator before 1.4: no
+	// status.lifecycleState, no observedGeneration, status.error as plain
+	// text, and (as before 1.10) a job cancelled from the Flink UI left
+	// CANCELED.
+	LegacyStatus bool
+	// StateSnapshots simulates 1.10+ with the FlinkStateSnapshot CRD
+	// installed (InstallSnapshotCRD): savepoints are FlinkStateSnapshot
+	// objects with status.path, not status.jobStatus.savepointInfo.
+	StateSnapshots bool
+	// Checkpoints, when set, is called with the path of every completed
+	// checkpoint (<state.checkpoints.dir>/<jobId>/chk-<n>) and savepoint,
+	// so that a test can write its _metadata where Flink would.
+	Checkpoints func(ctx context.Context, path string) error
 	// Logger receives the simulator's logs; default discards them.
 	Logger *slog.Logger
 }
@@ -92,26 +107,16 @@ type Options struct {
 // Simulator is a FlinkDeployment controller for one cluster. Its methods
 // are safe for concurrent use.
 type Simulator struct {
-	dyn        dynamic.Interface
-	informer   cache.SharedIndexInformer
-	queue      workqueue.TypedRateLimitingInterface[string]
-	log        *slog.Logger
-	startDelay time.Duration
-	wg         sync.WaitGroup
+	dyn      dynamic.Interface
+	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[string]
+	log      *slog.Logger
+	opts     Options
+	wg       sync.WaitGroup
 
 	mu     sync.Mutex
-	jobs   map[string]*job  // by namespace/name
-	faults map[string]Fault // by namespace/name; outlive the object, so a test may fail a name before it exists
-}
-
-// job is what the simulator remembers of one FlinkDeployment, the way the
-// operator remembers it in the status it does not expose here.
-type job struct {
-	uid          types.UID // a new object under the same name is a new job
-	id           string
-	restoredFrom string
-	readyAt      time.Time // when the job runs, or ran since its last resume
-	suspended    bool
+	mems   map[string]*memory // by namespace/name
+	faults map[string]Fault   // by namespace/name; outlive the object, so a test may fail a name before it exists
 }
 
 // Start runs a simulator on the cluster of cfg until ctx is done, named
@@ -134,10 +139,10 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*S
 		informer: factory.ForResource(Resource).Informer(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "flinksim-" + name}),
-		log:        opts.Logger.With("flinksim", name),
-		startDelay: opts.StartDelay,
-		jobs:       map[string]*job{},
-		faults:     map[string]Fault{},
+		log:    opts.Logger.With("flinksim", name),
+		opts:   opts,
+		mems:   map[string]*memory{},
+		faults: map[string]Fault{},
 	}
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -170,7 +175,7 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*S
 		for s.processNext(ctx) {
 		}
 	})
-	s.log.Info("simulating the Flink operator")
+	s.log.Info("simulating the Flink operator", "legacyStatus", opts.LegacyStatus, "stateSnapshots", opts.StateSnapshots)
 	return s, nil
 }
 
@@ -200,15 +205,47 @@ func (s *Simulator) setFault(key string, f Fault) {
 	s.queue.Add(key)
 }
 
-// RestoredFrom is the savepoint the job of namespace/name was started from
-// (its spec.job.initialSavepointPath when first seen), or "".
-func (s *Simulator) RestoredFrom(namespace, name string) string {
+// CancelFromUI cancels the running job of namespace/name the way a person
+// does in the Flink UI or REST API, outside the operator.
+func (s *Simulator) CancelFromUI(namespace, name string) {
+	s.event(namespace+"/"+name, func(m *memory) { m.cancelUI = true })
+}
+
+// LoseJobManager deletes the JobManager Deployment of namespace/name from
+// outside, as a person or a broken node can: with HA the operator
+// recovers it (shouldRecoverDeployment), without it the job stays lost.
+func (s *Simulator) LoseJobManager(namespace, name string) {
+	s.event(namespace+"/"+name, func(m *memory) { m.loseJM = true })
+}
+
+func (s *Simulator) event(key string, f func(*memory)) {
+	s.mu.Lock()
+	if m := s.mems[key]; m != nil {
+		f(m)
+	}
+	s.mu.Unlock()
+	s.queue.Add(key)
+}
+
+// Deploys lists the job submissions of namespace/name's current object,
+// oldest first.
+func (s *Simulator) Deploys(namespace, name string) []Deploy {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j := s.jobs[namespace+"/"+name]; j != nil {
-		return j.restoredFrom
+	if m := s.mems[namespace+"/"+name]; m != nil {
+		return slices.Clone(m.deploys)
 	}
-	return ""
+	return nil
+}
+
+// RestoredFrom is the savepoint or checkpoint the current job of
+// namespace/name started from, or "".
+func (s *Simulator) RestoredFrom(namespace, name string) string {
+	d := s.Deploys(namespace, name)
+	if len(d) == 0 {
+		return ""
+	}
+	return d[len(d)-1].RestoredFrom
 }
 
 // Running reports the job id of namespace/name if its status, as the
@@ -243,8 +280,10 @@ func (s *Simulator) processNext(ctx context.Context) bool {
 	return true
 }
 
-// sync writes the status that the FlinkDeployment key should have now.
-// It starts from the cached object and, on a conflict, from a fresh read.
+// sync runs one operator pass over the FlinkDeployment key and writes the
+// status it gives. It starts from the cached object and, on a conflict,
+// from a fresh read; the simulator's memory of the Flink cluster changes
+// only when the status write succeeds.
 func (s *Simulator) sync(ctx context.Context, key string) error {
 	cached, exists, err := s.informer.GetIndexer().GetByKey(key)
 	if err != nil {
@@ -252,14 +291,15 @@ func (s *Simulator) sync(ctx context.Context, key string) error {
 	}
 	if !exists {
 		s.mu.Lock()
-		delete(s.jobs, key)
+		delete(s.mems, key)
 		s.mu.Unlock()
 		return nil
 	}
 	obj := cached.(*unstructured.Unstructured)
 	client := s.dyn.Resource(Resource).Namespace(obj.GetNamespace())
 	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var eff effects
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
 			fresh, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
 			if err != nil {
@@ -268,118 +308,128 @@ func (s *Simulator) sync(ctx context.Context, key string) error {
 			obj = fresh
 		}
 		first = false
-		now := time.Now()
-		j, fault := s.observe(key, obj, now)
-		if wait := j.readyAt.Sub(now); wait > 0 {
-			s.queue.AddAfter(key, wait)
+		updated, mem, e, err := s.step(key, obj, false)
+		if err == nil && equality.Semantic.DeepEqual(updated.Object["status"], obj.Object["status"]) {
+			// Nothing observed: reconcile, keeping when the observer
+			// wants to look again.
+			observed := e
+			updated, mem, e, err = s.step(key, obj, true)
+			e.requeue = minPositive(e.requeue, observed.requeue)
+			e.again = e.again || observed.again
+			e.files = append(observed.files, e.files...)
+		} else if err == nil {
+			e.again = true // reconcile on the next pass, after the observed status is stored
 		}
-		st := decide(j, fault, now)
-		updated, err := withStatus(obj, st, j)
 		if err != nil {
 			return fmt.Errorf("status of %s: %w", key, err)
 		}
-		if equality.Semantic.DeepEqual(updated.Object["status"], obj.Object["status"]) {
-			return nil
+		eff = e
+		if !equality.Semantic.DeepEqual(updated.Object["status"], obj.Object["status"]) {
+			if _, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			st, _, _ := unstructured.NestedString(updated.Object, "status", "jobStatus", "state")
+			lc, _, _ := unstructured.NestedString(updated.Object, "status", "lifecycleState")
+			jm, _, _ := unstructured.NestedString(updated.Object, "status", "jobManagerDeploymentStatus")
+			s.log.Info("status written", "key", key, "jobState", st, "lifecycle", lc, "jobManager", jm)
 		}
-		if _, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		s.log.Info("status written", "key", key, "jobState", st.job, "lifecycle", st.lifecycle, "jobManager", st.jobManager)
+		s.mu.Lock()
+		s.mems[key] = mem
+		s.mu.Unlock()
 		return nil
 	})
-}
-
-// observe records what the simulator learns from obj's metadata and spec
-// and returns a copy of its job with the fault in force.
-func (s *Simulator) observe(key string, obj *unstructured.Unstructured, now time.Time) (job, Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.jobs[key]
-	if j == nil || j.uid != obj.GetUID() {
-		id := obj.GetLabels()[JobIDLabel]
-		if id == "" {
-			id = newJobID()
+	if err != nil {
+		return err
+	}
+	for _, path := range eff.files {
+		if s.opts.Checkpoints != nil {
+			if err := s.opts.Checkpoints(ctx, path); err != nil {
+				s.log.Warn("checkpoint not written", "path", path, "error", err)
+			}
 		}
-		path, _, _ := unstructured.NestedString(obj.Object, "spec", "job", "initialSavepointPath")
-		j = &job{uid: obj.GetUID(), id: id, restoredFrom: path, readyAt: now.Add(s.startDelay)}
-		s.jobs[key] = j
-		s.log.Info("new job", "key", key, "jobID", id, "restoredFrom", path)
 	}
-	state, _, _ := unstructured.NestedString(obj.Object, "spec", "job", "state")
-	suspended := state == "suspended"
-	if j.suspended && !suspended && now.After(j.readyAt) {
-		// A resumed job is a new run of the same job: it starts now.
-		j.readyAt = now
+	for _, snap := range eff.snapshots {
+		if err := s.createSnapshot(ctx, obj, snap); err != nil {
+			return err
+		}
 	}
-	j.suspended = suspended
-	return *j, s.faults[key]
-}
-
-// status is the part of a FlinkDeployment's status the simulator owns.
-type status struct {
-	lifecycle, jobManager, job string
-	err                        string    // status.error; "" removes it
-	started                    time.Time // jobStatus.startTime when RUNNING
-}
-
-// decide is the status the operator would report for j under fault at now.
-// A suspended job is not running, so no fault shows on it; a fault shows
-// at once, even on a job still being deployed.
-func decide(j job, fault Fault, now time.Time) status {
 	switch {
-	case j.suspended:
-		return status{lifecycle: "SUSPENDED", jobManager: "MISSING", job: "SUSPENDED"}
-	case fault == Reconciling:
-		return status{lifecycle: "DEPLOYED", jobManager: "DEPLOYING", job: "RECONCILING"}
-	case fault == ImagePullBackOff:
-		return status{lifecycle: "DEPLOYED", jobManager: "ERROR", job: "RECONCILING", err: imagePullError}
-	case fault == FailedJob:
-		// The operator derives lifecycle FAILED from a FAILED job.
-		return status{lifecycle: "FAILED", jobManager: "READY", job: "FAILED"}
-	case now.Before(j.readyAt):
-		return status{lifecycle: "CREATED", jobManager: "DEPLOYING", job: "CREATED"}
+	case eff.again:
+		s.queue.Add(key)
+	case eff.requeue > 0:
+		s.queue.AddAfter(key, eff.requeue)
 	}
-	return status{lifecycle: "STABLE", jobManager: "READY", job: "RUNNING", started: j.readyAt}
+	return nil
 }
 
-// withStatus returns a copy of obj carrying st, keeping status fields the
-// simulator does not own. The start time of a job that is not running is
-// left as it was, as the operator leaves it.
-func withStatus(obj *unstructured.Unstructured, st status, j job) (*unstructured.Unstructured, error) {
-	type field struct {
-		value string // "" removes the field
-		path  []string
+// step runs a pass on a copy of the simulator's memory of key and returns
+// the object with its new status and the memory as it would be after it.
+func (s *Simulator) step(key string, obj *unstructured.Unstructured, reconcile bool) (*unstructured.Unstructured, *memory, effects, error) {
+	s.mu.Lock()
+	mem := &memory{uid: string(obj.GetUID())}
+	if m := s.mems[key]; m != nil && m.uid == string(obj.GetUID()) {
+		c := *m
+		c.deploys = slices.Clone(m.deploys)
+		mem = &c // a test's one-shot events are taken by this pass once it is written
 	}
-	fields := []field{
-		{st.lifecycle, []string{"status", "lifecycleState"}},
-		{st.jobManager, []string{"status", "jobManagerDeploymentStatus"}},
-		{st.job, []string{"status", "jobStatus", "state"}},
-		{j.id, []string{"status", "jobStatus", "jobId"}},
-		{obj.GetName(), []string{"status", "jobStatus", "jobName"}},
-		{st.err, []string{"status", "error"}},
-		{j.restoredFrom, []string{"status", "jobStatus", "savepointInfo", "lastSavepoint", "location"}},
+	fault := s.faults[key]
+	s.mu.Unlock()
+
+	var st deploymentStatus
+	if raw, ok := obj.Object["status"]; ok {
+		b, err := json.Marshal(raw)
+		if err != nil {
+			return nil, nil, effects{}, err
+		}
+		if err := json.Unmarshal(b, &st); err != nil {
+			return nil, nil, effects{}, err
+		}
 	}
-	if !st.started.IsZero() {
-		// The operator writes milliseconds since the epoch, as a string.
-		ms := strconv.FormatInt(st.started.UnixMilli(), 10)
-		fields = append(fields, field{ms, []string{"status", "jobStatus", "startTime"}})
+	if st.JobManagerDeploymentStatus == "" {
+		st.JobManagerDeploymentStatus = "MISSING" // FlinkDeploymentStatus's default
+	}
+	specRaw, _ := obj.Object["spec"].(map[string]any)
+	p := &pass{opts: s.opts, name: obj.GetName(), gen: obj.GetGeneration(), spec: readSpec(deepCopy(specRaw)),
+		st: &st, mem: mem, fault: fault, now: time.Now()}
+	p.run(reconcile)
+	mem.deploys = append(mem.deploys, p.deploys...)
+	for _, d := range p.deploys {
+		s.log.Info("job submitted", "key", key, "jobID", d.JobID, "restoredFrom", d.RestoredFrom)
+	}
+
+	b, err := json.Marshal(&st)
+	if err != nil {
+		return nil, nil, effects{}, err
+	}
+	var status map[string]any
+	if err := json.Unmarshal(b, &status); err != nil {
+		return nil, nil, effects{}, err
 	}
 	out := obj.DeepCopy()
-	for _, f := range fields {
-		if f.value == "" {
-			unstructured.RemoveNestedField(out.Object, f.path...)
-			continue
-		}
-		if err := unstructured.SetNestedField(out.Object, f.value, f.path...); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	// Numbers as the apiserver's decoder gives them, so that an unchanged
+	// status compares equal and is not written again.
+	out.Object["status"] = runtimeJSON(status)
+	return out, mem, p.eff, nil
 }
 
-// newJobID is a fresh Flink job id: 16 random bytes in hex.
-func newJobID() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+// runtimeJSON converts encoding/json's float64 numbers to the int64 that
+// unstructured objects from the apiserver hold.
+func runtimeJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = runtimeJSON(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = runtimeJSON(e)
+		}
+		return x
+	case float64:
+		if x == float64(int64(x)) {
+			return int64(x)
+		}
+	}
+	return v
 }

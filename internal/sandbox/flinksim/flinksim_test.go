@@ -2,17 +2,20 @@ package flinksim_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -61,20 +64,23 @@ func setup(t *testing.T, opts flinksim.Options) *fixture {
 	return &fixture{sim: sim, client: dyn.Resource(flinksim.Resource).Namespace(ns)}
 }
 
-// create creates a FlinkDeployment, deleted when the test ends.
-func (f *fixture) create(t *testing.T, name string, labels map[string]string, job map[string]any) {
+// create creates a FlinkDeployment, deleted when the test ends; job nil
+// is a session cluster.
+func (f *fixture) create(t *testing.T, name string, conf map[string]any, job map[string]any) {
 	t.Helper()
+	spec := map[string]any{"image": "flink:1.20", "flinkVersion": "v1_20"}
+	if job != nil {
+		spec["job"] = job
+	}
+	if conf != nil {
+		spec["flinkConfiguration"] = conf
+	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "flink.apache.org/v1beta1",
 		"kind":       "FlinkDeployment",
 		"metadata":   map[string]any{"name": name},
-		"spec": map[string]any{
-			"image":        "flink:1.20",
-			"flinkVersion": "v1_20",
-			"job":          job,
-		},
+		"spec":       spec,
 	}}
-	obj.SetLabels(labels)
 	if _, err := f.client.Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +97,8 @@ func (f *fixture) waitStatus(t *testing.T, name string, want map[string]string) 
 		if err != nil {
 			return err
 		}
-		for path, v := range want {
-			got, _, _ := unstructured.NestedString(o.Object, append([]string{"status"}, strings.Split(path, ".")...)...)
-			if got != v {
-				return fmt.Errorf("status.%s = %q, want %q", path, got, v)
-			}
+		if !fieldsMatch(o.Object, want) {
+			return fmt.Errorf("status %v", o.Object["status"])
 		}
 		obj = o
 		return nil
@@ -131,6 +134,124 @@ func judge(t *testing.T, obj *unstructured.Unstructured, want v1alpha1.Health, w
 	return r
 }
 
+// patch merges a JSON patch into the spec of name.
+func (f *fixture) patch(t *testing.T, name, patch string) {
+	t.Helper()
+	if _, err := f.client.Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// history records every status name is written with from now on, so that
+// a test sees the states between two passes, however short.
+type history struct {
+	mu       sync.Mutex
+	statuses []map[string]any
+}
+
+func (f *fixture) watch(t *testing.T, name string) *history {
+	t.Helper()
+	cur, err := f.client.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := f.client.Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: cur.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &history{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Modified {
+				continue
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			st, _, _ := unstructured.NestedMap(u.Object, "status")
+			o := map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": map[string]any{"name": name},
+				"spec": u.Object["spec"], "status": st}
+			h.mu.Lock()
+			h.statuses = append(h.statuses, o)
+			h.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-done })
+	return h
+}
+
+// saw reports whether some recorded status had every wanted field.
+func (h *history) saw(want map[string]string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, o := range h.statuses {
+		if fieldsMatch(o, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// verdicts is the interpreter's verdict on every recorded status.
+func (h *history) verdicts(t *testing.T) []health.Result {
+	in, _ := health.New(nil)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]health.Result, len(h.statuses))
+	for i, o := range h.statuses {
+		out[i] = in.Interpret(o)
+	}
+	return out
+}
+
+// neverEnded checks that no recorded status would end a runnable.
+func (h *history) neverEnded(t *testing.T) {
+	t.Helper()
+	for i, r := range h.verdicts(t) {
+		if r.Phase == health.PhaseSucceeded || r.Phase == health.PhaseFailed {
+			t.Errorf("status %d judged %s %s (%s): it would end the runnable", i, r.Health, r.Phase, r.Message)
+		}
+	}
+}
+
+func fieldsMatch(o map[string]any, want map[string]string) bool {
+	for path, v := range want {
+		got, _, _ := unstructured.NestedString(o, append([]string{"status"}, strings.Split(path, ".")...)...)
+		if got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fixture) get(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	o, err := f.client.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func reconciledJobState(t *testing.T, o *unstructured.Unstructured) string {
+	t.Helper()
+	last, _, _ := unstructured.NestedString(o.Object, "status", "reconciliationStatus", "lastReconciledSpec")
+	var w struct {
+		Spec struct {
+			Job struct {
+				State string `json:"state"`
+			} `json:"job"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(last), &w); err != nil {
+		t.Fatalf("lastReconciledSpec %q: %v", last, err)
+	}
+	return w.Spec.Job.State
+}
+
 func TestNewDeploymentRuns(t *testing.T) {
 	f := setup(t, flinksim.Options{})
 	f.create(t, "fresh", nil, map[string]any{"jarURI": "local:///opt/flink/job.jar"})
@@ -139,9 +260,15 @@ func TestNewDeploymentRuns(t *testing.T) {
 		t.Errorf("job id %q, want 32 hex digits", id)
 	}
 	obj := f.waitStatus(t, "fresh", map[string]string{
-		"lifecycleState": "STABLE", "jobManagerDeploymentStatus": "READY",
+		"lifecycleState": "STABLE", "jobManagerDeploymentStatus": "READY", "reconciliationStatus.state": "DEPLOYED",
 		"jobStatus.state": "RUNNING", "jobStatus.jobId": id, "error": "",
 	})
+	if g, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration"); g != obj.GetGeneration() {
+		t.Errorf("observedGeneration %d, generation %d", g, obj.GetGeneration())
+	}
+	if s := reconciledJobState(t, obj); s != "running" {
+		t.Errorf("reconciled job state %q", s)
+	}
 	start, _, _ := unstructured.NestedString(obj.Object, "status", "jobStatus", "startTime")
 	ms, err := strconv.ParseInt(start, 10, 64)
 	if err != nil || time.Since(time.UnixMilli(ms)).Abs() > time.Hour {
@@ -158,11 +285,11 @@ func TestDeployingUntilStartDelay(t *testing.T) {
 	f := setup(t, flinksim.Options{StartDelay: time.Hour})
 	f.create(t, "slow", nil, map[string]any{})
 	obj := f.waitStatus(t, "slow", map[string]string{
-		"lifecycleState": "CREATED", "jobManagerDeploymentStatus": "DEPLOYING",
-		"jobStatus.state": "CREATED", "jobStatus.startTime": "",
+		"lifecycleState": "DEPLOYED", "jobManagerDeploymentStatus": "DEPLOYING",
+		"jobStatus.state": "RECONCILING", "jobStatus.startTime": "",
 	})
 	if id, _, _ := unstructured.NestedString(obj.Object, "status", "jobStatus", "jobId"); !jobIDPattern.MatchString(id) {
-		t.Errorf("job id %q while deploying, want 32 hex digits", id)
+		t.Errorf("job id %q while deploying, want 32 hex digits (setJobIdIfNecessary assigns it before submitting)", id)
 	}
 	if _, ok := f.sim.Running(ns, "slow"); ok {
 		t.Errorf("Running before StartDelay passed")
@@ -170,20 +297,245 @@ func TestDeployingUntilStartDelay(t *testing.T) {
 	judge(t, obj, v1alpha1.HealthUnhealthy, health.PhasePending)
 }
 
-func TestRestoredJob(t *testing.T) {
+// The initial savepoint is restored at the first deployment only; later
+// deployments restore from the savepoint the operator took.
+func TestRestoreFromInitialSavepointOnlyAtFirstDeploy(t *testing.T) {
 	f := setup(t, flinksim.Options{})
-	const fixed = "0123456789abcdef0123456789abcdef"
-	const savepoint = "s3://bucket/savepoints/savepoint-0123-456789abcdef"
-	f.create(t, "fixed-id", map[string]string{flinksim.JobIDLabel: fixed}, map[string]any{})
-	f.create(t, "restored", nil, map[string]any{"initialSavepointPath": savepoint, "upgradeMode": "savepoint"})
-
-	if id := f.waitRunning(t, "fixed-id"); id != fixed {
-		t.Errorf("job id %q, want the label's %q", id, fixed)
+	const initial = "s3://bucket/savepoints/savepoint-0123ab-456789abcdef"
+	f.create(t, "restored", map[string]any{"state.savepoints.dir": "s3://sp"},
+		map[string]any{"initialSavepointPath": initial, "upgradeMode": "savepoint", "parallelism": int64(1)})
+	first := f.waitRunning(t, "restored")
+	f.waitStatus(t, "restored", map[string]string{"jobStatus.upgradeSavepointPath": initial, "lifecycleState": "STABLE"})
+	if got := f.sim.RestoredFrom(ns, "restored"); got != initial {
+		t.Errorf("RestoredFrom = %q, want %q", got, initial)
 	}
-	f.waitRunning(t, "restored")
-	f.waitStatus(t, "restored", map[string]string{"jobStatus.savepointInfo.lastSavepoint.location": savepoint})
-	if got := f.sim.RestoredFrom(ns, "restored"); got != savepoint {
-		t.Errorf("RestoredFrom = %q, want %q", got, savepoint)
+	// A new initialSavepointPath alone changes nothing (DiffType.IGNORE).
+	f.patch(t, "restored", `{"spec":{"job":{"initialSavepointPath":"s3://elsewhere/savepoint-x"}}}`)
+	f.waitStatus(t, "restored", map[string]string{"jobStatus.state": "RUNNING"})
+	if n := len(f.sim.Deploys(ns, "restored")); n != 1 {
+		t.Errorf("%d deployments after changing initialSavepointPath, want 1", n)
+	}
+	// A savepoint upgrade: a new job id, restored from the upgrade savepoint.
+	h := f.watch(t, "restored")
+	f.patch(t, "restored", `{"spec":{"job":{"parallelism":2}}}`)
+	sandboxtest.Eventually(t, time.Minute, "redeployed", func(context.Context) error {
+		if n := len(f.sim.Deploys(ns, "restored")); n != 2 {
+			return fmt.Errorf("%d deployments", n)
+		}
+		return nil
+	})
+	second := f.waitRunning(t, "restored")
+	obj := f.waitStatus(t, "restored", map[string]string{"lifecycleState": "STABLE", "jobStatus.jobId": second})
+	d := f.sim.Deploys(ns, "restored")[1]
+	sp, _, _ := unstructured.NestedString(obj.Object, "status", "jobStatus", "savepointInfo", "lastSavepoint", "location")
+	if second == first || d.RestoredFrom != sp || !strings.HasPrefix(sp, "s3://sp/savepoint-"+first[:6]+"-") {
+		t.Errorf("after the upgrade: job %s (was %s) restored from %q, last savepoint %q", second, first, d.RestoredFrom, sp)
+	}
+	if typ, _, _ := unstructured.NestedString(obj.Object, "status", "jobStatus", "savepointInfo", "lastSavepoint", "triggerType"); typ != "UPGRADE" {
+		t.Errorf("savepoint trigger type %q, want UPGRADE", typ)
+	}
+	// The state between the two passes of the upgrade was stored, and no
+	// status on the way would have ended a runnable.
+	if !h.saw(map[string]string{"jobStatus.state": "FINISHED", "lifecycleState": "UPGRADING", "jobManagerDeploymentStatus": "MISSING"}) {
+		t.Errorf("never saw FINISHED, UPGRADING, MISSING between the passes of the upgrade")
+	}
+	h.neverEnded(t)
+}
+
+func TestSuspendResume(t *testing.T) {
+	f := setup(t, flinksim.Options{})
+	f.create(t, "pausable", nil, map[string]any{"state": "running", "upgradeMode": "savepoint"})
+	id := f.waitRunning(t, "pausable")
+	f.waitStatus(t, "pausable", map[string]string{"lifecycleState": "STABLE"})
+	h := f.watch(t, "pausable")
+
+	f.patch(t, "pausable", `{"spec":{"job":{"state":"suspended"}}}`)
+	// AbstractFlinkService.cancelJob writes FINISHED: the operator never
+	// writes SUSPENDED as a FlinkDeployment's job state.
+	obj := f.waitStatus(t, "pausable", map[string]string{
+		"jobStatus.state": "FINISHED", "lifecycleState": "SUSPENDED", "jobManagerDeploymentStatus": "MISSING",
+	})
+	if s := reconciledJobState(t, obj); s != "suspended" {
+		t.Errorf("reconciled job state %q, want suspended", s)
+	}
+	sp, _, _ := unstructured.NestedString(obj.Object, "status", "jobStatus", "savepointInfo", "lastSavepoint", "location")
+	if sp == "" {
+		t.Fatalf("no savepoint recorded by the suspend: %v", obj.Object["status"])
+	}
+	judge(t, obj, v1alpha1.HealthHealthy, health.PhasePending)
+
+	f.patch(t, "pausable", `{"spec":{"job":{"state":"running"}}}`)
+	resumed := f.waitRunning(t, "pausable")
+	obj = f.waitStatus(t, "pausable", map[string]string{"lifecycleState": "STABLE", "jobStatus.jobId": resumed})
+	if resumed == id {
+		t.Errorf("the resumed job kept id %s; a savepoint restore rotates it (setJobIdIfNecessary)", id)
+	}
+	if got := f.sim.RestoredFrom(ns, "pausable"); got != sp {
+		t.Errorf("resumed from %q, want the suspend's savepoint %q", got, sp)
+	}
+	judge(t, obj, v1alpha1.HealthHealthy, health.PhaseRunning)
+	h.neverEnded(t)
+}
+
+// A cancel from the Flink UI while the spec says running: the operator
+// marks it suspended and redeploys it (JobStatusObserver.updateJobStatus,
+// markSuspended).
+func TestCancelFromUIIsRedeployed(t *testing.T) {
+	f := setup(t, flinksim.Options{})
+	f.create(t, "cancelled", map[string]any{"state.savepoints.dir": "s3://sp", "kubernetes.operator.periodic.savepoint.interval": "100ms"},
+		map[string]any{"upgradeMode": "savepoint"})
+	id := f.waitRunning(t, "cancelled")
+	obj := f.waitStatus(t, "cancelled", map[string]string{"lifecycleState": "STABLE", "jobStatus.savepointInfo.lastSavepoint.triggerType": "PERIODIC"})
+	h := f.watch(t, "cancelled")
+	f.sim.CancelFromUI(ns, "cancelled")
+	sandboxtest.Eventually(t, time.Minute, "redeployed", func(context.Context) error {
+		if n := len(f.sim.Deploys(ns, "cancelled")); n != 2 {
+			return fmt.Errorf("%d deployments", n)
+		}
+		return nil
+	})
+	again := f.waitRunning(t, "cancelled")
+	if again == id {
+		t.Errorf("redeployed with the same job id")
+	}
+	if !h.saw(map[string]string{"jobStatus.state": "CANCELED", "lifecycleState": "SUSPENDED"}) {
+		t.Errorf("never saw CANCELED with lifecycle SUSPENDED")
+	}
+	// The upgrade mode is inherited from the last reconciled spec
+	// (reconcileSpecChange), and the first deployment records the mode it
+	// used, stateless without an initial savepoint
+	// (updateStatusBeforeFirstDeployment): the operator starts it afresh.
+	if got := f.sim.RestoredFrom(ns, "cancelled"); got != "" {
+		t.Errorf("redeployed from %q, want a fresh start (status %v)", got, obj.Object["status"])
+	}
+	h.neverEnded(t)
+}
+
+func TestJobManagerLoss(t *testing.T) {
+	f := setup(t, flinksim.Options{})
+	// With HA the operator recovers the JobManager, the same job from its
+	// latest checkpoint (shouldRecoverDeployment, resubmitJob).
+	f.create(t, "ha", map[string]any{"high-availability.type": "kubernetes", "execution.checkpointing.interval": "50ms",
+		"state.checkpoints.dir": "s3://chk"}, map[string]any{"upgradeMode": "last-state"})
+	id := f.waitRunning(t, "ha")
+	f.waitStatus(t, "ha", map[string]string{"lifecycleState": "STABLE", "jobStatus.checkpointInfo.lastCheckpoint.triggerType": "PERIODIC"})
+	h := f.watch(t, "ha")
+	f.sim.LoseJobManager(ns, "ha")
+	sandboxtest.Eventually(t, time.Minute, "recovered", func(context.Context) error {
+		if n := len(f.sim.Deploys(ns, "ha")); n != 2 {
+			return fmt.Errorf("%d deployments", n)
+		}
+		return nil
+	})
+	if got := f.waitRunning(t, "ha"); got != id {
+		t.Errorf("recovered job id %s, want %s (last-state keeps it)", got, id)
+	}
+	if got := f.sim.RestoredFrom(ns, "ha"); !strings.HasPrefix(got, "s3://chk/"+id+"/chk-") {
+		t.Errorf("recovered from %q, want a checkpoint of %s", got, id)
+	}
+	if !h.saw(map[string]string{"jobManagerDeploymentStatus": "MISSING", "jobStatus.state": "RECONCILING"}) {
+		t.Errorf("never saw the JobManager MISSING")
+	}
+	h.neverEnded(t)
+
+	// Without HA it stays lost: Unhealthy, a case for failover.
+	f.create(t, "no-ha", nil, map[string]any{"upgradeMode": "savepoint"})
+	f.waitRunning(t, "no-ha")
+	f.waitStatus(t, "no-ha", map[string]string{"lifecycleState": "STABLE"})
+	f.sim.LoseJobManager(ns, "no-ha")
+	obj := f.waitStatus(t, "no-ha", map[string]string{"jobManagerDeploymentStatus": "MISSING", "jobStatus.state": "RECONCILING"})
+	judge(t, obj, v1alpha1.HealthUnhealthy, health.PhasePending)
+	if n := len(f.sim.Deploys(ns, "no-ha")); n != 1 {
+		t.Errorf("%d deployments without HA, want the first only", n)
+	}
+}
+
+// Savepoints reported the two ways operators do: in savepointInfo, and
+// as FlinkStateSnapshot objects (1.10+ with the CRD).
+func TestSavepointsReported(t *testing.T) {
+	c := env.Clusters(t)[0]
+	if err := flinksim.InstallSnapshotCRD(t.Context(), c.RESTConfig()); err != nil {
+		t.Fatal(err)
+	}
+	f := setup(t, flinksim.Options{StateSnapshots: true})
+	f.create(t, "snapshots", map[string]any{"state.savepoints.dir": "s3://sp", "kubernetes.operator.periodic.savepoint.interval": "100ms"},
+		map[string]any{"upgradeMode": "savepoint"})
+	id := f.waitRunning(t, "snapshots")
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := dyn.Resource(flinksim.SnapshotResource).Namespace(ns)
+	sandboxtest.Eventually(t, time.Minute, "a FlinkStateSnapshot", func(ctx context.Context) error {
+		list, err := snaps.List(ctx, metav1.ListOptions{LabelSelector: "job-reference.name=snapshots"})
+		if err != nil {
+			return err
+		}
+		for _, s := range list.Items {
+			path, _, _ := unstructured.NestedString(s.Object, "status", "path")
+			state, _, _ := unstructured.NestedString(s.Object, "status", "state")
+			ref, _, _ := unstructured.NestedString(s.Object, "spec", "jobReference", "name")
+			if state == "COMPLETED" && ref == "snapshots" && strings.HasPrefix(path, "s3://sp/savepoint-"+id[:6]+"-") {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d snapshots, none completed for the job", len(list.Items))
+	})
+	t.Cleanup(func() {
+		_ = snaps.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	obj := f.get(t, "snapshots")
+	if loc, _, _ := unstructured.NestedString(obj.Object, "status", "jobStatus", "savepointInfo", "lastSavepoint", "location"); loc != "" {
+		t.Errorf("savepointInfo.lastSavepoint %q beside FlinkStateSnapshots: the operator records one or the other", loc)
+	}
+}
+
+func TestSessionCluster(t *testing.T) {
+	f := setup(t, flinksim.Options{})
+	f.create(t, "session", nil, nil)
+	obj := f.waitStatus(t, "session", map[string]string{"jobManagerDeploymentStatus": "READY", "lifecycleState": "STABLE"})
+	judge(t, obj, v1alpha1.HealthHealthy, health.PhaseRunning)
+	h := f.watch(t, "session")
+	f.patch(t, "session", `{"spec":{"image":"flink:1.20.1"}}`)
+	sandboxtest.Eventually(t, time.Minute, "redeployed", func(ctx context.Context) error {
+		o, err := f.client.Get(ctx, "session", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		seen, _, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
+		if seen != o.GetGeneration() || !fieldsMatch(o.Object, map[string]string{"jobManagerDeploymentStatus": "READY", "lifecycleState": "STABLE"}) {
+			return fmt.Errorf("not ready again: generation %d, observed %d, %v", o.GetGeneration(), seen, o.Object["status"])
+		}
+		return nil
+	})
+	if !h.saw(map[string]string{"jobStatus.state": "FINISHED", "jobManagerDeploymentStatus": "MISSING", "lifecycleState": "UPGRADING"}) {
+		t.Errorf("never saw the cluster deleted for the spec change")
+	}
+	h.neverEnded(t)
+	obj = f.get(t, "session")
+	if st, _, _ := unstructured.NestedString(obj.Object, "status", "jobStatus", "state"); st != "FINISHED" {
+		t.Errorf("job state %q: the operator leaves FINISHED on a session cluster", st)
+	}
+	judge(t, obj, v1alpha1.HealthHealthy, health.PhaseRunning)
+}
+
+// Operators before 1.4 write no lifecycleState and status.error as text.
+func TestLegacyStatus(t *testing.T) {
+	f := setup(t, flinksim.Options{LegacyStatus: true})
+	f.create(t, "old", nil, map[string]any{"upgradeMode": "savepoint"})
+	f.waitRunning(t, "old")
+	obj := f.waitStatus(t, "old", map[string]string{"lifecycleState": "", "jobManagerDeploymentStatus": "READY"})
+	judge(t, obj, v1alpha1.HealthHealthy, health.PhaseRunning)
+	f.create(t, "old-session", nil, nil)
+	obj = f.waitStatus(t, "old-session", map[string]string{"lifecycleState": "", "jobManagerDeploymentStatus": "READY"})
+	judge(t, obj, v1alpha1.HealthHealthy, health.PhaseRunning)
+	f.sim.Fail(ns, "old", flinksim.ImagePullBackOff)
+	obj = f.waitStatus(t, "old", map[string]string{"jobManagerDeploymentStatus": "ERROR"})
+	if e, _, _ := unstructured.NestedString(obj.Object, "status", "error"); strings.HasPrefix(e, "{") {
+		t.Errorf("status.error %q is JSON on an operator before 1.3", e)
+	}
+	if r := judge(t, obj, v1alpha1.HealthUnknown, health.PhasePending); !r.UserError {
+		t.Errorf("not a user error: %+v", r)
 	}
 }
 
@@ -191,11 +543,11 @@ func TestFaults(t *testing.T) {
 	f := setup(t, flinksim.Options{})
 	f.create(t, "faulty", nil, map[string]any{})
 	id := f.waitRunning(t, "faulty")
+	f.waitStatus(t, "faulty", map[string]string{"lifecycleState": "STABLE"})
 
 	f.sim.Fail(ns, "faulty", flinksim.Reconciling)
 	obj := f.waitStatus(t, "faulty", map[string]string{
-		"jobStatus.state": "RECONCILING", "lifecycleState": "DEPLOYED",
-		"jobManagerDeploymentStatus": "DEPLOYING", "error": "",
+		"jobStatus.state": "RECONCILING", "jobManagerDeploymentStatus": "DEPLOYING", "error": "",
 	})
 	judge(t, obj, v1alpha1.HealthUnhealthy, health.PhasePending)
 	f.sim.Recover(ns, "faulty")
@@ -214,43 +566,22 @@ func TestFaults(t *testing.T) {
 	f.waitStatus(t, "faulty", map[string]string{"jobStatus.state": "RUNNING", "error": ""})
 
 	f.sim.Fail(ns, "faulty", flinksim.FailedJob)
-	obj = f.waitStatus(t, "faulty", map[string]string{"jobStatus.state": "FAILED"})
+	obj = f.waitStatus(t, "faulty", map[string]string{"jobStatus.state": "FAILED", "lifecycleState": "FAILED"})
 	judge(t, obj, v1alpha1.HealthHealthy, health.PhaseFailed)
 	f.sim.Recover(ns, "faulty")
 	if got := f.waitRunning(t, "faulty"); got != id {
 		t.Errorf("job id %q after recovering, want %q", got, id)
 	}
-}
 
-func TestSuspendResume(t *testing.T) {
-	f := setup(t, flinksim.Options{})
-	f.create(t, "pausable", nil, map[string]any{"state": "running"})
-	id := f.waitRunning(t, "pausable")
-
-	setState := func(state string) {
-		t.Helper()
-		patch := fmt.Sprintf(`{"spec":{"job":{"state":%q}}}`, state)
-		if _, err := f.client.Patch(t.Context(), "pausable", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	// A new job under a JobManager that cannot run gets its id and never
+	// starts.
+	f.sim.Fail(ns, "stuck", flinksim.Reconciling)
+	f.create(t, "stuck", nil, map[string]any{})
+	obj = f.waitStatus(t, "stuck", map[string]string{"jobStatus.state": "RECONCILING", "jobManagerDeploymentStatus": "DEPLOYING", "lifecycleState": "DEPLOYED"})
+	if id, _, _ := unstructured.NestedString(obj.Object, "status", "jobStatus", "jobId"); !jobIDPattern.MatchString(id) {
+		t.Errorf("job id %q", id)
 	}
-	setState("suspended")
-	obj := f.waitStatus(t, "pausable", map[string]string{
-		"jobStatus.state": "SUSPENDED", "lifecycleState": "SUSPENDED", "jobManagerDeploymentStatus": "MISSING",
-	})
-	judge(t, obj, v1alpha1.HealthHealthy, health.PhasePending)
-	sandboxtest.Eventually(t, time.Minute, "Running false while suspended", func(context.Context) error {
-		if _, ok := f.sim.Running(ns, "pausable"); ok {
-			return fmt.Errorf("still running")
-		}
-		return nil
-	})
-
-	setState("running")
-	obj = f.waitStatus(t, "pausable", map[string]string{
-		"jobStatus.state": "RUNNING", "jobStatus.jobId": id, "lifecycleState": "STABLE", "jobManagerDeploymentStatus": "READY",
-	})
-	judge(t, obj, v1alpha1.HealthHealthy, health.PhaseRunning)
+	judge(t, obj, v1alpha1.HealthUnhealthy, health.PhasePending)
 }
 
 func TestStartWithoutCRD(t *testing.T) {

@@ -150,3 +150,21 @@ func ForgeAuditTail(t testing.TB, dsn string, entries []*audit.Entry, from int64
 		t.Fatal(err)
 	}
 }
+
+// CutAuditTail does what someone with the database's password can to hide
+// the newest entries: it deletes every audit entry after seq and moves the
+// head back to seq, so that the shorter chain verifies on its own.
+func CutAuditTail(t testing.TB, dsn string, seq int64) {
+	t.Helper()
+	raw := RawDB(t, dsn)
+	var hash string
+	if err := raw.QueryRow(Rebind(dsn, `SELECT hash FROM audit_log WHERE seq = ?`), seq).Scan(&hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(Rebind(dsn, `DELETE FROM audit_log WHERE seq > ?`), seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(Rebind(dsn, `UPDATE audit_head SET last_seq = ?, last_hash = ? WHERE id = 1`), seq, hash); err != nil {
+		t.Fatal(err)
+	}
+}

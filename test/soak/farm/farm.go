@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/anchor"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/localport"
 	"github.com/purser-io/purser/internal/sandbox"
@@ -183,7 +184,10 @@ func (f *Farm) writeCredentials() error {
 		}
 	}
 	f.keyFile = filepath.Join(f.dir, "secret.key")
-	_, err = seal.EnsureKeyFile(f.keyFile)
+	if _, err = seal.EnsureKeyFile(f.keyFile); err != nil {
+		return err
+	}
+	_, err = anchor.EnsureKeyFile(filepath.Join(f.dir, "audit.key"))
 	return err
 }
 
@@ -197,7 +201,8 @@ func (f *Farm) componentArgs(component, name string, i int) []string {
 	switch component {
 	case "api":
 		args = append(args, "--listen", strings.TrimPrefix(f.apiURLs[i], "http://"),
-			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"))
+			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"),
+			"--audit-key", filepath.Join(f.dir, "audit.key"))
 	case "submitter":
 		args = append(args, "--policy", filepath.Join(f.dir, "policy.yaml"))
 	case "syncer":

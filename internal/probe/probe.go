@@ -1,4 +1,7 @@
-package clusters
+// Package probe asks a kube-apiserver whether it is ready, as purser's
+// cluster health monitor and each cluster's agent do. It links no
+// database code, so that the agent can use it.
+package probe
 
 import (
 	"context"
@@ -17,8 +20,27 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// DefaultProbeTimeout bounds one request of a probe.
-const DefaultProbeTimeout = 2 * time.Second
+// Outcome is what one probe of a kube-apiserver found.
+type Outcome int
+
+// Probe outcomes.
+const (
+	OK Outcome = iota
+	// NotReady: the kube-apiserver answered, not with 200.
+	NotReady
+	// Unreachable: no answer at all.
+	Unreachable
+)
+
+// Result is the outcome of one probe; Detail says what failed, in
+// words for an admin (empty when it succeeded).
+type Result struct {
+	Outcome Outcome
+	Detail  string
+}
+
+// DefaultTimeout bounds one request of a probe.
+const DefaultTimeout = 2 * time.Second
 
 // Prober asks one kube-apiserver whether it is ready.
 type Prober struct {
@@ -27,10 +49,10 @@ type Prober struct {
 }
 
 // NewProber returns a prober for the cluster that cfg reaches, each of
-// whose requests gives up after timeout (DefaultProbeTimeout if 0).
-func NewProber(cfg *rest.Config, timeout time.Duration) (*Prober, error) {
+// whose requests gives up after timeout (DefaultTimeout if 0).
+func New(cfg *rest.Config, timeout time.Duration) (*Prober, error) {
 	if timeout <= 0 {
-		timeout = DefaultProbeTimeout
+		timeout = DefaultTimeout
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = timeout
@@ -44,18 +66,18 @@ func NewProber(cfg *rest.Config, timeout time.Duration) (*Prober, error) {
 // Probe asks GET /readyz, or /healthz when the server has no /readyz (it
 // answers 404): 200 is ready, any other answer is not ready, no answer is
 // unreachable.
-func (p *Prober) Probe(ctx context.Context) ProbeResult {
+func (p *Prober) Probe(ctx context.Context) Result {
 	code, detail := p.get(ctx, "/readyz")
 	if code == http.StatusNotFound {
 		code, detail = p.get(ctx, "/healthz")
 	}
 	switch {
 	case code == 0:
-		return ProbeResult{Outcome: ProbeUnreachable, Detail: detail}
+		return Result{Outcome: Unreachable, Detail: detail}
 	case code != http.StatusOK:
-		return ProbeResult{Outcome: ProbeNotReady, Detail: detail}
+		return Result{Outcome: NotReady, Detail: detail}
 	}
-	return ProbeResult{Outcome: ProbeOK}
+	return Result{Outcome: OK}
 }
 
 // get returns the HTTP status of GET path, 0 when there was no answer, and

@@ -1,0 +1,145 @@
+package lifecycle
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+// Cause is who makes a runnable move. Components decide when; the table
+// says which moves each may make.
+type Cause string
+
+// Causes, also the audit log's actor unless a Transition names a person.
+const (
+	ByAPI        Cause = "api"
+	BySubmitter  Cause = "submitter"
+	ByIngester   Cause = "ingester"
+	ByController Cause = "controller"
+	ByRetention  Cause = "retention"
+)
+
+// Pseudo-phases of the table: before a runnable exists, and after its
+// record is removed. They are never stored.
+const (
+	New     v1alpha1.Phase = "(new)"
+	Removed v1alpha1.Phase = "(removed)"
+)
+
+// Move is one row of the table: a runnable in one of From may go to To
+// when By causes it. A row with To equal to one of From is a change that
+// keeps the phase (a message, an attempt, the observed result).
+type Move struct {
+	From []v1alpha1.Phase
+	To   v1alpha1.Phase
+	By   Cause
+	// Audited: the move is not written without an audit entry. Moves
+	// that only record what was observed may carry one, need not.
+	Audited bool
+	// Why says what the row is for.
+	Why string
+}
+
+// Phases a runnable may be in, for rows that apply to all of them.
+var (
+	waiting  = []v1alpha1.Phase{v1alpha1.PhasePendingApproval, v1alpha1.PhaseQueued}
+	placed   = []v1alpha1.Phase{v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning}
+	occupied = []v1alpha1.Phase{v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning}
+	ended    = []v1alpha1.Phase{v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired,
+		v1alpha1.PhaseRejected, v1alpha1.PhaseCancelled}
+	every = slices.Concat(waiting, placed, []v1alpha1.Phase{v1alpha1.PhaseFailingOver}, ended)
+)
+
+func phases(p ...v1alpha1.Phase) []v1alpha1.Phase { return p }
+
+// Table is every move a runnable can make. docs/lifecycle.md shows it, and
+// a test keeps the two the same.
+var Table = []Move{
+	{phases(New), v1alpha1.PhaseQueued, ByAPI, true, "accepted; waits for a cluster"},
+	{phases(New), v1alpha1.PhasePendingApproval, ByAPI, true, "accepted in a namespace that needs approval"},
+	{phases(v1alpha1.PhasePendingApproval), v1alpha1.PhaseQueued, ByAPI, true, "approved by another user"},
+	{phases(v1alpha1.PhasePendingApproval), v1alpha1.PhaseRejected, ByAPI, true, "rejected by another user"},
+	{slices.Concat(waiting, placed, phases(v1alpha1.PhaseFailingOver)), v1alpha1.PhaseCancelled, ByAPI, true, "cancelled by a user"},
+	{slices.Concat(occupied, phases(v1alpha1.PhaseFailingOver)), Same, ByAPI, true, "a person confirms that the copy on an unreachable cluster stopped; the controller moves it at once"},
+	{ended, Removed, ByAPI, true, "an ended runnable deleted by a user; its history stays"},
+
+	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "no cluster can take it yet; the message says why"},
+	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on one cluster"},
+	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseExpired, BySubmitter, true, "its deadline passed before it was created"},
+	{phases(v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled), v1alpha1.PhaseFailed, BySubmitter, true, "it can never be created: invalid, or no cluster serves its kind"},
+	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseSubmitted, BySubmitter, true, "created on its attempt's cluster"},
+	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseQueued, BySubmitter, true, "its cluster failed or went away before the create; placed again"},
+	{phases(v1alpha1.PhaseCancelled), v1alpha1.PhaseCancelled, BySubmitter, true, "the cancelled attempt's copy removed from its cluster"},
+
+	{phases(v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted), v1alpha1.PhaseRunning, ByIngester, false, "its object is seen running"},
+	{placed, v1alpha1.PhaseSucceeded, ByIngester, true, "its object is seen succeeded"},
+	{placed, v1alpha1.PhaseFailed, ByIngester, true, "its object is seen failed"},
+	{slices.Concat(placed, phases(v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed)), Same, ByIngester, false, "health and last observed status of its object"},
+
+	{occupied, v1alpha1.PhaseQueued, ByController, true, "evicted (cluster lost or tainted, application unhealthy); placed again"},
+	{occupied, v1alpha1.PhaseFailingOver, ByController, true, "evicted; its old copy must go before it is placed again"},
+	{phases(v1alpha1.PhaseFailingOver), v1alpha1.PhaseQueued, ByController, true, "its old copy is gone, or fenced on a cluster that stopped answering; placed again"},
+	{slices.Concat(occupied, phases(v1alpha1.PhaseFailingOver)), Same, ByController, false, "waiting for a failover that cannot happen yet, or resumed after fencing; the message says which"},
+	{every, Same, ByController, true, "an ended attempt's old copy removed from its cluster"},
+
+	{ended, Removed, ByRetention, true, "removed once its namespace's retention after the end has passed"},
+}
+
+// Same as To: the row keeps whatever phase the runnable is in.
+const Same v1alpha1.Phase = "(same)"
+
+// Allowed reports whether by may move a runnable from one phase to
+// another (from == to for a change that keeps the phase).
+func Allowed(from, to v1alpha1.Phase, by Cause) bool {
+	return rowFor(from, to, by) != nil
+}
+
+func rowFor(from, to v1alpha1.Phase, by Cause) *Move {
+	for i := range Table {
+		m := &Table[i]
+		if m.By != by || !slices.Contains(m.From, from) {
+			continue
+		}
+		if m.To == to || (m.To == Same && from == to) {
+			return m
+		}
+	}
+	return nil
+}
+
+// needsAudit reports whether every row that allows the move requires an
+// audit entry: the move is then refused without one.
+func needsAudit(from, to v1alpha1.Phase, by Cause) bool {
+	audited := false
+	for i := range Table {
+		m := &Table[i]
+		if m.By != by || !slices.Contains(m.From, from) || !(m.To == to || (m.To == Same && from == to)) {
+			continue
+		}
+		if !m.Audited {
+			return false
+		}
+		audited = true
+	}
+	return audited
+}
+
+// Markdown renders the table for docs/lifecycle.md.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| from | to | by | audited | what it is |\n| --- | --- | --- | --- | --- |\n")
+	for _, m := range Table {
+		from := make([]string, len(m.From))
+		for i, p := range m.From {
+			from[i] = string(p)
+		}
+		audited := "may be"
+		if m.Audited {
+			audited = "yes"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", strings.Join(from, ", "), m.To, m.By, audited, m.Why)
+	}
+	return b.String()
+}

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// LeftoverCopy is an object that an attempt of a removed runnable may
+// have left on its cluster: the controller deletes it (only if it still
+// carries the runnable's labels) and then drops the row.
+type LeftoverCopy struct {
+	RunnableUID string
+	Attempt     int
+	Cluster     string
+	APIVersion  string
+	Kind        string
+	Namespace   string
+	Name        string
+	// Runnable is namespace/name of the removed runnable, for the audit log.
+	Runnable  string
+	CreatedAt time.Time
+}
+
+// PutLeftoverCopy records c; recording it again changes nothing.
+func (tx *Tx) PutLeftoverCopy(ctx context.Context, c *LeftoverCopy) error {
+	_, err := tx.exec(ctx, `INSERT INTO leftover_copies (runnable_uid, attempt, cluster, api_version, kind,
+			namespace, name, runnable, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (runnable_uid, attempt) DO NOTHING`,
+		c.RunnableUID, c.Attempt, c.Cluster, c.APIVersion, c.Kind, c.Namespace, c.Name, c.Runnable,
+		tx.s.d.ts(tx.s.now()))
+	if err != nil {
+		return fmt.Errorf("record leftover copy of %s attempt %d: %w", c.Runnable, c.Attempt, classify(err))
+	}
+	return nil
+}
+
+// ListLeftoverCopies returns up to limit copies (<= 0: 500, capped at
+// 1000), oldest first.
+func (tx *Tx) ListLeftoverCopies(ctx context.Context, limit int) ([]*LeftoverCopy, error) {
+	rows, err := tx.query(ctx, `SELECT runnable_uid, attempt, cluster, api_version, kind, namespace, name,
+			runnable, created_at
+		FROM leftover_copies ORDER BY created_at, runnable_uid, attempt LIMIT ?`, pageLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list leftover copies: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []*LeftoverCopy
+	for rows.Next() {
+		c := &LeftoverCopy{}
+		if err := rows.Scan(&c.RunnableUID, &c.Attempt, &c.Cluster, &c.APIVersion, &c.Kind, &c.Namespace,
+			&c.Name, &c.Runnable, timeCol{&c.CreatedAt}); err != nil {
+			return nil, fmt.Errorf("list leftover copies: %w", classify(err))
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list leftover copies: %w", classify(err))
+	}
+	return out, nil
+}
+
+// DeleteLeftoverCopy drops the row of c; ErrNotFound when it is gone
+// already (another controller got there first).
+func (tx *Tx) DeleteLeftoverCopy(ctx context.Context, c *LeftoverCopy) error {
+	res, err := tx.exec(ctx, `DELETE FROM leftover_copies WHERE runnable_uid = ? AND attempt = ?`, c.RunnableUID, c.Attempt)
+	if err != nil {
+		return fmt.Errorf("drop leftover copy of %s attempt %d: %w", c.Runnable, c.Attempt, classify(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return classify(err)
+	} else if n == 0 {
+		return fmt.Errorf("leftover copy of %s attempt %d: %w", c.Runnable, c.Attempt, ErrNotFound)
+	}
+	return nil
+}
+
+// ListRunnablesToRemove returns up to limit ended runnables whose
+// retention has passed at now, the longest overdue first.
+func (tx *Tx) ListRunnablesToRemove(ctx context.Context, now time.Time, limit int) ([]*Runnable, error) {
+	rows, err := tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables
+		WHERE remove_after IS NOT NULL AND remove_after <= ? ORDER BY remove_after, id LIMIT ?`,
+		tx.s.d.ts(now), pageLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []*Runnable
+	for rows.Next() {
+		r, err := scanRunnable(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
+	}
+	return out, nil
+}

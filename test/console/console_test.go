@@ -1,0 +1,333 @@
+// Package console_test drives the console in Chromium against a whole
+// purser (API, submitter, syncer, ingester, agents, cluster health and the
+// failover controller) on two sandbox clusters in two data centers, and
+// takes a cluster down for real, so that the pictures are drawn from what
+// purser really records: the farm view with a dead cluster, a runnable's
+// attempts across a failover, a deployable's rollout.
+package console_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/browsertest"
+	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/health"
+	"github.com/purser-io/purser/internal/inventory"
+	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/sandbox"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
+	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/server"
+	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/store/storetest"
+	"github.com/purser-io/purser/internal/stream"
+	"github.com/purser-io/purser/internal/stream/streamtest"
+	"github.com/purser-io/purser/internal/submitter"
+	"github.com/purser-io/purser/internal/syncer"
+)
+
+var env = sandboxtest.New(sandboxtest.Options{Clusters: 1})
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// Periods of the farm, short so that a failover takes seconds.
+const (
+	heartbeat     = 300 * time.Millisecond
+	agentLease    = 6 * time.Second
+	probeInterval = 200 * time.Millisecond
+)
+
+// A long Job, kept running by kwok, that fails over to any cluster and
+// carries the number of its active pods to the next attempt.
+const longJob = `apiVersion: purser.io/v1alpha1
+kind: Runnable
+metadata: {name: nightly-report, namespace: reports}
+spec:
+  template:
+    apiVersion: batch/v1
+    kind: Job
+    spec:
+      backoffLimit: 0
+      template:
+        metadata:
+          annotations:
+            pod-complete.stage.kwok.x-k8s.io/delay: "1h"
+            pod-complete.stage.kwok.x-k8s.io/jitter-delay: "1h"
+        spec:
+          restartPolicy: Never
+          containers: [{name: main, image: busybox}]
+  failover:
+    consistency: AtLeastOne
+    application:
+      statePreservation:
+        rules: [{aliasLabelName: example.com/active-pods, jsonPath: "{.active}"}]
+`
+
+const configDeployable = `apiVersion: purser.io/v1alpha1
+kind: Deployable
+spec:
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: report-settings}
+    data: {LOG_LEVEL: info}
+`
+
+func TestConsoleOnAFarm(t *testing.T) {
+	tab := browsertest.Browser(t)
+	a := env.Clusters(t)[0]
+	b := env.Dedicated(t, false)
+	f := newFarm(t, map[string]*sandbox.Cluster{"dc1-a": a, "dc2-a": b}, map[string]string{"dc1-a": "dc1", "dc2-a": "dc2"})
+
+	browsertest.Do(t, tab, "open the console", chromedp.Navigate(f.url+"/#token="+f.token), chromedp.WaitVisible(chromedp.CSS("#farm")))
+	for _, c := range []string{"dc1-a", "dc2-a"} {
+		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] header`, "Ready")
+		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] .records`, "fresh")
+		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] .capacity`, "CPU")
+	}
+	if dcs, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#farm section.dc")].map(s => s.dataset.dc)`)); err != nil ||
+		strings.Join(dcs, ",") != "dc1,dc2" {
+		t.Fatalf("the farm's columns: %v (%v), want dc1,dc2", dcs, err)
+	}
+
+	// Cordon dc1-a from the console, so that the Job starts on dc2-a.
+	browsertest.Do(t, tab, "cordon dc1-a", browsertest.GoTo("#/clusters"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)), chromedp.Click(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)))
+	browsertest.WaitText(t, tab, `tr[data-cluster="dc1-a"]`, "purser.io/cordon:NoSchedule")
+	f.apply(http.MethodPost, "/api/v1/runnables", longJob)
+	f.apply(http.MethodPut, "/api/v1/deployables/reports/report-settings", configDeployable)
+	f.waitRunnable("running on dc2-a", func(r *v1alpha1.Runnable) bool {
+		return r.Status.Cluster == "dc2-a" && r.Status.Phase == v1alpha1.PhaseRunning
+	})
+	browsertest.Do(t, tab, "uncordon dc1-a", browsertest.GoTo("#/clusters"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"] button.uncordon`)), chromedp.Click(chromedp.CSS(`tr[data-cluster="dc1-a"] button.uncordon`)))
+	browsertest.WaitText(t, tab, `tr[data-cluster="dc1-a"] .freshness`, "fresh")
+	browsertest.Screenshot(t, tab, "farm-clusters")
+
+	browsertest.Do(t, tab, "open the deployable", browsertest.GoTo("#/deployables/reports/report-settings"), chromedp.WaitVisible(chromedp.CSS("#rollout")))
+	browsertest.WaitText(t, tab, `#sync tr[data-cluster="dc1-a"]`, "Synced")
+	browsertest.WaitText(t, tab, `#sync tr[data-cluster="dc2-a"]`, "Synced")
+	if n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#rollout circle.copy").length`)); err != nil || n != 2 {
+		t.Errorf("the rollout shows %d copies (%v), want 2", n, err)
+	}
+	browsertest.Screenshot(t, tab, "deployable-rollout")
+
+	// The inventory finds the Job and the ConfigMap, not what the
+	// clusters made by themselves unless asked.
+	browsertest.Do(t, tab, "open the inventory", browsertest.GoTo("#/inventory"), chromedp.WaitVisible(chromedp.CSS("#i-kind")))
+	browsertest.WaitText(t, tab, "#inventory", "report-settings")
+	browsertest.WaitText(t, tab, "#inventory", "nightly-report")
+	inventoryText := func() string {
+		s, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("#inventory").textContent`))
+		return s
+	}
+	if s := inventoryText(); strings.Contains(s, "kube-root-ca.crt") {
+		t.Errorf("the inventory lists kube-root-ca.crt without being asked")
+	}
+	browsertest.Screenshot(t, tab, "inventory-farm")
+	browsertest.Do(t, tab, "show system objects", chromedp.Click(chromedp.CSS("#i-system")))
+	browsertest.WaitText(t, tab, "#inventory", "kube-root-ca.crt")
+	browsertest.Do(t, tab, "hide system objects", chromedp.Click(chromedp.CSS("#i-system")))
+
+	// dc2-a's kube-apiserver dies: the farm shows it NotReady and its
+	// records stale, and the Job moves to dc1-a.
+	b.StopAPIServer()
+	t.Cleanup(func() { _ = b.StartAPIServer(context.Background()) })
+	browsertest.Do(t, tab, "open the farm", browsertest.GoTo("#/farm"), chromedp.WaitVisible(chromedp.CSS("#farm")))
+	browsertest.WaitText(t, tab, `#farm [data-cluster="dc2-a"] header`, "NotReady")
+	browsertest.WaitText(t, tab, `#farm [data-cluster="dc2-a"] .records`, "cannot reach its kube-apiserver")
+	r := f.waitRunnable("failed over to dc1-a", func(r *v1alpha1.Runnable) bool {
+		return r.Status.Cluster == "dc1-a" && r.Status.Phase == v1alpha1.PhaseRunning && len(r.Status.Attempts) == 2
+	})
+	if at := r.Status.Attempts[0]; at.Result != failover.ResultEvicted || at.Reason != failover.ReasonClusterUnreachable {
+		t.Errorf("attempt 1: %+v", at)
+	}
+	waitSVG(t, tab, `#farm [data-cluster="dc1-a"] .phasebar`, "1 Running")
+	browsertest.Screenshot(t, tab, "farm-cluster-down")
+
+	browsertest.Do(t, tab, "open the runnable", browsertest.GoTo("#/runnables/reports/nightly-report"), chromedp.WaitVisible(chromedp.CSS("#timeline")))
+	waitSVG(t, tab, "#timeline .failover-label", failover.ReasonClusterUnreachable)
+	waitSVG(t, tab, "#timeline .failover-label", "carried example.com/active-pods=1")
+	if n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#timeline rect.attempt").length`)); err != nil || n != 2 {
+		t.Errorf("the timeline draws %d attempts (%v), want 2", n, err)
+	}
+	browsertest.WaitText(t, tab, "#runnable-history", "evict")
+	browsertest.WaitText(t, tab, "#status-yaml", "example.com/active-pods:")
+	browsertest.Screenshot(t, tab, "runnable-timeline")
+
+	// The runnables list links to the runnable: its address is one to
+	// copy and open in another tab.
+	browsertest.Do(t, tab, "open the runnables", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="nightly-report"] a.row-link`)))
+	href, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('tr[data-name="nightly-report"] a.row-link').href`))
+	if err != nil || !strings.HasSuffix(href, "#/runnables/reports/nightly-report") {
+		t.Errorf("the row's link: %q (%v)", href, err)
+	}
+	browsertest.WaitText(t, tab, `tr[data-name="nightly-report"]`, "2") // attempts
+	browsertest.Screenshot(t, tab, "runnables-farm")
+}
+
+// waitSVG waits until the text of the SVG element sel contains want:
+// SVG text has no innerText, which browsertest.WaitText reads.
+func waitSVG(t *testing.T, tab context.Context, sel, want string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	var got string
+	for time.Now().Before(deadline) {
+		got, _ = chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector(`+strconv.Quote(sel)+`) || {}).textContent || ""`))
+		if strings.Contains(got, want) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s never showed %q (last: %q)", sel, want, got)
+}
+
+// farm is a whole purser on one SQLite database and one NATS server.
+type farm struct {
+	t     *testing.T
+	store *store.Store
+	api   *client.Client
+	url   string
+	token string
+	ctx   context.Context
+	wg    sync.WaitGroup
+}
+
+func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]string) *farm {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &farm{t: t, ctx: ctx}
+	t.Cleanup(func() { cancel(); f.wg.Wait() })
+	log := slog.New(slog.DiscardHandler)
+	var err error
+	if f.store, err = store.Open(ctx, storetest.Engines()[0].NewDSN(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.store.Close() })
+	key := make([]byte, seal.KeySize)
+	rand.Read(key)
+	sealer, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nats := streamtest.Start(t, "")
+	streams := streamtest.Declared(t, nats.URL)
+
+	f.token = auth.NewToken()
+	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(f.token)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: 100 * time.Millisecond})
+	f.run(func(ctx context.Context) error { relay.Run(ctx); return nil })
+	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}))
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	f.api = client.New(client.Config{Server: srv.URL, Token: f.token})
+
+	for name, c := range members {
+		kc, err := c.Kubeconfig("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]any{"apiVersion": v1alpha1.GroupVersion, "kind": "Cluster",
+			"metadata": map[string]any{"name": name, "labels": map[string]string{"dc": dcs[name]}},
+			"spec":     map[string]any{"kubeconfig": string(kc)}})
+		f.do(http.MethodPost, "/api/v1/clusters", body, "application/json")
+		if err := c.EnsureNamespace(ctx, "reports"); err != nil {
+			t.Fatal(err)
+		}
+		agentStream, err := stream.Connect(ctx, nats.URL, stream.Options{Name: "agent-" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(agentStream.Close)
+		ag, err := agent.New(agent.Config{Cluster: name, RESTConfig: c.RESTConfig(), Stream: agentStream,
+			SnapshotInterval: 5 * time.Second, HeartbeatInterval: heartbeat, DiscoveryInterval: time.Second,
+			LeaseDuration: agentLease, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.run(ag.Run)
+	}
+	interp, err := health.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingester, err := inventory.New(inventory.Config{Store: f.store, Stream: streams, Health: interp.InterpretJSON, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.run(ingester.Run)
+	f.run(submitter.New(submitter.Config{Store: f.store, Sealer: sealer, Stream: streams, RescanInterval: time.Second, Logger: log}).Run)
+	f.run(syncer.New(syncer.Config{Store: f.store, Sealer: sealer, Stream: streams, Identity: "console-test", Logger: log}).Run)
+	f.run(clusters.NewHealthMonitor(clusters.MonitorConfig{Store: f.store, Sealer: sealer, Interval: probeInterval,
+		Policy: clusters.Policy{FailureThreshold: 3, SuccessThreshold: 2, NoExecuteGrace: 2 * time.Second, AgentLease: agentLease},
+		Logger: log}).Run)
+	f.run(failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(clusters.NewCache(sealer)),
+		Interval: 200 * time.Millisecond, AgentLease: agentLease, FencingMargin: time.Second, Logger: log}).Run)
+	return f
+}
+
+func (f *farm) run(fn func(context.Context) error) {
+	f.wg.Go(func() {
+		if err := fn(f.ctx); err != nil && f.ctx.Err() == nil {
+			f.t.Errorf("a component stopped: %v", err)
+		}
+	})
+}
+
+func (f *farm) do(method, path string, body []byte, contentType string) {
+	f.t.Helper()
+	code, err := f.api.Do(f.ctx, method, path, nil, body, contentType, nil)
+	if err != nil || code/100 != 2 {
+		f.t.Fatalf("%s %s: %d %v", method, path, code, err)
+	}
+}
+
+func (f *farm) apply(method, path, manifest string) {
+	f.t.Helper()
+	f.do(method, path, []byte(manifest), "application/yaml")
+}
+
+// waitRunnable polls the Job's runnable until ok; the bound is generous,
+// as it measures nothing.
+func (f *farm) waitRunnable(what string, ok func(*v1alpha1.Runnable) bool) *v1alpha1.Runnable {
+	f.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var r v1alpha1.Runnable
+		if _, err := f.api.Do(f.ctx, http.MethodGet, "/api/v1/runnables/reports/nightly-report", nil, nil, "", &r); err != nil {
+			f.t.Fatal(err)
+		}
+		if ok(&r) {
+			return &r
+		}
+		if time.Now().After(deadline) {
+			st, _ := json.MarshalIndent(r.Status, "", "  ")
+			f.t.Fatalf("the runnable is not %s: %s", what, st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
