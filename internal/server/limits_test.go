@@ -115,6 +115,24 @@ func TestRateLimits(t *testing.T) {
 	h.get("bob", "/api/v1/whoami").want(t, http.StatusOK)
 }
 
+// TestSignInExchangeLimit: the console's code exchange needs no token, so
+// each call counts against its address's limit of requests without one.
+func TestSignInExchangeLimit(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0], func(cfg *server.Config, _ *http.Server) {
+		cfg.Limits = server.Limits{FailedAuthRate: 0.001, FailedAuthBurst: 2}
+	})
+	body := []byte(`{"code": "c", "codeVerifier": "v", "redirectURI": "http://127.0.0.1/"}`)
+	for range 2 {
+		h.do("", "POST", "/api/v1/auth/token", "application/json", body).want(t, http.StatusNotFound) // no provider
+	}
+	r := h.do("", "POST", "/api/v1/auth/token", "application/json", body).want(t, http.StatusTooManyRequests)
+	if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
+		t.Fatalf("429 without a Retry-After: %q", r.header.Get("Retry-After"))
+	}
+	// The same address with a valid token is not refused for it.
+	h.get("alice", "/api/v1/whoami").want(t, http.StatusOK)
+}
+
 // TestHeaders: security headers on every answer, the console's and the
 // API's; API answers are never cached.
 func TestHeaders(t *testing.T) {
