@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -415,7 +416,10 @@ func TestAgentPermissionsSuffice(t *testing.T) {
 		if apierrors.IsNotFound(err) || (err == nil && d.DeletionTimestamp != nil) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
 	})
 	if l := strings.ToLower(logs.String()); strings.Contains(l, "forbidden") {
 		t.Errorf("the agent was refused something:\n%s", logs)

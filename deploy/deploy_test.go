@@ -570,14 +570,14 @@ func purserCommands(t *testing.T) map[string]command {
 		defer os.RemoveAll(dir)
 		bin := filepath.Join(dir, "purser")
 		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/purser").CombinedOutput(); err != nil {
-			commandsErr = fmt.Errorf("go build: %v\n%s", err, out)
+			commandsErr = fmt.Errorf("go build: %w\n%s", err, out)
 			return
 		}
 		commands = map[string]command{}
 		for _, sub := range []string{"api", "submitter", "syncer", "ingester", "controller", "agent"} {
 			out, err := exec.Command(bin, sub, "--help").CombinedOutput()
 			if err != nil {
-				commandsErr = fmt.Errorf("purser %s --help: %v\n%s", sub, err, out)
+				commandsErr = fmt.Errorf("purser %s --help: %w\n%s", sub, err, out)
 				return
 			}
 			commands[sub] = command{flags: parseHelp(string(out))}

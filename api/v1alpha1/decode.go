@@ -201,7 +201,7 @@ func singleYAMLDocument(data []byte) ([]byte, *DecodeError) {
 	var found []byte
 	for {
 		doc, err := r.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

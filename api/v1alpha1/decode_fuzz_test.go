@@ -11,11 +11,11 @@ import (
 )
 
 // roundTripEqual is reflect.DeepEqual except that nil and empty lists and
-// maps, which are the same JSON, are equal. Times are compared with ==,
-// zone included, since Decode puts every time in UTC; the forked DeepEqual
+// maps, which are the same JSON, are equal. Times are the same instant in
+// the same zone, since Decode puts every time in UTC; the forked DeepEqual
 // needs the function anyway, as it refuses unexported fields.
 var roundTripEqual = reflect.EqualitiesOrDie(
-	func(a, b time.Time) bool { return a == b },
+	func(a, b time.Time) bool { return a.Equal(b) && a.Location() == b.Location() },
 )
 
 // fuzzContentTypes are the Content-Types the fuzzer picks from by index:

@@ -40,3 +40,8 @@ const (
 // object when the cluster is Ready again and the runnable was not moved
 // meanwhile, and removes the annotation.
 const AnnotationFenced = "purser.io/fenced"
+
+// TaintCordon is the taint a user puts on a cluster for maintenance
+// (`purser cordon` and `drain`, the console's buttons): NoSchedule keeps
+// new work away, NoExecute also moves the work that runs there.
+const TaintCordon = "purser.io/cordon"

@@ -14,9 +14,13 @@ func newHealthCommand() *cobra.Command {
 		Long: `Print, for each object of FILE (YAML documents separated by ---, JSON, or a
 List), one line: <kind>/<name> <Healthy|Unhealthy|Unknown> <phase> <message>.
 Built-in interpreters know Job, Argo Workflow, Deployment, StatefulSet and
-FlinkDeployment; --rules adds CEL rules for any kind (see docs/health.md).`,
-		Example: `  kubectl get job nightly -o yaml | purser health -f -`,
-		Args:    cobra.NoArgs,
+FlinkDeployment; --rules adds CEL rules for any kind (see docs/health.md).
+A purser Runnable or Deployable is judged by its spec.template, with the
+status the runnable last observed (status.result) when it has one, and the
+message says so.`,
+		Example: `  kubectl get job nightly -o yaml | purser health -f -
+  purser get runnable nightly-report -n team-a -o yaml | purser health -f -`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			interp, err := interpreter(rulesFile)
 			if err != nil {

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/purser-io/purser/internal/printer"
 )
 
 func newInventoryCommand() *cobra.Command {
@@ -27,10 +27,11 @@ cluster's records are.`,
   purser inventory -A --cluster sandbox-1 -o wide`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
+			format, err := printer.ParseFormat(output, printer.OutputWide, printer.OutputYAML, printer.OutputJSON)
+			if err != nil {
 				return err
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd)
 			if err != nil {
 				return err
 			}
@@ -44,7 +45,7 @@ cluster's records are.`,
 			if !all {
 				q.Set("namespace", namespace)
 			}
-			if meta || output == "" || output == "wide" {
+			if meta || format.Table() {
 				q.Set("fields", "meta")
 			}
 			var items []map[string]any
@@ -56,11 +57,11 @@ cluster's records are.`,
 					Clusters []map[string]any `json:"clusters"`
 				}
 				if _, err := c.Do(cmd.Context(), http.MethodGet, "/api/v1/inventory", q, nil, "", &page); err != nil {
-					return err
+					return named(c, err)
 				}
 				items = append(items, page.Items...)
 				for _, f := range page.Clusters {
-					fresh[field(f, "cluster")] = f
+					fresh[printer.Field(f, "cluster")] = f
 				}
 				if page.Continue == "" || (limit > 0 && len(items) >= limit) {
 					break
@@ -71,33 +72,18 @@ cluster's records are.`,
 				items = items[:limit]
 			}
 			w := cmd.OutOrStdout()
-			if output == "json" || output == "yaml" {
-				return printStructured(w, output, map[string]any{"items": items, "clusters": fresh})
+			if !format.Table() {
+				return printer.Structured(w, format.Name, map[string]any{"items": items, "clusters": fresh})
 			}
-			tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-			header := "CLUSTER\tNAMESPACE\tKIND\tNAME\tHEALTH\tPHASE\tSEEN"
-			if output == "wide" {
-				header += "\tAPIVERSION\tLABELS"
-			}
-			fmt.Fprintln(tw, header)
-			for _, it := range items {
-				line := strings.Join([]string{field(it, "cluster"), field(it, "namespace"), field(it, "kind"), field(it, "name"),
-					orNone(field(it, "health")), orNone(field(it, "phase")), age(seenAt(it))}, "\t")
-				if output == "wide" {
-					labels, _ := lookup(it, "labels").(map[string]any)
-					line += "\t" + field(it, "apiVersion") + "\t" + orNone(joinLabels(labels))
-				}
-				fmt.Fprintln(tw, line)
-			}
-			if err := tw.Flush(); err != nil {
+			if err := printer.Inventory(w, items, format.Name == printer.OutputWide); err != nil {
 				return err
 			}
 			// Say plainly when an answer comes from a cluster whose
 			// records are not fresh, in the API's words (its freshness
 			// judgement, v1alpha1.JudgeFreshness), not the CLI's own.
 			for name, f := range fresh {
-				if fr, _ := lookup(f, "freshness").(map[string]any); fr != nil && fr["fresh"] != true {
-					fmt.Fprintf(cmd.ErrOrStderr(), "note: the records of cluster %s may be stale: %s\n", name, field(fr, "message"))
+				if fr, _ := printer.Lookup(f, "freshness").(map[string]any); fr != nil && fr["fresh"] != true {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: the records of cluster %s may be stale: %s\n", name, printer.Field(fr, "message"))
 				} else if f["ready"] != true {
 					fmt.Fprintf(cmd.ErrOrStderr(), "note: cluster %s is not ready; its records may be stale\n", name)
 				}
@@ -121,13 +107,4 @@ cluster's records are.`,
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many records")
 	cf.register(cmd)
 	return cmd
-}
-
-// seenAt is when a record was last known to be its object's state (the
-// API's seenAt), or its last change for a server that predates it.
-func seenAt(it map[string]any) string {
-	if s := field(it, "seenAt"); s != "" {
-		return s
-	}
-	return field(it, "observedAt")
 }

@@ -31,7 +31,7 @@ commands on this server use it instead of the client config's token, unless
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			cfg, err := client.Resolve(client.Config{Server: server, Token: "stand-in"})
+			cfg, err := client.Resolve(client.Selection{Server: server, Token: "stand-in"})
 			if err != nil {
 				return err
 			}
@@ -106,7 +106,7 @@ func newLogoutCommand() *cobra.Command {
 		Short: "Forget the login of purser login for a server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := client.Resolve(client.Config{Server: server, Token: "stand-in"})
+			cfg, err := client.Resolve(client.Selection{Server: server, Token: "stand-in"})
 			if err != nil {
 				return err
 			}

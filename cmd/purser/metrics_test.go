@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -48,22 +50,18 @@ func TestControllerServesMetrics(t *testing.T) {
 	}()
 
 	var body string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-			if strings.Contains(body, "purser_leader") {
-				break
-			}
+	sandboxtest.Eventually(t, 30*time.Second, "purser_leader in /metrics", func(ctx context.Context) error {
+		resp, err := getURL(ctx, "http://"+addr+"/metrics")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no purser_leader in /metrics after 30s (last error %v):\n%s", err, body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if body = string(b); !strings.Contains(body, "purser_leader") {
+			return fmt.Errorf("/metrics:\n%s", body)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, want := range []string{"purser_failover_purged_total", "go_goroutines"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %s", want)
@@ -99,25 +97,22 @@ func TestComponentWaitsForDatabase(t *testing.T) {
 			"--nats", "nats://" + closed(), "--metrics-listen", addr, "--key-file", keyFile})
 		done <- cmd.ExecuteContext(ctx)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
+	sandboxtest.Eventually(t, 30*time.Second, "/healthz while waiting for the database", func(ctx context.Context) error {
 		select {
 		case err := <-done:
 			t.Fatalf("the ingester exited instead of waiting for its database: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no /healthz while waiting for the database: %v", err)
+		resp, err := getURL(ctx, "http://"+addr+"/healthz")
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/healthz: %s", resp.Status)
+		}
+		return nil
+	})
 	select {
 	case err := <-done:
 		t.Fatalf("the ingester exited instead of waiting for its database: %v", err)
@@ -132,4 +127,13 @@ func TestComponentWaitsForDatabase(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the ingester did not stop")
 	}
+}
+
+// getURL is http.Get bound to ctx.
+func getURL(ctx context.Context, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return http.DefaultClient.Do(req)
 }

@@ -43,7 +43,14 @@ type running struct {
 
 func startPurser(t *testing.T, bin string, args ...string) *running {
 	t.Helper()
-	r := &running{cmd: exec.Command(bin, args...), lines: make(chan string, 100), done: make(chan struct{})}
+	return startCommand(t, exec.Command(bin, args...))
+}
+
+// startCommand starts a purser command prepared by the caller (its folder,
+// its environment).
+func startCommand(t *testing.T, cmd *exec.Cmd) *running {
+	t.Helper()
+	r := &running{cmd: cmd, lines: make(chan string, 100), done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	r.cmd.Stdout = pw
 	r.cmd.Stderr = pw

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -19,6 +21,7 @@ import (
 	"github.com/purser-io/purser/internal/auth/oidctest"
 	"github.com/purser-io/purser/internal/browsertest"
 	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
 // A user defined only in the identity provider (Dex) signs in to `purser
@@ -135,32 +138,22 @@ func TestSingleSignOn(t *testing.T) {
 
 	// The policy edited in place: team-b readable by the group, at once.
 	writePolicy(t, policyPath, "admins: [admin]\nnamespaces:\n  team-a:\n    roles:\n      editor: [\"group:team-a\"]\n  team-b:\n    roles:\n      viewer: [\"group:team-a\"]\n")
-	deadline := time.Now().Add(time.Minute)
-	for {
-		out, ok := ssoCLIResult(bin, clientConfig, cache, "get", "runnables", "-n", "team-b")
-		if ok {
-			break
+	sandboxtest.Eventually(t, time.Minute, "the policy edit in effect", func(context.Context) error {
+		if out, ok := ssoCLIResult(bin, clientConfig, cache, "get", "runnables", "-n", "team-b"); !ok {
+			return fmt.Errorf("get runnables -n team-b:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the policy edit never took effect:\n%s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	mustContain(t, "apply in team-b, a viewer", ssoCLIApplyTeamB(t, bin, clientConfig, cache), "may not")
 
 	// A broken edit keeps the last good policy, and says so.
 	writePolicy(t, policyPath, "admins: [admin\n")
-	deadline = time.Now().Add(time.Minute)
-	for {
-		ready := httpGet(t, server+"/readyz")
-		if strings.Contains(ready, "policy.yaml") && strings.Contains(ready, "serving the version loaded at") {
-			break
+	sandboxtest.Eventually(t, time.Minute, "/readyz reporting the broken policy", func(context.Context) error {
+		if ready := httpGet(t, server+"/readyz"); !strings.Contains(ready, "policy.yaml") || !strings.Contains(ready, "serving the version loaded at") {
+			return fmt.Errorf("/readyz: %s", ready)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never reported the broken policy: %s", ready)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	mustContain(t, "metrics", httpGet(t, server+"/metrics"), "purser_auth_reload_failing 1")
 	ssoCLI(t, bin, clientConfig, cache, true, "get", "runnables", "-n", "team-b")
 

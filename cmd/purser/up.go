@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/klog/v2"
 
 	"github.com/purser-io/purser/internal/standalone"
 )
@@ -23,21 +24,24 @@ JetStream server and an SQLite database under --data-dir. On first start it
 writes an admin token to DIR/admin.token (hashed in DIR/tokens.yaml, with
 DIR/policy.yaml making that user admin; both are reloaded when edited), an
 encryption key to DIR/secret.key, the key that signs the audit anchors to
-DIR/audit.key, and a client config (with that key's public half) so that
-later purser commands on this machine need no flags. Restarting on the same
-data dir keeps everything. The embedded NATS listens on no port: every
-component runs in this process. With --oidc-issuer-url and
---oidc-client-id, people sign in with that provider (purser login, the
-console).
+DIR/audit.key, and a client config so that later purser commands on this
+machine need no flags: it adds (or, on a restart, refreshes) the context named
+after the data folder, with the audit key's public half, and makes it current
+(purser config get-contexts lists them). Restarting on the same data dir
+keeps everything. The embedded NATS listens on no port: every component runs
+in this process. With --oidc-issuer-url and --oidc-client-id, people sign in
+with that provider (purser login, the console).
 
 With --sandbox N it also starts N local Kubernetes clusters named sandbox-1 ..
 sandbox-N (labels dc: dc-1 .. dc-N), registers them, and stops them on exit;
-their kubeconfigs are at DIR/sandbox/<name>/kubeconfig.
+their kubeconfigs are at DIR/sandbox/<name>/kubeconfig. A sandbox
+kube-apiserver that dies (killed, crashed) is said on the terminal and
+started again. A restart keeps the labels and taints set on the clusters.
 
 It prints "purser is ready at http://ADDR" once /readyz answers 200, and a
 link to the web console: with the admin token in it (#token=) only when
-stdout is a terminal.
-Ctrl-C stops everything it started.`,
+stdout is a terminal. Ctrl-C stops everything it started; the last line
+says so. Logs (klog's included) go to DIR/purser.log.`,
 		Example: `  purser up --sandbox 2
   purser apply -f examples/runnable-job.yaml
   purser get runnables`,
@@ -67,13 +71,19 @@ Ctrl-C stops everything it started.`,
 			}
 			defer logFile.Close()
 			cfg.Logger = slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
+			// client-go logs through klog, to stderr unless told otherwise:
+			// its warnings (a watch that failed, a throttled request) go to
+			// the log file with the rest. klog's warnings arrive at info
+			// level (logr has none lower than info but verbosity), so its
+			// logger keeps info whatever -v says.
+			klog.SetSlogLogger(slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})).With("source", "klog"))
 			return standalone.Run(cmd.Context(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "purser-data", "folder for the database, stream, keys, tokens, logs and sandbox clusters")
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the API and web UI")
 	cmd.Flags().IntVar(&cfg.Sandbox, "sandbox", 0, "also start and register this many local Kubernetes clusters")
-	cmd.Flags().StringVar(&cfg.ClientConfig, "client-config", "", "where to write the client config (default: $PURSER_CONFIG, else ~/.config/purser/config.yaml)")
+	cmd.Flags().StringVar(&cfg.ClientConfig, "client-config", "", "the client config to add this server's context to (default: $PURSER_CONFIG, else ~/.config/purser/config.yaml)")
 	registerOIDCFlags(cmd, &cfg.OIDC)
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level to DIR/purser.log (default: warnings and errors)")
 	return cmd

@@ -93,7 +93,7 @@ again and says from which entry the record runs.`,
 			if strings.TrimSpace(reason) == "" {
 				return errors.New("--reason is required: it is kept in the audit chain")
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd)
 			if err != nil {
 				return err
 			}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/purser-io/purser/internal/anchor"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream"
@@ -111,7 +114,8 @@ func (f *verifyFarm) verifyCLI() (string, bool) {
 	cmd := exec.Command(f.bin, "history", "--verify")
 	cmd.Env = append(os.Environ(), "PURSER_CONFIG="+f.clientConfig, "PURSER_SERVER=", "PURSER_TOKEN=", "PURSER_AUDIT_KEY=")
 	out, err := cmd.CombinedOutput()
-	if _, exited := err.(*exec.ExitError); err != nil && !exited {
+	var exited *exec.ExitError
+	if err != nil && !errors.As(err, &exited) {
 		f.t.Fatal(err)
 	}
 	return string(out), err == nil
@@ -134,17 +138,12 @@ func (f *verifyFarm) mustFail(want string) {
 // is anchored: verification passes and counts n entries.
 func (f *verifyFarm) waitAnchored(n int) {
 	f.t.Helper()
-	deadline := time.Now().Add(streamtest.Timeout)
-	for {
-		v := f.verifyHTTP()
-		if v["ok"] == true && v["entries"] == float64(n) && latestAnchoredSeq(f.t, f.nats.URL) == int64(n) {
-			break
+	sandboxtest.Eventually(f.t, streamtest.Timeout, fmt.Sprintf("head %d anchored", n), func(context.Context) error {
+		if v := f.verifyHTTP(); v["ok"] != true || v["entries"] != float64(n) || latestAnchoredSeq(f.t, f.nats.URL) != int64(n) {
+			return fmt.Errorf("verify says %v", v)
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("head %d never anchored: %v", n, v)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if out, ok := f.verifyCLI(); !ok || !strings.Contains(out, fmt.Sprintf("audit chain intact: %d entries verified", n)) {
 		f.t.Fatalf("purser history --verify on the intact chain:\n%s", out)
 	}

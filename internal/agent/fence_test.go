@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"testing"
@@ -184,7 +185,10 @@ func TestFencingOnARealCluster(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
 	})
 	// A stale submitter creates another one while the lease is expired.
 	createJob(t, kc, ns, "late", atMostOne("r-late"))

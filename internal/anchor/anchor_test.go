@@ -13,6 +13,7 @@ import (
 
 	"github.com/purser-io/purser/internal/anchor"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream"
@@ -98,17 +99,21 @@ func (f *fixture) record(p *anchor.Publisher) (anchor.Record, error) {
 // waitAnchored waits until seq is anchored and returns the record then.
 func (f *fixture) waitAnchored(p *anchor.Publisher, seq int64) anchor.Record {
 	f.t.Helper()
-	deadline := time.Now().Add(streamtest.Timeout)
-	for {
-		rec, err := f.record(p)
-		if err == nil && len(rec.Anchors) > 0 && rec.Anchors[len(rec.Anchors)-1].Seq >= seq {
-			return rec
+	var rec anchor.Record
+	sandboxtest.Eventually(f.t, streamtest.Timeout, fmt.Sprintf("seq %d anchored", seq), func(context.Context) error {
+		var err error
+		if rec, err = f.record(p); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("seq %d never anchored: %+v, %v (publisher: %v)", seq, rec.Anchors, err, p.Problem())
+		if len(rec.Anchors) == 0 || rec.Anchors[len(rec.Anchors)-1].Seq < seq {
+			if problem := p.Problem(); problem != nil {
+				return fmt.Errorf("anchors %+v, the publisher's problem: %w", rec.Anchors, problem)
+			}
+			return fmt.Errorf("anchors %+v", rec.Anchors)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return rec
 }
 
 // verify checks the chain against the record, as GET /history/verify.
@@ -182,17 +187,17 @@ func TestAnchors(t *testing.T) {
 
 func waitProblem(t *testing.T, p *anchor.Publisher, want string) {
 	t.Helper()
-	deadline := time.Now().Add(streamtest.Timeout)
-	for {
+	sandboxtest.Eventually(t, streamtest.Timeout, fmt.Sprintf("the publisher's problem %q", want), func(context.Context) error {
 		p.Notify()
-		if err := p.Problem(); err != nil && strings.Contains(err.Error(), want) {
-			return
+		err := p.Problem()
+		if err == nil {
+			return errors.New("no problem yet")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("publisher problem %v, want %q", p.Problem(), want)
+		if !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("problem so far: %w", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // The head is anchored on commit, not at the next poll: a tail cut right

@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"time"
@@ -157,7 +158,10 @@ func Verify(entries []Entry, prevHash string) (ok bool, brokenSeq int64, reason 
 	v := NewVerifier(prevSeq, prevHash)
 	for _, e := range entries {
 		if err := v.Add(e); err != nil {
-			ce := err.(*ChainError)
+			var ce *ChainError
+			if !errors.As(err, &ce) {
+				return false, e.Seq, err.Error()
+			}
 			return false, ce.Seq, ce.Reason
 		}
 	}

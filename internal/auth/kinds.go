@@ -187,7 +187,7 @@ func checkKindRules(ns string, r KindRules) error {
 	for field, list := range map[string][]string{"allow": r.Allow, "deny": r.Deny, "clusterScoped": r.ClusterScoped} {
 		for i, pat := range list {
 			if err := checkKindPattern(pat); err != nil {
-				return fmt.Errorf("policy: namespace %s: kinds.%s[%d] %q: %v", ns, field, i, pat, err)
+				return fmt.Errorf("policy: namespace %s: kinds.%s[%d] %q: %w", ns, field, i, pat, err)
 			}
 		}
 	}
@@ -217,6 +217,6 @@ func isKindName(k string) bool {
 		return false
 	}
 	return !slices.ContainsFunc([]byte(k), func(c byte) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9')
+		return (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9')
 	})
 }

@@ -1,8 +1,10 @@
 package auth_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/auth/oidctest"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
 // ID tokens of a real provider (Dex) name users and groups of the policy;
@@ -99,13 +102,13 @@ func TestIdentitiesReload(t *testing.T) {
 
 	write(t, policyPath, "admins: [root, alice]\n")
 	write(t, tokensPath, "tokens:\n- {user: alice, sha256: "+auth.HashToken("alice-token")+"}\n- {user: bob, sha256: "+auth.HashToken("bob-token")+"}\n")
-	waitFor(t, func() bool { _, ok := id.Authenticate(ctx, "bob-token"); return ok && id.Policy().IsAdmin(alice) })
+	waitFor(t, "both files reloaded", func() bool { _, ok := id.Authenticate(ctx, "bob-token"); return ok && id.Policy().IsAdmin(alice) })
 	if id.Reloads() != 2 {
 		t.Fatalf("reloads = %d, want 2", id.Reloads())
 	}
 
 	write(t, policyPath, "admins: [root\n") // a typo
-	waitFor(t, func() bool { return id.Problem() != nil })
+	waitFor(t, "the typo reported", func() bool { return id.Problem() != nil })
 	if !strings.Contains(id.Problem().Error(), "policy.yaml") || !strings.Contains(id.Problem().Error(), "serving the version loaded at") {
 		t.Fatalf("problem: %v", id.Problem())
 	}
@@ -113,14 +116,14 @@ func TestIdentitiesReload(t *testing.T) {
 		t.Fatal("the broken file replaced the last good policy")
 	}
 	os.Remove(tokensPath) // gone: the last good tokens stay
-	waitFor(t, func() bool { return strings.Contains(id.Problem().Error(), "tokens.yaml") })
+	waitFor(t, "the removed tokens file reported", func() bool { return strings.Contains(id.Problem().Error(), "tokens.yaml") })
 	if _, ok := id.Authenticate(ctx, "bob-token"); !ok {
 		t.Fatal("the removed tokens file logged bob out")
 	}
 
 	write(t, policyPath, "admins: [root]\n")
 	write(t, tokensPath, "tokens: []\n")
-	waitFor(t, func() bool { return id.Problem() == nil && !id.Policy().IsAdmin(alice) })
+	waitFor(t, "the fixed files reloaded", func() bool { return id.Problem() == nil && !id.Policy().IsAdmin(alice) })
 	if _, ok := id.Authenticate(ctx, "bob-token"); ok {
 		t.Fatal("bob's token outlived its removal from the tokens file")
 	}
@@ -148,9 +151,9 @@ func TestPolicyOnlyIdentities(t *testing.T) {
 		t.Fatal("a token authenticated without a tokens file")
 	}
 	write(t, policyPath, "admins: [root, alice]\n")
-	waitFor(t, func() bool { return id.AuthorizeKind(alice, crb).Allowed })
+	waitFor(t, "the edit reloaded", func() bool { return id.AuthorizeKind(alice, crb).Allowed })
 	write(t, policyPath, "admins: [root\n") // a typo: the last good one stays
-	waitFor(t, func() bool { return id.Problem() != nil })
+	waitFor(t, "the typo reported", func() bool { return id.Problem() != nil })
 	if !id.AuthorizeKind(alice, crb).Allowed {
 		t.Fatal("the broken file replaced the last good policy")
 	}
@@ -168,13 +171,13 @@ func write(t *testing.T, path, data string) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+// waitFor waits, through sandboxtest.Eventually, until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
+	sandboxtest.Eventually(t, 30*time.Second, what, func(context.Context) error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -56,6 +56,10 @@ type MonitorConfig struct {
 	Logger  *slog.Logger
 	// Now is the clock of the observations; default time.Now.
 	Now func() time.Time
+	// Observed, if set, is told every observation and the state it led
+	// to, from the monitor's goroutine, before the state is written: how
+	// a test follows the probes instead of guessing them from the clock.
+	Observed func(cluster string, o Observation, s State)
 }
 
 // HealthMonitor is cluster health for `purser controller`: every Interval
@@ -76,10 +80,6 @@ type HealthMonitor struct {
 	// Owned by Run's goroutine.
 	states  map[string]State
 	probers map[string]*cachedProber
-
-	// observed, when a test sets it, is told every observation and the
-	// state it led to, before the state is written.
-	observed func(cluster string, o Observation, s State)
 }
 
 type cachedProber struct {
@@ -179,8 +179,8 @@ func (m *HealthMonitor) pass(ctx context.Context) error {
 		obs := Observation{Time: m.cfg.Now(), Probe: results[i], LastHeartbeat: fresh[row.Name].LastHeartbeat}
 		next := m.cfg.Policy.Step(prev, obs)
 		m.states[row.Name] = next
-		if m.observed != nil {
-			m.observed(row.Name, obs, next)
+		if m.cfg.Observed != nil {
+			m.cfg.Observed(row.Name, obs, next)
 		}
 		if _, changed := mergeStatus(row.Status, stored, next); !changed {
 			continue

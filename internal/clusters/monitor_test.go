@@ -2,7 +2,6 @@ package clusters
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,10 +17,12 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/clusters/clusterstest"
 	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 )
@@ -58,12 +59,7 @@ func testHealthMonitor(t *testing.T, dsn string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	key := make([]byte, seal.KeySize)
-	rand.Read(key)
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sealer, _ := sealtest.New(t)
 	c := env.Dedicated(t, false)
 	proxy, err := sandbox.NewProxy("127.0.0.1:0", c.APIServerAddr())
 	if err != nil {
@@ -77,17 +73,11 @@ func testHealthMonitor(t *testing.T, dsn string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sealed, err := sealer.Seal(kc, seal.KubeconfigBinding(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		row := &store.Cluster{Name: name, Spec: []byte(`{"spec":{"taints":[{"key":"maintenance","effect":"NoSchedule"}]}}`), Kubeconfig: sealed}
+		row := store.Cluster{Name: name, Spec: []byte(`{"spec":{"taints":[{"key":"maintenance","effect":"NoSchedule"}]}}`)}
 		if status != "" {
 			row.Status = []byte(status)
 		}
-		if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.CreateCluster(ctx, row) }); err != nil {
-			t.Fatal(err)
-		}
+		clusterstest.Register(t, st, sealer, row, kc)
 	}
 	// A status field the monitor does not own must survive its writes.
 	register("direct", "", `{"inventory":{"objects":5}}`)
@@ -282,12 +272,8 @@ func (m *monitor) onFailure(cluster string, f func()) {
 
 func startMonitor(t *testing.T, st *store.Store, sealer *seal.Sealer) *monitor {
 	t.Helper()
-	hm := NewHealthMonitor(MonitorConfig{
-		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
 	m := &monitor{done: make(chan error, 1), probes: map[string][]probe.Outcome{}, wake: make(chan struct{}), react: map[string]func(){}}
-	hm.observed = func(cluster string, o Observation, _ State) {
+	observed := func(cluster string, o Observation, _ State) {
 		m.mu.Lock()
 		react := m.react[cluster]
 		m.mu.Unlock()
@@ -303,6 +289,10 @@ func startMonitor(t *testing.T, st *store.Store, sealer *seal.Sealer) *monitor {
 		close(m.wake)
 		m.wake = make(chan struct{})
 	}
+	hm := NewHealthMonitor(MonitorConfig{
+		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval, Observed: observed,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() { m.done <- hm.Run(ctx) }()
@@ -428,12 +418,4 @@ func summaries(es []*audit.Entry) []string {
 		out = append(out, fmt.Sprintf("%s %s %s: %s", e.Time.Format("15:04:05.000"), e.Action, e.Outcome, e.Summary))
 	}
 	return out
-}
-
-// testWriter sends the monitor's log to the test's.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }

@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -42,8 +43,10 @@ func TestObjectClientDiscovery(t *testing.T) {
 			switch {
 			case want && err != nil:
 				return err
-			case !want && !meta.IsNoMatchError(err):
-				return fmt.Errorf("still served (%v)", err)
+			case !want && err != nil && !meta.IsNoMatchError(err):
+				return fmt.Errorf("still served? %w", err)
+			case !want && err == nil:
+				return errors.New("still served")
 			}
 			return nil
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 )
@@ -23,10 +23,7 @@ func TestControllerLeaderElection(t *testing.T) {
 		t.Run(eng.Name, func(t *testing.T) {
 			t.Parallel()
 			dsn := eng.NewDSN(t)
-			sealer, err := seal.New(make([]byte, seal.KeySize))
-			if err != nil {
-				t.Fatal(err)
-			}
+			sealer, _ := sealtest.New(t)
 			type replica struct {
 				cancel context.CancelFunc
 				done   chan error

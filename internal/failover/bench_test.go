@@ -152,8 +152,7 @@ func failoverCluster(b *testing.B, n int) {
 // waitAll waits until n runnables run Healthy on cluster, and returns
 // when the first and the last of them were seen so.
 func waitAll(f *farm, n int, cluster string) (first, last time.Time) {
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
+	sandboxtest.Eventually(f.t, 10*time.Minute, fmt.Sprintf("%d runnables running on %s", n, cluster), func(context.Context) error {
 		var list struct {
 			Items    []v1alpha1.Runnable `json:"items"`
 			Continue string              `json:"continue"`
@@ -175,12 +174,11 @@ func waitAll(f *farm, n int, cluster string) (first, last time.Time) {
 		if count > 0 && first.IsZero() {
 			first = now
 		}
-		if count >= n {
-			return first, now
+		if count < n {
+			return fmt.Errorf("%d running", count)
 		}
-		if now.After(deadline) {
-			f.t.Fatalf("%d of %d runnables running on %s after 10 minutes", count, n, cluster)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		last = now
+		return nil
+	})
+	return first, last
 }

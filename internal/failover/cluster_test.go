@@ -1,6 +1,7 @@
 package failover_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,6 +17,8 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/probe"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 )
@@ -162,36 +165,31 @@ func testFlapping(t *testing.T, dsn string) {
 	bHistory := url.Values{"kind": {v1alpha1.KindCluster}, "name": {"b"}}
 	before := f.audit(bHistory)
 
-	// Probes run every 200 ms and three failures in a row are needed: a
-	// cut of 150 ms fails one probe at most (two if passes bunch up after
-	// a slow one), and a cycle of 880 ms, no multiple of 200, moves the
-	// cut across the probes' phase.
-	const cut, up = 150 * time.Millisecond, 730 * time.Millisecond
-	var longest time.Duration
-	cycles := 0
-	for start := time.Now(); time.Since(start) < 10*time.Second; cycles++ {
-		at := time.Now()
-		proxy.Cut()
-		time.Sleep(cut)
+	// Three failed probes in a row are needed. The control plane's way to
+	// b is cut, and restored from the health monitor's goroutine as soon
+	// as a probe through it failed, before the next probe; it is cut again
+	// once a probe succeeded. So probes fail one at a time, however slow
+	// the machine, and everything else that reaches b through the proxy
+	// (the submitter, the failover controller) loses it just as often.
+	f.probes.setOnFailure("b", func() {
 		if err := proxy.Restore(); err != nil {
-			t.Fatal(err)
+			t.Errorf("restore the proxy: %v", err)
 		}
-		longest = max(longest, time.Since(at))
-		time.Sleep(up)
+	})
+	const cycles = 8
+	for range cycles {
+		from := f.probes.count("b")
+		proxy.Cut()
+		f.probes.wait(t, "b", from, probe.Unreachable)
+		f.probes.wait(t, "b", from, probe.OK)
 	}
-	t.Logf("cut the control plane's way to b %d times; the longest cut lasted %s", cycles, longest.Round(time.Millisecond))
-	// Longer than the NoExecute grace, so that an eviction would show.
-	time.Sleep(3 * time.Second)
+	f.probes.setOnFailure("b", nil)
+	// Once the NoExecute grace has passed, a pass of the failover
+	// controller has seen whatever the flapping caused.
+	f.passedAfter(time.Now().Add(3 * time.Second))
 
-	// A loaded machine may stretch a cut until it spans three probes
-	// (two probe periods); the condition may then change, rightly, and
-	// only what follows is checked: that nothing moved.
-	if spans := 2 * probeInterval; longest < spans {
-		for _, e := range f.audit(bHistory)[len(before):] {
-			t.Errorf("flapping wrote an audit entry for b: %s %s", e.Action, e.Summary)
-		}
-	} else {
-		t.Logf("a cut lasted %s, long enough for three probes in a row to fail; not checking b's condition history", longest)
+	for _, e := range f.audit(bHistory)[len(before):] {
+		t.Errorf("flapping wrote an audit entry for b: %s %s", e.Action, e.Summary)
 	}
 	c := f.clusterInfo("b")
 	if ready := clusters.ReadyCondition(c.Status); ready == nil || ready.Status != metav1.ConditionTrue || len(c.Status.Taints) != 0 {
@@ -274,18 +272,15 @@ func (f *farm) clusterInfo(name string) *v1alpha1.Cluster {
 // fails the test with its last status after wait.
 func (f *farm) waitCluster(name, what string, ok func(*v1alpha1.Cluster) bool) *v1alpha1.Cluster {
 	f.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		c := f.clusterInfo(name)
-		if ok(c) {
-			return c
+	var c *v1alpha1.Cluster
+	sandboxtest.Eventually(f.t, wait, "cluster "+name+" "+what, func(context.Context) error {
+		if c = f.clusterInfo(name); ok(c) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			y, _ := yaml.Marshal(c.Status)
-			f.t.Fatalf("cluster %s: not %s after %s; status:\n%s", name, what, wait, y)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		y, _ := yaml.Marshal(c.Status)
+		return fmt.Errorf("status:\n%s", y)
+	})
+	return c
 }
 
 // setTaints replaces a cluster's spec.taints through the API; its

@@ -147,7 +147,11 @@ func (c *Controller) Pass(ctx context.Context) error {
 	cleanErr := c.cleanup(ctx, views)
 	leftErr := c.removeLeftovers(ctx, views)
 	retainErr := c.retain(ctx)
-	return errors.Join(scanErr, cleanErr, leftErr, retainErr)
+	err = errors.Join(scanErr, cleanErr, leftErr, retainErr)
+	if err == nil {
+		c.metrics.passes.Inc()
+	}
+	return err
 }
 
 // wakeAt asks for a pass at t, if it is earlier than any asked for.
@@ -390,6 +394,7 @@ type metrics struct {
 	blocked     prometheus.Counter
 	rateLimited prometheus.Counter
 	retained    prometheus.Counter
+	passes      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -409,9 +414,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		retained: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "purser_retention_removed_total", Help: "Ended runnables removed once their retention had passed.",
 		}),
+		passes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "purser_failover_passes_total", Help: "Passes completed without error over every runnable on a cluster and every copy to remove.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited, m.retained)
+		reg.MustRegister(m.evictions, m.purged, m.blocked, m.rateLimited, m.retained, m.passes)
 	}
 	return m
 }

@@ -230,7 +230,9 @@ func TestUserErrorDoesNotFailOver(t *testing.T) {
 	at := r.Status.Cluster
 	f.sims[at].Fail(f.ns, "wordcount", flinksim.ImagePullBackOff)
 	f.waitFor("wordcount", "Unknown", func(r *v1alpha1.Runnable) bool { return r.Status.Health == v1alpha1.HealthUnknown })
-	time.Sleep(3 * toleration * time.Second)
+	// Past the toleration an Unhealthy runnable would move: a pass begun
+	// then has decided.
+	f.passedAfter(time.Now().Add(2 * toleration * time.Second))
 	r = f.runnable("wordcount")
 	if r.Status.Cluster != at || len(r.Status.Attempts) != 1 {
 		t.Errorf("a user error moved the runnable: cluster %s, attempts %+v", r.Status.Cluster, r.Status.Attempts)

@@ -20,6 +20,7 @@ import (
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
 	"github.com/purser-io/purser/internal/sandbox"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 )
@@ -364,19 +365,17 @@ func (w *copyWatch) waitRounds(t *testing.T, n int) {
 	w.mu.Lock()
 	target := w.rounds + n
 	w.mu.Unlock()
-	deadline := time.Now().Add(wait)
-	for {
+	sandboxtest.Eventually(t, wait, fmt.Sprintf("%d more rounds of the copy watch", n), func(context.Context) error {
 		w.mu.Lock()
-		rounds, errs, lastErr := w.rounds, w.errors, w.lastErr
-		w.mu.Unlock()
-		if rounds >= target {
-			return
+		defer w.mu.Unlock()
+		if w.rounds < target && w.lastErr != nil {
+			return fmt.Errorf("%d of %d rounds (%d failed reads, the last: %w)", w.rounds, target, w.errors, w.lastErr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the copy watch made %d of %d rounds in %s (%d failed reads, the last: %v)", rounds, target, wait, errs, lastErr)
+		if w.rounds < target {
+			return fmt.Errorf("%d of %d rounds", w.rounds, target)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (w *copyWatch) overlapCount() int {

@@ -12,11 +12,17 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,11 +30,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/agent"
@@ -40,10 +41,12 @@ import (
 	"github.com/purser-io/purser/internal/health"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/probe"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/flinksim"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/server"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
@@ -102,6 +105,12 @@ type farm struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// metrics holds the failover controller's, whose passes counter, with
+	// probes (what the health monitor observed), is the progress a test
+	// waits for before asserting that nothing happened.
+	metrics *prometheus.Registry
+	probes  probeLog
 }
 
 // cluster is a sandbox cluster as the farm registers it. natsURL and
@@ -139,7 +148,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	t.Helper()
 	ctx := context.Background()
 	f := &farm{t: t, ns: "t-" + randomHex(4), dyn: map[string]dynamic.Interface{}, sims: map[string]*flinksim.Simulator{}}
-	f.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	f.log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if _, bench := t.(*testing.B); bench {
 		f.log = slog.New(slog.DiscardHandler) // a benchmark prints everything it logs
 	}
@@ -148,11 +157,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.store.Close() })
-	key := make([]byte, seal.KeySize)
-	rand.Read(key)
-	if f.sealer, err = seal.New(key); err != nil {
-		t.Fatal(err)
-	}
+	f.sealer, _ = sealtest.New(t)
 	f.nats = streamtest.Start(t, "")
 	streams := streamtest.Declared(t, f.nats.URL)
 	f.ctx, f.cancel = context.WithCancel(ctx)
@@ -178,12 +183,103 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
 		Store: f.store, Sealer: f.sealer, Interval: probeInterval,
 		Policy: clusters.Policy{FailureThreshold: 3, SuccessThreshold: 2, NoExecuteGrace: 2 * time.Second, AgentLease: agentLease},
-		Logger: f.log.With("component", "health"),
+		Logger: f.log.With("component", "health"), Observed: f.probes.observe,
 	}).Run)
+	f.metrics = prometheus.NewRegistry()
 	f.run("failover", failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
 		Interval: p.failoverPass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
-		Checkpoints: f.checkpoints, Notify: relay.Notify}).Run)
+		Checkpoints: f.checkpoints, Notify: relay.Notify, Registerer: f.metrics}).Run)
 	return f
+}
+
+// passedAfter waits until the failover controller has completed a pass
+// that began after at: what it would do about the state at that time, it
+// has done.
+func (f *farm) passedAfter(at time.Time) {
+	f.t.Helper()
+	from := int64(-1)
+	sandboxtest.Eventually(f.t, wait, "a failover pass begun after "+at.Format("15:04:05.000"), func(context.Context) error {
+		if from < 0 {
+			if time.Now().Before(at) {
+				return fmt.Errorf("not %s yet", at.Format("15:04:05.000"))
+			}
+			from = f.passes()
+		}
+		// The first pass counted may have begun before at; the second
+		// began after it.
+		if n := f.passes() - from; n < 2 {
+			return fmt.Errorf("%d passes completed since", n)
+		}
+		return nil
+	})
+}
+
+// passes reads purser_failover_passes_total.
+func (f *farm) passes() int64 {
+	f.t.Helper()
+	families, err := f.metrics.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() == "purser_failover_passes_total" && len(mf.GetMetric()) == 1 {
+			return int64(mf.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	f.t.Fatal("no purser_failover_passes_total among the controller's metrics")
+	return 0
+}
+
+// probeLog records the health monitor's probes by cluster.
+type probeLog struct {
+	mu        sync.Mutex
+	outcomes  map[string][]probe.Outcome
+	onFailure map[string]func()
+}
+
+// observe is the monitor's Observed hook. It runs react on the monitor's
+// goroutine, before the next probe.
+func (p *probeLog) observe(cluster string, o clusters.Observation, _ clusters.State) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.outcomes == nil {
+		p.outcomes = map[string][]probe.Outcome{}
+	}
+	p.outcomes[cluster] = append(p.outcomes[cluster], o.Probe.Outcome)
+	if react := p.onFailure[cluster]; react != nil && o.Probe.Outcome != probe.OK {
+		react()
+	}
+}
+
+// setOnFailure makes every failed probe of cluster run react (nil: nothing).
+func (p *probeLog) setOnFailure(cluster string, react func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.onFailure == nil {
+		p.onFailure = map[string]func(){}
+	}
+	p.onFailure[cluster] = react
+}
+
+// count is how many probes of cluster were observed.
+func (p *probeLog) count(cluster string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.outcomes[cluster])
+}
+
+// wait waits for a probe of cluster with outcome among those observed
+// after the first from.
+func (p *probeLog) wait(t testing.TB, cluster string, from int, outcome probe.Outcome) {
+	t.Helper()
+	sandboxtest.Eventually(t, wait, fmt.Sprintf("a probe of %s with outcome %d", cluster, outcome), func(context.Context) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if got := p.outcomes[cluster]; len(got) <= from || !slices.Contains(got[from:], outcome) {
+			return fmt.Errorf("outcomes since: %v", got[min(from, len(got)):])
+		}
+		return nil
+	})
 }
 
 // startAPI serves the REST API with an admin token, and relays its
@@ -323,18 +419,15 @@ func (f *farm) runnable(name string) *v1alpha1.Runnable {
 // the last state after wait.
 func (f *farm) waitFor(name, what string, ok func(*v1alpha1.Runnable) bool) *v1alpha1.Runnable {
 	f.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		r := f.runnable(name)
-		if ok(r) {
-			return r
+	var r *v1alpha1.Runnable
+	sandboxtest.Eventually(f.t, wait, "runnable "+name+" "+what, func(context.Context) error {
+		if r = f.runnable(name); ok(r) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			y, _ := yaml.Marshal(r.Status)
-			f.t.Fatalf("runnable %s: not %s after %s; status:\n%s", name, what, wait, y)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		y, _ := yaml.Marshal(r.Status)
+		return fmt.Errorf("status:\n%s", y)
+	})
+	return r
 }
 
 // objects lists the runnable objects of a kind in the farm's namespace on
@@ -386,26 +479,10 @@ func (f *farm) historySummaries(name string) []string {
 
 func sqliteDSN(t testing.TB) string { return storetest.Engines()[0].NewDSN(t) }
 
-// testWriter sends log lines to the test's log, shown when it fails.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func must[T any](t testing.TB, v T, err error) T {
-	t.Helper()
-	if err != nil {
-		t.Fatal(fmt.Errorf("unexpected: %w", err))
-	}
-	return v
 }
 
 // startS3 serves S3 over HTTP for the farm's checkpoints, with the bucket

@@ -1,16 +1,17 @@
 package failover_test
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
 // An agent cut off from the stream suspends its AtMostOne work. When no
@@ -34,17 +35,12 @@ func TestFencedJobResumesWhenItsAgentReturns(t *testing.T) {
 	natsProxy.Cut()
 	// The agent cannot tell purser while it is cut off: the cluster
 	// itself shows the fencing.
-	deadline := time.Now().Add(wait)
-	for {
-		jobs := f.objects("b", jobsGVR)
-		if len(jobs) == 1 && suspended(jobs[0].Object) {
-			break
+	sandboxtest.Eventually(t, wait, "the Job on b suspended after its agent was cut off", func(context.Context) error {
+		if jobs := f.objects("b", jobsGVR); len(jobs) != 1 || !suspended(jobs[0].Object) {
+			return fmt.Errorf("Jobs on b: %v", jobs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Job on b is not suspended %s after the agent was cut off: %v", wait, jobs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	f.waitCluster("b", "not Ready", func(c *v1alpha1.Cluster) bool {
 		return hasTaint(c, v1alpha1.TaintNotReady, corev1.TaintEffectNoExecute)
 	})

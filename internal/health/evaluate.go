@@ -13,6 +13,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/purser-io/purser/api/v1alpha1"
 )
 
 // EvaluateFile is `purser health -f FILE`: it judges every object in the
@@ -68,12 +70,50 @@ func Evaluate(w io.Writer, r io.Reader, interp *Interpreter) error {
 			continue
 		}
 		for _, obj := range objs {
-			if _, err := io.WriteString(w, line(obj, interp.Interpret(obj))); err != nil {
+			res, err := judge(interp, obj)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("document %d: %w", doc, err))
+				continue
+			}
+			if _, err := io.WriteString(w, line(obj, res)); err != nil {
 				return err
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// judge interprets one object. A purser Runnable or Deployable (say, the
+// output of `purser get runnable X -o yaml`) has no health of its own: its
+// template is judged, with the status the runnable last observed
+// (status.result) when it has one, as the ingester judges the object on
+// its cluster; the message says so.
+func judge(interp *Interpreter, obj map[string]any) (Result, error) {
+	kind := str(obj, "kind")
+	if str(obj, "apiVersion") != v1alpha1.GroupVersion || (kind != v1alpha1.KindRunnable && kind != v1alpha1.KindDeployable) {
+		return interp.Interpret(obj), nil
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	template, _ := spec["template"].(map[string]any)
+	if str(template, "kind") == "" || str(template, "apiVersion") == "" {
+		return Result{}, fmt.Errorf("%s %s has no spec.template with apiVersion and kind to judge", kind, str(obj, "metadata", "name"))
+	}
+	judged := make(map[string]any, len(template)+1)
+	for k, v := range template {
+		judged[k] = v
+	}
+	what := "its template, a " + str(template, "apiVersion") + " " + str(template, "kind")
+	if st, _ := obj["status"].(map[string]any); st != nil {
+		if result, ok := st["result"].(map[string]any); ok {
+			judged["status"] = result
+			what += ", with the status it last observed"
+		} else {
+			what += ", not yet observed"
+		}
+	}
+	res := interp.Interpret(judged)
+	res.Message = strings.TrimSpace("judged " + what + ": " + res.Message)
+	return res, nil
 }
 
 // isEmptyDocument reports a document with nothing but comments or blank

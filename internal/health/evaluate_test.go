@@ -95,3 +95,48 @@ func TestEvaluateEmpty(t *testing.T) {
 		t.Errorf("got %q, %v", out.String(), err)
 	}
 }
+
+// A purser Runnable (as `purser get runnable -o yaml` prints it) is judged
+// by its template and the status the runnable last observed, and the line
+// says so; without a template it is an error, not a verdict.
+func TestEvaluateRunnable(t *testing.T) {
+	input := `apiVersion: purser.io/v1alpha1
+kind: Runnable
+metadata: {name: nightly, namespace: team-a}
+spec:
+  template:
+    apiVersion: batch/v1
+    kind: Job
+    metadata: {name: report}
+status:
+  phase: Failed
+  result:
+    failed: 1
+    conditions: [{type: Failed, status: "True", reason: BackoffLimitExceeded, message: "Job has reached the specified backoff limit"}]
+---
+apiVersion: purser.io/v1alpha1
+kind: Deployable
+metadata: {name: cfg, namespace: team-a}
+spec:
+  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: cfg}}
+---
+apiVersion: purser.io/v1alpha1
+kind: Runnable
+metadata: {name: empty}
+spec: {}
+`
+	in, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = Evaluate(&out, strings.NewReader(input), in)
+	if err == nil || !strings.Contains(err.Error(), "document 3: Runnable empty has no spec.template") {
+		t.Errorf("error %v", err)
+	}
+	want := "Runnable/nightly Unhealthy Failed judged its template, a batch/v1 Job, with the status it last observed: job failed: BackoffLimitExceeded: Job has reached the specified backoff limit (0 active, 0 succeeded, 1 failed)\n" +
+		"Deployable/cfg - - judged its template, a v1 ConfigMap: a ConfigMap has no status to judge\n"
+	if out.String() != want {
+		t.Errorf("got:\n%swant:\n%s", out.String(), want)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/sandbox"
@@ -50,11 +51,9 @@ type hub struct {
 	sealer *seal.Sealer // the hub's key, which keys Secrets' fingerprints
 }
 
+// logger writes to the test's output, shown when it fails or with -v.
 func logger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 func newHub(t *testing.T, eng storetest.Engine) *hub {
@@ -95,11 +94,14 @@ func run(t *testing.T, fn func(context.Context) error) (stop func()) {
 	return stop
 }
 
+// snapshotInterval is the agents' period between snapshots.
+const snapshotInterval = 2 * time.Second
+
 func startAgent(t *testing.T, h *hub, c *sandbox.Cluster) (stop func()) {
 	t.Helper()
 	a, err := agent.New(agent.Config{
 		Cluster: c.Name(), RESTConfig: c.RESTConfig(), Stream: streamtest.Connect(t, h.nats.URL),
-		SnapshotInterval: 2 * time.Second, HeartbeatInterval: time.Second, DiscoveryInterval: 2 * time.Second,
+		SnapshotInterval: snapshotInterval, HeartbeatInterval: time.Second, DiscoveryInterval: 2 * time.Second,
 		Logger: logger(t),
 	})
 	if err != nil {
@@ -348,8 +350,8 @@ func TestZombiesRemovedAfterAgentRestart(t *testing.T) {
 }
 
 // TestAPIServerStoppedKeepsRecords: a cluster whose kube-apiserver is down
-// keeps its records; snapshots of a cache that cannot refresh never remove
-// them.
+// keeps its records: its agent sends no snapshot of a cache that cannot
+// refresh, and whatever it sent is applied without removing any.
 func TestAPIServerStoppedKeepsRecords(t *testing.T) {
 	c := env.Dedicated(t, false)
 	for _, eng := range storetest.Engines() {
@@ -363,15 +365,18 @@ func TestAPIServerStoppedKeepsRecords(t *testing.T) {
 			}
 			h.waitFor(t, "ConfigMap appears", c.Name(), "ConfigMap", ns, "held", present)
 			c.StopAPIServer()
-			// Several snapshot periods pass with the API server down.
-			time.Sleep(8 * time.Second)
+			// Two snapshot periods pass in which the agent knew the
+			// kube-apiserver was down (its heartbeats say so), and every
+			// snapshot it sent meanwhile is applied.
+			h.heartbeatSays(t, c.Name(), time.Now().Add(2*snapshotInterval), false)
+			h.drained(t, stream.SnapshotsStream)
 			if r, err := h.record(t.Context(), c.Name(), "ConfigMap", ns, "held"); err != nil || r == nil {
 				t.Fatalf("record lost while the API server was down: %v", err)
 			}
 			if err := c.StartAPIServer(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(4 * time.Second)
+			h.snapshotApplied(t, c.Name(), time.Now())
 			if r, err := h.record(t.Context(), c.Name(), "ConfigMap", ns, "held"); err != nil || r == nil {
 				t.Fatalf("record lost after the API server came back: %v", err)
 			}
@@ -496,9 +501,13 @@ func TestSnapshotRaceAndChunks(t *testing.T) {
 					h.publishChunk(t, c)
 				}
 			}
-			// Incomplete: nothing may be removed. This is a negative check;
-			// a slow machine only makes it pass more easily.
-			time.Sleep(3 * time.Second)
+			// Incomplete: nothing may be removed. Batches are applied in
+			// order, so once a complete snapshot of another cluster
+			// published after these chunks is applied, they were seen.
+			marker := stream.ChunkSnapshot(cl+"-marker", "snap-marker", time.Now(), []stream.KindList{
+				{APIVersion: "v1", Kind: "ConfigMap", ListResourceVersion: "1"}})
+			h.publishChunk(t, marker[0])
+			h.snapshotApplied(t, cl+"-marker", time.Time{})
 			if r, _ := h.record(t.Context(), cl, "ConfigMap", "crafted", "zombie"); r == nil {
 				t.Fatal("an incomplete snapshot removed a record")
 			}
@@ -568,19 +577,60 @@ func TestTwoIngesters(t *testing.T) {
 func (h *hub) drained(t *testing.T, streamName string) {
 	t.Helper()
 	sandboxtest.Eventually(t, wait, streamName+" consumed", func(ctx context.Context) error {
-		cons, err := h.pub.JetStream().Consumer(ctx, streamName, stream.IngesterConsumer)
+		return streamtest.Consumed(ctx, h.pub, streamName, stream.IngesterConsumer)
+	})
+}
+
+// heartbeatSays waits until the ingester has applied a heartbeat of
+// cluster sent after since whose report of the kube-apiserver is
+// connected or not.
+func (h *hub) heartbeatSays(t *testing.T, cluster string, since time.Time, connected bool) {
+	t.Helper()
+	sandboxtest.Eventually(t, wait, fmt.Sprintf("a heartbeat of %s saying connected=%v", cluster, connected), func(ctx context.Context) error {
+		var fresh map[string]store.AgentFreshness
+		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
+			fresh, err = tx.ListAgentFreshness(ctx)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
+		f := fresh[cluster]
+		var api v1alpha1.AgentKubeAPI
+		if len(f.KubeAPI) > 0 {
+			if err := json.Unmarshal(f.KubeAPI, &api); err != nil {
+				return err
+			}
 		}
-		if info.NumPending != 0 || info.NumAckPending != 0 {
-			return fmt.Errorf("%d pending, %d unacknowledged", info.NumPending, info.NumAckPending)
+		if f.LastHeartbeat == nil || !f.LastHeartbeat.After(since) || api.Connected != connected {
+			return fmt.Errorf("last heartbeat %v, kube API %s", f.LastHeartbeat, f.KubeAPI)
 		}
 		return nil
 	})
+}
+
+// snapshotApplied waits until the ingester has applied a snapshot of
+// cluster taken after since, and returns when that snapshot was taken.
+func (h *hub) snapshotApplied(t *testing.T, cluster string, since time.Time) time.Time {
+	t.Helper()
+	var taken time.Time
+	sandboxtest.Eventually(t, wait, "a snapshot of "+cluster+" applied", func(ctx context.Context) error {
+		var fresh map[string]store.AgentFreshness
+		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
+			fresh, err = tx.ListAgentFreshness(ctx)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		last := fresh[cluster].LastSnapshot
+		if last == nil || !last.After(since) {
+			return fmt.Errorf("last snapshot applied %v, want one taken after %s", last, since.Format(time.RFC3339Nano))
+		}
+		taken = *last
+		return nil
+	})
+	return taken
 }
 
 // An agent whose clock is an hour behind does not make its cluster look

@@ -42,7 +42,7 @@ func TestTransient(t *testing.T) {
 		{apierrors.NewInternalError(errors.New("etcd not ready")), true},
 		{apierrors.NewNotFound(gr, "x"), false},
 		{apierrors.NewForbidden(gr, "x", errors.New("no")), false},
-		{apierrors.NewGone("too old"), false},
+		{apierrors.NewResourceExpired("too old"), false},
 		{context.Canceled, false},
 		{fmt.Errorf("get: %w", context.DeadlineExceeded), false},
 	} {

@@ -98,15 +98,17 @@ func Allowed(from, to v1alpha1.Phase, by Cause) bool {
 
 func rowFor(from, to v1alpha1.Phase, by Cause) *Move {
 	for i := range Table {
-		m := &Table[i]
-		if m.By != by || !slices.Contains(m.From, from) {
-			continue
-		}
-		if m.To == to || (m.To == Same && from == to) {
+		if m := &Table[i]; m.matches(from, to, by) {
 			return m
 		}
 	}
 	return nil
+}
+
+// matches reports whether the row lets by move a runnable from one phase
+// to another.
+func (m *Move) matches(from, to v1alpha1.Phase, by Cause) bool {
+	return m.By == by && slices.Contains(m.From, from) && (m.To == to || (m.To == Same && from == to))
 }
 
 // needsAudit reports whether every row that allows the move requires an
@@ -115,7 +117,7 @@ func needsAudit(from, to v1alpha1.Phase, by Cause) bool {
 	audited := false
 	for i := range Table {
 		m := &Table[i]
-		if m.By != by || !slices.Contains(m.From, from) || !(m.To == to || (m.To == Same && from == to)) {
+		if !m.matches(from, to, by) {
 			continue
 		}
 		if !m.Audited {

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/internal/backoff"
-
 	"github.com/purser-io/purser/internal/stream"
 )
 

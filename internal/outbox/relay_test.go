@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/stream"
 	"github.com/purser-io/purser/internal/stream/streamtest"
 )
@@ -156,17 +157,6 @@ func wantIDs(n int) []string {
 	return ids
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(streamtest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestRelayPublishesAndDeletes(t *testing.T) {
 	srv := streamtest.Start(t, "")
 	c := streamtest.Declared(t, srv.URL)
@@ -236,7 +226,12 @@ func TestRelayStreamOutage(t *testing.T) {
 	pub := &countingPublisher{Client: c}
 	r := outbox.NewRelay(src, pub, outbox.RelayOptions{Interval: 50 * time.Millisecond})
 	run(t, r)
-	eventually(t, "the relay to retry three times", func() bool { return r.Stats().Errors >= 3 })
+	sandboxtest.Eventually(t, streamtest.Timeout, "the relay to retry three times", func(context.Context) error {
+		if n := r.Stats().Errors; n < 3 {
+			return fmt.Errorf("%d errors", n)
+		}
+		return nil
+	})
 	if n := src.len(); n != 50 {
 		t.Fatalf("%d rows left while the stream is down, want 50", n)
 	}

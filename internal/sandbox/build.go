@@ -3,12 +3,9 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +41,9 @@ type toolModule struct {
 	binaries map[string]string // binary name -> package path
 	estimate string            // cold build time on 2 cores, for the progress line
 	env      []string          // added to the go command's environment
+	// assets, if set, writes files the module ships (kwok's stages, Argo's
+	// CRDs) into the module's cache folder, from the module's source folder.
+	assets func(ctx context.Context, srcDir, dir string) error
 }
 
 var toolModules = []toolModule{
@@ -58,46 +58,52 @@ var toolModules = []toolModule{
 		estimate: "about 6 min",
 	},
 	{dir: "etcd", version: EtcdVersion, binaries: map[string]string{binEtcd: "./cmd/etcd"}, estimate: "about 30 s"},
-	{dir: "kwok", version: KwokVersion, binaries: map[string]string{binKwok: "sigs.k8s.io/kwok/cmd/kwok"}, estimate: "about 30 s"},
-	{dir: "argo", version: ArgoVersion, binaries: map[string]string{binWorkflowController: "github.com/argoproj/argo-workflows/v4/cmd/workflow-controller"}, estimate: "about 3 min"},
+	{dir: "kwok", version: KwokVersion, binaries: map[string]string{binKwok: "sigs.k8s.io/kwok/cmd/kwok"}, estimate: "about 30 s", assets: writeKwokStages},
+	{dir: "argo", version: ArgoVersion, binaries: map[string]string{binWorkflowController: "github.com/argoproj/argo-workflows/v4/cmd/workflow-controller"}, estimate: "about 3 min", assets: copyArgoCRDs},
 }
 
 // Binaries is a complete, built set of sandbox binaries and the assets that
 // come with their modules (kwok stages, Argo CRDs).
 type Binaries struct {
-	Dir string
+	// Dir is the cache folder: one folder per tools module in it.
+	Dir     string
+	paths   map[string]string // binary name -> path
+	modules map[string]string // tools module -> its cache folder
 }
 
 // Path returns the path of the named binary.
-func (b *Binaries) Path(name string) string { return filepath.Join(b.Dir, "bin", name) }
+func (b *Binaries) Path(name string) string { return b.paths[name] }
 
 // KwokStages is the kwok configuration with every stage the sandbox uses.
-func (b *Binaries) KwokStages() string { return filepath.Join(b.Dir, "kwok-stages.yaml") }
+func (b *Binaries) KwokStages() string { return filepath.Join(b.modules["kwok"], kwokStagesFile) }
 
 // ArgoCRDs is the folder holding the Argo Workflows CRD manifests.
-func (b *Binaries) ArgoCRDs() string { return filepath.Join(b.Dir, "argo-crds") }
+func (b *Binaries) ArgoCRDs() string { return filepath.Join(b.modules["argo"], argoCRDsDir) }
 
 // BuildOptions say where the sandbox binaries are built and cached.
 type BuildOptions struct {
-	// ToolsDir is the tools/ folder of a purser checkout. Empty: found from
-	// $PURSER_TOOLS_DIR, the working directory or the executable's location.
+	// ToolsDir is a tools/ folder laid out as purser's, whose pins replace
+	// the ones built into purser. Empty: $PURSER_TOOLS_DIR, else the
+	// built-in pins.
 	ToolsDir string
-	// CacheDir holds one folder per set of pins. Empty: $PURSER_SANDBOX_CACHE,
-	// else <user cache dir>/purser/sandbox.
+	// CacheDir holds one folder per tools module and set of pins. Empty:
+	// $PURSER_SANDBOX_CACHE, else <user cache dir>/purser/sandbox.
 	CacheDir string
 	// Progress receives one line per step of a build. Nil: discarded.
 	Progress io.Writer
 }
 
-// Ensure returns the sandbox binaries for the pins under tools/, building
-// whatever is missing. Concurrent callers, in this process or another, wait
-// for one build instead of building twice.
+// Ensure returns the sandbox binaries for the pins, building whatever is
+// missing. Each tools module has its own cache folder, keyed by its own
+// pins, so that changing or adding one module builds that module alone.
+// Concurrent callers, in this process or another, wait for one build
+// instead of building twice.
 func Ensure(ctx context.Context, opts BuildOptions) (*Binaries, error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
 	}
-	toolsDir, err := findToolsDir(opts.ToolsDir)
+	src, err := pinsFrom(opts.ToolsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -105,54 +111,115 @@ func Ensure(ctx context.Context, opts BuildOptions) (*Binaries, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := pinKey(toolsDir)
-	if err != nil {
-		return nil, err
+	// A tools folder that lacks one of the legacy modules has no cache of
+	// the old layout to reuse.
+	legacyDir := ""
+	if key, err := legacyKey(src); err == nil {
+		legacyDir = filepath.Join(cacheDir, key)
 	}
-	b := &Binaries{Dir: filepath.Join(cacheDir, key)}
-	marker := filepath.Join(b.Dir, "complete")
-	if _, err := os.Stat(marker); err == nil {
-		return b, nil
-	}
-
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return nil, fmt.Errorf("sandbox cache: %w", err)
-	}
-	unlock, err := lockFile(ctx, filepath.Join(cacheDir, key+".lock"), progress)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if _, err := os.Stat(marker); err == nil {
-		return b, nil // another process built it while we waited
-	}
-
-	if err := os.MkdirAll(filepath.Join(b.Dir, "bin"), 0o755); err != nil {
-		return nil, fmt.Errorf("sandbox cache: %w", err)
-	}
+	b := &Binaries{Dir: cacheDir, paths: map[string]string{}, modules: map[string]string{}}
 	for _, m := range toolModules {
-		if err := buildModule(ctx, toolsDir, b, m, progress); err != nil {
+		dir, err := ensureModule(ctx, src, cacheDir, legacyDir, m, progress)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if err := writeKwokStages(ctx, toolsDir, b.KwokStages()); err != nil {
-		return nil, err
-	}
-	if err := copyArgoCRDs(ctx, toolsDir, b.ArgoCRDs()); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return nil, fmt.Errorf("sandbox cache: %w", err)
+		b.modules[m.dir] = dir
+		for name := range m.binaries {
+			b.paths[name] = filepath.Join(dir, "bin", name)
+		}
 	}
 	return b, nil
 }
 
-// buildModule builds the binaries of one tools module that are not in the
-// cache yet, with one go build so that shared packages compile once.
-func buildModule(ctx context.Context, toolsDir string, b *Binaries, m toolModule, progress io.Writer) error {
+// ensureModule returns the cache folder of one tools module, complete:
+// its binaries, its assets, and the pins they came from in src/.
+func ensureModule(ctx context.Context, src pinSource, cacheDir, legacyDir string, m toolModule, progress io.Writer) (string, error) {
+	files, err := src.moduleFiles(m.dir)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cacheDir, moduleKey(m, files))
+	marker := filepath.Join(dir, "complete")
+	if _, err := os.Stat(marker); err == nil {
+		return dir, nil
+	}
+
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("sandbox cache: %w", err)
+	}
+	unlock, err := lockFile(ctx, dir+".lock", progress)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(marker); err == nil {
+		return dir, nil // another process built it while we waited
+	}
+
+	srcDir := filepath.Join(dir, "src")
+	if err := writeModuleFiles(srcDir, files); err != nil {
+		return "", fmt.Errorf("sandbox cache: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		return "", fmt.Errorf("sandbox cache: %w", err)
+	}
+	if legacyDir != "" {
+		adoptLegacy(legacyDir, dir, m, progress)
+	}
+	if err := buildModule(ctx, srcDir, dir, m, progress); err != nil {
+		return "", err
+	}
+	if m.assets != nil {
+		if err := m.assets(ctx, srcDir, dir); err != nil {
+			return "", err
+		}
+	}
+	if err := os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("sandbox cache: %w", err)
+	}
+	return dir, nil
+}
+
+// writeModuleFiles writes a module's pins afresh into dir, for the go
+// command to build from.
+func writeModuleFiles(dir string, files map[string][]byte) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	for p, data := range files {
+		f := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(f, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// adoptLegacy links into dir the binaries of m that a cache folder of the
+// layout before per-module folders holds. Its key covers every module's
+// pins, so a match means they were built from the same pins as m's. A
+// binary that cannot be linked is built instead.
+func adoptLegacy(legacyDir, dir string, m toolModule, progress io.Writer) {
+	for name := range m.binaries {
+		old := filepath.Join(legacyDir, "bin", name)
+		if _, err := os.Stat(old); err != nil {
+			continue
+		}
+		if err := os.Link(old, filepath.Join(dir, "bin", name)); err == nil {
+			fmt.Fprintf(progress, "reusing %s %s from %s\n", name, m.version, legacyDir)
+		}
+	}
+}
+
+// buildModule builds the binaries of one tools module that are not in its
+// cache folder yet, with one go build so that shared packages compile once.
+func buildModule(ctx context.Context, srcDir, dir string, m toolModule, progress io.Writer) error {
 	var names, pkgs []string
 	for name := range m.binaries {
-		if _, err := os.Stat(b.Path(name)); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, "bin", name)); err != nil {
 			names = append(names, name)
 		}
 	}
@@ -166,7 +233,7 @@ func buildModule(ctx context.Context, toolsDir string, b *Binaries, m toolModule
 	what := strings.Join(names, ", ")
 	fmt.Fprintf(progress, "building %s %s (first run only, %s on 2 cores) ...\n", what, m.version, m.estimate)
 
-	tmp, err := os.MkdirTemp(b.Dir, "build-")
+	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
 		return fmt.Errorf("build %s: %w", what, err)
 	}
@@ -177,7 +244,7 @@ func buildModule(ctx context.Context, toolsDir string, b *Binaries, m toolModule
 	}
 	args := append([]string{"build", "-o", out}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = filepath.Join(toolsDir, m.dir)
+	cmd.Dir = srcDir
 	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly"), m.env...)
 	var stderr bytes.Buffer
 	cmd.Stdout = &stderr
@@ -191,7 +258,7 @@ func buildModule(ctx context.Context, toolsDir string, b *Binaries, m toolModule
 		return fmt.Errorf("build %s %s in %s: %w\n%s", what, m.version, cmd.Dir, err, lastLines(stderr.String(), 30))
 	}
 	for _, name := range names {
-		if err := os.Rename(filepath.Join(tmp, name), b.Path(name)); err != nil {
+		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, "bin", name)); err != nil {
 			return fmt.Errorf("build %s: %w", name, err)
 		}
 	}
@@ -220,43 +287,6 @@ func tickProgress(progress io.Writer, what string, start time.Time) func() {
 	return func() { close(done); <-finished }
 }
 
-// findToolsDir locates tools/ in a purser checkout.
-func findToolsDir(explicit string) (string, error) {
-	isTools := func(dir string) bool {
-		_, err := os.Stat(filepath.Join(dir, "kubernetes", "go.mod"))
-		return err == nil
-	}
-	if explicit == "" {
-		explicit = os.Getenv("PURSER_TOOLS_DIR")
-	}
-	if explicit != "" {
-		if !isTools(explicit) {
-			return "", fmt.Errorf("sandbox: %s is not purser's tools/ folder (no kubernetes/go.mod in it)", explicit)
-		}
-		return filepath.Abs(explicit)
-	}
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	for _, dir := range starts {
-		for {
-			if isTools(filepath.Join(dir, "tools")) {
-				return filepath.Join(dir, "tools"), nil
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	return "", errors.New("sandbox: cannot find purser's tools/ folder, which pins the Kubernetes binaries; run from a purser checkout or set PURSER_TOOLS_DIR")
-}
-
 func cacheRoot(explicit string) (string, error) {
 	if explicit == "" {
 		explicit = os.Getenv("PURSER_SANDBOX_CACHE")
@@ -269,41 +299,6 @@ func cacheRoot(explicit string) (string, error) {
 		return "", fmt.Errorf("sandbox cache: %w (set PURSER_SANDBOX_CACHE)", err)
 	}
 	return filepath.Join(base, "purser", "sandbox"), nil
-}
-
-// pinKey names a cache folder after the pins: the Kubernetes version for
-// people, and a hash of every go.mod, go.sum and Go file under tools/ so
-// that any change of pin or of our wrappers builds afresh.
-func pinKey(toolsDir string) (string, error) {
-	h := sha256.New()
-	var files []string
-	err := filepath.WalkDir(toolsDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() && path == filepath.Join(toolsDir, dexModule.dir) {
-			return filepath.SkipDir // cached on its own (EnsureDex)
-		}
-		if !d.IsDir() && (name == "go.mod" || name == "go.sum" || strings.HasSuffix(name, ".go")) {
-			files = append(files, path)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("sandbox: read pins in %s: %w", toolsDir, err)
-	}
-	slices.Sort(files)
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return "", fmt.Errorf("sandbox: read pins: %w", err)
-		}
-		rel, _ := filepath.Rel(toolsDir, f)
-		fmt.Fprintf(h, "%s\x00%d\x00", filepath.ToSlash(rel), len(data))
-		h.Write(data)
-	}
-	return "k8s-" + KubernetesVersion + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 // lockFile takes an exclusive flock, waiting for ctx. It says so when it
@@ -336,9 +331,9 @@ func lockFile(ctx context.Context, path string, progress io.Writer) (func(), err
 
 // moduleDir asks the go command where a module of a tools module's build
 // list is, so that assets shipped inside it can be read.
-func moduleDir(ctx context.Context, toolsDir, toolModule, module string) (string, error) {
+func moduleDir(ctx context.Context, srcDir, module string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = filepath.Join(toolsDir, toolModule)
+	cmd.Dir = srcDir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
 	out, err := cmd.Output()
 	if err != nil {
@@ -355,13 +350,17 @@ func moduleDir(ctx context.Context, toolsDir, toolModule, module string) (string
 	return dir, nil
 }
 
+// argoCRDsDir is the folder, in the argo module's cache folder, of the CRDs.
+const argoCRDsDir = "argo-crds"
+
 // copyArgoCRDs copies the CRD manifests that ship with the pinned Argo
 // Workflows module.
-func copyArgoCRDs(ctx context.Context, toolsDir, dest string) error {
-	dir, err := moduleDir(ctx, toolsDir, "argo", "github.com/argoproj/argo-workflows/v4")
+func copyArgoCRDs(ctx context.Context, srcDir, cacheDir string) error {
+	dir, err := moduleDir(ctx, srcDir, "github.com/argoproj/argo-workflows/v4")
 	if err != nil {
 		return err
 	}
+	dest := filepath.Join(cacheDir, argoCRDsDir)
 	src := filepath.Join(dir, "manifests", "base", "crds", "minimal")
 	entries, err := os.ReadDir(src)
 	if err != nil {

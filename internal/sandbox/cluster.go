@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/purser-io/purser/internal/localport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/purser-io/purser/internal/localport"
 )
 
 // Config describes one sandbox cluster.

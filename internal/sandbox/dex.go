@@ -2,12 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"strings"
-	"time"
 )
 
 // DexVersion is the release of Dex, the OpenID Connect provider the tests
@@ -30,14 +26,14 @@ var dexModule = toolModule{
 }
 
 // EnsureDex returns the path of the Dex binary pinned by tools/dex,
-// building it on first use into a cache folder of its own, named after
-// those pins, with the same lock as Ensure.
+// building it on first use into its module's cache folder, as Ensure does
+// for the clusters' binaries.
 func EnsureDex(ctx context.Context, opts BuildOptions) (string, error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
 	}
-	toolsDir, err := findToolsDir(opts.ToolsDir)
+	src, err := pinsFrom(opts.ToolsDir)
 	if err != nil {
 		return "", err
 	}
@@ -45,34 +41,9 @@ func EnsureDex(ctx context.Context, opts BuildOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum, err := pinKey(filepath.Join(toolsDir, dexModule.dir))
+	dir, err := ensureModule(ctx, src, cacheDir, "", dexModule, progress)
 	if err != nil {
 		return "", err
 	}
-	// pinKey's name starts with the Kubernetes version; only its hash
-	// of the folder's files matters here.
-	key := "dex-" + DexVersion + "-" + sum[strings.LastIndex(sum, "-")+1:]
-	b := &Binaries{Dir: filepath.Join(cacheDir, key)}
-	marker := filepath.Join(b.Dir, "complete")
-	if _, err := os.Stat(marker); err == nil {
-		return b.Path(BinDex), nil
-	}
-	if err := os.MkdirAll(filepath.Join(b.Dir, "bin"), 0o755); err != nil {
-		return "", fmt.Errorf("dex cache: %w", err)
-	}
-	unlock, err := lockFile(ctx, filepath.Join(cacheDir, key+".lock"), progress)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if _, err := os.Stat(marker); err == nil {
-		return b.Path(BinDex), nil // built by another process while we waited
-	}
-	if err := buildModule(ctx, toolsDir, b, dexModule, progress); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("dex cache: %w", err)
-	}
-	return b.Path(BinDex), nil
+	return filepath.Join(dir, "bin", BinDex), nil
 }

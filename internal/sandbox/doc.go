@@ -3,8 +3,9 @@
 // kube-controller-manager, a kube-scheduler and kwok (simulated nodes whose
 // pods run and complete), and the Argo Workflows controller when asked.
 //
-// The binaries are built once from the pinned Go modules under tools/ into
-// a cache directory keyed by those pins (see Ensure). Every process is
+// The binaries are built once from the pinned Go modules under tools/, whose
+// pins are embedded in purser, into a cache directory with one folder per
+// module keyed by its pins (see Ensure). Every process is
 // started in its own process group, dies with the process that started it,
 // and is stopped dependents first: kwok and the controllers, then the
 // kube-apiserver, then etcd.

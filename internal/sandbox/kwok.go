@@ -32,11 +32,14 @@ var kwokStageFiles = []string{
 
 const ownerKindKey = ".metadata.ownerReferences.[].kind"
 
+// kwokStagesFile is the file, in the kwok module's cache folder, of the stages.
+const kwokStagesFile = "kwok-stages.yaml"
+
 // writeKwokStages writes one kwok configuration file holding the stages
 // above plus a copy of pod-complete that selects pods owned by an Argo
 // Workflow, so that workflow steps complete as a Job's pods do.
-func writeKwokStages(ctx context.Context, toolsDir, dest string) error {
-	dir, err := moduleDir(ctx, toolsDir, "kwok", "sigs.k8s.io/kwok")
+func writeKwokStages(ctx context.Context, srcDir, cacheDir string) error {
+	dir, err := moduleDir(ctx, srcDir, "sigs.k8s.io/kwok")
 	if err != nil {
 		return err
 	}
@@ -57,7 +60,7 @@ func writeKwokStages(ctx context.Context, toolsDir, dest string) error {
 	}
 	// Each document ends with a newline before the next separator: kwok's
 	// decoder needs it.
-	return os.WriteFile(dest, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644)
+	return os.WriteFile(filepath.Join(cacheDir, kwokStagesFile), []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644)
 }
 
 // retargetStage renames a stage and makes it select pods owned by another kind.

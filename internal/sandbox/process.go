@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -24,6 +25,9 @@ type process struct {
 	pidPath string
 	done    chan struct{} // closed when the process has exited
 	err     error         // its exit status, once done is closed
+	// asked is set when we stop the process, so that an exit nobody asked
+	// for (a kill by hand, a crash) can be told apart.
+	asked atomic.Bool
 }
 
 // startProcess starts bin in its own process group. Pdeathsig makes the
@@ -84,6 +88,7 @@ func (p *process) exited() bool {
 // stop sends SIGTERM to the process group, waits up to grace, then sends
 // SIGKILL and waits for the exit.
 func (p *process) stop(grace time.Duration) {
+	p.asked.Store(true)
 	if p.exited() {
 		return
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/sandbox"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream/streamtest"
@@ -136,13 +138,23 @@ func testAuditedWithOutbox(t *testing.T, h *harness) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("history:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// Newest first, in pages: the latest two, then the one before.
+	page := h.get("admin", "/api/v1/history?order=newest&limit=2").want(t, http.StatusOK)
+	next := h.get("admin", "/api/v1/history?order=newest&limit=2&continue="+page.str("continue")).want(t, http.StatusOK)
+	var newest []string
+	for _, e := range append(page.items(), next.items()...) {
+		newest = append(newest, fmt.Sprintf("%v %v %v", e["actor"], e["action"], e["object"]))
+	}
+	if !slices.Equal(newest, []string{want[2], want[1], want[0]}) {
+		t.Fatalf("history newest first: %v", newest)
+	}
+	h.get("admin", "/api/v1/history?order=sideways").want(t, http.StatusBadRequest)
 	// The outbox rows written with the submission and the cancellation
 	// reach the stream, and leave the outbox once acknowledged.
 	ids := h.submissions(2)
 	if len(ids) != 2 || !strings.HasSuffix(ids[0], "/submit") || !strings.HasSuffix(ids[1], "/cancel") {
 		t.Fatalf("stream messages %v, want submit then cancel", ids)
 	}
-	eventually(t, "outbox drained", func() bool { return h.count("outbox") == 0 })
 	if v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK); v.body["ok"] != true {
 		t.Fatalf("chain: %s", v.raw)
 	}
@@ -212,6 +224,11 @@ func testListPagination(t *testing.T, h *harness) {
 	}
 	if q := h.get("bob", "/api/v1/runnables?phase=Queued&namespace=team-a").want(t, http.StatusOK).items(); len(q) != 7 {
 		t.Fatalf("phase filter: %d", len(q))
+	}
+	// A phase that does not exist is an error that lists the phases, not
+	// an empty list.
+	if bad := h.get("bob", "/api/v1/runnables?phase=Runing&namespace=team-a").want(t, http.StatusBadRequest); !strings.Contains(bad.str("message"), "Running") {
+		t.Fatalf("unknown phase: %s", bad.raw)
 	}
 	h.get("bob", "/api/v1/runnables?namespace=team-a&continue=garbage").want(t, http.StatusBadRequest)
 }
@@ -451,6 +468,27 @@ func testClusters(t *testing.T, h *harness) {
 	if err := h.raw.QueryRow(storetest.Rebind(h.dsn, "SELECT kubeconfig FROM clusters WHERE name = ?"), "dc1-a").Scan(&sealed); err != nil || len(sealed) == 0 {
 		t.Fatalf("kubeconfig gone after an update without one: %v", err)
 	}
+	// What a GET answers, put back as it is (status, resourceVersion and
+	// all, no kubeconfig), changes nothing and is not audited; the same
+	// kubeconfig again neither.
+	got := h.get("admin", "/api/v1/clusters/dc1-a").want(t, http.StatusOK)
+	audits := h.count("audit_log")
+	same := h.do("admin", "PUT", "/api/v1/clusters/dc1-a", "application/json", got.raw).want(t, http.StatusOK)
+	h.yaml("admin", "PUT", "/api/v1/clusters/dc1-a", strings.Replace(strings.Replace(clusterYAML("dc1-a", "tok-1"),
+		"labels: {dc: dc1, tier: prod}", "labels: {tier: prod}", 1), "kubeconfig:", "taints: [{key: maintenance, effect: NoSchedule}]\n  kubeconfig:", 1)).want(t, http.StatusOK)
+	if n := h.count("audit_log"); n != audits || same.str("metadata", "resourceVersion") != got.str("metadata", "resourceVersion") {
+		t.Fatalf("an identical PUT wrote: %d audit entries (was %d), resourceVersion %s (was %s)",
+			n, audits, same.str("metadata", "resourceVersion"), got.str("metadata", "resourceVersion"))
+	}
+	// A resourceVersion that is no longer current is a conflict, and
+	// changes nothing.
+	stale := strings.Replace(string(got.raw), `"tier":"prod"`, `"tier":"dev"`, 1)
+	h.do("admin", "PUT", "/api/v1/clusters/dc1-a", "application/json", []byte(strings.Replace(stale,
+		`"resourceVersion":"`+got.str("metadata", "resourceVersion")+`"`, `"resourceVersion":"1"`, 1))).want(t, http.StatusConflict)
+	if h.get("admin", "/api/v1/clusters/dc1-a").want(t, http.StatusOK).str("metadata", "labels", "tier") != "prod" {
+		t.Fatal("a stale PUT changed the cluster")
+	}
+	h.do("admin", "PUT", "/api/v1/clusters/dc1-a", "application/json", []byte(stale)).want(t, http.StatusOK)
 	list := h.get("mallory", "/api/v1/clusters").want(t, http.StatusOK)
 	if len(list.items()) != 1 || strings.Contains(string(list.raw), "tok-1") {
 		t.Fatalf("cluster list: %s", list.raw)
@@ -552,21 +590,16 @@ func testTamperDetected(t *testing.T, h *harness) {
 	// chain alone. So wait for that anchor, not merely for one beyond the
 	// empty chain's (the commits of one second share an anchor, and the
 	// first may cover only the first entries).
-	var v response
-	deadline := time.Now().Add(streamtest.Timeout)
-	for {
-		v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
+	sandboxtest.Eventually(t, streamtest.Timeout, "an anchor of the chain's last entry published", func(context.Context) error {
+		v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
 		if v.body["ok"] != true || v.body["entries"] != float64(4) {
 			t.Fatalf("intact chain: %s", v.raw)
 		}
-		if newestAnchoredSeq(t, v) >= 4 {
-			break
+		if seq := newestAnchoredSeq(t, v); seq < 4 {
+			return fmt.Errorf("the newest anchor covers seq %d: %s", seq, v.raw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no anchor of the chain's last entry published: %s", v.raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// A forger with the database's password rewrites entry 3 and every
 	// later one with recomputed hashes, and moves the head along: the
@@ -579,7 +612,7 @@ func testTamperDetected(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	storetest.ForgeAuditTail(t, h.dsn, entries, 3)
-	v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
+	v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
 	if v.body["ok"] != false || !strings.HasPrefix(fmt.Sprint(v.body["reason"]), "rewritten") {
 		t.Fatalf("forged chain: %s", v.raw)
 	}
@@ -683,7 +716,7 @@ func testHealthAndMetrics(t *testing.T, h *harness) {
 	h.nats.Stop()
 	h.get("", "/readyz").want(t, http.StatusServiceUnavailable)
 	h.nats.Restart()
-	eventually(t, "ready again after the stream came back", func() bool { return h.get("", "/readyz").code == http.StatusOK })
+	h.waitReady(t, "ready again after the stream came back")
 }
 
 // TestDatabaseDown cuts the network between the API and PostgreSQL: the
@@ -714,7 +747,7 @@ func TestDatabaseDown(t *testing.T) {
 	if err := proxy.Restore(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "API ready again", func() bool { return h.get("", "/readyz").code == http.StatusOK })
+	h.waitReady(t, "API ready again")
 	h.get("bob", "/api/v1/runnables/team-a/during").want(t, http.StatusNotFound)
 	if n := h.count("audit_log"); n != 1 {
 		t.Fatalf("%d audit entries after the outage, want 1", n)

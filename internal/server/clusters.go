@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"strconv"
@@ -57,7 +59,12 @@ func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
 }
 
 // updateCluster serves PUT /api/v1/clusters/{name}: labels, taints, and the
-// kubeconfig when one is given (an empty one keeps the stored one).
+// kubeconfig when one is given (an empty one keeps the stored one, so that
+// a cluster read from the API, which never returns it, can be edited and
+// put back). A body with metadata.resourceVersion is a precondition: 409
+// when the cluster changed since, so that read-modify-write clients (the
+// CLI's label, taint and cordon, the console) never undo another's change.
+// A PUT that changes nothing writes nothing, not even an audit entry.
 func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 	name := r.PathValue("name")
 	if !s.policy().IsAdmin(u) {
@@ -82,7 +89,14 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 		if err != nil {
 			return err
 		}
+		if rv := obj.Metadata.ResourceVersion; rv != "" && rv != strconv.FormatInt(old.ResourceVersion, 10) {
+			return errConflict("cluster %s changed since resourceVersion %s (it is at %d now); read it again and redo the change", name, rv, old.ResourceVersion)
+		}
 		if rec, err = s.clusterRecord(obj, old); err != nil {
+			return err
+		}
+		if same, err := s.sameCluster(old, rec, obj.Spec.Kubeconfig); err != nil || same {
+			rec = old
 			return err
 		}
 		if err := tx.UpdateCluster(r.Context(), rec); err != nil {
@@ -266,6 +280,26 @@ func (s *Server) clusterRecord(obj *v1alpha1.Cluster, old *store.Cluster) (*stor
 	}
 	rec.Spec = doc
 	return rec, nil
+}
+
+// sameCluster reports whether the row rec, built from an update, holds
+// what old holds: the same labels, spec and annotations, and no kubeconfig
+// or the same one (compared opened, since every seal differs).
+func (s *Server) sameCluster(old, rec *store.Cluster, kubeconfig string) (bool, error) {
+	if !maps.Equal(old.Labels, rec.Labels) {
+		return false, nil
+	}
+	if !bytes.Equal(old.Spec, rec.Spec) {
+		return false, nil
+	}
+	if kubeconfig == "" {
+		return true, nil
+	}
+	stored, err := s.cfg.Sealer.Open(old.Kubeconfig, seal.KubeconfigBinding(old.Name))
+	if err != nil {
+		return false, nil // unreadable: replace it
+	}
+	return string(stored) == kubeconfig, nil
 }
 
 // clusterDetails is what the audit log keeps of a cluster change: never

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/server"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
@@ -112,9 +115,7 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.sealer, err = seal.New(bytes.Repeat([]byte{7}, seal.KeySize)); err != nil {
-		t.Fatal(err)
-	}
+	h.sealer, _ = sealtest.New(t)
 
 	h.nats = streamtest.Start(t, "")
 	h.streams = streamtest.Declared(t, h.nats.URL)
@@ -254,50 +255,58 @@ func (h *harness) counts() map[string]int {
 }
 
 // submissions reads the submissions stream through the submitters'
-// durable consumer until want messages came (or 30 s passed), then briefly
-// more to catch any extra, and returns the messages' ids.
+// durable consumer until want messages came, then, once the outbox is
+// empty (nothing more will be published), whatever else the stream holds,
+// and returns the messages' ids.
 func (h *harness) submissions(want int) []string {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), streamtest.Timeout)
 	defer cancel()
 	cons, err := h.streams.JetStream().Consumer(ctx, stream.SubmissionsStream, stream.SubmitterConsumer)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	var ids []string
-	deadline := time.Now().Add(30 * time.Second)
-	for extra := false; ; {
-		wait := 500 * time.Millisecond
-		if extra {
-			wait = 300 * time.Millisecond
-		}
-		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(wait))
-		if err != nil {
-			h.t.Fatal(err)
-		}
+	take := func(batch jetstream.MessageBatch) {
 		for m := range batch.Messages() {
 			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
 			m.Ack()
 		}
-		switch {
-		case extra:
-			return ids
-		case len(ids) >= want || time.Now().After(deadline):
-			extra = true
-		}
 	}
+	sandboxtest.Eventually(h.t, streamtest.Timeout, fmt.Sprintf("%d submissions on the stream", want), func(context.Context) error {
+		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		take(batch)
+		if len(ids) < want {
+			return fmt.Errorf("%d so far: %v", len(ids), ids)
+		}
+		return nil
+	})
+	sandboxtest.Eventually(h.t, streamtest.Timeout, "outbox drained", func(context.Context) error {
+		if n := h.count("outbox"); n != 0 {
+			return fmt.Errorf("%d rows", n)
+		}
+		return nil
+	})
+	batch, err := cons.FetchNoWait(100)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	take(batch)
+	return ids
 }
 
-// eventually polls cond until it is true or the generous timeout passes.
-func eventually(t *testing.T, what string, cond func() bool) {
+// waitReady waits until /readyz answers 200.
+func (h *harness) waitReady(t *testing.T, what string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after 30s", what)
+	sandboxtest.Eventually(t, streamtest.Timeout, what, func(context.Context) error {
+		if r := h.get("", "/readyz"); r.code != http.StatusOK {
+			return fmt.Errorf("/readyz: %d %s", r.code, r.raw)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func contains(haystack []byte, needles ...string) string {

@@ -43,7 +43,8 @@ func historyEntry(e *audit.Entry) HistoryEntry {
 	}
 }
 
-// listHistory serves GET /api/v1/history, oldest first. Reading one
+// listHistory serves GET /api/v1/history, oldest first, or newest first
+// with ?order=newest (so that ?limit=N is the N latest). Reading one
 // namespace's history needs the viewer role there; the whole history
 // (clusters included) needs read access everywhere.
 func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
@@ -68,9 +69,22 @@ func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
 	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
 		return 0, nil, err
 	}
+	switch q.Get("order") {
+	case "", "oldest":
+	case "newest":
+		f.Newest = true
+	default:
+		return 0, nil, errBadRequest("order must be oldest (the default) or newest, got %q", q.Get("order"))
+	}
 	if c := q.Get("continue"); c != "" {
-		if f.AfterSeq, err = strconv.ParseInt(c, 10, 64); err != nil || f.AfterSeq < 0 {
+		seq, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || seq < 0 {
 			return 0, nil, errBadRequest("the continue token is not valid; start the list again")
+		}
+		if f.Newest {
+			f.BeforeSeq = seq
+		} else {
+			f.AfterSeq = seq
 		}
 	}
 	var entries []*audit.Entry

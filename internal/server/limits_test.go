@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/server"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
+	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
 // rawRequest sends a request's head and the first bytes of a body that
@@ -55,7 +58,7 @@ func TestEarlyErrorsClose(t *testing.T) {
 			t.Fatalf("token %q: %d, Connection: %q; want 401 closing the connection", token, resp.StatusCode, resp.Header.Get("Connection"))
 		}
 		io.Copy(io.Discard, resp.Body)
-		if _, err := conn.Read(make([]byte, 1)); err != io.EOF {
+		if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 			t.Fatalf("token %q: the connection stays open after the 401 (%v)", token, err)
 		}
 	}
@@ -286,7 +289,12 @@ func TestWatchLimits(t *testing.T) {
 
 	// One closes; the slot is free again, after the server has seen it go.
 	a3.cancel()
-	eventually(t, "the closed watch released", func() bool { return metric("purser_api_inventory_watches") == "2" })
+	sandboxtest.Eventually(t, streamtest.Timeout, "the closed watch released", func(context.Context) error {
+		if n := metric("purser_api_inventory_watches"); n != "2" {
+			return fmt.Errorf("purser_api_inventory_watches is %s", n)
+		}
+		return nil
+	})
 	var rows []store.InventoryRow
 	for i := range 1500 {
 		rows = append(rows, row("team-big", fmt.Sprintf("cm-%04d", i)))

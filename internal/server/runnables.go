@@ -143,6 +143,11 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 	if err := s.authorizeList(u, f.Namespace, "runnables"); err != nil {
 		return 0, nil, err
 	}
+	if f.Phase != "" {
+		if _, err := v1alpha1.ParseRunnablePhase(f.Phase); err != nil {
+			return 0, nil, errBadRequest("phase: %v", err)
+		}
+	}
 	var err error
 	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
 		return 0, nil, err

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -13,8 +14,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/internal/browsertest"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
+	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
 func TestConsole(t *testing.T) {
@@ -150,9 +153,12 @@ func TestConsole(t *testing.T) {
 	browsertest.WaitText(t, carol, "#pending-spec", "second")
 	browsertest.Screenshot(t, carol, "deployable-pending")
 	browsertest.Do(t, carol, "approve the deployable", chromedp.Click(chromedp.CSS("#approve")))
-	eventually(t, "the deployable approved from the console", func() bool {
+	sandboxtest.Eventually(t, streamtest.Timeout, "the deployable approved from the console", func(context.Context) error {
 		got := h.get("carol", "/api/v1/deployables/team-b/ui-cfg")
-		return got.str("status", "phase") == "Active" && strings.Contains(string(got.raw), "second")
+		if got.str("status", "phase") != "Active" || !strings.Contains(string(got.raw), "second") {
+			return fmt.Errorf("deployable: %s", got.raw)
+		}
+		return nil
 	})
 
 	// carol may not touch clusters: no cordon button. An admin cordons a

@@ -122,7 +122,8 @@ func (a *agents) Run(ctx context.Context) error {
 				a.log.Warn("cannot start agent", "cluster", c.Name, "err", err)
 				continue
 			}
-			ag, err := agent.New(agent.Config{Cluster: c.Name, RESTConfig: cfg, Stream: a.stream, Logger: a.log.With("cluster", c.Name)})
+			// The agent names its cluster in its log lines itself.
+			ag, err := agent.New(agent.Config{Cluster: c.Name, RESTConfig: cfg, Stream: a.stream, Logger: a.log})
 			if err != nil {
 				a.log.Warn("cannot start agent", "cluster", c.Name, "err", err)
 				continue

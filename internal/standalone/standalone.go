@@ -40,7 +40,7 @@ type Config struct {
 	DataDir      string
 	Listen       string // host:port of the API; port 0 picks a free one
 	Sandbox      int    // local clusters to start and register
-	ClientConfig string // where to write the client config; empty: client.DefaultConfigPath
+	ClientConfig string // the client config to add this server's context to; empty: client.DefaultConfigPath
 	Out          io.Writer
 	// Terminal: Out is a terminal, where the console link may carry the
 	// admin token; never into a file or a pipe, whose contents others
@@ -67,12 +67,20 @@ const (
 
 // Run starts everything, prints "purser is ready at http://ADDR" once
 // /readyz answers 200, and runs until ctx is done; then it stops everything
-// it started, clusters included.
+// it started, clusters included, and says so in a last line.
 func Run(ctx context.Context, cfg Config) error {
 	out := cfg.Out
 	if out == nil {
 		out = io.Discard
 	}
+	if err := run(ctx, cfg, out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "purser stopped; everything it started has stopped")
+	return nil
+}
+
+func run(ctx context.Context, cfg Config, out io.Writer) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -210,6 +218,22 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := registerClusters(ctx, admin, fleet); err != nil {
 			return err
 		}
+		// A kube-apiserver killed by hand or crashed is said and started
+		// again; the supervisors stop before the clusters do (defers run
+		// last in, first out).
+		supCtx, stopSupervisor := context.WithCancel(ctx)
+		supervised := make(chan struct{})
+		go func() {
+			defer close(supervised)
+			fleet.SuperviseAPIServers(supCtx, func(e sandbox.SupervisorEvent) {
+				fmt.Fprintln(out, e)
+				log.Warn("sandbox kube-apiserver", "event", e.String())
+			})
+		}()
+		defer func() {
+			stopSupervisor()
+			<-supervised
+		}()
 	}
 
 	// Started after the clusters and stopped before them (defers run last
@@ -231,10 +255,15 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	if err := client.WriteConfig(clientConfig, client.Config{Server: url, Token: adminToken, AuditKey: anchors.KeyString()}); err != nil {
+	var contextName string
+	if err := client.EditFile(clientConfig, func(f *client.File) error {
+		contextName = client.SaveUpContext(f, client.Context{DataDir: dataDir, Server: url, Token: adminToken, AuditKey: anchors.KeyString()})
+		return nil
+	}); err != nil {
 		return fmt.Errorf("write client config: %w", err)
 	}
-	fmt.Fprintf(out, "admin token in %s; client config in %s\n", filepath.Join(dataDir, AdminTokenFile), clientConfig)
+	fmt.Fprintf(out, "admin token in %s; client config in %s, context %s (now the current one)\n",
+		filepath.Join(dataDir, AdminTokenFile), clientConfig, contextName)
 	fmt.Fprintf(out, "audit anchors signed by %s (key in %s)\n", anchors.KeyString(), filepath.Join(dataDir, AuditKeyFile))
 	if cfg.Terminal {
 		// In the fragment, which the browser never sends to the server nor
@@ -317,9 +346,10 @@ func waitReady(ctx context.Context, url string) error {
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
+			err = errors.New(resp.Status)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("API at %s not ready after 30s (last: %v)", url, err)
+			return fmt.Errorf("API at %s not ready after 30s (last: %w)", url, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -340,8 +370,11 @@ func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer) (*s
 	})
 }
 
-// registerClusters registers (or, after a restart, updates) every sandbox
-// cluster through the API, as an admin would, so that it is audited.
+// registerClusters registers every sandbox cluster through the API, as an
+// admin would, so that it is audited. After a restart a cluster is already
+// registered: only its kubeconfig is put again (which writes nothing when
+// it did not change), with the labels and taints it has now, so that what
+// a user set (purser label, taint, cordon) survives the restart.
 func registerClusters(ctx context.Context, admin *client.Client, fleet *sandbox.Fleet) error {
 	for _, c := range fleet.Clusters() {
 		kubeconfig, err := c.Kubeconfig("")
@@ -358,9 +391,11 @@ func registerClusters(ctx context.Context, admin *client.Client, fleet *sandbox.
 			return err
 		}
 		_, err = admin.Do(ctx, http.MethodPost, "/api/v1/clusters", nil, body, "application/json", nil)
-		var apiErr *v1alpha1.Status
-		if errors.As(err, &apiErr) && apiErr.Code == http.StatusConflict {
-			_, err = admin.Do(ctx, http.MethodPut, "/api/v1/clusters/"+c.Name(), nil, body, "application/json", nil)
+		if client.IsConflict(err) {
+			_, _, err = admin.EditCluster(ctx, c.Name(), func(cl *v1alpha1.Cluster) (bool, error) {
+				cl.Spec.Kubeconfig = string(kubeconfig)
+				return true, nil
+			})
 		}
 		if err != nil {
 			return fmt.Errorf("register cluster %s: %w", c.Name(), err)

@@ -22,6 +22,11 @@ type AuditFilter struct {
 	Until     time.Time // exclusive
 	AfterSeq  int64     // only entries with a greater Seq: the cursor for the next page
 	Limit     int       // <= 0: 500; capped at 1000
+	// Newest lists newest first, so that a page of N is the N latest
+	// entries; BeforeSeq (only entries with a smaller Seq) is then the
+	// cursor for the next page.
+	Newest    bool
+	BeforeSeq int64
 }
 
 // VerifyResult is the outcome of VerifyAudit.
@@ -108,6 +113,13 @@ func (tx *Tx) queryAudit(ctx context.Context, q string, args ...any) ([]*audit.E
 func (tx *Tx) ListAudit(ctx context.Context, f AuditFilter) ([]*audit.Entry, error) {
 	conds := []string{"seq > ?"}
 	args := []any{f.AfterSeq}
+	order := "seq"
+	if f.Newest {
+		order = "seq DESC"
+		if f.BeforeSeq > 0 {
+			conds, args = append(conds, "seq < ?"), append(args, f.BeforeSeq)
+		}
+	}
 	for _, c := range []struct{ column, value string }{
 		{"namespace", f.Namespace}, {"kind", f.Kind}, {"name", f.Name}, {"actor", f.Actor}, {"action", f.Action},
 	} {
@@ -121,7 +133,7 @@ func (tx *Tx) ListAudit(ctx context.Context, f AuditFilter) ([]*audit.Entry, err
 	if !f.Until.IsZero() {
 		conds, args = append(conds, "logged_at < ?"), append(args, tx.s.d.ts(f.Until))
 	}
-	q := `SELECT ` + auditColumns + ` FROM audit_log WHERE ` + strings.Join(conds, " AND ") + ` ORDER BY seq LIMIT ?`
+	q := `SELECT ` + auditColumns + ` FROM audit_log WHERE ` + strings.Join(conds, " AND ") + ` ORDER BY ` + order + ` LIMIT ?`
 	out, err := tx.queryAudit(ctx, q, append(args, pageLimit(f.Limit))...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)

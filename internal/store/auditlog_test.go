@@ -243,6 +243,10 @@ func testListAudit(t *testing.T, eng engine) {
 		{AuditFilter{Since: t0.Add(4 * time.Hour)}, "5"},
 		{AuditFilter{AfterSeq: 2, Limit: 2}, "3,4"},
 		{AuditFilter{Kind: "Cluster"}, ""},
+		{AuditFilter{Newest: true}, "5,4,3,2,1"},
+		{AuditFilter{Newest: true, Limit: 2}, "5,4"},
+		{AuditFilter{Newest: true, BeforeSeq: 4, Limit: 2}, "3,2"},
+		{AuditFilter{Newest: true, Actor: "alice"}, "4,3,1"},
 	} {
 		if got := seqs(tc.f); got != tc.want {
 			t.Errorf("ListAudit(%+v) = %q, want %q", tc.f, got, tc.want)

@@ -1,15 +1,15 @@
 package store
 
 import (
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
-
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
 // Engine names returned by Store.Engine.
@@ -169,11 +169,11 @@ func encodeContinue(namespace, name string) string {
 func decodeContinue(token string) (namespace, name string, err error) {
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %v", ErrBadContinue, err)
+		return "", "", fmt.Errorf("%w: %w", ErrBadContinue, err)
 	}
 	var key []string
 	if err := json.Unmarshal(raw, &key); err != nil {
-		return "", "", fmt.Errorf("%w: %v", ErrBadContinue, err)
+		return "", "", fmt.Errorf("%w: %w", ErrBadContinue, err)
 	}
 	if len(key) != 2 {
 		return "", "", fmt.Errorf("%w: want 2 key parts, got %d", ErrBadContinue, len(key))

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"k8s.io/apimachinery/pkg/labels"
-
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // InventoryRow is purser's copy of one object in one member cluster, keyed
@@ -675,11 +674,11 @@ func unmarshalLabels(s string) (map[string]string, error) {
 func decodeInventoryContinue(token string) ([]string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadContinue, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadContinue, err)
 	}
 	var key []string
 	if err := json.Unmarshal(raw, &key); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadContinue, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadContinue, err)
 	}
 	if len(key) != 5 {
 		return nil, fmt.Errorf("%w: want 5 key parts, got %d", ErrBadContinue, len(key))

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
 // A transaction whose fn fails leaves no trace: no runnable, no audit entry
@@ -36,7 +37,7 @@ func testRollbackLeavesNothing(t *testing.T, eng engine) {
 		}
 		return boom
 	})
-	if err != boom {
+	if !errors.Is(err, boom) || err.Error() != boom.Error() {
 		t.Fatalf("Tx returned %v, want fn's error unchanged", err)
 	}
 
@@ -278,19 +279,17 @@ func TestPostgresConnectionsDropped(t *testing.T) {
 		}
 		// Termination is asynchronous; wait until the backends are gone so
 		// that the test does not race their exit.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		sandboxtest.Eventually(t, 30*time.Second, "backends gone after pg_terminate_backend", func(ctx context.Context) error {
 			var n int
 			if err := admin.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = $1 AND pid <> pg_backend_pid()`, dbName).Scan(&n); err != nil {
-				t.Fatal(err)
+				return err
 			}
-			if n == 0 {
-				return
+			if n != 0 {
+				return fmt.Errorf("%d backends still alive", n)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d backends still alive after pg_terminate_backend", n)
-			}
-		}
+			return nil
+		})
 	}
 	get := func() error {
 		return s.Tx(ctx, func(tx *Tx) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/outbox"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/server"
 	"github.com/purser-io/purser/internal/submitter"
 )
@@ -100,7 +101,7 @@ func TestThroughTheAPI(t *testing.T) {
 	}
 
 	a.do("DELETE", path+"report", nil, http.StatusOK)
-	waitFor(t, "workflow deleted after cancel", func() error {
+	sandboxtest.Eventually(t, wait, "workflow deleted after cancel", func(context.Context) error {
 		if objs := f.objects(cluster, workflows, got.Metadata.UID); len(objs) != 0 {
 			return fmt.Errorf("%d workflows left", len(objs))
 		}
@@ -110,19 +111,4 @@ func TestThroughTheAPI(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func waitFor(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
@@ -123,7 +124,7 @@ func TestCrashSafety(t *testing.T) {
 			time.Sleep(time.Second) // spread the submissions over several kills
 		}
 	}
-	waitFor(t, "every runnable Submitted", func() error {
+	sandboxtest.Eventually(t, wait, "every runnable Submitted", func(context.Context) error {
 		left := 0
 		for _, name := range names {
 			if rec, _, _ := f.get(name); rec.Phase != string(v1alpha1.PhaseSubmitted) {
@@ -137,7 +138,9 @@ func TestCrashSafety(t *testing.T) {
 	})
 	cancel()
 	t.Logf("the victim submitter was killed %d times", <-killed)
-	time.Sleep(2 * time.Second) // anything in flight lands before counting
+	// Anything in flight lands before counting: every message settled, those
+	// the killed processes held included (redelivered after the ack wait).
+	f.consumed()
 	for _, name := range names {
 		rec, _, attempts := f.get(name)
 		if len(attempts) != 1 || attempts[0].ObjectUID == "" {

@@ -10,9 +10,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/purser-io/purser/internal/clusters"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/purser-io/purser/internal/clusters"
 )
 
 // failure is an error from a member cluster, classified once, here, where

@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purser-io/purser/internal/clusters"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/purser-io/purser/internal/clusters"
 )
 
 func TestClassify(t *testing.T) {

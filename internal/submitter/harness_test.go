@@ -19,9 +19,11 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/clusters/clusterstest"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream"
@@ -66,12 +68,7 @@ func newFixture(t *testing.T, dsn string) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	key := make([]byte, seal.KeySize)
-	rand.Read(key)
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sealer, key := sealtest.New(t)
 	nats := streamtest.Start(t, "")
 	f := &fixture{
 		t: t, store: st, sealer: sealer, streams: streamtest.Declared(t, nats.URL), nats: nats, natsURL: nats.URL, key: key,
@@ -91,16 +88,7 @@ func (f *fixture) register(name string, c *sandbox.Cluster, labels map[string]st
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	sealed, err := f.sealer.Seal(kc, seal.KubeconfigBinding(name))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	err = f.store.Tx(context.Background(), func(tx *store.Tx) error {
-		return tx.CreateCluster(context.Background(), &store.Cluster{Name: name, Labels: labels, Spec: []byte(`{"spec":{}}`), Kubeconfig: sealed})
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	clusterstest.Register(f.t, f.store, f.sealer, store.Cluster{Name: name, Labels: labels}, kc)
 	dyn, err := dynamic.NewForConfig(c.RESTConfig())
 	if err != nil {
 		f.t.Fatal(err)
@@ -133,7 +121,7 @@ func (f *fixture) start(cfg submitter.Config) (stop func()) {
 		cfg.Stream = f.streams
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{f.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		cfg.Logger = slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	s := submitter.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -157,14 +145,6 @@ func (f *fixture) start(cfg submitter.Config) (stop func()) {
 	}
 	f.t.Cleanup(stop)
 	return stop
-}
-
-// testWriter sends log lines to the test's log, shown when it fails.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // runnableSpec is what a test submits.
@@ -204,17 +184,19 @@ func (f *fixture) publish(rec *store.Runnable, event, suffix string) {
 	msg := stream.Submission{UID: rec.UID, Namespace: rec.Namespace, Name: rec.Name, Event: event}
 	data, _ := json.Marshal(msg)
 	// Retried like the outbox relay does, for tests that restart NATS.
-	deadline := time.Now().Add(streamtest.Timeout)
-	for {
-		err := f.streams.Publish(context.Background(), stream.SubjectSubmissions, msg.ID()+suffix, data)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	sandboxtest.Eventually(f.t, streamtest.Timeout, "publish "+msg.ID()+suffix, func(ctx context.Context) error {
+		return f.streams.Publish(ctx, stream.SubjectSubmissions, msg.ID()+suffix, data)
+	})
+}
+
+// consumed waits until the submitters have settled every submission
+// published so far: each is acknowledged after its reconcile committed, so
+// what they would do about those messages is done.
+func (f *fixture) consumed() {
+	f.t.Helper()
+	sandboxtest.Eventually(f.t, wait, "every submission settled", func(ctx context.Context) error {
+		return streamtest.Consumed(ctx, f.streams, stream.SubmissionsStream, stream.SubmitterConsumer)
+	})
 }
 
 // cancel cancels a runnable as the API does.

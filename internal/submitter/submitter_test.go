@@ -105,7 +105,7 @@ func TestSubmitJobsAndWorkflows(t *testing.T) {
 	}
 	// The counters go up just after the commit that the phase shows.
 	for _, name := range []string{"purser_submitter_attempts_total", "purser_submitter_outcomes_total"} {
-		waitFor(t, name, func() error {
+		sandboxtest.Eventually(t, wait, name, func(context.Context) error {
 			if got := metricSum(t, reg, name); got != 4 {
 				return fmt.Errorf("%v, want 4", got)
 			}
@@ -293,7 +293,7 @@ func TestCancelDeletesObject(t *testing.T) {
 	})
 	// Cancelling is idempotent: another message changes nothing.
 	f.publish(rec, stream.SubmissionCancel, "/again")
-	time.Sleep(2 * time.Second)
+	f.consumed()
 	if got := actions(f.audit("doomed")); !slices.Equal(got, []string{"submitter:place", "submitter:submit", "submitter:delete"}) {
 		t.Errorf("audit %v", got)
 	}
@@ -387,8 +387,9 @@ func TestCompetingSubmitters(t *testing.T) {
 				wg.Go(func() { f.waitPhase(name, v1alpha1.PhaseSubmitted) })
 			}
 			wg.Wait()
-			// Let anything still in flight land before counting.
-			time.Sleep(2 * time.Second)
+			// Let anything still in flight land before counting: every
+			// message, the duplicates included, settled.
+			f.consumed()
 			perCluster := map[string]int{}
 			for _, name := range names {
 				rec, _, attempts := f.get(name)

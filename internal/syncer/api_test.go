@@ -83,8 +83,11 @@ func TestSecretDeployableThroughTheAPI(t *testing.T) {
 	}
 	sandboxtest.Eventually(t, wait, "per-cluster status in the API", func(ctx context.Context) error {
 		code, obj, err := call(ctx, "GET", path, nil)
-		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("GET: %d %v", code, err)
+		if err != nil {
+			return fmt.Errorf("GET: %w", err)
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("GET: %d", code)
 		}
 		status, _ := obj["status"].(map[string]any)
 		clusters, _ := status["clusters"].([]any)
@@ -110,8 +113,12 @@ func TestSecretDeployableThroughTheAPI(t *testing.T) {
 		f.waitSecretValue(c, "api-secret", "password", "")
 	}
 	sandboxtest.Eventually(t, wait, "deployable gone from the API", func(ctx context.Context) error {
-		if code, _, err := call(ctx, "GET", path, nil); err != nil || code != http.StatusNotFound {
-			return fmt.Errorf("GET: %d %v", code, err)
+		code, _, err := call(ctx, "GET", path, nil)
+		if err != nil {
+			return fmt.Errorf("GET: %w", err)
+		}
+		if code != http.StatusNotFound {
+			return fmt.Errorf("GET: %d", code)
 		}
 		return nil
 	})

@@ -21,9 +21,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/clusters/clusterstest"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -78,12 +80,7 @@ func newFixture(t testing.TB, dsn string) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	key := make([]byte, seal.KeySize)
-	rand.Read(key)
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sealer, _ := sealtest.New(t)
 	f := &fixture{t: t, dsn: dsn, store: st, sealer: sealer, kube: map[string]kubernetes.Interface{}, logs: &logBuffer{},
 		ns: "t-" + randomHex(4)}
 	for _, c := range env.Clusters(t) {
@@ -105,16 +102,7 @@ func (f *fixture) register(c *sandbox.Cluster, labels map[string]string) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	sealed, err := f.sealer.Seal(kc, seal.KubeconfigBinding(c.Name()))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	err = f.store.Tx(context.Background(), func(tx *store.Tx) error {
-		return tx.CreateCluster(context.Background(), &store.Cluster{Name: c.Name(), Labels: labels, Spec: []byte(`{"spec":{}}`), Kubeconfig: sealed})
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	clusterstest.Register(f.t, f.store, f.sealer, store.Cluster{Name: c.Name(), Labels: labels}, kc)
 	client, err := c.Client()
 	if err != nil {
 		f.t.Fatal(err)
@@ -289,7 +277,10 @@ func (f *fixture) waitConfigMapData(cluster, name, key, value string) {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there (err %v)", err)
+			if err != nil {
+				return err
+			}
+			return errors.New("still there")
 		}
 		if err != nil {
 			return err
@@ -309,7 +300,10 @@ func (f *fixture) waitSecretValue(cluster, name, key, value string) {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there (err %v)", err)
+			if err != nil {
+				return err
+			}
+			return errors.New("still there")
 		}
 		if err != nil {
 			return err

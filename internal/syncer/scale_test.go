@@ -95,20 +95,30 @@ func TestIdleResyncWritesNothing(t *testing.T) {
 		}
 	}
 
+	// resynced waits until every deployable has been synced once more on
+	// every cluster, which a resync does, and returns the writes made
+	// meanwhile.
+	perResync := int64(len(all) * (len(recs) + 1))
+	resynced := func() (kube, status int64) {
+		t.Helper()
+		k0, s0, n0 := s.kubeWrites.Load(), s.statusWrites.Load(), s.syncs.Load()
+		sandboxtest.Eventually(t, wait, "a resync of every cluster", func(context.Context) error {
+			if n := s.syncs.Load() - n0; n < perResync {
+				return fmt.Errorf("%d of %d deployables synced again", n, perResync)
+			}
+			return nil
+		})
+		return s.kubeWrites.Load() - k0, s.statusWrites.Load() - s0
+	}
 	// Let the events of the last applies settle (the watch event of the
 	// syncer's own last write may come after a resync, which then writes
-	// once more), then watch several resyncs.
-	settled := time.Now().Add(time.Minute)
-	for {
-		kube, status := s.kubeWrites.Load(), s.statusWrites.Load()
-		time.Sleep(resync + resync/2)
-		if kube == s.kubeWrites.Load() && status == s.statusWrites.Load() {
-			break
+	// once more): a whole resync without a write.
+	sandboxtest.Eventually(t, wait, "the syncer quiet for a whole resync", func(context.Context) error {
+		if k, st := resynced(); k != 0 || st != 0 {
+			return fmt.Errorf("%d writes to clusters and %d statuses during the last resync", k, st)
 		}
-		if time.Now().After(settled) {
-			t.Fatalf("the syncer still writes a minute after the last change")
-		}
-	}
+		return nil
+	})
 	rvs := func() map[string]string {
 		out := map[string]string{}
 		for _, c := range all {
@@ -133,10 +143,10 @@ func TestIdleResyncWritesNothing(t *testing.T) {
 		return out
 	}
 	before := rvs()
-	kube, status := s.kubeWrites.Load(), s.statusWrites.Load()
-	time.Sleep(4 * resync)
-	if k, st := s.kubeWrites.Load()-kube, s.statusWrites.Load()-status; k != 0 || st != 0 {
-		t.Errorf("idle resyncs wrote %d times to clusters and %d statuses; want none", k, st)
+	for range 3 {
+		if k, st := resynced(); k != 0 || st != 0 {
+			t.Errorf("an idle resync wrote %d times to clusters and %d statuses; want none", k, st)
+		}
 	}
 	if after := rvs(); !maps.Equal(before, after) {
 		t.Errorf("objects changed during idle resyncs:\nbefore %v\nafter  %v", before, after)
@@ -243,7 +253,7 @@ func TestTwoSyncersShareClustersAndTakeOver(t *testing.T) {
 		}
 		return nil
 	})
-	rec = f.put("shared", configMapTemplate(map[string]any{"v": "3"}), v1alpha1.Placement{})
+	f.put("shared", configMapTemplate(map[string]any{"v": "3"}), v1alpha1.Placement{})
 	for _, c := range all {
 		f.waitConfigMapData(c, "shared", "v", "3")
 	}

@@ -93,6 +93,9 @@ type Syncer struct {
 	// is that neither moves.
 	kubeWrites   atomic.Int64 // applies, deletes, namespace creations
 	statusWrites atomic.Int64
+	// syncs counts keys synced, for tests that wait for resyncs to pass
+	// before asserting that they wrote nothing.
+	syncs atomic.Int64
 	// identityCheck is how often workers read their cluster's identity;
 	// a test turns it off (a long period) to prove the resync alone.
 	identityCheck time.Duration

@@ -193,6 +193,7 @@ func (w *clusterWorker) processNext() bool {
 	cancel()
 	if err == nil {
 		w.queue.Forget(uid)
+		w.s.syncs.Add(1)
 		return true
 	}
 	if w.ctx.Err() != nil {

@@ -8,8 +8,8 @@ package console_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -34,7 +34,7 @@ import (
 	"github.com/purser-io/purser/internal/outbox"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
-	"github.com/purser-io/purser/internal/seal"
+	"github.com/purser-io/purser/internal/seal/sealtest"
 	"github.com/purser-io/purser/internal/server"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
@@ -188,16 +188,16 @@ func TestConsoleOnAFarm(t *testing.T) {
 // SVG text has no innerText, which browsertest.WaitText reads.
 func waitSVG(t *testing.T, tab context.Context, sel, want string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	var got string
-	for time.Now().Before(deadline) {
-		got, _ = chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector(`+strconv.Quote(sel)+`) || {}).textContent || ""`))
-		if strings.Contains(got, want) {
-			return
+	sandboxtest.Eventually(t, 3*time.Minute, fmt.Sprintf("%s showing %q", sel, want), func(context.Context) error {
+		got, err := chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector(`+strconv.Quote(sel)+`) || {}).textContent || ""`))
+		if err != nil {
+			return err
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s never showed %q (last: %q)", sel, want, got)
+		if !strings.Contains(got, want) {
+			return fmt.Errorf("text %q", got)
+		}
+		return nil
+	})
 }
 
 // farm is a whole purser on one SQLite database and one NATS server.
@@ -221,12 +221,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.store.Close() })
-	key := make([]byte, seal.KeySize)
-	rand.Read(key)
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sealer, _ := sealtest.New(t)
 	nats := streamtest.Start(t, "")
 	streams := streamtest.Declared(t, nats.URL)
 
@@ -315,19 +310,17 @@ func (f *farm) apply(method, path, manifest string) {
 // as it measures nothing.
 func (f *farm) waitRunnable(what string, ok func(*v1alpha1.Runnable) bool) *v1alpha1.Runnable {
 	f.t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		var r v1alpha1.Runnable
-		if _, err := f.api.Do(f.ctx, http.MethodGet, "/api/v1/runnables/reports/nightly-report", nil, nil, "", &r); err != nil {
-			f.t.Fatal(err)
+	var r v1alpha1.Runnable
+	sandboxtest.Eventually(f.t, 3*time.Minute, "the runnable "+what, func(ctx context.Context) error {
+		r = v1alpha1.Runnable{}
+		if _, err := f.api.Do(ctx, http.MethodGet, "/api/v1/runnables/reports/nightly-report", nil, nil, "", &r); err != nil {
+			return err
 		}
 		if ok(&r) {
-			return &r
+			return nil
 		}
-		if time.Now().After(deadline) {
-			st, _ := json.MarshalIndent(r.Status, "", "  ")
-			f.t.Fatalf("the runnable is not %s: %s", what, st)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		st, _ := json.MarshalIndent(r.Status, "", "  ")
+		return fmt.Errorf("status: %s", st)
+	})
+	return &r
 }

@@ -142,7 +142,10 @@ func list[T any](ctx context.Context, f *farm.Farm, path string, query url.Value
 			Continue string `json:"continue"`
 		}
 		if code, err := f.API.Do(ctx, http.MethodGet, path, query, nil, &page); code != http.StatusOK {
-			return fmt.Errorf("GET %s?%s: %d %v", path, query.Encode(), code, err)
+			if err != nil {
+				return fmt.Errorf("GET %s?%s: %d: %w", path, query.Encode(), code, err)
+			}
+			return fmt.Errorf("GET %s?%s: %d", path, query.Encode(), code)
 		}
 		for _, item := range page.Items {
 			add(item)
@@ -325,7 +328,10 @@ func checkInventory(ctx context.Context, f *farm.Farm, kube map[string]kubernete
 	records := map[string]string{} // cluster/kind/namespace/name/uid -> resourceVersion
 	for _, ns := range namespaces {
 		for _, kind := range []string{"ConfigMap", "Job"} {
-			err := list(ctx, f, "/api/v1/inventory", url.Values{"namespace": {ns}, "kind": {kind}, "fields": {"meta"}}, func(it server.InventoryItem) {
+			// system=true: the truth below holds kube-root-ca.crt, which
+			// inventory lists leave out unless asked (store.SystemObjects).
+			query := url.Values{"namespace": {ns}, "kind": {kind}, "fields": {"meta"}, "system": {"true"}}
+			err := list(ctx, f, "/api/v1/inventory", query, func(it server.InventoryItem) {
 				records[it.Cluster+"/"+it.Kind+"/"+it.Namespace+"/"+it.Name+"/"+it.UID] = it.ResourceVersion
 			})
 			if err != nil {

@@ -192,7 +192,10 @@ func waitClustersReady(t *testing.T, f *farm.Farm, clusters []*sandbox.Cluster) 
 		for _, c := range clusters {
 			var cl v1alpha1.Cluster
 			if code, err := f.API.Do(ctx, http.MethodGet, "/api/v1/clusters/"+c.Name(), nil, nil, &cl); code != http.StatusOK {
-				return fmt.Errorf("get cluster %s: %d %v", c.Name(), code, err)
+				if err != nil {
+					return fmt.Errorf("get cluster %s: %d: %w", c.Name(), code, err)
+				}
+				return fmt.Errorf("get cluster %s: %d", c.Name(), code)
 			}
 			ready := false
 			for _, cond := range cl.Status.Conditions {

@@ -14,6 +14,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -96,8 +97,11 @@ subjects: [{kind: User, name: mallory, apiGroup: rbac.authorization.k8s.io}]
 			scopes, err = tx.KindScopes(context.Background(), "apiextensions.k8s.io", "CustomResourceDefinition")
 			return err
 		})
-		if err != nil || len(scopes) == 0 {
-			return fmt.Errorf("no report yet (%v)", err)
+		if err != nil {
+			return fmt.Errorf("no report yet: %w", err)
+		}
+		if len(scopes) == 0 {
+			return errors.New("no report yet")
 		}
 		return nil
 	})
@@ -402,7 +406,7 @@ func testSlowBodies(t *testing.T, f *farm) {
 		if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusTooManyRequests {
 			t.Fatalf("connection %d: %d", i, resp.StatusCode)
 		}
-		if _, err := conn.Read(make([]byte, 1)); err != io.EOF {
+		if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 			t.Fatalf("connection %d stays open after the answer (%v)", i, err)
 		}
 	}

@@ -66,7 +66,7 @@ func install(ctx context.Context, cfg *rest.Config, def *unstructured.Unstructur
 			return nil
 		}
 		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 50*time.Millisecond, time.Second)) {
-			return fmt.Errorf("CRD %s not served within %s: %v (last check: %v)", crdName, installTimeout, ctx.Err(), last)
+			return fmt.Errorf("CRD %s not served within %s: %w (last check: %w)", crdName, installTimeout, ctx.Err(), last)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/sandbox"
 )
 
@@ -160,12 +161,16 @@ func (e *Env) Dedicated(t testing.TB, argo bool) *sandbox.Cluster {
 }
 
 // Eventually polls cond until it returns nil, failing the test with cond's
-// last error once timeout passes. The timeout bounds a wait for the
-// sandbox to act, not a performance expectation: keep it generous.
+// last error once timeout passes. It is how every test of purser waits for
+// something to happen, with or without a sandbox. The timeout bounds a
+// wait for the system to act, not a performance expectation: keep it
+// generous. Polls start 10 ms apart, so that a quick condition costs no
+// time, and slow down to 250 ms, so that a long wait does not load what it
+// waits for. Each call of cond gets a context that ends after 10 s.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for {
+	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := cond(ctx)
 		cancel()
@@ -175,6 +180,6 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx 
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not done after %s: %v", what, timeout, err)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(backoff.Exponential(attempt, 10*time.Millisecond, 250*time.Millisecond))
 	}
 }

@@ -16,8 +16,9 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx", for raw access
+	_ "modernc.org/sqlite"             // driver "sqlite", for raw access
+
 	"github.com/purser-io/purser/internal/audit"
-	_ "modernc.org/sqlite" // driver "sqlite", for raw access
 )
 
 // Engine is one database engine; NewDSN provisions a fresh, empty database

@@ -11,6 +11,7 @@ package streamtest
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 	"testing"
@@ -133,4 +134,24 @@ func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Consumed reports an error until the durable consumer of streamName has
+// been delivered every message and has acknowledged each: a consumer that
+// acks after its work is done has then done all it will for what was
+// published so far, which is what a test waits for before asserting that
+// something did not happen.
+func Consumed(ctx context.Context, c *stream.Client, streamName, consumer string) error {
+	cons, err := c.JetStream().Consumer(ctx, streamName, consumer)
+	if err != nil {
+		return err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.NumPending != 0 || info.NumAckPending != 0 {
+		return fmt.Errorf("consumer %s of %s: %d pending, %d unacknowledged", consumer, streamName, info.NumPending, info.NumAckPending)
+	}
+	return nil
 }

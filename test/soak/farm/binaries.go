@@ -72,9 +72,12 @@ func Build(ctx context.Context) (*Binaries, error) {
 	// The image's binary says its version; a -X that names no variable
 	// would be ignored silently.
 	out, err := exec.CommandContext(ctx, b.Purser, "version").Output()
-	if err != nil || !strings.HasPrefix(string(out), "purser "+ImageVersion+"\n") {
-		return nil, fmt.Errorf("soak binaries: %s version said %q (%v), want purser %s: the Dockerfile's -ldflags do not set the version",
-			b.Purser, out, err, ImageVersion)
+	if err != nil {
+		return nil, fmt.Errorf("soak binaries: %s version: %w", b.Purser, err)
+	}
+	if !strings.HasPrefix(string(out), "purser "+ImageVersion+"\n") {
+		return nil, fmt.Errorf("soak binaries: %s version said %q, want purser %s: the Dockerfile's -ldflags do not set the version",
+			b.Purser, out, ImageVersion)
 	}
 	return b, nil
 }

@@ -237,7 +237,10 @@ func (f *Farm) AddCluster(ctx context.Context, c *sandbox.Cluster) error {
 		"spec":     map[string]any{"kubeconfig": string(kc)},
 	}
 	if code, err := f.API.Do(ctx, http.MethodPost, "/api/v1/clusters", nil, body, nil); code != http.StatusCreated && code != http.StatusConflict {
-		return fmt.Errorf("register cluster %s: %d %v", c.Name(), code, err)
+		if err != nil {
+			return fmt.Errorf("register cluster %s: %d: %w", c.Name(), code, err)
+		}
+		return fmt.Errorf("register cluster %s: %d", c.Name(), code)
 	}
 	name := "agent-" + c.Name()
 	args := []string{"agent", "--cluster", c.Name(), "--kubeconfig", c.KubeconfigPath(),

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/client"
+)
+
+// clusterArg reads "cluster NAME" or "cluster/NAME" at the head of args
+// and returns the name and the arguments after it.
+func clusterArg(args []string) (string, []string, error) {
+	if len(args) == 0 {
+		return "", nil, errors.New("say which cluster: cluster NAME")
+	}
+	kind, name, slash := strings.Cut(args[0], "/")
+	rest := args[1:]
+	if !slash {
+		if len(args) < 2 {
+			return "", nil, errors.New("say which cluster: cluster NAME")
+		}
+		name, rest = args[1], args[2:]
+	}
+	r, err := client.ParseResource(kind)
+	if err != nil {
+		return "", nil, err
+	}
+	if r.Kind != v1alpha1.KindCluster {
+		return "", nil, fmt.Errorf("only clusters take labels and taints this way; change a %s's labels in its file and apply it", r.Singular())
+	}
+	if name == "" {
+		return "", nil, errors.New("say which cluster: cluster NAME")
+	}
+	return name, rest, nil
+}
+
+func newLabelCommand() *cobra.Command {
+	var cf clientFlags
+	var overwrite bool
+	cmd := &cobra.Command{
+		Use:   "label cluster NAME KEY=VALUE... | KEY-...",
+		Short: "Set or remove a cluster's labels",
+		Long: `Set (key=value) or remove (key-) labels of a registered cluster, as kubectl
+label does for nodes. Placement selects clusters by their labels. Changing
+the value of a label needs --overwrite. The cluster is read and written back
+with its resourceVersion, so a change made meanwhile is never undone; its
+kubeconfig is kept. A restart of purser up keeps what is set here.`,
+		Example: `  purser label cluster sandbox-1 tier=prod
+  purser label cluster sandbox-1 tier=staging --overwrite
+  purser label cluster sandbox-1 tier-`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, rest, err := clusterArg(args)
+			if err != nil {
+				return err
+			}
+			edit, err := client.ParseLabelEdit(rest, overwrite)
+			if err != nil {
+				return err
+			}
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			_, changed, err := c.EditCluster(cmd.Context(), name, func(cl *v1alpha1.Cluster) (bool, error) {
+				labels, changed, err := edit.Apply(cl.Metadata.Labels)
+				cl.Metadata.Labels = labels
+				return changed, err
+			})
+			if err != nil {
+				return named(c, err)
+			}
+			fmt.Fprintf(stdout(cmd), "cluster/%s %s\n", name, map[bool]string{true: "labeled", false: "unchanged"}[changed])
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "change the value of a label that is set")
+	cf.register(cmd)
+	return cmd
+}
+
+func newTaintCommand() *cobra.Command {
+	var cf clientFlags
+	var overwrite bool
+	cmd := &cobra.Command{
+		Use:   "taint cluster NAME KEY[=VALUE]:EFFECT... | KEY[:EFFECT]-...",
+		Short: "Add or remove a cluster's taints",
+		Long: `Add (key=value:Effect) or remove (key:Effect-, or key- for every effect)
+taints of a registered cluster, as kubectl taint does for nodes. Effects:
+NoSchedule (no new runnable is placed there), PreferNoSchedule (placement
+only prefers other clusters), NoExecute (the runnables there also fail
+over). Deployables leave a cluster with a NoSchedule or NoExecute taint they
+do not tolerate. Objects tolerate taints with spec.placement.clusterTolerations.
+The taints purser adds itself from a cluster's health (purser.io/...) are
+not changed here. Changing a taint's value needs --overwrite.`,
+		Example: `  purser taint cluster sandbox-1 maintenance=planned:NoSchedule
+  purser taint cluster sandbox-1 maintenance-`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, rest, err := clusterArg(args)
+			if err != nil {
+				return err
+			}
+			edit, err := client.ParseTaintEdit(rest, overwrite)
+			if err != nil {
+				return err
+			}
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			_, changed, err := c.EditCluster(cmd.Context(), name, func(cl *v1alpha1.Cluster) (bool, error) {
+				taints, changed, err := edit.Apply(cl.Spec.Taints)
+				cl.Spec.Taints = taints
+				return changed, err
+			})
+			if err != nil {
+				return named(c, err)
+			}
+			verb := "unchanged"
+			switch {
+			case changed && len(edit.Add) > 0 && len(edit.Remove) > 0:
+				verb = "modified"
+			case changed && len(edit.Add) > 0:
+				verb = "tainted"
+			case changed:
+				verb = "untainted"
+			}
+			fmt.Fprintf(stdout(cmd), "cluster/%s %s\n", name, verb)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "change the value of a taint that is set")
+	cf.register(cmd)
+	return cmd
+}
+
+// newCordonCommand is cordon, drain or uncordon: what the console's
+// buttons of the same names do, purser's maintenance taint
+// (v1alpha1.TaintCordon) set to NoSchedule or NoExecute, or removed.
+func newCordonCommand(verb string) *cobra.Command {
+	var cf clientFlags
+	effect, done, short := corev1.TaintEffectNoSchedule, "cordoned", "Keep new work away from a cluster (taint "+v1alpha1.TaintCordon+":NoSchedule)"
+	switch verb {
+	case "drain":
+		effect, done, short = corev1.TaintEffectNoExecute, "drained", "Move the work off a cluster and keep new work away (taint "+v1alpha1.TaintCordon+":NoExecute)"
+	case "uncordon":
+		effect, done, short = "", "uncordoned", "Let work go to a cordoned or drained cluster again"
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " [cluster] NAME",
+		Short: short,
+		Long: short + `.
+
+Cordon sets the taint ` + v1alpha1.TaintCordon + `:NoSchedule: no new runnable is placed
+on the cluster, and the runnables there stay. Drain sets it to NoExecute:
+the runnables there that do not tolerate it also fail over to another
+cluster, following their failover policy. Deployables that do not tolerate
+the taint are removed from the cluster by either (docs/syncer.md). Uncordon
+removes the taint. These are the console's Cordon, Drain and Uncordon
+buttons.`,
+		Example: "  purser " + verb + " sandbox-1",
+		Args:    cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if len(args) == 2 || strings.Contains(args[0], "/") {
+				n, rest, err := clusterArg(args)
+				if err != nil {
+					return err
+				}
+				if len(rest) > 0 {
+					return fmt.Errorf("unexpected arguments: %v", rest)
+				}
+				name = n
+			}
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			_, changed, err := c.EditCluster(cmd.Context(), name, func(cl *v1alpha1.Cluster) (bool, error) {
+				var changed bool
+				cl.Spec.Taints, changed = client.Cordon(cl.Spec.Taints, effect)
+				return changed, nil
+			})
+			if err != nil {
+				return named(c, err)
+			}
+			if !changed {
+				done = "already " + done
+			}
+			fmt.Fprintf(stdout(cmd), "cluster/%s %s\n", name, done)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}

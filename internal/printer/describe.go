@@ -1,0 +1,176 @@
+package printer
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+// Describe prints one object in detail, as `kubectl describe` does, and
+// its recent history the way kubectl shows events. history nil means it
+// could not be read (the user may read the object but not its history),
+// and the section is left out.
+func Describe(w io.Writer, kind string, obj Object, history []Object) error {
+	d := describer{w: w}
+	d.line("Name", Field(obj, "metadata", "name"))
+	d.line("Namespace", Field(obj, "metadata", "namespace"))
+	d.line("UID", Field(obj, "metadata", "uid"))
+	if labels, _ := Lookup(obj, "metadata", "labels").(map[string]any); len(labels) > 0 {
+		d.line("Labels", JoinLabels(labels))
+	}
+	d.line("Created", Field(obj, "metadata", "creationTimestamp"))
+	switch kind {
+	case v1alpha1.KindRunnable:
+		d.runnable(obj)
+	case v1alpha1.KindDeployable:
+		d.deployable(obj)
+	case v1alpha1.KindCluster:
+		d.cluster(obj)
+	}
+	if history != nil {
+		fmt.Fprintln(w, "History:")
+		if len(history) == 0 {
+			fmt.Fprintln(w, "  <none>")
+		}
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		for _, e := range history {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", Field(e, "time"), Field(e, "actor"), Field(e, "action"), Field(e, "summary"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type describer struct{ w io.Writer }
+
+// line prints "Label:  value", leaving out empty values.
+func (d describer) line(label, value string) {
+	if strings.TrimSpace(value) != "" {
+		fmt.Fprintf(d.w, "%-14s %s\n", label+":", value)
+	}
+}
+
+// section prints a heading and indented rows, or <none>.
+func (d describer) section(title string, rows [][]string) {
+	fmt.Fprintln(d.w, title+":")
+	if len(rows) == 0 {
+		fmt.Fprintln(d.w, "  <none>")
+		return
+	}
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 8, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, "  "+strings.Join(r, "\t"))
+	}
+	tw.Flush()
+	// Empty last cells leave padding behind; a line ends at its text.
+	for line := range strings.Lines(buf.String()) {
+		fmt.Fprintln(d.w, strings.TrimRight(line, " \n"))
+	}
+}
+
+func (d describer) runnable(obj Object) {
+	d.line("Template", Field(obj, "spec", "template", "apiVersion")+" "+Field(obj, "spec", "template", "kind"))
+	d.line("Phase", Field(obj, "status", "phase"))
+	d.line("Cluster", Field(obj, "status", "cluster"))
+	d.line("Health", Field(obj, "status", "health"))
+	d.line("Message", Field(obj, "status", "message"))
+	d.line("Waiting", Field(obj, "status", "waiting"))
+	d.line("Submitted by", Field(obj, "status", "submittedBy"))
+	d.line("Approved by", Field(obj, "status", "approvedBy"))
+	d.line("Deadline", Field(obj, "spec", "deadline"))
+	if p, _ := Lookup(obj, "status", "preserved").(map[string]any); len(p) > 0 {
+		d.line("Preserved", JoinLabels(p))
+	}
+	if rp := Field(obj, "status", "restorePoint", "path"); rp != "" {
+		d.line("Restore point", fmt.Sprintf("%s (%s from attempt %s, %s)", rp, Field(obj, "status", "restorePoint", "kind"),
+			Field(obj, "status", "restorePoint", "attempt"), Field(obj, "status", "restorePoint", "source")))
+	}
+	attempts := list(obj, "status", "attempts")
+	var rows [][]string
+	for _, a := range attempts {
+		m, _ := a.(map[string]any)
+		rows = append(rows, []string{"#" + Field(m, "number"), Field(m, "cluster"),
+			Field(m, "startedAt"), orNone(Field(m, "endedAt")), Field(m, "result"), Field(m, "reason")})
+	}
+	d.section("Attempts", rows)
+	// The chain of restore points across failovers: what each attempt
+	// started from, what it reported, and why that was not carried on.
+	for _, a := range attempts {
+		m, _ := a.(map[string]any)
+		if c, _ := m["carriedIn"].(map[string]any); len(c) > 0 {
+			fmt.Fprintf(d.w, "  #%s carried in: %s\n", Field(m, "number"), JoinLabels(c))
+		}
+		if r, _ := m["reported"].(map[string]any); len(r) > 0 {
+			fmt.Fprintf(d.w, "  #%s reported:   %s\n", Field(m, "number"), JoinLabels(r))
+		}
+		if n := Field(m, "note"); n != "" {
+			fmt.Fprintf(d.w, "  #%s note:       %s\n", Field(m, "number"), n)
+		}
+	}
+}
+
+func (d describer) deployable(obj Object) {
+	d.line("Template", Field(obj, "spec", "template", "apiVersion")+" "+Field(obj, "spec", "template", "kind"))
+	d.line("Generation", Field(obj, "status", "generation"))
+	d.line("Phase", Field(obj, "status", "phase"))
+	var rows [][]string
+	for _, c := range list(obj, "status", "clusters") {
+		m, _ := c.(map[string]any)
+		rows = append(rows, []string{Field(m, "cluster"), Field(m, "state"), "generation " + Field(m, "syncedGeneration"),
+			Field(m, "lastSyncedAt"), Field(m, "message")})
+	}
+	d.section("Clusters", rows)
+}
+
+func (d describer) cluster(obj Object) {
+	ready := ReadyCondition(obj)
+	value := orUnknown(Field(ready, "status"))
+	if r := Field(ready, "reason"); r != "" {
+		value += " (" + r + ")"
+	}
+	if since := Field(ready, "lastTransitionTime"); since != "" {
+		value += " since " + since
+	}
+	d.line("State", ClusterState(obj))
+	d.line("Ready", value)
+	d.line("Ready message", Field(ready, "message"))
+	d.line("Records", Field(obj, "status", "agent", "freshness", "message"))
+	// Taints set on the cluster (by a user: cordon, drain, purser taint)
+	// apart from those purser adds from its conditions, since only the
+	// first can be removed by hand.
+	var taints [][]string
+	for _, src := range []struct {
+		path []string
+		by   string
+	}{{[]string{"spec", "taints"}, "set on the cluster"}, {[]string{"status", "taints"}, "added by purser from its conditions"}} {
+		for _, t := range list(obj, src.path...) {
+			m, _ := t.(map[string]any)
+			row := []string{FormatTaint(m), src.by}
+			if at := Field(m, "timeAdded"); at != "" {
+				row = append(row, "since "+at)
+			}
+			taints = append(taints, row)
+		}
+	}
+	d.section("Taints", taints)
+	var conds [][]string
+	for _, c := range list(obj, "status", "conditions") {
+		m, _ := c.(map[string]any)
+		conds = append(conds, []string{Field(m, "type"), Field(m, "status"), Field(m, "reason"), Field(m, "lastTransitionTime"), Field(m, "message")})
+	}
+	d.section("Conditions", conds)
+	d.line("Heartbeat", Field(obj, "status", "agent", "lastHeartbeat"))
+	d.line("Snapshot", Field(obj, "status", "agent", "lastSnapshot"))
+	d.line("Last event", Field(obj, "status", "agent", "lastEvent"))
+	d.line("Objects", Field(obj, "status", "inventory", "objects"))
+	if byPhase, _ := Lookup(obj, "status", "runnables").(map[string]any); len(byPhase) > 0 {
+		d.line("Runnables", JoinLabels(byPhase))
+	}
+}

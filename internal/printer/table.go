@@ -1,0 +1,143 @@
+package printer
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+// TableOptions change a table.
+type TableOptions struct {
+	Wide bool // -o wide: more columns
+	// WithNamespace adds the NAMESPACE column to namespaced kinds, as
+	// kubectl does for a list across namespaces.
+	WithNamespace bool
+}
+
+// table is a header and rows of cells.
+type table struct {
+	header []string
+	rows   [][]string
+}
+
+// newTabWriter is the one layout of every table: kubectl's three spaces.
+func newTabWriter(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+}
+
+func (t table) write(w io.Writer) error {
+	tw := newTabWriter(w)
+	fmt.Fprintln(tw, strings.Join(t.header, "\t"))
+	for _, r := range t.rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// Table prints objects of one kind as `kubectl get` does.
+func Table(w io.Writer, kind string, items []Object, opts TableOptions) error {
+	return buildTable(kind, items, opts).write(w)
+}
+
+func buildTable(kind string, items []Object, opts TableOptions) table {
+	namespaced := kind != v1alpha1.KindCluster
+	var t table
+	if opts.WithNamespace && namespaced {
+		t.header = append(t.header, "NAMESPACE")
+	}
+	t.header = append(t.header, header(kind, opts.Wide)...)
+	for _, it := range items {
+		var row []string
+		if opts.WithNamespace && namespaced {
+			row = append(row, Field(it, "metadata", "namespace"))
+		}
+		t.rows = append(t.rows, append(row, cells(kind, it, opts.Wide)...))
+	}
+	return t
+}
+
+func header(kind string, wide bool) []string {
+	switch kind {
+	case v1alpha1.KindRunnable:
+		h := []string{"NAME", "KIND", "PHASE", "CLUSTER", "HEALTH", "AGE"}
+		if wide {
+			h = append(h, "ATTEMPTS", "SUBMITTED-BY", "MESSAGE")
+		}
+		return h
+	case v1alpha1.KindDeployable:
+		h := []string{"NAME", "KIND", "GENERATION", "PHASE", "SYNCED", "AGE"}
+		if wide {
+			h = append(h, "CLUSTERS")
+		}
+		return h
+	case v1alpha1.KindCluster:
+		h := []string{"NAME", "STATUS", "LABELS", "TAINTS", "OBJECTS", "AGE"}
+		if wide {
+			h = append(h, "REASON", "RECORDS", "TAINT-LIST", "LAST-HEARTBEAT")
+		}
+		return h
+	}
+	return []string{"NAME", "AGE"}
+}
+
+func cells(kind string, it Object, wide bool) []string {
+	row := []string{Field(it, "metadata", "name")}
+	created := Age(Field(it, "metadata", "creationTimestamp"))
+	switch kind {
+	case v1alpha1.KindRunnable:
+		row = append(row, Field(it, "spec", "template", "kind"), Field(it, "status", "phase"),
+			orNone(Field(it, "status", "cluster")), orNone(Field(it, "status", "health")), created)
+		if wide {
+			row = append(row, attemptCount(it), Field(it, "status", "submittedBy"), Field(it, "status", "message"))
+		}
+	case v1alpha1.KindDeployable:
+		synced, total, perCluster := syncSummary(it)
+		row = append(row, Field(it, "spec", "template", "kind"), Field(it, "status", "generation"),
+			Field(it, "status", "phase"), fmt.Sprintf("%d/%d", synced, total), created)
+		if wide {
+			row = append(row, orNone(perCluster))
+		}
+	case v1alpha1.KindCluster:
+		labels, _ := Lookup(it, "metadata", "labels").(map[string]any)
+		taints := Taints(it)
+		ready := ReadyCondition(it)
+		row = append(row, ClusterState(it), orNone(JoinLabels(labels)), fmt.Sprint(len(taints)),
+			orNone(Field(it, "status", "inventory", "objects")), created)
+		if wide {
+			var tl []string
+			for _, t := range taints {
+				tl = append(tl, FormatTaint(t))
+			}
+			row = append(row, orNone(Field(ready, "reason")), orNone(Field(it, "status", "agent", "freshness", "reason")),
+				orNone(strings.Join(tl, ",")), orNone(Timestamp(Field(it, "status", "agent", "lastHeartbeat"))))
+		}
+	default:
+		row = append(row, created)
+	}
+	return row
+}
+
+func syncSummary(obj Object) (synced, total int, perCluster string) {
+	var parts []string
+	for _, c := range list(obj, "status", "clusters") {
+		m, _ := c.(map[string]any)
+		total++
+		if m["state"] == string(v1alpha1.StateSynced) {
+			synced++
+		}
+		parts = append(parts, fmt.Sprintf("%v=%v", m["cluster"], m["state"]))
+	}
+	return synced, total, strings.Join(parts, ",")
+}
+
+// attemptCount is a runnable's number of attempts: status.attemptCount,
+// which lists carry, else the attempts a single GET carries.
+func attemptCount(it Object) string {
+	if n := Field(it, "status", "attemptCount"); n != "" {
+		return n
+	}
+	return fmt.Sprint(len(list(it, "status", "attempts")))
+}
