@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -87,6 +88,12 @@ prints the key's public half at start, for the clients' configuration.`,
 					Anchors: anchors}),
 			}
 			server.ConfigureHTTPServer(srv)
+			// Bound before the line that says so: whoever waits for it (a
+			// script, a test) may connect at once.
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
 			go func() {
 				<-ctx.Done()
 				sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -94,8 +101,8 @@ prints the key's public half at start, for the clients' configuration.`,
 				srv.Shutdown(sctx)
 			}()
 			fmt.Fprintf(cmd.OutOrStdout(), "audit anchors signed by %s\n", anchors.KeyString())
-			fmt.Fprintf(cmd.OutOrStdout(), "purser api listening on http://%s\n", listen)
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(cmd.OutOrStdout(), "purser api listening on http://%s\n", ln.Addr())
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
