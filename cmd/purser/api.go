@@ -88,20 +88,20 @@ prints the key's public half at start, for the clients' configuration.`,
 					Anchors: anchors}),
 			}
 			server.ConfigureHTTPServer(srv)
-			// Bound before the line that says so: whoever waits for it (a
-			// script, a test) may connect at once.
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
-			}
 			go func() {
 				<-ctx.Done()
 				sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer scancel()
 				srv.Shutdown(sctx)
 			}()
+			// Bound before it says so: a port in use is an error here, not
+			// a promise of a server that is not there.
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "audit anchors signed by %s\n", anchors.KeyString())
-			fmt.Fprintf(cmd.OutOrStdout(), "purser api listening on http://%s\n", ln.Addr())
+			fmt.Fprintf(cmd.OutOrStdout(), "purser api listening on http://%s\n", listen)
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
@@ -111,7 +111,7 @@ prints the key's public half at start, for the clients' configuration.`,
 	f.register(cmd, true, true)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve on")
 	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens), reloaded when it changes")
-	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals), reloaded when it changes")
+	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles, approvals and kinds per namespace), reloaded when it changes")
 	registerOIDCFlags(cmd, &oidcConfig)
 	cmd.Flags().StringVar(&auditKeyFile, "audit-key", "purser-data/audit.key", "ed25519 private key (PEM, PKCS #8: openssl genpkey -algorithm ed25519) that signs the audit anchors; never in the database")
 	cmd.Flags().DurationVar(&anchorInterval, "audit-anchor-interval", anchor.DefaultInterval, "how often to anchor a head written by another process (the submitter, the controller); this api's own changes are anchored as they commit")

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/purser-io/purser/internal/anchor"
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/localport"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream"
@@ -276,14 +276,16 @@ func mustRead(t *testing.T, path string) string {
 	return string(data)
 }
 
+// freeAddr is a loopback address for a server a test starts, below the
+// ephemeral range (localport): a server restarted on a new port must not
+// find it taken by the source port of some client's connection.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := localport.Free()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 func countRows(t *testing.T, dsn, table string) int {
