@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -565,6 +566,11 @@ func TestHubPermissionsSuffice(t *testing.T) {
 		t.Errorf("get Job: %v", err)
 	}
 	uid := placed.GetUID()
+	// controller: resume a fenced Job, by a merge patch naming its uid.
+	resume := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{"purser.io/fenced":null}},"spec":{"suspend":false}}`, uid)
+	if _, err := jobs.Patch(ctx, "placed", types.MergePatchType, []byte(resume), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+		t.Errorf("resume Job: %v", err)
+	}
 	if err := jobs.Delete(ctx, "placed", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
 		t.Errorf("delete Job: %v", err)
 	}
@@ -601,6 +607,8 @@ func TestHubPermissionsSuffice(t *testing.T) {
 		{Verb: "list", Resource: "pods"},
 		{Verb: "update", Group: "batch", Resource: "jobs", Namespace: ns},
 		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"},
+		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Namespace: ns},
+		{Verb: "create", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
 		{Verb: "delete", Resource: "nodes"},
 	} {
 		if can(t, admin, sa, attrs) {

@@ -132,7 +132,43 @@ func toJSON(data []byte, contentType string) ([]byte, *DecodeError) {
 	if trimmed[0] != '{' {
 		return nil, malformed("", "the body must be one object with apiVersion and kind")
 	}
+	if depth := nesting(trimmed); depth > MaxNesting {
+		return nil, newDecodeError(false, FieldErrors{{Field: "spec.template", Message: fmt.Sprintf(
+			"nests objects and lists %d levels deep; at most %d are accepted, far more than any Kubernetes object needs", depth, MaxNesting)}})
+	}
 	return trimmed, nil
+}
+
+// MaxNesting bounds how deep objects and lists may nest in a request
+// body. The JSON decoder would take 10,000 levels (k8s.io/apimachinery's
+// util/json and sigs.k8s.io/json stop there); every later walk of a
+// template (normalizing, hashing, redacting, failover mutations) recurses
+// per level, and no real object comes near this.
+const MaxNesting = 100
+
+// nesting returns how deep objects and arrays nest in the JSON text js,
+// without decoding it.
+func nesting(js []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range js {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 func isJSONMedia(contentType string, body []byte) (bool, error) {

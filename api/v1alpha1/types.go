@@ -278,6 +278,27 @@ type RunnableStatus struct {
 	// when retention removes it.
 	EndedAt     *time.Time `json:"endedAt,omitempty"`
 	RemoveAfter *time.Time `json:"removeAfter,omitempty"`
+	// PendingChange is the runnable as it waits for approval (phase
+	// PendingApproval); filled by the API, never stored.
+	PendingChange *PendingChange[RunnableSpec] `json:"pendingChange,omitempty"`
+}
+
+// PendingChange is a change that waits for a second person, as the API
+// shows it to the approver: approve and reject name its ResourceVersion
+// (?resourceVersion=) and are refused with 409 when the change moved since,
+// so that a decision binds to what was reviewed.
+type PendingChange[S any] struct {
+	ResourceVersion string `json:"resourceVersion"`
+	// Spec is what becomes live once approved, Secret values omitted; nil
+	// when the change is a deletion.
+	Spec *S `json:"spec,omitempty"`
+	// Delete: the change removes the object from every cluster.
+	Delete bool `json:"delete,omitempty"`
+	// Revive: the change brings back an object deleted but not yet
+	// removed from every cluster.
+	Revive bool      `json:"revive,omitempty"`
+	Author string    `json:"author"`
+	Time   time.Time `json:"time"`
 }
 
 // Confirmation records who vouched for a fact purser could not observe.
@@ -369,6 +390,9 @@ type DeployableStatus struct {
 	Clusters   []DeployableClusterStatus `json:"clusters,omitempty"`
 	// Phase is PhaseActive or PhasePendingApproval.
 	Phase Phase `json:"phase,omitempty"`
+	// PendingChange is the change waiting for approval, beside the live
+	// spec.
+	PendingChange *PendingChange[DeployableSpec] `json:"pendingChange,omitempty"`
 }
 
 // DeployableClusterStatus is the state of one cluster's copy.

@@ -40,6 +40,12 @@ func ValidateRunnable(r *Runnable, now time.Time) FieldErrors {
 	v.typeMeta(r.TypeMeta, KindRunnable)
 	v.objectMeta(r.Metadata, metaRules{kind: KindRunnable, namespaced: true, generateName: true})
 	v.template(r.Spec.Template, checkedNamespace(r.Metadata.Namespace))
+	if r.Spec.Template["apiVersion"] == "v1" && r.Spec.Template["kind"] == "Secret" {
+		// Refused rather than sealed: a Secret is configuration, not work,
+		// and a Runnable's template is stored, returned, audited and
+		// re-created on failover as written.
+		v.add("spec.template.kind", "a Secret cannot be a Runnable, whose template is stored and shown as written; declare it as a Deployable, whose values purser seals at rest and never returns")
+	}
 	v.placement("spec.placement", r.Spec.Placement)
 	if d := r.Spec.Deadline; d != nil && !d.After(now) {
 		v.add("spec.deadline", "must be in the future: it is the last time the Runnable may be submitted")

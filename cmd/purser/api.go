@@ -100,8 +100,8 @@ prints the key's public half at start, for the clients' configuration.`,
 				Addr: listen,
 				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Identities: identities, Sealer: sealer, Logger: log,
 					Guard: h.guard, Commits: commits, Anchors: anchors}),
-				ReadHeaderTimeout: 10 * time.Second,
 			}
+			server.ConfigureHTTPServer(srv)
 			go func() {
 				<-ctx.Done()
 				sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -125,7 +125,7 @@ prints the key's public half at start, for the clients' configuration.`,
 	f.register(cmd, true, true)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve on")
 	cmd.Flags().StringVar(&tokensFile, "tokens", "purser-data/tokens.yaml", "tokens file (users and hashed bearer tokens), reloaded when it changes")
-	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles per namespace, approvals), reloaded when it changes")
+	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", "policy file (roles, approvals and kinds per namespace), reloaded when it changes")
 	registerOIDCFlags(cmd, &oidcConfig)
 	cmd.Flags().StringVar(&auditKeyFile, "audit-key", "purser-data/audit.key", "ed25519 private key (PEM, PKCS #8: openssl genpkey -algorithm ed25519) that signs the audit anchors; never in the database")
 	cmd.Flags().DurationVar(&anchorInterval, "audit-anchor-interval", anchor.DefaultInterval, "how often to anchor a head written by another process (the submitter, the controller); this api's own changes are anchored as they commit")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/backoff"
 	hubguard "github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/inventory"
@@ -165,8 +167,34 @@ func (f *hubFlags) openStore(ctx context.Context, name string) (*hub, func(), er
 	return g.open(ctx, name)
 }
 
+// policyHelp describes --policy of the components that act on member
+// clusters.
+const policyHelp = "policy file, as the api's, reloaded when it changes: the kinds each namespace may put on member clusters are checked again before every create or apply"
+
+// loadPolicy reads the policy file of a component that acts on member
+// clusters; a file that does not parse stops it at start.
+func loadPolicy(path, component string) (*auth.Identities, error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", component)
+	return auth.LoadIdentities(auth.IdentitiesConfig{PolicyFile: path, Logger: log})
+}
+
+// followingPolicy runs run while policy follows its file, as the api's
+// does, so that a rule added to the policy holds without a restart; a
+// later edit that does not parse leaves the last good one in force.
+func followingPolicy(ctx context.Context, policy *auth.Identities, run func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Go(func() { _ = policy.Run(ctx) })
+	return run(ctx)
+}
+
 func newSubmitterCommand() *cobra.Command {
 	var f hubFlags
+	var policyFile string
 	cmd := &cobra.Command{
 		Use:   "submitter",
 		Short: "Place runnables on clusters from the submissions work queue, with retries",
@@ -175,22 +203,28 @@ member cluster: placement, idempotent creation, retries of transient errors,
 deadlines, cancellation. Several submitters share the queue.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			policy, err := loadPolicy(policyFile, "submitter")
+			if err != nil {
+				return err
+			}
 			h, closeHub, err := f.open(cmd.Context(), "submitter")
 			if err != nil {
 				return err
 			}
 			defer closeHub()
 			fmt.Fprintln(cmd.OutOrStdout(), "purser submitter running")
-			return submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log, Registerer: h.metrics, Guard: h.guard}).Run(cmd.Context())
+			return followingPolicy(cmd.Context(), policy, submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log, Registerer: h.metrics,
+				Policy: policy, Guard: h.guard}).Run)
 		},
 	}
 	f.register(cmd, true, true)
+	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", policyHelp)
 	return cmd
 }
 
 func newSyncerCommand() *cobra.Command {
 	var f hubFlags
-	var identity string
+	var identity, policyFile string
 	cmd := &cobra.Command{
 		Use:   "syncer",
 		Short: "Keep deployables identical on every matching cluster and repair drift",
@@ -200,6 +234,10 @@ the source of truth, and report per-cluster sync state. Replicas share the
 clusters through leases in the stream.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			policy, err := loadPolicy(policyFile, "syncer")
+			if err != nil {
+				return err
+			}
 			h, closeHub, err := f.open(cmd.Context(), "syncer")
 			if err != nil {
 				return err
@@ -209,10 +247,12 @@ clusters through leases in the stream.`,
 				identity = replica.Identity()
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "purser syncer running as %s\n", identity)
-			return syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log, Guard: h.guard}).Run(cmd.Context())
+			return followingPolicy(cmd.Context(), policy, syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log,
+				Policy: policy, Guard: h.guard}).Run)
 		},
 	}
 	f.register(cmd, true, true)
+	cmd.Flags().StringVar(&policyFile, "policy", "purser-data/policy.yaml", policyHelp)
 	cmd.Flags().StringVar(&identity, "identity", "", "name of this replica in its leases (default: host name and pid)")
 	return cmd
 }
@@ -234,7 +274,8 @@ func newIngesterCommand() *cobra.Command {
 				return err
 			}
 			defer closeHub()
-			in, err := inventory.New(inventory.Config{Store: h.db, Stream: h.streams, Logger: h.log, Health: interp.InterpretJSON})
+			in, err := inventory.New(inventory.Config{Store: h.db, Stream: h.streams, Logger: h.log, Health: interp.InterpretJSON,
+				Fingerprint: h.sealer.Fingerprint})
 			if err != nil {
 				return err
 			}
@@ -242,7 +283,7 @@ func newIngesterCommand() *cobra.Command {
 			return in.Run(cmd.Context())
 		},
 	}
-	f.register(cmd, true, false)
+	f.register(cmd, true, true) // the key keys the fingerprint of Secrets' data
 	cmd.Flags().StringVar(&rulesFile, "rules", "", "YAML file of health rules (CEL) for kinds beyond the built-ins")
 	return cmd
 }

@@ -41,14 +41,14 @@ server refuses (409) and nothing is decided.`,
 			if err != nil {
 				return named(c, err)
 			}
-			// The version reviewed, where the server shows the pending
-			// change (status.pendingChange); without it the server decides
-			// on what waits.
-			var q url.Values
-			if rv := printer.Field(cur, "status", "pendingChange", "resourceVersion"); rv != "" {
-				q = url.Values{"resourceVersion": {rv}}
-				fmt.Fprintf(stderr(cmd), "deciding on the change by %s (resourceVersion %s)\n", printer.Field(cur, "status", "pendingChange", "author"), rv)
+			// The version reviewed (status.pendingChange): the server
+			// decides only on that one, and refuses a decision naming none.
+			rv := printer.Field(cur, "status", "pendingChange", "resourceVersion")
+			if rv == "" {
+				return fmt.Errorf("%s/%s/%s has no change waiting for approval", t.res.Singular(), namespace, t.name)
 			}
+			q := url.Values{"resourceVersion": {rv}}
+			fmt.Fprintf(stderr(cmd), "deciding on the change by %s (resourceVersion %s)\n", printer.Field(cur, "status", "pendingChange", "author"), rv)
 			var out client.Object
 			if _, err := c.Do(cmd.Context(), http.MethodPost, t.res.Path(namespace, t.name)+"/"+verb, q, nil, "", &out); err != nil {
 				return named(c, err)
@@ -57,7 +57,7 @@ server refuses (409) and nothing is decided.`,
 			if state == "" {
 				state = printer.Field(out, "status")
 			}
-			fmt.Fprintf(stdout(cmd), "%s/%s/%s %sd (%s)\n", t.res.Singular(), namespace, t.name, verb, state)
+			fmt.Fprintf(stdout(cmd), "%s/%s/%s %sed (%s)\n", t.res.Singular(), namespace, t.name, strings.TrimSuffix(verb, "e"), state)
 			return nil
 		},
 	}

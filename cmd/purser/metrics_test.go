@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
+	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
 
@@ -81,6 +82,10 @@ func TestComponentWaitsForDatabase(t *testing.T) {
 		return ln.Addr().String()
 	}
 	db, addr := closed(), closed()
+	keyFile := filepath.Join(t.TempDir(), "secret.key")
+	if _, err := seal.EnsureKeyFile(keyFile); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -89,7 +94,7 @@ func TestComponentWaitsForDatabase(t *testing.T) {
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(io.Discard)
 		cmd.SetArgs([]string{"ingester", "--database", "postgres://purser@" + db + "/purser?sslmode=disable",
-			"--nats", "nats://" + closed(), "--metrics-listen", addr})
+			"--nats", "nats://" + closed(), "--metrics-listen", addr, "--key-file", keyFile})
 		done <- cmd.ExecuteContext(ctx)
 	}()
 	sandboxtest.Eventually(t, 30*time.Second, "/healthz while waiting for the database", func(ctx context.Context) error {

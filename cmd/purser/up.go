@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/klog/v2"
 
 	"github.com/purser-io/purser/internal/standalone"
@@ -37,9 +38,10 @@ their kubeconfigs are at DIR/sandbox/<name>/kubeconfig. A sandbox
 kube-apiserver that dies (killed, crashed) is said on the terminal and
 started again. A restart keeps the labels and taints set on the clusters.
 
-It prints "purser is ready at http://ADDR" once /readyz answers 200.
-Ctrl-C stops everything it started; the last line says so. Logs (klog's
-included) go to DIR/purser.log.`,
+It prints "purser is ready at http://ADDR" once /readyz answers 200, and a
+link to the web console: with the admin token in it (#token=) only when
+stdout is a terminal. Ctrl-C stops everything it started; the last line
+says so. Logs (klog's included) go to DIR/purser.log.`,
 		Example: `  purser up --sandbox 2
   purser apply -f examples/runnable-job.yaml
   purser get runnables`,
@@ -49,6 +51,9 @@ included) go to DIR/purser.log.`,
 				return fmt.Errorf("--sandbox must be 0 or more, got %d", cfg.Sandbox)
 			}
 			cfg.Out = cmd.OutOrStdout()
+			if f, ok := cfg.Out.(*os.File); ok {
+				cfg.Terminal = term.IsTerminal(int(f.Fd()))
+			}
 			level := slog.LevelWarn
 			if verbose {
 				level = slog.LevelInfo

@@ -124,6 +124,10 @@ type Agent struct {
 	labelled     map[schema.GroupKind]*watch        // the others, for purser's objects
 	lastSnapshot time.Time
 	started      time.Time
+	// reportedKinds is what stream.KindsBucket last acknowledged from this
+	// term, and when (kinds.go).
+	reportedKinds   []stream.ServedKind
+	reportedKindsAt time.Time
 	// lastBeat is when the last acknowledged heartbeat was sent, on the
 	// monotonic clock: the start of the agent's lease.
 	lastBeat time.Time
@@ -277,6 +281,7 @@ func (a *Agent) reset() {
 	defer a.mu.Unlock()
 	a.watched = map[schema.GroupVersionKind]*watch{}
 	a.labelled = map[schema.GroupKind]*watch{}
+	a.reportedKinds = nil
 	a.lastSnapshot = time.Time{}
 	a.kubeAPI = kubeAPIState{}
 	a.started = time.Now()

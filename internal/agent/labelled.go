@@ -94,6 +94,7 @@ func (a *Agent) discoverLabelled(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		a.log.Debug("discovery of some groups failed; will retry", "error", err)
 	}
+	a.reportKinds(ctx, lists, failed)
 	want := labelledResources(lists, a.cfg.Kinds)
 	var refused []string
 	for gk, r := range want {

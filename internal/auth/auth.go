@@ -137,6 +137,7 @@ const (
 //	      editor: [alice]
 //	      approver: [carol]
 //	    approval: {runnables: true, deployables: true}
+//	    kinds: {deny: ["RoleBinding.rbac.authorization.k8s.io"]}   # see KindRules
 //	    retention: {ttlSecondsAfterFinished: 86400}   # ended runnables removed a day later
 //	  "*":                              # applies to every namespace, in addition
 //	    roles: {viewer: ["group:auditors"]}
@@ -151,6 +152,7 @@ type PolicyFile struct {
 type NamespacePolicy struct {
 	Roles     map[Role][]string `json:"roles,omitempty"`
 	Approval  Approval          `json:"approval,omitempty"`
+	Kinds     KindRules         `json:"kinds,omitempty"`
 	Retention *Retention        `json:"retention,omitempty"`
 }
 
@@ -209,6 +211,9 @@ func NewPolicy(f PolicyFile) (*Policy, error) {
 			default:
 				return nil, fmt.Errorf("policy: namespace %s: unknown role %q (viewer, editor, approver, admin)", ns, role)
 			}
+		}
+		if err := checkKindRules(ns, np.Kinds); err != nil {
+			return nil, err
 		}
 	}
 	return &Policy{f: f}, nil

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/auth/oidctest"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
@@ -124,6 +126,36 @@ func TestIdentitiesReload(t *testing.T) {
 	waitFor(t, "the fixed files reloaded", func() bool { return id.Problem() == nil && !id.Policy().IsAdmin(alice) })
 	if _, ok := id.Authenticate(ctx, "bob-token"); ok {
 		t.Fatal("bob's token outlived its removal from the tokens file")
+	}
+}
+
+// A component that only decides on the policy (the submitter, the
+// syncer) follows the policy file without a tokens file, and its kind
+// decisions change with the file; no token authenticates there.
+func TestPolicyOnlyIdentities(t *testing.T) {
+	policyPath := filepath.Join(t.TempDir(), "policy.yaml")
+	write(t, policyPath, "admins: [root]\n")
+	id, err := auth.LoadIdentities(auth.IdentitiesConfig{PolicyFile: policyPath, Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	go id.Run(ctx)
+	alice := auth.User{Name: "alice"}
+	crb := auth.Target{Kind: schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}, Scope: auth.ScopeCluster,
+		Namespace: "team-a", ObjectNamespace: "team-a"}
+	if d := id.AuthorizeKind(alice, crb); d.Allowed {
+		t.Fatalf("alice may put a ClusterRoleBinding before the edit: %+v", d)
+	}
+	if _, ok := id.Authenticate(ctx, "anything"); ok {
+		t.Fatal("a token authenticated without a tokens file")
+	}
+	write(t, policyPath, "admins: [root, alice]\n")
+	waitFor(t, "the edit reloaded", func() bool { return id.AuthorizeKind(alice, crb).Allowed })
+	write(t, policyPath, "admins: [root\n") // a typo: the last good one stays
+	waitFor(t, "the typo reported", func() bool { return id.Problem() != nil })
+	if !id.AuthorizeKind(alice, crb).Allowed {
+		t.Fatal("the broken file replaced the last good policy")
 	}
 }
 

@@ -42,6 +42,8 @@ type watched struct {
 
 // IdentitiesConfig is what LoadIdentities needs.
 type IdentitiesConfig struct {
+	// TokensFile may be empty for a component that only decides on the
+	// policy (the submitter, the syncer): then no token authenticates.
 	TokensFile, PolicyFile string
 	OIDC                   *OIDC         // nil: tokens file only
 	Logger                 *slog.Logger  // nil discards
@@ -64,7 +66,7 @@ func LoadIdentities(cfg IdentitiesConfig) (*Identities, error) {
 	if id.interval <= 0 {
 		id.interval = ReloadInterval
 	}
-	for _, path := range []string{cfg.TokensFile, cfg.PolicyFile} {
+	for _, path := range id.paths() {
 		if changed, err := id.reload(path); err != nil {
 			return nil, err
 		} else if !changed {
@@ -74,8 +76,23 @@ func LoadIdentities(cfg IdentitiesConfig) (*Identities, error) {
 	return id, nil
 }
 
+// paths are the files followed.
+func (id *Identities) paths() []string {
+	if id.tokensPath == "" {
+		return []string{id.policyPath}
+	}
+	return []string{id.tokensPath, id.policyPath}
+}
+
 // Policy is the policy in force.
 func (id *Identities) Policy() *Policy { return id.policy.Load() }
+
+// AuthorizeKind is Policy.AuthorizeKind with the policy in force, so that
+// the submitter and the syncer of purser up follow the policy file as the
+// api does.
+func (id *Identities) AuthorizeKind(u User, t Target) KindDecision {
+	return id.Policy().AuthorizeKind(u, t)
+}
 
 // OIDC is the provider configured, or nil.
 func (id *Identities) OIDC() *OIDC { return id.oidc }
@@ -86,8 +103,10 @@ func (id *Identities) Reloads() int64 { return id.reloads.Load() }
 // Authenticate returns the user a bearer token belongs to: a token of the
 // tokens file, or an ID token of the OIDC provider.
 func (id *Identities) Authenticate(ctx context.Context, token string) (User, bool) {
-	if u, ok := id.tokens.Load().Authenticate(token); ok {
-		return u, true
+	if tokens := id.tokens.Load(); tokens != nil {
+		if u, ok := tokens.Authenticate(token); ok {
+			return u, true
+		}
 	}
 	if id.oidc == nil || !LooksLikeJWT(token) {
 		return User{}, false
@@ -106,7 +125,7 @@ func (id *Identities) Problem() error {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	var errs []error
-	for _, path := range []string{id.tokensPath, id.policyPath} {
+	for _, path := range id.paths() {
 		if w := id.files[path]; w != nil && w.err != nil {
 			errs = append(errs, fmt.Errorf("%w; serving the version loaded at %s", w.err, w.loaded.UTC().Format(time.RFC3339)))
 		}
@@ -126,7 +145,7 @@ func (id *Identities) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		for _, path := range []string{id.tokensPath, id.policyPath} {
+		for _, path := range id.paths() {
 			if changed, err := id.reload(path); err != nil {
 				id.log.Error("cannot reload; the last good version stays in force", "file", path, "error", err)
 			} else if changed {

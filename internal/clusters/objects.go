@@ -151,6 +151,17 @@ func (c *ObjectClient) Serves(gvk schema.GroupVersionKind) bool {
 	return err == nil || !meta.IsNoMatchError(err)
 }
 
+// Namespaced reports whether the cluster serves gvk as a namespaced kind
+// (RESTScopeNamespace) rather than a cluster-scoped one, as its discovery
+// says: the scope the create will use.
+func (c *ObjectClient) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
+	m, err := c.Mapping(gvk)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
 // resource returns the client for the object's kind, and whether the kind
 // is namespaced.
 func (c *ObjectClient) resource(gvk schema.GroupVersionKind, namespace string) (dynamic.ResourceInterface, bool, error) {

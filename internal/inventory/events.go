@@ -16,8 +16,9 @@ import (
 // the newest by resourceVersion, a deletion winning a tie (a tombstone's
 // final state carries the version of the last update it follows).
 type eventStage struct {
-	health HealthFunc
-	log    *slog.Logger
+	health      HealthFunc
+	fingerprint func([]byte) string // Config.Fingerprint
+	log         *slog.Logger
 }
 
 type eventWork struct {
@@ -107,7 +108,7 @@ func (s *eventStage) row(ev *stream.Event) store.InventoryRow {
 		// The agent never sends data; this guards against an agent that
 		// does (an old or foreign one), because the inventory must not
 		// hold it whatever arrives.
-		obj = withoutSecretData(obj)
+		obj = secretRecord(obj, s.fingerprint)
 	}
 	if len(obj) == 0 {
 		obj = nil
@@ -123,7 +124,15 @@ func (s *eventStage) row(ev *stream.Event) store.InventoryRow {
 	}
 }
 
-func withoutSecretData(obj []byte) []byte {
+// KeyedDataField replaces, in a Secret's record, the digest of its data
+// the agent sent (stream.DataHashField): the digest keyed with the hub's
+// key, so that a change of the data shows without the record being a
+// hash anyone could test guesses against.
+const KeyedDataField = "dataHMAC"
+
+// secretRecord is what the inventory keeps of a Secret: never data or
+// stringData, and the agent's digest only as keyed by fingerprint.
+func secretRecord(obj []byte, fingerprint func([]byte) string) []byte {
 	if len(obj) == 0 {
 		return nil
 	}
@@ -131,13 +140,14 @@ func withoutSecretData(obj []byte) []byte {
 	if err := json.Unmarshal(obj, &m); err != nil {
 		return nil // not an object we can vouch for: store metadata only
 	}
-	_, hasData := m["data"]
-	_, hasString := m["stringData"]
-	if !hasData && !hasString {
-		return obj
-	}
 	delete(m, "data")
 	delete(m, "stringData")
+	digest, _ := m[stream.DataHashField].(string)
+	delete(m, stream.DataHashField)
+	delete(m, KeyedDataField) // only this ingester's own key counts
+	if digest != "" && fingerprint != nil {
+		m[KeyedDataField] = fingerprint([]byte("inventory secret data " + digest))
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil

@@ -36,6 +36,12 @@ type Config struct {
 	// ack wait is 30s.
 	TombstoneTTL time.Duration
 	Health       HealthFunc
+	// Fingerprint is a keyed hash with a key only the hub holds
+	// (seal.Sealer.Fingerprint). A Secret's record keeps, of its data,
+	// only this hash of the digest its agent computed: a bare SHA-256 of a
+	// short password is guessed offline by anyone who may read the
+	// inventory, a keyed one is not. Nil keeps no trace of the data.
+	Fingerprint func([]byte) string
 }
 
 // Ingester consumes events and snapshots of every cluster.
@@ -101,6 +107,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { in.pruneLoop(ctx) })
 	wg.Go(func() { in.heartbeatLoop(ctx) })
+	wg.Go(func() { in.kindsLoop(ctx) })
 	wg.Wait()
 	return nil
 }
@@ -117,7 +124,7 @@ func (in *Ingester) pipelines(ctx context.Context) ([]*pipeline, error) {
 	}
 	return []*pipeline{
 		{name: "events", consumer: events, store: in.cfg.Store, batch: in.cfg.Batch, wait: 200 * time.Millisecond,
-			stage: &eventStage{health: in.cfg.Health, log: in.log}, log: in.log},
+			stage: &eventStage{health: in.cfg.Health, fingerprint: in.cfg.Fingerprint, log: in.log}, log: in.log},
 		{name: "snapshots", consumer: snapshots, store: in.cfg.Store, batch: snapshotBatch, wait: 500 * time.Millisecond,
 			stage: newSnapshotStage(in.log), log: in.log},
 	}, nil

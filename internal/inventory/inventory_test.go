@@ -2,7 +2,9 @@ package inventory_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -25,6 +27,7 @@ import (
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
+	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/internal/stream"
@@ -41,10 +44,11 @@ const wait = 2 * time.Minute
 
 // hub is one test's stream and database with an ingester running on them.
 type hub struct {
-	nats  *streamtest.Server
-	dsn   string
-	store *store.Store
-	pub   *stream.Client
+	nats   *streamtest.Server
+	dsn    string
+	store  *store.Store
+	pub    *stream.Client
+	sealer *seal.Sealer // the hub's key, which keys Secrets' fingerprints
 }
 
 // logger writes to the test's output, shown when it fails or with -v.
@@ -62,7 +66,11 @@ func newHub(t *testing.T, eng storetest.Engine) *hub {
 	}
 	t.Cleanup(func() { s.Close() })
 	h.store = s
-	in, err := inventory.New(inventory.Config{Store: s, Stream: streamtest.Connect(t, h.nats.URL), Logger: logger(t)})
+	if h.sealer, err = seal.New([]byte(strings.Repeat("k", seal.KeySize))); err != nil {
+		t.Fatal(err)
+	}
+	in, err := inventory.New(inventory.Config{Store: s, Stream: streamtest.Connect(t, h.nats.URL), Logger: logger(t),
+		Fingerprint: h.sealer.Fingerprint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +184,25 @@ func TestObjectsFollowTheCluster(t *testing.T) {
 			ctx := t.Context()
 			cms := kc.CoreV1().ConfigMaps(ns)
 
+			// The kinds the cluster serves, with their scope, are recorded
+			// for the API to authorize with.
+			sandboxtest.Eventually(t, wait, "the cluster's kinds recorded", func(ctx context.Context) error {
+				var kinds []store.ServedKind
+				if err := h.store.Read(ctx, func(tx *store.Tx) (err error) { kinds, err = tx.ListClusterKinds(ctx, c.Name()); return }); err != nil {
+					return err
+				}
+				want := map[string]bool{"/Namespace": false, "batch/Job": true, "argoproj.io/Workflow": true, "rbac.authorization.k8s.io/ClusterRole": false}
+				for _, k := range kinds {
+					if namespaced, ok := want[k.Group+"/"+k.Kind]; ok && namespaced == k.Namespaced {
+						delete(want, k.Group+"/"+k.Kind)
+					}
+				}
+				if len(want) > 0 {
+					return fmt.Errorf("%d kinds recorded; missing or with the wrong scope: %v", len(kinds), want)
+				}
+				return nil
+			})
+
 			cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app",
 				Labels:      map[string]string{"team": "a"},
 				Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
@@ -233,10 +260,18 @@ func TestObjectsFollowTheCluster(t *testing.T) {
 			h.waitFor(t, "Secret appears", c.Name(), "Secret", ns, "creds", present)
 			r, _ = h.record(ctx, c.Name(), "Secret", ns, "creds")
 			var obj map[string]any
-			if err := json.Unmarshal(r.Object, &obj); err != nil || obj[stream.DataHashField] == nil || obj["data"] != nil {
+			if err := json.Unmarshal(r.Object, &obj); err != nil || obj[stream.DataHashField] != nil || obj["data"] != nil {
 				t.Errorf("Secret record: %s", r.Object)
 			}
+			// Of the data, only a hash keyed with the hub's key: not the
+			// bare SHA-256 that anyone could test a guess against.
+			guess, _ := json.Marshal(map[string]string{"password": base64.StdEncoding.EncodeToString([]byte(secretValue))})
+			bare := sha256.Sum256(guess)
+			if want := h.sealer.Fingerprint([]byte("inventory secret data " + hex.EncodeToString(bare[:]))); obj[inventory.KeyedDataField] != want {
+				t.Errorf("Secret record's %s is %v, want the keyed digest %s", inventory.KeyedDataField, obj[inventory.KeyedDataField], want)
+			}
 			assertNoValue(t, h.dsn, secretValue)
+			assertNoValue(t, h.dsn, hex.EncodeToString(bare[:]))
 
 			if err := cms.Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
 )
@@ -96,6 +97,14 @@ func startContender(t *testing.T, dsn, identity string, d time.Duration, work fu
 	}
 	go func() { c.done <- Run(ctx, cfg, work) }()
 	t.Cleanup(func() { c.stop(t) })
+	// Run registers its gauge as it starts; a test that reads it must not
+	// race the contender's first steps.
+	sandboxtest.Eventually(t, patience, identity+"'s purser_leader registered", func(context.Context) error {
+		if _, ok := c.gaugeValue(t); !ok {
+			return errors.New("not registered yet")
+		}
+		return nil
+	})
 	return c
 }
 
@@ -118,6 +127,15 @@ func (c *contender) stop(t *testing.T) {
 
 func (c *contender) gauge(t *testing.T) float64 {
 	t.Helper()
+	v, ok := c.gaugeValue(t)
+	if !ok {
+		t.Fatalf("%s: no purser_leader{name=controller}", c.identity)
+	}
+	return v
+}
+
+func (c *contender) gaugeValue(t *testing.T) (float64, bool) {
+	t.Helper()
 	families, err := c.metrics.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -129,13 +147,12 @@ func (c *contender) gauge(t *testing.T) float64 {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "name" && l.GetValue() == "controller" {
-					return m.GetGauge().GetValue()
+					return m.GetGauge().GetValue(), true
 				}
 			}
 		}
 	}
-	t.Fatalf("%s: no purser_leader{name=controller}", c.identity)
-	return 0
+	return 0, false
 }
 
 func readLease(t *testing.T, s *store.Store) store.Lease {

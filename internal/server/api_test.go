@@ -331,17 +331,17 @@ func testFourEyesRunnable(t *testing.T, h *harness) {
 	// alice is an approver in team-b, but did not submit this one: she may.
 	// First, one she submitted herself she may not approve.
 	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-b", "own", "true")).want(t, http.StatusAccepted)
-	own := h.do("alice", "POST", "/api/v1/runnables/team-b/own/approve", "", nil).want(t, http.StatusForbidden)
+	own := h.decide("alice", "/api/v1/runnables/team-b/own", "approve").want(t, http.StatusForbidden)
 	if !strings.Contains(own.str("message"), "cannot also decide") {
 		t.Fatalf("self-approval answer: %s", own.raw)
 	}
 
-	ok := h.do("carol", "POST", "/api/v1/runnables/team-b/payroll/approve", "", nil).want(t, http.StatusOK)
+	ok := h.decide("carol", "/api/v1/runnables/team-b/payroll", "approve").want(t, http.StatusOK)
 	if ok.str("status", "phase") != "Queued" || ok.str("status", "approvedBy") != "carol" {
 		t.Fatalf("after approval: %s", ok.raw)
 	}
-	h.do("carol", "POST", "/api/v1/runnables/team-b/payroll/approve", "", nil).want(t, http.StatusConflict)
-	rej := h.do("carol", "POST", "/api/v1/runnables/team-b/own/reject", "", nil).want(t, http.StatusOK)
+	h.do("carol", "POST", "/api/v1/runnables/team-b/payroll/approve?resourceVersion="+sub.str("metadata", "resourceVersion"), "", nil).want(t, http.StatusConflict)
+	rej := h.decide("carol", "/api/v1/runnables/team-b/own", "reject").want(t, http.StatusOK)
 	if rej.str("status", "phase") != "Rejected" {
 		t.Fatalf("after rejection: %s", rej.raw)
 	}
@@ -366,7 +366,7 @@ func testFourEyesDeployable(t *testing.T, h *harness) {
 		t.Fatalf("pending deployable: %s", p.raw)
 	}
 	h.do("dave", "POST", "/api/v1/deployables/team-b/cfg/approve", "", nil).want(t, http.StatusForbidden)
-	a := h.do("carol", "POST", "/api/v1/deployables/team-b/cfg/approve", "", nil).want(t, http.StatusOK)
+	a := h.decide("carol", "/api/v1/deployables/team-b/cfg", "approve").want(t, http.StatusOK)
 	if a.str("status", "phase") != "Active" || a.body["status"].(map[string]any)["generation"] != float64(1) {
 		t.Fatalf("approved deployable: %s", a.raw)
 	}
@@ -376,7 +376,7 @@ func testFourEyesDeployable(t *testing.T, h *harness) {
 	if !strings.Contains(string(live.raw), `"v1"`) || live.str("status", "phase") != "PendingApproval" {
 		t.Fatalf("live spec changed before approval: %s", live.raw)
 	}
-	h.do("carol", "POST", "/api/v1/deployables/team-b/cfg/reject", "", nil).want(t, http.StatusOK)
+	h.decide("carol", "/api/v1/deployables/team-b/cfg", "reject").want(t, http.StatusOK)
 	after := h.get("dave", "/api/v1/deployables/team-b/cfg").want(t, http.StatusOK)
 	if !strings.Contains(string(after.raw), `"v1"`) || after.str("status", "phase") != "Active" {
 		t.Fatalf("after rejecting the update: %s", after.raw)
@@ -584,14 +584,19 @@ func testTamperDetected(t *testing.T, h *harness) {
 	for i := range 4 {
 		h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", fmt.Sprintf("r%d", i), "true")).want(t, http.StatusAccepted)
 	}
-	// The api publishes the chain's head to the stream within moments.
-	sandboxtest.Eventually(t, streamtest.Timeout, "the head of the chain published", func(context.Context) error {
+	// The api publishes the chain's head to the stream within moments. The
+	// forgery below rewrites entries 3 and 4, which only an anchor of seq 4
+	// or later can show: entries past the newest anchor are covered by the
+	// chain alone. So wait for that anchor, not merely for one beyond the
+	// empty chain's (the commits of one second share an anchor, and the
+	// first may cover only the first entries).
+	sandboxtest.Eventually(t, streamtest.Timeout, "an anchor of the chain's last entry published", func(context.Context) error {
 		v := h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
 		if v.body["ok"] != true || v.body["entries"] != float64(4) {
 			t.Fatalf("intact chain: %s", v.raw)
 		}
-		if v.body["anchors"].(float64) <= 1 { // the empty chain's only
-			return fmt.Errorf("verify says %s", v.raw)
+		if seq := newestAnchoredSeq(t, v); seq < 4 {
+			return fmt.Errorf("the newest anchor covers seq %d: %s", seq, v.raw)
 		}
 		return nil
 	})
@@ -628,6 +633,28 @@ func testTamperDetected(t *testing.T, h *harness) {
 	if v.body["ok"] != false || v.body["brokenSeq"] != float64(2) || v.body["record"].(map[string]any)["ok"] != false {
 		t.Fatalf("verify without the stream: %s", v.raw)
 	}
+}
+
+// newestAnchoredSeq is the seq of the newest anchor a verification
+// answer names (record.newest), or -1 when it names none.
+func newestAnchoredSeq(t *testing.T, v response) int64 {
+	t.Helper()
+	var out struct {
+		Record struct {
+			Newest *audit.SignedAnchor `json:"newest"`
+		} `json:"record"`
+	}
+	if err := json.Unmarshal(v.raw, &out); err != nil {
+		t.Fatalf("verification answer: %v: %s", err, v.raw)
+	}
+	if out.Record.Newest == nil {
+		return -1
+	}
+	var a audit.Anchor
+	if err := json.Unmarshal(out.Record.Newest.Anchor, &a); err != nil {
+		t.Fatalf("newest anchor: %v: %s", err, v.raw)
+	}
+	return a.Seq
 }
 
 func testBadInput(t *testing.T, h *harness) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -26,6 +27,10 @@ func decodeBody[T any](r *http.Request, decode func([]byte, string) (T, error)) 
 		}
 	}
 	data, err := io.ReadAll(r.Body)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return zero, newError(http.StatusRequestTimeout, "RequestTimeout", "the request body did not arrive within %s", ReadTimeout)
+	}
 	if err != nil {
 		return zero, err // a *http.MaxBytesError becomes 413
 	}

@@ -31,7 +31,7 @@ type sealedDeployable struct {
 // sealDeployable removes a Secret's values from the template, seals them,
 // and computes the spec hash from the clear part and a keyed fingerprint of
 // the values, so that the hash reveals nothing of them.
-func (s *Server) sealDeployable(obj *v1alpha1.Deployable) (sealedDeployable, error) {
+func (s *Server) sealDeployable(obj *v1alpha1.Deployable, author *store.Author) (sealedDeployable, error) {
 	spec := obj.Spec
 	var out sealedDeployable
 	if templateKind(spec.Template) == "Secret" {
@@ -48,7 +48,7 @@ func (s *Server) sealDeployable(obj *v1alpha1.Deployable) (sealedDeployable, err
 		out.hash = v1alpha1.SpecHash(spec)
 	}
 	var err error
-	out.doc, err = json.Marshal(storedDeployable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: spec})
+	out.doc, err = json.Marshal(storedDeployable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: spec, Author: author})
 	return out, err
 }
 
@@ -70,7 +70,10 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
 	}
-	sealed, err := s.sealDeployable(obj)
+	if err := s.authorizeKind(r.Context(), u, ns, obj.Spec.Template); err != nil {
+		return 0, nil, err
+	}
+	sealed, err := s.sealDeployable(obj, authorOf(u))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -84,6 +87,7 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 	status := http.StatusOK
 	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		status = http.StatusOK
+		revive := false
 		var err error
 		rec, err = tx.GetDeployable(r.Context(), ns, name)
 		create := errors.Is(err, store.ErrNotFound)
@@ -93,9 +97,13 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 		if create {
 			status = http.StatusCreated
 			rec = &store.Deployable{Namespace: ns, Name: name, UID: uuid.NewString(), Spec: []byte("{}")}
-		} else if rec.DeletedAt != nil {
-			// Still being removed from clusters: revive it instead.
+		} else if rec.DeletedAt != nil && !needsApproval {
+			// Still being removed from clusters: revive it instead. Where
+			// changes need approval, the revive is a pending change like
+			// any other, and the deletion goes on until it is approved.
 			rec.DeletedAt = nil
+		} else if rec.DeletedAt != nil {
+			revive = true
 		} else if !needsApproval && rec.SpecHash == sealed.hash && rec.Pending == nil && !rec.PendingDelete {
 			return nil // nothing changes: nothing to audit
 		}
@@ -120,6 +128,9 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 			return err
 		}
 		summary := fmt.Sprintf("%sd %s %s", action, kind, ns+"/"+name)
+		if revive {
+			summary = fmt.Sprintf("asked to revive %s %s, deleted and still being removed", kind, ns+"/"+name)
+		}
 		if needsApproval {
 			summary += "; waits for approval"
 		} else {
@@ -164,7 +175,7 @@ func (s *Server) getDeployable(r *http.Request, u auth.User) (int, any, error) {
 		rec, err = tx.GetDeployable(r.Context(), ns, name)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.DeletedAt != nil) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !visible(rec)) {
 		return 0, nil, errNotFound("deployable %s/%s not found", ns, name)
 	}
 	if err != nil {
@@ -172,6 +183,11 @@ func (s *Server) getDeployable(r *http.Request, u auth.User) (int, any, error) {
 	}
 	return s.deployableResponse(r, http.StatusOK, rec)
 }
+
+// visible reports whether the API shows a deployable: not deleted, or
+// deleted with a revive waiting for approval, which approvers must be
+// able to read.
+func visible(rec *store.Deployable) bool { return rec.DeletedAt == nil || rec.Pending != nil }
 
 func (s *Server) deployableResponse(r *http.Request, status int, rec *store.Deployable) (int, any, error) {
 	var clusters []*store.DeployableClusterStatus
@@ -188,7 +204,9 @@ func (s *Server) deployableResponse(r *http.Request, status int, rec *store.Depl
 
 func (s *Server) listDeployables(r *http.Request, u auth.User) (int, any, error) {
 	q := r.URL.Query()
-	f := store.DeployableFilter{Namespace: q.Get("namespace"), Continue: q.Get("continue")}
+	// Tombstones too, for those with a revive waiting for approval; the
+	// others are skipped below.
+	f := store.DeployableFilter{Namespace: q.Get("namespace"), Continue: q.Get("continue"), IncludeDeleted: true}
 	if err := s.authorizeList(u, f.Namespace, "deployables"); err != nil {
 		return 0, nil, err
 	}
@@ -205,6 +223,9 @@ func (s *Server) listDeployables(r *http.Request, u auth.User) (int, any, error)
 		}
 		out.Continue = next
 		for _, rec := range recs {
+			if !visible(rec) {
+				continue
+			}
 			clusters, err := tx.ListDeployableStatus(r.Context(), rec.UID)
 			if err != nil {
 				return err
@@ -233,13 +254,27 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 	}
 	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindDeployable)
 	var rec *store.Deployable
+	withdrawn := false
 	err := s.tx(r.Context(), func(tx *store.Tx) error {
+		withdrawn = false
 		var err error
 		if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {
 			return err
 		}
-		if rec.DeletedAt != nil {
+		if rec.DeletedAt != nil && rec.Pending == nil {
 			return store.ErrNotFound
+		}
+		if rec.DeletedAt != nil {
+			// Deleted, with a revive waiting for approval: deleting it
+			// again withdraws the revive, back to the deletion that was
+			// decided.
+			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
+			if err := tx.UpdateDeployable(r.Context(), rec); err != nil {
+				return err
+			}
+			withdrawn = true
+			return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindDeployable, ns, name,
+				"withdrew the revive of "+ns+"/"+name+", which stays deleted", "Deleted", nil)
 		}
 		summary, outcome := "deleted "+ns+"/"+name+"; it is removed from every cluster", "Deleted"
 		if needsApproval {
@@ -260,30 +295,67 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
+	if withdrawn {
+		return http.StatusOK, map[string]string{"status": "the revive was withdrawn; the deployable stays deleted"}, nil
+	}
 	return s.deployableResponse(r, http.StatusOK, rec)
 }
 
 // decideDeployable serves approve and reject of a deployable's pending
-// change, by an approver who did not make it.
+// change, by an approver who did not make it, bound to the version of the
+// change the approver reviewed (?resourceVersion=). An approved change is
+// authorized again for its author under the policy as it is now.
 func (s *Server) decideDeployable(approve bool) apiHandler {
 	return func(r *http.Request, u auth.User) (int, any, error) {
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
+		ref := "deployable " + ns + "/" + name
 		if !s.policy().Allowed(u, ns, auth.VerbApprove) {
 			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
 		}
+		reviewed, err := pendingVersion(r, "deployable")
+		if err != nil {
+			return 0, nil, err
+		}
+		// The change as reviewed: the transaction below acts only if the
+		// row is still at that version.
 		var rec *store.Deployable
+		if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+			var err error
+			rec, err = tx.GetDeployable(r.Context(), ns, name)
+			return err
+		}); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return 0, nil, errNotFound("%s not found", ref)
+			}
+			return 0, nil, err
+		}
+		if rec.Pending == nil && !rec.PendingDelete {
+			return 0, nil, errConflict("%s has no change waiting for approval", ref)
+		}
+		if err := checkPendingVersion(reviewed, rec.ResourceVersion, ref); err != nil {
+			return 0, nil, err
+		}
+		if rec.PendingBy == u.Name {
+			return 0, nil, errForbidden("user %q made the pending change to %s and cannot also decide on it; another approver must", u.Name, ref)
+		}
+		if approve && rec.Pending != nil {
+			var doc storedDeployable
+			if err := json.Unmarshal(rec.Pending, &doc); err != nil {
+				return 0, nil, fmt.Errorf("%s: pending spec: %w", ref, err)
+			}
+			if err := s.authorizeKind(r.Context(), userOf(doc.Author, rec.PendingBy), ns, doc.Spec.Template); err != nil {
+				return 0, nil, err
+			}
+		}
 		purged := false
-		err := s.tx(r.Context(), func(tx *store.Tx) error {
+		err = s.tx(r.Context(), func(tx *store.Tx) error {
 			purged = false
 			var err error
 			if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {
 				return err
 			}
-			if rec.Pending == nil && !rec.PendingDelete {
-				return errConflict("deployable %s/%s has no change waiting for approval", ns, name)
-			}
-			if rec.PendingBy == u.Name {
-				return errForbidden("user %q made the pending change to deployable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
+			if err := checkPendingVersion(reviewed, rec.ResourceVersion, ref); err != nil {
+				return err
 			}
 			by := rec.PendingBy
 			action, outcome := "reject", "Rejected"
@@ -299,6 +371,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 				}
 				rec.Spec, rec.Secret, rec.SpecHash = rec.Pending, rec.PendingSecret, hash
 				rec.Generation++
+				rec.DeletedAt = nil // a revive brings it back
 				action, outcome = "approve", "Active"
 			}
 			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
@@ -312,16 +385,19 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 				return err
 			}
 			return appendAudit(r.Context(), tx, u, action, v1alpha1.KindDeployable, ns, name,
-				fmt.Sprintf("%sd the change to %s made by %s", action, ns+"/"+name, by), outcome, nil)
+				fmt.Sprintf("%sd the change to %s made by %s (resourceVersion %d)", action, ns+"/"+name, by, reviewed), outcome, nil)
 		})
 		if errors.Is(err, store.ErrNotFound) {
-			return 0, nil, errNotFound("deployable %s/%s not found", ns, name)
+			return 0, nil, errNotFound("%s not found", ref)
 		}
 		if err != nil {
 			return 0, nil, err
 		}
 		if purged {
 			return http.StatusOK, map[string]string{"status": "rejected; the deployable was never live and is gone"}, nil
+		}
+		if rec.DeletedAt != nil && !approve {
+			return http.StatusOK, map[string]string{"status": "rejected; the deployable stays deleted and is being removed from every cluster"}, nil
 		}
 		return s.deployableResponse(r, http.StatusOK, rec)
 	}
@@ -358,6 +434,18 @@ func deployableFromRecord(rec *store.Deployable, clusters []*store.DeployableClu
 	st := v1alpha1.DeployableStatus{Generation: rec.Generation, Phase: v1alpha1.PhaseActive}
 	if rec.Pending != nil || rec.PendingDelete {
 		st.Phase = v1alpha1.PhasePendingApproval
+		pc := &v1alpha1.PendingChange[v1alpha1.DeployableSpec]{
+			ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10), Delete: rec.PendingDelete,
+			Revive: rec.DeletedAt != nil, Author: rec.PendingBy, Time: rec.UpdatedAt,
+		}
+		if rec.Pending != nil {
+			var pending storedDeployable
+			if err := json.Unmarshal(rec.Pending, &pending); err != nil {
+				return nil, fmt.Errorf("deployable %s: pending spec: %w", rec.UID, err)
+			}
+			pc.Spec = &pending.Spec
+		}
+		st.PendingChange = pc
 	}
 	for _, c := range clusters {
 		st.Clusters = append(st.Clusters, v1alpha1.DeployableClusterStatus{

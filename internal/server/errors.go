@@ -98,6 +98,9 @@ func writeError(w http.ResponseWriter, err error) {
 	if apiErr.Code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", fmt.Sprint(retryAfterSeconds))
 	}
+	if ra := retryAfter(err); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
 	writeJSON(w, apiErr.Code, apiErr)
 }
 
@@ -124,6 +127,15 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 			return
 		}
 	}
+	// Encoded whole first, so that the answer has a Content-Length: an
+	// early error followed by closing the connection (closeNow) then
+	// reaches the client complete.
+	b, err := json.Marshal(body)
+	if err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
+	w.Write(append(b, '\n'))
 }

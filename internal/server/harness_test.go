@@ -35,16 +35,28 @@ import (
 //   - dave: editor in team-b
 //   - mallory: authenticated, no role anywhere
 //
-// team-b requires approval of runnables and deployables.
+// team-b requires approval of runnables and deployables. In team-a
+// RoleBindings are denied and ClusterWorkflowTemplates granted; in team-k
+// (alice edits) only Jobs and ConfigMaps are allowed.
 var users = []string{"admin", "alice", "bob", "carol", "dave", "mallory"}
 
 func testPolicy() auth.PolicyFile {
 	return auth.PolicyFile{
 		Admins: []string{"admin"},
 		Namespaces: map[string]auth.NamespacePolicy{
-			"team-a": {Roles: map[auth.Role][]string{
-				auth.RoleViewer: {"bob"}, auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol"},
-			}},
+			"team-a": {
+				Roles: map[auth.Role][]string{
+					auth.RoleViewer: {"bob"}, auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol"},
+				},
+				Kinds: auth.KindRules{
+					Deny:          []string{"RoleBinding.rbac.authorization.k8s.io"},
+					ClusterScoped: []string{"ClusterWorkflowTemplate.argoproj.io"},
+				},
+			},
+			"team-k": {
+				Roles: map[auth.Role][]string{auth.RoleEditor: {"alice"}},
+				Kinds: auth.KindRules{Allow: []string{"Job.batch", "ConfigMap"}},
+			},
 			"team-b": {
 				Roles: map[auth.Role][]string{
 					auth.RoleEditor: {"alice", "dave"}, auth.RoleApprover: {"carol", "alice"},
@@ -69,12 +81,16 @@ type harness struct {
 	raw     *sql.DB
 }
 
-func newHarness(t testing.TB, eng storetest.Engine) *harness {
+// option changes the API's configuration or its HTTP server's.
+type option func(cfg *server.Config, hs *http.Server)
+
+func newHarness(t testing.TB, eng storetest.Engine, opts ...option) *harness {
 	t.Helper()
-	return newHarnessDSN(t, eng.NewDSN(t))
+	return newHarnessDSN(t, eng.NewDSN(t), opts...)
 }
 
-func newHarnessDSN(t testing.TB, dsn string) *harness {
+// newHarnessDSN starts the API on dsn; opts change its configuration.
+func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{t: t, dsn: dsn, tokens: map[string]string{}}
@@ -109,11 +125,26 @@ func newHarnessDSN(t testing.TB, dsn string) *harness {
 	go func() { relay.Run(rctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	anchors := startAnchors(t, h.store, h.streams)
-	srv := httptest.NewServer(server.New(server.Config{
+	cfg := server.Config{
 		Store: h.store, Stream: h.streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: h.sealer,
-		Anchors: anchors,
-	}))
+		Anchors: startAnchors(t, h.store, h.streams),
+	}
+	// The suites send hundreds of requests without a valid token on
+	// purpose; TestRateLimits tests the limit itself.
+	cfg.Limits = server.Limits{FailedAuthBurst: 1 << 20}
+	if _, bench := t.(*testing.B); bench {
+		// Benchmarks measure the server, not its rate limit.
+		cfg.Limits = server.Limits{UserRate: 1e9, UserBurst: 1 << 30, FailedAuthBurst: 1 << 20}
+	}
+	hs := &http.Server{}
+	server.ConfigureHTTPServer(hs)
+	for _, o := range opts {
+		o(&cfg, hs)
+	}
+	srv := httptest.NewUnstartedServer(server.New(cfg))
+	srv.Config.ReadHeaderTimeout, srv.Config.ReadTimeout, srv.Config.WriteTimeout = hs.ReadHeaderTimeout, hs.ReadTimeout, hs.WriteTimeout
+	srv.Config.IdleTimeout, srv.Config.MaxHeaderBytes = hs.IdleTimeout, hs.MaxHeaderBytes
+	srv.Start()
 	t.Cleanup(srv.Close)
 	h.url = srv.URL
 	return h
@@ -159,6 +190,19 @@ func (h *harness) yaml(user, method, path, body string) response {
 func (h *harness) get(user, path string) response {
 	h.t.Helper()
 	return h.do(user, http.MethodGet, path, "", nil)
+}
+
+// decide approves or rejects (verb) the pending change of the object at
+// path as user, after reading it as that user, as an approver reviews a
+// change before deciding.
+func (h *harness) decide(user, path, verb string) response {
+	h.t.Helper()
+	read := h.get(user, path)
+	rv := read.str("status", "pendingChange", "resourceVersion")
+	if rv == "" {
+		rv = read.str("metadata", "resourceVersion")
+	}
+	return h.do(user, http.MethodPost, path+"/"+verb+"?resourceVersion="+rv, "", nil)
 }
 
 // want fails the test unless the answer has the status code.

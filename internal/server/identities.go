@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
@@ -62,8 +63,16 @@ type TokenAnswer struct {
 }
 
 // exchangeCode finishes the console's sign-in (the authorization code
-// flow with PKCE): it needs no token, since it makes one.
+// flow with PKCE): it needs no token, since it makes one. So every call
+// counts against its address's limit of requests without a valid token,
+// as a failed authentication does: a sign-in is rare, and each call costs
+// a request to the provider.
 func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request) {
+	if allowed, wait := s.failed.allow(clientAddress(r), time.Now()); !allowed {
+		w.Header().Set("Connection", "close") // the body is not read
+		writeError(w, errTooManyRequests(wait, "too many sign-ins without a valid token from this address; wait before trying again"))
+		return
+	}
 	o := s.oidc()
 	if o == nil {
 		writeError(w, errNotFound("this server signs no one in with an identity provider"))

@@ -101,7 +101,7 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 		f.Selector = parsed
 	}
 	if q.Get("watch") == "true" {
-		return http.StatusOK, streamFunc(func(w http.ResponseWriter) error { return s.watchInventory(w, r, f) }), nil
+		return http.StatusOK, streamFunc(func(w http.ResponseWriter) error { return s.watchInventory(w, r, u, f) }), nil
 	}
 	var err error
 	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {

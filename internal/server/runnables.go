@@ -39,9 +39,12 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not submit runnables in namespace %q", u.Name, ns)
 	}
+	if err := s.authorizeKind(r.Context(), u, ns, obj.Spec.Template); err != nil {
+		return 0, nil, err
+	}
 	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindRunnable)
 	hash := v1alpha1.SpecHash(obj.Spec)
-	doc, err := json.Marshal(storedRunnable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: obj.Spec})
+	doc, err := json.Marshal(storedRunnable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: obj.Spec, Author: authorOf(u)})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -74,7 +77,7 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 			t.Message = "waiting for approval by an approver other than " + u.Name
 			summary += "; waits for approval"
 		}
-		details, err := json.Marshal(obj.Spec)
+		details, err := redactValues(obj.Spec)
 		if err != nil {
 			return err
 		}
@@ -341,14 +344,21 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 		if !s.policy().Allowed(u, ns, auth.VerbApprove) {
 			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
 		}
+		reviewed, err := pendingVersion(r, "runnable")
+		if err != nil {
+			return 0, nil, err
+		}
 		var rec *store.Runnable
-		err := s.tx(r.Context(), func(tx *store.Tx) error {
+		err = s.tx(r.Context(), func(tx *store.Tx) error {
 			var err error
 			if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
 				return err
 			}
 			if v1alpha1.Phase(rec.Phase) != v1alpha1.PhasePendingApproval {
 				return errConflict("runnable %s/%s is %s, not waiting for approval", ns, name, rec.Phase)
+			}
+			if err := checkPendingVersion(reviewed, rec.ResourceVersion, "runnable "+ns+"/"+name); err != nil {
+				return err
 			}
 			if rec.Submitter == u.Name {
 				return errForbidden("user %q submitted runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
@@ -403,6 +413,12 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 	st.Phase = v1alpha1.Phase(rec.Phase)
 	st.Cluster = rec.Cluster
 	st.SubmittedBy = rec.Submitter
+	if st.Phase == v1alpha1.PhasePendingApproval {
+		spec := doc.Spec
+		st.PendingChange = &v1alpha1.PendingChange[v1alpha1.RunnableSpec]{
+			ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10), Spec: &spec, Author: rec.Submitter, Time: rec.CreatedAt,
+		}
+	}
 	if attempts != nil {
 		st.Attempts = make([]v1alpha1.Attempt, 0, len(attempts))
 		for _, a := range attempts {
@@ -429,11 +445,12 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 }
 
 // appendAudit records a change in the transaction that makes it. details
-// must never hold Secret values; callers pass specs with those removed.
+// must never hold Secret values; callers pass specs with those removed,
+// and whatever sits under data or stringData is redacted all the same.
 func appendAudit(ctx context.Context, tx *store.Tx, u auth.User, action, kind, ns, name, summary, outcome string, details any) error {
 	e := &audit.Entry{Actor: u.Name, Action: action, Kind: kind, Namespace: ns, Name: name, Summary: summary, Outcome: outcome}
 	if details != nil {
-		data, err := json.Marshal(details)
+		data, err := redactValues(details)
 		if err != nil {
 			return err
 		}

@@ -66,6 +66,9 @@ type Config struct {
 	// (store.GroupCommit), so that a commit's round trip to a synchronous
 	// standby in another DC is paid once per group, not per change.
 	Commits *store.GroupCommit
+	// Limits bound request rates and watches; the zero value means the
+	// defaults.
+	Limits Limits
 }
 
 // Server is the HTTP API.
@@ -75,7 +78,14 @@ type Server struct {
 	now     func() time.Time
 	mux     *http.ServeMux
 	metrics *metrics
+	// users limits each user's requests; failed, each client address's
+	// requests without a valid token.
+	users, failed *limiterSet
+	watches       *watchHub
 }
+
+// apiFallback is the pattern that answers API paths no route serves.
+const apiFallback = "/api/"
 
 // New returns the API as an http.Handler.
 func New(cfg Config) *Server {
@@ -91,6 +101,15 @@ func New(cfg Config) *Server {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg)
+	lim := cfg.Limits.withDefaults()
+	s.users = newLimiterSet(lim.UserRate, lim.UserBurst, maxLimiterKeys)
+	s.failed = newLimiterSet(lim.FailedAuthRate, lim.FailedAuthBurst, maxLimiterKeys)
+	s.watches = newWatchHub(s, lim.WatchesPerUser, lim.Watches)
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "purser_api_inventory_watches", Help: "Inventory watches open."},
+			func() float64 { return float64(s.watches.counts().watches) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "purser_api_inventory_watch_polls", Help: "Distinct selections the inventory watches poll; identical selections share one."},
+			func() float64 { return float64(s.watches.counts().polls) }))
 	if cfg.Identities != nil {
 		registerIdentityMetrics(reg, cfg.Identities)
 	}
@@ -138,7 +157,13 @@ func New(cfg Config) *Server {
 		}
 		console.ServeHTTP(w, r)
 	})
-	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc(apiFallback, func(w http.ResponseWriter, r *http.Request) {
+		if allowed := s.methodsOf(r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			w.Header().Set("Connection", "close") // the body is not read
+			writeError(w, errMethodNotAllowed(r, allowed))
+			return
+		}
 		writeError(w, errNotFound("no such API path: %s %s", r.Method, r.URL.Path))
 	})
 	return s
@@ -147,6 +172,7 @@ func New(cfg Config) *Server {
 // ServeHTTP counts and times every request by route.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	securityHeaders(w.Header(), strings.HasPrefix(r.URL.Path, "/api/"))
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	s.mux.ServeHTTP(rec, r)
 	_, pattern := s.mux.Handler(r)
@@ -167,19 +193,41 @@ type streamFunc func(w http.ResponseWriter) error
 
 func (s *Server) handle(pattern string, h apiHandler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		// Refused before the body is read: the connection closes rather
+		// than wait for the rest of a body nobody reads (trackedBody).
+		early := func(err error) {
+			w.Header().Set("Connection", "close")
+			writeError(w, err)
+			if r.ContentLength != 0 {
+				closeNow(w)
+			}
+		}
+		tooEarly := func(err error) { // an authenticated client: the read timeout bounds the rest
+			w.Header().Set("Connection", "close")
+			writeError(w, err)
+		}
 		u, ok := s.authenticate(r)
 		if !ok {
+			if allowed, wait := s.failed.allow(clientAddress(r), time.Now()); !allowed {
+				early(errTooManyRequests(wait, "too many requests without a valid token from this address; wait before trying again"))
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="purser"`)
-			writeError(w, errUnauthorized())
+			early(errUnauthorized())
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		if allowed, wait := s.users.allow(u.Name, time.Now()); !allowed {
+			early(errTooManyRequests(wait, "user %q sends more requests than the server's limit; wait before sending more", u.Name))
+			return
+		}
+		tracked := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, MaxBodyBytes)}
+		r.Body = tracked
 		// A write goes to the database alone (the outbox carries it to
 		// the stream later), so only the primary must be reached for it:
 		// the API accepts writes through an outage of the stream.
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if err := s.cfg.Guard.Err(); errors.Is(err, hub.ErrNoPrimary) {
-				writeError(w, errUnreached(err))
+				early(errUnreached(err))
 				return
 			}
 			// A client that goes away does not cut its write short: the
@@ -202,6 +250,13 @@ func (s *Server) handle(pattern string, h apiHandler) {
 		if err != nil {
 			if apiErr := asAPIError(err); apiErr.Code >= 500 {
 				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "user", u.Name, "err", err)
+			}
+			if tracked.unread(r) {
+				// Answered without reading the whole body (a 403 before
+				// the decode, a 415, a body too slow): close rather than
+				// keep the connection for another request.
+				tooEarly(err)
+				return
 			}
 			writeError(w, err)
 			return
@@ -306,6 +361,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (deadlines
+// of watches, closeNow).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // Flush lets streaming responses (watch) through the recorder.
 func (r *statusRecorder) Flush() {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -13,8 +14,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/internal/browsertest"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/store/storetest"
+	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
 func TestConsole(t *testing.T) {
@@ -24,12 +27,13 @@ func TestConsole(t *testing.T) {
 
 	// Log in through a link carrying the token, as `purser up` prints it;
 	// the token leaves the address bar.
-	browsertest.Do(t, alice, "open the console", chromedp.Navigate(h.url+"/?token="+h.tokens["alice"]),
+	// The token is in the fragment, which the browser never sends.
+	browsertest.Do(t, alice, "open the console", chromedp.Navigate(h.url+"/#token="+h.tokens["alice"]),
 		chromedp.WaitVisible(chromedp.CSS("#user")))
 	browsertest.WaitText(t, alice, "#user", "alice")
-	search, err := chromedp.Run(alice, chromedp.Evaluate[string](`location.search`))
-	if err != nil || strings.Contains(search, "token") {
-		t.Fatalf("the token stayed in the address bar: %q", search)
+	address, err := chromedp.Run(alice, chromedp.Evaluate[string](`location.href`))
+	if err != nil || strings.Contains(address, "token") || strings.Contains(address, h.tokens["alice"]) {
+		t.Fatalf("the token stayed in the address bar: %q", address)
 	}
 	browsertest.Screenshot(t, alice, "farm-one-cluster")
 	browsertest.Do(t, alice, "open the runnables", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS("#runnables")))
@@ -129,14 +133,33 @@ func TestConsole(t *testing.T) {
 	// dave himself is not offered the button.
 	h.yaml("dave", "POST", "/api/v1/runnables", runnableYAML("team-b", "payroll", "true")).want(t, http.StatusAccepted)
 	carol := alice
-	browsertest.Do(t, carol, "open as an approver", chromedp.Navigate(h.url+"/?token="+h.tokens["carol"]+"#/runnables/team-b/payroll"),
+	browsertest.Do(t, carol, "open as an approver", chromedp.Navigate(h.url+"/#token="+h.tokens["carol"]+"&/runnables/team-b/payroll"),
 		chromedp.WaitVisible(chromedp.CSS("#approve")))
+	browsertest.WaitText(t, carol, "#pending-change", "by dave")
 	browsertest.Screenshot(t, carol, "approval")
 	browsertest.Do(t, carol, "approve", chromedp.Click(chromedp.CSS("#approve")))
 	browsertest.WaitText(t, carol, "#runnable", "carol")
 	if got := h.get("carol", "/api/v1/runnables/team-b/payroll"); got.str("status", "phase") != "Queued" {
 		t.Fatalf("after approving in the console: %s", got.raw)
 	}
+
+	// A deployable's pending change is shown beside the live spec, and
+	// the approval names the version shown.
+	h.yaml("dave", "PUT", "/api/v1/deployables/team-b/ui-cfg", configMapDeployable("team-b", "ui-cfg", "first")).want(t, http.StatusCreated)
+	h.decide("carol", "/api/v1/deployables/team-b/ui-cfg", "approve").want(t, http.StatusOK)
+	h.yaml("dave", "PUT", "/api/v1/deployables/team-b/ui-cfg", configMapDeployable("team-b", "ui-cfg", "second")).want(t, http.StatusOK)
+	browsertest.Do(t, carol, "open the pending deployable", browsertest.GoTo("#/deployables/team-b/ui-cfg"), chromedp.WaitVisible(chromedp.CSS("#pending-spec")))
+	browsertest.WaitText(t, carol, "#live-spec", "first")
+	browsertest.WaitText(t, carol, "#pending-spec", "second")
+	browsertest.Screenshot(t, carol, "deployable-pending")
+	browsertest.Do(t, carol, "approve the deployable", chromedp.Click(chromedp.CSS("#approve")))
+	sandboxtest.Eventually(t, streamtest.Timeout, "the deployable approved from the console", func(context.Context) error {
+		got := h.get("carol", "/api/v1/deployables/team-b/ui-cfg")
+		if got.str("status", "phase") != "Active" || !strings.Contains(string(got.raw), "second") {
+			return fmt.Errorf("deployable: %s", got.raw)
+		}
+		return nil
+	})
 
 	// carol may not touch clusters: no cordon button. An admin cordons a
 	// cluster and the taint shows.
@@ -219,7 +242,7 @@ func reportSynced(t *testing.T, h *harness, ns, name, cluster string) {
 func TestConsoleYAML(t *testing.T) {
 	tab := browsertest.Browser(t)
 	h := newHarness(t, storetest.Engines()[0])
-	browsertest.Do(t, tab, "open the console", chromedp.Navigate(h.url+"/?token="+h.tokens["alice"]), chromedp.WaitVisible(chromedp.CSS("#user")))
+	browsertest.Do(t, tab, "open the console", chromedp.Navigate(h.url+"/#token="+h.tokens["alice"]), chromedp.WaitVisible(chromedp.CSS("#user")))
 	for _, value := range []string{
 		`{"template":{"apiVersion":"batch/v1","kind":"Job","spec":{"template":{"spec":{"containers":[{"name":"main","command":["sh","-c","echo a: b # not a comment"],"env":[]}],"restartPolicy":"Never"}}}}}`,
 		`{"strings":["","yes","No","null","~","0x1f","1e3","-1",".5","-","- a","? x",":x","a:b","a: b","#x","x #y"," lead","trail ","é ü","tab\there","quote\"s","back\\slash","{}","[x]","*ref","&anchor","!tag","%dir","@at","` + "`" + `tick"]}`,

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/controller"
 	"github.com/purser-io/purser/internal/failover"
@@ -34,19 +35,21 @@ func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
 // startComponents starts the submitter, the syncer, the ingester and the
 // agents' supervisor in goroutines that wg waits for. notify wakes the
 // outbox relay of this process: the failover controller calls it when it
-// queues a runnable, so the submitter hears of it at once.
-func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, metrics prometheus.Registerer, log *slog.Logger, notify func()) error {
+// queues a runnable, so the submitter hears of it at once. The submitter
+// and the syncer ask identities' policy, reloaded as its file changes.
+func startComponents(ctx context.Context, wg *sync.WaitGroup, db *store.Store, sealer *seal.Sealer, streams *stream.Client, identities *auth.Identities, metrics prometheus.Registerer, log *slog.Logger, notify func()) error {
 	interp, err := health.New(nil)
 	if err != nil {
 		return err
 	}
-	ingester, err := inventory.New(inventory.Config{Store: db, Stream: streams, Logger: log.With("component", "ingester"), Health: interp.InterpretJSON})
+	ingester, err := inventory.New(inventory.Config{Store: db, Stream: streams, Logger: log.With("component", "ingester"), Health: interp.InterpretJSON,
+		Fingerprint: sealer.Fingerprint})
 	if err != nil {
 		return err
 	}
 	components := map[string]runner{
-		"submitter": submitter.New(submitter.Config{Store: db, Sealer: sealer, Stream: streams, Registerer: metrics, Logger: log.With("component", "submitter")}),
-		"syncer":    syncer.New(syncer.Config{Store: db, Sealer: sealer, Stream: streams, Identity: "purser-up", Logger: log.With("component", "syncer")}),
+		"submitter": submitter.New(submitter.Config{Store: db, Sealer: sealer, Stream: streams, Registerer: metrics, Logger: log.With("component", "submitter"), Policy: identities}),
+		"syncer":    syncer.New(syncer.Config{Store: db, Sealer: sealer, Stream: streams, Identity: "purser-up", Logger: log.With("component", "syncer"), Policy: identities}),
 		"ingester":  ingester,
 		"agents":    &agents{store: db, clusters: clusters.NewCache(sealer), stream: streams, log: log.With("component", "agent")},
 		"controller": runFunc(func(ctx context.Context) error {

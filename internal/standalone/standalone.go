@@ -42,7 +42,11 @@ type Config struct {
 	Sandbox      int    // local clusters to start and register
 	ClientConfig string // the client config to add this server's context to; empty: client.DefaultConfigPath
 	Out          io.Writer
-	Logger       *slog.Logger
+	// Terminal: Out is a terminal, where the console link may carry the
+	// admin token; never into a file or a pipe, whose contents others
+	// read later.
+	Terminal bool
+	Logger   *slog.Logger
 	// OIDC, when its issuer is set, accepts that provider's ID tokens
 	// beside the tokens file.
 	OIDC auth.OIDCConfig
@@ -83,6 +87,9 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
+		return err
+	}
+	if err := restrictDataDir(dataDir); err != nil {
 		return err
 	}
 	lock, err := dirlock.Acquire(dataDir, "purser")
@@ -179,7 +186,8 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	httpServer := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	httpServer := &http.Server{Handler: api}
+	server.ConfigureHTTPServer(httpServer)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -237,7 +245,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		stopComponents()
 		components.Wait()
 	}()
-	if err := startComponents(compCtx, &components, db, sealer, streams, metrics, log, relay.Notify); err != nil {
+	if err := startComponents(compCtx, &components, db, sealer, streams, identities, metrics, log, relay.Notify); err != nil {
 		return err
 	}
 
@@ -257,10 +265,38 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	fmt.Fprintf(out, "admin token in %s; client config in %s, context %s (now the current one)\n",
 		filepath.Join(dataDir, AdminTokenFile), clientConfig, contextName)
 	fmt.Fprintf(out, "audit anchors signed by %s (key in %s)\n", anchors.KeyString(), filepath.Join(dataDir, AuditKeyFile))
-	fmt.Fprintf(out, "web console: %s/?token=%s\n", url, adminToken)
+	if cfg.Terminal {
+		// In the fragment, which the browser never sends to the server nor
+		// as a Referer; the console reads it and drops it.
+		fmt.Fprintf(out, "web console: %s/#token=%s\n", url, adminToken)
+	} else {
+		fmt.Fprintf(out, "web console: %s (log in with the token in %s)\n", url, filepath.Join(dataDir, AdminTokenFile))
+	}
 	fmt.Fprintf(out, "purser is ready at %s\n", url)
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping purser ...")
+	return nil
+}
+
+// restrictDataDir makes the data folder the owner's alone (0700) and its
+// secrets and database files readable by the owner only (0600), whatever
+// modes a folder made by hand, an older version or a restored backup had:
+// it holds the admin token, the tokens, the key that opens every sealed
+// value, and the database.
+func restrictDataDir(dataDir string) error {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if err := os.Chmod(dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	for _, name := range []string{AdminTokenFile, TokensFile, PolicyFile, KeyFile, AuditKeyFile, DatabaseFile,
+		DatabaseFile + "-wal", DatabaseFile + "-shm", "purser.log"} {
+		err := os.Chmod(filepath.Join(dataDir, name), 0o600)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
 	return nil
 }
 

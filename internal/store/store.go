@@ -153,6 +153,9 @@ func openSQLite(ctx context.Context, dsn string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
+	if err := restrictFiles(path); err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
 
 	// busy_timeout first, so the other settings wait for a lock held by
 	// another process rather than fail. synchronous=FULL because an API
@@ -183,6 +186,12 @@ func openSQLite(ctx context.Context, dsn string) (*Store, error) {
 	if pingErr != nil {
 		_ = write.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, classify(pingErr))
+	}
+	// SQLite gives the -wal and -shm files the database file's mode; this
+	// covers those an earlier run left with another.
+	if err := restrictFiles(path); err != nil {
+		_ = write.Close()
+		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
 
 	read, err := sql.Open("sqlite", path+common+"&_pragma=query_only(1)")
@@ -356,6 +365,26 @@ func (s *Store) once(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn fu
 	}
 	if f := s.audited.Load(); f != nil && tx.audited {
 		(*f)()
+	}
+	return nil
+}
+
+// restrictFiles makes the database file and its WAL and shared-memory
+// files readable and writable by the owner only, creating the database
+// file so, whatever mode the umask or an earlier version would have given
+// them: they hold the audit log, every spec and the sealed values.
+func restrictFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }

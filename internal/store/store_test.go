@@ -82,6 +82,7 @@ var suite = []struct {
 	{"CheckWrites", testCheckWrites},
 	{"ReadInfo", testReadInfo},
 	{"GroupCommit", testGroupCommit},
+	{"ClusterKinds", testClusterKinds},
 	{"Counts", testCounts},
 	{"InventorySystem", testInventorySystem},
 	{"InventoryLabelSelector", testInventoryLabelSelector},

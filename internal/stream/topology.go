@@ -42,6 +42,9 @@ const (
 	// LeasesBucket holds the leases that let a cut-off agent know it must
 	// fence its work before the controller places it elsewhere.
 	LeasesBucket = "purser-leases"
+	// KindsBucket holds, per cluster, the kinds its kube-apiserver serves
+	// and their scope (ServedKinds), as its agent last discovered them.
+	KindsBucket = "purser-kinds"
 
 	// SubmitterConsumer is the durable consumer shared by all submitters
 	// on SubmissionsStream.
@@ -164,6 +167,13 @@ func newTopology(replicas int) topology {
 				Description: "last heartbeat of each agent",
 				History:     1,
 				TTL:         heartbeatTTL,
+				Storage:     jetstream.FileStorage,
+				Replicas:    replicas,
+			},
+			{
+				Bucket:      KindsBucket,
+				Description: "kinds each member cluster serves, with their scope",
+				History:     1,
 				Storage:     jetstream.FileStorage,
 				Replicas:    replicas,
 			},

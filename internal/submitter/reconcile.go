@@ -223,6 +223,9 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
 		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
 	}
+	if err := s.authorize(ctx, row, rec, doc, gvk); err != nil {
+		return s.createFailed(ctx, rec, a, err)
+	}
 	objectUID, err := s.create(ctx, row, obj, rec.UID)
 	if err != nil {
 		return s.createFailed(ctx, rec, a, err)

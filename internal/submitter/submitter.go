@@ -70,6 +70,10 @@ type Config struct {
 	// not reach the hub's majority: no create, no delete, no phase change
 	// on what may be stale state.
 	Guard *hub.Guard
+	// Policy decides, right before each create, whether the runnable's
+	// author may put its kind on the cluster (tenancy.go). Nil is a policy
+	// with no admins and no rules: namespaced kinds only.
+	Policy KindPolicy
 }
 
 // Defaults and tunables.
@@ -116,6 +120,7 @@ type Submitter struct {
 	log     *slog.Logger
 	now     func() time.Time
 	clients *clusters.Objects
+	policy  KindPolicy
 	metrics *metrics
 
 	queue   workqueue.TypedDelayingInterface[string]
@@ -160,6 +165,7 @@ func New(cfg Config) *Submitter {
 		log:         log.With("component", "submitter"),
 		now:         cfg.Now,
 		clients:     clusters.NewObjects(clusters.NewCache(cfg.Sealer)),
+		policy:      policyOrEmpty(cfg.Policy),
 		metrics:     newMetrics(cfg.Registerer),
 		limiter:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
 		slots:       make(chan struct{}, maxHeld),

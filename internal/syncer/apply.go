@@ -49,6 +49,19 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 	if err != nil {
 		return outcome{v1alpha1.StateOutOfSync, err.Error(), err}
 	}
+	if why := w.s.forbidden(d, namespaced); why != "" {
+		// Not applied, and a copy an apply before the rule made is removed
+		// (but one of a spec from before authors were recorded: tenancy.go).
+		// The informer of its kind, just started, holds that copy. Not
+		// retried: a change of the deployable, or the resync after a
+		// change of the policy, decides again.
+		if d.authored {
+			if err := w.removeStrays(ctx, uid, schema.GroupVersionResource{}, ""); err != nil {
+				return outcome{v1alpha1.StateError, why, err}
+			}
+		}
+		return outcome{state: v1alpha1.StateError, message: why}
+	}
 	ns, key := "", d.name
 	if namespaced {
 		ns, key = d.rec.Namespace, d.rec.Namespace+"/"+d.name

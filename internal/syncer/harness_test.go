@@ -125,6 +125,7 @@ type syncerOpts struct {
 	lease    time.Duration
 	workers  int
 	hook     func(cluster string, working bool)
+	policy   KindPolicy
 	// noIdentityCheck leaves rebuilt clusters to the resync alone.
 	noIdentityCheck bool
 }
@@ -135,7 +136,7 @@ func (f *fixture) start(o syncerOpts) (*Syncer, func()) {
 	f.t.Helper()
 	s := New(Config{
 		Store: f.store, Sealer: f.sealer, Stream: o.stream, Identity: o.identity,
-		ResyncPeriod: o.resync, LeaseDuration: o.lease, Workers: o.workers,
+		ResyncPeriod: o.resync, LeaseDuration: o.lease, Workers: o.workers, Policy: o.policy,
 		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	s.hook = o.hook
@@ -167,6 +168,12 @@ func (f *fixture) start(o syncerOpts) (*Syncer, func()) {
 // sealed apart, generation + 1 on every change.
 func (f *fixture) put(name string, tmpl map[string]any, p v1alpha1.Placement) *store.Deployable {
 	f.t.Helper()
+	return f.putAs(nil, name, tmpl, p)
+}
+
+// putAs is put with the author the API records.
+func (f *fixture) putAs(author *store.Author, name string, tmpl map[string]any, p v1alpha1.Placement) *store.Deployable {
+	f.t.Helper()
 	spec := v1alpha1.DeployableSpec{Template: tmpl, Placement: p}
 	var secret []byte
 	hash := v1alpha1.SpecHash(spec)
@@ -181,7 +188,7 @@ func (f *fixture) put(name string, tmpl map[string]any, p v1alpha1.Placement) *s
 		}
 		hash = v1alpha1.SpecHash(spec) + "-" + f.sealer.Fingerprint(values)[:16]
 	}
-	doc, err := json.Marshal(store.Document[v1alpha1.DeployableSpec]{Spec: spec})
+	doc, err := json.Marshal(store.Document[v1alpha1.DeployableSpec]{Spec: spec, Author: author})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 )
@@ -37,7 +38,9 @@ type deployable struct {
 	placement v1alpha1.Placement
 	template  map[string]any
 	gvk       schema.GroupVersionKind
-	name      string // the object's name on the member clusters
+	author    auth.User // who wrote the spec, whom the policy is asked about
+	authored  bool      // the spec records its author (written since authors are)
+	name      string    // the object's name on the member clusters
 	hash      string
 	err       error // the spec could not be decoded: reported as status Error
 }
@@ -57,6 +60,9 @@ func decodeDeployable(rec *store.Deployable) *deployable {
 		return d
 	}
 	d.placement, d.template = doc.Spec.Placement, doc.Spec.Template
+	if doc.Author != nil {
+		d.author, d.authored = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}, true
+	}
 	apiVersion, _ := d.template["apiVersion"].(string)
 	kind, _ := d.template["kind"].(string)
 	gv, err := schema.ParseGroupVersion(apiVersion)

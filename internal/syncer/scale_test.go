@@ -63,7 +63,7 @@ func TestNewAndWipedClustersArePopulated(t *testing.T) {
 func TestIdleResyncWritesNothing(t *testing.T) {
 	f := newFixture(t, storetest.Engines()[0].NewDSN(t))
 	const resync = 2 * time.Second
-	s, _ := f.start(syncerOpts{resync: resync})
+	s, _ := f.start(syncerOpts{resync: resync, policy: platformAdmins(t)})
 	all := names(f.clusters...)
 
 	var recs = []struct{ name, kind string }{{"a", "ConfigMap"}, {"b", "ConfigMap"}, {"c", "Secret"}}
@@ -78,7 +78,7 @@ func TestIdleResyncWritesNothing(t *testing.T) {
 		f.waitSynced(rec, all...)
 	}
 	roleName := "purser-test-" + f.ns
-	role := f.put("role", map[string]any{
+	role := f.putAs(&store.Author{Name: "ops", Groups: []string{"platform"}}, "role", map[string]any{
 		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
 		"metadata": map[string]any{"name": roleName},
 		"rules":    []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"get"}}},

@@ -59,6 +59,10 @@ type Config struct {
 	// Guard, when set, holds every apply and delete back while this
 	// process does not reach the hub's majority.
 	Guard *hub.Guard
+	// Policy decides, before each apply, whether the deployable's author
+	// may put its kind on the cluster (tenancy.go). Nil is a policy with no
+	// admins and no rules: namespaced kinds only.
+	Policy KindPolicy
 }
 
 // Defaults of Config.
@@ -74,6 +78,7 @@ type Syncer struct {
 	cfg     Config
 	log     *slog.Logger
 	configs *clusters.Cache
+	policy  KindPolicy
 
 	mu          sync.RWMutex
 	deployables map[string]*deployable // by uid: the latest poll
@@ -117,6 +122,7 @@ func New(cfg Config) *Syncer {
 		cfg:         cfg,
 		log:         log.With("identity", cfg.Identity), // callers name the component
 		configs:     clusters.NewCache(cfg.Sealer),
+		policy:      policyOrEmpty(cfg.Policy),
 		deployables: map[string]*deployable{},
 		clusters:    map[string]*store.Cluster{},
 		workers:     map[string]*clusterWorker{},
@@ -466,7 +472,8 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 		if err != nil {
 			return err
 		}
-		if rec.DeletedAt == nil {
+		if rec.DeletedAt == nil || rec.Pending != nil {
+			// Revived, or a revive waits for approval: kept.
 			return nil
 		}
 		cls, err := tx.ListClusters(ctx)

@@ -97,7 +97,7 @@ func TestConsoleOnAFarm(t *testing.T) {
 	b := env.Dedicated(t, false)
 	f := newFarm(t, map[string]*sandbox.Cluster{"dc1-a": a, "dc2-a": b}, map[string]string{"dc1-a": "dc1", "dc2-a": "dc2"})
 
-	browsertest.Do(t, tab, "open the console", chromedp.Navigate(f.url+"/?token="+f.token), chromedp.WaitVisible(chromedp.CSS("#farm")))
+	browsertest.Do(t, tab, "open the console", chromedp.Navigate(f.url+"/#token="+f.token), chromedp.WaitVisible(chromedp.CSS("#farm")))
 	for _, c := range []string{"dc1-a", "dc2-a"} {
 		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] header`, "Ready")
 		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] .records`, "fresh")

@@ -1,5 +1,5 @@
 // purser's console: plain JavaScript over the REST API. The token lives in
-// sessionStorage; a link carrying ?token= logs in and the token is dropped
+// sessionStorage; a link carrying #token= logs in and the token is dropped
 // from the address bar. Pages are hash routes (#/runnables/NS/NAME), so
 // every row is a real link: it opens in a new tab and its address can be
 // copied. Pages poll the API every two seconds, so phases and sync states
@@ -357,6 +357,7 @@ function runnableDetail(ns, name) {
     const st = r.status || {};
     const ended = ENDED.includes(st.phase);
     const actions = [];
+    const pc = st.pendingChange;
     const act = (id, label, cls, method, suffix, what, confirmText) => el("button", { id, class: cls, onclick: async () => {
       if (confirmText && !confirm(confirmText)) return;
       try {
@@ -365,8 +366,10 @@ function runnableDetail(ns, name) {
         holder.last = null;
       } catch (e) { toast(describeError(e)); }
     } }, label);
-    if (st.phase === "PendingApproval" && may(ns, "approve") && st.submittedBy !== access.user) {
-      actions.push(act("approve", "Approve", "", "POST", "/approve", "approved"), act("reject", "Reject", "danger", "POST", "/reject", "rejected"));
+    if (pc && may(ns, "approve") && pc.author !== access.user) {
+      // A decision names the version shown on this very render.
+      const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
+      actions.push(act("approve", "Approve", "", "POST", "/approve" + rv, "approved"), act("reject", "Reject", "danger", "POST", "/reject" + rv, "rejected"));
     }
     if (!ended && may(ns, "write")) actions.push(act("cancel", "Cancel", "danger", "DELETE", "", "cancelled", "Cancel " + ns + "/" + name + "? Purser removes it from its cluster."));
     if (ended && may(ns, "write")) actions.push(act("delete", "Delete", "danger", "DELETE", "", "deleted", "Delete " + ns + "/" + name + "? It ended (" + st.phase + "); its history stays in the audit log."));
@@ -382,6 +385,7 @@ function runnableDetail(ns, name) {
     const t = r.spec.template || {};
     fill(view,
       el("h1", {}, "Runnable " + ns + "/" + name, " ", badge(st.phase)),
+      pc ? pendingNote(pc, "runnable") : null,
       el("div", { class: "actions" }, actions),
       kv({ id: "runnable" },
         "Kind", (t.apiVersion || "") + " " + (t.kind || ""),
@@ -510,8 +514,12 @@ function deployableDetail(ns, name) {
       try { await api(method, base + suffix); toast(name + " " + what); holder.last = null; }
       catch (e) { toast(describeError(e)); }
     } }, label);
-    if (d.status.phase === "PendingApproval" && may(ns, "approve")) {
-      actions.push(act("approve", "Approve change", "", "POST", "/approve", "approved"), act("reject", "Reject change", "danger", "POST", "/reject", "rejected"));
+    const pc = d.status.pendingChange;
+    if (pc && may(ns, "approve") && pc.author !== access.user) {
+      // A decision names the version of the change shown on this render:
+      // if its author changes it meanwhile, the server refuses (409).
+      const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
+      actions.push(act("approve", "Approve change", "", "POST", "/approve" + rv, "approved"), act("reject", "Reject change", "danger", "POST", "/reject" + rv, "rejected"));
     }
     if (may(ns, "write")) actions.push(act("delete", "Delete", "danger", "DELETE", "", "deleted", "Delete " + ns + "/" + name + "? Purser removes it from every cluster."));
     // Clusters in data-center order, as the farm shows them.
@@ -527,9 +535,22 @@ function deployableDetail(ns, name) {
           : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "Not synced to any cluster yet."))])),
       el("h2", {}, "History"),
       historyTable("deployable-history", hist.items, false),
-      el("h2", {}, "Spec (Secret values are never shown)"),
-      yamlBlock("spec-yaml", d.spec));
+      pc ? el("div", { class: "compare" },
+        el("div", {}, el("h2", {}, (d.status.generation ? "Live spec (generation " + d.status.generation + ")" : "Not live yet")), yamlBlock("live-spec", d.spec)),
+        el("div", {}, el("h2", {}, "Pending change"), pendingNote(pc, "deployable"),
+          pc.delete ? el("pre", { id: "pending-spec" }, "(deletes it from every cluster)") : yamlBlock("pending-spec", pc.spec)))
+        : el("div", {}, el("h2", {}, "Spec (generation " + (d.status.generation || 0) + ")"), yamlBlock("live-spec", d.spec)),
+      el("p", { class: "muted" }, "Secret values are never shown."));
   });
+}
+
+// pendingNote says who made the change that waits, when, and which
+// version of it a decision would name.
+function pendingNote(pc, what) {
+  let change = "Waiting for approval";
+  if (pc.delete) change = "Deletion waiting for approval";
+  if (pc.revive) change = "Revival of this deleted " + what + " waiting for approval";
+  return el("p", { id: "pending-change", class: "pending" }, change + ": by " + pc.author + ", " + age(pc.time) + " ago (resourceVersion " + pc.resourceVersion + ").");
 }
 
 function applyDeployable() {
@@ -866,16 +887,23 @@ function inventoryPage() {
 }
 
 // ---- start ----
-window.addEventListener("hashchange", () => { if (access) route(); });
-(function () {
-  const params = new URLSearchParams(location.search);
-  if (params.has("token")) {
-    sessionStorage.setItem("purser-token", params.get("token"));
-    params.delete("token");
-    const rest = params.toString();
-    history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
-  }
-  sso.complete().then(
-    () => { if (token()) start(); else showLogin(); },
-    e => showLogin(e.message));
-})();
+// A link #token=T logs in (`purser up` prints one), and #token=T&/page
+// opens a page too. The token is in the fragment, which the browser never
+// sends: not to the server's logs, not as a Referer. It leaves the address
+// bar at once. It reports whether the address carried a token.
+function tokenFromFragment() {
+  const m = location.hash.match(/^#token=([^&]*)(?:&(.*))?$/);
+  if (!m) return false;
+  sessionStorage.setItem("purser-token", decodeURIComponent(m[1]));
+  const page = m[2] && m[2].startsWith("/") ? "#" + m[2] : "#/";
+  history.replaceState(null, "", location.pathname + location.search + page);
+  return true;
+}
+window.addEventListener("hashchange", () => {
+  if (tokenFromFragment()) start();
+  else if (access) route();
+});
+if (tokenFromFragment()) start();
+else sso.complete().then(
+  () => { if (token()) start(); else showLogin(); },
+  e => showLogin(e.message));

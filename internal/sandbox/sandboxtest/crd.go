@@ -18,12 +18,19 @@ var CRDs = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "
 // when the test ends. It does not wait for the kind to be served.
 func InstallCRD(t testing.TB, dyn dynamic.Interface, group, version, kind, plural string) {
 	t.Helper()
+	InstallScopedCRD(t, dyn, group, version, kind, plural, "Namespaced")
+}
+
+// InstallScopedCRD is InstallCRD with the CRD's scope: Namespaced or
+// Cluster.
+func InstallScopedCRD(t testing.TB, dyn dynamic.Interface, group, version, kind, plural, scope string) {
+	t.Helper()
 	crds := dyn.Resource(CRDs)
 	name := plural + "." + group
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{"group": group, "scope": "Namespaced",
+		"spec": map[string]any{"group": group, "scope": scope,
 			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
 			"versions": []any{map[string]any{"name": version, "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object",

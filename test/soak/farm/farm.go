@@ -202,9 +202,7 @@ func writeCredentials(dir string) (token, keyFile string, err error) {
 // componentArgs are the flags of replica i of a component.
 func (f *Farm) componentArgs(component, name string, i int) []string {
 	args := []string{component, "--database", f.cfg.Database}
-	if component != "ingester" { // the only one that opens no sealed value
-		args = append(args, "--key-file", f.keyFile)
-	}
+	args = append(args, "--key-file", f.keyFile)
 	if component != "controller" { // the only one that never uses the stream
 		args = append(args, "--nats", f.NATS.URLs(), "--stream-replicas", strconv.Itoa(f.cfg.StreamReplicas))
 	}
@@ -213,8 +211,10 @@ func (f *Farm) componentArgs(component, name string, i int) []string {
 		args = append(args, "--listen", strings.TrimPrefix(f.apiURLs[i], "http://"),
 			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"),
 			"--audit-key", filepath.Join(f.dir, "audit.key"))
+	case "submitter":
+		args = append(args, "--policy", filepath.Join(f.dir, "policy.yaml"))
 	case "syncer":
-		args = append(args, "--identity", name)
+		args = append(args, "--identity", name, "--policy", filepath.Join(f.dir, "policy.yaml"))
 	case "controller":
 		args = append(args, "--identity", name)
 		args = append(args, f.cfg.ControllerArgs...)
