@@ -297,10 +297,7 @@ func (f *DCFarm) natsURLs(dc *DC) string {
 
 // dcComponentArgs are the flags of a component in dc.
 func (f *DCFarm) dcComponentArgs(dc *DC, component, name string) []string {
-	args := []string{component, "--database", f.DSN(dc)}
-	if component != "ingester" {
-		args = append(args, "--key-file", f.keyFile)
-	}
+	args := []string{component, "--database", f.DSN(dc), "--key-file", f.keyFile}
 	if component != "controller" {
 		args = append(args, "--nats", f.natsURLs(dc), "--stream-replicas", "3")
 	}
@@ -311,8 +308,10 @@ func (f *DCFarm) dcComponentArgs(dc *DC, component, name string) []string {
 		args = append(args, "--listen", fmt.Sprintf("%s:%d", dc.Addr, apiPort), "--database-standby", standby,
 			"--tokens", filepath.Join(f.dir, "tokens.yaml"), "--policy", filepath.Join(f.dir, "policy.yaml"),
 			"--audit-key", filepath.Join(f.dir, "audit.key"))
+	case "submitter":
+		args = append(args, "--policy", filepath.Join(f.dir, "policy.yaml"))
 	case "syncer":
-		args = append(args, "--identity", name)
+		args = append(args, "--identity", name, "--policy", filepath.Join(f.dir, "policy.yaml"))
 	case "controller":
 		args = append(args, "--identity", name, "--dc", dc.Name)
 		args = append(args, f.cfg.ControllerArgs...)
