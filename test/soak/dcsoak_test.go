@@ -70,30 +70,7 @@ func TestDCSoak(t *testing.T) {
 	}
 	inj := newDCInjector(t, f, w, seed, strings.Split(*dcSoakFaults, ","))
 
-	loadCtx, stopLoad := context.WithTimeout(ctx, *soakDuration)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		inj.run(loadCtx)
-	}()
-	w.run(loadCtx, *soakRate)
-	stopLoad()
-	<-done
-	t.Logf("%s dc soak: load and faults stopped; settling (at most %s)", stamp(), *soakSettle)
-	if err := f.EnsureRunning(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range clusters {
-		sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
-		err := c.StartAPIServer(sctx)
-		scancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	rep := settle(t, ctx, clusters, w, *soakSettle)
-	rep.Duration, rep.Seed, rep.Faults = *soakDuration, seed, inj.counts()
-	rep.Crashes = f.Crashes()
+	rep := loadAndSettle(t, ctx, "dc soak", f, clusters, w, inj, seed)
 	watch.stop()
 	dr := &dcReport{report: rep, faults: inj.faults()}
 	dr.TwoLive, dr.TwoLiveDetails = watch.violations()

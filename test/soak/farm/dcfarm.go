@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -445,14 +444,7 @@ func (f *DCFarm) Processes() []*Process {
 }
 
 // Crashes returns every exit nobody asked for, in time order.
-func (f *DCFarm) Crashes() []Crash {
-	var out []Crash
-	for _, p := range f.Processes() {
-		out = append(out, p.Crashes()...)
-	}
-	slices.SortFunc(out, func(a, b Crash) int { return a.At.Compare(b.At) })
-	return out
-}
+func (f *DCFarm) Crashes() []Crash { return crashesOf(f.Processes()) }
 
 // Dir is the farm's folder.
 func (f *DCFarm) Dir() string { return f.dir }

@@ -307,14 +307,7 @@ func (f *Farm) Processes() []*Process {
 }
 
 // Crashes returns every exit nobody asked for, in time order.
-func (f *Farm) Crashes() []Crash {
-	var out []Crash
-	for _, p := range f.Processes() {
-		out = append(out, p.Crashes()...)
-	}
-	slices.SortFunc(out, func(a, b Crash) int { return a.At.Compare(b.At) })
-	return out
-}
+func (f *Farm) Crashes() []Crash { return crashesOf(f.Processes()) }
 
 // EnsureRunning starts whatever is down (after a test's fault, or a crash
 // waiting for its restart) and waits for the NATS cluster and the APIs.

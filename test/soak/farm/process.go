@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -103,6 +104,16 @@ type Crash struct {
 	Status  string
 	// LogTail is the end of the process's log at the time.
 	LogTail string
+}
+
+// crashesOf returns every exit of procs nobody asked for, in time order.
+func crashesOf(procs []*Process) []Crash {
+	var out []Crash
+	for _, p := range procs {
+		out = append(out, p.Crashes()...)
+	}
+	slices.SortFunc(out, func(a, b Crash) int { return a.At.Compare(b.At) })
+	return out
 }
 
 func (c Crash) String() string {
