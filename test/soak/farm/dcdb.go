@@ -185,6 +185,16 @@ func (f *DCFarm) patroniConfig(dc *DC, postBootstrap string) map[string]any {
 						"max_wal_senders":       10,
 						"max_replication_slots": 10,
 						"wal_keep_size":         "256MB",
+						// A primary that demotes stops at once, not once the
+						// walsender to a standby behind a cut gives up (60 s
+						// by default): a fast shutdown waits for its
+						// walsenders. Patroni 3.0 demotes a second time when
+						// the first outlasts a loop, starting PostgreSQL twice
+						// (patroni/patroni#3649, #3372); the 30-minute DC soak
+						// caught a node left serving beside the one Patroni
+						// watched, and another promoting itself after it had
+						// lost the lock.
+						"wal_sender_timeout": "5s",
 					},
 				},
 			},
