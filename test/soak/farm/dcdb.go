@@ -15,7 +15,7 @@ import (
 )
 
 // The database of a DC farm: PostgreSQL on every DC, made highly
-// available by Patroni (Debian's package, 3.0), whose DCS is an etcd
+// available by Patroni (4.0, Debian 13's package), whose DCS is an etcd
 // cluster of one member per DC. Patroni keeps one synchronous standby
 // (synchronous_mode), so a commit is acknowledged only once a second DC
 // has it, and promotes that standby when the primary's DC is lost.
@@ -145,7 +145,7 @@ const pgRootPrefix = "purser-dcfarm-pg-"
 func (f *DCFarm) pgDir(dc *DC) string { return filepath.Join(f.pgRoot, "pg-"+dc.Name) }
 
 // patroniConfig is one node's configuration (Patroni's YAML settings:
-// docs/yaml_configuration.rst of Patroni 3.0).
+// docs/yaml_configuration.rst of Patroni 4.0).
 func (f *DCFarm) patroniConfig(dc *DC, postBootstrap string) map[string]any {
 	var hosts []string
 	for _, d := range f.DCs {
@@ -188,12 +188,11 @@ func (f *DCFarm) patroniConfig(dc *DC, postBootstrap string) map[string]any {
 						// A primary that demotes stops at once, not once the
 						// walsender to a standby behind a cut gives up (60 s
 						// by default): a fast shutdown waits for its
-						// walsenders. Patroni 3.0 demotes a second time when
-						// the first outlasts a loop, starting PostgreSQL twice
-						// (patroni/patroni#3649, #3372); the 30-minute DC soak
-						// caught a node left serving beside the one Patroni
-						// watched, and another promoting itself after it had
-						// lost the lock.
+						// walsenders. Patroni demotes a second time when the
+						// first outlasts a loop, and may start PostgreSQL
+						// twice (patroni/patroni#3649, #3372): a 30-minute DC
+						// soak caught a node left serving beside the one
+						// Patroni watched.
 						"wal_sender_timeout": "5s",
 					},
 				},
