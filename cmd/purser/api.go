@@ -28,6 +28,7 @@ func newAPICommand() *cobra.Command {
 	var anchorInterval time.Duration
 	var oidcConfig auth.OIDCConfig
 	groupCommit := true
+	var userRate float64
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Serve the REST API (and relay the outbox to the stream)",
@@ -99,7 +100,7 @@ prints the key's public half at start, for the clients' configuration.`,
 			srv := &http.Server{
 				Addr: listen,
 				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Identities: identities, Sealer: sealer, Logger: log,
-					Guard: h.guard, Commits: commits, Anchors: anchors}),
+					Guard: h.guard, Commits: commits, Anchors: anchors, Limits: server.Limits{UserRate: userRate, UserBurst: int(2 * userRate)}}),
 			}
 			server.ConfigureHTTPServer(srv)
 			go func() {
@@ -131,6 +132,7 @@ prints the key's public half at start, for the clients' configuration.`,
 	cmd.Flags().DurationVar(&anchorInterval, "audit-anchor-interval", anchor.DefaultInterval, "how often to anchor a head written by another process (the submitter, the controller); this api's own changes are anchored as they commit")
 	cmd.Flags().StringSliceVar(&trustedKeys, "audit-trusted-keys", nil, "public keys (ed25519:BASE64) of earlier --audit-key keys whose anchors still verify, after a rotation")
 	cmd.Flags().BoolVar(&groupCommit, "group-commit", groupCommit, "commit concurrent changes in groups, each answered once its group has committed (PostgreSQL): a commit's round trip to a synchronous standby is then paid once per group")
+	cmd.Flags().Float64Var(&userRate, "user-rate", 200, "requests a second each user may make (twice that at once); past it the answer is 429 with Retry-After")
 	cmd.Flags().StringVar(&standby, "database-standby", "", "a postgres:// DSN of a standby (a multi-host one with target_session_attrs=prefer-standby, the nearest first) from which reads are answered, with their freshness, while this replica does not reach the primary; writes then answer 503")
 	return cmd
 }
