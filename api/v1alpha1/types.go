@@ -327,6 +327,10 @@ const (
 	// WaitingRestorePoint: statePreservation.restorePoint is Required and
 	// no proven restore point is known.
 	WaitingRestorePoint = "NoRestorePoint"
+	// WaitingEvictionsStopped: so much of the farm is not Ready at once
+	// that evictions are stopped (the cluster's Disrupted condition,
+	// FarmDisruption), until fewer clusters are.
+	WaitingEvictionsStopped = "EvictionsStopped"
 )
 
 // Attempt is one placement of a Runnable on one cluster.
@@ -422,6 +426,11 @@ type ClusterSpec struct {
 // and its agent is reporting.
 const ConditionReady = "Ready"
 
+// ConditionDisrupted is the condition type that says whether the
+// cluster's zone (its DC), or the whole farm, has so many clusters not
+// Ready at once that evictions are slowed or stopped.
+const ConditionDisrupted = "Disrupted"
+
 // ClusterStatus is what purser observed of the cluster.
 type ClusterStatus struct {
 	Conditions []Condition `json:"conditions,omitempty"`
@@ -438,6 +447,9 @@ type ClusterStatus struct {
 	// Capacity is what the cluster's schedulable nodes can allocate, from
 	// the Node records of the inventory; absent while none is known.
 	Capacity *ClusterCapacity `json:"capacity,omitempty"`
+	// Views are what each DC's controller saw at its latest probe; the
+	// Ready condition is judged by a quorum of them.
+	Views []ClusterView `json:"views,omitempty"`
 }
 
 // ClusterCapacity sums the allocatable resources of a cluster's nodes
@@ -449,6 +461,17 @@ type ClusterCapacity struct {
 	Nodes       int   `json:"nodes"`
 	// Unschedulable counts the cordoned nodes left out of the sums.
 	Unschedulable int `json:"unschedulable,omitempty"`
+}
+
+// ClusterView is one DC's latest probe of the cluster's kube-apiserver.
+type ClusterView struct {
+	// DC is the controller's --dc ("" without one).
+	DC string `json:"dc"`
+	// Outcome is ok, not-ready or unreachable; Detail what failed.
+	Outcome      string     `json:"outcome"`
+	Detail       string     `json:"detail,omitempty"`
+	ObservedAt   time.Time  `json:"observedAt"`
+	FailingSince *time.Time `json:"failingSince,omitempty"`
 }
 
 // Condition is a metav1.Condition without observedGeneration, which purser

@@ -15,16 +15,20 @@ import (
 	"github.com/purser-io/purser/internal/anchor"
 	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/auth"
+	hubguard "github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/outbox"
 	"github.com/purser-io/purser/internal/server"
+	"github.com/purser-io/purser/internal/store"
 )
 
 func newAPICommand() *cobra.Command {
 	var f hubFlags
-	var listen, tokensFile, policyFile, auditKeyFile string
+	var listen, tokensFile, policyFile, auditKeyFile, standby string
 	var trustedKeys []string
 	var anchorInterval time.Duration
 	var oidcConfig auth.OIDCConfig
+	groupCommit := true
+	var userRate float64
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Serve the REST API (and relay the outbox to the stream)",
@@ -62,6 +66,17 @@ prints the key's public half at start, for the clients' configuration.`,
 			}
 			db, streams, sealer, log := h.db, h.streams, h.sealer, h.log
 			ctx := cmd.Context()
+			if standby != "" {
+				if err := db.AttachStandby(ctx, standby); err != nil {
+					return fmt.Errorf("--database-standby: %w", err)
+				}
+				h.guard.OnChange(func(err error) { db.UseStandby(errors.Is(err, hubguard.ErrNoPrimary)) })
+			}
+			var commits *store.GroupCommit
+			if groupCommit && db.Engine() == store.EnginePostgres {
+				commits = store.NewGroupCommit(db, 0, 0)
+				defer commits.Close()
+			}
 			relay := outbox.NewRelay(outbox.StoreSource(db), streams, outbox.RelayOptions{Logger: log})
 			var wg sync.WaitGroup
 			defer wg.Wait()
@@ -85,7 +100,7 @@ prints the key's public half at start, for the clients' configuration.`,
 			srv := &http.Server{
 				Addr: listen,
 				Handler: server.New(server.Config{Store: db, Stream: streams, Outbox: relay, Identities: identities, Sealer: sealer, Logger: log,
-					Anchors: anchors}),
+					Guard: h.guard, Commits: commits, Anchors: anchors, Limits: server.Limits{UserRate: userRate, UserBurst: int(2 * userRate)}}),
 			}
 			server.ConfigureHTTPServer(srv)
 			go func() {
@@ -116,5 +131,8 @@ prints the key's public half at start, for the clients' configuration.`,
 	cmd.Flags().StringVar(&auditKeyFile, "audit-key", "purser-data/audit.key", "ed25519 private key (PEM, PKCS #8: openssl genpkey -algorithm ed25519) that signs the audit anchors; never in the database")
 	cmd.Flags().DurationVar(&anchorInterval, "audit-anchor-interval", anchor.DefaultInterval, "how often to anchor a head written by another process (the submitter, the controller); this api's own changes are anchored as they commit")
 	cmd.Flags().StringSliceVar(&trustedKeys, "audit-trusted-keys", nil, "public keys (ed25519:BASE64) of earlier --audit-key keys whose anchors still verify, after a rotation")
+	cmd.Flags().BoolVar(&groupCommit, "group-commit", groupCommit, "commit concurrent changes in groups, each answered once its group has committed (PostgreSQL): a commit's round trip to a synchronous standby is then paid once per group")
+	cmd.Flags().Float64Var(&userRate, "user-rate", 200, "requests a second each user may make (twice that at once); past it the answer is 429 with Retry-After")
+	cmd.Flags().StringVar(&standby, "database-standby", "", "a postgres:// DSN of a standby (a multi-host one with target_session_attrs=prefer-standby, the nearest first) from which reads are answered, with their freshness, while this replica does not reach the primary; writes then answer 503")
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/purser-io/purser/internal/agent"
 	"github.com/purser-io/purser/internal/auth"
 	"github.com/purser-io/purser/internal/backoff"
+	hubguard "github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/inventory"
 	"github.com/purser-io/purser/internal/replica"
 	"github.com/purser-io/purser/internal/seal"
@@ -59,6 +60,10 @@ type hub struct {
 	sealer  *seal.Sealer
 	log     *slog.Logger
 	metrics *prometheus.Registry // served on --metrics-listen
+	// guard says whether this process reaches the database's primary and
+	// (if it uses one) the stream's quorum; the components act only while
+	// it does.
+	guard *hubguard.Guard
 }
 
 func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) {
@@ -87,17 +92,28 @@ func (f *hubFlags) open(ctx context.Context, name string) (*hub, func(), error) 
 		}
 		closers = append(closers, func() { h.db.Close() })
 	}
-	if f.nats == "" {
-		return h, closeAll, nil // a component that never uses the stream
+	if f.nats != "" { // else a component that never uses the stream
+		if h.streams, err = stream.Connect(ctx, f.nats, stream.Options{Name: "purser-" + name, Replicas: f.streamReplicas, Security: f.natsSecurity}); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		closers = append(closers, h.streams.Close)
+		if err := declare(ctx, h.streams, h.log); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
 	}
-	if h.streams, err = stream.Connect(ctx, f.nats, stream.Options{Name: "purser-" + name, Replicas: f.streamReplicas, Security: f.natsSecurity}); err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	closers = append(closers, h.streams.Close)
-	if err := declare(ctx, h.streams, h.log); err != nil {
-		closeAll()
-		return nil, nil, err
+	if h.db != nil {
+		cfg := hubguard.Config{Name: name + "@" + replica.Identity(), Database: h.db, Logger: h.log, Registerer: h.metrics}
+		if h.streams != nil {
+			cfg.Stream = h.streams
+		}
+		h.guard = hubguard.New(cfg)
+		h.guard.Check(ctx) // a first verdict before the component acts
+		gctx, stopGuard := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); h.guard.Run(gctx) }()
+		closers = append(closers, func() { stopGuard(); <-done })
 	}
 	return h, closeAll, nil
 }
@@ -198,7 +214,7 @@ deadlines, cancellation. Several submitters share the queue.`,
 			defer closeHub()
 			fmt.Fprintln(cmd.OutOrStdout(), "purser submitter running")
 			return followingPolicy(cmd.Context(), policy, submitter.New(submitter.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Logger: h.log, Registerer: h.metrics,
-				Policy: policy}).Run)
+				Policy: policy, Guard: h.guard}).Run)
 		},
 	}
 	f.register(cmd, true, true)
@@ -232,7 +248,7 @@ clusters through leases in the stream.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "purser syncer running as %s\n", identity)
 			return followingPolicy(cmd.Context(), policy, syncer.New(syncer.Config{Store: h.db, Sealer: h.sealer, Stream: h.streams, Identity: identity, Logger: h.log,
-				Policy: policy}).Run)
+				Policy: policy, Guard: h.guard}).Run)
 		},
 	}
 	f.register(cmd, true, true)

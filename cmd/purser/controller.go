@@ -23,6 +23,8 @@ func newControllerCommand() *cobra.Command {
 		probeInterval     time.Duration
 		identity          string
 		leaseDuration     time.Duration
+		dc                string
+		disruption        clusters.DisruptionPolicy
 		store             checkpoints.Config
 	)
 	cmd := &cobra.Command{
@@ -31,9 +33,14 @@ func newControllerCommand() *cobra.Command {
 		Long: `Watch over the farm:
 
 - probe every registered cluster's kube-apiserver (/readyz, else /healthz)
-  and read its agent's heartbeat; set the Ready condition with hysteresis,
-  taint a cluster NoSchedule as soon as it is not Ready and NoExecute after
-  --noexecute-grace;
+  from this replica's DC (--dc) and record what it saw; judge each cluster
+  by the views of a quorum of DCs and by its agent's heartbeat; set the
+  Ready condition with hysteresis, taint a cluster NoSchedule as soon as it
+  is not Ready and NoExecute after --noexecute-grace;
+- slow evictions from a DC whose clusters are (mostly) not Ready
+  (--secondary-eviction-rate) and stop them while a large share of the farm
+  is (--unhealthy-farm-threshold), saying so in each cluster's Disrupted
+  condition;
 - move runnables off clusters tainted NoExecute they do not tolerate, and
   runnables whose object stayed Unhealthy for their tolerationSeconds,
   carrying the state their statePreservation rules extract;
@@ -44,7 +51,7 @@ func newControllerCommand() *cobra.Command {
   their cluster answers.
 
 Replicas elect one leader through a lease in the database; only it does the
-above, the others stand by. A leader that cannot renew the lease stops within
+above, the others stand by and probe. A leader that cannot renew the lease stops within
 two thirds of --lease-duration, and a standby takes over once the lease has
 expired (at once when the leader shut down cleanly).
 
@@ -70,7 +77,8 @@ It talks to the database and the member clusters, never to the stream.`,
 			fmt.Fprintln(cmd.OutOrStdout(), "purser controller running")
 			return controller.Run(cmd.Context(), controller.Config{
 				Store: h.db, Sealer: h.sealer, Health: policy, ProbeInterval: probeInterval, Failover: fo,
-				Identity: identity, LeaseDuration: leaseDuration, Logger: h.log, Registerer: h.metrics,
+				DC: dc, Disruption: disruption,
+				Identity: identity, LeaseDuration: leaseDuration, Logger: h.log, Registerer: h.metrics, Guard: h.guard,
 			})
 		},
 	}
@@ -85,6 +93,11 @@ It talks to the database and the member clusters, never to the stream.`,
 	cmd.Flags().DurationVar(&fo.FencingMargin, "fencing-margin", failover.DefaultFencingMargin, "waited beyond --agent-lease before AtMostOne work leaves a lost cluster")
 	cmd.Flags().Float64Var(&fo.EvictionRate, "eviction-rate", failover.DefaultEvictionRate, "most evictions per second across the farm")
 	cmd.Flags().DurationVar(&fo.Interval, "interval", failover.DefaultInterval, "period of the failover passes")
+	cmd.Flags().StringVar(&dc, "dc", "", "the data center this replica runs in: its probes of the clusters count as that DC's view, and a cluster is not Ready only when a quorum of DCs cannot reach it")
+	cmd.Flags().Float64Var(&fo.SecondaryEvictionRate, "secondary-eviction-rate", failover.DefaultSecondaryEvictionRate, "most evictions per second from a DC whose clusters are all, or at least --unhealthy-zone-threshold of them, not Ready")
+	cmd.Flags().StringVar(&disruption.ZoneLabel, "zone-label", clusters.DefaultZoneLabel, "the cluster label that names its DC (zone)")
+	cmd.Flags().Float64Var(&disruption.UnhealthyZoneThreshold, "unhealthy-zone-threshold", clusters.DefaultUnhealthyZoneThreshold, "share of a DC's clusters not Ready from which its evictions are slowed")
+	cmd.Flags().Float64Var(&disruption.UnhealthyFarmThreshold, "unhealthy-farm-threshold", clusters.DefaultUnhealthyFarmThreshold, "share of all clusters not Ready from which evictions stop everywhere")
 	cmd.Flags().StringVar(&identity, "identity", "", "name of this replica in the leader lease (default: host name and pid)")
 	cmd.Flags().StringVar(&store.Endpoint, "checkpoint-store-endpoint", "", "host:port of the S3-compatible storage of Flink checkpoints, where a failover finds a job's newest completed checkpoint (credentials: PURSER_CHECKPOINT_ACCESS_KEY, PURSER_CHECKPOINT_SECRET_KEY)")
 	cmd.Flags().BoolVar(&store.Insecure, "checkpoint-store-insecure", false, "reach the checkpoint storage over plain HTTP")

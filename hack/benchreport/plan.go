@@ -81,13 +81,18 @@ var plan = []entry{
 		Bench: "^BenchmarkClusterCapacity$", Timeout: 10 * time.Minute, Estimate: 30 * time.Second},
 	{ID: "health", Section: "health", Pkg: "./internal/health/",
 		Bench: "^BenchmarkInterpret$", Timeout: 5 * time.Minute, Estimate: 10 * time.Second},
+	{ID: "dc-accept", Section: "dc-accept", Pkg: "./test/soak/",
+		Test: "TestBenchmarkDCAccept", Env: []string{"PURSER_BENCH=1"}, Timeout: 30 * time.Minute, Estimate: 3 * time.Minute,
+		Logs: []logMetric{
+			dcAccept("sync-5ms-serial"), dcAccept("sync-5ms-grouped"), dcAccept("async-5ms-grouped"), dcAccept("sync-0ms-grouped"),
+		}},
 	{ID: "failover-application", Section: "failover-application", Pkg: "./internal/failover/",
 		Bench: "^BenchmarkFailoverApplication$", Benchtime: "3x", Timeout: 30 * time.Minute, Estimate: 60 * time.Second},
 	// 1x: each iteration starts a dedicated cluster named after the
 	// benchmark, and a second iteration's cannot start while the first's
 	// still runs (it is stopped when the benchmark ends).
 	{ID: "failover-cluster", Section: "failover-cluster", Pkg: "./internal/failover/",
-		Bench: "^BenchmarkFailoverCluster$", Benchtime: "1x", Timeout: 60 * time.Minute, Estimate: 2 * time.Minute},
+		Bench: "^BenchmarkFailoverCluster$", Benchtime: "1x", Timeout: 60 * time.Minute, Estimate: 3 * time.Minute},
 }
 
 // The sections: one table each, in the document's order. A cell names a
@@ -223,6 +228,14 @@ var sections = []section{
 			{lit("CEL rule / built-in Deployment, same run"), lit(""),
 				ratio(micros("health.BenchmarkInterpret/CELRule", 2), micros("health.BenchmarkInterpret/Deployment", 2), 1), lit("")},
 		}},
+	{ID: "dc-accept",
+		Columns: []string{"link between DCs", "PostgreSQL standby in another DC", "commits", "accepted submissions/s", "p50 / p99"},
+		Rows: [][]cell{
+			dcAcceptRow("5 ms round trip", "synchronous", "one per change", "sync-5ms-serial"),
+			dcAcceptRow("5 ms round trip", "synchronous", "grouped", "sync-5ms-grouped"),
+			dcAcceptRow("5 ms round trip", "asynchronous (a commit waits for no other DC)", "grouped", "async-5ms-grouped"),
+			dcAcceptRow("no delay", "synchronous", "grouped", "sync-0ms-grouped"),
+		}},
 	{ID: "failover-application",
 		Columns: []string{"part", "time", "configured"},
 		Rows: [][]cell{
@@ -241,10 +254,11 @@ var sections = []section{
 				join(" ", diff(metric("failover.BenchmarkFailoverApplication", "total-s", 2, " s"), metric("failover.BenchmarkFailoverApplication", "toleration-s", 2, "")), lit("beyond the toleration"))},
 		}},
 	{ID: "failover-cluster",
-		Columns: []string{"runnables", "detection (Ready leaves True)", "first running on a", "all running on a", "configured"},
+		Columns: []string{"runnables", "detection (first failed probe)", "first running on a", "all running on a", "beyond the grace", "configured"},
 		Rows: [][]cell{
 			clusterRow("1", "1", lit("3 × 200 ms probes + 2 s grace")),
 			clusterRow("500", "500", lit("same; eviction rate 20/s")),
+			clusterRow("1, purser's defaults", "defaults", lit("3 × 2 s probes + 40 s grace, failover pass 1 s")),
 		}},
 }
 
@@ -288,8 +302,21 @@ func healthRow(object, interpreter, sub string) []cell {
 		join(", ", metric(name, "allocs/op", 0, " allocs"), metric(name, "B/op", 0, " B"))}
 }
 
+// dcAccept reads one configuration's line of TestBenchmarkDCAccept.
+func dcAccept(label string) logMetric {
+	return logMetric{regexp.MustCompile(`dc accept ` + regexp.QuoteMeta(label) + `: ([0-9.]+) submissions/s, p50 (\S+) p99 (\S+)`),
+		[]string{label + "/s", label + "-p50-s", label + "-p99-s"}}
+}
+
+func dcAcceptRow(link, standby, commits, label string) []cell {
+	name := "soak.TestBenchmarkDCAccept"
+	ms := func(unit string) fig { return fig{name: name, unit: unit, scale: 1e3, prec: 0, suffix: " ms"} }
+	return []cell{lit(link), lit(standby), lit(commits), metric(name, label+"/s", 0, ""),
+		join(" / ", ms(label+"-p50-s"), ms(label+"-p99-s"))}
+}
+
 func clusterRow(label, sub string, configured cell) []cell {
 	name := "failover.BenchmarkFailoverCluster/" + sub
 	return []cell{lit(label), metric(name, "detect-s", 2, " s"), metric(name, "first-running-s", 2, " s"),
-		metric(name, "all-running-s", 2, " s"), configured}
+		metric(name, "all-running-s", 2, " s"), metric(name, "beyond-grace-s", 2, " s"), configured}
 }

@@ -107,6 +107,13 @@ type Agent struct {
 	// suspended or deleted by fencing. Both only grow.
 	published atomic.Int64
 	fenced    atomic.Int64
+	// returned is set when the first heartbeat of a term finds the
+	// previous one older than a lease (the agent was away: powered off,
+	// crashed, cut off): the control plane may have moved the cluster's
+	// AtMostOne work meanwhile, so it is fenced once the caches are full
+	// (fence.go). returnChecked: the first heartbeat of the term did so.
+	returned      atomic.Bool
+	returnChecked bool // owned by the heartbeat loop
 	// leading is true while the agent does its work: always without
 	// leader election, while it holds the lease with it.
 	leading atomic.Bool
@@ -281,6 +288,7 @@ func (a *Agent) reset() {
 	// The agent cannot know of beats before its term: its lease toward
 	// the control plane is counted from the term's start.
 	a.lastBeat = a.started
+	a.returnChecked = false
 }
 
 // newEvent builds the message for obj, dropping the object itself when it

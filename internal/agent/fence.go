@@ -99,6 +99,17 @@ func (a *Agent) fenceLoop(ctx context.Context) {
 	for {
 		left := a.leaseLeft()
 		switch {
+		case a.returned.Load():
+			// Back after a gap longer than the lease: one pass over the
+			// full caches fences what ran here before.
+			if !a.cachesSynced() {
+				left = a.fenceRepeat()
+				break
+			}
+			a.fence(ctx, map[types.UID]string{})
+			a.returned.Store(false)
+			a.log.Info("fenced the AtMostOne work found on return; the control plane resumes what did not move", "fenced", a.fenced.Load())
+			left = min(max(left, 0), a.fenceRepeat())
 		case left > 0 && done != nil:
 			done = nil
 			a.log.Info("heartbeats acknowledged again; fenced objects stay stopped", "fenced", a.fenced.Load())
@@ -115,6 +126,17 @@ func (a *Agent) fenceLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// cachesSynced reports whether every watch has its initial list.
+func (a *Agent) cachesSynced() bool {
+	ws := a.watches()
+	for _, w := range ws {
+		if !w.synced() {
+			return false
+		}
+	}
+	return len(ws) > 0
 }
 
 // fence stops every cached object labelled AtMostOne that is not stopped

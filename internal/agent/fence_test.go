@@ -283,3 +283,85 @@ func toAny(m map[string]string) map[string]any {
 	}
 	return out
 }
+
+// TestFencingOnReturn: an agent that was away for longer than its lease
+// (its DC lost power, say: nothing fenced the work, since nothing ran)
+// fences the cluster's AtMostOne work when it comes back, before the old
+// copy can run beside the one the control plane placed elsewhere. An
+// agent back within its lease fences nothing.
+func TestFencingOnReturn(t *testing.T) {
+	c := env.Clusters(t)[0]
+	srv := streamtest.Start(t, "")
+	sc := streamtest.Declared(t, srv.URL)
+	const cluster = "agent-return"
+	ctx := t.Context()
+	ns := "agent-return"
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	createJob(t, kc, ns, "away", map[string]string{v1alpha1.LabelConsistency: v1alpha1.ConsistencyAtMostOne, v1alpha1.LabelRunnableUID: "r-away"})
+	createJob(t, kc, ns, "free", map[string]string{v1alpha1.LabelRunnableUID: "r-free"})
+	const (
+		heartbeat = 300 * time.Millisecond
+		lease     = 2 * time.Second
+	)
+	cfg := Config{Cluster: cluster, RESTConfig: c.RESTConfig(), HeartbeatInterval: heartbeat, LeaseDuration: lease,
+		SnapshotInterval: 5 * time.Second, DiscoveryInterval: time.Second}
+	run := func() (*Agent, func()) {
+		cfg := cfg
+		cfg.Stream = streamtest.Connect(t, srv.URL)
+		return start(t, cfg)
+	}
+	// The heartbeat's own time, from the agent's clock, is enough here:
+	// the agent, the test and the NATS server share one machine.
+	beatAfter := func(at time.Time) {
+		t.Helper()
+		sandboxtest.Eventually(t, time.Minute, "a heartbeat", func(ctx context.Context) error {
+			hb, err := heartbeatOf(ctx, sc, cluster)
+			if err != nil {
+				return err
+			}
+			if !hb.Time.After(at) || hb.LastSnapshot.IsZero() {
+				return fmt.Errorf("heartbeat %+v", hb)
+			}
+			return nil
+		})
+	}
+
+	started := time.Now()
+	_, stop := run()
+	beatAfter(started)
+	stop()
+	// Back at once, within the lease: the caches fill and a snapshot goes
+	// out (after which a fence would have run), and nothing is fenced.
+	started = time.Now()
+	a, stop := run()
+	beatAfter(started)
+	if n := a.fenced.Load(); n != 0 || a.returned.Load() {
+		t.Fatalf("back within the lease, the agent fenced %d objects (returned %v)", n, a.returned.Load())
+	}
+	if err := jobSuspended(ctx, kc, ns, "away", false); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	// Away for longer than the lease.
+	away := time.Now()
+	time.Sleep(lease + time.Second)
+	a, _ = run()
+	sandboxtest.Eventually(t, 2*time.Minute, "the AtMostOne Job suspended on return", func(ctx context.Context) error {
+		return jobSuspended(ctx, kc, ns, "away", true)
+	})
+	t.Logf("fenced %s after the agent went away, %s after it came back", time.Since(away).Round(time.Millisecond),
+		time.Since(away.Add(lease+time.Second)).Round(time.Millisecond))
+	if err := jobSuspended(ctx, kc, ns, "free", false); err != nil {
+		t.Errorf("the Job without the consistency label: %v", err)
+	}
+	if n := a.fenced.Load(); n != 1 {
+		t.Errorf("fenced %d objects on return, want 1", n)
+	}
+}

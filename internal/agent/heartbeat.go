@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,7 +65,18 @@ func (a *Agent) heartbeat(ctx context.Context, kv jetstream.KeyValue) jetstream.
 		a.log.Error("encode heartbeat", "error", err)
 		return kv
 	}
-	if _, err := kv.Put(beatCtx, a.cfg.Cluster, data); err != nil {
+	var prev jetstream.KeyValueEntry
+	if !a.returnChecked {
+		// The last beat before this term, by whoever wrote it.
+		if prev, err = kv.Get(beatCtx, a.cfg.Cluster); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			if ctx.Err() == nil {
+				a.log.Warn("heartbeat failed", "error", err)
+			}
+			return kv
+		}
+	}
+	rev, err := kv.Put(beatCtx, a.cfg.Cluster, data)
+	if err != nil {
 		// The next beat retries; the lease tolerates missed ones.
 		if ctx.Err() == nil {
 			a.log.Warn("heartbeat failed", "error", err)
@@ -76,7 +88,38 @@ func (a *Agent) heartbeat(ctx context.Context, kv jetstream.KeyValue) jetstream.
 		a.lastBeat = sent
 	}
 	a.mu.Unlock()
+	if !a.returnChecked {
+		a.checkReturn(beatCtx, kv, prev, rev)
+	}
 	return kv
+}
+
+// checkReturn compares the first beat of the term with the last one
+// before it, both timed by the NATS servers that stored them (never by
+// this agent's clock, which may have been off or stopped meanwhile): a
+// gap longer than the lease means the control plane may have moved this
+// cluster's AtMostOne work elsewhere while the agent was away, and that
+// the copies here, which nothing fenced (the agent was not running to),
+// must stop before they run again beside the new ones.
+func (a *Agent) checkReturn(ctx context.Context, kv jetstream.KeyValue, prev jetstream.KeyValueEntry, rev uint64) {
+	a.returnChecked = true
+	if prev == nil {
+		a.log.Info("first heartbeat of this cluster's agents: nothing to fence on return")
+		return
+	}
+	cur, err := kv.GetRevision(ctx, a.cfg.Cluster, rev)
+	if err != nil {
+		a.returnChecked = false // the next beat compares again
+		return
+	}
+	gap := cur.Created().Sub(prev.Created())
+	if gap > a.cfg.LeaseDuration {
+		a.returned.Store(true)
+		a.log.Warn("the last heartbeat before this one is older than the lease: the agent was away, and AtMostOne work may have moved; fencing it",
+			"gap", gap.Round(time.Millisecond), "leaseDuration", a.cfg.LeaseDuration)
+		return
+	}
+	a.log.Info("back within the lease: nothing to fence on return", "gap", gap.Round(time.Millisecond), "leaseDuration", a.cfg.LeaseDuration)
 }
 
 // heartbeatBucket declares the topology (idempotent, so the agent does not

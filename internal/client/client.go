@@ -26,8 +26,12 @@ type Client struct {
 }
 
 // New returns a client for a resolved config.
-func New(cfg Config) *Client {
-	return &Client{cfg: cfg, http: &http.Client{Timeout: 60 * time.Second}}
+func New(cfg Config) *Client { return NewWithTransport(cfg, nil) }
+
+// NewWithTransport is New sending its requests through rt (nil: the
+// default transport), e.g. one that dials from inside a data center.
+func NewWithTransport(cfg Config, rt http.RoundTripper) *Client {
+	return &Client{cfg: cfg, http: &http.Client{Timeout: 60 * time.Second, Transport: rt}}
 }
 
 // Server is the URL of the server the client talks to.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/tcpconn"
 )
 
 // Client limits. A member cluster's API server is shared with its own
@@ -54,6 +55,11 @@ func RESTConfig(c *store.Cluster, sealer *seal.Sealer) (*rest.Config, error) {
 		return nil, fmt.Errorf("cluster %s: kubeconfig does not parse", c.Name)
 	}
 	cfg.QPS, cfg.Burst, cfg.Timeout = QPS, Burst, Timeout
+	// A request sent into a partition is dropped by the kernel once
+	// unacknowledged for Timeout, not delivered when the partition heals:
+	// a create the submitter gave up on must not land long after its
+	// attempt was moved elsewhere (tcpconn).
+	cfg.Dial = tcpconn.DialContext(Timeout, Timeout)
 	cfg.UserAgent = "purser"
 	return cfg, nil
 }

@@ -82,6 +82,9 @@ func (p Policy) withDefaults() Policy {
 type Observation struct {
 	Time  time.Time
 	Probe probe.Result
+	// FailingSince is when the failure of a failed Probe began, if known
+	// earlier than Time (the quorum of DCs' views, JudgeViews).
+	FailingSince time.Time
 	// LastHeartbeat is when the cluster's agent last reported; nil when no
 	// agent ever did.
 	LastHeartbeat *time.Time
@@ -103,6 +106,13 @@ type State struct {
 	// how many in a row failed for that same reason.
 	Failing string
 	Streak  int
+	// FailingSince is when the current run of failed observations began:
+	// the earliest evidence of the outage, from which a transition out of
+	// Ready is dated.
+	FailingSince time.Time
+	// Disrupted is the published Disrupted condition (Disruption); a
+	// zero Type means none yet.
+	Disrupted v1alpha1.Condition
 }
 
 // Seed is the state the controller resumes from after a restart: the
@@ -115,6 +125,10 @@ func Seed(status v1alpha1.ClusterStatus) State {
 	if c := ReadyCondition(status); c != nil {
 		s.Ready = *c
 		s.Ready.LastTransitionTime = s.Ready.LastTransitionTime.UTC()
+	}
+	if c := condition(status, v1alpha1.ConditionDisrupted); c != nil {
+		s.Disrupted = *c
+		s.Disrupted.LastTransitionTime = s.Disrupted.LastTransitionTime.UTC()
 	}
 	for _, t := range status.Taints {
 		if isPurserTaint(t.Key) {
@@ -135,6 +149,15 @@ func Seed(status v1alpha1.ClusterStatus) State {
 // message is written when the condition changes and then kept, so that
 // varying error texts do not make a write on every probe.
 //
+// Leaving True is dated from the start of the outage, not from the
+// observation that reached the threshold: the first failed observation
+// of the run, or the earlier start its Observation knows of (when a
+// quorum of DCs began to fail, when the agent's lease ran out). So the
+// thresholds delay the verdict but not the NoExecute grace, as
+// Kubernetes' node lifecycle controller counts a node's grace from its
+// last heartbeat, not from when it noticed (tryUpdateNodeHealth in
+// kubernetes/pkg/controller/nodelifecycle).
+//
 // lastTransitionTime moves only when Ready enters or leaves True. A move
 // between False and Unknown (a kube-apiserver that alternates between
 // refusing connections and answering not ready, as one that crash-loops
@@ -152,17 +175,12 @@ func (p Policy) Step(prev State, o Observation) State {
 	now := o.Time.UTC()
 	s := prev
 	if s.Ready.Type == "" {
-		s.Ready = v1alpha1.Condition{
-			Type: v1alpha1.ConditionReady, Status: metav1.ConditionUnknown, LastTransitionTime: now,
-			Reason: ReasonNotProbedYet,
-			Message: fmt.Sprintf("not judged yet: Ready is decided after %d successful or %d failed probes in a row",
-				p.SuccessThreshold, p.FailureThreshold),
-		}
+		s.Ready = p.notProbedYet(now)
 	}
-	reason, detail := p.judge(o, now)
+	reason, detail, since := p.judge(o, now)
 	if reason == "" {
 		s.Successes++
-		s.Failures, s.Failing, s.Streak = 0, "", 0
+		s.Failures, s.Failing, s.Streak, s.FailingSince = 0, "", 0, time.Time{}
 		switch {
 		case s.Ready.Status == metav1.ConditionTrue:
 			// The message may change (the agent reports for the first
@@ -177,6 +195,9 @@ func (p Policy) Step(prev State, o Observation) State {
 	} else {
 		s.Successes = 0
 		s.Failures++
+		if s.FailingSince.IsZero() || since.Before(s.FailingSince) {
+			s.FailingSince = since
+		}
 		if reason == s.Failing {
 			s.Streak++
 		} else {
@@ -185,7 +206,12 @@ func (p Policy) Step(prev State, o Observation) State {
 		switch {
 		case s.Ready.Status == metav1.ConditionTrue:
 			if s.Failures >= p.FailureThreshold {
-				s.Ready = failedCondition(reason, s.Failures, detail, now)
+				// Never before the Ready it leaves began.
+				from := s.FailingSince
+				if from.Before(s.Ready.LastTransitionTime) {
+					from = s.Ready.LastTransitionTime
+				}
+				s.Ready = failedCondition(reason, s.Failures, detail, from)
 			}
 		case s.Ready.Reason == ReasonNotProbedYet:
 			if s.Failures >= p.FailureThreshold {
@@ -201,24 +227,39 @@ func (p Policy) Step(prev State, o Observation) State {
 	return s
 }
 
-// judge returns the reason an observation counts as failed, and what
-// failed; an empty reason means it is good. An unreachable
+// notProbedYet is the Ready condition of a cluster not judged yet.
+func (p Policy) notProbedYet(now time.Time) v1alpha1.Condition {
+	p = p.withDefaults()
+	return v1alpha1.Condition{
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionUnknown, LastTransitionTime: now.UTC(),
+		Reason: ReasonNotProbedYet,
+		Message: fmt.Sprintf("not judged yet: Ready is decided after %d successful or %d failed probes in a row",
+			p.SuccessThreshold, p.FailureThreshold),
+	}
+}
+
+// judge returns the reason an observation counts as failed, what failed
+// and since when; an empty reason means it is good. An unreachable
 // kube-apiserver outweighs a not ready one, which outweighs a silent
 // agent.
-func (p Policy) judge(o Observation, now time.Time) (reason, detail string) {
+func (p Policy) judge(o Observation, now time.Time) (reason, detail string, since time.Time) {
+	since = now
+	if !o.FailingSince.IsZero() && o.FailingSince.Before(now) {
+		since = o.FailingSince.UTC()
+	}
 	switch o.Probe.Outcome {
 	case probe.Unreachable:
-		return ReasonAPIServerUnreachable, o.Probe.Detail
+		return ReasonAPIServerUnreachable, o.Probe.Detail, since
 	case probe.NotReady:
-		return ReasonAPIServerNotReady, o.Probe.Detail
+		return ReasonAPIServerNotReady, o.Probe.Detail, since
 	}
 	if hb := o.LastHeartbeat; hb != nil {
 		if age := now.Sub(*hb); age > p.AgentLease {
 			return ReasonAgentLeaseExpired, fmt.Sprintf("last heartbeat at %s, %s before this probe (lease %s)",
-				hb.UTC().Format(time.RFC3339), age.Round(time.Second), p.AgentLease)
+				hb.UTC().Format(time.RFC3339), age.Round(time.Second), p.AgentLease), hb.Add(p.AgentLease).UTC()
 		}
 	}
-	return "", ""
+	return "", "", time.Time{}
 }
 
 func readyMessage(o Observation) string {
@@ -308,8 +349,17 @@ func isPurserTaint(key string) bool {
 
 // ReadyCondition returns status's Ready condition, or nil.
 func ReadyCondition(status v1alpha1.ClusterStatus) *v1alpha1.Condition {
+	return condition(status, v1alpha1.ConditionReady)
+}
+
+// DisruptedCondition returns status's Disrupted condition, or nil.
+func DisruptedCondition(status v1alpha1.ClusterStatus) *v1alpha1.Condition {
+	return condition(status, v1alpha1.ConditionDisrupted)
+}
+
+func condition(status v1alpha1.ClusterStatus, typ string) *v1alpha1.Condition {
 	for i := range status.Conditions {
-		if status.Conditions[i].Type == v1alpha1.ConditionReady {
+		if status.Conditions[i].Type == typ {
 			return &status.Conditions[i]
 		}
 	}

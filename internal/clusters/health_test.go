@@ -20,17 +20,22 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 // at is t0 plus s seconds.
 func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
-// obs is one observation in a scenario: at second T, a probe outcome, and
-// the agent's heartbeat age in seconds (-1: no agent ever reported).
+// obs is one observation in a scenario: at second T, a probe outcome, the
+// agent's heartbeat age in seconds (-1: no agent ever reported), and when
+// its failure began if known (Since, a second; 0: not known).
 type obs struct {
 	T      int
 	Probe  probe.Outcome
 	Detail string
 	HBAge  int
+	Since  int
 }
 
 func (o obs) observation() Observation {
 	r := Observation{Time: at(o.T), Probe: probe.Result{Outcome: o.Probe, Detail: o.Detail}}
+	if o.Since != 0 {
+		r.FailingSince = at(o.Since)
+	}
 	if o.HBAge >= 0 {
 		hb := at(o.T - o.HBAge)
 		r.LastHeartbeat = &hb
@@ -156,28 +161,28 @@ func TestStep(t *testing.T) {
 			status: metav1.ConditionTrue, reason: ReasonReady, since: -100, taints: []taint{},
 		},
 		{
-			name: "unreachable for the threshold: Unknown, NoSchedule at once", start: readyAt(-100),
+			name: "unreachable for the threshold: Unknown from the first failed probe, NoSchedule at once", start: readyAt(-100),
 			steps:  []obs{refused(0), refused(2), refused(4)},
-			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 4,
+			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 0,
 			message: "kube-apiserver unreachable for 3 probes: dial tcp 127.0.0.1:6443: connect: connection refused (4)",
 			taints:  []taint{unreachNoSched(4)},
 		},
 		{
-			name: "no NoExecute before the grace period", start: readyAt(-100), steps: every(0, 44, 2, refused),
-			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 4, taints: []taint{unreachNoSched(4)},
+			name: "no NoExecute before the grace period", start: readyAt(-100), steps: every(0, 40, 2, refused),
+			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 0, taints: []taint{unreachNoSched(4)},
 		},
 		{
-			name: "NoExecute once not Ready for the grace period; the message stays the first one", start: readyAt(-100),
+			name: "NoExecute once not Ready for the grace period from the first failed probe; the message stays the first one", start: readyAt(-100),
 			steps:  every(0, 46, 2, refused),
-			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 4,
+			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 0,
 			message: "connection refused (4)",
-			taints:  []taint{unreachNoSched(4), unreachNoExec(44)},
+			taints:  []taint{unreachNoSched(4), unreachNoExec(40)},
 		},
 		{
 			name: "recovery needs the success threshold", start: readyAt(-100),
 			steps:  seq(every(0, 60, 2, refused), []obs{ok(60)}),
-			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 4,
-			taints: []taint{unreachNoSched(4), unreachNoExec(44)},
+			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 0,
+			taints: []taint{unreachNoSched(4), unreachNoExec(40)},
 		},
 		{
 			name: "recovery removes the taints", start: readyAt(-100),
@@ -193,47 +198,47 @@ func TestStep(t *testing.T) {
 		{
 			name: "flapping faster than the success threshold never makes an unreachable cluster Ready", start: readyAt(-100),
 			steps:  seq([]obs{refused(0), refused(2), refused(4)}, flap(6, 300, ok, refused)),
-			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 4,
-			message: "connection refused (4)", taints: []taint{unreachNoSched(4), unreachNoExec(44)},
+			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 0,
+			message: "connection refused (4)", taints: []taint{unreachNoSched(4), unreachNoExec(40)},
 		},
 		{
 			name: "kube-apiserver answers not ready: False", start: readyAt(-100),
 			steps:  []obs{notReady(0), notReady(2), notReady(4)},
-			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4,
+			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 0,
 			message: "kube-apiserver not ready for 3 probes: /readyz answered 500: etcd failed: reason withheld",
 			taints:  []taint{notReadyNoSch(4)},
 		},
 		{
 			name: "not ready then unreachable: reason and taint key change, the grace clock does not", start: readyAt(-100),
 			steps:  seq(every(0, 20, 2, notReady), every(20, 46, 2, refused)),
-			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 4,
+			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 0,
 			message: "kube-apiserver unreachable for 3 probes",
-			taints:  []taint{unreachNoSched(24), unreachNoExec(44)},
+			taints:  []taint{unreachNoSched(24), unreachNoExec(40)},
 		},
 		{
 			name: "unreachable, then answering not ready (a restarted kube-apiserver): the not-ready key gets its own grace", start: readyAt(-100),
 			steps:  seq(every(0, 60, 2, refused), every(60, 90, 2, notReady)),
-			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4,
+			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 0,
 			message: "kube-apiserver not ready for 3 probes",
 			taints:  []taint{notReadyNoSch(64)},
 		},
 		{
 			name: "not ready after unreachable for the grace: NoExecute again", start: readyAt(-100),
 			steps:  seq(every(0, 60, 2, refused), every(60, 106, 2, notReady)),
-			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4,
+			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 0,
 			taints: []taint{notReadyNoSch(64), notReadyNoEx(104)},
 		},
 		{
 			name: "a kind of failure shorter than the threshold keeps the reason", start: readyAt(-100),
 			steps:  seq(every(0, 20, 2, notReady), []obs{refused(20), refused(22), notReady(24)}),
-			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 4, taints: []taint{notReadyNoSch(4)},
+			status: metav1.ConditionFalse, reason: ReasonAPIServerNotReady, since: 0, taints: []taint{notReadyNoSch(4)},
 		},
 		{
-			name: "agent lease expired: False after the threshold", start: readyAt(-100),
+			name: "agent lease expired: False after the threshold, from when the lease ran out", start: readyAt(-100),
 			steps: []obs{
 				{T: 0, Probe: probe.OK, HBAge: 31}, {T: 2, Probe: probe.OK, HBAge: 33}, {T: 4, Probe: probe.OK, HBAge: 35},
 			},
-			status: metav1.ConditionFalse, reason: ReasonAgentLeaseExpired, since: 4,
+			status: metav1.ConditionFalse, reason: ReasonAgentLeaseExpired, since: -1,
 			message: "agent lease expired: last heartbeat at 2026-11-29T09:59:29Z, 35s before this probe (lease 30s)",
 			taints:  []taint{notReadyNoSch(4)},
 		},
@@ -268,7 +273,27 @@ func TestStep(t *testing.T) {
 				{T: 0, Probe: probe.Unreachable, Detail: "x", HBAge: 60}, {T: 2, Probe: probe.Unreachable, Detail: "x", HBAge: 62},
 				{T: 4, Probe: probe.Unreachable, Detail: "x", HBAge: 64},
 			},
-			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 4, taints: []taint{unreachNoSched(4)},
+			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: 0, taints: []taint{unreachNoSched(4)},
+		},
+		{
+			// The DCs' views say when a quorum of them began to fail,
+			// before this monitor's first failed judgement.
+			name: "an outage known to have begun earlier is dated from then", start: readyAt(-100),
+			steps: []obs{
+				{T: 0, Probe: probe.Unreachable, Detail: "x", HBAge: -1, Since: -3}, {T: 2, Probe: probe.Unreachable, Detail: "x", HBAge: -1, Since: -3},
+				{T: 4, Probe: probe.Unreachable, Detail: "x", HBAge: -1, Since: -3}, {T: 38, Probe: probe.Unreachable, Detail: "x", HBAge: -1, Since: -3},
+			},
+			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: -3,
+			taints: []taint{unreachNoSched(4), unreachNoExec(38)},
+		},
+		{
+			name: "an outage is never dated before the Ready it ends", start: readyAt(-100),
+			steps: []obs{
+				{T: 0, Probe: probe.Unreachable, Detail: "x", HBAge: -1, Since: -300}, {T: 2, Probe: probe.Unreachable, Detail: "x", HBAge: -1, Since: -300},
+				{T: 4, Probe: probe.Unreachable, Detail: "x", HBAge: -1, Since: -300},
+			},
+			status: metav1.ConditionUnknown, reason: ReasonAPIServerUnreachable, since: -100,
+			taints: []taint{unreachNoSched(4), unreachNoExec(4)},
 		},
 	}
 	for _, tc := range cases {

@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
@@ -32,12 +32,16 @@ const (
 	// ActionTaint: only the purser taints changed (NoExecute after the
 	// grace period).
 	ActionTaint = "cluster-taint"
+	// ActionDisruption: only the Disrupted condition changed: evictions
+	// from the cluster's zone were slowed, stopped or let run again.
+	ActionDisruption = "cluster-disruption"
 )
 
 // Defaults of MonitorConfig.
 const (
-	DefaultProbeInterval = 2 * time.Second
-	DefaultProbeWorkers  = 16
+	DefaultProbeInterval  = 2 * time.Second
+	DefaultProbeWorkers   = 16
+	DefaultObserverExpiry = 2 * time.Minute
 )
 
 // MonitorConfig says what a HealthMonitor works with.
@@ -53,7 +57,25 @@ type MonitorConfig struct {
 	ProbeTimeout time.Duration
 	// Workers bounds how many clusters are probed at once; default 16.
 	Workers int
-	Logger  *slog.Logger
+	// DC names this replica's data center, under which the monitor
+	// records its own views when it has no Observer.
+	DC string
+	// Observer is the process's own running observer, after each of
+	// whose passes the monitor judges; nil: the monitor runs one itself,
+	// just before each judgement.
+	Observer *Observer
+	// ViewMaxAge is how old a DC's view may be and still count; default
+	// three intervals plus the probe timeout.
+	ViewMaxAge time.Duration
+	// ObserverExpiry is how long a DC that records no view still counts
+	// among the observers, whose majority is the quorum; default 2m.
+	ObserverExpiry time.Duration
+	// Disruption says when a zone or the farm is disrupted.
+	Disruption DisruptionPolicy
+	// OnNoExecute, when set, is called after a pass that added a
+	// NoExecute taint, so that the failover controller acts at once.
+	OnNoExecute func()
+	Logger      *slog.Logger
 	// Now is the clock of the observations; default time.Now.
 	Now func() time.Time
 	// Observed, if set, is told every observation and the state it led
@@ -62,29 +84,25 @@ type MonitorConfig struct {
 	Observed func(cluster string, o Observation, s State)
 }
 
-// HealthMonitor is cluster health for `purser controller`: every Interval
-// it probes each registered cluster's kube-apiserver, reads when its agent
-// last reported, runs Policy.Step, and writes the cluster's Ready
-// condition and purser taints, with an audit entry, when they differ from
-// the stored ones. Only one should run at a time (the controller is
-// leader-elected).
+// HealthMonitor is cluster health for `purser controller`: it judges each
+// registered cluster by the views every DC's controller records (a
+// quorum of DCs, JudgeViews) and by when its agent last reported, runs
+// Policy.Step, judges the disruption of each zone and of the farm, and
+// writes the cluster's Ready and Disrupted conditions and purser taints,
+// with an audit entry, when they differ from the stored ones. Only one
+// should run at a time (the controller is leader-elected); every replica
+// runs an Observer.
 //
 // Its per-cluster state lives in memory and is seeded from the stored
 // status the first time it sees a cluster (see Seed), so a restart neither
 // resets a NotReady cluster to Unknown nor restarts its NoExecute grace.
 type HealthMonitor struct {
-	cfg    MonitorConfig
-	log    *slog.Logger
-	config *Cache
+	cfg MonitorConfig
+	log *slog.Logger
+	obs *Observer
 
 	// Owned by Run's goroutine.
-	states  map[string]State
-	probers map[string]*cachedProber
-}
-
-type cachedProber struct {
-	sealed string // the kubeconfig it was built from
-	prober *probe.Prober
+	states map[string]State
 }
 
 // NewHealthMonitor returns a monitor; nothing runs until Run.
@@ -93,6 +111,9 @@ func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultProbeInterval)
 	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, probe.DefaultTimeout)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultProbeWorkers)
+	cfg.ViewMaxAge = cmp.Or(cfg.ViewMaxAge, 3*cfg.Interval+cfg.ProbeTimeout)
+	cfg.ObserverExpiry = cmp.Or(cfg.ObserverExpiry, DefaultObserverExpiry)
+	cfg.Disruption = cfg.Disruption.withDefaults()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -100,115 +121,237 @@ func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &HealthMonitor{
-		cfg: cfg, log: log, config: NewCache(cfg.Sealer),
-		states: map[string]State{}, probers: map[string]*cachedProber{},
+	m := &HealthMonitor{cfg: cfg, log: log, obs: cfg.Observer, states: map[string]State{}}
+	if m.obs == nil {
+		m.obs = NewObserver(ObserverConfig{Store: cfg.Store, Sealer: cfg.Sealer, DC: cfg.DC, Interval: cfg.Interval,
+			ProbeTimeout: cfg.ProbeTimeout, Workers: cfg.Workers, Logger: log})
 	}
+	return m
 }
 
-// Run probes until ctx is done, then returns nil; it fails only when the
+// Run judges until ctx is done, then returns nil; it fails only when the
 // configuration is unusable. A pass that fails (the database is away) is
-// logged and the next one tries again.
+// logged and the next one tries again. Besides the passes that follow the
+// probes, one runs when a cluster's NoExecute grace ends, so that the
+// taint is not a probe interval late.
 func (m *HealthMonitor) Run(ctx context.Context) error {
 	if m.cfg.Store == nil || m.cfg.Sealer == nil {
 		return errors.New("cluster health: MonitorConfig needs Store and Sealer")
 	}
+	own := m.cfg.Observer == nil
 	m.log.Info("cluster health monitor starting", "interval", m.cfg.Interval,
 		"failureThreshold", m.cfg.Policy.FailureThreshold, "successThreshold", m.cfg.Policy.SuccessThreshold,
-		"noExecuteGrace", m.cfg.Policy.NoExecuteGrace, "agentLease", m.cfg.Policy.AgentLease)
-	t := time.NewTicker(m.cfg.Interval)
-	defer t.Stop()
+		"noExecuteGrace", m.cfg.Policy.NoExecuteGrace, "agentLease", m.cfg.Policy.AgentLease,
+		"viewMaxAge", m.cfg.ViewMaxAge, "zoneLabel", m.cfg.Disruption.ZoneLabel)
+	tick := time.NewTimer(m.cfg.Interval)
+	defer tick.Stop()
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
+	probed := true
 	for {
-		if err := m.pass(ctx); err != nil && ctx.Err() == nil {
+		if probed && own {
+			start := time.Now()
+			if err := m.obs.Pass(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("cluster probes failed", "error", err)
+			}
+			tick.Reset(NextProbe(start, m.cfg.Interval))
+		}
+		next, err := m.pass(ctx, probed)
+		if err != nil && ctx.Err() == nil {
 			m.log.Warn("cluster health pass failed", "error", err)
+		}
+		due.Stop()
+		if !next.IsZero() {
+			due.Reset(max(time.Until(next), 0))
+		}
+		// Woken by the next probes: its own ticker's, or those of the
+		// process's observer.
+		tickC, passed := tick.C, m.obs.Passed()
+		if own {
+			passed = nil
+		} else {
+			tickC = nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-tickC:
+			probed = true
+		case <-passed:
+			probed = true
+		case <-due.C:
+			probed = false
 		}
 	}
 }
 
-// pass probes every cluster once and writes what changed.
-func (m *HealthMonitor) pass(ctx context.Context) error {
+// pass judges every cluster from the views (probed) or only lets time
+// act on the taints (a grace that ended), writes what changed, and
+// returns when the next grace ends (zero: none pending).
+func (m *HealthMonitor) pass(ctx context.Context, probed bool) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, passTimeout(m.cfg.Interval))
+	defer cancel()
 	var rows []*store.Cluster
 	var fresh map[string]store.AgentFreshness
+	var stored []store.ClusterView
+	var dbNow time.Time
 	err := m.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if rows, err = tx.ListClusters(ctx); err != nil {
 			return err
 		}
-		fresh, err = tx.ListAgentFreshness(ctx)
+		if fresh, err = tx.ListAgentFreshness(ctx); err != nil {
+			return err
+		}
+		stored, dbNow, err = tx.ListClusterViews(ctx)
 		return err
 	})
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	m.forgetRemoved(rows)
+	now := m.cfg.Now()
+	views, observers := m.views(stored, now.Sub(dbNow), now)
+	quorum := QuorumPolicy{MaxAge: m.cfg.ViewMaxAge, Observers: observers}
+	heartbeats := m.heartbeats(fresh, now)
 
-	results := make([]probe.Result, len(rows))
-	sem := make(chan struct{}, m.cfg.Workers)
-	var wg sync.WaitGroup
+	statuses := make([]v1alpha1.ClusterStatus, len(rows))
+	nexts := make([]State, len(rows))
 	for i, row := range rows {
-		p, err := m.prober(row)
-		if err != nil {
-			// An unusable kubeconfig reaches nothing: judged like an
-			// unreachable cluster, with the reason in the message.
-			results[i] = probe.Result{Outcome: probe.Unreachable, Detail: err.Error()}
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			results[i] = p.Probe(ctx)
-		})
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return ctx.Err() // the probes were cut short: they say nothing
-	}
-
-	var errs []error
-	for i, row := range rows {
-		stored := decodeStatus(row, m.log)
+		statuses[i] = decodeStatus(row, m.log)
 		prev, seen := m.states[row.Name]
 		if !seen {
-			prev = Seed(stored)
+			prev = Seed(statuses[i])
 		}
-		obs := Observation{Time: m.cfg.Now(), Probe: results[i], LastHeartbeat: fresh[row.Name].LastHeartbeat}
-		next := m.cfg.Policy.Step(prev, obs)
+		next := prev
+		switch j := JudgeViews(views[row.Name], now, quorum); {
+		case !probed || j.Unjudged:
+			// No new evidence: only time acts, on the grace.
+			if next.Ready.Type == "" {
+				next.Ready = m.cfg.Policy.notProbedYet(now)
+			}
+			next.Taints = m.cfg.Policy.taints(next.Ready, now, prev.Taints)
+		default:
+			obs := Observation{Time: now, Probe: j.Probe, FailingSince: j.FailingSince, LastHeartbeat: heartbeats[row.Name]}
+			next = m.cfg.Policy.Step(prev, obs)
+			if m.cfg.Observed != nil {
+				m.cfg.Observed(row.Name, obs, next)
+			}
+		}
+		nexts[i] = next
+	}
+
+	// Disruption, from the verdicts just reached.
+	members := make([]Member, 0, len(rows))
+	for i, row := range rows {
+		if nexts[i].Ready.Reason == ReasonNotProbedYet {
+			continue // no verdict yet: no evidence either way
+		}
+		members = append(members, Member{Name: row.Name, Zone: m.cfg.Disruption.Zone(row.Labels),
+			Ready: nexts[i].Ready.Status == metav1.ConditionTrue})
+	}
+	d := m.cfg.Disruption.Judge(members)
+	var errs []error
+	var due time.Time
+	noExecute := false
+	for i, row := range rows {
+		next := nexts[i]
+		var prevDisrupted *v1alpha1.Condition
+		if next.Disrupted.Type != "" {
+			prevDisrupted = &next.Disrupted
+		}
+		next.Disrupted = d.Condition(m.cfg.Disruption.Zone(row.Labels), prevDisrupted, now)
 		m.states[row.Name] = next
-		if m.cfg.Observed != nil {
-			m.cfg.Observed(row.Name, obs, next)
+		if t := m.graceEnds(next); !t.IsZero() && (due.IsZero() || t.Before(due)) {
+			due = t
 		}
-		if _, changed := mergeStatus(row.Status, stored, next); !changed {
+		if _, changed := mergeStatus(row.Status, statuses[i], next); !changed {
 			continue
 		}
 		if err := m.write(ctx, row.Name, next); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		noExecute = noExecute || addsNoExecute(statuses[i].Taints, next.Taints)
 	}
-	return errors.Join(errs...)
+	if noExecute && m.cfg.OnNoExecute != nil {
+		m.cfg.OnNoExecute()
+	}
+	return due, errors.Join(errs...)
 }
 
-// prober returns the cluster's prober, built again when its kubeconfig
-// changed.
-func (m *HealthMonitor) prober(row *store.Cluster) (*probe.Prober, error) {
-	if cp, ok := m.probers[row.Name]; ok && cp.sealed == string(row.Kubeconfig) {
-		return cp.prober, nil
+// views groups the stored views by cluster, their times moved from the
+// database's clock to the monitor's by the offset measured at the read,
+// and counts the observers that recorded anything within ObserverExpiry.
+func (m *HealthMonitor) views(stored []store.ClusterView, offset time.Duration, now time.Time) (map[string][]View, int) {
+	out := map[string][]View{}
+	newest := map[string]time.Time{}
+	for _, sv := range stored {
+		v := View{Observer: sv.Observer, Probe: probe.Result{Outcome: parseOutcome(sv.Outcome), Detail: sv.Detail}, At: sv.ObservedAt.Add(offset)}
+		if sv.FailingSince != nil {
+			v.FailingSince = sv.FailingSince.Add(offset)
+		}
+		out[sv.Cluster] = append(out[sv.Cluster], v)
+		if v.At.After(newest[sv.Observer]) {
+			newest[sv.Observer] = v.At
+		}
 	}
-	delete(m.probers, row.Name)
-	cfg, err := m.config.RESTConfig(row)
-	if err != nil {
-		return nil, err
+	observers := 0
+	for _, at := range newest {
+		if now.Sub(at) <= m.cfg.ObserverExpiry {
+			observers++
+		}
 	}
-	p, err := probe.New(cfg, m.cfg.ProbeTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", row.Name, err)
+	return out, observers
+}
+
+// heartbeats are the agents' last heartbeats to judge by. When several
+// agents reported and none of them is fresher than the lease, the silence
+// is the path's (heartbeats reach the database through the stream and the
+// ingester, and one of those is away, as while the database fails over),
+// not the clusters': then no cluster is judged by its agent, as the
+// failover does not move AtMostOne work on it (failover.Cluster's
+// HeartbeatsStale). A lone agent's silence is its own.
+func (m *HealthMonitor) heartbeats(fresh map[string]store.AgentFreshness, now time.Time) map[string]*time.Time {
+	out := make(map[string]*time.Time, len(fresh))
+	var newest time.Time
+	for name, f := range fresh {
+		if f.LastHeartbeat != nil {
+			out[name] = f.LastHeartbeat
+			if f.LastHeartbeat.After(newest) {
+				newest = *f.LastHeartbeat
+			}
+		}
 	}
-	m.probers[row.Name] = &cachedProber{sealed: string(row.Kubeconfig), prober: p}
-	return p, nil
+	if len(out) > 1 && now.Sub(newest) > m.cfg.Policy.AgentLease {
+		clear(out)
+	}
+	return out
+}
+
+// graceEnds is when s's NoExecute grace ends, if it has yet to.
+func (m *HealthMonitor) graceEnds(s State) time.Time {
+	if s.Ready.Status == metav1.ConditionTrue || s.Ready.Reason == ReasonNotProbedYet || s.Ready.Type == "" {
+		return time.Time{}
+	}
+	for _, t := range s.Taints {
+		if t.Effect == corev1.TaintEffectNoExecute {
+			return time.Time{}
+		}
+	}
+	return s.Ready.LastTransitionTime.Add(m.cfg.Policy.NoExecuteGrace)
+}
+
+func addsNoExecute(old, next []corev1.Taint) bool {
+	for _, t := range next {
+		if t.Effect == corev1.TaintEffectNoExecute && !slices.ContainsFunc(old, func(o corev1.Taint) bool {
+			return o.Key == t.Key && o.Effect == t.Effect
+		}) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *HealthMonitor) forgetRemoved(rows []*store.Cluster) {
@@ -219,12 +362,6 @@ func (m *HealthMonitor) forgetRemoved(rows []*store.Cluster) {
 	for name := range m.states {
 		if !live[name] {
 			delete(m.states, name)
-		}
-	}
-	for name := range m.probers {
-		if !live[name] {
-			delete(m.probers, name)
-			m.config.Forget(name)
 		}
 	}
 }
@@ -282,10 +419,15 @@ func decodeStatus(row *store.Cluster, log *slog.Logger) v1alpha1.ClusterStatus {
 // taint as it is, and reports whether that changes anything.
 func mergeStatus(raw []byte, stored v1alpha1.ClusterStatus, s State) ([]byte, bool) {
 	conds := slices.Clone(stored.Conditions)
-	if i := slices.IndexFunc(conds, func(c v1alpha1.Condition) bool { return c.Type == v1alpha1.ConditionReady }); i >= 0 {
-		conds[i] = s.Ready
-	} else {
-		conds = append(conds, s.Ready)
+	for _, c := range []v1alpha1.Condition{s.Ready, s.Disrupted} {
+		if c.Type == "" {
+			continue
+		}
+		if i := slices.IndexFunc(conds, func(x v1alpha1.Condition) bool { return x.Type == c.Type }); i >= 0 {
+			conds[i] = c
+		} else {
+			conds = append(conds, c)
+		}
 	}
 	var taints, ours []corev1.Taint
 	for _, t := range stored.Taints {
@@ -366,7 +508,17 @@ func auditEntry(name string, stored v1alpha1.ClusterStatus, s State) *audit.Entr
 	if action == ActionTaint && len(added) > 0 {
 		parts = append(parts, fmt.Sprintf("Ready %s since %s", s.Ready.Status, s.Ready.LastTransitionTime.Format(time.RFC3339)))
 	}
-	details := mustJSON(map[string]any{"ready": s.Ready, "previousReady": old, "taints": s.Taints})
+	if od := DisruptedCondition(stored); s.Disrupted.Type != "" && (od == nil || od.Reason != s.Disrupted.Reason || od.Message != s.Disrupted.Message) {
+		if action == ActionTaint && len(added)+len(removed) == 0 {
+			action = ActionDisruption
+		}
+		from := "none"
+		if od != nil {
+			from = od.Reason
+		}
+		parts = append(parts, fmt.Sprintf("Disrupted %s -> %s: %s", from, s.Disrupted.Reason, s.Disrupted.Message))
+	}
+	details := mustJSON(map[string]any{"ready": s.Ready, "previousReady": old, "taints": s.Taints, "disrupted": s.Disrupted})
 	return &audit.Entry{
 		Actor: Actor, Action: action, Kind: v1alpha1.KindCluster, Name: name,
 		Summary: strings.Join(parts, "; "), Outcome: s.Ready.Reason, Details: details,

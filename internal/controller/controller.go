@@ -2,7 +2,9 @@
 // conditions, taints) and failover (evictions, re-placement, removal of
 // old copies), two loops that meet only in the database. Replicas elect
 // the one that runs them through the lease "controller" in the database
-// (internal/lease); the others stand by.
+// (internal/lease); the others stand by, except that every replica probes
+// the clusters from its own DC and records its view, by which the leader
+// judges them (clusters.Observer).
 package controller
 
 import (
@@ -16,6 +18,7 @@ import (
 
 	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
+	"github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/lease"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
@@ -30,6 +33,12 @@ type Config struct {
 	// from Failover.AgentLease, so that both halves agree.
 	Health        clusters.Policy
 	ProbeInterval time.Duration
+	// DC names the data center this replica runs in; its views of the
+	// clusters are recorded under it. Replicas of one DC share a name.
+	DC string
+	// Disruption says when a zone or the whole farm is disrupted; its
+	// ZoneLabel is also the failover's.
+	Disruption clusters.DisruptionPolicy
 	// Failover's Store, Objects, Logger and Registerer are filled in.
 	Failover failover.Config
 	// Identity names this replica in the leader lease (default: host name
@@ -38,8 +47,11 @@ type Config struct {
 	// renewal.
 	Identity      string
 	LeaseDuration time.Duration
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// Guard, when set, holds the failover back while this replica does
+	// not reach the database's primary.
+	Guard      *hub.Guard
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // LeaseName is the lease the controller's replicas elect their leader by.
@@ -60,7 +72,16 @@ func Run(ctx context.Context, cfg Config) error {
 	policy := cfg.Health
 	policy.AgentLease = fo.AgentLease
 	fo.Store, fo.Objects, fo.Logger, fo.Registerer = cfg.Store, clusters.NewObjects(clusters.NewCache(cfg.Sealer)), log, cfg.Registerer
+	fo.ZoneLabel, fo.Guard = cfg.Disruption.ZoneLabel, cfg.Guard
 	ctl := failover.New(fo)
+	observer := clusters.NewObserver(clusters.ObserverConfig{
+		Store: cfg.Store, Sealer: cfg.Sealer, DC: cfg.DC, Interval: cfg.ProbeInterval,
+		Logger: log.With("component", "cluster-observer"),
+	})
+	observing := make(chan error, 1)
+	octx, stopObserving := context.WithCancel(ctx)
+	defer func() { stopObserving(); <-observing }()
+	go func() { observing <- observer.Run(octx) }()
 
 	election := lease.Config{
 		Store: cfg.Store, Name: LeaseName, Identity: cfg.Identity, Duration: cfg.LeaseDuration,
@@ -71,6 +92,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// conditions stored by whoever led before.
 		monitor := clusters.NewHealthMonitor(clusters.MonitorConfig{
 			Store: cfg.Store, Sealer: cfg.Sealer, Policy: policy, Interval: cfg.ProbeInterval,
+			DC: cfg.DC, Observer: observer, Disruption: cfg.Disruption, OnNoExecute: ctl.Kick,
 			Logger: log.With("component", "cluster-health"),
 		})
 		var wg sync.WaitGroup

@@ -1,6 +1,7 @@
 package failover_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/sandbox/flinksim"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
@@ -89,21 +91,28 @@ func waitCheckpointOf(b *testing.B, f *farm, cluster, name string) {
 
 // BenchmarkFailoverCluster stops a cluster's kube-apiserver under many
 // AtLeastOne FlinkDeployments and measures how long it takes until all of
-// them run on the other cluster.
+// them run on the other cluster: with the farm's short periods (1 and
+// 500 runnables), and one runnable with purser's defaults (probes every
+// 2 s, 3 failures, 40 s grace, failover passes every second).
 func BenchmarkFailoverCluster(b *testing.B) {
 	for _, n := range []int{1, 500} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
-				failoverCluster(b, n)
+				failoverCluster(b, n, testPeriods)
 			}
 		})
 	}
+	b.Run("defaults", func(b *testing.B) {
+		for range b.N {
+			failoverCluster(b, 1, periods{})
+		}
+	})
 }
 
-func failoverCluster(b *testing.B, n int) {
+func failoverCluster(b *testing.B, n int, p periods) {
 	a := env.Clusters(b)[0]
 	lost := env.Dedicated(b, false)
-	f := newFarm(b, sqliteDSN(b), []cluster{{name: "a", sandbox: a}, {name: "b", sandbox: lost}})
+	f := newFarmWith(b, sqliteDSN(b), []cluster{{name: "a", sandbox: a}, {name: "b", sandbox: lost}}, p)
 	// Everything starts on b: a is cordoned until all run.
 	f.do(http.MethodPut, "/api/v1/clusters/a", map[string]any{
 		"apiVersion": v1alpha1.GroupVersion, "kind": "Cluster", "metadata": map[string]any{"name": "a"},
@@ -139,10 +148,14 @@ func failoverCluster(b *testing.B, n int) {
 			notReady = cond.LastTransitionTime
 		}
 	}
+	grace := cmp.Or(p.grace, clusters.DefaultNoExecuteGrace)
+	// The outage is dated from its first failed probe: detection is the
+	// time to that probe, the verdict comes a threshold of probes later.
 	b.ReportMetric(notReady.Sub(stopped).Seconds(), "detect-s")
 	b.ReportMetric(first.Sub(stopped).Seconds(), "first-running-s")
 	b.ReportMetric(last.Sub(stopped).Seconds(), "all-running-s")
-	b.ReportMetric(2, "grace-s")
+	b.ReportMetric((first.Sub(stopped) - grace).Seconds(), "beyond-grace-s")
+	b.ReportMetric(grace.Seconds(), "grace-s")
 	// The next iteration starts a dedicated cluster of the same name in
 	// the same folder: this one must be gone by then.
 	f.stop()

@@ -28,8 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/placement"
 	"github.com/purser-io/purser/internal/store"
@@ -74,6 +74,15 @@ type Config struct {
 	// runnables that ask for a restore point; nil: only the restore points
 	// the operator reports are known.
 	Checkpoints CheckpointResolver
+	// SecondaryEvictionRate bounds evictions from a disrupted zone, per
+	// zone (zones.go). Default a tenth of EvictionRate's default.
+	SecondaryEvictionRate float64
+	// ZoneLabel is the cluster label naming its zone; default "dc".
+	ZoneLabel string
+	// Guard, when set, skips every pass while this process does not reach
+	// the database's primary: no eviction, removal or resume on state
+	// that may be stale.
+	Guard *hub.Guard
 }
 
 // Controller evicts, re-places and cleans up.
@@ -81,6 +90,8 @@ type Controller struct {
 	cfg     Config
 	log     *slog.Logger
 	limiter *rate.Limiter
+	zones   *zoneLimiters
+	kick    chan struct{}
 	metrics *metrics
 	// wake is the earliest end of a toleration seen in the current pass;
 	// only Run's goroutine uses it.
@@ -101,6 +112,9 @@ func New(cfg Config) *Controller {
 	if cfg.EvictionRate <= 0 {
 		cfg.EvictionRate = DefaultEvictionRate
 	}
+	if cfg.SecondaryEvictionRate <= 0 {
+		cfg.SecondaryEvictionRate = DefaultSecondaryEvictionRate
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -112,6 +126,8 @@ func New(cfg Config) *Controller {
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "failover"),
 		limiter: rate.NewLimiter(rate.Limit(cfg.EvictionRate), burst),
+		zones:   newZoneLimiters(cfg.EvictionRate, cfg.SecondaryEvictionRate),
+		kick:    make(chan struct{}, 1),
 		metrics: newMetrics(cfg.Registerer),
 	}
 }
@@ -123,16 +139,35 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("failover controller started", "interval", c.cfg.Interval, "agentLease", c.cfg.AgentLease,
 		"fencingMargin", c.cfg.FencingMargin, "evictionRate", c.cfg.EvictionRate)
 	for ctx.Err() == nil {
-		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
+		var err error
+		if c.cfg.Guard.Err() == nil { // the guard logs when it is not
+			err = c.Pass(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
 			c.log.Warn("failover pass failed; trying again", "error", err)
 		}
 		wait := c.cfg.Interval
 		if next := c.wake; !next.IsZero() {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
 		}
-		backoff.Sleep(ctx, wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-c.kick:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	return nil
+}
+
+// Kick makes the next pass start now: the health monitor calls it when it
+// has tainted a cluster NoExecute.
+func (c *Controller) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Pass looks once at every runnable that occupies a cluster, then at
@@ -258,7 +293,12 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 			return c.setWaiting(ctx, rec, r, v1alpha1.WaitingRestorePoint, waitingForRestorePoint(v, rec.Cluster, why))
 		}
 	}
-	if !c.limiter.Allow() {
+	if view.disrupted == clusters.ReasonFarmDisruption {
+		c.metrics.blocked.Inc()
+		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingEvictionsStopped,
+			fmt.Sprintf("%s; it stays on %s because evictions are stopped: %s", v.Message, rec.Cluster, view.disruption))
+	}
+	if !c.zones.allow(view.zone, view.disrupted) || !c.limiter.Allow() {
 		c.metrics.rateLimited.Inc()
 		return nil // the next pass takes it
 	}
@@ -311,6 +351,9 @@ type clusterView struct {
 	row       *store.Cluster
 	failover  Cluster
 	placement placement.Cluster
+	// zone is the cluster's zone; disrupted the reason of its Disrupted
+	// condition and disruption its message (zones.go).
+	zone, disrupted, disruption string
 }
 
 // clusterViews reads every cluster with its taints, readiness and agent
@@ -366,6 +409,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 				Name: row.Name, Labels: row.Labels, Taints: taints,
 				Ready: ready == nil || ready.Status == metav1.ConditionTrue,
 			},
+			zone: clusters.DisruptionPolicy{ZoneLabel: c.cfg.ZoneLabel}.Zone(row.Labels),
+		}
+		if d := clusters.DisruptedCondition(status); d != nil {
+			v.disrupted, v.disruption = d.Reason, d.Message
 		}
 		if a, ok := agents[row.Name]; ok && a.LastHeartbeat != nil {
 			v.failover.LastHeartbeat = a.LastHeartbeat

@@ -131,13 +131,19 @@ type cluster struct {
 // defaults (the zero value), as a deployment runs them.
 type periods struct {
 	failoverPass, relayPoll time.Duration
+	// probe, threshold and grace are the health monitor's probe interval,
+	// failed probes in a row before not Ready, and NoExecute grace.
+	probe     time.Duration
+	threshold int
+	grace     time.Duration
 	// stateSnapshots runs the simulators as operators 1.10+ with the
 	// FlinkStateSnapshot CRD installed.
 	stateSnapshots bool
 }
 
 // testPeriods keep the tests short.
-var testPeriods = periods{failoverPass: 200 * time.Millisecond, relayPoll: 100 * time.Millisecond}
+var testPeriods = periods{failoverPass: 200 * time.Millisecond, relayPoll: 100 * time.Millisecond,
+	probe: probeInterval, threshold: 3, grace: 2 * time.Second}
 
 func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	t.Helper()
@@ -180,15 +186,16 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	f.run("submitter", submitter.New(submitter.Config{Store: f.store, Sealer: f.sealer, Stream: streams,
 		RescanInterval: time.Second, Logger: f.log.With("component", "submitter")}).Run)
 	cache := clusters.NewCache(f.sealer)
-	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
-		Store: f.store, Sealer: f.sealer, Interval: probeInterval,
-		Policy: clusters.Policy{FailureThreshold: 3, SuccessThreshold: 2, NoExecuteGrace: 2 * time.Second, AgentLease: agentLease},
-		Logger: f.log.With("component", "health"), Observed: f.probes.observe,
-	}).Run)
 	f.metrics = prometheus.NewRegistry()
-	f.run("failover", failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
+	ctl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
 		Interval: p.failoverPass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
-		Checkpoints: f.checkpoints, Notify: relay.Notify, Registerer: f.metrics}).Run)
+		Checkpoints: f.checkpoints, Notify: relay.Notify, Registerer: f.metrics})
+	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
+		Store: f.store, Sealer: f.sealer, Interval: p.probe,
+		Policy:      clusters.Policy{FailureThreshold: p.threshold, SuccessThreshold: 2, NoExecuteGrace: p.grace, AgentLease: agentLease},
+		OnNoExecute: ctl.Kick, Logger: f.log.With("component", "health"), Observed: f.probes.observe,
+	}).Run)
+	f.run("failover", ctl.Run)
 	return f
 }
 

@@ -164,6 +164,9 @@ func (s *eventStage) apply(ctx context.Context, tx *store.Tx, work any) error {
 	if err := observeRunnables(ctx, tx, stored); err != nil {
 		return err
 	}
+	if err := reopenCleanups(ctx, tx, stored); err != nil {
+		return err
+	}
 	for cluster, at := range w.lastEvent {
 		if err := tx.TouchAgent(ctx, cluster, nil, nil, &at); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -230,12 +231,24 @@ func (c *Cluster) etcdDir() string   { return filepath.Join(c.cfg.Dir, "etcd") }
 
 // startAll starts every process in dependency order and waits for each.
 func (c *Cluster) startAll(ctx context.Context) error {
+	if err := c.startControlPlane(ctx); err != nil {
+		return err
+	}
+	return c.startWorkloads(ctx)
+}
+
+// startControlPlane starts etcd and the kube-apiserver: the cluster
+// answers, but nothing runs its objects yet.
+func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err := c.startEtcd(ctx); err != nil {
 		return err
 	}
-	if err := c.startAPIServer(ctx); err != nil {
-		return err
-	}
+	return c.startAPIServer(ctx)
+}
+
+// startWorkloads starts what runs the objects: the controller manager,
+// the scheduler, kwok (the nodes' kubelets) and Argo's controller.
+func (c *Cluster) startWorkloads(ctx context.Context) error {
 	client, err := c.Client()
 	if err != nil {
 		return err
@@ -411,6 +424,43 @@ func (c *Cluster) Wipe(ctx context.Context) error {
 	if err := c.startAll(ctx); err != nil {
 		c.Stop()
 		return fmt.Errorf("sandbox %s: restart after wipe: %w", c.cfg.Name, err)
+	}
+	return nil
+}
+
+// PowerOff kills every process of the cluster at once with SIGKILL, as a
+// power cut does, and waits until they are gone. The folder stays:
+// PowerOn brings the cluster back with what etcd had written.
+func (c *Cluster) PowerOff() {
+	ps := c.processes(stopOrder...)
+	for _, p := range ps {
+		if !p.exited() {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	for _, p := range ps {
+		<-p.done
+	}
+	c.mu.Lock()
+	clear(c.procs)
+	c.mu.Unlock()
+}
+
+// PowerOn starts a cluster after PowerOff (or Stop) in its boot order:
+// etcd and the kube-apiserver, then beforeWorkloads (nil: nothing), then
+// what runs the objects. A hook that waits there is a machine that starts
+// its agent before its kubelets.
+func (c *Cluster) PowerOn(ctx context.Context, beforeWorkloads func(context.Context) error) error {
+	if err := c.startControlPlane(ctx); err != nil {
+		return fmt.Errorf("sandbox %s: power on: %w", c.cfg.Name, err)
+	}
+	if beforeWorkloads != nil {
+		if err := beforeWorkloads(ctx); err != nil {
+			return fmt.Errorf("sandbox %s: power on: %w", c.cfg.Name, err)
+		}
+	}
+	if err := c.startWorkloads(ctx); err != nil {
+		return fmt.Errorf("sandbox %s: power on: %w", c.cfg.Name, err)
 	}
 	return nil
 }

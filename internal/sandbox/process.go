@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -28,6 +30,30 @@ type process struct {
 	// asked is set when we stop the process, so that an exit nobody asked
 	// for (a kill by hand, a crash) can be told apart.
 	asked atomic.Bool
+}
+
+// forker starts every sandbox program from one OS thread that is never
+// released. Pdeathsig fires when the thread that forked a child ends, not
+// only the process: forked from an ordinary goroutine, a kube-apiserver
+// died whenever the runtime ended that goroutine's thread, which it does
+// to a thread another goroutine locked and left locked (as a test that
+// enters network namespaces does).
+var forker = sync.OnceValue(func() chan<- func() {
+	reqs := make(chan func())
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+		for f := range reqs {
+			f()
+		}
+	}()
+	return reqs
+})
+
+// startOnForker runs cmd.Start on the forker's thread.
+func startOnForker(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	forker() <- func() { done <- cmd.Start() }
+	return <-done
 }
 
 // startProcess starts bin in its own process group. Pdeathsig makes the
@@ -59,7 +85,7 @@ func startProcess(name, dir, bin string, args, env []string) (*process, error) {
 	p.cmd.Stdout = logFile
 	p.cmd.Stderr = logFile
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	if err := startOnForker(p.cmd); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -68,6 +94,7 @@ func startProcess(name, dir, bin string, args, env []string) (*process, error) {
 	}
 	go func() {
 		p.err = p.cmd.Wait()
+		fmt.Fprintf(logFile, "==== %s: exited: %v\n", time.Now().Format(time.RFC3339), p.cmd.ProcessState)
 		logFile.Close()
 		os.Remove(p.pidPath)
 		close(p.done)

@@ -18,6 +18,7 @@ import (
 type Proxy struct {
 	target string
 	addr   string
+	listen func(network, addr string) (net.Listener, error)
 
 	mu    sync.Mutex
 	ln    net.Listener // nil while cut or closed
@@ -34,7 +35,21 @@ func NewProxy(listen, target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy to %s: %w", target, err)
 	}
-	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, addr: ln.Addr().String(), listen: net.Listen, conns: map[net.Conn]struct{}{}}
+	p.serve(ln)
+	return p, nil
+}
+
+// NewProxyOn is NewProxy listening on addr (a fixed port) through listen,
+// for a proxy whose listening side lives elsewhere than its dialling side
+// (in another network namespace, say). A cut closes the listener and a
+// restore calls listen again.
+func NewProxyOn(listen func(network, addr string) (net.Listener, error), addr, target string) (*Proxy, error) {
+	ln, err := listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("proxy to %s: %w", target, err)
+	}
+	p := &Proxy{target: target, addr: ln.Addr().String(), listen: listen, conns: map[net.Conn]struct{}{}}
 	p.serve(ln)
 	return p, nil
 }
@@ -59,7 +74,7 @@ func (p *Proxy) Restore() error {
 	if p.ln != nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", p.addr)
+	ln, err := p.listen("tcp", p.addr)
 	if err != nil {
 		return fmt.Errorf("proxy restore %s: %w", p.addr, err)
 	}

@@ -41,7 +41,7 @@ func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		if err := tx.CreateCluster(r.Context(), rec); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return errConflict("cluster %s is already registered; update it with PUT /api/v1/clusters/%s", rec.Name, rec.Name)
@@ -84,7 +84,7 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, errInvalid("Cluster is invalid", errs)
 	}
 	var rec *store.Cluster
-	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		old, err := tx.GetCluster(r.Context(), name)
 		if err != nil {
 			return err
@@ -123,7 +123,7 @@ func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
 	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not remove clusters; only admins may", u.Name)
 	}
-	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
 		if err := tx.DeleteCluster(r.Context(), name); err != nil {
 			return err
 		}
@@ -191,14 +191,16 @@ func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
 	return http.StatusOK, out, nil
 }
 
-// observations are what the inventory knows of the clusters: when their
+// observations are what the inventory knows of the clusters (when their
 // agents were last heard from and what they said, how many records each
-// has, what their nodes can allocate and which runnables are on them.
+// has, what their nodes can allocate and which runnables are on them) and
+// what each DC's controller last saw of them.
 type observations struct {
 	fresh     map[string]store.AgentFreshness
 	counts    map[string]int64
 	capacity  map[string]store.Capacity
 	runnables map[string]map[string]int
+	views     map[string][]v1alpha1.ClusterView
 	now       time.Time
 }
 
@@ -214,7 +216,16 @@ func (s *Server) readObservations(r *http.Request, tx *store.Tx) (observations, 
 	if o.capacity, err = tx.ClusterCapacity(r.Context()); err != nil {
 		return o, err
 	}
-	o.runnables, err = tx.CountRunnablesByClusterPhase(r.Context())
+	if o.runnables, err = tx.CountRunnablesByClusterPhase(r.Context()); err != nil {
+		return o, err
+	}
+	views, _, err := tx.ListClusterViews(r.Context())
+	o.views = map[string][]v1alpha1.ClusterView{}
+	for _, v := range views {
+		o.views[v.Cluster] = append(o.views[v.Cluster], v1alpha1.ClusterView{
+			DC: v.Observer, Outcome: v.Outcome, Detail: v.Detail, ObservedAt: v.ObservedAt, FailingSince: v.FailingSince,
+		})
+	}
 	return o, err
 }
 
@@ -227,6 +238,7 @@ func (o observations) apply(c *v1alpha1.Cluster) {
 		c.Status.Capacity = &v1alpha1.ClusterCapacity{MilliCPU: n.MilliCPU, MemoryBytes: n.Memory, Pods: n.Pods,
 			Nodes: n.Nodes, Unschedulable: n.Unschedulable}
 	}
+	c.Status.Views = o.views[name]
 	if byPhase := o.runnables[name]; len(byPhase) > 0 {
 		c.Status.Runnables = make(map[v1alpha1.Phase]int, len(byPhase))
 		for p, n := range byPhase {

@@ -85,7 +85,7 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 
 	var rec *store.Deployable
 	status := http.StatusOK
-	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		status = http.StatusOK
 		revive := false
 		var err error
@@ -255,7 +255,7 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindDeployable)
 	var rec *store.Deployable
 	withdrawn := false
-	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
 		withdrawn = false
 		var err error
 		if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {
@@ -348,7 +348,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 			}
 		}
 		purged := false
-		err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		err = s.tx(r.Context(), func(tx *store.Tx) error {
 			purged = false
 			var err error
 			if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/store"
@@ -60,6 +61,35 @@ func asAPIError(err error) *APIError {
 		return errBadRequest("the continue token is not valid; start the list again")
 	default:
 		return newError(http.StatusInternalServerError, "InternalError", "internal error; see the server log")
+	}
+}
+
+// errUnreached refuses a write on a replica cut off from the hub's
+// majority.
+func errUnreached(err error) *APIError {
+	return newError(http.StatusServiceUnavailable, "ServiceUnavailable",
+		"this API replica cannot write now (%v); nothing was changed: retry later, or at another replica", err)
+}
+
+// Freshness headers of a read: where it was read from, and how current
+// the data is (RFC 3339). A read from a standby is as old as the last
+// transaction it replayed, which a client may weigh against its needs.
+const (
+	HeaderDataSource = "Purser-Data-Source"
+	HeaderDataAsOf   = "Purser-Data-As-Of"
+)
+
+func setFreshness(h http.Header, read *store.ReadInfo) {
+	switch {
+	case read.Standby:
+		h.Set(HeaderDataSource, "standby")
+	case !read.AsOf.IsZero():
+		h.Set(HeaderDataSource, "primary")
+	default:
+		return // nothing was read through Store.Read
+	}
+	if !read.AsOf.IsZero() {
+		h.Set(HeaderDataAsOf, read.AsOf.UTC().Format(time.RFC3339Nano))
 	}
 }
 

@@ -51,7 +51,7 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 
 	var rec *store.Runnable
 	status := http.StatusAccepted
-	err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		rec, status = nil, http.StatusAccepted
 		name := obj.Metadata.Name
 		if name == "" {
@@ -208,7 +208,7 @@ func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) 
 	}
 	var out *v1alpha1.Runnable
 	cancelled := false
-	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
 		cancelled = false
 		rec, err := tx.GetRunnable(r.Context(), ns, name)
 		if err != nil {
@@ -280,7 +280,7 @@ func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) 
 			Message: "must be true: it says that you made sure the copy on the unreachable cluster no longer runs"}})
 	}
 	var out *v1alpha1.Runnable
-	err := s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
 		rec, err := tx.GetRunnable(r.Context(), ns, name)
 		if err != nil {
 			return err
@@ -349,7 +349,7 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 			return 0, nil, err
 		}
 		var rec *store.Runnable
-		err = s.cfg.Store.Tx(r.Context(), func(tx *store.Tx) error {
+		err = s.tx(r.Context(), func(tx *store.Tx) error {
 			var err error
 			if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
 				return err

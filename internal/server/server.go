@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/web"
@@ -54,6 +56,16 @@ type Config struct {
 	Logger     *slog.Logger
 	Registry   *prometheus.Registry // metrics are registered here; nil: a new one
 	Now        func() time.Time     // nil: time.Now
+	// Guard, when set, refuses every write (503, Retry-After) while this
+	// replica does not reach the database's primary, and /readyz fails
+	// while it does not reach the primary or the stream's quorum; reads
+	// are still answered, from a standby if the store has one, with their
+	// freshness.
+	Guard *hub.Guard
+	// Commits, when set, commits the API's changes in groups
+	// (store.GroupCommit), so that a commit's round trip to a synchronous
+	// standby in another DC is paid once per group, not per change.
+	Commits *store.GroupCommit
 	// Limits bound request rates and watches; the zero value means the
 	// defaults.
 	Limits Limits
@@ -210,7 +222,25 @@ func (s *Server) handle(pattern string, h apiHandler) {
 		}
 		tracked := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, MaxBodyBytes)}
 		r.Body = tracked
+		// A write goes to the database alone (the outbox carries it to
+		// the stream later), so only the primary must be reached for it:
+		// the API accepts writes through an outage of the stream.
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := s.cfg.Guard.Err(); errors.Is(err, hub.ErrNoPrimary) {
+				early(errUnreached(err))
+				return
+			}
+			// A client that goes away does not cut its write short: the
+			// write finishes or fails on its own (and, in a group, never
+			// cuts the group's other writes short).
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), writeTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		ctx, read := store.WithReadInfo(r.Context())
+		r = r.WithContext(ctx)
 		status, body, err := h(r, u)
+		setFreshness(w.Header(), read)
 		if stream, ok := body.(streamFunc); ok && err == nil {
 			err = stream(w)
 			if err == nil {
@@ -260,6 +290,18 @@ func (s *Server) policy() *auth.Policy {
 	return s.cfg.Policy
 }
 
+// tx runs fn, a change and its audit entry, in a transaction of its own
+// or of the next group.
+func (s *Server) tx(ctx context.Context, fn func(tx *store.Tx) error) error {
+	if s.cfg.Commits != nil {
+		return s.cfg.Commits.Tx(ctx, fn)
+	}
+	return s.cfg.Store.Tx(ctx, fn)
+}
+
+// writeTimeout bounds a write once it is accepted for processing.
+const writeTimeout = 30 * time.Second
+
 // whoami tells a client who it is and what it may do, so that the console
 // offers only that. The server still checks every request.
 func (s *Server) whoami(_ *http.Request, u auth.User) (int, any, error) {
@@ -295,6 +337,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		checks["stream"] = "not configured"
+	}
+	// Both may answer on the minority's side of a partition; the guard
+	// knows whether a commit and the stream's quorum are reached.
+	if err := s.cfg.Guard.Err(); err != nil {
+		checks["hub"] = err.Error()
+		ready = false
 	}
 	status := http.StatusOK
 	if !ready {

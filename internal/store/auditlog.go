@@ -53,31 +53,59 @@ const verifyBatch = 1000
 // takes a row lock that PostgreSQL and CockroachDB hold until commit (SQLite
 // has one writer anyway), so concurrent transactions form one linear chain.
 // That lock is held to the end of the transaction, so append late in fn.
+//
+// In a transaction of a GroupCommit, the entry is appended with the
+// group's others at the group's end, just before its commit: Seq, PrevHash
+// and Hash are set then.
 func (tx *Tx) AppendAudit(ctx context.Context, e *audit.Entry) error {
-	// Bumping last_seq first both takes the lock and allocates the number
-	// in one round trip; RETURNING hands back the new seq together with the
-	// previous entry's hash, which this statement does not change.
-	var seq int64
-	var prevHash string
-	if err := tx.queryRow(ctx, `UPDATE audit_head SET last_seq = last_seq + 1 WHERE id = 1
-		RETURNING last_seq, last_hash`).Scan(&seq, &prevHash); err != nil {
-		return fmt.Errorf("append audit: lock head: %w", classify(err))
-	}
 	if e.Time.IsZero() {
 		e.Time = tx.s.now()
 	}
-	e.Time = audit.CanonicalTime(e.Time)
-	e.Seq, e.PrevHash = seq, prevHash
-	e.Hash = audit.ComputeHash(*e)
-	if _, err := tx.exec(ctx, `INSERT INTO audit_log (seq, logged_at, actor, action, kind, namespace, name,
-			summary, outcome, details, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.Seq, tx.s.d.ts(e.Time), e.Actor, e.Action, e.Kind, e.Namespace, e.Name, e.Summary, e.Outcome,
-		nullText(e.Details), e.PrevHash, e.Hash); err != nil {
-		return fmt.Errorf("append audit seq %d: %w", e.Seq, classify(err))
+	if tx.auditBuf != nil {
+		*tx.auditBuf = append(*tx.auditBuf, e)
+		return nil
 	}
-	if _, err := tx.exec(ctx, `UPDATE audit_head SET last_hash = ? WHERE id = 1`, e.Hash); err != nil {
-		return fmt.Errorf("append audit seq %d: update head: %w", e.Seq, classify(err))
+	return tx.appendAudit(ctx, []*audit.Entry{e})
+}
+
+// appendAudit appends entries to the chain, in order, in three
+// statements whatever their number: the head's lock and numbers, the
+// rows, the head's hash.
+func (tx *Tx) appendAudit(ctx context.Context, entries []*audit.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	// Bumping last_seq first both takes the lock and allocates the numbers
+	// in one round trip; RETURNING hands back the new last seq together
+	// with the previous entry's hash, which this statement does not change.
+	n := int64(len(entries))
+	var last int64
+	var prevHash string
+	if err := tx.queryRow(ctx, `UPDATE audit_head SET last_seq = last_seq + ? WHERE id = 1
+		RETURNING last_seq, last_hash`, n).Scan(&last, &prevHash); err != nil {
+		return fmt.Errorf("append audit: lock head: %w", classify(err))
+	}
+	var q strings.Builder
+	q.WriteString(`INSERT INTO audit_log (seq, logged_at, actor, action, kind, namespace, name,
+			summary, outcome, details, prev_hash, hash) VALUES `)
+	args := make([]any, 0, 12*len(entries))
+	for i, e := range entries {
+		e.Time = audit.CanonicalTime(e.Time)
+		e.Seq, e.PrevHash = last-n+int64(i)+1, prevHash
+		e.Hash = audit.ComputeHash(*e)
+		prevHash = e.Hash
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, e.Seq, tx.s.d.ts(e.Time), e.Actor, e.Action, e.Kind, e.Namespace, e.Name, e.Summary, e.Outcome,
+			nullText(e.Details), e.PrevHash, e.Hash)
+	}
+	if _, err := tx.exec(ctx, q.String(), args...); err != nil {
+		return fmt.Errorf("append audit seq %d..%d: %w", entries[0].Seq, last, classify(err))
+	}
+	if _, err := tx.exec(ctx, `UPDATE audit_head SET last_hash = ? WHERE id = 1`, prevHash); err != nil {
+		return fmt.Errorf("append audit seq %d: update head: %w", last, classify(err))
 	}
 	tx.audited = true
 	return nil

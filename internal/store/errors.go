@@ -95,6 +95,8 @@ func isConnectionError(err error) bool {
 			return true
 		case pgErr.Code == "53300": // too_many_connections
 			return true
+		case isReadOnlyError(pgErr.Code): // a standby, or a primary since demoted
+			return true
 		}
 		return false
 	}

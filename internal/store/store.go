@@ -18,6 +18,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 
+	"github.com/purser-io/purser/internal/audit"
 	"github.com/purser-io/purser/internal/backoff"
 )
 
@@ -34,6 +35,11 @@ type Store struct {
 	read     *sql.DB
 	readOpts *sql.TxOptions
 	now      func() time.Time
+	// idleConns is the write pool's idle limit, restored after
+	// CheckWrites drops the idle connections.
+	idleConns int
+	// standby, when attached, serves Read while the primary is away.
+	standby *standby
 	// audited is called after every commit that appended to the audit
 	// chain (OnAuditCommit).
 	audited atomic.Pointer[func()]
@@ -74,9 +80,8 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("pgx", dsn)
+	db, err := openPgx(dsn)
 	if err != nil {
-		// The DSN is not part of the message: it may carry a password.
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	db.SetMaxOpenConns(conns)
@@ -92,8 +97,9 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		read:  db,
 		// Repeatable read gives fn one snapshot across all its queries,
 		// which costs PostgreSQL nothing for a read-only transaction.
-		readOpts: &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
-		now:      func() time.Time { return truncate(time.Now()) },
+		readOpts:  &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		now:       func() time.Time { return truncate(time.Now()) },
+		idleConns: conns,
 	}, nil
 }
 
@@ -202,11 +208,12 @@ func openSQLite(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, classify(err))
 	}
 	return &Store{
-		d:        dialect{engine: EngineSQLite},
-		write:    write,
-		read:     read,
-		readOpts: &sql.TxOptions{ReadOnly: true},
-		now:      func() time.Time { return truncate(time.Now()) },
+		d:         dialect{engine: EngineSQLite},
+		write:     write,
+		read:      read,
+		readOpts:  &sql.TxOptions{ReadOnly: true},
+		now:       func() time.Time { return truncate(time.Now()) },
+		idleConns: 1,
 	}, nil
 }
 
@@ -216,6 +223,9 @@ func (s *Store) Close() error {
 	err := s.write.Close()
 	if s.read != s.write {
 		err = errors.Join(err, s.read.Close())
+	}
+	if s.standby != nil {
+		err = errors.Join(err, s.standby.db.Close())
 	}
 	return err
 }
@@ -255,6 +265,9 @@ type Tx struct {
 	tx      *sql.Tx
 	s       *Store
 	audited bool // AppendAudit was called
+	// auditBuf, in a GroupCommit's transaction, collects the audit
+	// entries to append at the group's end.
+	auditBuf *[]*audit.Entry
 }
 
 func (tx *Tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -294,9 +307,19 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 }
 
 // Read runs fn in a read-only transaction that sees one consistent snapshot.
-// It retries like Tx.
+// It retries like Tx. While UseStandby is on it reads from the attached
+// standby; a context from WithReadInfo learns which, and how current.
 func (s *Store) Read(ctx context.Context, fn func(tx *Tx) error) error {
-	return s.run(ctx, s.read, s.readOpts, fn)
+	db, standby := s.readPool()
+	if ctx.Value(readInfoKey{}) == nil {
+		return s.run(ctx, db, s.readOpts, fn)
+	}
+	return s.run(ctx, db, s.readOpts, func(tx *Tx) error {
+		if err := tx.recordRead(ctx, standby); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 func (s *Store) run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *Tx) error) error {

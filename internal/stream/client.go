@@ -86,10 +86,13 @@ func (e *connEpoch) current() context.Context {
 
 const (
 	// Ping often enough that a silently dead server (a cut network rather
-	// than a closed socket) is noticed within half a minute, not the
-	// client library's default of several minutes.
-	pingInterval        = 10 * time.Second
-	maxPingsOutstanding = 3
+	// than a closed socket, as when a data center is partitioned) is
+	// noticed within about ten seconds, not the client library's default
+	// of several minutes: well within an agent's lease (30 s), so that an
+	// agent connected to the cut-off server finds one on the majority's
+	// side before it would fence its cluster.
+	pingInterval        = 3 * time.Second
+	maxPingsOutstanding = 2
 
 	reconnectBase = 50 * time.Millisecond
 	reconnectCap  = 2 * time.Second

@@ -38,6 +38,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
@@ -65,6 +66,10 @@ type Config struct {
 	Now func() time.Time
 	// Registerer receives the submitter's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// Guard, when set, holds every runnable back while this process does
+	// not reach the hub's majority: no create, no delete, no phase change
+	// on what may be stale state.
+	Guard *hub.Guard
 	// Policy decides, right before each create, whether the runnable's
 	// author may put its kind on the cluster (tenancy.go). Nil is a policy
 	// with no admins and no rules: namespaced kinds only.
@@ -206,9 +211,12 @@ func (s *Submitter) processNext(ctx context.Context) bool {
 	}
 	defer s.queue.Done(uid)
 	msgs := s.takeWaiting(uid)
-	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
-	err := s.reconcile(rctx, uid)
-	cancel()
+	err := s.cfg.Guard.Err()
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+		err = s.reconcile(rctx, uid)
+		cancel()
+	}
 	if err == nil {
 		s.limiter.Forget(uid)
 		s.mu.Lock()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/clusters"
+	"github.com/purser-io/purser/internal/hub"
 	"github.com/purser-io/purser/internal/seal"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
@@ -55,6 +56,9 @@ type Config struct {
 	// Workers per cluster; default 4.
 	Workers int
 	Logger  *slog.Logger
+	// Guard, when set, holds every apply and delete back while this
+	// process does not reach the hub's majority.
+	Guard *hub.Guard
 	// Policy decides, before each apply, whether the deployable's author
 	// may put its kind on the cluster (tenancy.go). Nil is a policy with no
 	// admins and no rules: namespaced kinds only.

@@ -217,6 +217,11 @@ func (w *clusterWorker) processNext() bool {
 // the key is only a hint. The outcome of apply or remove is recorded
 // here, the one place a status row is written from.
 func (w *clusterWorker) sync(ctx context.Context, uid string) error {
+	// The source of truth this replica holds may be stale while it does
+	// not reach the hub's majority: apply and delete nothing from it.
+	if err := w.s.cfg.Guard.Err(); err != nil {
+		return err
+	}
 	d := w.s.deployable(uid)
 	if d == nil {
 		return w.removeOrphan(ctx, uid) // no deployable, no status row

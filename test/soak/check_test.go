@@ -71,7 +71,7 @@ func (r *report) converged() bool {
 
 // settle checks the farm every few seconds until everything has converged
 // or max has passed, then checks the audit log, and reports.
-func settle(t *testing.T, ctx context.Context, f *farm.Farm, clusters []*sandbox.Cluster, w *workload, max time.Duration) *report {
+func settle(t *testing.T, ctx context.Context, clusters []*sandbox.Cluster, w *workload, max time.Duration) *report {
 	start := time.Now()
 	kube := map[string]kubernetes.Interface{}
 	for _, c := range clusters {
@@ -86,9 +86,9 @@ func settle(t *testing.T, ctx context.Context, f *farm.Farm, clusters []*sandbox
 	for {
 		rep = &report{Settled: settled}
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		checkRunnables(cctx, f, kube, w, rep)
-		checkDeployables(cctx, f, kube, w, rep)
-		checkInventory(cctx, f, kube, rep)
+		checkRunnables(cctx, kube, w, rep)
+		checkDeployables(cctx, kube, w, rep)
+		checkInventory(cctx, kube, w, rep)
 		cancel()
 		for part, ok := range map[string]bool{
 			"runnables":   rep.Lost == 0 && rep.Duplicated == 0,
@@ -113,11 +113,11 @@ func settle(t *testing.T, ctx context.Context, f *farm.Farm, clusters []*sandbox
 		}
 		time.Sleep(5 * time.Second)
 	}
-	checkAudit(ctx, f, w, rep)
+	checkAudit(ctx, w, rep)
 	w.mu.Lock()
 	rep.Calls, rep.UserErrors = w.calls, slices.Clone(w.userErrors)
 	w.mu.Unlock()
-	rep.Retries = f.API.Retries()
+	rep.Retries = w.api.Retries()
 	return rep
 }
 
@@ -134,14 +134,14 @@ func firstLines(n int, lists ...[]string) string {
 
 // list pages through a list endpoint of the API, with ?limit= and
 // ?continue=, and hands each page to add.
-func list[T any](ctx context.Context, f *farm.Farm, path string, query url.Values, add func(T)) error {
+func list[T any](ctx context.Context, api *farm.Client, path string, query url.Values, add func(T)) error {
 	query.Set("limit", "500")
 	for {
 		var page struct {
 			Items    []T    `json:"items"`
 			Continue string `json:"continue"`
 		}
-		if code, err := f.API.Do(ctx, http.MethodGet, path, query, nil, &page); code != http.StatusOK {
+		if code, err := api.Do(ctx, http.MethodGet, path, query, nil, &page); code != http.StatusOK {
 			if err != nil {
 				return fmt.Errorf("GET %s?%s: %d: %w", path, query.Encode(), code, err)
 			}
@@ -177,10 +177,10 @@ func (j jobCopy) String() string {
 // checkRunnables: every accepted runnable is stored, and has reached a
 // terminal phase or runs on exactly one cluster (invariant 1); no
 // runnable has copies on two clusters (invariants 2 and 3).
-func checkRunnables(ctx context.Context, f *farm.Farm, kube map[string]kubernetes.Interface, w *workload, rep *report) {
+func checkRunnables(ctx context.Context, kube map[string]kubernetes.Interface, w *workload, rep *report) {
 	stored := map[string]*v1alpha1.Runnable{}
-	for _, ns := range namespaces {
-		err := list(ctx, f, "/api/v1/runnables", url.Values{"namespace": {ns}}, func(r *v1alpha1.Runnable) {
+	for _, ns := range w.namespaces {
+		err := list(ctx, w.api, "/api/v1/runnables", url.Values{"namespace": {ns}}, func(r *v1alpha1.Runnable) {
 			stored[r.Metadata.Namespace+"/"+r.Metadata.Name] = r
 		})
 		if err != nil {
@@ -190,7 +190,7 @@ func checkRunnables(ctx context.Context, f *farm.Farm, kube map[string]kubernete
 	}
 	copies := map[string][]jobCopy{} // by runnable uid
 	for cluster, client := range kube {
-		for _, ns := range namespaces {
+		for _, ns := range w.namespaces {
 			jobs, err := client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRunnableUID})
 			if err != nil {
 				rep.CheckErrors = append(rep.CheckErrors, fmt.Sprintf("list Jobs of %s in %s: %v", cluster, ns, err))
@@ -267,7 +267,7 @@ func checkRunnables(ctx context.Context, f *farm.Farm, kube map[string]kubernete
 // checkDeployables: the source of truth holds the last accepted change of
 // every deployable (invariant 1), and every cluster holds exactly it, or
 // nothing once it is deleted (invariant 5).
-func checkDeployables(ctx context.Context, f *farm.Farm, kube map[string]kubernetes.Interface, w *workload, rep *report) {
+func checkDeployables(ctx context.Context, kube map[string]kubernetes.Interface, w *workload, rep *report) {
 	type expected struct {
 		ns, name string
 		want     []map[string]string // any of these; nil: deleted
@@ -287,7 +287,7 @@ func checkDeployables(ctx context.Context, f *farm.Farm, kube map[string]kuberne
 	for _, e := range exps {
 		var d v1alpha1.Deployable
 		var truth map[string]string // nil: deleted
-		switch code, err := f.API.Do(ctx, http.MethodGet, "/api/v1/deployables/"+e.ns+"/"+e.name, nil, nil, &d); code {
+		switch code, err := w.api.Do(ctx, http.MethodGet, "/api/v1/deployables/"+e.ns+"/"+e.name, nil, nil, &d); code {
 		case http.StatusOK:
 			truth = map[string]string{}
 			data, _ := d.Spec.Template["data"].(map[string]any)
@@ -324,14 +324,14 @@ func checkDeployables(ctx context.Context, f *farm.Farm, kube map[string]kuberne
 // soak's namespaces with direct lists of every cluster (invariant 4). Both
 // sides are keyed by cluster, kind, namespace, name and uid, so that an
 // object deleted and created again under its name is two objects.
-func checkInventory(ctx context.Context, f *farm.Farm, kube map[string]kubernetes.Interface, rep *report) {
+func checkInventory(ctx context.Context, kube map[string]kubernetes.Interface, w *workload, rep *report) {
 	records := map[string]string{} // cluster/kind/namespace/name/uid -> resourceVersion
-	for _, ns := range namespaces {
+	for _, ns := range w.namespaces {
 		for _, kind := range []string{"ConfigMap", "Job"} {
 			// system=true: the truth below holds kube-root-ca.crt, which
 			// inventory lists leave out unless asked (store.SystemObjects).
 			query := url.Values{"namespace": {ns}, "kind": {kind}, "fields": {"meta"}, "system": {"true"}}
-			err := list(ctx, f, "/api/v1/inventory", query, func(it server.InventoryItem) {
+			err := list(ctx, w.api, "/api/v1/inventory", query, func(it server.InventoryItem) {
 				records[it.Cluster+"/"+it.Kind+"/"+it.Namespace+"/"+it.Name+"/"+it.UID] = it.ResourceVersion
 			})
 			if err != nil {
@@ -342,7 +342,7 @@ func checkInventory(ctx context.Context, f *farm.Farm, kube map[string]kubernete
 	}
 	truth := map[string]string{}
 	for cluster, client := range kube {
-		for _, ns := range namespaces {
+		for _, ns := range w.namespaces {
 			cms, err := client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				rep.CheckErrors = append(rep.CheckErrors, fmt.Sprintf("list ConfigMaps of %s in %s: %v", cluster, ns, err))
@@ -383,9 +383,9 @@ func checkInventory(ctx context.Context, f *farm.Farm, kube map[string]kubernete
 
 // checkAudit: the hash chain is intact, and every accepted runnable's
 // submission and every placement is in it (invariant 6).
-func checkAudit(ctx context.Context, f *farm.Farm, w *workload, rep *report) {
+func checkAudit(ctx context.Context, w *workload, rep *report) {
 	var chain server.ChainStatus
-	if code, err := f.API.Do(ctx, http.MethodGet, "/api/v1/history/verify", nil, nil, &chain); code != http.StatusOK {
+	if code, err := w.api.Do(ctx, http.MethodGet, "/api/v1/history/verify", nil, nil, &chain); code != http.StatusOK {
 		rep.AuditReason = fmt.Sprintf("verify: %d %v", code, err)
 		return
 	}
@@ -396,8 +396,8 @@ func checkAudit(ctx context.Context, f *farm.Farm, w *workload, rep *report) {
 	entries := map[string]map[string]int{} // action -> namespace/name -> count
 	for _, action := range []string{"create", "place", "evict"} {
 		entries[action] = map[string]int{}
-		for _, ns := range namespaces {
-			err := list(ctx, f, "/api/v1/history", url.Values{"namespace": {ns}, "kind": {v1alpha1.KindRunnable}, "action": {action}}, func(e server.HistoryEntry) {
+		for _, ns := range w.namespaces {
+			err := list(ctx, w.api, "/api/v1/history", url.Values{"namespace": {ns}, "kind": {v1alpha1.KindRunnable}, "action": {action}}, func(e server.HistoryEntry) {
 				entries[action][strings.TrimPrefix(e.Object, v1alpha1.KindRunnable+"/")]++
 			})
 			if err != nil {
@@ -479,7 +479,7 @@ func (r *report) String() string {
 	}
 	fmt.Fprintf(&b, "  audit chain: %s (%d entries); creations and placements recorded: %s\n", chain, r.AuditEntries, yes(len(r.AuditProblems) == 0))
 	var faults []string
-	for _, k := range []string{faultKillPurser, faultKillNATS, faultAPIServer, faultAgentCut, faultPostgres} {
+	for _, k := range []string{faultDCPower, faultDCPartition, faultPrimaryLoss, faultKillPurser, faultKillNATS, faultAPIServer, faultAgentCut, faultPostgres} {
 		if n, ok := r.Faults[k]; ok {
 			faults = append(faults, k+" "+strconv.Itoa(n))
 		}

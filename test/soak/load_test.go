@@ -30,7 +30,15 @@ type workload struct {
 	deployables []*deployable
 	calls       int
 	userErrors  []string // answers that are neither 2xx nor retryable, and calls given up
+	acks        []ack    // every accepted write, in the order answered
 	inFlight    sync.WaitGroup
+}
+
+// ack is one write the API accepted: when it was sent and answered, and
+// by which replica.
+type ack struct {
+	sent, at time.Time
+	replica  int
 }
 
 // submission is one runnable the workload submitted.
@@ -121,6 +129,7 @@ func (w *workload) nextSubmission(n int) *submission {
 }
 
 func (w *workload) submit(ctx context.Context, s *submission) {
+	sent := time.Now()
 	r := w.api.Call(ctx, http.MethodPost, "/api/v1/runnables", nil, runnableBody(s), nil)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -128,6 +137,7 @@ func (w *workload) submit(ctx context.Context, s *submission) {
 	switch {
 	case r.OK():
 		s.Accepted = true
+		w.acks = append(w.acks, ack{sent: sent, at: time.Now(), replica: r.Replica})
 	case errors.Is(r.Err, farm.ErrGaveUp) || farm.Retryable(r.Code):
 		s.Unsure = true
 		w.userError("submit %s/%s: %v", s.Namespace, s.Name, r.Err)
@@ -201,6 +211,7 @@ func (w *workload) putDeployable(ctx context.Context, d *deployable) {
 			"data":     data,
 		}},
 	}
+	sent := time.Now()
 	r := w.api.Call(ctx, http.MethodPut, "/api/v1/deployables/"+d.Namespace+"/"+d.Name, nil, body, nil)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -209,6 +220,7 @@ func (w *workload) putDeployable(ctx context.Context, d *deployable) {
 	switch {
 	case r.OK():
 		d.Want, d.Unsure = data, nil
+		w.acks = append(w.acks, ack{sent: sent, at: time.Now(), replica: r.Replica})
 	case errors.Is(r.Err, farm.ErrGaveUp) || farm.Retryable(r.Code):
 		d.Unsure = append(d.Unsure, data)
 		w.userError("put deployable %s/%s: %v", d.Namespace, d.Name, r.Err)

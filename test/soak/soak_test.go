@@ -10,14 +10,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 	"github.com/purser-io/purser/internal/store/storetest"
@@ -116,31 +114,7 @@ func TestSoak(t *testing.T) {
 	w := newWorkload(f.API, seed, namespaces)
 	inj := newInjector(t, f, clusters, seed, strings.Split(*soakFaults, ","))
 
-	loadCtx, stopLoad := context.WithTimeout(ctx, *soakDuration)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		inj.run(loadCtx)
-	}()
-	w.run(loadCtx, *soakRate)
-	stopLoad()
-	<-done
-	t.Logf("%s soak: load and faults stopped; settling (at most %s)", stamp(), *soakSettle)
-
-	if err := f.EnsureRunning(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range clusters {
-		sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
-		err := c.StartAPIServer(sctx)
-		scancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	rep := settle(t, ctx, f, clusters, w, *soakSettle)
-	rep.Duration, rep.Seed, rep.Faults = *soakDuration, seed, inj.counts()
-	rep.Crashes = f.Crashes()
+	rep := loadAndSettle(t, ctx, "soak", f, clusters, w, inj, seed)
 	summary := rep.String()
 	t.Log("\n" + summary)
 	fmt.Println(summary)
@@ -188,23 +162,49 @@ func writeArtifact(t *testing.T, summary string) {
 // that the load starts on a healthy farm.
 func waitClustersReady(t *testing.T, f *farm.Farm, clusters []*sandbox.Cluster) {
 	t.Helper()
-	sandboxtest.Eventually(t, 3*time.Minute, "every cluster Ready in purser", func(ctx context.Context) error {
-		for _, c := range clusters {
-			var cl v1alpha1.Cluster
-			if code, err := f.API.Do(ctx, http.MethodGet, "/api/v1/clusters/"+c.Name(), nil, nil, &cl); code != http.StatusOK {
-				if err != nil {
-					return fmt.Errorf("get cluster %s: %d: %w", c.Name(), code, err)
-				}
-				return fmt.Errorf("get cluster %s: %d", c.Name(), code)
-			}
-			ready := false
-			for _, cond := range cl.Status.Conditions {
-				ready = ready || (cond.Type == v1alpha1.ConditionReady && cond.Status == "True")
-			}
-			if !ready {
-				return fmt.Errorf("cluster %s is not Ready: %+v", c.Name(), cl.Status.Conditions)
-			}
+	waitClustersReadyVia(t, f.API, clusters)
+}
+
+// A farm the soak runs on: Farm or DCFarm.
+type soakFarm interface {
+	EnsureRunning(ctx context.Context) error
+	Crashes() []farm.Crash
+}
+
+// A fault injector of the soak: injector or dcInjector.
+type faultInjector interface {
+	run(ctx context.Context)
+	counts() map[string]int
+}
+
+// loadAndSettle runs the workload for -soak.duration while inj injects
+// faults, then brings every process and kube-apiserver back and settles:
+// the report of what the run left. name starts its log line.
+func loadAndSettle(t *testing.T, ctx context.Context, name string, f soakFarm, clusters []*sandbox.Cluster, w *workload, inj faultInjector, seed int64) *report {
+	t.Helper()
+	loadCtx, stopLoad := context.WithTimeout(ctx, *soakDuration)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inj.run(loadCtx)
+	}()
+	w.run(loadCtx, *soakRate)
+	stopLoad()
+	<-done
+	t.Logf("%s %s: load and faults stopped; settling (at most %s)", stamp(), name, *soakSettle)
+	if err := f.EnsureRunning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range clusters {
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := c.StartAPIServer(sctx)
+		scancel()
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
+	}
+	rep := settle(t, ctx, clusters, w, *soakSettle)
+	rep.Duration, rep.Seed, rep.Faults = *soakDuration, seed, inj.counts()
+	rep.Crashes = f.Crashes()
+	return rep
 }

@@ -35,11 +35,15 @@ type Client struct {
 
 // NewClient returns a client of the API replicas at urls.
 func NewClient(urls []string, token string) *Client {
-	c := &Client{MaxWait: 90 * time.Second, AttemptTimeout: 20 * time.Second}
+	var replicas []*client.Client
 	for _, u := range urls {
-		c.replicas = append(c.replicas, client.New(client.Config{Server: u, Token: token}))
+		replicas = append(replicas, client.New(client.Config{Server: u, Token: token}))
 	}
-	return c
+	return newClient(replicas...)
+}
+
+func newClient(replicas ...*client.Client) *Client {
+	return &Client{MaxWait: 90 * time.Second, AttemptTimeout: 20 * time.Second, replicas: replicas}
 }
 
 // Retryable reports whether an answer (code 0: no answer) is worth
@@ -62,6 +66,9 @@ type Result struct {
 	// Err is an error answer of the API as a *v1alpha1.Status, a
 	// transport error, or ErrGaveUp wrapping the last one.
 	Err error
+	// Replica is the index of the replica that gave the final answer (in
+	// a DC farm, the DC's index).
+	Replica int
 }
 
 // OK reports a 2xx answer.
@@ -86,11 +93,11 @@ func (c *Client) Call(ctx context.Context, method, path string, query url.Values
 	}
 	deadline := time.Now().Add(c.MaxWait)
 	for attempt := 0; ; attempt++ {
-		replica := c.replicas[int(c.next.Add(1))%len(c.replicas)]
+		idx := int(c.next.Add(1)) % len(c.replicas)
 		actx, cancel := context.WithTimeout(ctx, c.AttemptTimeout)
-		code, err := replica.Do(actx, method, path, query, data, "application/json", out)
+		code, err := c.replicas[idx].Do(actx, method, path, query, data, "application/json", out)
 		cancel()
-		r := Result{Code: code, Attempts: attempt + 1, Err: err}
+		r := Result{Code: code, Attempts: attempt + 1, Err: err, Replica: idx}
 		if ctx.Err() != nil {
 			r.Err = ctx.Err()
 			return r

@@ -154,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (*Farm, error) {
 	for i, u := range f.apiURLs {
 		api := f.procs[i] // the APIs started first
 		if err := waitFor(ctx, 2*time.Minute, api.Name+" /readyz", func(ctx context.Context) error {
-			return getJSON(ctx, u+"/readyz", nil)
+			return getJSON(ctx, http.DefaultClient, u+"/readyz", nil)
 		}, api); err != nil {
 			return nil, err
 		}
@@ -165,30 +165,38 @@ func Start(ctx context.Context, cfg Config) (*Farm, error) {
 
 // writeCredentials writes what `purser up` would: an admin token with its
 // hashed entry, a policy making it admin, and the sealing key.
-func (f *Farm) writeCredentials() error {
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
-		return err
+func (f *Farm) writeCredentials() (err error) {
+	f.Token, f.keyFile, err = writeCredentials(f.dir)
+	return err
+}
+
+// writeCredentials writes into dir an admin token (admin.token) with its
+// hashed entry (tokens.yaml), a policy making it admin (policy.yaml), and
+// the sealing key (secret.key, whose path it returns).
+func writeCredentials(dir string) (token, keyFile string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
 	}
-	f.Token = auth.NewToken()
-	tokens, err := yaml.Marshal(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(f.Token)}}})
+	token = auth.NewToken()
+	tokens, err := yaml.Marshal(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(token)}}})
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	policy, err := yaml.Marshal(auth.PolicyFile{Admins: []string{"admin"}})
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	for name, data := range map[string][]byte{"tokens.yaml": tokens, "policy.yaml": policy, "admin.token": []byte(f.Token + "\n")} {
-		if err := os.WriteFile(filepath.Join(f.dir, name), data, 0o600); err != nil {
-			return err
+	for name, data := range map[string][]byte{"tokens.yaml": tokens, "policy.yaml": policy, "admin.token": []byte(token + "\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return "", "", err
 		}
 	}
-	f.keyFile = filepath.Join(f.dir, "secret.key")
-	if _, err = seal.EnsureKeyFile(f.keyFile); err != nil {
-		return err
+	keyFile = filepath.Join(dir, "secret.key")
+	if _, err = seal.EnsureKeyFile(keyFile); err != nil {
+		return "", "", err
 	}
-	_, err = anchor.EnsureKeyFile(filepath.Join(f.dir, "audit.key"))
-	return err
+	_, err = anchor.EnsureKeyFile(filepath.Join(dir, "audit.key"))
+	return token, keyFile, err
 }
 
 // componentArgs are the flags of replica i of a component.
@@ -299,14 +307,7 @@ func (f *Farm) Processes() []*Process {
 }
 
 // Crashes returns every exit nobody asked for, in time order.
-func (f *Farm) Crashes() []Crash {
-	var out []Crash
-	for _, p := range f.Processes() {
-		out = append(out, p.Crashes()...)
-	}
-	slices.SortFunc(out, func(a, b Crash) int { return a.At.Compare(b.At) })
-	return out
-}
+func (f *Farm) Crashes() []Crash { return crashesOf(f.Processes()) }
 
 // EnsureRunning starts whatever is down (after a test's fault, or a crash
 // waiting for its restart) and waits for the NATS cluster and the APIs.
@@ -321,7 +322,7 @@ func (f *Farm) EnsureRunning(ctx context.Context) error {
 	}
 	for _, u := range f.apiURLs {
 		if err := waitFor(ctx, 2*time.Minute, u+"/readyz", func(ctx context.Context) error {
-			return getJSON(ctx, u+"/readyz", nil)
+			return getJSON(ctx, http.DefaultClient, u+"/readyz", nil)
 		}); err != nil {
 			return err
 		}

@@ -19,8 +19,11 @@ import (
 // keeps.
 type NATS struct {
 	Nodes   []*Process
-	clients []string // nats://127.0.0.1:PORT of each node
-	monitor []string // http://127.0.0.1:PORT of each node's monitoring
+	clients []string // nats://HOST:PORT of each node
+	monitor []string // http://HOST:PORT of each node's monitoring
+	// http reaches each node's monitoring (nil: http.DefaultClient), from
+	// inside its DC in a DC farm.
+	http []*http.Client
 }
 
 // natsCluster is the cluster's name; nodes are named nats-1 .. nats-N.
@@ -83,7 +86,7 @@ func (n *NATS) healthy(ctx context.Context) error {
 				Size   int    `json:"cluster_size"`
 			} `json:"meta_cluster"`
 		}
-		if err := getJSON(ctx, n.monitor[i]+"/jsz", &jsz); err != nil {
+		if err := getJSON(ctx, n.client(i), n.monitor[i]+"/jsz", &jsz); err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
 		if jsz.Meta == nil || jsz.Meta.Leader == "" {
@@ -93,7 +96,7 @@ func (n *NATS) healthy(ctx context.Context) error {
 			return fmt.Errorf("%s says the meta leader is %s, another node says %s", p.Name, jsz.Meta.Leader, leader)
 		}
 		leader = jsz.Meta.Leader
-		if err := getJSON(ctx, n.monitor[i]+"/healthz", nil); err != nil {
+		if err := getJSON(ctx, n.client(i), n.monitor[i]+"/healthz", nil); err != nil {
 			return fmt.Errorf("%s /healthz: %w", p.Name, err)
 		}
 	}
@@ -103,12 +106,20 @@ func (n *NATS) healthy(ctx context.Context) error {
 	return nil
 }
 
-func getJSON(ctx context.Context, url string, out any) error {
+// client is the HTTP client of node i's monitoring.
+func (n *NATS) client(i int) *http.Client {
+	if i < len(n.http) && n.http[i] != nil {
+		return n.http[i]
+	}
+	return http.DefaultClient
+}
+
+func getJSON(ctx context.Context, hc *http.Client, url string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,15 +30,26 @@ type spawner struct {
 	done chan struct{}
 }
 
-func newSpawner() *spawner {
+func newSpawner() *spawner { return newSpawnerWith(nil) }
+
+// newSpawnerWith runs setup on the spawner's thread before anything else
+// (to move the thread into a network namespace, say), and returns once it
+// has run.
+func newSpawnerWith(setup func()) *spawner {
 	s := &spawner{reqs: make(chan func()), done: make(chan struct{})}
+	ready := make(chan struct{})
 	go func() {
 		runtime.LockOSThread() // never unlocked: see the type's comment
 		defer close(s.done)
+		if setup != nil {
+			setup()
+		}
+		close(ready)
 		for f := range s.reqs {
 			f()
 		}
 	}()
+	<-ready
 	return s
 }
 
@@ -92,6 +104,16 @@ type Crash struct {
 	Status  string
 	// LogTail is the end of the process's log at the time.
 	LogTail string
+}
+
+// crashesOf returns every exit of procs nobody asked for, in time order.
+func crashesOf(procs []*Process) []Crash {
+	var out []Crash
+	for _, p := range procs {
+		out = append(out, p.Crashes()...)
+	}
+	slices.SortFunc(out, func(a, b Crash) int { return a.At.Compare(b.At) })
+	return out
 }
 
 func (c Crash) String() string {
@@ -237,6 +259,20 @@ func (p *Process) Stop(grace time.Duration) {
 	syscall.Kill(-pid, syscall.SIGKILL) // whatever it started in its group
 }
 
+// Args are the process's arguments.
+func (p *Process) Args() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.args...)
+}
+
+// SetArgs changes the arguments of the process's next start.
+func (p *Process) SetArgs(args []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.args = append([]string(nil), args...)
+}
+
 // Restart kills the process and starts it again.
 func (p *Process) Restart() error {
 	p.Kill()
@@ -275,6 +311,31 @@ func (p *Process) Failure() string {
 		state = "is running"
 	}
 	return fmt.Sprintf("%s %s; last lines of %s:\n%s", p.Name, state, p.LogPath, tail(p.LogPath, 15))
+}
+
+// LoggedSinceStart reports whether the log of the current run (from the
+// line its last start wrote) has a line containing one of texts: a
+// process's own word that it got somewhere.
+func (p *Process) LoggedSinceStart(texts ...string) bool {
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return false
+	}
+	lines := strings.Split(string(data), "\n")
+	from := 0
+	for i, l := range lines {
+		if strings.HasPrefix(l, "==== ") && !strings.Contains(l, ": exited: ") {
+			from = i
+		}
+	}
+	for _, l := range lines[from:] {
+		for _, t := range texts {
+			if strings.Contains(l, t) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // tail returns the last n lines of a file.

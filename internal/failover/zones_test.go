@@ -1,0 +1,50 @@
+package failover
+
+import (
+	"testing"
+
+	"github.com/purser-io/purser/internal/clusters"
+)
+
+func TestZoneRate(t *testing.T) {
+	for reason, want := range map[string]float64{
+		"":                               0.5 * 40, // nothing recorded yet: normal
+		clusters.ReasonNoDisruption:      20,
+		clusters.ReasonPartialDisruption: 2,
+		clusters.ReasonFullDisruption:    2,
+		clusters.ReasonFarmDisruption:    0,
+	} {
+		if got := ZoneRate(reason, 20, 2); got != want {
+			t.Errorf("%q: rate %v, want %v", reason, got, want)
+		}
+	}
+}
+
+func TestZoneLimiters(t *testing.T) {
+	z := newZoneLimiters(20, 2)
+	allowed := func(zone, reason string, n int) int {
+		got := 0
+		for range n {
+			if z.allow(zone, reason) {
+				got++
+			}
+		}
+		return got
+	}
+	// A burst of the rate, per zone: a disrupted zone does not slow the
+	// others.
+	if got := allowed("dc-1", clusters.ReasonFullDisruption, 10); got != 2 {
+		t.Errorf("a fully disrupted zone let %d of 10 through at once, want its burst of 2", got)
+	}
+	if got := allowed("dc-2", clusters.ReasonNoDisruption, 30); got != 20 {
+		t.Errorf("a normal zone let %d of 30 through at once, want its burst of 20", got)
+	}
+	if got := allowed("dc-3", clusters.ReasonFarmDisruption, 5); got != 0 {
+		t.Errorf("with the farm disrupted %d evictions got through, want none", got)
+	}
+	// The zone recovers: its bucket takes the normal rate.
+	allowed("dc-1", clusters.ReasonNoDisruption, 1)
+	if l := z.byZone["dc-1"].lim; l.Limit() != 20 || l.Burst() != 20 {
+		t.Errorf("a zone back to normal: rate %v burst %d, want 20 and 20", l.Limit(), l.Burst())
+	}
+}

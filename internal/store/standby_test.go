@@ -1,0 +1,49 @@
+package store
+
+import (
+	"testing"
+	"time"
+)
+
+func testCheckWrites(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	for range 2 {
+		if err := s.CheckWrites(ctx, "api-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	mustRead(t, s, func(tx *Tx) error {
+		return tx.queryRow(ctx, `SELECT COUNT(*) FROM write_checks WHERE name = 'api-1'`).Scan(&n)
+	})
+	if n != 1 {
+		t.Fatalf("%d rows for one process", n)
+	}
+	s.Close()
+	if err := s.CheckWrites(ctx, "api-1"); err == nil {
+		t.Fatal("a closed store takes writes")
+	}
+}
+
+func testReadInfo(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx, info := WithReadInfo(t.Context())
+	before := time.Now().Add(-time.Minute)
+	read := func() {
+		t.Helper()
+		if err := s.Read(ctx, func(tx *Tx) error { _, err := tx.ListClusters(ctx); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read()
+	if info.Standby || info.AsOf.Before(before) {
+		t.Fatalf("a read of the primary: %+v", info)
+	}
+	// Without a standby attached, UseStandby changes nothing.
+	s.UseStandby(true)
+	read()
+	if info.Standby {
+		t.Fatalf("read from a standby that is not there: %+v", info)
+	}
+}

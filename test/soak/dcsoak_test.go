@@ -1,0 +1,522 @@
+package soak
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/server"
+	"github.com/purser-io/purser/test/soak/farm"
+)
+
+// The DC soak: the soak's steady load on the three-DC farm
+// (test/soak/farm, DCFarm) while faults rotate, among them faults of a
+// whole data center: a DC powered off, a DC partitioned, and the DC of
+// the database's primary lost. At the end the soak's checks of DESIGN.md's
+// invariants, plus: no AtMostOne runnable ever had two live copies (seen
+// by a watcher of every cluster from outside the DCs), no acknowledged
+// write lost, and per fault the time until a surviving DC accepted a
+// write (RTO) and until the first runnable moved out of the DC.
+
+var dcSoakFaults = flag.String("soak.dc-faults", faultDCPower+","+faultDCPartition+","+faultPrimaryLoss+",kill-purser,kill-nats,apiserver-stop,agent-cut",
+	"the kinds of fault the DC soak injects, comma separated")
+
+// The DC faults, as the summary counts them.
+const (
+	faultDCPower     = "dc-power-off"
+	faultDCPartition = "dc-partition"
+	faultPrimaryLoss = "primary-dc-lost"
+)
+
+// The namespaces of the DC soak, apart from the other soak's, whose
+// objects may still be on the shared clusters.
+var dcNamespaces = []string{"dcsoak-a", "dcsoak-b"}
+
+func TestDCSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the DC soak takes minutes")
+	}
+	seed := *soakSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano() % 1_000_000
+	}
+	t.Logf("dc soak: %s of load and faults, seed %d (rerun with -soak.seed=%d)", *soakDuration, seed, seed)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, clusters := startDCFarm(t, ctx, keptDir(t), controllerArgs, agentArgs)
+	for _, c := range clusters {
+		for _, ns := range dcNamespaces {
+			if err := c.EnsureNamespace(ctx, ns); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	w := newWorkload(f.API, seed, dcNamespaces)
+	watch, err := newLiveWatcher(ctx, f, dcNamespaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inj := newDCInjector(t, f, w, seed, strings.Split(*dcSoakFaults, ","))
+
+	rep := loadAndSettle(t, ctx, "dc soak", f, clusters, w, inj, seed)
+	watch.stop()
+	dr := &dcReport{report: rep, faults: inj.faults()}
+	dr.TwoLive, dr.TwoLiveDetails = watch.violations()
+	dr.measure(ctx, t, f, w)
+	summary := dr.String()
+	t.Log("\n" + summary)
+	fmt.Println(summary)
+	writeArtifactAs(t, "dc-summary.txt", summary)
+	for _, v := range dr.Violations() {
+		t.Error(v)
+	}
+}
+
+// dcFault is one fault the DC soak injected.
+type dcFault struct {
+	Kind    string
+	DC      *farm.DC // the DC it hit; for apiserver-stop, the cluster's DC
+	At, End time.Time
+	// RTO: from At to the first write sent after it that a surviving DC
+	// accepted; Moved: from At to the first placement elsewhere of a
+	// runnable evicted from DC's cluster. Zero: none seen.
+	RTO, Moved time.Duration
+}
+
+// dcInjector rotates the faults: one loop kills purser components, as
+// the other soak does; another takes down, one at a time, a whole DC (by
+// power or by partition, or the primary's), a NATS node, a kube-apiserver
+// or an agent, and waits until the farm is whole again before the next.
+type dcInjector struct {
+	t       *testing.T
+	f       *farm.DCFarm
+	w       *workload
+	rng     *rand.Rand
+	procRng *rand.Rand
+	enabled map[string]bool
+
+	mu  sync.Mutex
+	n   map[string]int
+	log []*dcFault
+}
+
+func newDCInjector(t *testing.T, f *farm.DCFarm, w *workload, seed int64, kinds []string) *dcInjector {
+	enabled := map[string]bool{}
+	for _, k := range kinds {
+		switch k = strings.TrimSpace(k); k {
+		case faultDCPower, faultDCPartition, faultPrimaryLoss, faultKillPurser, faultKillNATS, faultAPIServer, faultAgentCut:
+			enabled[k] = true
+		case "":
+		default:
+			t.Fatalf("unknown fault %q in -soak.dc-faults", k)
+		}
+	}
+	return &dcInjector{t: t, f: f, w: w, enabled: enabled, n: map[string]int{},
+		rng: rand.New(rand.NewPCG(uint64(seed), 5)), procRng: rand.New(rand.NewPCG(uint64(seed), 6))}
+}
+
+func (in *dcInjector) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	if in.enabled[faultKillPurser] {
+		wg.Go(func() { in.killComponents(ctx) })
+	}
+	wg.Go(func() { in.breakInfrastructure(ctx) })
+	wg.Wait()
+}
+
+func (in *dcInjector) begin(kind string, dc *farm.DC, format string, args ...any) *dcFault {
+	fl := &dcFault{Kind: kind, DC: dc, At: time.Now()}
+	in.mu.Lock()
+	in.n[kind]++
+	if kind != faultKillPurser {
+		in.log = append(in.log, fl)
+	}
+	in.mu.Unlock()
+	in.t.Logf("%s fault %s: %s", stamp(), kind, fmt.Sprintf(format, args...))
+	return fl
+}
+
+func (in *dcInjector) counts() map[string]int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range in.n {
+		out[k] = v
+	}
+	return out
+}
+
+func (in *dcInjector) faults() []*dcFault {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Clone(in.log)
+}
+
+// killComponents kills a random purser component of a powered DC every
+// few seconds and starts it again a few seconds later, unless its DC has
+// lost power meanwhile (then its power-on starts it).
+func (in *dcInjector) killComponents(ctx context.Context) {
+	for {
+		if !backoff.Sleep(ctx, between(in.procRng, 5*time.Second, 10*time.Second)) {
+			return
+		}
+		dc := in.f.DCs[in.procRng.IntN(len(in.f.DCs))]
+		p := dc.Components[in.procRng.IntN(len(dc.Components))]
+		if !dc.Powered() || !p.Running() {
+			continue
+		}
+		down := between(in.procRng, 2*time.Second, 5*time.Second)
+		in.begin(faultKillPurser, dc, "kill -9 %s (pid %d), back in %s", p.Name, p.Pid(), down.Round(100*time.Millisecond))
+		p.Kill()
+		backoff.Sleep(ctx, down)
+		if err := in.f.StartIfPowered(dc, p); err != nil {
+			in.t.Errorf("restart %s: %v", p.Name, err)
+		}
+	}
+}
+
+func (in *dcInjector) breakInfrastructure(ctx context.Context) {
+	var dcKinds, others []string
+	for _, k := range []string{faultDCPower, faultDCPartition, faultPrimaryLoss} {
+		if in.enabled[k] {
+			dcKinds = append(dcKinds, k)
+		}
+	}
+	for _, k := range []string{faultKillNATS, faultAPIServer, faultAgentCut} {
+		if in.enabled[k] {
+			others = append(others, k)
+		}
+	}
+	kinds := append(slices.Clone(dcKinds), others...)
+	if len(kinds) == 0 {
+		return
+	}
+	// Every DC kind first, in a random order, then everything at random.
+	order := slices.Clone(dcKinds)
+	in.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for i := 0; ; i++ {
+		if !backoff.Sleep(ctx, between(in.rng, 3*time.Second, 8*time.Second)) {
+			return
+		}
+		kind := kinds[in.rng.IntN(len(kinds))]
+		if i < len(order) {
+			kind = order[i]
+		}
+		in.inject(ctx, kind)
+		// Whole again before the next: two DCs down at once is more than
+		// three DCs survive.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		start := time.Now()
+		if err := in.f.EnsureRunning(rctx); err != nil {
+			in.t.Errorf("the farm after %s: %v", kind, err)
+		} else {
+			in.t.Logf("%s fault %s: farm whole again %s after the fault ended", stamp(), kind, time.Since(start).Round(100*time.Millisecond))
+		}
+		cancel()
+	}
+}
+
+// inject applies one fault and undoes it; it returns once undone.
+func (in *dcInjector) inject(ctx context.Context, kind string) {
+	f := in.f
+	undo := context.WithoutCancel(ctx)
+	switch kind {
+	case faultDCPower, faultPrimaryLoss:
+		dc := f.DCs[in.rng.IntN(len(f.DCs))]
+		primary, err := f.Primary(undo)
+		if err != nil {
+			in.t.Errorf("the primary's DC: %v", err)
+			return
+		}
+		if kind == faultPrimaryLoss {
+			dc = primary
+		} else if dc == primary {
+			dc = f.DCs[(dc.Index+1)%len(f.DCs)] // a DC without the primary
+		}
+		down := between(in.rng, 30*time.Second, 40*time.Second)
+		fl := in.begin(kind, dc, "power off %s (%s) for %s", dc.Name, in.databaseRoles(undo), down.Round(time.Second))
+		f.PowerOff(dc)
+		backoff.Sleep(ctx, down)
+		fl.End = time.Now()
+		pctx, cancel := context.WithTimeout(undo, 5*time.Minute)
+		defer cancel()
+		if err := f.PowerOn(pctx, dc, func(ctx context.Context) error { return in.waitFenced(ctx, dc) }); err != nil {
+			in.t.Errorf("power on %s: %v", dc.Name, err)
+		}
+	case faultDCPartition:
+		dc := f.DCs[in.rng.IntN(len(f.DCs))]
+		down := between(in.rng, 30*time.Second, 40*time.Second)
+		fl := in.begin(kind, dc, "partition %s for %s (%s)", dc.Name, down.Round(time.Second), in.databaseRoles(undo))
+		f.Partition(dc)
+		backoff.Sleep(ctx, down)
+		fl.End = time.Now()
+		f.Heal(dc)
+	case faultKillNATS:
+		dc := in.poweredDC()
+		down := between(in.rng, 5*time.Second, 10*time.Second)
+		fl := in.begin(kind, dc, "kill -9 %s for %s", dc.NATS.Name, down.Round(100*time.Millisecond))
+		dc.NATS.Kill()
+		backoff.Sleep(ctx, down)
+		fl.End = time.Now()
+		if err := f.StartIfPowered(dc, dc.NATS); err != nil {
+			in.t.Errorf("restart %s: %v", dc.NATS.Name, err)
+		}
+	case faultAPIServer:
+		dc := in.poweredDC()
+		down := between(in.rng, 20*time.Second, 30*time.Second)
+		fl := in.begin(kind, dc, "stop the kube-apiserver of %s for %s", dc.Cluster.Name(), down.Round(time.Second))
+		dc.Cluster.StopAPIServer()
+		backoff.Sleep(ctx, down)
+		fl.End = time.Now()
+		sctx, cancel := context.WithTimeout(undo, 2*time.Minute)
+		defer cancel()
+		if err := dc.Cluster.StartAPIServer(sctx); err != nil {
+			in.t.Errorf("start the kube-apiserver of %s again: %v", dc.Cluster.Name(), err)
+		}
+	case faultAgentCut:
+		dc := in.poweredDC()
+		down := between(in.rng, 20*time.Second, 45*time.Second)
+		fl := in.begin(kind, dc, "kill -9 %s for %s", dc.Agent.Name, down.Round(time.Second))
+		dc.Agent.Kill()
+		backoff.Sleep(ctx, down)
+		fl.End = time.Now()
+		if err := f.StartIfPowered(dc, dc.Agent); err != nil {
+			in.t.Errorf("restart %s: %v", dc.Agent.Name, err)
+		}
+	}
+}
+
+// databaseRoles says where the primary and its synchronous standby are,
+// for the log: losing either stalls commits until Patroni acts.
+func (in *dcInjector) databaseRoles(ctx context.Context) string {
+	primary, err := in.f.Primary(ctx)
+	if err != nil {
+		return "primary unknown"
+	}
+	sync, err := in.f.SyncStandby(ctx)
+	if err != nil || sync == nil {
+		return "primary in " + primary.Name + ", no synchronous standby"
+	}
+	return "primary in " + primary.Name + ", synchronous standby in " + sync.Name
+}
+
+func (in *dcInjector) poweredDC() *farm.DC {
+	for {
+		dc := in.f.DCs[in.rng.IntN(len(in.f.DCs))]
+		if dc.Powered() {
+			return dc
+		}
+	}
+}
+
+// waitFenced holds a powered-on DC's kubelets until its agent has fenced
+// what it must: it has said whether it was away for longer than its lease
+// and, if so, fenced the cluster's AtMostOne work, and every AtMostOne Job
+// of its cluster whose runnable the farm has placed elsewhere meanwhile is
+// suspended or gone. A machine that starts its agent before its kubelets
+// does the same (docs).
+func (in *dcInjector) waitFenced(ctx context.Context, dc *farm.DC) error {
+	kube, err := dc.Cluster.Client()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	deadline := start.Add(2 * time.Minute)
+	for !dc.Agent.LoggedSinceStart("nothing to fence on return", "fenced the AtMostOne work found on return") {
+		if time.Now().After(deadline) {
+			in.t.Errorf("%s powered on: its agent said nothing of its return within 2 minutes", dc.Name)
+			return nil
+		}
+		if !backoff.Sleep(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	for {
+		var pending []string
+		placedAt := map[string]string{} // runnable uid -> its cluster now
+		err := func() error {
+			lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			for _, ns := range dcNamespaces {
+				if err := list(lctx, in.f.API, "/api/v1/runnables", url.Values{"namespace": {ns}}, func(r *v1alpha1.Runnable) {
+					placedAt[r.Metadata.UID] = r.Status.Cluster
+				}); err != nil {
+					return err
+				}
+				jobs, err := kube.BatchV1().Jobs(ns).List(lctx, atMostOneJobs)
+				if err != nil {
+					return err
+				}
+				for _, j := range jobs.Items {
+					uid := j.Labels[v1alpha1.LabelRunnableUID]
+					live := j.DeletionTimestamp == nil && (j.Spec.Suspend == nil || !*j.Spec.Suspend)
+					if live && placedAt[uid] != dc.Cluster.Name() {
+						pending = append(pending, ns+"/"+j.Name)
+					}
+				}
+			}
+			return nil
+		}()
+		if err == nil && len(pending) == 0 {
+			in.t.Logf("%s %s: the agent fenced what moved away, %s after the control plane came back", stamp(), dc.Name, time.Since(start).Round(100*time.Millisecond))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			in.t.Errorf("%s powered on: AtMostOne copies of runnables placed elsewhere still live after 2 minutes: %v (%v)", dc.Name, pending, err)
+			return nil // the kubelets start anyway; the watcher counts what runs twice
+		}
+		if !backoff.Sleep(ctx, 500*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// dcReport is the soak's report with the DC soak's figures.
+type dcReport struct {
+	*report
+	faults         []*dcFault
+	TwoLive        int
+	TwoLiveDetails []string
+	// AckedLost: accepted runnables not stored, and deployables whose
+	// source of truth lost an accepted change.
+	AckedLost int
+}
+
+var (
+	evictedFrom = regexp.MustCompile(`evicted from (\S+) \(`)
+	// A placement, or a failover's placement (which names its source).
+	placedOn = regexp.MustCompile(`placed attempt \d+ on (\S+):|failover of attempt \d+ from \S+ \(\S+\) to (\S+) as attempt`)
+)
+
+// measure computes each fault's RTO from the accepted writes and its
+// moved-work time from the audit log.
+func (d *dcReport) measure(ctx context.Context, t *testing.T, f *farm.DCFarm, w *workload) {
+	d.AckedLost = d.Lost
+	for _, p := range d.DeployableProblems {
+		if strings.Contains(p, "the API holds") {
+			d.AckedLost++
+		}
+	}
+	w.mu.Lock()
+	acks := slices.Clone(w.acks)
+	w.mu.Unlock()
+	type entry struct {
+		at             time.Time
+		object, action string
+		cluster        string
+	}
+	var entries []entry
+	for _, ns := range w.namespaces {
+		for _, action := range []string{"evict", "place"} {
+			q := url.Values{"namespace": {ns}, "kind": {v1alpha1.KindRunnable}, "action": {action}}
+			if err := list(ctx, f.API, "/api/v1/history", q, func(e server.HistoryEntry) {
+				re := placedOn
+				if action == "evict" {
+					re = evictedFrom
+				}
+				if m := re.FindStringSubmatch(e.Summary); m != nil {
+					cluster := m[1]
+					if cluster == "" && len(m) > 2 {
+						cluster = m[2]
+					}
+					entries = append(entries, entry{at: e.Time, object: e.Object, action: action, cluster: cluster})
+				}
+			}); err != nil {
+				t.Errorf("dc soak: read the history: %v", err)
+				return
+			}
+		}
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return a.at.Compare(b.at) })
+	for _, fl := range d.faults {
+		for _, a := range acks {
+			if !a.sent.Before(fl.At) && a.replica != fl.DC.Index {
+				if rto := a.at.Sub(fl.At); fl.RTO == 0 || rto < fl.RTO {
+					fl.RTO = rto
+				}
+			}
+		}
+		lost := fl.DC.Cluster.Name()
+		evicted := map[string]bool{}
+		for _, e := range entries {
+			switch {
+			case e.at.Before(fl.At):
+			case e.action == "evict" && e.cluster == lost:
+				evicted[e.object] = true
+			case e.action == "place" && evicted[e.object] && e.cluster != lost:
+				if fl.Moved == 0 {
+					fl.Moved = e.at.Sub(fl.At)
+				}
+			}
+		}
+	}
+}
+
+// Violations adds the DC soak's to the soak's.
+func (d *dcReport) Violations() []string {
+	v := d.report.Violations()
+	if d.TwoLive > 0 {
+		v = append(v, fmt.Sprintf("%d times an AtMostOne runnable had two live copies:\n  %s", d.TwoLive, strings.Join(d.TwoLiveDetails, "\n  ")))
+	}
+	if d.AckedLost > 0 {
+		v = append(v, fmt.Sprintf("%d acknowledged writes lost", d.AckedLost))
+	}
+	return v
+}
+
+func (d *dcReport) String() string {
+	var b strings.Builder
+	b.WriteString("dc " + d.report.String() + "\n")
+	fmt.Fprintf(&b, "  faults of the DC soak (RTO: fault to the first write accepted in a surviving DC; moved: fault to the first runnable placed out of the DC):\n")
+	byKind := map[string][]*dcFault{}
+	for _, fl := range d.faults {
+		byKind[fl.Kind] = append(byKind[fl.Kind], fl)
+	}
+	for _, kind := range []string{faultDCPower, faultDCPartition, faultPrimaryLoss, faultKillNATS, faultAPIServer, faultAgentCut} {
+		for _, fl := range byKind[kind] {
+			fmt.Fprintf(&b, "    %-16s %s at %s for %s: RTO %s, moved %s\n", kind, fl.DC.Name, fl.At.UTC().Format("15:04:05"),
+				fl.End.Sub(fl.At).Round(time.Second), seconds(fl.RTO), seconds(fl.Moved))
+		}
+	}
+	chain := "chain intact"
+	if !d.AuditOK {
+		chain = "chain broken"
+	}
+	fmt.Fprintf(&b, "dc soak: lost %d, duplicated %d, two-live %d, zombies %d, %s", d.AckedLost, d.Duplicated, d.TwoLive, d.Zombies, chain)
+	return b.String()
+}
+
+func seconds(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// writeArtifactAs keeps a summary beside the other tests' artifacts.
+func writeArtifactAs(t *testing.T, name, summary string) {
+	dir := os.Getenv("PURSER_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "purser-test-artifacts")
+	}
+	dir = filepath.Join(dir, "soak")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("dc soak: cannot keep the summary: %v", err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(summary+"\n"), 0o644); err != nil {
+		t.Logf("dc soak: cannot keep the summary: %v", err)
+	}
+}
