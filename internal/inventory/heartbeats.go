@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -17,56 +16,30 @@ import (
 // when each agent was last heard from. Every replica may do it: the
 // database keeps the latest time whatever the order.
 func (in *Ingester) heartbeatLoop(ctx context.Context) {
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		if err := in.watchHeartbeats(ctx); err != nil && ctx.Err() == nil {
-			in.log.Warn("watch heartbeats", "error", err)
-			backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second))
-		}
-	}
+	in.followBucket(ctx, stream.HeartbeatsBucket, "heartbeats", in.recordHeartbeat)
 }
 
-func (in *Ingester) watchHeartbeats(ctx context.Context) error {
-	kv, err := in.cfg.Stream.JetStream().KeyValue(ctx, stream.HeartbeatsBucket)
-	if err != nil {
-		return err
+// recordHeartbeat stores one agent's heartbeat; a malformed one is
+// skipped.
+func (in *Ingester) recordHeartbeat(ctx context.Context, e jetstream.KeyValueEntry) error {
+	var hb stream.Heartbeat
+	if json.Unmarshal(e.Value(), &hb) != nil || hb.Time.IsZero() {
+		return nil
 	}
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil {
-				continue // the end of the initial values
-			}
-			var hb stream.Heartbeat
-			if json.Unmarshal(e.Value(), &hb) != nil || hb.Time.IsZero() {
-				continue
-			}
-			// Only the heartbeat's own time and the agent's word on its
-			// kube-apiserver: a snapshot counts once the ingester has
-			// applied it, not when the agent sent it.
-			at := in.heartbeatTime(e, hb)
-			var report []byte
-			if hb.KubeAPI != nil {
-				if report, err = json.Marshal(hb.KubeAPI); err != nil {
-					return err
-				}
-			}
-			if err := in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-				return tx.RecordHeartbeat(ctx, e.Key(), at, report, hb.KubeAPI.Current())
-			}); err != nil {
-				return err
-			}
+	// Only the heartbeat's own time and the agent's word on its
+	// kube-apiserver: a snapshot counts once the ingester has applied it,
+	// not when the agent sent it.
+	at := in.heartbeatTime(e, hb)
+	var report []byte
+	if hb.KubeAPI != nil {
+		var err error
+		if report, err = json.Marshal(hb.KubeAPI); err != nil {
+			return err
 		}
 	}
+	return in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		return tx.RecordHeartbeat(ctx, e.Key(), at, report, hb.KubeAPI.Current())
+	})
 }
 
 // clockSkewWarning is how far an agent's clock may be from the NATS

@@ -3,11 +3,9 @@ package inventory
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/purser-io/purser/internal/backoff"
 	"github.com/purser-io/purser/internal/store"
 	"github.com/purser-io/purser/internal/stream"
 )
@@ -17,61 +15,33 @@ import (
 // API reads a kind's scope before it accepts an object. Every replica may
 // do it: a report older than the recorded one changes nothing.
 func (in *Ingester) kindsLoop(ctx context.Context) {
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		if err := in.watchKinds(ctx); err != nil && ctx.Err() == nil {
-			in.log.Warn("watch served kinds", "error", err)
-			backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second))
-		}
-	}
+	in.followBucket(ctx, stream.KindsBucket, "served kinds", in.recordKinds)
 }
 
-func (in *Ingester) watchKinds(ctx context.Context) error {
-	kv, err := in.cfg.Stream.JetStream().KeyValue(ctx, stream.KindsBucket)
-	if err != nil {
-		return err
+// recordKinds stores one cluster's served kinds; a malformed report is
+// logged and skipped.
+func (in *Ingester) recordKinds(ctx context.Context, e jetstream.KeyValueEntry) error {
+	var report stream.ServedKinds
+	if err := json.Unmarshal(e.Value(), &report); err != nil || report.Time.IsZero() {
+		in.log.Error("dropping malformed served kinds", "cluster", e.Key(), "error", err)
+		return nil
 	}
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil {
-				continue // the end of the initial values
-			}
-			var report stream.ServedKinds
-			if err := json.Unmarshal(e.Value(), &report); err != nil || report.Time.IsZero() {
-				in.log.Error("dropping malformed served kinds", "cluster", e.Key(), "error", err)
-				continue
-			}
-			kinds := make([]store.ServedKind, 0, len(report.Kinds))
-			for _, k := range report.Kinds {
-				if k.Kind == "" || k.Version == "" {
-					continue
-				}
-				kinds = append(kinds, store.ServedKind{Group: k.Group, Version: k.Version, Kind: k.Kind, Namespaced: k.Namespaced})
-			}
-			// Ordered by the NATS server's clock, as heartbeats are: an
-			// agent whose clock was once ahead must not have its later
-			// reports ignored.
-			at := e.Created()
-			if at.IsZero() {
-				at = report.Time
-			}
-			// The key, not the payload, names the cluster, as the subject
-			// does for events: it is what an agent's permissions cover.
-			if err := in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-				return tx.ReplaceClusterKinds(ctx, e.Key(), at, kinds)
-			}); err != nil {
-				return err
-			}
+	kinds := make([]store.ServedKind, 0, len(report.Kinds))
+	for _, k := range report.Kinds {
+		if k.Kind == "" || k.Version == "" {
+			continue
 		}
+		kinds = append(kinds, store.ServedKind{Group: k.Group, Version: k.Version, Kind: k.Kind, Namespaced: k.Namespaced})
 	}
+	// Ordered by the NATS server's clock, as heartbeats are: an agent
+	// whose clock was once ahead must not have its later reports ignored.
+	at := e.Created()
+	if at.IsZero() {
+		at = report.Time
+	}
+	// The key, not the payload, names the cluster, as the subject does for
+	// events: it is what an agent's permissions cover.
+	return in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		return tx.ReplaceClusterKinds(ctx, e.Key(), at, kinds)
+	})
 }
