@@ -73,7 +73,7 @@ soak: sandbox-build
 # machine (a network namespace each, with NATS, PostgreSQL under Patroni
 # over etcd, every component and an agent), under the soak's load while
 # whole DCs lose power, are partitioned, or lose the database's primary,
-# besides the chaos soak's faults. Needs root and Debian's patroni.
+# besides the chaos soak's faults. Needs root and Patroni 4 (.ci/run installs Debian 13's).
 # `make soak-dc SOAK_DURATION=30m` for a long run.
 soak-dc: sandbox-build
 	$(GO) test -count=1 -timeout 3h -v -run '^TestDCSoak$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) $(SOAK_FLAGS)
