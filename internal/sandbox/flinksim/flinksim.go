@@ -116,6 +116,7 @@ type Simulator struct {
 
 	mu     sync.Mutex
 	mems   map[string]*memory // by namespace/name
+	events map[string]events  // by namespace/name
 	faults map[string]Fault   // by namespace/name; outlive the object, so a test may fail a name before it exists
 }
 
@@ -142,6 +143,7 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*S
 		log:    opts.Logger.With("flinksim", name),
 		opts:   opts,
 		mems:   map[string]*memory{},
+		events: map[string]events{},
 		faults: map[string]Fault{},
 	}
 	enqueue := func(obj any) {
@@ -208,20 +210,22 @@ func (s *Simulator) setFault(key string, f Fault) {
 // CancelFromUI cancels the running job of namespace/name the way a person
 // does in the Flink UI or REST API, outside the operator.
 func (s *Simulator) CancelFromUI(namespace, name string) {
-	s.event(namespace+"/"+name, func(m *memory) { m.cancelUI = true })
+	s.event(namespace+"/"+name, func(e *events) { e.cancelUI = true })
 }
 
 // LoseJobManager deletes the JobManager Deployment of namespace/name from
 // outside, as a person or a broken node can: with HA the operator
 // recovers it (shouldRecoverDeployment), without it the job stays lost.
 func (s *Simulator) LoseJobManager(namespace, name string) {
-	s.event(namespace+"/"+name, func(m *memory) { m.loseJM = true })
+	s.event(namespace+"/"+name, func(e *events) { e.loseJM = true })
 }
 
-func (s *Simulator) event(key string, f func(*memory)) {
+func (s *Simulator) event(key string, f func(*events)) {
 	s.mu.Lock()
-	if m := s.mems[key]; m != nil {
-		f(m)
+	if s.mems[key] != nil {
+		e := s.events[key]
+		f(&e)
+		s.events[key] = e
 	}
 	s.mu.Unlock()
 	s.queue.Add(key)
@@ -292,6 +296,7 @@ func (s *Simulator) sync(ctx context.Context, key string) error {
 	if !exists {
 		s.mu.Lock()
 		delete(s.mems, key)
+		delete(s.events, key)
 		s.mu.Unlock()
 		return nil
 	}
@@ -317,6 +322,7 @@ func (s *Simulator) sync(ctx context.Context, key string) error {
 			e.requeue = minPositive(e.requeue, observed.requeue)
 			e.again = e.again || observed.again
 			e.files = append(observed.files, e.files...)
+			e.taken = events{cancelUI: e.taken.cancelUI || observed.taken.cancelUI, loseJM: e.taken.loseJM || observed.taken.loseJM}
 		} else if err == nil {
 			e.again = true // reconcile on the next pass, after the observed status is stored
 		}
@@ -335,6 +341,10 @@ func (s *Simulator) sync(ctx context.Context, key string) error {
 		}
 		s.mu.Lock()
 		s.mems[key] = mem
+		left := s.events[key]
+		left.cancelUI = left.cancelUI && !e.taken.cancelUI
+		left.loseJM = left.loseJM && !e.taken.loseJM
+		s.events[key] = left
 		s.mu.Unlock()
 		return nil
 	})
@@ -370,8 +380,9 @@ func (s *Simulator) step(key string, obj *unstructured.Unstructured, reconcile b
 	if m := s.mems[key]; m != nil && m.uid == string(obj.GetUID()) {
 		c := *m
 		c.deploys = slices.Clone(m.deploys)
-		mem = &c // a test's one-shot events are taken by this pass once it is written
+		mem = &c
 	}
+	ev := s.events[key]
 	fault := s.faults[key]
 	s.mu.Unlock()
 
@@ -390,8 +401,9 @@ func (s *Simulator) step(key string, obj *unstructured.Unstructured, reconcile b
 	}
 	specRaw, _ := obj.Object["spec"].(map[string]any)
 	p := &pass{opts: s.opts, name: obj.GetName(), gen: obj.GetGeneration(), spec: readSpec(deepCopy(specRaw)),
-		st: &st, mem: mem, fault: fault, now: time.Now()}
+		st: &st, mem: mem, ev: ev, fault: fault, now: time.Now()}
 	p.run(reconcile)
+	p.eff.taken = events{cancelUI: ev.cancelUI && !p.ev.cancelUI, loseJM: ev.loseJM && !p.ev.loseJM}
 	mem.deploys = append(mem.deploys, p.deploys...)
 	for _, d := range p.deploys {
 		s.log.Info("job submitted", "key", key, "jobID", d.JobID, "restoredFrom", d.RestoredFrom)

@@ -61,9 +61,16 @@ type memory struct {
 	uid       string
 	cluster   flinkCluster
 	deploys   []Deploy
-	cancelUI  bool // a cancel from the Flink UI, taken at the next pass
-	loseJM    bool // the JobManager Deployment is deleted at the next pass
 	lastNonce *int64
+}
+
+// events are a test's one-shot injections into one FlinkDeployment. They
+// are kept apart from memory, which a pass copies and writes back whole,
+// so that one injected during a pass waits for the next instead of being
+// overwritten; one is taken only by a pass whose status is written.
+type events struct {
+	cancelUI bool // a cancel from the Flink UI
+	loseJM   bool // the JobManager Deployment is deleted from outside
 }
 
 // effects are what a pass asks of the Kubernetes API besides the status.
@@ -72,6 +79,7 @@ type effects struct {
 	requeue   time.Duration    // >0: pass again after this
 	again     bool             // pass again at once (a second reconcile step)
 	files     []string         // completed checkpoints and savepoints, for Options.Checkpoints
+	taken     events           // the injected events this pass acted on
 }
 
 // snapshotRecord is a completed savepoint or checkpoint for a
@@ -91,6 +99,7 @@ type pass struct {
 	spec    spec
 	st      *deploymentStatus
 	mem     *memory
+	ev      events // injected events not yet taken; the pass clears what it takes
 	fault   Fault
 	now     time.Time
 	eff     effects
@@ -123,9 +132,9 @@ func (p *pass) observe() {
 	if last == nil {
 		return
 	}
-	if p.mem.loseJM {
+	if p.ev.loseJM {
 		// The JobManager Deployment is deleted from outside.
-		p.mem.loseJM = false
+		p.ev.loseJM = false
 		c.exists = false
 		if c.jobState != "" && !globallyTerminal(c.jobState) {
 			c.jobState = ""
@@ -204,10 +213,10 @@ func (p *pass) observeJob(last *specWithMeta) {
 	if jobState(last.Spec) == "suspended" {
 		return
 	}
-	if p.mem.cancelUI && c.jobState == "RUNNING" {
+	if p.ev.cancelUI && c.jobState == "RUNNING" {
 		c.jobState = "CANCELED" // someone pressed Cancel in the Flink UI
 	}
-	p.mem.cancelUI = false
+	p.ev.cancelUI = false
 	legacyCancel := p.opts.LegacyStatus // before 1.10: no markSuspended
 	if p.fault == FailedJob && c.jobState == "RUNNING" {
 		c.jobState = "FAILED"
