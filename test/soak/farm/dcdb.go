@@ -43,11 +43,18 @@ const (
 	kubePort        = 6443
 )
 
-// Patroni's timing: the leader key lives 10 s, the HA loop runs every 2 s
-// and gives a DCS or PostgreSQL call 5 s; as tried on these machines
-// (SANDBOX-NOTES.md), a lost primary's standby is promoted in about 11 s.
+// Patroni's timing: the leader key lives 20 s, the HA loop runs every 2 s
+// and gives a DCS or PostgreSQL call 5 s. 20 s is the shortest TTL Patroni
+// accepts since 3.2 (patroni/patroni#2869, Config._validate_and_adjust
+// _timeouts: a lower one is raised to 20 with a warning), and it keeps
+// loop_wait + 2*retry_timeout <= ttl, so that a primary that cannot renew
+// its key demotes before the key runs out. A lost primary's standby is
+// promoted about ttl + 2 s after the last renewal: the key's lease runs
+// out, and the standby gives the lost node's REST API 2 s before it takes
+// the key (Ha.fetch_nodes_statuses). The 10 s that SANDBOX-NOTES.md tried
+// under Patroni 3.0.2 is no longer possible.
 const (
-	patroniTTL          = 10
+	patroniTTL          = 20
 	patroniLoopWait     = 2
 	patroniRetryTimeout = 5
 )
