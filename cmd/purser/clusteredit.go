@@ -39,6 +39,37 @@ func clusterArg(args []string) (string, []string, error) {
 	return name, rest, nil
 }
 
+// clusterEdit is one change to a cluster that label or taint parsed: how
+// to apply it to the cluster as read, and the word that says what it did.
+type clusterEdit struct {
+	apply func(cl *v1alpha1.Cluster) (changed bool, err error)
+	verb  func(changed bool) string
+}
+
+// runClusterEdit is what label and taint share: the cluster argument, the
+// edit parse makes of the rest, applied by reading the cluster and writing
+// it back with its resourceVersion, and one line saying what happened.
+func runClusterEdit(cmd *cobra.Command, cf *clientFlags, args []string, parse func(rest []string) (clusterEdit, error)) error {
+	name, rest, err := clusterArg(args)
+	if err != nil {
+		return err
+	}
+	edit, err := parse(rest)
+	if err != nil {
+		return err
+	}
+	c, err := cf.client(cmd)
+	if err != nil {
+		return err
+	}
+	_, changed, err := c.EditCluster(cmd.Context(), name, edit.apply)
+	if err != nil {
+		return named(c, err)
+	}
+	fmt.Fprintf(stdout(cmd), "cluster/%s %s\n", name, edit.verb(changed))
+	return nil
+}
+
 func newLabelCommand() *cobra.Command {
 	var cf clientFlags
 	var overwrite bool
@@ -54,28 +85,17 @@ kubeconfig is kept. A restart of purser up keeps what is set here.`,
   purser label cluster sandbox-1 tier=staging --overwrite
   purser label cluster sandbox-1 tier-`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, rest, err := clusterArg(args)
-			if err != nil {
-				return err
-			}
-			edit, err := client.ParseLabelEdit(rest, overwrite)
-			if err != nil {
-				return err
-			}
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			_, changed, err := c.EditCluster(cmd.Context(), name, func(cl *v1alpha1.Cluster) (bool, error) {
-				labels, changed, err := edit.Apply(cl.Metadata.Labels)
-				cl.Metadata.Labels = labels
-				return changed, err
+			return runClusterEdit(cmd, &cf, args, func(rest []string) (clusterEdit, error) {
+				edit, err := client.ParseLabelEdit(rest, overwrite)
+				return clusterEdit{
+					apply: func(cl *v1alpha1.Cluster) (bool, error) {
+						labels, changed, err := edit.Apply(cl.Metadata.Labels)
+						cl.Metadata.Labels = labels
+						return changed, err
+					},
+					verb: func(changed bool) string { return map[bool]string{true: "labeled", false: "unchanged"}[changed] },
+				}, err
 			})
-			if err != nil {
-				return named(c, err)
-			}
-			fmt.Fprintf(stdout(cmd), "cluster/%s %s\n", name, map[bool]string{true: "labeled", false: "unchanged"}[changed])
-			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "change the value of a label that is set")
@@ -100,37 +120,27 @@ not changed here. Changing a taint's value needs --overwrite.`,
 		Example: `  purser taint cluster sandbox-1 maintenance=planned:NoSchedule
   purser taint cluster sandbox-1 maintenance-`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, rest, err := clusterArg(args)
-			if err != nil {
-				return err
-			}
-			edit, err := client.ParseTaintEdit(rest, overwrite)
-			if err != nil {
-				return err
-			}
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			_, changed, err := c.EditCluster(cmd.Context(), name, func(cl *v1alpha1.Cluster) (bool, error) {
-				taints, changed, err := edit.Apply(cl.Spec.Taints)
-				cl.Spec.Taints = taints
-				return changed, err
+			return runClusterEdit(cmd, &cf, args, func(rest []string) (clusterEdit, error) {
+				edit, err := client.ParseTaintEdit(rest, overwrite)
+				return clusterEdit{
+					apply: func(cl *v1alpha1.Cluster) (bool, error) {
+						taints, changed, err := edit.Apply(cl.Spec.Taints)
+						cl.Spec.Taints = taints
+						return changed, err
+					},
+					verb: func(changed bool) string {
+						switch {
+						case changed && len(edit.Add) > 0 && len(edit.Remove) > 0:
+							return "modified"
+						case changed && len(edit.Add) > 0:
+							return "tainted"
+						case changed:
+							return "untainted"
+						}
+						return "unchanged"
+					},
+				}, err
 			})
-			if err != nil {
-				return named(c, err)
-			}
-			verb := "unchanged"
-			switch {
-			case changed && len(edit.Add) > 0 && len(edit.Remove) > 0:
-				verb = "modified"
-			case changed && len(edit.Add) > 0:
-				verb = "tainted"
-			case changed:
-				verb = "untainted"
-			}
-			fmt.Fprintf(stdout(cmd), "cluster/%s %s\n", name, verb)
-			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "change the value of a taint that is set")
