@@ -1,8 +1,6 @@
 package health
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +8,8 @@ import (
 	"strings"
 	"unicode"
 
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
-
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/manifest"
 )
 
 // EvaluateFile is `purser health -f FILE`: it judges every object in the
@@ -26,15 +21,13 @@ func EvaluateFile(w io.Writer, path string, interp *Interpreter) error {
 		return err
 	}
 	defer f.Close()
-	if err := Evaluate(w, f, interp); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	return evaluate(w, f, path, interp)
 }
 
 // Evaluate judges every object in r, YAML documents separated by `---` (or
-// JSON), where a document may also be a List whose items are the objects.
-// For each it writes
+// JSON), where a document may also be a List whose items are the objects;
+// they are read as `purser apply` reads its files (internal/manifest). For
+// each it writes
 //
 //	<kind>/<name> <Healthy|Unhealthy|Unknown> <phase> <message>
 //
@@ -44,40 +37,24 @@ func EvaluateFile(w io.Writer, path string, interp *Interpreter) error {
 // judged: one typo should not hide the verdicts on everything else. The
 // error joins every such problem.
 func Evaluate(w io.Writer, r io.Reader, interp *Interpreter) error {
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
-	var errs []error
-	doc := 0
-	for {
-		chunk, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return errors.Join(append(errs, fmt.Errorf("after document %d: %w", doc, err))...)
-		}
-		data, err := yaml.YAMLToJSON(chunk)
-		if err == nil && isEmptyDocument(data) {
+	return evaluate(w, r, "<stdin>", interp)
+}
+
+func evaluate(w io.Writer, r io.Reader, source string, interp *Interpreter) error {
+	objs, err := manifest.Decode(r, source)
+	errs := []error{err}
+	for _, o := range objs {
+		if o.Str("apiVersion") == "" {
+			errs = append(errs, fmt.Errorf("%s: not a Kubernetes object: apiVersion and kind are required", o.Where()))
 			continue
 		}
-		doc++
+		res, err := judge(interp, o.Fields)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("document %d: not valid YAML: %w", doc, err))
+			errs = append(errs, fmt.Errorf("%s: %w", o.Where(), err))
 			continue
 		}
-		objs, err := objectsOf(data)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("document %d: %w", doc, err))
-			continue
-		}
-		for _, obj := range objs {
-			res, err := judge(interp, obj)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("document %d: %w", doc, err))
-				continue
-			}
-			if _, err := io.WriteString(w, line(obj, res)); err != nil {
-				return err
-			}
+		if _, err := io.WriteString(w, line(o.Fields, res)); err != nil {
+			return err
 		}
 	}
 	return errors.Join(errs...)
@@ -116,60 +93,6 @@ func judge(interp *Interpreter, obj map[string]any) (Result, error) {
 	return res, nil
 }
 
-// isEmptyDocument reports a document with nothing but comments or blank
-// lines, such as what precedes a leading `---`.
-func isEmptyDocument(data []byte) bool {
-	data = bytes.TrimSpace(data)
-	return len(data) == 0 || string(data) == "null"
-}
-
-// objectsOf decodes one document into the objects to judge: itself, or the
-// items of a List.
-func objectsOf(data []byte) ([]map[string]any, error) {
-	var v any
-	// apimachinery's decoder keeps whole numbers as int64, as the
-	// Unstructured objects the ingester judges hold them.
-	if err := utiljson.Unmarshal(data, &v); err != nil {
-		return nil, err
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("not a Kubernetes object but %s", describeJSON(v))
-	}
-	kind, apiVersion := str(obj, "kind"), str(obj, "apiVersion")
-	items, isList := obj["items"].([]any)
-	if !strings.HasSuffix(kind, "List") || !isList {
-		if kind == "" || apiVersion == "" {
-			return nil, errors.New("not a Kubernetes object: apiVersion and kind are required")
-		}
-		return []map[string]any{obj}, nil
-	}
-	// `kubectl get -o yaml` writes kind: List with complete items; the API
-	// itself answers JobList and the like, whose items leave out the kind
-	// and apiVersion the list already says.
-	itemKind := strings.TrimSuffix(kind, "List")
-	objs := make([]map[string]any, 0, len(items))
-	for i, it := range items {
-		item, ok := it.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("items[%d]: not a Kubernetes object but %s", i, describeJSON(it))
-		}
-		if kind != "List" {
-			if str(item, "kind") == "" {
-				item["kind"] = itemKind
-			}
-			if str(item, "apiVersion") == "" {
-				item["apiVersion"] = apiVersion
-			}
-		}
-		if str(item, "kind") == "" || str(item, "apiVersion") == "" {
-			return nil, fmt.Errorf("items[%d]: not a Kubernetes object: apiVersion and kind are required", i)
-		}
-		objs = append(objs, item)
-	}
-	return objs, nil
-}
-
 // line renders one verdict as API.md specifies. The message is already on
 // one line (Interpret makes sure), so the line stays one record for grep
 // and awk.
@@ -202,18 +125,4 @@ func oneWord(s string) string {
 		}
 		return r
 	}, s)
-}
-
-func describeJSON(v any) string {
-	switch v.(type) {
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	}
-	return "a number"
 }

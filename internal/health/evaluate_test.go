@@ -55,6 +55,9 @@ apiVersion: v1
 kind: List
 items: [3]
 ---
+kind: Job
+metadata: {name: no-api-version}
+---
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
 metadata: {name: last}
@@ -66,10 +69,11 @@ status: {phase: Running}
 		t.Fatal("no error for unreadable documents")
 	}
 	for _, want := range []string{
-		"document 2: not valid YAML",
-		"document 3: not a Kubernetes object but a string",
-		"document 4: not a Kubernetes object: apiVersion and kind are required",
-		"document 5: items[0]: not a Kubernetes object but a number",
+		"<stdin>: document 2: not valid YAML",
+		"<stdin>: document 3: not an object but a string",
+		"<stdin>: document 4: the object has no kind",
+		"<stdin>: document 5: items[0]: not an object but a number",
+		"<stdin>, document 6: not a Kubernetes object: apiVersion and kind are required",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
@@ -131,7 +135,7 @@ spec: {}
 	}
 	var out bytes.Buffer
 	err = Evaluate(&out, strings.NewReader(input), in)
-	if err == nil || !strings.Contains(err.Error(), "document 3: Runnable empty has no spec.template") {
+	if err == nil || !strings.Contains(err.Error(), "<stdin>, document 3: Runnable empty has no spec.template") {
 		t.Errorf("error %v", err)
 	}
 	want := "Runnable/nightly Unhealthy Failed judged its template, a batch/v1 Job, with the status it last observed: job failed: BackoffLimitExceeded: Job has reached the specified backoff limit (0 active, 0 succeeded, 1 failed)\n" +

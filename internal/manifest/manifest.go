@@ -292,11 +292,25 @@ func objectsOf(source string, doc int, body []byte, contentType string, js []byt
 		}
 		return []*Object{{Source: source, Document: doc, Item: -1, Body: body, ContentType: contentType, Fields: fields}}, nil
 	}
+	// The API answers a typed list (JobList) whose items leave out the
+	// kind and apiVersion the list already says: an item without either
+	// gets both from the list, as apimachinery's unstructured decoder does
+	// (unstructuredJSONScheme.decodeToList). `kubectl get -o yaml` writes
+	// kind: List with complete items.
+	apiVersion, _ := fields["apiVersion"].(string)
+	itemKind := ""
+	if kind != "List" {
+		itemKind = strings.TrimSuffix(kind, "List")
+	}
 	objs := make([]*Object, 0, len(items))
 	for i, it := range items {
 		item, ok := it.(map[string]any)
 		if !ok {
 			return nil, fail("items[%d]: not an object but %s", i, describe(it))
+		}
+		k, _ := item["kind"].(string)
+		if v, _ := item["apiVersion"].(string); k == "" && v == "" && itemKind != "" {
+			item["kind"], item["apiVersion"] = itemKind, apiVersion
 		}
 		if k, _ := item["kind"].(string); k == "" {
 			return nil, fail("items[%d]: the object has no kind", i)

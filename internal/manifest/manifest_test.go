@@ -53,6 +53,18 @@ func TestDecode(t *testing.T) {
 			errs: []string{"f: document 1: items[1]: the object has no kind"},
 		},
 		{
+			// The API's own list answer leaves the kind and apiVersion of
+			// its items out; a List's items must say theirs.
+			name: "a typed list's items take its kind",
+			in:   "apiVersion: purser.io/v1alpha1\nkind: RunnableList\nitems:\n- {metadata: {name: a}}\n- {apiVersion: v1, kind: Cluster, metadata: {name: c}}\n",
+			want: "Runnable/a@f, document 1, items[0] Cluster/c@f, document 1, items[1]",
+		},
+		{
+			name: "a List's items keep no kind",
+			in:   "apiVersion: v1\nkind: List\nitems:\n- {metadata: {name: a}}\n",
+			errs: []string{"f: document 1: items[0]: the object has no kind"},
+		},
+		{
 			name: "a JSON stream",
 			in:   `{"kind": "Runnable", "metadata": {"name": "a"}}` + "\n" + `{"kind": "Cluster", "metadata": {"name": "c"}}`,
 			want: "Runnable/a@f, document 1 Cluster/c@f, document 2",
