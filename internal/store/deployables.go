@@ -187,34 +187,8 @@ func (tx *Tx) ListDeployables(ctx context.Context, f DeployableFilter) ([]*Deplo
 	if !f.IncludeDeleted {
 		conds = append(conds, "deleted_at IS NULL")
 	}
-	limit := pageLimit(f.Limit)
-	q, args, err := keysetQuery(deployableColumns, "deployables", conds, args, f.Continue, limit)
-	if err != nil {
-		return nil, "", err
-	}
-	rows, err := tx.query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list deployables: %w", classify(err))
-	}
-	defer rows.Close()
-	var items []*Deployable
-	for rows.Next() {
-		d, err := scanDeployable(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("list deployables: %w", classify(err))
-		}
-		items = append(items, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("list deployables: %w", classify(err))
-	}
-	var next string
-	if len(items) > limit {
-		items = items[:limit]
-		last := items[limit-1]
-		next = encodeContinue(last.Namespace, last.Name)
-	}
-	return items, next, nil
+	return listPage(ctx, tx, "deployables", deployableColumns, conds, args, f.Continue, pageLimit(f.Limit), scanDeployable,
+		func(d *Deployable) (string, string) { return d.Namespace, d.Name })
 }
 
 // PutDeployableStatus inserts or replaces the status of (DeployableUID,

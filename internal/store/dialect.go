@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -181,14 +182,17 @@ func decodeContinue(token string) (namespace, name string, err error) {
 	return key[0], key[1], nil
 }
 
-// keysetQuery assembles a filtered, keyset-paginated list over a table whose
-// sort key is (namespace, name); it asks for one row more than limit so the
-// caller can tell whether a next page exists.
-func keysetQuery(columns, table string, conds []string, args []any, cont string, limit int) (string, []any, error) {
+// listPage reads one page of a filtered, keyset-paginated list over a
+// table whose sort key is (namespace, name): the rows after the continue
+// token cont, at most limit of them, scanned by scan, and the token of the
+// next page ("" on the last). It asks for one row more than limit to tell
+// whether a next page exists.
+func listPage[T any](ctx context.Context, tx *Tx, table, columns string, conds []string, args []any, cont string, limit int,
+	scan func(interface{ Scan(...any) error }) (T, error), key func(T) (namespace, name string)) ([]T, string, error) {
 	if cont != "" {
 		ns, name, err := decodeContinue(cont)
 		if err != nil {
-			return "", nil, err
+			return nil, "", err
 		}
 		conds = append(conds, "(namespace, name) > (?, ?)")
 		args = append(args, ns, name)
@@ -198,7 +202,28 @@ func keysetQuery(columns, table string, conds []string, args []any, cont string,
 		q += " WHERE " + strings.Join(conds, " AND ")
 	}
 	q += " ORDER BY namespace, name LIMIT ?"
-	return q, append(args, limit+1), nil
+	rows, err := tx.query(ctx, q, append(args, limit+1)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list %s: %w", table, classify(err))
+	}
+	defer rows.Close()
+	var items []T
+	for rows.Next() {
+		item, err := scan(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("list %s: %w", table, classify(err))
+		}
+		items = append(items, item)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list %s: %w", table, classify(err))
+	}
+	var next string
+	if len(items) > limit {
+		items = items[:limit]
+		next = encodeContinue(key(items[limit-1]))
+	}
+	return items, next, nil
 }
 
 // labelConditions turns a label selector into SQL conditions on the JSON

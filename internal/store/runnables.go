@@ -220,34 +220,8 @@ func (tx *Tx) ListRunnables(ctx context.Context, f RunnableFilter) ([]*Runnable,
 	if f.Cluster != "" {
 		conds, args = append(conds, "cluster = ?"), append(args, f.Cluster)
 	}
-	limit := pageLimit(f.Limit)
-	q, args, err := keysetQuery(runnableColumns, "runnables", conds, args, f.Continue, limit)
-	if err != nil {
-		return nil, "", err
-	}
-	rows, err := tx.query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list runnables: %w", classify(err))
-	}
-	defer rows.Close()
-	var items []*Runnable
-	for rows.Next() {
-		r, err := scanRunnable(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("list runnables: %w", classify(err))
-		}
-		items = append(items, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("list runnables: %w", classify(err))
-	}
-	var next string
-	if len(items) > limit {
-		items = items[:limit]
-		last := items[limit-1]
-		next = encodeContinue(last.Namespace, last.Name)
-	}
-	return items, next, nil
+	return listPage(ctx, tx, "runnables", runnableColumns, conds, args, f.Continue, pageLimit(f.Limit), scanRunnable,
+		func(r *Runnable) (string, string) { return r.Namespace, r.Name })
 }
 
 // PutAttempt inserts or replaces attempt (RunnableUID, Number). It returns
