@@ -280,6 +280,19 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingTarget, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
 			v.Message, rec.Cluster, target.Reason))
 	}
+	if view.disrupted == clusters.ReasonFarmDisruption {
+		c.metrics.blocked.Inc()
+		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingEvictionsStopped,
+			fmt.Sprintf("%s; it stays on %s because evictions are stopped: %s", v.Message, rec.Cluster, view.disruption))
+	}
+	// The eviction's turn is seen before its restore points are looked
+	// up (in the inventory and checkpoint storage), and taken after: a
+	// lost cluster's whole load waits its turn here, and must not cost
+	// every pass a lookup per runnable.
+	if !c.zones.hasTurn(view.zone, view.disrupted, c.limiter) {
+		c.metrics.rateLimited.Inc()
+		return nil // the next pass takes it
+	}
 	var candidates []v1alpha1.RestorePoint
 	if policy := restorePolicy(&r.doc.Spec); policy != "" {
 		// Only an attempt that ran Healthy has restore points to offer;
@@ -293,14 +306,9 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 			return c.setWaiting(ctx, rec, r, v1alpha1.WaitingRestorePoint, waitingForRestorePoint(v, rec.Cluster, why))
 		}
 	}
-	if view.disrupted == clusters.ReasonFarmDisruption {
-		c.metrics.blocked.Inc()
-		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingEvictionsStopped,
-			fmt.Sprintf("%s; it stays on %s because evictions are stopped: %s", v.Message, rec.Cluster, view.disruption))
-	}
-	if !c.zones.allow(view.zone, view.disrupted) || !c.limiter.Allow() {
+	if !c.zones.take(view.zone, view.disrupted, c.limiter) {
 		c.metrics.rateLimited.Inc()
-		return nil // the next pass takes it
+		return nil
 	}
 	return c.evict(ctx, rec, r, v, candidates)
 }

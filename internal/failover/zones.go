@@ -49,9 +49,22 @@ func newZoneLimiters(normal, secondary float64) *zoneLimiters {
 	return &zoneLimiters{normal: normal, secondary: secondary, byZone: map[string]*zoneLimiter{}}
 }
 
-// allow takes a token from zone's bucket, set to the rate reason calls
-// for.
-func (z *zoneLimiters) allow(zone, reason string) bool {
+// hasTurn reports whether zone's bucket (at the rate reason calls for)
+// and the farm's both hold an eviction now, without taking it: a runnable
+// may turn out not to move after all (it has no restore point to move
+// with), and finding that out must not cost another runnable its turn.
+func (z *zoneLimiters) hasTurn(zone, reason string, farm *rate.Limiter) bool {
+	return z.limiter(zone, reason).Tokens() >= 1 && farm.Tokens() >= 1
+}
+
+// take takes the turn hasTurn saw. Only the pass takes turns, so one
+// seen is still there.
+func (z *zoneLimiters) take(zone, reason string, farm *rate.Limiter) bool {
+	return z.limiter(zone, reason).Allow() && farm.Allow()
+}
+
+// limiter is zone's bucket, its rate set to what reason calls for.
+func (z *zoneLimiters) limiter(zone, reason string) *rate.Limiter {
 	r := ZoneRate(reason, z.normal, z.secondary)
 	burst := 0
 	if r > 0 {
@@ -67,5 +80,5 @@ func (z *zoneLimiters) allow(zone, reason string) bool {
 		l.lim.SetLimit(rate.Limit(r))
 		l.lim.SetBurst(burst)
 	}
-	return l.lim.Allow()
+	return l.lim
 }
