@@ -60,7 +60,7 @@ func testFencing(t *testing.T, dsn string, clusterCutOff bool) {
 		apiProxy = newProxy(t, cs[1].APIServerAddr())
 		b.apiServer = "https://" + apiProxy.Addr()
 	}
-	f.register(b, false)
+	f.register(b, testPeriods)
 
 	job := fmt.Sprintf(jobRunnable, "report", v1alpha1.ConsistencyAtMostOne)
 	flink := strings.Replace(flinkRunnable, "%s", "a, b", 1)

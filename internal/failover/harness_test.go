@@ -139,11 +139,15 @@ type periods struct {
 	// stateSnapshots runs the simulators as operators 1.10+ with the
 	// FlinkStateSnapshot CRD installed.
 	stateSnapshots bool
+	// reconcile is the simulated operator's reconcile interval (default
+	// its 60 s): a running deployment shows a new checkpoint, and takes a
+	// periodic savepoint, only at its passes.
+	reconcile time.Duration
 }
 
 // testPeriods keep the tests short.
 var testPeriods = periods{failoverPass: 200 * time.Millisecond, relayPoll: 100 * time.Millisecond,
-	probe: probeInterval, threshold: 3, grace: 2 * time.Second}
+	probe: probeInterval, threshold: 3, grace: 2 * time.Second, reconcile: 200 * time.Millisecond}
 
 func newFarm(t testing.TB, dsn string, members []cluster) *farm {
 	t.Helper()
@@ -172,7 +176,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	relay := f.startAPI(streams, p.relayPoll)
 	f.startS3()
 	for _, m := range members {
-		f.register(m, p.stateSnapshots)
+		f.register(m, p)
 	}
 	interp, err := health.New(nil)
 	if err != nil {
@@ -311,7 +315,7 @@ func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Rela
 
 // register adds a cluster through the API, installs the FlinkDeployment
 // CRD and a Flink simulator in it, and starts its agent.
-func (f *farm) register(m cluster, stateSnapshots bool) {
+func (f *farm) register(m cluster, p periods) {
 	f.t.Helper()
 	kc, err := m.sandbox.Kubeconfig(m.apiServer)
 	if err != nil {
@@ -327,13 +331,13 @@ func (f *farm) register(m cluster, stateSnapshots bool) {
 	if err := flinksim.InstallCRD(f.ctx, cfg); err != nil {
 		f.t.Fatal(err)
 	}
-	if stateSnapshots {
+	if p.stateSnapshots {
 		if err := flinksim.InstallSnapshotCRD(f.ctx, cfg); err != nil {
 			f.t.Fatal(err)
 		}
 	}
 	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log,
-		Checkpoints: f.writeCheckpoint, StateSnapshots: stateSnapshots})
+		Checkpoints: f.writeCheckpoint, StateSnapshots: p.stateSnapshots, ReconcileInterval: p.reconcile})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestFencedJobResumesWhenItsAgentReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	natsProxy := newProxy(t, natsAddr.Host)
-	f.register(cluster{name: "b", sandbox: cs[1], natsURL: "nats://" + natsProxy.Addr()}, false)
+	f.register(cluster{name: "b", sandbox: cs[1], natsURL: "nats://" + natsProxy.Addr()}, testPeriods)
 
 	// Only b may run it: nowhere to move it to.
 	job := strings.Replace(fmt.Sprintf(jobRunnable, "report", v1alpha1.ConsistencyAtMostOne), "clusterNames: [a, b]", "clusterNames: [b]", 1)

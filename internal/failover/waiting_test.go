@@ -99,7 +99,7 @@ func TestWaitingSaysWhatIsTrue(t *testing.T) {
 			t.Fatal(err)
 		}
 		natsProxy := newProxy(t, nats.Host)
-		f.register(cluster{name: "b", sandbox: cs[1], apiServer: "https://" + apiProxy.Addr(), natsURL: "nats://" + natsProxy.Addr()}, false)
+		f.register(cluster{name: "b", sandbox: cs[1], apiServer: "https://" + apiProxy.Addr(), natsURL: "nats://" + natsProxy.Addr()}, testPeriods)
 		f.startOn("b", fmt.Sprintf(jobRunnable, "report", v1alpha1.ConsistencyAtMostOne))
 
 		apiProxy.Cut()

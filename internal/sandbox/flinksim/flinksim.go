@@ -45,6 +45,9 @@ const (
 	// cacheTimeout bounds the wait for the informer's first list, so that
 	// a cluster without the CRD gives an error instead of a hang.
 	cacheTimeout = time.Minute
+	// workers is how many deployments are reconciled at once; the
+	// workqueue never hands one key to two of them.
+	workers = 8
 	// syncTimeout bounds one sync, so that a stopped apiserver holds the
 	// worker for a bounded time before the key is retried with backoff.
 	syncTimeout = 30 * time.Second
@@ -87,6 +90,12 @@ func (f Fault) String() string {
 type Options struct {
 	// StartDelay is how long a new JobManager takes to serve; default 500ms.
 	StartDelay time.Duration
+	// ReconcileInterval is how often the operator looks at a deployment
+	// that is not being deployed (kubernetes.operator.reconcile.interval,
+	// KubernetesOperatorConfigOptions; default 60 s, as the operator's):
+	// the status shows Flink's newest checkpoint, and a periodic savepoint
+	// is taken, only at such a pass or one an event causes.
+	ReconcileInterval time.Duration
 	// LegacyStatus simulates an operator before 1.4: no
 	// status.lifecycleState, no observedGeneration, status.error as plain
 	// text, and (as before 1.10) a job cancelled from the Flink UI left
@@ -115,9 +124,10 @@ type Simulator struct {
 	wg       sync.WaitGroup
 
 	mu     sync.Mutex
-	mems   map[string]*memory // by namespace/name
-	events map[string]events  // by namespace/name
-	faults map[string]Fault   // by namespace/name; outlive the object, so a test may fail a name before it exists
+	mems   map[string]*memory        // by namespace/name
+	events map[string]events         // by namespace/name
+	chk    map[string]jobCheckpoints // by job id (checkpoints.go)
+	faults map[string]Fault          // by namespace/name; outlive the object, so a test may fail a name before it exists
 }
 
 // Start runs a simulator on the cluster of cfg until ctx is done, named
@@ -127,9 +137,18 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*S
 	if opts.StartDelay <= 0 {
 		opts.StartDelay = 500 * time.Millisecond
 	}
+	if opts.ReconcileInterval <= 0 {
+		opts.ReconcileInterval = time.Minute
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// The operator's client (fabric8) has no rate limit of its own, and
+	// it reconciles many deployments at once (reconcile.parallelism); a
+	// simulator of hundreds of deployments must not be slowed by
+	// client-go's.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.RateLimiter = -1, nil
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("flinksim %s: %w", name, err)
@@ -144,6 +163,7 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*S
 		opts:   opts,
 		mems:   map[string]*memory{},
 		events: map[string]events{},
+		chk:    map[string]jobCheckpoints{},
 		faults: map[string]Fault{},
 	}
 	enqueue := func(obj any) {
@@ -153,7 +173,17 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*S
 	}
 	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		// The operator's controller is generation aware (JOSDK's default
+		// @ControllerConfiguration): a change of the status alone, its own
+		// writes included, causes no pass; a change of the spec, or the
+		// deletion, does.
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*unstructured.Unstructured)
+			n, ok2 := obj.(*unstructured.Unstructured)
+			if !ok1 || !ok2 || o.GetGeneration() != n.GetGeneration() || n.GetDeletionTimestamp() != nil {
+				enqueue(obj)
+			}
+		},
 		DeleteFunc: enqueue,
 	}); err != nil {
 		return nil, fmt.Errorf("flinksim %s: %w", name, err)
@@ -174,8 +204,15 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*S
 	}
 	s.wg.Go(func() {
 		defer cancel()
-		for s.processNext(ctx) {
+		var pool sync.WaitGroup
+		for range workers {
+			pool.Go(func() {
+				for s.processNext(ctx) {
+				}
+			})
 		}
+		pool.Go(func() { s.runCheckpoints(ctx) })
+		pool.Wait()
 	})
 	s.log.Info("simulating the Flink operator", "legacyStatus", opts.LegacyStatus, "stateSnapshots", opts.StateSnapshots)
 	return s, nil
@@ -383,6 +420,7 @@ func (s *Simulator) step(key string, obj *unstructured.Unstructured, reconcile b
 		mem = &c
 	}
 	ev := s.events[key]
+	chk := s.chk[mem.cluster.jobID]
 	fault := s.faults[key]
 	s.mu.Unlock()
 
@@ -401,7 +439,7 @@ func (s *Simulator) step(key string, obj *unstructured.Unstructured, reconcile b
 	}
 	specRaw, _ := obj.Object["spec"].(map[string]any)
 	p := &pass{opts: s.opts, name: obj.GetName(), gen: obj.GetGeneration(), spec: readSpec(deepCopy(specRaw)),
-		st: &st, mem: mem, ev: ev, fault: fault, now: time.Now()}
+		st: &st, mem: mem, ev: ev, chk: chk, fault: fault, now: time.Now()}
 	p.run(reconcile)
 	p.eff.taken = events{cancelUI: ev.cancelUI && !p.ev.cancelUI, loseJM: ev.loseJM && !p.ev.loseJM}
 	mem.deploys = append(mem.deploys, p.deploys...)

@@ -52,6 +52,12 @@ func setup(t *testing.T, opts flinksim.Options) *fixture {
 	if err := c.EnsureNamespace(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
+	if opts.ReconcileInterval == 0 {
+		// A running deployment shows a new checkpoint, and takes a
+		// periodic savepoint, only at the operator's passes: every 60 s
+		// by default, too slow for a test.
+		opts.ReconcileInterval = 100 * time.Millisecond
+	}
 	sim, err := flinksim.Start(t.Context(), c.Name(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -595,5 +601,61 @@ func TestStartWithoutCRD(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "is the CRD installed?") {
 		t.Errorf("error %q does not point at the missing CRD", err)
+	}
+}
+
+// Flink completes checkpoints on its own, while the operator looks only at
+// its passes (every kubernetes.operator.reconcile.interval for a running
+// deployment, or when the spec changes), and its own status writes cause
+// none: between passes the status stays as it was, and a last-state
+// upgrade at the next pass restores the newest checkpoint Flink completed.
+func TestCheckpointsBetweenPasses(t *testing.T) {
+	var mu sync.Mutex
+	var written []string
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(written)
+	}
+	f := setup(t, flinksim.Options{ReconcileInterval: time.Hour, Checkpoints: func(_ context.Context, path string) error {
+		mu.Lock()
+		written = append(written, path)
+		mu.Unlock()
+		return nil
+	}})
+	f.create(t, "chk", map[string]any{"high-availability.type": "kubernetes", "execution.checkpointing.interval": "50ms",
+		"state.checkpoints.dir": "s3://chk"}, map[string]any{"upgradeMode": "last-state"})
+	id := f.waitRunning(t, "chk")
+	f.waitStatus(t, "chk", map[string]string{"lifecycleState": "STABLE"})
+	rv := f.get(t, "chk").GetResourceVersion()
+	from := count()
+	sandboxtest.Eventually(t, time.Minute, "ten more checkpoints written", func(context.Context) error {
+		if n := count(); n < from+10 {
+			return fmt.Errorf("%d written", n)
+		}
+		return nil
+	})
+	if got := f.get(t, "chk").GetResourceVersion(); got != rv {
+		t.Errorf("the status was written between passes (resourceVersion %s, then %s)", rv, got)
+	}
+	mu.Lock()
+	if want := "s3://chk/" + id + "/chk-1"; written[0] != want {
+		t.Errorf("first checkpoint at %s, want %s", written[0], want)
+	}
+	mu.Unlock()
+	// A spec change causes a pass: the upgrade keeps the job id and starts
+	// from the newest checkpoint.
+	n := count()
+	f.patch(t, "chk", `{"spec":{"job":{"parallelism":2}}}`)
+	sandboxtest.Eventually(t, time.Minute, "upgraded", func(context.Context) error {
+		if d := f.sim.Deploys(ns, "chk"); len(d) != 2 {
+			return fmt.Errorf("%d deployments", len(d))
+		}
+		return nil
+	})
+	got := f.sim.RestoredFrom(ns, "chk")
+	var at int
+	if _, err := fmt.Sscanf(got, "s3://chk/"+id+"/chk-%d", &at); err != nil || at < n {
+		t.Errorf("upgraded from %q, want a checkpoint of %s numbered %d or more", got, id, n)
 	}
 }

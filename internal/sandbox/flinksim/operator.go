@@ -40,8 +40,12 @@ type flinkCluster struct {
 	jobState     string // Flink's JobStatus, as its REST API reports it
 	started      time.Time
 	restoredFrom string // the savepoint or checkpoint the job started from
-	checkpoints  int64  // completed checkpoints of this job
-	lastChk      time.Time
+	// The job's checkpointing, fixed when it is submitted: every
+	// chkEvery (execution.checkpointing.interval; 0 for none) under
+	// chkDir (state.checkpoints.dir). Flink completes them on its own
+	// (checkpoints.go).
+	chkEvery time.Duration
+	chkDir   string
 }
 
 // Deploy is one submission of a job (ApplicationReconciler.deploy), for
@@ -78,7 +82,7 @@ type effects struct {
 	snapshots []snapshotRecord // FlinkStateSnapshots to create (1.10+)
 	requeue   time.Duration    // >0: pass again after this
 	again     bool             // pass again at once (a second reconcile step)
-	files     []string         // completed checkpoints and savepoints, for Options.Checkpoints
+	files     []string         // completed savepoints, for Options.Checkpoints
 	taken     events           // the injected events this pass acted on
 }
 
@@ -99,7 +103,8 @@ type pass struct {
 	spec    spec
 	st      *deploymentStatus
 	mem     *memory
-	ev      events // injected events not yet taken; the pass clears what it takes
+	ev      events         // injected events not yet taken; the pass clears what it takes
+	chk     jobCheckpoints // what Flink has completed of the current job's checkpoints
 	fault   Fault
 	now     time.Time
 	eff     effects
@@ -115,6 +120,14 @@ func (p *pass) run(reconcile bool) {
 		p.reconcile()
 	} else {
 		p.observe()
+	}
+	// ReconciliationUtils.rescheduleAfter: a READY, MISSING or ERROR
+	// deployment is looked at again after the reconcile interval; one
+	// being deployed is followed closer (by the simulator when its
+	// JobManager is due, as the operator's watch of the Deployment does).
+	switch p.st.JobManagerDeploymentStatus {
+	case "READY", "MISSING", "ERROR":
+		p.eff.requeue = minPositive(p.eff.requeue, p.opts.ReconcileInterval)
 	}
 	if p.opts.LegacyStatus {
 		p.st.LifecycleState = ""
@@ -252,34 +265,20 @@ func (p *pass) observeJob(last *specWithMeta) {
 	}
 }
 
-// checkpoint completes the job's periodic checkpoints
-// (execution.checkpointing.interval) as Flink would, writing their
-// _metadata through Options.Checkpoints, and reports the last one in
-// status.jobStatus.checkpointInfo as SnapshotObserver does.
+// checkpoint reports the newest checkpoint Flink has completed of the
+// running job in status.jobStatus.checkpointInfo, as SnapshotObserver
+// does at the operator's passes; Flink takes them at its own pace
+// (checkpoints.go), so one completed between passes shows at the next.
 func (p *pass) checkpoint() {
-	c := &p.mem.cluster
-	interval, err := time.ParseDuration(p.spec.conf["execution.checkpointing.interval"])
-	if err != nil || interval <= 0 {
+	if p.chk.n == 0 {
 		return
 	}
-	from := c.lastChk
-	if from.Before(c.started) {
-		from = c.started
-	}
-	if next := from.Add(interval); p.now.Before(next) {
-		p.eff.requeue = minPositive(p.eff.requeue, next.Sub(p.now))
-		return
-	}
-	c.checkpoints++
-	c.lastChk = p.now
-	path := fmt.Sprintf("%s/%s/chk-%d", p.checkpointDir(), c.jobID, c.checkpoints)
-	p.eff.files = append(p.eff.files, path)
 	if p.st.JobStatus.CheckpointInfo == nil {
 		p.st.JobStatus.CheckpointInfo = &checkpointInfo{}
 	}
-	p.st.JobStatus.CheckpointInfo.LastCheckpoint = &checkpoint{TimeStamp: p.now.UnixMilli(), TriggerType: "PERIODIC", FormatType: "FULL"}
-	p.st.JobStatus.CheckpointInfo.LastPeriodicCheckpointTimestamp = p.now.UnixMilli()
-	p.eff.requeue = minPositive(p.eff.requeue, interval)
+	at := p.chk.last.UnixMilli()
+	p.st.JobStatus.CheckpointInfo.LastCheckpoint = &checkpoint{TimeStamp: at, TriggerType: "PERIODIC", FormatType: "FULL"}
+	p.st.JobStatus.CheckpointInfo.LastPeriodicCheckpointTimestamp = at
 }
 
 // clearErrors is clearErrorsIfDeploymentIsHealthy.
@@ -467,12 +466,10 @@ func (p *pass) snapshotTriggers() {
 	if from.Before(p.mem.cluster.started) {
 		from = p.mem.cluster.started
 	}
-	if next := from.Add(interval); p.now.Before(next) {
-		p.eff.requeue = minPositive(p.eff.requeue, next.Sub(p.now))
-		return
+	if p.now.Before(from.Add(interval)) {
+		return // a later pass takes it: the operator does not wake for it
 	}
 	p.takeSavepoint("PERIODIC", nil)
-	p.eff.requeue = minPositive(p.eff.requeue, interval)
 }
 
 // takeSavepoint completes a savepoint of the running job and records it
@@ -569,16 +566,18 @@ func (p *pass) deployJob(savepointPath string, lastState bool) {
 		}
 	}
 	from := savepointPath
-	if from == "" && lastState && c.checkpoints > 0 && c.jobID == id {
-		from = fmt.Sprintf("%s/%s/chk-%d", p.checkpointDir(), id, c.checkpoints)
+	if from == "" && lastState && p.chk.n > 0 && c.jobID == id {
+		// The same job goes on from its latest checkpoint, and Flink
+		// numbers the next ones after it.
+		from = fmt.Sprintf("%s/%s/chk-%d", c.chkDir, id, p.chk.n)
 		p.st.JobStatus.UpgradeSavepointPath = lastStateDummyPath
 	}
-	kept := c.checkpoints
-	if c.jobID != id {
-		kept = 0
+	every, err := time.ParseDuration(p.spec.conf["execution.checkpointing.interval"])
+	if err != nil {
+		every = 0
 	}
 	*c = flinkCluster{exists: true, readyAt: p.now.Add(p.opts.StartDelay), jobID: id, jobState: "RUNNING",
-		started: p.now.Add(p.opts.StartDelay), restoredFrom: from, checkpoints: kept}
+		started: p.now.Add(p.opts.StartDelay), restoredFrom: from, chkEvery: every, chkDir: p.checkpointDir()}
 	p.deploys = append(p.deploys, Deploy{JobID: id, RestoredFrom: from})
 	p.st.JobStatus.JobID = id
 	p.st.JobStatus.State = "RECONCILING"
