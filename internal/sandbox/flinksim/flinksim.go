@@ -172,7 +172,7 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*S
 		}
 	}
 	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
+		AddFunc: enqueue,
 		// The operator's controller is generation aware (JOSDK's default
 		// @ControllerConfiguration): a change of the status alone, its own
 		// writes included, causes no pass; a change of the spec, or the
