@@ -91,7 +91,9 @@ type dcFault struct {
 	At, End time.Time
 	// RTO: from At to the first write sent after it that a surviving DC
 	// accepted; Moved: from At to the first placement elsewhere of a
-	// runnable evicted from DC's cluster. Zero: none seen.
+	// runnable evicted from DC's cluster before the next fault began (the
+	// faults come one at a time, so a later move is another fault's).
+	// Zero: none seen.
 	RTO, Moved time.Duration
 }
 
@@ -440,7 +442,11 @@ func (d *dcReport) measure(ctx context.Context, t *testing.T, f *farm.DCFarm, w 
 		}
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return a.at.Compare(b.at) })
-	for _, fl := range d.faults {
+	for i, fl := range d.faults {
+		var next time.Time // the next fault's start; zero for the last
+		if i+1 < len(d.faults) {
+			next = d.faults[i+1].At
+		}
 		for _, a := range acks {
 			if !a.sent.Before(fl.At) && a.replica != fl.DC.Index {
 				if rto := a.at.Sub(fl.At); fl.RTO == 0 || rto < fl.RTO {
@@ -453,6 +459,7 @@ func (d *dcReport) measure(ctx context.Context, t *testing.T, f *farm.DCFarm, w 
 		for _, e := range entries {
 			switch {
 			case e.at.Before(fl.At):
+			case !next.IsZero() && !e.at.Before(next):
 			case e.action == "evict" && e.cluster == lost:
 				evicted[e.object] = true
 			case e.action == "place" && evicted[e.object] && e.cluster != lost:
@@ -479,7 +486,7 @@ func (d *dcReport) Violations() []string {
 func (d *dcReport) String() string {
 	var b strings.Builder
 	b.WriteString("dc " + d.report.String() + "\n")
-	fmt.Fprintf(&b, "  faults of the DC soak (RTO: fault to the first write accepted in a surviving DC; moved: fault to the first runnable placed out of the DC):\n")
+	fmt.Fprintf(&b, "  faults of the DC soak (RTO: fault to the first write accepted in a surviving DC; moved: fault to the first runnable placed out of the DC before the next fault, - for none):\n")
 	byKind := map[string][]*dcFault{}
 	for _, fl := range d.faults {
 		byKind[fl.Kind] = append(byKind[fl.Kind], fl)
