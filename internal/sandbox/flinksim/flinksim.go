@@ -4,8 +4,10 @@
 // (apache/flink-kubernetes-operator), for what purser reacts to: the first
 // deployment (restoring spec.job.initialSavepointPath, at that deployment
 // only), the JobManager coming up (DEPLOYING, DEPLOYED_NOT_READY, READY),
-// the job running, periodic and manual savepoints and periodic checkpoints
-// reported in status (or as FlinkStateSnapshot objects, as 1.10+ does),
+// the job running, periodic and manual savepoints and Flink's own periodic
+// checkpoints, reported in status at the operator's passes (or as
+// FlinkStateSnapshot objects, as 1.10+ does), a pass per reconcile
+// interval or spec change,
 // suspend and resume, savepoint and last-state upgrades (with the status
 // the operator stores between their passes), JobManager loss with and
 // without HA, a cancel from the Flink UI, session clusters, and the status
