@@ -112,8 +112,10 @@ type Agent struct {
 	// crashed, cut off): the control plane may have moved the cluster's
 	// AtMostOne work meanwhile, so it is fenced once the caches are full
 	// (fence.go). returnChecked: the first heartbeat of the term did so.
+	// fenceNow wakes the fence loop when returned is set.
 	returned      atomic.Bool
 	returnChecked bool // owned by the heartbeat loop
+	fenceNow      chan struct{}
 	// leading is true while the agent does its work: always without
 	// leader election, while it holds the lease with it.
 	leading atomic.Bool
@@ -204,6 +206,7 @@ func New(cfg Config) (*Agent, error) {
 		access:      newAccess(authz.SelfSubjectAccessReviews()),
 		queue:       make(chan *stream.Event, cfg.QueueSize),
 		snapshotNow: make(chan struct{}, 1),
+		fenceNow:    make(chan struct{}, 1),
 	}
 	if a.prober, err = probe.New(rc, a.probeTimeout()); err != nil {
 		return nil, fmt.Errorf("agent %s: probe client: %w", cfg.Cluster, err)

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/backoff"
 )
 
 // Fencing keeps the promise of consistency AtMostOne when a cluster is cut
@@ -122,9 +121,18 @@ func (a *Agent) fenceLoop(ctx context.Context) {
 			a.fence(ctx, done)
 			left = a.fenceRepeat()
 		}
-		if !backoff.Sleep(ctx, left) {
+		// The loop sleeps until the lease would run out, which on a new
+		// term is a whole lease away: a return found meanwhile must not
+		// wait for it, since the work may have moved already.
+		t := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-a.fenceNow:
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 

@@ -307,7 +307,9 @@ func TestFencingOnReturn(t *testing.T) {
 	createJob(t, kc, ns, "free", map[string]string{v1alpha1.LabelRunnableUID: "r-free"})
 	const (
 		heartbeat = 300 * time.Millisecond
-		lease     = 2 * time.Second
+		// Long enough that a fence on return is seen to come before the
+		// new term's first lease runs out, not with it.
+		lease = 10 * time.Second
 	)
 	cfg := Config{Cluster: cluster, RESTConfig: c.RESTConfig(), HeartbeatInterval: heartbeat, LeaseDuration: lease,
 		SnapshotInterval: 5 * time.Second, DiscoveryInterval: time.Second}
@@ -352,10 +354,16 @@ func TestFencingOnReturn(t *testing.T) {
 	// Away for longer than the lease.
 	away := time.Now()
 	time.Sleep(lease + time.Second)
+	back := time.Now()
 	a, _ = run()
 	sandboxtest.Eventually(t, 2*time.Minute, "the AtMostOne Job suspended on return", func(ctx context.Context) error {
 		return jobSuspended(ctx, kc, ns, "away", true)
 	})
+	// The fence loop of a new term first sleeps until the lease would run
+	// out; the return must wake it, since the work may have moved already.
+	if took := time.Since(back); took >= lease {
+		t.Errorf("suspended %s after the agent came back: not on return, only when its first lease would have run out (%s)", took.Round(time.Millisecond), lease)
+	}
 	t.Logf("fenced %s after the agent went away, %s after it came back", time.Since(away).Round(time.Millisecond),
 		time.Since(away.Add(lease+time.Second)).Round(time.Millisecond))
 	if err := jobSuspended(ctx, kc, ns, "free", false); err != nil {

@@ -115,6 +115,10 @@ func (a *Agent) checkReturn(ctx context.Context, kv jetstream.KeyValue, prev jet
 	gap := cur.Created().Sub(prev.Created())
 	if gap > a.cfg.LeaseDuration {
 		a.returned.Store(true)
+		select {
+		case a.fenceNow <- struct{}{}:
+		default:
+		}
 		a.log.Warn("the last heartbeat before this one is older than the lease: the agent was away, and AtMostOne work may have moved; fencing it",
 			"gap", gap.Round(time.Millisecond), "leaseDuration", a.cfg.LeaseDuration)
 		return
