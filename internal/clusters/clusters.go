@@ -34,6 +34,11 @@ const (
 	// Timeout bounds one request, so that a black-holed cluster ties up a
 	// worker for seconds, not minutes. Watches are not bounded by it.
 	Timeout = 15 * time.Second
+	// LandsWithin bounds how long after it is sent a write can take
+	// effect on the cluster: the caller gives it Timeout, and what it
+	// wrote to the connection by then is acknowledged or dropped by the
+	// kernel within Timeout more (TCP_USER_TIMEOUT, set by tcpconn).
+	LandsWithin = 2 * Timeout
 )
 
 // RESTConfig opens the cluster's sealed kubeconfig and returns a client

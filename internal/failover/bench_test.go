@@ -48,7 +48,7 @@ func BenchmarkFailoverApplication(b *testing.B) {
 		r := running(f, name)
 		from := r.Status.Cluster
 		waitCheckpointOf(b, f, from, name)
-		appeared := f.watchCreated(other(from), name)
+		appeared := f.watchCreated(other(from), flinkGVR, name)
 
 		fault := time.Now()
 		f.sims[from].Fail(f.ns, name, flinksim.Reconciling)

@@ -82,6 +82,11 @@ type Verdict struct {
 	// Overridable: a person's confirmation that the copy stopped would
 	// end the wait (the caller names the command in the message).
 	Overridable bool
+	// TrustsFencing: the verdict moves an AtMostOne runnable off a
+	// cluster that does not answer on the strength of its agent's fencing
+	// alone. The caller must then also wait for a create sent for the
+	// attempt that may land late (HoldLateCreate).
+	TrustsFencing bool
 }
 
 // Decide looks at one attempt of a runnable on cluster c at time now and
@@ -103,6 +108,7 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 			}
 		}
 		v.Evict = true
+		v.TrustsFencing = !c.Reachable && consistency == v1alpha1.ConsistencyAtMostOne && st.ConfirmedStopped == nil
 		v.DeleteFirst = c.Reachable && v.Purge != v1alpha1.PurgeNever
 		v.Message = fmt.Sprintf("cluster %s is tainted %s, which the runnable does not tolerate", c.Name, placement.TaintString(taint))
 		if cs := st.ConfirmedStopped; cs != nil && !c.Reachable {
@@ -187,6 +193,27 @@ func holdUnconfirmed(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c
 	return hold(v1alpha1.WaitingFencing,
 		"%s: its API server does not answer and its agent %s; an agent cut off from purser suspends its copy when its lease runs out, so with consistency AtMostOne the runnable moves at %s",
 		tainted, since, fenced.UTC().Format(time.RFC3339))
+}
+
+// HoldLateCreate says why an AtMostOne runnable whose move trusts the
+// fencing of its cluster's agent (v.TrustsFencing) must wait still, or nil
+// once it may go. A create the submitter sent for attempt number before
+// the cluster stopped answering can take effect until landedBy (nil: none
+// was sent): retried across a partition, it may land after the agent
+// fenced what it knew. The agent fences again every second while its lease
+// is out, and so stops such a copy as soon as it appears; the runnable
+// moves the margin after landedBy.
+func HoldLateCreate(v Verdict, c Cluster, number int, landedBy *time.Time, now time.Time, t Timing) *Verdict {
+	if !v.TrustsFencing || landedBy == nil {
+		return nil
+	}
+	until := landedBy.Add(t.FencingMargin)
+	if !now.Before(until) {
+		return nil
+	}
+	return &Verdict{Waiting: v1alpha1.WaitingFencing, Overridable: true, Until: until, Message: fmt.Sprintf(
+		"%s; a create of attempt %d was sent to %s that can take effect until %s, after its agent fenced what it knew; the agent stops such a copy as soon as it appears, so with consistency AtMostOne the runnable moves at %s",
+		v.Message, number, c.Name, landedBy.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))}
 }
 
 // appFailover is the runnable's application failover with its defaults

@@ -104,7 +104,7 @@ func TestDecide(t *testing.T) {
 			Verdict{Message: "moves at 2026-11-29T12:00:05Z", Waiting: v1alpha1.WaitingFencing, Overridable: true}},
 		{"unreachable, AtMostOne, lease and margin over: moves, old copy later", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", LastHeartbeat: &oldHeartbeat, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}},
-			Verdict{Evict: true, Reason: ReasonClusterUnreachable, Purge: v1alpha1.PurgeDirectly}},
+			Verdict{Evict: true, Reason: ReasonClusterUnreachable, Purge: v1alpha1.PurgeDirectly, TrustsFencing: true}},
 		{"unreachable, no heartbeat ever: the taint's time counts", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0.Add(-39*time.Second))}},
 			Verdict{Message: "moves at 2026-11-29T12:00:01Z", Waiting: v1alpha1.WaitingFencing, Overridable: true}},
@@ -377,6 +377,53 @@ func TestSnapshotPoint(t *testing.T) {
 	for _, tc := range []struct{ state, ref string }{{"IN_PROGRESS", "wordcount"}, {"FAILED", "wordcount"}, {"ABANDONED", "wordcount"}, {"COMPLETED", "other"}} {
 		if p := snapshotPoint(snap(tc.state, tc.ref, false), "wordcount"); p != nil {
 			t.Errorf("%s of %s gave %+v", tc.state, tc.ref, p)
+		}
+	}
+}
+
+// A create retried across a partition can land after the agent fenced
+// what it knew: an AtMostOne move that trusts the fencing waits the margin
+// after the last moment such a create can take effect.
+func TestHoldLateCreate(t *testing.T) {
+	oldHeartbeat := t0.Add(-41 * time.Second)
+	c := Cluster{Name: "b", LastHeartbeat: &oldHeartbeat, Taints: []corev1.Taint{noExecute(v1alpha1.TaintUnreachable, t0)}}
+	v := Decide(&v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{}, c, t0, timing)
+	if !v.Evict || !v.TrustsFencing {
+		t.Fatalf("verdict %+v, want an eviction that trusts the fencing", v)
+	}
+	landed := t0.Add(-5 * time.Second) // the margin is 10 s
+	hold := HoldLateCreate(v, c, 1, &landed, t0, timing)
+	if hold == nil {
+		t.Fatal("moves 5 s after a create could still land, within the margin")
+	}
+	if hold.Evict || hold.Waiting != v1alpha1.WaitingFencing || !hold.Overridable || !hold.Until.Equal(t0.Add(5*time.Second)) {
+		t.Errorf("hold %+v, want a fencing wait until %s", hold, t0.Add(5*time.Second))
+	}
+	for _, want := range []string{"a create of attempt 1 was sent to b", "moves at 2026-11-29T12:00:05Z"} {
+		if !strings.Contains(hold.Message, want) {
+			t.Errorf("message %q lacks %q", hold.Message, want)
+		}
+	}
+	if h := HoldLateCreate(v, c, 1, &landed, t0.Add(5*time.Second), timing); h != nil {
+		t.Errorf("still holds once the margin after the landing is over: %+v", h)
+	}
+	if h := HoldLateCreate(v, c, 1, nil, t0, timing); h != nil {
+		t.Errorf("holds with no create sent: %+v", h)
+	}
+	// Verdicts that do not trust the fencing (the cluster answers, so the
+	// old copy is deleted first; or a person confirmed it stopped) never
+	// wait for a create.
+	reachable := c
+	reachable.Reachable = true
+	confirmed := &v1alpha1.RunnableStatus{ConfirmedStopped: &v1alpha1.Confirmation{By: "alice", At: t0, Attempt: 1}}
+	atLeastOne := &v1alpha1.RunnableSpec{Failover: &v1alpha1.Failover{Consistency: v1alpha1.ConsistencyAtLeastOne}}
+	for name, v := range map[string]Verdict{
+		"reachable":  Decide(&v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{}, reachable, t0, timing),
+		"confirmed":  Decide(&v1alpha1.RunnableSpec{}, confirmed, c, t0, timing),
+		"AtLeastOne": Decide(atLeastOne, &v1alpha1.RunnableStatus{}, c, t0, timing),
+	} {
+		if !v.Evict || v.TrustsFencing || HoldLateCreate(v, c, 1, &landed, t0, timing) != nil {
+			t.Errorf("%s: verdict %+v waits for a late create", name, v)
 		}
 	}
 }

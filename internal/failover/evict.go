@@ -16,6 +16,10 @@ import (
 	"github.com/purser-io/purser/internal/stream"
 )
 
+// errSentAgain: the submitter sent a create for the attempt after the
+// decision to move it was taken.
+var errSentAgain = errors.New("a create for the attempt was sent again meanwhile; the next pass waits for it to land or lapse")
+
 // evict ends the runnable's current attempt and, in the same transaction,
 // keeps its preserved state, marks the old copy for removal and either
 // queues the runnable for placement elsewhere or, when the old copy must
@@ -37,6 +41,17 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 			return nil, store.ErrMoved
 		}
 		a := attempts[n-1]
+		if v.TrustsFencing {
+			// Read again under a lock that orders this end of the attempt
+			// with the submitter's next send (store.SetCreateLandedBy).
+			landedBy, err := tx.LockCreateLandedBy(ctx, a.RunnableUID, a.Number)
+			if err != nil {
+				return nil, err
+			}
+			if HoldLateCreate(v, Cluster{Name: a.Cluster}, a.Number, landedBy, now, c.timing()) != nil {
+				return nil, errSentAgain
+			}
+		}
 		// Only proven state travels: the attempt must have run Healthy.
 		carry := Preserve(rules, st.Result, st.Preserved, st.RestorePoint, candidates, a.Number, st.HealthySince != nil)
 		preserved, notes := carry.Preserved, carry.Notes

@@ -240,34 +240,21 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	if err != nil {
 		return err
 	}
-	if rec.Phase == string(v1alpha1.PhaseScheduled) {
-		return nil // the submitter is creating it; nothing runs yet
-	}
 	view := views[rec.Cluster]
 	if view == nil {
 		return nil // a removed cluster: the submitter places it again
 	}
-	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin})
-	c.wakeAt(v.Until)
-	if v.Overridable {
-		v.Message += fmt.Sprintf("; if you made sure that copy no longer runs, `purser failover runnable %s -n %s --confirm-stopped` moves it now",
-			rec.Name, rec.Namespace)
-	}
-	if !v.Evict {
-		switch {
-		case v.Message != "":
-			return c.setWaiting(ctx, rec, r, v.Waiting, v.Message)
-		case r.status.Waiting == v1alpha1.WaitingTarget:
-			// What held the runnable is over: say so, rather than leave
-			// a wait that no longer holds.
-			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("it no longer needs to move; it is %s on %s", rec.Phase, rec.Cluster))
-		case r.status.Waiting != "":
-			return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("cluster %s answers again, so nothing holds the runnable back any more; it is %s there",
-				rec.Cluster, rec.Phase))
-		case r.status.Fenced && view.placement.Ready:
-			return c.resume(ctx, rec, r, view)
-		}
+	if rec.Phase == string(v1alpha1.PhaseScheduled) &&
+		(Consistency(&r.doc.Spec) != v1alpha1.ConsistencyAtMostOne || view.failover.Reachable) {
+		// The submitter is creating it, and places it again if that
+		// fails. Only an AtMostOne create sent to a cluster that stopped
+		// answering is left here: it may have landed, so the runnable
+		// leaves as it would leave a running copy.
 		return nil
+	}
+	v := Decide(&r.doc.Spec, &r.status, view.failover, c.cfg.Now(), c.timing())
+	if !v.Evict {
+		return c.stay(ctx, rec, r, view, v)
 	}
 	gvk, err := r.gvk()
 	if err != nil {
@@ -293,6 +280,18 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		c.metrics.rateLimited.Inc()
 		return nil // the next pass takes it
 	}
+	if v.TrustsFencing {
+		a, err := c.openAttempt(ctx, rec)
+		if errors.Is(err, store.ErrMoved) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if hold := HoldLateCreate(v, view.failover, a.Number, a.CreateLandedBy, c.cfg.Now(), c.timing()); hold != nil {
+			return c.stay(ctx, rec, r, view, *hold)
+		}
+	}
 	var candidates []v1alpha1.RestorePoint
 	if policy := restorePolicy(&r.doc.Spec); policy != "" {
 		// Only an attempt that ran Healthy has restore points to offer;
@@ -311,6 +310,54 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return nil
 	}
 	return c.evict(ctx, rec, r, v, candidates)
+}
+
+func (c *Controller) timing() Timing {
+	return Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin}
+}
+
+// stay acts on a verdict that keeps the runnable where it is: it records
+// what a failover that cannot happen yet waits for, clears a wait that is
+// over, or resumes a copy its agent fenced on a cluster Ready again.
+func (c *Controller) stay(ctx context.Context, rec *store.Runnable, r *runnable, view *clusterView, v Verdict) error {
+	c.wakeAt(v.Until)
+	if v.Overridable {
+		v.Message += fmt.Sprintf("; if you made sure that copy no longer runs, `purser failover runnable %s -n %s --confirm-stopped` moves it now",
+			rec.Name, rec.Namespace)
+	}
+	switch {
+	case v.Message != "":
+		return c.setWaiting(ctx, rec, r, v.Waiting, v.Message)
+	case r.status.Waiting == v1alpha1.WaitingTarget:
+		// What held the runnable is over: say so, rather than leave a
+		// wait that no longer holds.
+		return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("it no longer needs to move; it is %s on %s", rec.Phase, rec.Cluster))
+	case r.status.Waiting != "":
+		return c.setWaiting(ctx, rec, r, "", fmt.Sprintf("cluster %s answers again, so nothing holds the runnable back any more; it is %s there",
+			rec.Cluster, rec.Phase))
+	case r.status.Fenced && view.placement.Ready:
+		return c.resume(ctx, rec, r, view)
+	}
+	return nil
+}
+
+// openAttempt reads the runnable's attempt on its cluster; store.ErrMoved
+// when it has none open there (the runnable moved on meanwhile).
+func (c *Controller) openAttempt(ctx context.Context, rec *store.Runnable) (*store.Attempt, error) {
+	var attempts []*store.Attempt
+	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		attempts, err = tx.ListAttempts(ctx, rec.UID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := len(attempts)
+	if n == 0 || attempts[n-1].EndedAt != nil || attempts[n-1].Cluster != rec.Cluster {
+		return nil, store.ErrMoved
+	}
+	return attempts[n-1], nil
 }
 
 // Excluding adds cluster to the placement's exclusions: the cluster an

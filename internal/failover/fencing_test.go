@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -180,6 +181,114 @@ func testFencing(t *testing.T, dsn string, clusterCutOff bool) {
 		if len(objs) != 1 || suspended(objs[0].Object) {
 			t.Errorf("%s on a after the restore: %d, want one live copy", gvr.Resource, len(objs))
 		}
+	}
+}
+
+// TestAtMostOneCreateLandingLate: a create sent into a partition that TCP
+// outlasts lands when the partition heals, possibly after the cluster's
+// agent, cut off, fenced what it knew; and the cluster may still look lost
+// to the control plane at that moment, as in the DC soak that found it.
+// The runnable must not move until such a create can no longer land and
+// the agent has stopped what it made: the copy made by the late create is
+// suspended before the next attempt's copy runs.
+//
+// b's kube-apiserver is held (connections open, nothing delivered) while
+// the runnable is placed there, and its agent is cut off from NATS. Once
+// b is lost and its agent's lease and the margin are over, the hold is
+// released towards b only: the create lands, its answer never comes back,
+// and b still looks lost. The runnable stays Scheduled, and the controller
+// moves it once that create can no longer land.
+func TestAtMostOneCreateLandingLate(t *testing.T) {
+	cs := env.Clusters(t)
+	f := newFarm(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}})
+	natsAddr, err := url.Parse(f.nats.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsProxy := newProxy(t, natsAddr.Host)
+	apiProxy := newProxy(t, cs[1].APIServerAddr())
+	f.register(cluster{name: "b", sandbox: cs[1], natsURL: "nats://" + natsProxy.Addr(), apiServer: "https://" + apiProxy.Addr()}, testPeriods)
+	// A runnable already on b, and only allowed there: the submitter's
+	// connection to b is open, as in a farm at work, and the held create
+	// travels on it.
+	f.startOn("b", fmt.Sprintf(flinkRunnable, "b"))
+
+	w := watchCopies(t, f, []string{"b", "a"}, []schema.GroupVersionResource{jobsGVR})
+	w.waitRounds(t, 3)
+	hold := corev1.Taint{Key: "test.purser.io/hold", Effect: corev1.TaintEffectNoSchedule}
+	f.setTaints("a", hold)
+	landed := f.watchCreated("b", jobsGVR, "late")
+	cut := time.Now()
+	apiProxy.Hold()
+	natsProxy.Cut()
+	name := f.submit(fmt.Sprintf(jobRunnable, "late", v1alpha1.ConsistencyAtMostOne))
+	f.waitFor(name, "placed on b", func(r *v1alpha1.Runnable) bool {
+		return r.Status.Cluster == "b" && len(r.Status.Attempts) == 1
+	})
+	f.setTaints("a") // a may take it now, once it may leave b
+
+	f.waitCluster("b", "lost, with its agent's lease and the margin over", func(c *v1alpha1.Cluster) bool {
+		lost := slices.ContainsFunc(c.Status.Taints, func(t corev1.Taint) bool {
+			return t.Key == v1alpha1.TaintUnreachable && t.Effect == corev1.TaintEffectNoExecute
+		})
+		hb := c.Status.Agent
+		return lost && hb != nil && hb.LastHeartbeat != nil && time.Since(*hb.LastHeartbeat) > agentLease+margin
+	})
+	released := time.Now()
+	apiProxy.ReleaseToTarget()
+	select {
+	case at := <-landed:
+		t.Logf("the held create landed on b %s after the release, %s after the cut",
+			at.Sub(released).Round(time.Millisecond), at.Sub(cut).Round(time.Millisecond))
+	case <-time.After(wait):
+		t.Fatal("the held create never landed on b")
+	}
+
+	// It waits for the create, and says so.
+	f.waitFor(name, "waiting for the late create", func(r *v1alpha1.Runnable) bool {
+		return r.Status.Phase == v1alpha1.PhaseScheduled && r.Status.Waiting == v1alpha1.WaitingFencing &&
+			strings.Contains(r.Status.Message, "a create of attempt 1 was sent to b")
+	})
+	r := f.waitFor(name, "running on a", func(r *v1alpha1.Runnable) bool {
+		return r.Status.Cluster == "a" && r.Status.Phase == v1alpha1.PhaseRunning
+	})
+	t.Logf("runs on a %s after the cut", time.Since(cut).Round(time.Millisecond))
+	// Moved by the controller: the submitter neither gave up on attempt 1
+	// nor sent anything more once b was lost.
+	if a := r.Status.Attempts; len(a) != 2 || a[0].Result != failover.ResultEvicted || a[0].Reason != failover.ReasonClusterUnreachable {
+		t.Fatalf("attempts %+v, want attempt 1 evicted from b (%s) and attempt 2", r.Status.Attempts, failover.ReasonClusterUnreachable)
+	}
+	w.waitRounds(t, 3)
+
+	// The copy the late create made on b stopped before the one on a ran.
+	var bStopped, aLive time.Time
+	w.mu.Lock()
+	for _, c := range w.changes {
+		switch {
+		case c.key.cluster == "b" && c.key.name == "late" && c.state != "live" && bStopped.IsZero():
+			bStopped = c.at
+		case c.key.cluster == "a" && c.key.name == "late" && c.state == "live" && aLive.IsZero():
+			aLive = c.at
+		}
+	}
+	w.mu.Unlock()
+	if bStopped.IsZero() || aLive.IsZero() || aLive.Before(bStopped) {
+		t.Errorf("the copy on b stopped at %+.3fs, the copy on a was live at %+.3fs; want b's stopped first",
+			bStopped.Sub(cut).Seconds(), aLive.Sub(cut).Seconds())
+	}
+
+	apiProxy.Release()
+	if err := natsProxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor(name, "with attempt 1 cleaned up", func(r *v1alpha1.Runnable) bool {
+		return len(r.Status.Attempts) == 2 && r.Status.Attempts[0].Cleanup == store.CleanupDone
+	})
+	w.waitRounds(t, 3)
+	w.stop()
+	w.report(t, cut)
+	if h := f.history(name); !slices.Contains(h, "evict") {
+		t.Errorf("history %v lacks the eviction", h)
 	}
 }
 

@@ -529,11 +529,11 @@ func (f *farm) writeCheckpoint(ctx context.Context, path string) error {
 	return err
 }
 
-// watchCreated reports when the FlinkDeployment name is created on
-// cluster from now on, as the watch event arrives.
-func (f *farm) watchCreated(cluster, name string) <-chan time.Time {
+// watchCreated reports when the object name of gvr is created on cluster
+// from now on, as the watch event arrives.
+func (f *farm) watchCreated(cluster string, gvr schema.GroupVersionResource, name string) <-chan time.Time {
 	f.t.Helper()
-	w, err := f.dyn[cluster].Resource(flinkGVR).Namespace(f.ns).Watch(f.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	w, err := f.dyn[cluster].Resource(gvr).Namespace(f.ns).Watch(f.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
 		f.t.Fatal(err)
 	}

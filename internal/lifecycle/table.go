@@ -62,7 +62,7 @@ var Table = []Move{
 	{phases(v1alpha1.PhasePendingApproval), v1alpha1.PhaseQueued, ByAPI, true, "approved by another user"},
 	{phases(v1alpha1.PhasePendingApproval), v1alpha1.PhaseRejected, ByAPI, true, "rejected by another user"},
 	{slices.Concat(waiting, placed, phases(v1alpha1.PhaseFailingOver)), v1alpha1.PhaseCancelled, ByAPI, true, "cancelled by a user"},
-	{slices.Concat(occupied, phases(v1alpha1.PhaseFailingOver)), Same, ByAPI, true, "a person confirms that the copy on an unreachable cluster stopped; the controller moves it at once"},
+	{slices.Concat(placed, phases(v1alpha1.PhaseFailingOver)), Same, ByAPI, true, "a person confirms that the copy on an unreachable cluster stopped; the controller moves it at once"},
 	{ended, Removed, ByAPI, true, "an ended runnable deleted by a user; its history stays"},
 
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "no cluster can take it yet; the message says why"},
@@ -79,9 +79,10 @@ var Table = []Move{
 	{slices.Concat(placed, phases(v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed)), Same, ByIngester, false, "health and last observed status of its object"},
 
 	{occupied, v1alpha1.PhaseQueued, ByController, true, "evicted (cluster lost or tainted, application unhealthy); placed again"},
+	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseQueued, ByController, true, "AtMostOne, its create sent to a cluster that stopped answering: evicted once a copy it made is certainly fenced; placed again"},
 	{occupied, v1alpha1.PhaseFailingOver, ByController, true, "evicted; its old copy must go before it is placed again"},
 	{phases(v1alpha1.PhaseFailingOver), v1alpha1.PhaseQueued, ByController, true, "its old copy is gone, or fenced on a cluster that stopped answering; placed again"},
-	{slices.Concat(occupied, phases(v1alpha1.PhaseFailingOver)), Same, ByController, false, "waiting for a failover that cannot happen yet, or resumed after fencing; the message says which"},
+	{slices.Concat(placed, phases(v1alpha1.PhaseFailingOver)), Same, ByController, false, "waiting for a failover that cannot happen yet, or resumed after fencing; the message says which"},
 	{every, Same, ByController, true, "an ended attempt's old copy removed from its cluster"},
 
 	{ended, Removed, ByRetention, true, "removed once its namespace's retention after the end has passed"},

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -15,6 +14,11 @@ import (
 // stand for a network partition, and restore. While cut, its port refuses
 // connections and every connection that was open is closed. It keeps its
 // address across a cut, so clients reconnect to the same place.
+//
+// Hold stands for the other kind of partition, one that TCP outlasts:
+// connections stay open, but nothing sent either way arrives until
+// Release delivers it all, as retransmission does once a partition heals.
+// ReleaseToTarget heals one way only: requests arrive, answers do not.
 type Proxy struct {
 	target string
 	addr   string
@@ -25,7 +29,16 @@ type Proxy struct {
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup // the accept loop and the copy goroutines
 	done  bool
+	// held[toTarget] and held[toClient] are closed by their release; nil
+	// while that direction is not held.
+	held [2]chan struct{}
 }
+
+// Directions of a proxied connection.
+const (
+	toTarget = iota
+	toClient
+)
 
 // NewProxy listens on listen (e.g. "127.0.0.1:0") and forwards every
 // connection to target. Port 0 picks a port from localport, which stays
@@ -82,6 +95,59 @@ func (p *Proxy) Restore() error {
 	return nil
 }
 
+// Hold keeps every connection open but delivers nothing more, in either
+// direction, until Release.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for dir := range p.held {
+		if p.held[dir] == nil {
+			p.held[dir] = make(chan struct{})
+		}
+	}
+}
+
+// Release delivers what was held, in order, and lets traffic flow again.
+// A Cut drops what was held instead.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.releaseLocked(toTarget)
+	p.releaseLocked(toClient)
+}
+
+// ReleaseToTarget delivers what clients sent, and what they send from now
+// on, while the target's answers stay held.
+func (p *Proxy) ReleaseToTarget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.releaseLocked(toTarget)
+}
+
+func (p *Proxy) releaseLocked(dir int) {
+	if p.held[dir] != nil {
+		close(p.held[dir])
+		p.held[dir] = nil
+	}
+}
+
+// gate returns, before data is passed on in direction dir, once that
+// direction is not held; false when the connection was closed meanwhile
+// (by a cut or a close).
+func (p *Proxy) gate(dst net.Conn, dir int) bool {
+	p.mu.Lock()
+	held := p.held[dir]
+	p.mu.Unlock()
+	if held == nil {
+		return true
+	}
+	<-held
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, open := p.conns[dst]
+	return open
+}
+
 // Close cuts the proxy for good and waits for its goroutines.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
@@ -92,7 +158,11 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
+// closeLocked closes the listener and every connection; what was held is
+// dropped with them.
 func (p *Proxy) closeLocked() {
+	p.releaseLocked(toTarget)
+	p.releaseLocked(toClient)
 	if p.ln != nil {
 		p.ln.Close()
 		p.ln = nil
@@ -149,15 +219,29 @@ func (p *Proxy) forward(ln net.Listener, client net.Conn) {
 
 	var wg sync.WaitGroup
 	wg.Add(2)
-	pipe := func(dst, src net.Conn) {
+	pipe := func(dst, src net.Conn, dir int) {
 		defer wg.Done()
-		io.Copy(dst, src)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if !p.gate(dst, dir) {
+					break
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		// Closing both ends unblocks the other direction.
 		dst.Close()
 		src.Close()
 	}
-	go pipe(upstream, client)
-	go pipe(client, upstream)
+	go pipe(upstream, client, toTarget)
+	go pipe(client, upstream, toClient)
 	wg.Wait()
 
 	p.mu.Lock()

@@ -366,6 +366,73 @@ func TestProxyCutRefusesAndRestorePasses(t *testing.T) {
 	})
 }
 
+// A held proxy keeps the connection open and delivers nothing until its
+// release, then everything: a create sent during the hold lands after it,
+// as one retransmitted across a healed partition does. Released one way,
+// requests arrive and answers do not.
+func TestProxyHoldDeliversOnRelease(t *testing.T) {
+	c := env.Clusters(t)[0]
+	proxy, err := sandbox.NewProxy("127.0.0.1:0", c.APIServerAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	cfg := c.RESTConfig()
+	cfg.Host = "https://" + proxy.Addr()
+	cfg.Timeout = 30 * time.Second
+	held, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := held.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	name := "held-" + strings.ToLower(fmt.Sprint(time.Now().UnixNano()))
+	t.Cleanup(func() {
+		direct.CoreV1().ConfigMaps("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+
+	proxy.Hold()
+	created := make(chan error, 1)
+	go func() {
+		_, err := held.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		created <- err
+	}()
+	// Nothing arrives while held: the kube-apiserver, read around the
+	// proxy, has no such ConfigMap, and the client has no answer.
+	for range 5 {
+		time.Sleep(200 * time.Millisecond)
+		if _, err := direct.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("while held, the ConfigMap: %v; want NotFound", err)
+		}
+		select {
+		case err := <-created:
+			t.Fatalf("the create answered while held: %v", err)
+		default:
+		}
+	}
+	// Released one way, the create lands, and its answer stays held.
+	proxy.ReleaseToTarget()
+	sandboxtest.Eventually(t, 30*time.Second, "the create landed", func(ctx context.Context) error {
+		_, err := direct.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	select {
+	case err := <-created:
+		t.Fatalf("the create answered while its answer was held: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	proxy.Release()
+	if err := <-created; err != nil {
+		t.Fatalf("the held create, released: %v", err)
+	}
+}
+
 func TestStopLeavesNoProcessAndFreesPorts(t *testing.T) {
 	c := env.Dedicated(t, true)
 	if left := sandbox.Leftovers(c.Dir()); len(left) < 6 {

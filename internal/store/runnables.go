@@ -56,6 +56,10 @@ type Attempt struct {
 	CarriedIn map[string]string
 	Reported  map[string]string
 	Note      string
+	// CreateLandedBy is the latest moment a create the submitter sent for
+	// the object can take effect on the cluster (nil: none was sent). Only
+	// SetCreateLandedBy sets it; PutAttempt leaves it as it is.
+	CreateLandedBy *time.Time
 }
 
 // Attempt cleanup states.
@@ -256,6 +260,60 @@ func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
 	return nil
 }
 
+// SetCreateLandedBy records when a create of attempt number's object can
+// last take effect: before a send, the send's bound; once the cluster
+// answered, the time of the answer. It reports false, and records nothing,
+// when the attempt has ended: a create must not be sent then, since the
+// runnable may be on its way elsewhere. Recorded in the row the attempt's
+// end is written to, the two are ordered: a controller that ends the
+// attempt sees every send that may still land (LockCreateLandedBy).
+func (tx *Tx) SetCreateLandedBy(ctx context.Context, runnableUID string, number int, landedBy time.Time) (bool, error) {
+	res, err := tx.exec(ctx, `UPDATE attempts SET create_landed_by = ?
+		WHERE runnable_uid = ? AND number = ? AND ended_at IS NULL`,
+		tx.s.d.ts(landedBy), runnableUID, number)
+	if err != nil {
+		return false, fmt.Errorf("mark the create of attempt %d of %s: %w", number, runnableUID, classify(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("mark the create of attempt %d of %s: %w", number, runnableUID, classify(err))
+	}
+	return n == 1, nil
+}
+
+// UndoCreateLandedBy puts back prev (nil: none) after a send recorded as
+// mark was found never to have left, unless another write replaced mark
+// meanwhile.
+func (tx *Tx) UndoCreateLandedBy(ctx context.Context, runnableUID string, number int, mark time.Time, prev *time.Time) error {
+	_, err := tx.exec(ctx, `UPDATE attempts SET create_landed_by = ?
+		WHERE runnable_uid = ? AND number = ? AND create_landed_by = ?`,
+		tx.s.d.nullTS(prev), runnableUID, number, tx.s.d.ts(mark))
+	if err != nil {
+		return fmt.Errorf("undo the create mark of attempt %d of %s: %w", number, runnableUID, classify(err))
+	}
+	return nil
+}
+
+// LockCreateLandedBy reads CreateLandedBy of attempt number; on
+// PostgreSQL the row stays locked to the end of the transaction, so that a
+// SetCreateLandedBy waits for it and then sees whether it ended the
+// attempt. SQLite has a single writer anyway.
+func (tx *Tx) LockCreateLandedBy(ctx context.Context, runnableUID string, number int) (*time.Time, error) {
+	q := `SELECT create_landed_by FROM attempts WHERE runnable_uid = ? AND number = ?`
+	if tx.s.d.engine == EnginePostgres {
+		q += " FOR UPDATE"
+	}
+	var landedBy *time.Time
+	err := tx.queryRow(ctx, q, runnableUID, number).Scan(nullTimeCol{&landedBy})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("attempt %d of %s: %w", number, runnableUID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the create of attempt %d of %s: %w", number, runnableUID, classify(err))
+	}
+	return landedBy, nil
+}
+
 // ListAttempts returns the attempts of a runnable ordered by Number.
 func (tx *Tx) ListAttempts(ctx context.Context, runnableUID string) ([]*Attempt, error) {
 	out, err := tx.scanAttempts(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE runnable_uid = ? ORDER BY number`,
@@ -267,7 +325,7 @@ func (tx *Tx) ListAttempts(ctx context.Context, runnableUID string) ([]*Attempt,
 }
 
 const attemptColumns = `runnable_uid, number, cluster, object_uid, started_at, ended_at,
-	result, reason, message, cleanup, cleanup_after, carried_in, reported, note`
+	result, reason, message, cleanup, cleanup_after, carried_in, reported, note, create_landed_by`
 
 func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*Attempt, error) {
 	rows, err := tx.query(ctx, query, args...)
@@ -281,7 +339,7 @@ func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*A
 		var carried, reported string
 		if err := rows.Scan(&a.RunnableUID, &a.Number, &a.Cluster, &a.ObjectUID, timeCol{&a.StartedAt},
 			nullTimeCol{&a.EndedAt}, &a.Result, &a.Reason, &a.Message, &a.Cleanup,
-			nullTimeCol{&a.CleanupAfter}, &carried, &reported, &a.Note); err != nil {
+			nullTimeCol{&a.CleanupAfter}, &carried, &reported, &a.Note, nullTimeCol{&a.CreateLandedBy}); err != nil {
 			return nil, classify(err)
 		}
 		var err error

@@ -397,6 +397,63 @@ func testAttempts(t *testing.T, eng engine) {
 	})
 }
 
+// The time until which a create can land is recorded only on an open
+// attempt, survives the attempt's other writes, and reads back under lock.
+func testCreateLandedBy(t *testing.T, eng engine) {
+	s := eng.open(t)
+	ctx := t.Context()
+	r := newRunnable("team-a", "late")
+	start := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	a := &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", StartedAt: start}
+	mustTx(t, s, func(tx *Tx) error {
+		if err := tx.CreateRunnable(ctx, r); err != nil {
+			return err
+		}
+		return tx.PutAttempt(ctx, a)
+	})
+	landed := start.Add(30 * time.Second)
+	// The submitter's write of the created object, from a copy read
+	// before the mark, keeps it.
+	created := *a
+	created.ObjectUID = "obj-1"
+	mustTx(t, s, func(tx *Tx) error {
+		ok, err := tx.SetCreateLandedBy(ctx, r.UID, 1, landed)
+		if err != nil || !ok {
+			t.Errorf("SetCreateLandedBy on the open attempt = %v, %v; want true", ok, err)
+		}
+		return tx.PutAttempt(ctx, &created)
+	})
+	mustTx(t, s, func(tx *Tx) error {
+		got, err := tx.LockCreateLandedBy(ctx, r.UID, 1)
+		if err != nil || got == nil || !got.Equal(landed) {
+			t.Errorf("LockCreateLandedBy = %v, %v; want %s", got, err, landed)
+		}
+		_, err = tx.LockCreateLandedBy(ctx, r.UID, 2)
+		wantErr(t, err, ErrNotFound)
+		ended := created
+		end := start.Add(time.Minute)
+		ended.EndedAt, ended.Result = &end, "Evicted"
+		return tx.PutAttempt(ctx, &ended)
+	})
+	mustTx(t, s, func(tx *Tx) error {
+		ok, err := tx.SetCreateLandedBy(ctx, r.UID, 1, landed.Add(time.Hour))
+		if err != nil || ok {
+			t.Errorf("SetCreateLandedBy on the ended attempt = %v, %v; want false", ok, err)
+		}
+		return nil
+	})
+	mustRead(t, s, func(tx *Tx) error {
+		got, err := tx.ListAttempts(ctx, r.UID)
+		if err != nil {
+			return err
+		}
+		if got[0].CreateLandedBy == nil || !got[0].CreateLandedBy.Equal(landed) || got[0].ObjectUID != "obj-1" {
+			t.Errorf("attempt %+v, want object obj-1 and the create landing by %s", got[0], landed)
+		}
+		return nil
+	})
+}
+
 // Times come back in UTC with microsecond precision on both engines,
 // whatever zone and precision they went in with.
 func testTimestamps(t *testing.T, eng engine) {

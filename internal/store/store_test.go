@@ -63,6 +63,7 @@ var suite = []struct {
 	{"ListRunnables", testListRunnables},
 	{"ListRunnablesStableUnderInserts", testListRunnablesStableUnderInserts},
 	{"Attempts", testAttempts},
+	{"CreateLandedBy", testCreateLandedBy},
 	{"Deployables", testDeployables},
 	{"DeployablesVersion", testDeployablesVersion},
 	{"Clusters", testClusters},

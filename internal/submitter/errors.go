@@ -30,6 +30,9 @@ type failure struct {
 	unreachable bool
 	// retryAfter is the server's own request to wait (429, 503).
 	retryAfter time.Duration
+	// notSent: the request certainly never reached the server, since no
+	// connection to it could be opened.
+	notSent bool
 }
 
 func (f *failure) Error() string { return f.err.Error() }
@@ -93,7 +96,7 @@ func classify(err error) *failure {
 			f.retryAfter = time.Duration(s) * time.Second
 		}
 	case isConnectionError(err):
-		f.reason, f.unreachable = "ClusterUnreachable", true
+		f.reason, f.unreachable, f.notSent = "ClusterUnreachable", true, isDialError(err)
 	default:
 		// Unknown errors are retried: a bug shows up as a retry in the
 		// logs and metrics, never as work dropped.
@@ -119,4 +122,12 @@ func isConnectionError(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "http2: client connection lost") ||
 		strings.Contains(msg, "TLS handshake")
+}
+
+// isDialError reports that the connection the request needed could not be
+// opened (refused, no route, the dial timed out), so nothing was written:
+// a request on a connection already open fails otherwise.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, syscall.ECONNREFUSED)
 }

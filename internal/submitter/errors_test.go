@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"syscall"
 	"testing"
@@ -11,8 +12,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/purser-io/purser/internal/clusters"
 )
@@ -60,5 +65,53 @@ func TestClassify(t *testing.T) {
 	// Users read the API server's message, not Go's wrapping.
 	if got := classify(fmt.Errorf("wrapped: %w", invalid)).message(); got != invalid.ErrStatus.Message {
 		t.Errorf("message = %q, want the server's %q", got, invalid.ErrStatus.Message)
+	}
+}
+
+// A create that could not open a connection certainly never reached the
+// server; one that went out on a connection and got no answer may have.
+// Both errors come from client-go itself, against a closed port and a
+// server that reads requests and never answers.
+func TestNotSent(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := closed.Addr().String()
+	closed.Close()
+
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(io.Discard, conn) // reads the request, answers nothing
+		}
+	}()
+
+	create := func(addr string) error {
+		dyn, err := dynamic.NewForConfig(&rest.Config{Host: "http://" + addr, Timeout: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": "x"}}}
+		_, err = dyn.Resource(schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}).Namespace("a").
+			Create(t.Context(), job, metav1.CreateOptions{})
+		if err == nil {
+			t.Fatalf("create on %s succeeded", addr)
+		}
+		return err
+	}
+	if f := classify(create(refusing)); !f.unreachable || !f.notSent {
+		t.Errorf("refused: %v classified unreachable %v, not sent %v; want both", f, f.unreachable, f.notSent)
+	}
+	if f := classify(create(silent.Addr().String())); !f.unreachable || f.notSent {
+		t.Errorf("no answer: %v classified unreachable %v, not sent %v; want unreachable, maybe sent", f, f.unreachable, f.notSent)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/clusters"
 	"github.com/purser-io/purser/internal/failover"
 	"github.com/purser-io/purser/internal/lifecycle"
 	"github.com/purser-io/purser/internal/placement"
@@ -223,22 +224,50 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
 		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
 	}
+	// An AtMostOne create sent to a cluster that stopped answering may
+	// land at any moment, so its attempt is not left for another one here.
+	atMostOne := failover.Consistency(&doc.Spec) == v1alpha1.ConsistencyAtMostOne
+	mayLand := atMostOne && a.CreateLandedBy != nil
+	if taint := unreachableTaint(row); atMostOne && taint != "" {
+		return s.lostCluster(ctx, rec, a, taint)
+	}
 	if err := s.authorize(ctx, row, rec, doc, gvk); err != nil {
-		return s.createFailed(ctx, rec, a, err)
+		return s.createFailed(ctx, rec, a, err, mayLand)
+	}
+	var mark time.Time
+	if atMostOne {
+		mark = s.now().Add(clusters.LandsWithin)
+		send, err := s.markSending(ctx, a, mark)
+		if err != nil || !send {
+			return !send && err == nil, err
+		}
 	}
 	objectUID, err := s.create(ctx, row, obj, rec.UID)
 	if err != nil {
-		return s.createFailed(ctx, rec, a, err)
+		if atMostOne {
+			var undoErr error
+			if mayLand, undoErr = s.mayLand(ctx, a, mark, err); undoErr != nil {
+				return false, undoErr
+			}
+		}
+		return s.createFailed(ctx, rec, a, err, mayLand)
 	}
 	s.clearFailures(rec.UID, a.Number)
 	s.markReachable(a.Cluster)
 	ended := *a
 	ended.ObjectUID = objectUID
 	msg := fmt.Sprintf("created %s %s on %s (attempt %d)", gvk.Kind, ref(obj), a.Cluster, a.Number)
-	moved, err := s.apply(ctx, rec, transition{
+	t := transition{
 		phase: v1alpha1.PhaseSubmitted, message: msg, attempt: &ended,
 		audit: &audit.Entry{Action: "submit", Summary: msg},
-	})
+	}
+	if atMostOne {
+		// The cluster answered: the object exists, and the sends before
+		// this one, of the same name, can create nothing more.
+		answered := s.now()
+		t.landedBy = &answered
+	}
+	moved, err := s.apply(ctx, rec, t)
 	if err == nil && !moved {
 		s.metrics.outcomes.WithLabelValues(string(v1alpha1.PhaseSubmitted)).Inc()
 	}
@@ -247,11 +276,72 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 	return moved, err
 }
 
+// lostCluster handles an AtMostOne attempt whose cluster is tainted as not
+// answering: nothing more is sent there. With nothing sent so far, the
+// runnable is placed again at once; otherwise a create may still land, and
+// the failover controller moves it once a copy there is certainly stopped.
+func (s *Submitter) lostCluster(ctx context.Context, rec *store.Runnable, a *store.Attempt, taint string) (bool, error) {
+	if a.CreateLandedBy == nil {
+		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseQueued, ResultFailed, ReasonClusterUnreachable,
+			fmt.Sprintf("cluster %s does not answer (tainted %s), and nothing was sent to it for attempt %d; placing again", a.Cluster, taint, a.Number))
+	}
+	return false, fmt.Errorf("cluster %s does not answer (tainted %s), and a create of attempt %d sent to it may still land; "+
+		"with consistency AtMostOne nothing more is sent, and the failover controller moves the runnable once a copy there is certainly stopped",
+		a.Cluster, taint, a.Number)
+}
+
+// markSending records that a create of attempt a is about to be sent and
+// can take effect until mark (clusters.LandsWithin from now, which create
+// keeps to). It reports false when the attempt has ended meanwhile: the
+// create is not sent, and the next step sees what became of the runnable.
+func (s *Submitter) markSending(ctx context.Context, a *store.Attempt, mark time.Time) (bool, error) {
+	var send bool
+	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		send, err = tx.SetCreateLandedBy(ctx, a.RunnableUID, a.Number, mark)
+		return err
+	})
+	return send, err
+}
+
+// mayLand reports, after the create recorded as mark failed with
+// createErr, whether a create of attempt a may still land. A create that
+// never left (no connection could be opened) takes its mark back, so that
+// a cluster that plainly refuses does not hold the runnable.
+func (s *Submitter) mayLand(ctx context.Context, a *store.Attempt, mark time.Time, createErr error) (bool, error) {
+	if !classify(createErr).notSent {
+		return true, nil
+	}
+	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		return tx.UndoCreateLandedBy(ctx, a.RunnableUID, a.Number, mark, a.CreateLandedBy)
+	})
+	return a.CreateLandedBy != nil, err
+}
+
+// unreachableTaint is the cluster's taint for not answering, as key:effect,
+// or "".
+func unreachableTaint(row *store.Cluster) string {
+	var status v1alpha1.ClusterStatus
+	if len(row.Status) == 0 || json.Unmarshal(row.Status, &status) != nil {
+		return ""
+	}
+	for _, t := range status.Taints {
+		if t.Key == v1alpha1.TaintUnreachable {
+			return placement.TaintString(&t)
+		}
+	}
+	return ""
+}
+
+// create sends the object to the cluster, within clusters.Timeout in all
+// (its namespace's create and a read of an existing copy included).
 func (s *Submitter) create(ctx context.Context, row *store.Cluster, obj *unstructured.Unstructured, runnableUID string) (string, error) {
 	cc, err := s.clients.Get(row)
 	if err != nil {
 		return "", err
 	}
+	ctx, cancel := context.WithTimeout(ctx, clusters.Timeout)
+	defer cancel()
 	uid, err := cc.Create(ctx, obj, runnableUID)
 	if err != nil {
 		return "", fmt.Errorf("create %s %s on %s: %w", obj.GetKind(), ref(obj), row.Name, err)
@@ -261,8 +351,10 @@ func (s *Submitter) create(ctx context.Context, row *store.Cluster, obj *unstruc
 
 // createFailed ends the runnable on a permanent failure, and on a
 // transient one retries, until the cluster has failed too often in a row:
-// then the attempt ends and the runnable is placed again, elsewhere.
-func (s *Submitter) createFailed(ctx context.Context, rec *store.Runnable, a *store.Attempt, err error) (bool, error) {
+// then the attempt ends and the runnable is placed again, elsewhere. An
+// AtMostOne create that may land (mayLand) keeps its attempt: the failover
+// controller moves it once the cluster is lost and a copy there fenced.
+func (s *Submitter) createFailed(ctx context.Context, rec *store.Runnable, a *store.Attempt, err error, mayLand bool) (bool, error) {
 	f := classify(err)
 	if f.permanent {
 		s.clearFailures(rec.UID, a.Number)
@@ -279,6 +371,10 @@ func (s *Submitter) createFailed(ctx context.Context, rec *store.Runnable, a *st
 	n := s.failures[key]
 	s.mu.Unlock()
 	if n < maxClusterFailures {
+		return false, f
+	}
+	if mayLand {
+		s.markUnreachable(a.Cluster) // kept out of placement all the same
 		return false, f
 	}
 	// The attempt's cluster failed every try: keep it out of placement
@@ -395,6 +491,8 @@ type transition struct {
 	message string  // "" keeps the status message
 	attempt *store.Attempt
 	audit   *audit.Entry // Action, Summary
+	// landedBy, when set, is the attempt's new CreateLandedBy.
+	landedBy *time.Time
 }
 
 // apply writes t if the runnable is still as rec found it; otherwise it
@@ -409,6 +507,9 @@ func (s *Submitter) apply(ctx context.Context, rec *store.Runnable, t transition
 			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
 			Attempt: t.attempt, Audit: t.audit,
 		})
+		if err == nil && t.landedBy != nil {
+			_, err = tx.SetCreateLandedBy(ctx, t.attempt.RunnableUID, t.attempt.Number, *t.landedBy)
+		}
 		return err
 	})
 	if errors.Is(err, store.ErrMoved) {
