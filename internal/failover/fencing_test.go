@@ -50,11 +50,7 @@ func TestFencingKeepsAtMostOneCopy(t *testing.T) {
 func testFencing(t *testing.T, dsn string, clusterCutOff bool) {
 	cs := env.Clusters(t)
 	f := newFarm(t, dsn, []cluster{{name: "a", sandbox: cs[0]}})
-	natsAddr, err := url.Parse(f.nats.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsProxy := newProxy(t, natsAddr.Host)
+	natsProxy := f.natsProxy()
 	b := cluster{name: "b", sandbox: cs[1], natsURL: "nats://" + natsProxy.Addr()}
 	var apiProxy *sandbox.Proxy
 	if clusterCutOff {
@@ -201,11 +197,7 @@ func testFencing(t *testing.T, dsn string, clusterCutOff bool) {
 func TestAtMostOneCreateLandingLate(t *testing.T) {
 	cs := env.Clusters(t)
 	f := newFarm(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}})
-	natsAddr, err := url.Parse(f.nats.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsProxy := newProxy(t, natsAddr.Host)
+	natsProxy := f.natsProxy()
 	apiProxy := newProxy(t, cs[1].APIServerAddr())
 	f.register(cluster{name: "b", sandbox: cs[1], natsURL: "nats://" + natsProxy.Addr(), apiServer: "https://" + apiProxy.Addr()}, testPeriods)
 	// A runnable already on b, and only allowed there: the submitter's
@@ -292,9 +284,20 @@ func TestAtMostOneCreateLandingLate(t *testing.T) {
 	}
 }
 
+// natsProxy is a proxy in front of the farm's NATS, for an agent that a
+// test cuts off from the stream.
+func (f *farm) natsProxy() *sandbox.Proxy {
+	f.t.Helper()
+	u, err := url.Parse(f.nats.URL)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return newProxy(f.t, u.Host)
+}
+
 // newProxy puts a proxy in front of target that a test can cut and
 // restore (its port comes from localport, so nothing takes it meanwhile).
-func newProxy(t *testing.T, target string) *sandbox.Proxy {
+func newProxy(t testing.TB, target string) *sandbox.Proxy {
 	t.Helper()
 	p, err := sandbox.NewProxy("127.0.0.1:0", target)
 	if err != nil {

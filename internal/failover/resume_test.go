@@ -3,7 +3,6 @@ package failover_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -21,11 +20,7 @@ import (
 func TestFencedJobResumesWhenItsAgentReturns(t *testing.T) {
 	cs := env.Clusters(t)
 	f := newFarm(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}})
-	natsAddr, err := url.Parse(f.nats.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsProxy := newProxy(t, natsAddr.Host)
+	natsProxy := f.natsProxy()
 	f.register(cluster{name: "b", sandbox: cs[1], natsURL: "nats://" + natsProxy.Addr()}, testPeriods)
 
 	// Only b may run it: nowhere to move it to.

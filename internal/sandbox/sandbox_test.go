@@ -312,18 +312,7 @@ func TestWipedClusterIsEmptyAndServing(t *testing.T) {
 
 func TestProxyCutRefusesAndRestorePasses(t *testing.T) {
 	c := env.Clusters(t)[0]
-	proxy, err := sandbox.NewProxy("127.0.0.1:0", c.APIServerAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	cfg := c.RESTConfig()
-	cfg.Host = "https://" + proxy.Addr()
-	cfg.Timeout = 5 * time.Second
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, client := proxied(t, c, 5*time.Second)
 	ctx := context.Background()
 	if _, err := client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
 		t.Fatalf("through the proxy: %v", err)
@@ -372,18 +361,7 @@ func TestProxyCutRefusesAndRestorePasses(t *testing.T) {
 // requests arrive and answers do not.
 func TestProxyHoldDeliversOnRelease(t *testing.T) {
 	c := env.Clusters(t)[0]
-	proxy, err := sandbox.NewProxy("127.0.0.1:0", c.APIServerAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	cfg := c.RESTConfig()
-	cfg.Host = "https://" + proxy.Addr()
-	cfg.Timeout = 30 * time.Second
-	held, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, held := proxied(t, c, 30*time.Second)
 	direct, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -431,6 +409,25 @@ func TestProxyHoldDeliversOnRelease(t *testing.T) {
 	if err := <-created; err != nil {
 		t.Fatalf("the held create, released: %v", err)
 	}
+}
+
+// proxied puts a proxy in front of c's kube-apiserver and returns it with
+// a client that goes through it, each request bounded by timeout.
+func proxied(t *testing.T, c *sandbox.Cluster, timeout time.Duration) (*sandbox.Proxy, kubernetes.Interface) {
+	t.Helper()
+	proxy, err := sandbox.NewProxy("127.0.0.1:0", c.APIServerAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	cfg := c.RESTConfig()
+	cfg.Host = "https://" + proxy.Addr()
+	cfg.Timeout = timeout
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proxy, client
 }
 
 func TestStopLeavesNoProcessAndFreesPorts(t *testing.T) {
