@@ -80,6 +80,92 @@ spec:
 `, name, ns, command)
 }
 
+// A write sent again while the first one is still being committed (its
+// client gave up waiting, as clients do while the database is slow) is
+// answered as a repeat, not a 409: a runnable submitted twice is one
+// runnable (202, then 200), a deployable put twice is created once. On
+// PostgreSQL the second insert waits for the first transaction and then
+// finds the name taken; SQLite has one writer, so there is no such race.
+func TestWriteSentAgainWhileTheFirstCommits(t *testing.T) {
+	var eng storetest.Engine
+	for _, e := range storetest.Engines() {
+		if e.Name == "postgres" {
+			eng = e
+		}
+	}
+	if eng.Name == "" {
+		t.Skip("needs PostgreSQL (PURSER_TEST_POSTGRES)")
+	}
+	for _, c := range []struct {
+		name, method, path, body string
+		codes                    []int
+	}{
+		{"runnable", "POST", "/api/v1/runnables", runnableYAML("team-a", "nightly", "echo 1"), []int{http.StatusOK, http.StatusAccepted}},
+		{"deployable", "PUT", "/api/v1/deployables/team-a/cfg", configMapDeployable("team-a", "cfg", "v1"), []int{http.StatusOK, http.StatusCreated}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, eng)
+			release := holdAuditHead(t, h)
+			answers := make(chan response, 2)
+			send := func() { answers <- h.yaml("alice", c.method, c.path, c.body) }
+			go send()
+			waitingForLocks(t, h, 1) // the first holds its row, waiting for the head
+			go send()
+			waitingForLocks(t, h, 2) // the second waits for the first's row
+			release()
+			a, b := <-answers, <-answers
+			codes := []int{a.code, b.code}
+			slices.Sort(codes)
+			if !slices.Equal(codes, c.codes) {
+				t.Fatalf("answers %d (%s) and %d (%s); want %v", a.code, a.raw, b.code, b.raw, c.codes)
+			}
+			if a.str("metadata", "uid") != b.str("metadata", "uid") {
+				t.Fatalf("uids %s and %s, want one object", a.str("metadata", "uid"), b.str("metadata", "uid"))
+			}
+			if n := h.count("audit_log"); n != 1 {
+				t.Fatalf("%d audit entries, want 1 (the first write only)", n)
+			}
+		})
+	}
+}
+
+// holdAuditHead locks the audit chain's head, which every audited commit
+// locks, until the returned release: a write then waits with what it
+// inserted not committed.
+func holdAuditHead(t *testing.T, h *harness) (release func()) {
+	t.Helper()
+	head, err := h.raw.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { head.Rollback() })
+	if _, err := head.ExecContext(t.Context(), "UPDATE audit_head SET last_seq = last_seq WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := head.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitingForLocks waits until n transactions of the test's PostgreSQL
+// database wait for a lock.
+func waitingForLocks(t *testing.T, h *harness, n int) {
+	t.Helper()
+	sandboxtest.Eventually(t, time.Minute, fmt.Sprintf("%d transactions waiting for a lock", n), func(ctx context.Context) error {
+		var got int
+		if err := h.raw.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got); err != nil {
+			return err
+		}
+		if got < n {
+			return fmt.Errorf("%d waiting", got)
+		}
+		return nil
+	})
+}
+
 func testSubmitIsIdempotent(t *testing.T, h *harness) {
 	first := h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "nightly", "echo 1")).want(t, http.StatusAccepted)
 	if first.str("status", "phase") != "Queued" || first.str("metadata", "uid") == "" {

@@ -85,7 +85,7 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 
 	var rec *store.Deployable
 	status := http.StatusOK
-	err = s.tx(r.Context(), func(tx *store.Tx) error {
+	put := func(tx *store.Tx) error {
 		status = http.StatusOK
 		revive := false
 		var err error
@@ -120,7 +120,9 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
 		}
 		if create {
-			err = tx.CreateDeployable(r.Context(), rec)
+			if err = tx.CreateDeployable(r.Context(), rec); errors.Is(err, store.ErrConflict) {
+				return errCreatedMeanwhile
+			}
 		} else {
 			err = tx.UpdateDeployable(r.Context(), rec)
 		}
@@ -137,12 +139,25 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 			summary += fmt.Sprintf(" (generation %d)", rec.Generation)
 		}
 		return appendAudit(r.Context(), tx, u, action, v1alpha1.KindDeployable, ns, name, summary, outcome, details.Spec)
+	}
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
+		// Created by another request since it was read (the same PUT
+		// retried, on PostgreSQL, while the first was being committed):
+		// that one has committed, and this one applies on top of it.
+		if err := put(tx); !errors.Is(err, errCreatedMeanwhile) {
+			return err
+		}
+		return put(tx)
 	})
 	if err != nil {
 		return 0, nil, err
 	}
 	return s.deployableResponse(r, status, rec)
 }
+
+// errCreatedMeanwhile: an object found missing was created by another
+// request before this one could create it.
+var errCreatedMeanwhile = errors.New("created concurrently")
 
 // matchPath fills an object's namespace and name from the URL, and rejects
 // a body that names another object.

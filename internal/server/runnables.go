@@ -59,13 +59,8 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 			if name, err = freeRunnableName(r.Context(), tx, ns, obj.Metadata.GenerateName); err != nil {
 				return err
 			}
-		} else if existing, err := tx.GetRunnable(r.Context(), ns, name); err == nil {
-			if existing.SpecHash != hash {
-				return errConflict("runnable %s/%s already exists with another spec; submit under another name, or delete it first", ns, name)
-			}
-			rec, status = existing, http.StatusOK
-			return nil
-		} else if !errors.Is(err, store.ErrNotFound) {
+		} else if found, err := sameRunnable(r.Context(), tx, ns, name, hash); found != nil || err != nil {
+			rec, status = found, http.StatusOK
 			return err
 		}
 
@@ -87,6 +82,17 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 			Spec: doc, SpecHash: hash, Submitter: u.Name,
 		}
 		_, err = lifecycle.Create(r.Context(), tx, rec, t)
+		if errors.Is(err, store.ErrConflict) && obj.Metadata.Name != "" {
+			// The same submission, retried while the first was still
+			// being committed elsewhere: that one has committed now, and
+			// this one answers as a retry does.
+			found, err := sameRunnable(r.Context(), tx, ns, name, hash)
+			if found == nil && err == nil {
+				err = errConflict("runnable %s/%s was created concurrently and is gone again; submit it again", ns, name)
+			}
+			rec, status = found, http.StatusOK
+			return err
+		}
 		return err
 	})
 	if err != nil {
@@ -264,6 +270,22 @@ func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) 
 		s.notifyOutbox()
 	}
 	return http.StatusOK, out, nil
+}
+
+// sameRunnable returns the runnable ns/name when it exists with the spec
+// hash (a submission sent again), nil when there is none, and a conflict
+// when it exists with another spec.
+func sameRunnable(ctx context.Context, tx *store.Tx, ns, name, hash string) (*store.Runnable, error) {
+	existing, err := tx.GetRunnable(ctx, ns, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case existing.SpecHash != hash:
+		return nil, errConflict("runnable %s/%s already exists with another spec; submit under another name, or delete it first", ns, name)
+	}
+	return existing, nil
 }
 
 // confirmStopped serves POST .../failover?confirmStopped=true: a person
