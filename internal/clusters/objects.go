@@ -58,13 +58,20 @@ type ObjectClient struct {
 
 	mu        sync.Mutex
 	lastReset time.Time
+	// limiter is the dynamic client's rate limit, which CreateMarked
+	// waits on itself so that its caller records a create only once it
+	// can leave.
+	limiter *prepaidLimiter
 }
 
 // NewObjectClient builds the clients of the cluster name from its
 // configuration. Discovery happens on first use and is cached for the
 // life of the client.
 func NewObjectClient(name string, cfg *rest.Config) (*ObjectClient, error) {
-	dyn, err := dynamic.NewForConfig(cfg)
+	limiter := newPrepaidLimiter(cfg)
+	dcfg := rest.CopyConfig(cfg)
+	dcfg.RateLimiter = limiter
+	dyn, err := dynamic.NewForConfig(dcfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: dynamic client: %w", name, err)
 	}
@@ -78,7 +85,25 @@ func NewObjectClient(name string, cfg *rest.Config) (*ObjectClient, error) {
 		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
 		refresh:   mapperRefresh,
 		lastReset: time.Now(),
+		limiter:   limiter,
 	}, nil
+}
+
+// CreateMarked is Create for a caller that records every create before it
+// leaves: beforeSend runs once the client's rate limit lets a request go,
+// just before the create is sent, and an error from it sends nothing. All
+// that Create then sends leaves within Timeout of beforeSend: a queue in
+// front of the rate limit delays the record, not the create after it.
+func (c *ObjectClient) CreateMarked(ctx context.Context, obj *unstructured.Unstructured, runnableUID string, beforeSend func() error) (string, error) {
+	if err := c.limiter.waitPrepaid(ctx); err != nil {
+		return "", fmt.Errorf("cluster %s: waiting for the client's rate limit: %w", c.name, err)
+	}
+	if err := beforeSend(); err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(prepay(ctx), Timeout)
+	defer cancel()
+	return c.Create(ctx, obj, runnableUID)
 }
 
 // NewObjects returns an empty set of clients built from configs.

@@ -234,19 +234,26 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 	if err := s.authorize(ctx, row, rec, doc, gvk); err != nil {
 		return s.createFailed(ctx, rec, a, err, mayLand)
 	}
-	var mark time.Time
+	var mark *time.Time
+	var beforeSend func() error
 	if atMostOne {
-		mark = s.now().Add(clusters.LandsWithin)
-		send, err := s.markSending(ctx, a, mark)
-		if err != nil || !send {
-			return !send && err == nil, err
+		beforeSend = func() error {
+			at := s.now().Add(clusters.LandsWithin)
+			if err := s.markSending(ctx, a, at); err != nil {
+				return err
+			}
+			mark = &at
+			return nil
 		}
 	}
-	objectUID, err := s.create(ctx, row, obj, rec.UID)
+	objectUID, err := s.create(ctx, row, obj, rec.UID, beforeSend)
+	if errors.Is(err, errAttemptEnded) {
+		return true, nil // the next step sees what became of the runnable
+	}
 	if err != nil {
-		if atMostOne {
+		if mark != nil {
 			var undoErr error
-			if mayLand, undoErr = s.mayLand(ctx, a, mark, err); undoErr != nil {
+			if mayLand, undoErr = s.mayLand(ctx, a, *mark, err); undoErr != nil {
 				return false, undoErr
 			}
 		}
@@ -291,18 +298,24 @@ func (s *Submitter) lostCluster(ctx context.Context, rec *store.Runnable, a *sto
 }
 
 // markSending records that a create of attempt a is about to be sent and
-// can take effect until mark (clusters.LandsWithin from now, which create
-// keeps to). It reports false when the attempt has ended meanwhile: the
-// create is not sent, and the next step sees what became of the runnable.
-func (s *Submitter) markSending(ctx context.Context, a *store.Attempt, mark time.Time) (bool, error) {
-	var send bool
+// can take effect until mark (clusters.LandsWithin from now, which
+// CreateMarked keeps to). errAttemptEnded: the attempt has ended meanwhile,
+// and the create is not sent.
+func (s *Submitter) markSending(ctx context.Context, a *store.Attempt, mark time.Time) error {
+	var open bool
 	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		send, err = tx.SetCreateLandedBy(ctx, a.RunnableUID, a.Number, mark)
+		open, err = tx.SetCreateLandedBy(ctx, a.RunnableUID, a.Number, mark)
 		return err
 	})
-	return send, err
+	if err == nil && !open {
+		return errAttemptEnded
+	}
+	return err
 }
+
+// errAttemptEnded: the attempt a create was for ended before it was sent.
+var errAttemptEnded = errors.New("the attempt ended before its create was sent")
 
 // mayLand reports, after the create recorded as mark failed with
 // createErr, whether a create of attempt a may still land. A create that
@@ -333,16 +346,22 @@ func unreachableTaint(row *store.Cluster) string {
 	return ""
 }
 
-// create sends the object to the cluster, within clusters.Timeout in all
-// (its namespace's create and a read of an existing copy included).
-func (s *Submitter) create(ctx context.Context, row *store.Cluster, obj *unstructured.Unstructured, runnableUID string) (string, error) {
+// create sends the object to the cluster; with beforeSend, which records
+// the create, as clusters.CreateMarked does.
+func (s *Submitter) create(ctx context.Context, row *store.Cluster, obj *unstructured.Unstructured, runnableUID string, beforeSend func() error) (string, error) {
 	cc, err := s.clients.Get(row)
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, clusters.Timeout)
-	defer cancel()
-	uid, err := cc.Create(ctx, obj, runnableUID)
+	var uid string
+	if beforeSend != nil {
+		uid, err = cc.CreateMarked(ctx, obj, runnableUID, beforeSend)
+	} else {
+		uid, err = cc.Create(ctx, obj, runnableUID)
+	}
+	if errors.Is(err, errAttemptEnded) {
+		return "", err
+	}
 	if err != nil {
 		return "", fmt.Errorf("create %s %s on %s: %w", obj.GetKind(), ref(obj), row.Name, err)
 	}
