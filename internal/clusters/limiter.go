@@ -15,8 +15,11 @@ type prepaidLimiter struct {
 	flowcontrol.RateLimiter // nil: no limit
 }
 
-// newPrepaidLimiter is the limit client-go would build from cfg: QPS and
-// Burst, 5 and 10 when unset, none when QPS is negative.
+// newPrepaidLimiter is the limit client-go would build from cfg (rest's
+// RESTClientForConfigAndClient, v0.37): cfg.RateLimiter when set, else a
+// token bucket of QPS and Burst, 5 and 10 when unset, none when QPS is
+// negative. client-go waits on it before every try of every request, with
+// the request's context (Request.tryThrottleWithInfo).
 func newPrepaidLimiter(cfg *rest.Config) *prepaidLimiter {
 	qps, burst := cfg.QPS, cfg.Burst
 	switch {
