@@ -16,8 +16,11 @@ demo:
 
 # Builds the sandbox binaries first (once; cached) so that the build's
 # progress is visible and no test binary spends its time limit on it.
+# hack/test-deps installs (as root) or names (otherwise) what the tests
+# need beyond Go, and starts the test database; its last line is the DSN.
 test: sandbox-build
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@dsn=$$(bash hack/test-deps | tail -n 1) && \
+	PURSER_TEST_POSTGRES="$$dsn" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 sandbox-build:
 	$(GO) run ./cmd/purser sandbox build --dex

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -158,8 +159,8 @@ func StartDC(ctx context.Context, cfg DCConfig) (*DCFarm, error) {
 	if cfg.Dir == "" || cfg.Binaries == nil || cfg.Etcd == "" || len(cfg.Clusters) == 0 {
 		return nil, errors.New("farm: DCConfig needs Dir, Binaries, Etcd and Clusters")
 	}
-	if os.Geteuid() != 0 {
-		return nil, errors.New("farm: a DC farm needs root (network namespaces)")
+	if err := dcPrerequisites(); err != nil {
+		return nil, err
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -520,4 +521,33 @@ func (f *DCFarm) Close() error {
 		errs = append(errs, fmt.Errorf("farm: processes outlived Close: pids %v", left))
 	}
 	return errors.Join(errs...)
+}
+
+// dcPrerequisites names, before anything starts, every part of the machine
+// a DC farm needs that is missing, and the command that installs them all:
+// a Patroni that cannot find its etcd client otherwise fails only after
+// the farm is half up, with a message about its configuration.
+func dcPrerequisites() error {
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root (a network namespace per DC)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		missing = append(missing, "ip, from iproute2")
+	}
+	if out, err := exec.Command("/usr/bin/patroni", "--version").Output(); err != nil || !strings.HasPrefix(string(out), "patroni 4.") {
+		missing = append(missing, "Patroni 4 at /usr/bin/patroni")
+	}
+	// Patroni runs on Debian's python3; its package does not pull the etcd
+	// client in when another DCS client meets its dependency.
+	if err := exec.Command("/usr/bin/python3", "-c", "import etcd").Run(); err != nil {
+		missing = append(missing, "python3-etcd (Patroni's etcd client)")
+	}
+	if _, err := postgresBin(); err != nil {
+		missing = append(missing, "PostgreSQL's server binaries")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("farm: a DC farm needs %s; install them with: sudo bash hack/test-deps", strings.Join(missing, ", "))
+	}
+	return nil
 }
