@@ -21,19 +21,19 @@ var layering = []struct {
 	reason string
 }{
 	{
-		pkg:    module + "/internal/inventory",
-		never:  []string{module + "/internal/agent", module + "/internal/lease"},
-		reason: "the ingester meets the agent in internal/stream (its messages and the Secret rule), never in the agent's code",
+		pkg:    module + "/internal/member/inventory",
+		never:  []string{module + "/internal/member/agent", module + "/internal/control/lease"},
+		reason: "the ingester meets the agent in internal/hub/stream (its messages and the Secret rule), never in the agent's code",
 	},
 	{
-		pkg: module + "/internal/agent",
-		never: []string{module + "/internal/store", module + "/internal/lease",
+		pkg: module + "/internal/member/agent",
+		never: []string{module + "/internal/hub/store", module + "/internal/control/lease",
 			"modernc.org/sqlite", "github.com/jackc/pgx"},
 		reason: "the agent runs beside a member cluster and talks to the stream only; it must not carry the database code",
 	},
 	{
-		pkg:    module + "/internal/stream",
-		never:  []string{module + "/internal/agent", module + "/internal/inventory", module + "/internal/store"},
+		pkg:    module + "/internal/hub/stream",
+		never:  []string{module + "/internal/member/agent", module + "/internal/member/inventory", module + "/internal/hub/store"},
 		reason: "the stream is where producers and consumers meet, so it depends on neither",
 	},
 }

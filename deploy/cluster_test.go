@@ -32,11 +32,11 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/hub/stream/streamtest"
+	"github.com/purser-io/purser/internal/member/agent"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
-	"github.com/purser-io/purser/internal/stream"
-	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
 const fieldManager = "purser-deploy-test"

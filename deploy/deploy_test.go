@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/purser-io/purser/internal/agent"
+	"github.com/purser-io/purser/internal/member/agent"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 

@@ -12,13 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/anchor"
-	"github.com/purser-io/purser/internal/audit"
-	"github.com/purser-io/purser/internal/auth"
-	hubguard "github.com/purser-io/purser/internal/hub"
-	"github.com/purser-io/purser/internal/outbox"
-	"github.com/purser-io/purser/internal/server"
-	"github.com/purser-io/purser/internal/store"
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/api/server"
+	"github.com/purser-io/purser/internal/hub/anchor"
+	"github.com/purser-io/purser/internal/hub/audit"
+	hubguard "github.com/purser-io/purser/internal/hub/guard"
+	"github.com/purser-io/purser/internal/hub/outbox"
+	"github.com/purser-io/purser/internal/hub/store"
 )
 
 func newAPICommand() *cobra.Command {

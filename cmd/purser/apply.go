@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/client"
-	"github.com/purser-io/purser/internal/manifest"
+	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/cli/manifest"
 )
 
 // fileFlags are -f and -R, as kubectl has them.

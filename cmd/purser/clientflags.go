@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/cli/client"
 )
 
 // clientFlags are the connection flags of every client command.

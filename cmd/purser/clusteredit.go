@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/cli/client"
 )
 
 // clusterArg reads "cluster NAME" or "cluster/NAME" at the head of args

@@ -13,17 +13,17 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/purser-io/purser/internal/agent"
-	"github.com/purser-io/purser/internal/auth"
-	"github.com/purser-io/purser/internal/backoff"
-	hubguard "github.com/purser-io/purser/internal/hub"
-	"github.com/purser-io/purser/internal/inventory"
-	"github.com/purser-io/purser/internal/replica"
-	"github.com/purser-io/purser/internal/seal"
-	"github.com/purser-io/purser/internal/store"
-	"github.com/purser-io/purser/internal/stream"
-	"github.com/purser-io/purser/internal/submitter"
-	"github.com/purser-io/purser/internal/syncer"
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/control/submitter"
+	"github.com/purser-io/purser/internal/control/syncer"
+	hubguard "github.com/purser-io/purser/internal/hub/guard"
+	"github.com/purser-io/purser/internal/hub/seal"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/member/agent"
+	"github.com/purser-io/purser/internal/member/inventory"
+	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/replica"
 )
 
 // hubFlags are how a split-out component reaches the hub: the database,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/purser-io/purser/internal/browsertest"
+	"github.com/purser-io/purser/internal/sandbox/browsertest"
 )
 
 // The console against the real thing: `purser up --sandbox 2`, a Job

@@ -7,11 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/checkpoints"
-	"github.com/purser-io/purser/internal/clusters"
-	"github.com/purser-io/purser/internal/controller"
-	"github.com/purser-io/purser/internal/failover"
-	"github.com/purser-io/purser/internal/lease"
+	"github.com/purser-io/purser/internal/control/controller"
+	"github.com/purser-io/purser/internal/control/failover"
+	"github.com/purser-io/purser/internal/control/lease"
+	"github.com/purser-io/purser/internal/flink/checkpoints"
+	"github.com/purser-io/purser/internal/member/clusters"
 )
 
 func newControllerCommand() *cobra.Command {

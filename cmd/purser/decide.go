@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/client"
-	"github.com/purser-io/purser/internal/printer"
+	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/cli/printer"
 )
 
 // newDecideCommand is approve or reject.

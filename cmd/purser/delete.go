@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/cli/client"
 )
 
 func newDeleteCommand() *cobra.Command {

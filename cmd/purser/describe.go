@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/printer"
+	"github.com/purser-io/purser/internal/cli/printer"
 )
 
 func newDescribeCommand() *cobra.Command {

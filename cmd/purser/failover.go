@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/client"
-	"github.com/purser-io/purser/internal/printer"
+	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/cli/printer"
 )
 
 func newFailoverCommand() *cobra.Command {

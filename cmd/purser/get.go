@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/client"
-	"github.com/purser-io/purser/internal/printer"
+	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/cli/printer"
 )
 
 // listFlags select objects of a list, for get and delete.

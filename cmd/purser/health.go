@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/health"
+	"github.com/purser-io/purser/internal/member/health"
 )
 
 func newHealthCommand() *cobra.Command {

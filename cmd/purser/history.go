@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/client"
-	"github.com/purser-io/purser/internal/printer"
+	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/cli/printer"
 )
 
 func newHistoryCommand() *cobra.Command {

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/hub/seal"
+	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
-	"github.com/purser-io/purser/internal/seal"
-	"github.com/purser-io/purser/internal/store"
 )
 
 // A split-out component serves its own metrics: here the controller's

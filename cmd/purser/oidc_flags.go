@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/auth"
+	"github.com/purser-io/purser/internal/api/auth"
 )
 
 // registerOIDCFlags adds the flags that accept an OpenID Connect

@@ -18,9 +18,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/purser-io/purser/internal/auth/oidctest"
-	"github.com/purser-io/purser/internal/browsertest"
-	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/api/auth/oidctest"
+	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/sandbox/browsertest"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 

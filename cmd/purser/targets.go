@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/cli/client"
 )
 
 // target is one thing a command was pointed at: every object of a kind

@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/auth"
-	"github.com/purser-io/purser/internal/client"
-	"github.com/purser-io/purser/internal/standalone"
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/compose/up"
 )
 
 // dataFile is a file of a context's data folder (tokens, policy), or the
@@ -51,7 +51,7 @@ second or so; no restart is needed.`,
   TOKEN=$(purser token create ci-bot)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := dataFile(sel, file, standalone.TokensFile)
+			path, err := dataFile(sel, file, up.TokensFile)
 			if err != nil {
 				return err
 			}
@@ -97,11 +97,11 @@ of --context NAME). It fails only on problems, not on warnings.`,
 			if len(args) == 1 {
 				override = args[0]
 			}
-			path, err := dataFile(sel, override, standalone.PolicyFile)
+			path, err := dataFile(sel, override, up.PolicyFile)
 			if err != nil {
 				return err
 			}
-			rep, err := auth.CheckPolicyFile(path, filepath.Join(filepath.Dir(path), standalone.TokensFile))
+			rep, err := auth.CheckPolicyFile(path, filepath.Join(filepath.Dir(path), up.TokensFile))
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}

@@ -10,11 +10,11 @@ import (
 	"golang.org/x/term"
 	"k8s.io/klog/v2"
 
-	"github.com/purser-io/purser/internal/standalone"
+	"github.com/purser-io/purser/internal/compose/up"
 )
 
 func newUpCommand() *cobra.Command {
-	var cfg standalone.Config
+	var cfg up.Config
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -77,7 +77,7 @@ says so. Logs (klog's included) go to DIR/purser.log.`,
 			// level (logr has none lower than info but verbosity), so its
 			// logger keeps info whatever -v says.
 			klog.SetSlogLogger(slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})).With("source", "klog"))
-			return standalone.Run(cmd.Context(), cfg)
+			return up.Run(cmd.Context(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "purser-data", "folder for the database, stream, keys, tokens, logs and sandbox clusters")

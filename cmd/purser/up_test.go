@@ -20,13 +20,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"sigs.k8s.io/yaml"
 
-	"github.com/purser-io/purser/internal/anchor"
-	"github.com/purser-io/purser/internal/auth"
-	"github.com/purser-io/purser/internal/localport"
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/hub/anchor"
+	"github.com/purser-io/purser/internal/hub/store/storetest"
+	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/hub/stream/streamtest"
+	"github.com/purser-io/purser/internal/platform/localport"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
-	"github.com/purser-io/purser/internal/store/storetest"
-	"github.com/purser-io/purser/internal/stream"
-	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
 // cli runs a purser client command with the environment of a user on the

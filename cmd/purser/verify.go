@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/audit"
-	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/hub/audit"
 )
 
 // verifyHistory asks the server to verify the audit chain and its record

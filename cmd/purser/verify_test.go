@@ -14,13 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purser-io/purser/internal/anchor"
-	"github.com/purser-io/purser/internal/audit"
+	"github.com/purser-io/purser/internal/hub/anchor"
+	"github.com/purser-io/purser/internal/hub/audit"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/hub/store/storetest"
+	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/hub/stream/streamtest"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
-	"github.com/purser-io/purser/internal/store"
-	"github.com/purser-io/purser/internal/store/storetest"
-	"github.com/purser-io/purser/internal/stream"
-	"github.com/purser-io/purser/internal/stream/streamtest"
 )
 
 // verifyFarm is `purser api` (the real binary) over a database of one

@@ -333,11 +333,11 @@ func TestDocumentMarkers(t *testing.T) {
 
 func TestArgs(t *testing.T) {
 	e, _ := entryByID("inventory-list")
-	if got, want := e.command(), "go test -run '^$' -bench '^BenchmarkInventoryList$' -v -timeout 40m ./internal/server/"; got != want {
+	if got, want := e.command(), "go test -run '^$' -bench '^BenchmarkInventoryList$' -v -timeout 40m ./internal/api/server/"; got != want {
 		t.Errorf("command %q, want %q", got, want)
 	}
 	e, _ = entryByID("submitter")
-	if got, want := e.command(), "PURSER_BENCH=1 go test -count=1 -run '^TestBenchmarkSubmit$' -v -timeout 30m ./internal/submitter/"; got != want {
+	if got, want := e.command(), "PURSER_BENCH=1 go test -count=1 -run '^TestBenchmarkSubmit$' -v -timeout 30m ./internal/control/submitter/"; got != want {
 		t.Errorf("command %q, want %q", got, want)
 	}
 	e, _ = entryByID("failover-cluster")

@@ -12,7 +12,7 @@ import (
 // custom units, and a line a test wrote in between.
 const benchOutput = `goos: linux
 goarch: amd64
-pkg: github.com/purser-io/purser/internal/inventory
+pkg: github.com/purser-io/purser/internal/member/inventory
 cpu: AMD EPYC
 BenchmarkIngestEvents
 BenchmarkIngestEvents/sqlite
@@ -31,7 +31,7 @@ BenchmarkReconcileSnapshot
 --- FAIL: BenchmarkReconcileSnapshot
 FAIL
 exit status 1
-FAIL	github.com/purser-io/purser/internal/inventory	12.3s
+FAIL	github.com/purser-io/purser/internal/member/inventory	12.3s
 `
 
 func TestParseOutput(t *testing.T) {
@@ -73,7 +73,7 @@ func TestParseOutputTestLogs(t *testing.T) {
     bench_test.go:151: through purser:   55.6 runnables/s (100% of direct), accept->created p50 7.2s p99 16.6s
 --- PASS: TestBenchmarkSubmit (75.20s)
 PASS
-ok  	github.com/purser-io/purser/internal/submitter	76.1s
+ok  	github.com/purser-io/purser/internal/control/submitter	76.1s
 `
 	p := parseOutput(out, 2, e.Test, e.Logs)
 	want := []result{{Name: "TestBenchmarkSubmit", Iterations: 1, Metrics: map[string]float64{
@@ -126,9 +126,9 @@ func TestRawRoundTrip(t *testing.T) {
 	r2.Started = r1.Started.Add(time.Hour)
 	r2.Command = "go run ./hack/benchreport -only stream"
 	outs := []*outcome{
-		{Entry: "ingest", Run: r1, Command: "go test -bench x ./internal/inventory/", Elapsed: 130 * time.Second, Status: "ok", Output: benchOutput},
-		{Entry: "capacity", Run: r1, Command: "go test -bench y ./internal/store/", Elapsed: time.Second, Status: "exit status 1", Output: "FAIL\n\n"},
-		{Entry: "stream", Run: &r2, Command: "go test -bench z ./internal/stream/", Elapsed: 20 * time.Second, Status: "ok", Output: "no newline at the end"},
+		{Entry: "ingest", Run: r1, Command: "go test -bench x ./internal/member/inventory/", Elapsed: 130 * time.Second, Status: "ok", Output: benchOutput},
+		{Entry: "capacity", Run: r1, Command: "go test -bench y ./internal/hub/store/", Elapsed: time.Second, Status: "exit status 1", Output: "FAIL\n\n"},
+		{Entry: "stream", Run: &r2, Command: "go test -bench z ./internal/hub/stream/", Elapsed: 20 * time.Second, Status: "ok", Output: "no newline at the end"},
 	}
 	text := formatRaw([]*runInfo{r1, &r2}, outs)
 	runs, got, err := parseRaw(text)

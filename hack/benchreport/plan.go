@@ -13,7 +13,7 @@ import (
 type entry struct {
 	ID      string // unique; -only matches it, the raw file names it
 	Section string // the marker id of the table it feeds
-	Pkg     string // package directory, "./internal/store/"
+	Pkg     string // package directory, "./internal/hub/store/"
 	// Bench is the -bench regexp. A Test entry runs a test that logs its
 	// figures instead (-run Test -v), and Logs says how to read them.
 	Bench     string
@@ -47,25 +47,25 @@ func (e entry) short() string { return path.Base(strings.TrimSuffix(e.Pkg, "/"))
 var plan = []entry{
 	{ID: "sandbox", Section: "sandbox", Pkg: "./internal/sandbox/",
 		Bench: "^BenchmarkClusterStart$", Benchtime: "3x", Timeout: 20 * time.Minute, Estimate: 60 * time.Second},
-	{ID: "submit-ceiling", Section: "submit", Pkg: "./internal/store/",
+	{ID: "submit-ceiling", Section: "submit", Pkg: "./internal/hub/store/",
 		Bench: "^BenchmarkInsertRunnableWithAuditAndOutbox$", Timeout: 10 * time.Minute, Estimate: 15 * time.Second},
-	{ID: "submit-api", Section: "submit", Pkg: "./internal/server/",
+	{ID: "submit-api", Section: "submit", Pkg: "./internal/api/server/",
 		Bench: "^BenchmarkSubmit$", Timeout: 10 * time.Minute, Estimate: 15 * time.Second},
-	{ID: "stream", Section: "stream", Pkg: "./internal/stream/",
+	{ID: "stream", Section: "stream", Pkg: "./internal/hub/stream/",
 		Bench: "^BenchmarkPublish(Batch)?$", Timeout: 10 * time.Minute, Estimate: 10 * time.Second},
-	{ID: "syncer", Section: "syncer", Pkg: "./internal/syncer/",
+	{ID: "syncer", Section: "syncer", Pkg: "./internal/control/syncer/",
 		Bench: "^BenchmarkSyncer$", Benchtime: "1x", Timeout: 40 * time.Minute, Estimate: 2 * time.Minute},
-	{ID: "syncer-poll", Section: "syncer-poll", Pkg: "./internal/syncer/",
+	{ID: "syncer-poll", Section: "syncer-poll", Pkg: "./internal/control/syncer/",
 		Bench: "^BenchmarkPoll$", Timeout: 10 * time.Minute, Estimate: 20 * time.Second},
-	{ID: "ingest", Section: "inventory", Pkg: "./internal/inventory/",
+	{ID: "ingest", Section: "inventory", Pkg: "./internal/member/inventory/",
 		Bench: "^Benchmark(IngestEvents|RawUpsert|ReconcileSnapshot)$", Benchtime: "3x", Timeout: 30 * time.Minute, Estimate: 90 * time.Second},
-	{ID: "upsert", Section: "inventory", Pkg: "./internal/store/",
+	{ID: "upsert", Section: "inventory", Pkg: "./internal/hub/store/",
 		Bench: "^BenchmarkUpsertInventory$", Timeout: 10 * time.Minute, Estimate: 10 * time.Second},
-	{ID: "outage-recovery", Section: "outage-recovery", Pkg: "./internal/kuberetry/",
+	{ID: "outage-recovery", Section: "outage-recovery", Pkg: "./internal/member/kuberetry/",
 		Bench: "^BenchmarkRecoveryAfterOutage$", Benchtime: "1x", Timeout: 10 * time.Minute, Estimate: 50 * time.Second},
-	{ID: "agent-memory", Section: "agent-memory", Pkg: "./internal/agent/",
+	{ID: "agent-memory", Section: "agent-memory", Pkg: "./internal/member/agent/",
 		Bench: "^BenchmarkInformerMemory$", Benchtime: "3x", Timeout: 20 * time.Minute, Estimate: 30 * time.Second},
-	{ID: "submitter", Section: "submitter", Pkg: "./internal/submitter/",
+	{ID: "submitter", Section: "submitter", Pkg: "./internal/control/submitter/",
 		Test: "TestBenchmarkSubmit", Env: []string{"PURSER_BENCH=1"}, Timeout: 30 * time.Minute, Estimate: 90 * time.Second,
 		Logs: []logMetric{
 			{regexp.MustCompile(`direct client-go: ([0-9.]+) objects/s; API accepted ([0-9.]+) runnables/s`),
@@ -73,25 +73,25 @@ var plan = []entry{
 			{regexp.MustCompile(`through purser: +([0-9.]+) runnables/s .*p50 (\S+) p99 (\S+)`),
 				[]string{"runnables/s", "p50-s", "p99-s"}},
 		}},
-	{ID: "console", Section: "console", Pkg: "./internal/server/",
+	{ID: "console", Section: "console", Pkg: "./internal/api/server/",
 		Bench: "^BenchmarkConsolePages$", Benchtime: "20x", Timeout: 20 * time.Minute, Estimate: 45 * time.Second},
-	{ID: "inventory-list", Section: "inventory-list", Pkg: "./internal/server/",
+	{ID: "inventory-list", Section: "inventory-list", Pkg: "./internal/api/server/",
 		Bench: "^BenchmarkInventoryList$", Timeout: 40 * time.Minute, Estimate: 90 * time.Second},
-	{ID: "capacity", Section: "capacity", Pkg: "./internal/store/",
+	{ID: "capacity", Section: "capacity", Pkg: "./internal/hub/store/",
 		Bench: "^BenchmarkClusterCapacity$", Timeout: 10 * time.Minute, Estimate: 30 * time.Second},
-	{ID: "health", Section: "health", Pkg: "./internal/health/",
+	{ID: "health", Section: "health", Pkg: "./internal/member/health/",
 		Bench: "^BenchmarkInterpret$", Timeout: 5 * time.Minute, Estimate: 10 * time.Second},
 	{ID: "dc-accept", Section: "dc-accept", Pkg: "./test/soak/",
 		Test: "TestBenchmarkDCAccept", Env: []string{"PURSER_BENCH=1"}, Timeout: 30 * time.Minute, Estimate: 3 * time.Minute,
 		Logs: []logMetric{
 			dcAccept("sync-5ms-serial"), dcAccept("sync-5ms-grouped"), dcAccept("async-5ms-grouped"), dcAccept("sync-0ms-grouped"),
 		}},
-	{ID: "failover-application", Section: "failover-application", Pkg: "./internal/failover/",
+	{ID: "failover-application", Section: "failover-application", Pkg: "./internal/control/failover/",
 		Bench: "^BenchmarkFailoverApplication$", Benchtime: "3x", Timeout: 30 * time.Minute, Estimate: 60 * time.Second},
 	// 1x: each iteration starts a dedicated cluster named after the
 	// benchmark, and a second iteration's cannot start while the first's
 	// still runs (it is stopped when the benchmark ends).
-	{ID: "failover-cluster", Section: "failover-cluster", Pkg: "./internal/failover/",
+	{ID: "failover-cluster", Section: "failover-cluster", Pkg: "./internal/control/failover/",
 		Bench: "^BenchmarkFailoverCluster$", Benchtime: "1x", Timeout: 60 * time.Minute, Estimate: 3 * time.Minute},
 }
 

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/purser-io/purser/internal/localport"
+	"github.com/purser-io/purser/internal/platform/localport"
 )
 
 // Config describes one sandbox cluster.

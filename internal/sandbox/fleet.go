@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/purser-io/purser/internal/dirlock"
+	"github.com/purser-io/purser/internal/platform/dirlock"
 )
 
 // FleetConfig describes a set of sandbox clusters in one folder.

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/purser-io/purser/internal/localport"
+	"github.com/purser-io/purser/internal/platform/localport"
 )
 
 // Proxy is a TCP proxy in front of an endpoint that a test can cut, to

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/platform/backoff"
 )
 
 // SupervisorEvent is what SuperviseAPIServers saw happen to one cluster's

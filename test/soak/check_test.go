@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/sandbox"
-	"github.com/purser-io/purser/internal/server"
 	"github.com/purser-io/purser/test/soak/farm"
 )
 

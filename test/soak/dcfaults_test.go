@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/platform/backoff"
 	"github.com/purser-io/purser/test/soak/farm"
 )
 

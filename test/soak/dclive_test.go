@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/kuberetry"
+	"github.com/purser-io/purser/internal/member/kuberetry"
 	"github.com/purser-io/purser/test/soak/farm"
 )
 

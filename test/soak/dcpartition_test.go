@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
-	"github.com/purser-io/purser/internal/server"
 	"github.com/purser-io/purser/test/soak/farm"
 )
 

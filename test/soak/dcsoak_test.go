@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/backoff"
-	"github.com/purser-io/purser/internal/server"
+	"github.com/purser-io/purser/internal/api/server"
+	"github.com/purser-io/purser/internal/platform/backoff"
 	"github.com/purser-io/purser/test/soak/farm"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 
-	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/platform/backoff"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/test/soak/farm"
 )

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
-	"github.com/purser-io/purser/internal/store/storetest"
 	"github.com/purser-io/purser/test/soak/farm"
 )
 

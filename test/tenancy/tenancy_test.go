@@ -28,8 +28,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/store"
-	"github.com/purser-io/purser/internal/store/storetest"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/hub/store/storetest"
 )
 
 var metaDelete = metav1.DeleteOptions{}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/health"
+	"github.com/purser-io/purser/internal/member/health"
 	"github.com/purser-io/purser/internal/sandbox/flinksim"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )

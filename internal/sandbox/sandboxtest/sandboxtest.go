@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/platform/backoff"
 	"github.com/purser-io/purser/internal/sandbox"
 )
 

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/purser-io/purser/internal/backoff"
-	"github.com/purser-io/purser/internal/client"
+	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/platform/backoff"
 )
 
 // ErrGaveUp is returned when a call met only connection errors and

@@ -26,11 +26,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/anchor"
-	"github.com/purser-io/purser/internal/auth"
-	"github.com/purser-io/purser/internal/localport"
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/hub/anchor"
+	"github.com/purser-io/purser/internal/hub/seal"
+	"github.com/purser-io/purser/internal/platform/localport"
 	"github.com/purser-io/purser/internal/sandbox"
-	"github.com/purser-io/purser/internal/seal"
 )
 
 // Components are the replicated purser components, in start order.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/purser-io/purser/internal/localport"
+	"github.com/purser-io/purser/internal/platform/localport"
 )
 
 // NATS is a JetStream cluster of separate nats-server processes on

@@ -16,7 +16,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 
-	"github.com/purser-io/purser/internal/localport"
+	"github.com/purser-io/purser/internal/platform/localport"
 )
 
 // Postgres is a PostgreSQL server of the farm's own, which the soak may

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/purser-io/purser/internal/backoff"
+	"github.com/purser-io/purser/internal/platform/backoff"
 )
 
 // spawner starts every process of a farm from one OS thread that lives as

@@ -1,0 +1,355 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/hub/seal"
+	"github.com/purser-io/purser/internal/hub/store"
+)
+
+// storedClusterSpec is the spec column of a cluster: everything but the
+// kubeconfig, which is sealed in its own column.
+type storedClusterSpec struct {
+	Annotations map[string]string    `json:"annotations,omitempty"`
+	Spec        v1alpha1.ClusterSpec `json:"spec"`
+}
+
+// createCluster serves POST /api/v1/clusters (admins only).
+func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
+	if !s.policy().IsAdmin(u) {
+		return 0, nil, errForbidden("user %q may not register clusters; only admins may", u.Name)
+	}
+	obj, err := decodeBody(r, v1alpha1.DecodeCluster)
+	if err != nil {
+		return 0, nil, err
+	}
+	if errs := v1alpha1.ValidateCluster(obj); len(errs) > 0 {
+		return 0, nil, errInvalid("Cluster is invalid", errs)
+	}
+	rec, err := s.clusterRecord(obj, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
+		if err := tx.CreateCluster(r.Context(), rec); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return errConflict("cluster %s is already registered; update it with PUT /api/v1/clusters/%s", rec.Name, rec.Name)
+			}
+			return err
+		}
+		return appendAudit(r.Context(), tx, u, "create", v1alpha1.KindCluster, "", rec.Name,
+			fmt.Sprintf("registered cluster %s (labels %s)", rec.Name, formatLabels(rec.Labels)), "Registered", clusterDetails(obj))
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := clusterFromRecord(rec)
+	return http.StatusCreated, out, err
+}
+
+// updateCluster serves PUT /api/v1/clusters/{name}: labels, taints, and the
+// kubeconfig when one is given (an empty one keeps the stored one, so that
+// a cluster read from the API, which never returns it, can be edited and
+// put back). A body with metadata.resourceVersion is a precondition: 409
+// when the cluster changed since, so that read-modify-write clients (the
+// CLI's label, taint and cordon, the console) never undo another's change.
+// A PUT that changes nothing writes nothing, not even an audit entry.
+func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
+	name := r.PathValue("name")
+	if !s.policy().IsAdmin(u) {
+		return 0, nil, errForbidden("user %q may not change clusters; only admins may", u.Name)
+	}
+	obj, err := decodeBody(r, v1alpha1.DecodeCluster)
+	if err != nil {
+		return 0, nil, err
+	}
+	if obj.Metadata.Name == "" {
+		obj.Metadata.Name = name
+	}
+	// The URL names the cluster being changed; ValidateClusterUpdate says
+	// so when the body names another.
+	urlCluster := &v1alpha1.Cluster{Metadata: v1alpha1.ObjectMeta{Name: name}}
+	if errs := v1alpha1.ValidateClusterUpdate(urlCluster, obj); len(errs) > 0 {
+		return 0, nil, errInvalid("Cluster is invalid", errs)
+	}
+	var rec *store.Cluster
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
+		old, err := tx.GetCluster(r.Context(), name)
+		if err != nil {
+			return err
+		}
+		if rv := obj.Metadata.ResourceVersion; rv != "" && rv != strconv.FormatInt(old.ResourceVersion, 10) {
+			return errConflict("cluster %s changed since resourceVersion %s (it is at %d now); read it again and redo the change", name, rv, old.ResourceVersion)
+		}
+		if rec, err = s.clusterRecord(obj, old); err != nil {
+			return err
+		}
+		if same, err := s.sameCluster(old, rec, obj.Spec.Kubeconfig); err != nil || same {
+			rec = old
+			return err
+		}
+		if err := tx.UpdateCluster(r.Context(), rec); err != nil {
+			return err
+		}
+		summary := fmt.Sprintf("updated cluster %s (labels %s, %d taints", name, formatLabels(rec.Labels), len(obj.Spec.Taints))
+		if obj.Spec.Kubeconfig != "" {
+			summary += ", new kubeconfig"
+		}
+		return appendAudit(r.Context(), tx, u, "update", v1alpha1.KindCluster, "", name, summary+")", "Updated", clusterDetails(obj))
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("cluster %s is not registered; register it with POST /api/v1/clusters", name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := clusterFromRecord(rec)
+	return http.StatusOK, out, err
+}
+
+func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
+	name := r.PathValue("name")
+	if !s.policy().IsAdmin(u) {
+		return 0, nil, errForbidden("user %q may not remove clusters; only admins may", u.Name)
+	}
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
+		if err := tx.DeleteCluster(r.Context(), name); err != nil {
+			return err
+		}
+		return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindCluster, "", name, "removed cluster "+name, "Removed", nil)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("cluster %s is not registered", name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]string{"status": "removed", "cluster": name}, nil
+}
+
+// Every authenticated user may see the clusters: where work can go is no
+// secret, and kubeconfigs are never returned.
+func (s *Server) getCluster(r *http.Request, _ auth.User) (int, any, error) {
+	name := r.PathValue("name")
+	var rec *store.Cluster
+	var obs observations
+	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		if rec, err = tx.GetCluster(r.Context(), name); err != nil {
+			return err
+		}
+		obs, err = s.readObservations(r, tx)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("cluster %s is not registered", name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := clusterFromRecord(rec)
+	if err != nil {
+		return 0, nil, err
+	}
+	obs.apply(out)
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
+	var recs []*store.Cluster
+	var obs observations
+	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		if recs, err = tx.ListClusters(r.Context()); err != nil {
+			return err
+		}
+		obs, err = s.readObservations(r, tx)
+		return err
+	}); err != nil {
+		return 0, nil, err
+	}
+	out := List[*v1alpha1.Cluster]{Items: make([]*v1alpha1.Cluster, 0, len(recs))}
+	for _, rec := range recs {
+		obj, err := clusterFromRecord(rec)
+		if err != nil {
+			return 0, nil, err
+		}
+		obs.apply(obj)
+		out.Items = append(out.Items, obj)
+	}
+	return http.StatusOK, out, nil
+}
+
+// observations are what the inventory knows of the clusters (when their
+// agents were last heard from and what they said, how many records each
+// has, what their nodes can allocate and which runnables are on them) and
+// what each DC's controller last saw of them.
+type observations struct {
+	fresh     map[string]store.AgentFreshness
+	counts    map[string]int64
+	capacity  map[string]store.Capacity
+	runnables map[string]map[string]int
+	views     map[string][]v1alpha1.ClusterView
+	now       time.Time
+}
+
+func (s *Server) readObservations(r *http.Request, tx *store.Tx) (observations, error) {
+	o := observations{now: s.now()}
+	var err error
+	if o.fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
+		return o, err
+	}
+	if o.counts, err = tx.CountInventoryByCluster(r.Context()); err != nil {
+		return o, err
+	}
+	if o.capacity, err = tx.ClusterCapacity(r.Context()); err != nil {
+		return o, err
+	}
+	if o.runnables, err = tx.CountRunnablesByClusterPhase(r.Context()); err != nil {
+		return o, err
+	}
+	views, _, err := tx.ListClusterViews(r.Context())
+	o.views = map[string][]v1alpha1.ClusterView{}
+	for _, v := range views {
+		o.views[v.Cluster] = append(o.views[v.Cluster], v1alpha1.ClusterView{
+			DC: v.Observer, Outcome: v.Outcome, Detail: v.Detail, ObservedAt: v.ObservedAt, FailingSince: v.FailingSince,
+		})
+	}
+	return o, err
+}
+
+func (o observations) apply(c *v1alpha1.Cluster) {
+	name := c.Metadata.Name
+	c.Status.Agent = agentStatus(o.fresh[name], o.now)
+	c.Status.Inventory = &v1alpha1.InventoryStatus{Objects: o.counts[name]}
+	c.Status.State = v1alpha1.ClusterState(c.Status)
+	if n, ok := o.capacity[name]; ok {
+		c.Status.Capacity = &v1alpha1.ClusterCapacity{MilliCPU: n.MilliCPU, MemoryBytes: n.Memory, Pods: n.Pods,
+			Nodes: n.Nodes, Unschedulable: n.Unschedulable}
+	}
+	c.Status.Views = o.views[name]
+	if byPhase := o.runnables[name]; len(byPhase) > 0 {
+		c.Status.Runnables = make(map[v1alpha1.Phase]int, len(byPhase))
+		for p, n := range byPhase {
+			c.Status.Runnables[v1alpha1.Phase(p)] = n
+		}
+	}
+}
+
+// agentStatus is what the API shows of a cluster's agent, with the
+// freshness judged at now. An agent that says nothing of its
+// kube-apiserver (one older than that report) was current at its last
+// heartbeat, as far as anyone can tell.
+func agentStatus(f store.AgentFreshness, now time.Time) *v1alpha1.AgentStatus {
+	a := &v1alpha1.AgentStatus{LastHeartbeat: f.LastHeartbeat, LastSnapshot: f.LastSnapshot, LastEvent: f.LastEvent,
+		CurrentUntil: f.CurrentUntil}
+	if len(f.KubeAPI) > 0 {
+		var k v1alpha1.AgentKubeAPI
+		if json.Unmarshal(f.KubeAPI, &k) == nil {
+			a.KubeAPI = &k
+		}
+	}
+	if a.KubeAPI == nil && a.CurrentUntil == nil {
+		a.CurrentUntil = f.LastHeartbeat
+	}
+	fr := v1alpha1.JudgeFreshness(a, now)
+	a.Freshness = &fr
+	return a
+}
+
+// clusterRecord builds the row for obj, sealing its kubeconfig, or keeping
+// old's when obj carries none.
+func (s *Server) clusterRecord(obj *v1alpha1.Cluster, old *store.Cluster) (*store.Cluster, error) {
+	name := obj.Metadata.Name
+	rec := &store.Cluster{Name: name, Labels: obj.Metadata.Labels}
+	if old != nil {
+		*rec = *old
+		rec.Labels = obj.Metadata.Labels
+	}
+	if obj.Spec.Kubeconfig != "" {
+		sealed, err := s.cfg.Sealer.Seal([]byte(obj.Spec.Kubeconfig), seal.KubeconfigBinding(name))
+		if err != nil {
+			return nil, err
+		}
+		rec.Kubeconfig = sealed
+	}
+	spec := obj.Spec
+	spec.Kubeconfig = ""
+	doc, err := json.Marshal(storedClusterSpec{Annotations: obj.Metadata.Annotations, Spec: spec})
+	if err != nil {
+		return nil, err
+	}
+	rec.Spec = doc
+	return rec, nil
+}
+
+// sameCluster reports whether the row rec, built from an update, holds
+// what old holds: the same labels, spec and annotations, and no kubeconfig
+// or the same one (compared opened, since every seal differs).
+func (s *Server) sameCluster(old, rec *store.Cluster, kubeconfig string) (bool, error) {
+	if !maps.Equal(old.Labels, rec.Labels) {
+		return false, nil
+	}
+	if !bytes.Equal(old.Spec, rec.Spec) {
+		return false, nil
+	}
+	if kubeconfig == "" {
+		return true, nil
+	}
+	stored, err := s.cfg.Sealer.Open(old.Kubeconfig, seal.KubeconfigBinding(old.Name))
+	if err != nil {
+		return false, nil // unreadable: replace it
+	}
+	return string(stored) == kubeconfig, nil
+}
+
+// clusterDetails is what the audit log keeps of a cluster change: never
+// the kubeconfig.
+func clusterDetails(obj *v1alpha1.Cluster) any {
+	return map[string]any{"labels": obj.Metadata.Labels, "taints": obj.Spec.Taints}
+}
+
+func clusterFromRecord(rec *store.Cluster) (*v1alpha1.Cluster, error) {
+	var doc storedClusterSpec
+	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
+		return nil, fmt.Errorf("cluster %s: stored spec: %w", rec.Name, err)
+	}
+	var st v1alpha1.ClusterStatus
+	if len(rec.Status) > 0 {
+		if err := json.Unmarshal(rec.Status, &st); err != nil {
+			return nil, fmt.Errorf("cluster %s: stored status: %w", rec.Name, err)
+		}
+	}
+	return &v1alpha1.Cluster{
+		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindCluster},
+		Metadata: v1alpha1.ObjectMeta{
+			Name: rec.Name, Labels: rec.Labels, Annotations: doc.Annotations,
+			ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10), CreationTimestamp: rec.CreatedAt,
+		},
+		Spec:   doc.Spec,
+		Status: st,
+	}, nil
+}
+
+func formatLabels(l map[string]string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(l))
+	for k, v := range l {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}

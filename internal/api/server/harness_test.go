@@ -1,0 +1,319 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/api/server"
+	"github.com/purser-io/purser/internal/hub/outbox"
+	"github.com/purser-io/purser/internal/hub/seal"
+	"github.com/purser-io/purser/internal/hub/seal/sealtest"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/hub/store/storetest"
+	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/hub/stream/streamtest"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
+)
+
+// The users of every test, and what the policy lets them do:
+//   - admin: everything, clusters included
+//   - alice: editor in team-a and team-b, approver in team-b
+//   - bob: viewer in team-a
+//   - carol: approver in team-a and team-b
+//   - dave: editor in team-b
+//   - mallory: authenticated, no role anywhere
+//
+// team-b requires approval of runnables and deployables. In team-a
+// RoleBindings are denied and ClusterWorkflowTemplates granted; in team-k
+// (alice edits) only Jobs and ConfigMaps are allowed.
+var users = []string{"admin", "alice", "bob", "carol", "dave", "mallory"}
+
+func testPolicy() auth.PolicyFile {
+	return auth.PolicyFile{
+		Admins: []string{"admin"},
+		Namespaces: map[string]auth.NamespacePolicy{
+			"team-a": {
+				Roles: map[auth.Role][]string{
+					auth.RoleViewer: {"bob"}, auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol"},
+				},
+				Kinds: auth.KindRules{
+					Deny:          []string{"RoleBinding.rbac.authorization.k8s.io"},
+					ClusterScoped: []string{"ClusterWorkflowTemplate.argoproj.io"},
+				},
+			},
+			"team-k": {
+				Roles: map[auth.Role][]string{auth.RoleEditor: {"alice"}},
+				Kinds: auth.KindRules{Allow: []string{"Job.batch", "ConfigMap"}},
+			},
+			"team-b": {
+				Roles: map[auth.Role][]string{
+					auth.RoleEditor: {"alice", "dave"}, auth.RoleApprover: {"carol", "alice"},
+				},
+				Approval: auth.Approval{Runnables: true, Deployables: true},
+			},
+		},
+	}
+}
+
+// harness is a real API: an HTTP server over a real database of one
+// engine, with a real NATS and the outbox relay running.
+type harness struct {
+	t       testing.TB
+	dsn     string
+	url     string
+	store   *store.Store
+	sealer  *seal.Sealer
+	nats    *streamtest.Server
+	streams *stream.Client
+	tokens  map[string]string
+	raw     *sql.DB
+}
+
+// option changes the API's configuration or its HTTP server's.
+type option func(cfg *server.Config, hs *http.Server)
+
+func newHarness(t testing.TB, eng storetest.Engine, opts ...option) *harness {
+	t.Helper()
+	return newHarnessDSN(t, eng.NewDSN(t), opts...)
+}
+
+// newHarnessDSN starts the API on dsn; opts change its configuration.
+func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
+	t.Helper()
+	ctx := context.Background()
+	h := &harness{t: t, dsn: dsn, tokens: map[string]string{}}
+	var err error
+	if h.store, err = store.Open(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.store.Close() })
+	h.raw = storetest.RawDB(t, dsn)
+
+	var tf auth.TokensFile
+	for _, u := range users {
+		tok := auth.NewToken()
+		h.tokens[u] = tok
+		tf.Tokens = append(tf.Tokens, auth.TokenEntry{User: u, SHA256: auth.HashToken(tok)})
+	}
+	tokens, err := auth.NewAuthenticator(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := auth.NewPolicy(testPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sealer, _ = sealtest.New(t)
+
+	h.nats = streamtest.Start(t, "")
+	h.streams = streamtest.Declared(t, h.nats.URL)
+	relay := outbox.NewRelay(outbox.StoreSource(h.store), h.streams, outbox.RelayOptions{Interval: 200 * time.Millisecond})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { relay.Run(rctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	cfg := server.Config{
+		Store: h.store, Stream: h.streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: h.sealer,
+		Anchors: startAnchors(t, h.store, h.streams),
+	}
+	// The suites send hundreds of requests without a valid token on
+	// purpose; TestRateLimits tests the limit itself.
+	cfg.Limits = server.Limits{FailedAuthBurst: 1 << 20}
+	if _, bench := t.(*testing.B); bench {
+		// Benchmarks measure the server, not its rate limit.
+		cfg.Limits = server.Limits{UserRate: 1e9, UserBurst: 1 << 30, FailedAuthBurst: 1 << 20}
+	}
+	hs := &http.Server{}
+	server.ConfigureHTTPServer(hs)
+	for _, o := range opts {
+		o(&cfg, hs)
+	}
+	srv := httptest.NewUnstartedServer(server.New(cfg))
+	srv.Config.ReadHeaderTimeout, srv.Config.ReadTimeout, srv.Config.WriteTimeout = hs.ReadHeaderTimeout, hs.ReadTimeout, hs.WriteTimeout
+	srv.Config.IdleTimeout, srv.Config.MaxHeaderBytes = hs.IdleTimeout, hs.MaxHeaderBytes
+	srv.Start()
+	t.Cleanup(srv.Close)
+	h.url = srv.URL
+	return h
+}
+
+// response is an answer of the API.
+type response struct {
+	code   int
+	header http.Header
+	raw    []byte
+	body   map[string]any
+}
+
+// do sends a request as user ("" sends no token).
+func (h *harness) do(user, method, path, contentType string, body []byte) response {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.url+path, bytes.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if user != "" {
+		req.Header.Set("Authorization", "Bearer "+h.tokens[user])
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{code: resp.StatusCode, header: resp.Header, raw: raw}
+	json.Unmarshal(raw, &r.body)
+	return r
+}
+
+func (h *harness) yaml(user, method, path, body string) response {
+	h.t.Helper()
+	return h.do(user, method, path, "application/yaml", []byte(body))
+}
+
+func (h *harness) get(user, path string) response {
+	h.t.Helper()
+	return h.do(user, http.MethodGet, path, "", nil)
+}
+
+// decide approves or rejects (verb) the pending change of the object at
+// path as user, after reading it as that user, as an approver reviews a
+// change before deciding.
+func (h *harness) decide(user, path, verb string) response {
+	h.t.Helper()
+	read := h.get(user, path)
+	rv := read.str("status", "pendingChange", "resourceVersion")
+	if rv == "" {
+		rv = read.str("metadata", "resourceVersion")
+	}
+	return h.do(user, http.MethodPost, path+"/"+verb+"?resourceVersion="+rv, "", nil)
+}
+
+// want fails the test unless the answer has the status code.
+func (r response) want(t *testing.T, code int) response {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("status %d, want %d: %s", r.code, code, r.raw)
+	}
+	return r
+}
+
+// str reads a nested string field of the answer.
+func (r response) str(path ...string) string {
+	var cur any = r.body
+	for _, p := range path {
+		m, _ := cur.(map[string]any)
+		cur = m[p]
+	}
+	s, _ := cur.(string)
+	return s
+}
+
+func (r response) items() []map[string]any {
+	list, _ := r.body["items"].([]any)
+	out := make([]map[string]any, len(list))
+	for i, it := range list {
+		out[i], _ = it.(map[string]any)
+	}
+	return out
+}
+
+// count returns the number of rows of a table, read behind the API's back.
+func (h *harness) count(table string) int {
+	h.t.Helper()
+	var n int
+	if err := h.raw.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// counts is the number of rows of every table a request could write,
+// but the outbox, which the relay drains on its own.
+func (h *harness) counts() map[string]int {
+	out := map[string]int{}
+	for _, table := range []string{"runnables", "deployables", "clusters", "audit_log", "attempts", "leftover_copies"} {
+		out[table] = h.count(table)
+	}
+	return out
+}
+
+// submissions reads the submissions stream through the submitters'
+// durable consumer until want messages came, then, once the outbox is
+// empty (nothing more will be published), whatever else the stream holds,
+// and returns the messages' ids.
+func (h *harness) submissions(want int) []string {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), streamtest.Timeout)
+	defer cancel()
+	cons, err := h.streams.JetStream().Consumer(ctx, stream.SubmissionsStream, stream.SubmitterConsumer)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var ids []string
+	take := func(batch jetstream.MessageBatch) {
+		for m := range batch.Messages() {
+			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
+			m.Ack()
+		}
+	}
+	sandboxtest.Eventually(h.t, streamtest.Timeout, fmt.Sprintf("%d submissions on the stream", want), func(context.Context) error {
+		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		take(batch)
+		if len(ids) < want {
+			return fmt.Errorf("%d so far: %v", len(ids), ids)
+		}
+		return nil
+	})
+	sandboxtest.Eventually(h.t, streamtest.Timeout, "outbox drained", func(context.Context) error {
+		if n := h.count("outbox"); n != 0 {
+			return fmt.Errorf("%d rows", n)
+		}
+		return nil
+	})
+	batch, err := cons.FetchNoWait(100)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	take(batch)
+	return ids
+}
+
+// waitReady waits until /readyz answers 200.
+func (h *harness) waitReady(t *testing.T, what string) {
+	t.Helper()
+	sandboxtest.Eventually(t, streamtest.Timeout, what, func(context.Context) error {
+		if r := h.get("", "/readyz"); r.code != http.StatusOK {
+			return fmt.Errorf("/readyz: %d %s", r.code, r.raw)
+		}
+		return nil
+	})
+}
+
+func contains(haystack []byte, needles ...string) string {
+	for _, n := range needles {
+		if strings.Contains(string(haystack), n) {
+			return n
+		}
+	}
+	return ""
+}

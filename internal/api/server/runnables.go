@@ -1,0 +1,495 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/hub/audit"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/hub/stream"
+)
+
+type storedRunnable = store.Document[v1alpha1.RunnableSpec]
+
+// createRunnable serves POST /api/v1/runnables: 202 with the stored object,
+// 200 with the existing one when the same spec is submitted again under the
+// same name, 409 when that name holds another spec.
+func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) {
+	obj, err := decodeBody(r, v1alpha1.DecodeRunnable)
+	if err != nil {
+		return 0, nil, err
+	}
+	obj.SetDefaults()
+	if obj.Spec.TTLSecondsAfterFinished == nil {
+		obj.Spec.TTLSecondsAfterFinished = s.policy().RetentionTTL(obj.Metadata.Namespace)
+	}
+	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
+		return 0, nil, errInvalid("Runnable is invalid", errs)
+	}
+	ns := obj.Metadata.Namespace
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not submit runnables in namespace %q", u.Name, ns)
+	}
+	if err := s.authorizeKind(r.Context(), u, ns, obj.Spec.Template); err != nil {
+		return 0, nil, err
+	}
+	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindRunnable)
+	hash := v1alpha1.SpecHash(obj.Spec)
+	doc, err := json.Marshal(storedRunnable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: obj.Spec, Author: authorOf(u)})
+	if err != nil {
+		return 0, nil, err
+	}
+
+	var rec *store.Runnable
+	status := http.StatusAccepted
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
+		rec, status = nil, http.StatusAccepted
+		name := obj.Metadata.Name
+		if name == "" {
+			var err error
+			if name, err = freeRunnableName(r.Context(), tx, ns, obj.Metadata.GenerateName); err != nil {
+				return err
+			}
+		} else if found, err := sameRunnable(r.Context(), tx, ns, name, hash); found != nil || err != nil {
+			rec, status = found, http.StatusOK
+			return err
+		}
+
+		t := lifecycle.Transition{To: v1alpha1.PhaseQueued, By: lifecycle.ByAPI, Actor: u.Name,
+			Message: "waiting for a cluster", Enqueue: stream.SubmissionSubmit}
+		summary := fmt.Sprintf("submitted %s %s", templateKind(obj.Spec.Template), ns+"/"+name)
+		if needsApproval {
+			t.To, t.Enqueue = v1alpha1.PhasePendingApproval, ""
+			t.Message = "waiting for approval by an approver other than " + u.Name
+			summary += "; waits for approval"
+		}
+		details, err := redactValues(obj.Spec)
+		if err != nil {
+			return err
+		}
+		t.Audit = &audit.Entry{Action: "create", Summary: summary, Details: details}
+		rec = &store.Runnable{
+			Namespace: ns, Name: name, UID: uuid.NewString(), Generation: 1,
+			Spec: doc, SpecHash: hash, Submitter: u.Name,
+		}
+		_, err = lifecycle.Create(r.Context(), tx, rec, t)
+		if errors.Is(err, store.ErrConflict) && obj.Metadata.Name != "" {
+			// The same submission, retried while the first was still
+			// being committed elsewhere: that one has committed now, and
+			// this one answers as a retry does.
+			found, err := sameRunnable(r.Context(), tx, ns, name, hash)
+			if found == nil && err == nil {
+				err = errConflict("runnable %s/%s was created concurrently and is gone again; submit it again", ns, name)
+			}
+			rec, status = found, http.StatusOK
+			return err
+		}
+		return err
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if status == http.StatusAccepted && !needsApproval {
+		s.notifyOutbox()
+	}
+	out, err := runnableFromRecord(rec, nil)
+	return status, out, err
+}
+
+// freeRunnableName appends random suffixes to prefix until a name is free.
+func freeRunnableName(ctx context.Context, tx *store.Tx, ns, prefix string) (string, error) {
+	for range 8 {
+		name := v1alpha1.GenerateName(prefix)
+		if _, err := tx.GetRunnable(ctx, ns, name); errors.Is(err, store.ErrNotFound) {
+			return name, nil
+		} else if err != nil {
+			return "", err
+		}
+	}
+	return "", errConflict("no free name with prefix %q after 8 tries; use a longer prefix", prefix)
+}
+
+func (s *Server) getRunnable(r *http.Request, u auth.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.policy().Allowed(u, ns, auth.VerbRead) {
+		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
+	}
+	var rec *store.Runnable
+	var attempts []*store.Attempt
+	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
+			return err
+		}
+		attempts, err = tx.ListAttempts(r.Context(), rec.UID)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := runnableFromRecord(rec, attempts)
+	return http.StatusOK, out, err
+}
+
+func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
+	q := r.URL.Query()
+	f := store.RunnableFilter{Namespace: q.Get("namespace"), Phase: q.Get("phase"), Cluster: q.Get("cluster"), Continue: q.Get("continue")}
+	if err := s.authorizeList(u, f.Namespace, "runnables"); err != nil {
+		return 0, nil, err
+	}
+	if f.Phase != "" {
+		if _, err := v1alpha1.ParseRunnablePhase(f.Phase); err != nil {
+			return 0, nil, errBadRequest("phase: %v", err)
+		}
+	}
+	var err error
+	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
+		return 0, nil, err
+	}
+	var recs []*store.Runnable
+	var next string
+	var attempts map[string]int
+	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		if recs, next, err = tx.ListRunnables(r.Context(), f); err != nil {
+			return err
+		}
+		uids := make([]string, len(recs))
+		for i, rec := range recs {
+			uids[i] = rec.UID
+		}
+		attempts, err = tx.CountAttempts(r.Context(), uids)
+		return err
+	}); err != nil {
+		return 0, nil, err
+	}
+	out := List[*v1alpha1.Runnable]{Items: make([]*v1alpha1.Runnable, 0, len(recs)), Continue: next}
+	for _, rec := range recs {
+		obj, err := runnableFromRecord(rec, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		obj.Status.AttemptCount = attempts[rec.UID]
+		out.Items = append(out.Items, obj)
+	}
+	return http.StatusOK, out, nil
+}
+
+// authorizeList allows a list in one namespace to its viewers, and a list
+// across namespaces to those who read every namespace.
+func (s *Server) authorizeList(u auth.User, ns, what string) error {
+	if ns == "" {
+		if !s.policy().ReadsEverywhere(u) {
+			return errForbidden("user %q may not list %s in every namespace; pass ?namespace=", u.Name, what)
+		}
+		return nil
+	}
+	if !s.policy().Allowed(u, ns, auth.VerbRead) {
+		return errForbidden("user %q may not read namespace %q", u.Name, ns)
+	}
+	return nil
+}
+
+// deleteRunnable serves DELETE. A runnable that has not ended is
+// cancelled: it becomes Cancelled and the submitter removes it from its
+// cluster. An ended one is removed: its record goes, what its attempts
+// left on clusters is deleted there by the controller, and its history
+// stays in the audit log. So a live runnable takes two deletes to go, as
+// a cancelled one stays readable until someone removes it.
+func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not cancel or delete runnables in namespace %q", u.Name, ns)
+	}
+	var out *v1alpha1.Runnable
+	cancelled := false
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
+		cancelled = false
+		rec, err := tx.GetRunnable(r.Context(), ns, name)
+		if err != nil {
+			return err
+		}
+		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		if err != nil {
+			return err
+		}
+		cur, err := lifecycle.Decode(rec)
+		if err != nil {
+			return err
+		}
+		phase := cur.Phase()
+		if !phase.Terminal() {
+			next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
+				To: v1alpha1.PhaseCancelled, By: lifecycle.ByAPI, Actor: u.Name,
+				Message: "cancelled by " + u.Name, Enqueue: stream.SubmissionCancel,
+				Audit: &audit.Entry{Action: "cancel", Summary: fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase)},
+			})
+			if err != nil {
+				return err
+			}
+			cancelled = true
+			out, err = runnableFromRecord(next.Rec, attempts)
+			return err
+		}
+		if n := len(attempts); n > 0 && phase == v1alpha1.PhaseCancelled && attempts[n-1].EndedAt == nil {
+			return errConflict("runnable %s/%s is cancelled and its copy is still being removed from %s (attempt %d); delete it again once that is done",
+				ns, name, attempts[n-1].Cluster, attempts[n-1].Number)
+		}
+		summary := fmt.Sprintf("deleted %s, which had ended %s", ns+"/"+name, phase)
+		if err := lifecycle.Remove(r.Context(), tx, cur, lifecycle.ByAPI, u.Name,
+			audit.Entry{Action: "delete", Summary: summary}); err != nil {
+			return err
+		}
+		if out, err = runnableFromRecord(rec, attempts); err != nil {
+			return err
+		}
+		out.Status.Message = summary + "; its history stays in the audit log"
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
+	}
+	if errors.Is(err, store.ErrMoved) {
+		return 0, nil, errConflict("runnable %s/%s changed while it was being deleted; try again", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if cancelled {
+		s.notifyOutbox()
+	}
+	return http.StatusOK, out, nil
+}
+
+// sameRunnable returns the runnable ns/name when it exists with the spec
+// hash (a submission sent again), nil when there is none, and a conflict
+// when it exists with another spec.
+func sameRunnable(ctx context.Context, tx *store.Tx, ns, name, hash string) (*store.Runnable, error) {
+	existing, err := tx.GetRunnable(ctx, ns, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case existing.SpecHash != hash:
+		return nil, errConflict("runnable %s/%s already exists with another spec; submit under another name, or delete it first", ns, name)
+	}
+	return existing, nil
+}
+
+// confirmStopped serves POST .../failover?confirmStopped=true: a person
+// vouches that the copy of the current attempt no longer runs, where
+// purser cannot confirm it (an AtMostOne runnable on a cluster that does
+// not answer); the controller then moves the runnable at once.
+func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not fail over runnables in namespace %q", u.Name, ns)
+	}
+	if r.URL.Query().Get("confirmStopped") != "true" {
+		return 0, nil, errInvalid("the failover override needs ?confirmStopped=true", []v1alpha1.FieldError{{Field: "confirmStopped",
+			Message: "must be true: it says that you made sure the copy on the unreachable cluster no longer runs"}})
+	}
+	var out *v1alpha1.Runnable
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
+		rec, err := tx.GetRunnable(r.Context(), ns, name)
+		if err != nil {
+			return err
+		}
+		cur, err := lifecycle.Decode(rec)
+		if err != nil {
+			return err
+		}
+		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		if err != nil {
+			return err
+		}
+		n := len(attempts)
+		waiting := cur.Status.Waiting == v1alpha1.WaitingFencing || cur.Status.Waiting == v1alpha1.WaitingUnconfirmed ||
+			cur.Status.Waiting == v1alpha1.WaitingHeartbeats
+		// The attempt whose copy is in doubt: the open one, or for a
+		// runnable FailingOver, the evicted one whose copy must go first.
+		current := n > 0 && (attempts[n-1].EndedAt == nil || cur.Phase() == v1alpha1.PhaseFailingOver)
+		if !lifecycle.Allowed(cur.Phase(), cur.Phase(), lifecycle.ByAPI) || !current || !waiting {
+			return errConflict("runnable %s/%s is %s and not waiting for a copy on an unreachable cluster to be confirmed stopped; nothing to override",
+				ns, name, cur.Phase())
+		}
+		a := attempts[n-1]
+		if c := cur.Status.ConfirmedStopped; c != nil && c.Attempt == a.Number {
+			out, err = runnableFromRecord(rec, attempts)
+			return err // said already
+		}
+		summary := fmt.Sprintf("%s confirmed that the copy of attempt %d on %s no longer runs; the controller moves %s without waiting",
+			u.Name, a.Number, a.Cluster, ns+"/"+name)
+		next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
+			To: cur.Phase(), By: lifecycle.ByAPI, Actor: u.Name, Message: summary,
+			Edit: func(st *v1alpha1.RunnableStatus) error {
+				st.ConfirmedStopped = &v1alpha1.Confirmation{By: u.Name, At: s.now(), Attempt: a.Number}
+				return nil
+			},
+			Audit: &audit.Entry{Action: "confirm-stopped", Summary: summary},
+		})
+		if err != nil {
+			return err
+		}
+		out, err = runnableFromRecord(next.Rec, attempts)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
+	}
+	if errors.Is(err, store.ErrMoved) {
+		return 0, nil, errConflict("runnable %s/%s changed meanwhile; look at it again before overriding", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, out, nil
+}
+
+// decideRunnable serves approve and reject: only an approver who is not
+// the submitter may decide, and only while the runnable waits.
+func (s *Server) decideRunnable(approve bool) apiHandler {
+	return func(r *http.Request, u auth.User) (int, any, error) {
+		ns, name := r.PathValue("namespace"), r.PathValue("name")
+		if !s.policy().Allowed(u, ns, auth.VerbApprove) {
+			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
+		}
+		reviewed, err := pendingVersion(r, "runnable")
+		if err != nil {
+			return 0, nil, err
+		}
+		var rec *store.Runnable
+		err = s.tx(r.Context(), func(tx *store.Tx) error {
+			var err error
+			if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
+				return err
+			}
+			if v1alpha1.Phase(rec.Phase) != v1alpha1.PhasePendingApproval {
+				return errConflict("runnable %s/%s is %s, not waiting for approval", ns, name, rec.Phase)
+			}
+			if err := checkPendingVersion(reviewed, rec.ResourceVersion, "runnable "+ns+"/"+name); err != nil {
+				return err
+			}
+			if rec.Submitter == u.Name {
+				return errForbidden("user %q submitted runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
+			}
+			t := lifecycle.Transition{To: v1alpha1.PhaseRejected, By: lifecycle.ByAPI, Actor: u.Name,
+				Message: "rejected by " + u.Name}
+			action := "reject"
+			if approve {
+				action = "approve"
+				t.To, t.Message, t.Enqueue = v1alpha1.PhaseQueued, "approved by "+u.Name+"; waiting for a cluster", stream.SubmissionSubmit
+			}
+			t.Edit = func(st *v1alpha1.RunnableStatus) error { st.ApprovedBy = u.Name; return nil }
+			t.Audit = &audit.Entry{Action: action, Summary: fmt.Sprintf("%sd %s submitted by %s", action, ns+"/"+name, rec.Submitter)}
+			cur, err := lifecycle.Decode(rec)
+			if err != nil {
+				return err
+			}
+			next, err := lifecycle.Apply(r.Context(), tx, cur, t)
+			if err != nil {
+				return err
+			}
+			rec = next.Rec
+			return nil
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		if approve {
+			s.notifyOutbox()
+		}
+		out, err := runnableFromRecord(rec, nil)
+		return http.StatusOK, out, err
+	}
+}
+
+// runnableFromRecord turns a row (and its attempts, when read) into the
+// API object.
+func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alpha1.Runnable, error) {
+	var doc storedRunnable
+	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
+		return nil, fmt.Errorf("runnable %s: stored spec: %w", rec.UID, err)
+	}
+	cur, err := lifecycle.Decode(rec)
+	if err != nil {
+		return nil, err
+	}
+	st := cur.Status
+	st.EndedAt, st.RemoveAfter = rec.EndedAt, rec.RemoveAfter
+	st.Phase = v1alpha1.Phase(rec.Phase)
+	st.Cluster = rec.Cluster
+	st.SubmittedBy = rec.Submitter
+	if st.Phase == v1alpha1.PhasePendingApproval {
+		spec := doc.Spec
+		st.PendingChange = &v1alpha1.PendingChange[v1alpha1.RunnableSpec]{
+			ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10), Spec: &spec, Author: rec.Submitter, Time: rec.CreatedAt,
+		}
+	}
+	if attempts != nil {
+		st.Attempts = make([]v1alpha1.Attempt, 0, len(attempts))
+		for _, a := range attempts {
+			started := a.StartedAt
+			st.Attempts = append(st.Attempts, v1alpha1.Attempt{
+				Number: a.Number, Cluster: a.Cluster, UID: a.ObjectUID, StartedAt: &started,
+				EndedAt: a.EndedAt, Result: a.Result, Reason: a.Reason, Message: a.Message,
+				Cleanup: a.Cleanup, CarriedIn: a.CarriedIn, Reported: a.Reported, Note: a.Note,
+			})
+		}
+		st.AttemptCount = len(st.Attempts)
+	}
+	return &v1alpha1.Runnable{
+		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindRunnable},
+		Metadata: v1alpha1.ObjectMeta{
+			Name: rec.Name, Namespace: rec.Namespace, UID: rec.UID,
+			Labels: doc.Labels, Annotations: doc.Annotations,
+			Generation: rec.Generation, ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10),
+			CreationTimestamp: rec.CreatedAt,
+		},
+		Spec:   doc.Spec,
+		Status: st,
+	}, nil
+}
+
+// appendAudit records a change in the transaction that makes it. details
+// must never hold Secret values; callers pass specs with those removed,
+// and whatever sits under data or stringData is redacted all the same.
+func appendAudit(ctx context.Context, tx *store.Tx, u auth.User, action, kind, ns, name, summary, outcome string, details any) error {
+	e := &audit.Entry{Actor: u.Name, Action: action, Kind: kind, Namespace: ns, Name: name, Summary: summary, Outcome: outcome}
+	if details != nil {
+		data, err := redactValues(details)
+		if err != nil {
+			return err
+		}
+		e.Details = data
+	}
+	return tx.AppendAudit(ctx, e)
+}
+
+func templateKind(t map[string]any) string {
+	if k, ok := t["kind"].(string); ok {
+		return k
+	}
+	return "object"
+}
+
+func (s *Server) notifyOutbox() {
+	if s.cfg.Outbox != nil {
+		s.cfg.Outbox.Notify()
+	}
+}

@@ -1,0 +1,110 @@
+package failover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/hub/audit"
+	"github.com/purser-io/purser/internal/hub/store"
+)
+
+// resume undoes what a cluster's agent did to the runnable's object when
+// its lease expired (status.fenced), now that the cluster is Ready again
+// and the runnable was not moved meanwhile: a Job gets back the suspend
+// of its template, a FlinkDeployment its job state. The patch names the
+// object's uid, so it never touches a later object of the same name.
+func (c *Controller) resume(ctx context.Context, rec *store.Runnable, r *runnable, view *clusterView) error {
+	gvk, err := r.gvk()
+	if err != nil {
+		return err
+	}
+	var attempts []*store.Attempt
+	if err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		attempts, err = tx.ListAttempts(ctx, rec.UID)
+		return err
+	}); err != nil {
+		return err
+	}
+	n := len(attempts)
+	if n == 0 || attempts[n-1].EndedAt != nil || attempts[n-1].Cluster != rec.Cluster || attempts[n-1].ObjectUID == "" {
+		return nil
+	}
+	spec, ok := resumeSpec(gvk.Kind, r.doc.Spec.Template)
+	if !ok {
+		return nil // fencing deleted it; the ingester reports what follows
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"uid":         attempts[n-1].ObjectUID,
+			"annotations": map[string]any{v1alpha1.AnnotationFenced: nil},
+		},
+		"spec": spec,
+	})
+	if err != nil {
+		return err
+	}
+	cl, err := c.cfg.Objects.Get(view.row)
+	if err != nil {
+		return err
+	}
+	name := v1alpha1.ObjectName(r.doc.Spec.Template, rec.Name)
+	rctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	if err := cl.MergePatch(rctx, gvk, rec.Namespace, name, patch); err != nil {
+		return fmt.Errorf("resume %s %s/%s on %s: %w", gvk.Kind, rec.Namespace, name, rec.Cluster, err)
+	}
+	msg := fmt.Sprintf("resumed %s %s/%s on %s, which its agent had suspended when its lease expired; the cluster is Ready again and the runnable was not moved",
+		gvk.Kind, rec.Namespace, name, rec.Cluster)
+	c.log.Info("resumed a fenced object", "runnable", rec.Namespace+"/"+rec.Name, "cluster", rec.Cluster)
+	// The patch is done: record it against the runnable as it is now,
+	// since the ingester may well have moved it on meanwhile (the Job
+	// reports that it runs again), and a resume must not go unaudited.
+	attempt := attempts[n-1].Number
+	err = c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		cur, err := lifecycle.Load(ctx, tx, rec.UID)
+		if err != nil {
+			return err
+		}
+		latest, err := tx.ListAttempts(ctx, rec.UID)
+		if err != nil {
+			return err
+		}
+		if k := len(latest); k == 0 || latest[k-1].Number != attempt || latest[k-1].EndedAt != nil {
+			return store.ErrMoved // moved away meanwhile: the resume was of a copy being left
+		}
+		_, err = lifecycle.Apply(ctx, tx, cur, lifecycle.Transition{
+			To: cur.Phase(), By: lifecycle.ByController, Message: msg,
+			Edit:  func(st *v1alpha1.RunnableStatus) error { st.Fenced = false; return nil },
+			Audit: &audit.Entry{Action: "resume", Summary: msg},
+		})
+		return err
+	})
+	if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// resumeSpec is the merge patch of spec that undoes the agent's fencing
+// for kind, taken from the runnable's template; false for kinds that
+// fencing deletes.
+func resumeSpec(kind string, template map[string]any) (map[string]any, bool) {
+	switch kind {
+	case "Job":
+		suspend, _, _ := unstructured.NestedBool(template, "spec", "suspend")
+		return map[string]any{"suspend": suspend}, true
+	case "FlinkDeployment":
+		state, _, _ := unstructured.NestedString(template, "spec", "job", "state")
+		if state == "" {
+			state = "running"
+		}
+		return map[string]any{"job": map[string]any{"state": state}}, true
+	}
+	return nil, false
+}

@@ -1,0 +1,110 @@
+package submitter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/member/clusters"
+)
+
+// markUnreachable keeps a cluster out of placement for unreachableFor.
+func (s *Submitter) markUnreachable(cluster string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreachable[cluster] = time.Now()
+}
+
+func (s *Submitter) markReachable(cluster string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.unreachable, cluster)
+}
+
+func (s *Submitter) recentlyUnreachable(cluster string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.unreachable[cluster]
+	return ok && time.Since(at) < unreachableFor
+}
+
+// activePhases are the phases in which a runnable occupies its cluster.
+var activePhases = []string{string(v1alpha1.PhaseScheduled), string(v1alpha1.PhaseSubmitted), string(v1alpha1.PhaseRunning)}
+
+// candidates describes every registered cluster for placement.
+func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind) ([]placement.Cluster, error) {
+	var rows []*store.Cluster
+	var active map[string]int
+	var capacity map[string]store.Capacity
+	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		if rows, err = tx.ListClusters(ctx); err != nil {
+			return err
+		}
+		if active, err = tx.CountRunnablesByCluster(ctx, activePhases...); err != nil {
+			return err
+		}
+		capacity, err = tx.ClusterCapacity(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]placement.Cluster, 0, len(rows))
+	for _, row := range rows {
+		c := placement.Cluster{Name: row.Name, Labels: row.Labels, Active: active[row.Name]}
+		if nodes, ok := capacity[row.Name]; ok {
+			c.Capacity = &placement.Capacity{MilliCPU: nodes.MilliCPU}
+		}
+		var spec store.Document[v1alpha1.ClusterSpec]
+		if err := json.Unmarshal(row.Spec, &spec); err != nil {
+			s.log.Error("cluster spec does not decode; cluster skipped", "cluster", row.Name, "error", err)
+			continue
+		}
+		c.Taints = append(c.Taints, spec.Spec.Taints...)
+		var status v1alpha1.ClusterStatus
+		if len(row.Status) > 0 {
+			if err := json.Unmarshal(row.Status, &status); err != nil {
+				s.log.Error("cluster status does not decode; cluster skipped", "cluster", row.Name, "error", err)
+				continue
+			}
+		}
+		c.Taints = append(c.Taints, status.Taints...)
+		// Ready as the controller judged it (a cluster it has not judged
+		// yet counts as Ready; its taints still apply), and not failing
+		// this submitter's own recent creates.
+		ready := clusters.ReadyCondition(status)
+		c.Ready = (ready == nil || ready.Status == metav1.ConditionTrue) && !s.recentlyUnreachable(row.Name)
+		row := row
+		c.Serves = func(string) bool {
+			cc, err := s.clients.Get(row)
+			if err != nil {
+				return true // the create reports the real problem
+			}
+			return cc.Serves(gvk)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// clusterRow reads one cluster; a removed cluster is ErrNotFound.
+func (s *Submitter) clusterRow(ctx context.Context, name string) (*store.Cluster, error) {
+	var row *store.Cluster
+	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		row, err = tx.GetCluster(ctx, name)
+		return err
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	return row, err
+}

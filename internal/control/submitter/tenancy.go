@@ -1,0 +1,68 @@
+package submitter
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/hub/store"
+)
+
+// KindPolicy decides whether a user may put a kind of some scope on
+// member clusters from a namespace: *auth.Policy, or something that
+// follows a policy file as it is reloaded.
+type KindPolicy interface {
+	AuthorizeKind(u auth.User, t auth.Target) auth.KindDecision
+}
+
+// policyOrEmpty is p, or for nil the policy with no admins and no rules.
+func policyOrEmpty(p KindPolicy) KindPolicy {
+	if p != nil {
+		return p
+	}
+	empty, _ := auth.NewPolicy(auth.PolicyFile{})
+	return empty
+}
+
+// ReasonForbiddenByPolicy ends an attempt whose object the policy does
+// not allow.
+const ReasonForbiddenByPolicy = "ForbiddenByPolicy"
+
+// authorize makes again, from the stored runnable and the discovery of the
+// cluster it is about to be created on, the decision the API made when it
+// accepted the runnable: whether its author may put the object's kind, in
+// the scope this cluster serves it, on member clusters. The policy may
+// have changed since, the API may not have known the kind's scope, and a
+// row may have been written behind the API's back; the hub's identity on
+// the cluster would create whatever it is given. A refusal is a permanent
+// failure (the attempt ends, the runnable Failed, both audited).
+func (s *Submitter) authorize(ctx context.Context, row *store.Cluster, rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind) error {
+	cc, err := s.clients.Get(row)
+	if err != nil {
+		return err
+	}
+	namespaced, err := cc.Namespaced(gvk)
+	if err != nil {
+		return err
+	}
+	scope := auth.ScopeCluster
+	if namespaced {
+		scope = auth.ScopeNamespaced
+	}
+	author := auth.User{Name: rec.Submitter}
+	if doc.Author != nil {
+		author = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}
+	}
+	// The object lands in the runnable's namespace whatever the template
+	// says (object), so that is the namespace decided on.
+	d := s.policy.AuthorizeKind(author, auth.Target{Kind: gvk.GroupKind(), Scope: scope, Namespace: rec.Namespace, ObjectNamespace: rec.Namespace})
+	if d.Allowed {
+		return nil
+	}
+	return &failure{
+		err:       fmt.Errorf("the policy does not let %s create %s on %s: %s", author.Name, auth.KindName(gvk.GroupKind()), row.Name, d.Reason),
+		permanent: true, reason: ReasonForbiddenByPolicy,
+	}
+}

@@ -1,0 +1,257 @@
+package syncer
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/member/clusters"
+)
+
+const (
+	// syncTimeout bounds one sync of one key, so that a cluster that stops
+	// answering holds a worker for a bounded time before the key goes
+	// back to the queue with backoff.
+	syncTimeout = time.Minute
+	// Backoff of a failing key: quick first retries for a blip, capped so
+	// that a cluster back from an outage is caught up within half a minute.
+	retryBase = 250 * time.Millisecond
+	retryMax  = 30 * time.Second
+)
+
+// clusterWorker syncs every deployable on one owned cluster. It owns its
+// clients, its informers and its queue, so that a slow or unreachable
+// cluster only ever holds up its own keys. Its roles are split by file:
+// the lifecycle and the queue here, the watches and the checks that they
+// still describe the cluster in drift.go, apply and removal in apply.go,
+// the status rows in status.go.
+type clusterWorker struct {
+	s          *Syncer
+	name       string
+	kubeconfig []byte // sealed; a change means new clients
+	log        *slog.Logger
+	// kube resolves kinds (with its discovery limit) and creates
+	// namespaces; dyn is its dynamic client, for everything else.
+	kube  *clusters.ObjectClient
+	dyn   dynamic.Interface
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	// stale is set when the informers' view of the cluster proved wrong;
+	// the syncer then replaces the worker.
+	stale atomic.Bool
+
+	info    atomic.Pointer[clusterInfo]
+	infoRev atomic.Int64 // ResourceVersion of the cluster row info was taken from
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
+	lastWrite map[string]string // uid -> resourceVersion our last apply returned
+	// status holds the last known status row of each uid on this cluster;
+	// a present nil means "no row", so that it is read from the store at
+	// most once per worker.
+	status map[string]*store.DeployableClusterStatus
+}
+
+func newClusterWorker(s *Syncer, c *store.Cluster) (*clusterWorker, error) {
+	cfg, err := s.configs.RESTConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	// A client of its own rather than one shared through clusters.Objects:
+	// a worker replaced because its cluster was rebuilt must discover the
+	// cluster afresh.
+	kube, err := clusters.NewObjectClient(c.Name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	w := &clusterWorker{
+		s:          s,
+		name:       c.Name,
+		kubeconfig: c.Kubeconfig,
+		log:        s.log.With("cluster", c.Name),
+		kube:       kube,
+		dyn:        kube.Dynamic(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedMaxOfRateLimiter(
+				workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
+				// Overall limit, so that a burst of failures does not
+				// turn into a storm of retries against one cluster.
+				&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+			),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "syncer-" + c.Name},
+		),
+		informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		lastWrite: map[string]string{},
+		status:    map[string]*store.DeployableClusterStatus{},
+	}
+	w.setCluster(c)
+	return w, nil
+}
+
+// setCluster takes the cluster's labels and taints from its row and
+// reports whether they changed, in which case every placement must be
+// decided again.
+func (w *clusterWorker) setCluster(c *store.Cluster) bool {
+	if w.infoRev.Load() == c.ResourceVersion {
+		return false
+	}
+	info := &clusterInfo{Name: c.Name, Labels: c.Labels}
+	var doc store.Document[v1alpha1.ClusterSpec]
+	if err := json.Unmarshal(c.Spec, &doc); err != nil {
+		w.log.Error("cluster spec does not decode; taints ignored", "error", err)
+	}
+	// Only spec taints keep deployables away. Taints the controller adds
+	// for an unreachable cluster (status.taints) must not make the syncer
+	// delete a cluster's configuration the moment it comes back.
+	info.Taints = doc.Spec.Taints
+	old := w.info.Swap(info)
+	w.infoRev.Store(c.ResourceVersion)
+	if old == nil {
+		return false
+	}
+	a, _ := json.Marshal(old)
+	b, _ := json.Marshal(info)
+	return string(a) != string(b)
+}
+
+func (w *clusterWorker) start(ctx context.Context) {
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	if w.s.hook != nil {
+		w.s.hook(w.name, true)
+	}
+	w.log.Info("working on cluster")
+	for range w.s.cfg.Workers {
+		w.wg.Go(func() {
+			for w.processNext() {
+			}
+		})
+	}
+	w.wg.Go(w.resyncLoop)
+}
+
+// stop stops the worker and waits for its goroutines, informers included.
+func (w *clusterWorker) stop() {
+	w.cancel()
+	w.queue.ShutDown()
+	w.wg.Wait()
+	if w.s.hook != nil {
+		w.s.hook(w.name, false)
+	}
+	w.log.Info("stopped working on cluster")
+}
+
+func (w *clusterWorker) enqueue(uids ...string) {
+	for _, uid := range uids {
+		w.queue.Add(uid)
+	}
+}
+
+// enqueueAll enqueues every deployable of the source of truth and every
+// uid found on objects in the cluster, so that orphans are seen too.
+func (w *clusterWorker) enqueueAll() {
+	for uid := range w.s.snapshot() {
+		w.queue.Add(uid)
+	}
+	w.mu.Lock()
+	infs := make([]cache.SharedIndexInformer, 0, len(w.informers))
+	for _, inf := range w.informers {
+		infs = append(infs, inf)
+	}
+	w.mu.Unlock()
+	for _, inf := range infs {
+		for _, uid := range inf.GetIndexer().ListIndexFuncValues(byUID) {
+			w.queue.Add(uid)
+		}
+	}
+}
+
+func (w *clusterWorker) processNext() bool {
+	uid, quit := w.queue.Get()
+	if quit {
+		return false
+	}
+	defer w.queue.Done(uid)
+	ctx, cancel := context.WithTimeout(w.ctx, syncTimeout)
+	err := w.sync(ctx, uid)
+	cancel()
+	if err == nil {
+		w.queue.Forget(uid)
+		w.s.syncs.Add(1)
+		return true
+	}
+	if w.ctx.Err() != nil {
+		return true // stopping: the next owner picks the key up
+	}
+	n := w.queue.NumRequeues(uid)
+	// The first failures of a key are usually a blip; a key that keeps
+	// failing is worth a warning, with less noise as it goes on.
+	if n == 2 || n%20 == 19 {
+		w.log.Warn("sync keeps failing; retrying with backoff", "deployable", uid, "attempts", n+1, "error", err)
+	} else {
+		w.log.Debug("sync failed; retrying", "deployable", uid, "error", err)
+	}
+	w.queue.AddRateLimited(uid)
+	return true
+}
+
+// sync makes the cluster agree with the source of truth about one
+// deployable: present and identical where its placement matches, absent
+// elsewhere. It re-reads everything it decides on; the event that queued
+// the key is only a hint. The outcome of apply or remove is recorded
+// here, the one place a status row is written from.
+func (w *clusterWorker) sync(ctx context.Context, uid string) error {
+	// The source of truth this replica holds may be stale while it does
+	// not reach the hub's majority: apply and delete nothing from it.
+	if err := w.s.cfg.Guard.Err(); err != nil {
+		return err
+	}
+	d := w.s.deployable(uid)
+	if d == nil {
+		return w.removeOrphan(ctx, uid) // no deployable, no status row
+	}
+	var out outcome
+	switch {
+	case !d.live() || !w.info.Load().matches(d.placement):
+		out = w.remove(ctx, d)
+	case d.err != nil:
+		out = outcome{state: v1alpha1.StateError, message: d.err.Error()}
+	default:
+		out = w.apply(ctx, d)
+	}
+	written, err := w.record(ctx, d, out)
+	if written && d.rec.DeletedAt != nil {
+		// This cluster's confirmation may be the last the purge waits for.
+		w.s.tryPurge(ctx, uid)
+	}
+	return err
+}
+
+// clusterInfo is what placement needs to know of a cluster.
+type clusterInfo struct {
+	Name   string
+	Labels map[string]string
+	Taints []corev1.Taint
+}
+
+// matches reports whether a deployable placed by p belongs on the cluster.
+func (c *clusterInfo) matches(p v1alpha1.Placement) bool {
+	ok, _ := placement.Matches(p, placement.Cluster{Name: c.Name, Labels: c.Labels, Taints: c.Taints})
+	return ok
+}

@@ -1,0 +1,524 @@
+// Package agent is purser's watcher inside (or beside) one member cluster.
+// It keeps trimmed informer caches of the tracked kinds, and of purser's
+// objects of every other kind (labelled.go), and turns them into the three
+// things the hub needs from a cluster: an event per change on the
+// cluster's events subject, a periodic snapshot of (uid, resourceVersion)
+// per kind from which the ingester removes zombie records, and a
+// heartbeat in the heartbeats bucket, which is also the agent's lease: cut
+// off from the hub for longer than the lease, it stops the AtMostOne work
+// in its cluster itself (fence.go). Several agents of one cluster elect one
+// to do all this (leader.go). It never writes to the database: the
+// ingester (internal/member/inventory) does, from the stream.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/member/probe"
+	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/replica"
+)
+
+// DefaultKinds are tracked when Config.Kinds is empty: the runnables and
+// deployables purser places, including CRDs that may not be installed, and
+// the nodes, whose status.allocatable placement reads from the inventory.
+// Objects of every other kind are tracked too when they carry purser's
+// labels (see labelled.go).
+var DefaultKinds = []schema.GroupVersionKind{
+	{Group: "batch", Version: "v1", Kind: "Job"},
+	{Group: "argoproj.io", Version: "v1alpha1", Kind: "Workflow"},
+	{Group: "flink.apache.org", Version: "v1beta1", Kind: "FlinkDeployment"},
+	// The Flink operator's savepoints and checkpoints from 1.10 on, when
+	// its FlinkStateSnapshot CRD is installed (watched once it is served):
+	// their status.path is the exact restore point failover carries. The
+	// operator creates them, so they carry no purser label.
+	{Group: "flink.apache.org", Version: "v1beta1", Kind: "FlinkStateSnapshot"},
+	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Group: "apps", Version: "v1", Kind: "StatefulSet"},
+	{Version: "v1", Kind: "ConfigMap"},
+	{Version: "v1", Kind: "Secret"},
+	{Version: "v1", Kind: "Node"},
+}
+
+// Config configures an Agent. Zero durations take the defaults.
+type Config struct {
+	// Cluster is the member cluster's name in purser; it names the
+	// subjects and the heartbeat key.
+	Cluster    string
+	RESTConfig *rest.Config
+	Stream     *stream.Client
+	// Kinds are tracked in full; objects of other kinds only when they
+	// carry purser's labels.
+	Kinds []schema.GroupVersionKind
+	// SnapshotInterval: 60s. HeartbeatInterval: 10s. DiscoveryInterval
+	// (how often absent kinds and new resources are looked for): 30s.
+	SnapshotInterval  time.Duration
+	HeartbeatInterval time.Duration
+	DiscoveryInterval time.Duration
+	// LeaseDuration is how long after the agent's last acknowledged
+	// heartbeat the control plane considers it gone: 30s, and at least
+	// three HeartbeatIntervals. Past it the agent fences its cluster (see
+	// fence.go).
+	LeaseDuration time.Duration
+	// LeaderElection lets several agents of one cluster run, one working
+	// and the others standing by. Off unless Enabled.
+	LeaderElection LeaderElection
+	// QueueSize bounds the events waiting to be published (10,000). When
+	// it overflows the agent republishes its whole cache rather than lose
+	// an event.
+	QueueSize int
+	Logger    *slog.Logger
+}
+
+// Agent watches one cluster. Create it with New and start it with Run.
+type Agent struct {
+	cfg    Config
+	log    *slog.Logger
+	dyn    dynamic.Interface
+	disc   *discovery.DiscoveryClient
+	access *access // which resources it may watch for purser's labels
+	prober *probe.Prober
+	// elect is the validated leader election, nil when it is off.
+	elect *elector
+
+	queue    chan *stream.Event
+	overflow atomic.Bool
+	resyncs  atomic.Int64 // full resyncs done, for tests and heartbeats
+	// snapshotNow asks the snapshot loop for an early snapshot, after a
+	// resync that may have lost deletions.
+	snapshotNow chan struct{}
+	// published counts acknowledged messages; fenced counts objects
+	// suspended or deleted by fencing. Both only grow.
+	published atomic.Int64
+	fenced    atomic.Int64
+	// returned is set when the first heartbeat of a term finds the
+	// previous one older than a lease (the agent was away: powered off,
+	// crashed, cut off): the control plane may have moved the cluster's
+	// AtMostOne work meanwhile, so it is fenced once the caches are full
+	// (fence.go). returnChecked: the first heartbeat of the term did so.
+	// fenceNow wakes the fence loop when returned is set.
+	returned      atomic.Bool
+	returnChecked bool // owned by the heartbeat loop
+	fenceNow      chan struct{}
+	// leading is true while the agent does its work: always without
+	// leader election, while it holds the lease with it.
+	leading atomic.Bool
+
+	// The state of one term of leadership, reset when a term begins.
+	mu           sync.Mutex
+	watched      map[schema.GroupVersionKind]*watch // the configured kinds
+	labelled     map[schema.GroupKind]*watch        // the others, for purser's objects
+	lastSnapshot time.Time
+	started      time.Time
+	// reportedKinds is what stream.KindsBucket last acknowledged from this
+	// term, and when (kinds.go).
+	reportedKinds   []stream.ServedKind
+	reportedKindsAt time.Time
+	// lastBeat is when the last acknowledged heartbeat was sent, on the
+	// monotonic clock: the start of the agent's lease.
+	lastBeat time.Time
+	// kubeAPI is the latest probe of the kube-apiserver (kubeapi.go).
+	kubeAPI kubeAPIState
+}
+
+// New checks cfg and builds the clients; nothing runs until Run.
+func New(cfg Config) (*Agent, error) {
+	switch {
+	case cfg.Cluster == "":
+		return nil, errors.New("agent: no cluster name")
+	case cfg.RESTConfig == nil:
+		return nil, fmt.Errorf("agent %s: no REST config", cfg.Cluster)
+	case cfg.Stream == nil:
+		return nil, fmt.Errorf("agent %s: no stream client", cfg.Cluster)
+	}
+	if len(cfg.Kinds) == 0 {
+		cfg.Kinds = DefaultKinds
+	}
+	if cfg.SnapshotInterval <= 0 {
+		cfg.SnapshotInterval = 60 * time.Second
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 10 * time.Second
+	}
+	if cfg.DiscoveryInterval <= 0 {
+		cfg.DiscoveryInterval = 30 * time.Second
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = max(30*time.Second, 3*cfg.HeartbeatInterval)
+	}
+	if cfg.LeaseDuration < 3*cfg.HeartbeatInterval {
+		// A shorter lease expires between two beats that both succeed.
+		return nil, fmt.Errorf("agent %s: lease duration %s is under three heartbeat intervals (%s)",
+			cfg.Cluster, cfg.LeaseDuration, cfg.HeartbeatInterval)
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 10000
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rc := rest.CopyConfig(cfg.RESTConfig)
+	// Informers list and watch a handful of kinds; client-go's default
+	// QPS of 5 would throttle the initial lists of a big cluster.
+	if rc.QPS == 0 {
+		rc.QPS, rc.Burst = 50, 100
+	}
+	if rc.WarningHandler == nil && rc.WarningHandlerWithContext == nil {
+		// Watching every resource for purser's labels meets deprecated
+		// ones (v1 Endpoints), which the API server warns about on every
+		// list and watch.
+		rc.WarningHandlerWithContext = warningLog{log.With("cluster", cfg.Cluster)}
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: dynamic client: %w", cfg.Cluster, err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: discovery client: %w", cfg.Cluster, err)
+	}
+	authz, err := authorizationv1client.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: authorization client: %w", cfg.Cluster, err)
+	}
+	a := &Agent{
+		cfg:         cfg,
+		log:         log.With("cluster", cfg.Cluster),
+		dyn:         dyn,
+		disc:        disc,
+		access:      newAccess(authz.SelfSubjectAccessReviews()),
+		queue:       make(chan *stream.Event, cfg.QueueSize),
+		snapshotNow: make(chan struct{}, 1),
+		fenceNow:    make(chan struct{}, 1),
+	}
+	if a.prober, err = probe.New(rc, a.probeTimeout()); err != nil {
+		return nil, fmt.Errorf("agent %s: probe client: %w", cfg.Cluster, err)
+	}
+	if a.cfg.LeaderElection.Identity == "" {
+		a.cfg.LeaderElection.Identity = replica.Identity()
+	}
+	if cfg.LeaderElection.Enabled {
+		if a.elect, err = newElector(rc, &a.cfg.LeaderElection); err != nil {
+			return nil, fmt.Errorf("agent %s: leader election: %w", cfg.Cluster, err)
+		}
+	}
+	return a, nil
+}
+
+// warningLog logs the API server's warnings at debug level.
+type warningLog struct{ log *slog.Logger }
+
+func (w warningLog) HandleWarningHeaderWithContext(_ context.Context, code int, _ string, text string) {
+	w.log.Debug("kube-apiserver warning", "code", code, "text", text)
+}
+
+// publishers publish concurrently: each publish waits for its ack, and the
+// ingester orders by resourceVersion, not by arrival.
+const publishers = 4
+
+// Run watches until ctx is done and returns once every goroutine it started
+// has stopped. Outages of the stream or the kube-apiserver are waited out.
+// With leader election, the agent works only while it holds the lease and
+// stands by, campaigning again, after it lost it.
+func (a *Agent) Run(ctx context.Context) error {
+	if a.elect != nil {
+		a.runElected(ctx)
+		return nil
+	}
+	a.lead(ctx)
+	return nil
+}
+
+// lead does the agent's work, one term of leadership, until ctx is done.
+// The work (publishing, snapshots, heartbeats, fencing) has stopped when
+// leading turns false; the informers may take longer to return, since
+// client-go's reflector sleeps out its retry backoff without watching its
+// context, and lead waits for them too. Their handlers drop what they see
+// once ctx is done.
+func (a *Agent) lead(ctx context.Context) {
+	a.reset()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var work, informers sync.WaitGroup
+	a.leading.Store(true)
+	for range publishers {
+		work.Go(func() { a.publishLoop(ctx) })
+	}
+	work.Go(func() { a.discoveryLoop(ctx, &informers) })
+	work.Go(func() { a.snapshotLoop(ctx) })
+	work.Go(func() { a.heartbeatLoop(ctx) })
+	work.Go(func() { a.fenceLoop(ctx) })
+	work.Go(func() { a.resyncLoop(ctx) })
+	<-ctx.Done()
+	work.Wait()
+	a.leading.Store(false)
+	informers.Wait()
+}
+
+// reset starts a term from nothing: the informers of the last one have
+// stopped, and events it queued but did not publish are dropped, since the
+// new informers' initial lists publish every object again.
+func (a *Agent) reset() {
+	for len(a.queue) > 0 {
+		<-a.queue
+	}
+	a.overflow.Store(false)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.watched = map[schema.GroupVersionKind]*watch{}
+	a.labelled = map[schema.GroupKind]*watch{}
+	a.reportedKinds = nil
+	a.lastSnapshot = time.Time{}
+	a.kubeAPI = kubeAPIState{}
+	a.started = time.Now()
+	// The agent cannot know of beats before its term: its lease toward
+	// the control plane is counted from the term's start.
+	a.lastBeat = a.started
+	a.returnChecked = false
+}
+
+// newEvent builds the message for obj, dropping the object itself when it
+// would not fit in one stream message.
+func (a *Agent) newEvent(w *watch, typ string, u *unstructured.Unstructured) *stream.Event {
+	ev := &stream.Event{
+		Cluster:         a.cfg.Cluster,
+		APIVersion:      w.gvk.GroupVersion().String(),
+		Kind:            w.gvk.Kind,
+		Namespace:       u.GetNamespace(),
+		Name:            u.GetName(),
+		UID:             string(u.GetUID()),
+		ResourceVersion: u.GetResourceVersion(),
+		Type:            typ,
+		Labels:          u.GetLabels(),
+		Time:            time.Now().UTC(),
+	}
+	b, err := json.Marshal(u.Object)
+	if err != nil || len(b) > stream.MaxMessage {
+		ev.Truncated = true
+		return ev
+	}
+	ev.Object = b
+	return ev
+}
+
+// enqueue runs in the informer's handler and does not block unless wait
+// is set: a full queue marks the agent for a full resync instead of
+// dropping the event quietly.
+func (a *Agent) enqueue(ctx context.Context, w *watch, typ string, obj any, wait bool) {
+	if ctx.Err() != nil {
+		return // the term is over; the queue may be the next one's
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		a.log.Error("unexpected object in informer", "kind", w.gvk.String(), "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	ev := a.newEvent(w, typ, u)
+	if wait {
+		select {
+		case a.queue <- ev:
+		case <-ctx.Done():
+		}
+		return
+	}
+	select {
+	case a.queue <- ev:
+	default:
+		if !a.overflow.Swap(true) {
+			a.log.Warn("event queue full; a full resync will follow", "size", cap(a.queue))
+		}
+	}
+}
+
+// publishLoop publishes queued events, each until the stream acknowledges
+// it: the message id makes every retry safe.
+func (a *Agent) publishLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-a.queue:
+			data, err := json.Marshal(ev)
+			if err != nil {
+				a.log.Error("encode event", "uid", ev.UID, "error", err)
+				continue
+			}
+			a.publish(ctx, stream.EventsSubject(a.cfg.Cluster), ev.MsgID(), data)
+		}
+	}
+}
+
+// publish retries until acknowledged or ctx is done.
+func (a *Agent) publish(ctx context.Context, subject, id string, data []byte) bool {
+	for attempt := 0; ; attempt++ {
+		err := a.cfg.Stream.Publish(ctx, subject, id, data)
+		if err == nil {
+			a.published.Add(1)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if attempt == 0 || attempt%20 == 0 {
+			a.log.Warn("publish failed; retrying", "id", id, "attempt", attempt+1, "error", err)
+		}
+		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second)) {
+			return false
+		}
+	}
+}
+
+// resyncLoop answers an overflow: every cached object is queued again
+// (blocking here, not in a handler), and an early snapshot removes the
+// objects whose deletion events were dropped.
+func (a *Agent) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !a.overflow.Swap(false) {
+			continue
+		}
+		n := 0
+		for _, w := range a.watches() {
+			for _, inf := range w.informers {
+				// An object in two caches of a labelled kind is queued
+				// twice; its message id makes the second a duplicate.
+				for _, obj := range inf.GetStore().List() {
+					u, ok := obj.(*unstructured.Unstructured)
+					if !ok {
+						continue
+					}
+					select {
+					case a.queue <- a.newEvent(w, stream.EventModified, u):
+						n++
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}
+		a.resyncs.Add(1)
+		a.log.Info("resync queued", "objects", n)
+		select {
+		case a.snapshotNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watches lists the tracked kinds, configured and labelled.
+func (a *Agent) watches() []*watch {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*watch, 0, len(a.watched)+len(a.labelled))
+	for _, w := range a.watched {
+		out = append(out, w)
+	}
+	for _, w := range a.labelled {
+		out = append(out, w)
+	}
+	return out
+}
+
+func (a *Agent) snapshotLoop(ctx context.Context) {
+	a.firstSnapshot(ctx)
+	t := time.NewTicker(a.cfg.SnapshotInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.snapshotNow:
+		}
+		a.snapshot(ctx)
+	}
+}
+
+// firstSnapshot publishes a snapshot as soon as every watch has synced,
+// so that objects deleted while the agent was away (stopped, cut off, not
+// yet leader) leave the inventory in seconds rather than a period later.
+// It gives up waiting after one SnapshotInterval: the loop's ticker takes
+// over from there.
+func (a *Agent) firstSnapshot(ctx context.Context) {
+	deadline := time.Now().Add(a.cfg.SnapshotInterval)
+	for time.Now().Before(deadline) {
+		ws := a.watches()
+		synced := len(ws) > 0
+		for _, w := range ws {
+			synced = synced && w.synced()
+		}
+		if synced {
+			a.snapshot(ctx)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// snapshot publishes the synced caches. Each kind's list resourceVersion is
+// read before its cache is listed: the list is then at least as new as the
+// version it claims, which is what lets the ingester keep every record
+// newer than the version (an object created after it) and remove the
+// others absent from the list.
+func (a *Agent) snapshot(ctx context.Context) {
+	if !a.probeKubeAPI(ctx) {
+		// The caches cannot be refreshed: a snapshot of them would say
+		// nothing new, and would count as a fresh look (kubeapi.go).
+		a.log.Debug("snapshot skipped: the kube-apiserver does not answer")
+		return
+	}
+	takenAt := time.Now().UTC()
+	var lists []stream.KindList
+	for _, w := range a.watches() {
+		rv, items, ok := w.list()
+		if !ok {
+			continue // a partial cache would make live objects look like zombies
+		}
+		lists = append(lists, stream.KindList{APIVersion: w.gvk.GroupVersion().String(), Kind: w.gvk.Kind,
+			ListResourceVersion: rv, Items: items})
+	}
+	if len(lists) == 0 {
+		return
+	}
+	id := strconv.FormatInt(takenAt.UnixNano(), 10)
+	for _, c := range stream.ChunkSnapshot(a.cfg.Cluster, id, takenAt, lists) {
+		data, err := json.Marshal(&c)
+		if err != nil {
+			a.log.Error("encode snapshot", "error", err)
+			return
+		}
+		if !a.publish(ctx, stream.SnapshotsSubject(a.cfg.Cluster), c.MsgID(), data) {
+			return
+		}
+	}
+	a.mu.Lock()
+	a.lastSnapshot = takenAt
+	a.mu.Unlock()
+}

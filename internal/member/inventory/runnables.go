@@ -1,0 +1,163 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/hub/audit"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/member/health"
+)
+
+// observeRunnables carries what the inventory now holds of the objects
+// purser created onto their runnables, in the same transaction: the phase
+// moves forward (Running, then Succeeded or Failed), the health and the
+// object's last status are kept, and the end of an attempt is recorded
+// and audited. rows are the rows the inventory stored (an older state
+// handed back for redelivery is not among them, so it never moves a
+// runnable back). An object of an older attempt, or of a runnable that
+// already ended otherwise (cancelled, failed over), changes nothing.
+func observeRunnables(ctx context.Context, tx *store.Tx, rows []store.InventoryRow) error {
+	for i := range rows {
+		row := &rows[i]
+		uid := row.Labels[v1alpha1.LabelRunnableUID]
+		if uid == "" {
+			continue
+		}
+		if err := observeRunnable(ctx, tx, uid, row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.InventoryRow) error {
+	rn, err := lifecycle.Load(ctx, tx, uid)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // a runnable removed since; the inventory row still tells
+	}
+	if err != nil {
+		return err
+	}
+	current := rn.Phase()
+	if !lifecycle.Allowed(current, current, lifecycle.ByIngester) {
+		return nil // not the ingester's to follow any more
+	}
+	attempts, err := tx.ListAttempts(ctx, uid)
+	if err != nil || len(attempts) == 0 {
+		return err
+	}
+	last := attempts[len(attempts)-1]
+	if n, err := strconv.Atoi(row.Labels[v1alpha1.LabelAttempt]); err != nil || n != last.Number || row.Cluster != last.Cluster {
+		return nil // an earlier attempt's object
+	}
+	result, fenced := objectStatus(row.Object)
+	if current.Terminal() {
+		// The object goes on settling after the verdict: a Job reports
+		// SuccessCriteriaMet before its pod counts are final and Complete
+		// after. Its result keeps following the object that ended it, as
+		// long as the object says the same; nothing else changes.
+		if verdict(row.Phase) != current || result == nil || equalJSON(rn.Status.Result, result) {
+			return nil
+		}
+		_, err := lifecycle.Apply(ctx, tx, rn, lifecycle.Transition{To: current, By: lifecycle.ByIngester,
+			Edit: func(st *v1alpha1.RunnableStatus) error { st.Result = result; return nil }})
+		return err
+	}
+
+	next := current
+	switch row.Phase {
+	case health.PhaseRunning:
+		if current != v1alpha1.PhaseRunning {
+			next = v1alpha1.PhaseRunning
+		}
+	case health.PhaseSucceeded:
+		next = v1alpha1.PhaseSucceeded
+	case health.PhaseFailed:
+		next = v1alpha1.PhaseFailed
+	}
+	st := rn.Status
+	// An attempt proves itself the first time its object is Healthy and
+	// running (or done): only then is what it reports carried on.
+	proven := row.Health == string(v1alpha1.HealthHealthy) && (row.Phase == health.PhaseRunning || row.Phase == health.PhaseSucceeded)
+	if next == current && string(st.Health) == row.Health && equalJSON(st.Result, result) && st.Fenced == fenced &&
+		(!proven || st.HealthySince != nil) {
+		return nil
+	}
+	kind := row.Kind + " " + row.Namespace + "/" + row.Name
+	t := lifecycle.Transition{To: next, By: lifecycle.ByIngester, Edit: func(st *v1alpha1.RunnableStatus) error {
+		st.Health = v1alpha1.Health(row.Health)
+		st.Fenced = fenced
+		switch {
+		case st.Health != v1alpha1.HealthUnhealthy:
+			st.UnhealthySince = nil
+		case st.UnhealthySince == nil:
+			since := row.ObservedAt
+			st.UnhealthySince = &since
+		}
+		if proven && st.HealthySince == nil {
+			since := row.ObservedAt
+			st.HealthySince = &since
+		}
+		if result != nil {
+			st.Result = result
+		}
+		return nil
+	}}
+	switch next {
+	case v1alpha1.PhaseRunning:
+		t.Message = kind + " is running on " + row.Cluster
+	case v1alpha1.PhaseSucceeded:
+		t.Message = kind + " succeeded on " + row.Cluster
+	case v1alpha1.PhaseFailed:
+		t.Message = kind + " failed on " + row.Cluster
+	}
+	if next.Terminal() {
+		ended := *last
+		at := row.ObservedAt
+		ended.EndedAt, ended.Result = &at, string(next)
+		t.Attempt = &ended
+		t.Audit = &audit.Entry{Action: "observe", Summary: fmt.Sprintf("%s (attempt %d)", t.Message, last.Number)}
+	}
+	_, err = lifecycle.Apply(ctx, tx, rn, t)
+	return err
+}
+
+// verdict is the runnable phase an interpreted object phase ends in, or
+// "" when it does not end it.
+func verdict(phase string) v1alpha1.Phase {
+	switch phase {
+	case health.PhaseSucceeded:
+		return v1alpha1.PhaseSucceeded
+	case health.PhaseFailed:
+		return v1alpha1.PhaseFailed
+	}
+	return ""
+}
+
+// objectStatus is the status of an object as the agent sent it, and
+// whether its agent fenced it.
+func objectStatus(object []byte) (map[string]any, bool) {
+	var obj struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+		Status map[string]any `json:"status"`
+	}
+	if len(object) == 0 || json.Unmarshal(object, &obj) != nil {
+		return nil, false
+	}
+	_, fenced := obj.Metadata.Annotations[v1alpha1.AnnotationFenced]
+	return obj.Status, fenced
+}
+
+func equalJSON(a, b map[string]any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
