@@ -13,53 +13,139 @@ import (
 
 const module = "github.com/purser-io/purser"
 
-// layering lists what a package must never link, directly or through
-// another package. A name matches itself and every package below it.
+// layering lists what the packages below a path must never link,
+// directly or through another package. A path matches itself and every
+// package below it; except names what a rule allows inside a banned path.
+// The groups under internal/ stand in this order, lowest first: platform
+// and sandbox (which know nothing of purser's state), hub (the state),
+// flink (what purser knows about the operator), member and control (what
+// meets a member cluster, and the loops that decide), api, compose, and
+// cmd above everything. Test helpers (packages named *test) are test code
+// and are kept out of production by the last rule of TestLayering.
 var layering = []struct {
 	pkg    string
 	never  []string
+	except []string
 	reason string
 }{
 	{
-		pkg:    module + "/internal/member/inventory",
-		never:  []string{module + "/internal/member/agent", module + "/internal/control/lease"},
-		reason: "the ingester meets the agent in internal/hub/stream (its messages and the Secret rule), never in the agent's code",
+		pkg:    "internal/platform",
+		never:  []string{""},
+		except: []string{"internal/platform"},
+		reason: "the small shared pieces know nothing of purser",
 	},
 	{
-		pkg: module + "/internal/member/agent",
-		never: []string{module + "/internal/hub/store", module + "/internal/control/lease",
-			"modernc.org/sqlite", "github.com/jackc/pgx"},
+		pkg:    "internal/sandbox",
+		never:  []string{"internal/hub", "internal/control", "internal/member", "internal/flink", "internal/api", "internal/compose", "internal/cli"},
+		reason: "local clusters and simulators stand apart from what they host",
+	},
+	{
+		pkg:    "internal/hub",
+		never:  []string{"internal/control", "internal/member", "internal/flink", "internal/api", "internal/compose", "internal/cli", "internal/sandbox"},
+		reason: "the hub is the state the others meet at; it knows none of them",
+	},
+	{
+		pkg:    "internal/flink",
+		never:  []string{"internal/hub", "internal/control", "internal/member", "internal/api", "internal/compose", "internal/cli", "internal/sandbox"},
+		reason: "what purser knows about the Flink operator is knowledge, used by the loops and the agent alike",
+	},
+	{
+		pkg:    "internal/control",
+		never:  []string{"internal/api", "internal/compose", "internal/cli", "internal/sandbox", "internal/member/agent", "internal/member/inventory"},
+		except: []string{"internal/api/auth"},
+		reason: "the control loops meet the API, the agent and the ingester only in the hub (and ask the API's policy again before they act)",
+	},
+	{
+		pkg:    "internal/member",
+		never:  []string{"internal/api", "internal/compose", "internal/cli", "internal/sandbox", "internal/control"},
+		except: []string{"internal/control/lifecycle", "internal/cli/manifest"},
+		reason: "what meets a member cluster moves a runnable only through its lifecycle (the ingester), and reads files as the command line does (purser health -f)",
+	},
+	{
+		pkg:    "internal/member/agent",
+		never:  []string{"internal/hub/store", "internal/hub/outbox", "internal/hub/anchor", "internal/hub/guard", "modernc.org/sqlite", "github.com/jackc/pgx"},
 		reason: "the agent runs beside a member cluster and talks to the stream only; it must not carry the database code",
 	},
 	{
-		pkg:    module + "/internal/hub/stream",
-		never:  []string{module + "/internal/member/agent", module + "/internal/member/inventory", module + "/internal/hub/store"},
+		pkg:    "internal/member/inventory",
+		never:  []string{"internal/member/agent"},
+		reason: "the ingester meets the agent in internal/hub/stream (its messages and the Secret rule), never in the agent's code",
+	},
+	{
+		pkg:    "internal/hub/stream",
+		never:  []string{"internal/hub/store"},
 		reason: "the stream is where producers and consumers meet, so it depends on neither",
+	},
+	{
+		pkg: "internal/api",
+		never: []string{"internal/compose", "internal/cli", "internal/sandbox", "internal/control/submitter", "internal/control/syncer",
+			"internal/control/failover", "internal/control/controller", "internal/member/agent", "internal/member/inventory"},
+		reason: "the API writes desired state to the hub; the components act on it",
+	},
+	{
+		pkg:    "internal/cli",
+		never:  []string{"internal/hub", "internal/control", "internal/member", "internal/flink", "internal/api", "internal/compose", "internal/sandbox"},
+		reason: "the command line talks to the REST API, never to the hub",
 	},
 }
 
 // TestLayering keeps the rules above true, from what the go command says
 // the packages import (go list -deps), and names the chain of imports that
-// breaks a rule.
+// breaks a rule. No production package links a test helper.
 func TestLayering(t *testing.T) {
-	roots := make([]string, 0, len(layering))
-	for _, r := range layering {
-		roots = append(roots, r.pkg)
+	imports := importGraph(t, "./...")
+	full := func(p string) string {
+		if p == "" {
+			return module
+		}
+		if strings.HasPrefix(p, "internal/") || strings.HasPrefix(p, "cmd/") || strings.HasPrefix(p, "api/") {
+			return module + "/" + p
+		}
+		return p
 	}
-	imports := importGraph(t, roots...)
+	var pkgs []string
+	for p := range imports {
+		if strings.HasPrefix(p, module) {
+			pkgs = append(pkgs, p)
+		}
+	}
+	slices.Sort(pkgs)
 	for _, r := range layering {
-		if _, ok := imports[r.pkg]; !ok {
-			t.Errorf("go list does not know %s; the rule names a package that moved", r.pkg)
+		matched := 0
+		for _, pkg := range pkgs {
+			if !under(pkg, full(r.pkg)) || strings.HasSuffix(pkg, "test") {
+				continue
+			}
+			matched++
+			for _, banned := range r.never {
+				var except []string
+				for _, e := range r.except {
+					except = append(except, full(e))
+				}
+				if chain := importChain(imports, pkg, full(banned), except...); chain != nil {
+					t.Errorf("%s must not link %s (%s), but it does: %s",
+						short(pkg), short(full(banned)), r.reason, strings.Join(mapShort(chain), " -> "))
+				}
+			}
+		}
+		if matched == 0 {
+			t.Errorf("no package is below %s; the rule names a group that moved", r.pkg)
+		}
+	}
+	for _, pkg := range pkgs {
+		if strings.HasSuffix(pkg, "test") {
 			continue
 		}
-		for _, banned := range r.never {
-			if chain := importChain(imports, r.pkg, banned); chain != nil {
-				t.Errorf("%s must not link %s (%s), but it does: %s",
-					short(r.pkg), short(banned), r.reason, strings.Join(mapShort(chain), " -> "))
+		for _, imp := range imports[pkg] {
+			if strings.HasPrefix(imp, module) && strings.HasSuffix(imp, "test") {
+				t.Errorf("%s links the test helper %s", short(pkg), short(imp))
 			}
 		}
 	}
 }
+
+// under reports whether p is path or below it.
+func under(p, path string) bool { return p == path || strings.HasPrefix(p, path+"/") }
 
 // importGraph returns the direct imports of roots and of every package
 // they depend on, by import path.
@@ -90,10 +176,21 @@ func importGraph(t *testing.T, roots ...string) map[string][]string {
 	return graph
 }
 
-// importChain returns the shortest chain of imports from pkg to a package
-// matching banned (banned itself or below it), or nil if there is none.
-func importChain(imports map[string][]string, pkg, banned string) []string {
-	matches := func(p string) bool { return p == banned || strings.HasPrefix(p, banned+"/") }
+// importChain returns the shortest chain of imports from pkg to another
+// package matching banned (banned itself or below it, but not below one of
+// except), or nil if there is none.
+func importChain(imports map[string][]string, pkg, banned string, except ...string) []string {
+	matches := func(p string) bool {
+		if p == pkg || !under(p, banned) {
+			return false
+		}
+		for _, e := range except {
+			if under(p, e) {
+				return false
+			}
+		}
+		return true
+	}
 	from := map[string]string{pkg: ""}
 	queue := []string{pkg}
 	for len(queue) > 0 {
