@@ -1,0 +1,75 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// jitterFactor lengthens each period and backoff by up to a fifth, so
+// that replicas, clusters or keys that started or failed together drift
+// apart.
+const jitterFactor = 0.2
+
+// Every runs fn at once and then every period, jittered, the period
+// counted from the end of each run, until ctx is done. It is the one
+// shape of purser's periodic work (heartbeats, snapshots, polls, probes).
+func Every(ctx context.Context, period time.Duration, fn func(ctx context.Context)) {
+	wait.JitterUntilWithContext(ctx, fn, period, jitterFactor, true)
+}
+
+// Backoff is purser's exponential backoff: base, doubled at each retry up
+// to max, each wait lengthened by up to a fifth; it never runs out.
+func Backoff(base, max time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: base, Factor: 2, Jitter: jitterFactor, Steps: math.MaxInt32, Cap: max}
+}
+
+// Retry runs fn until it returns nil, an error marked Terminal (which it
+// returns), or ctx is done (the last error, or ctx's when
+// there was none), waiting by b between tries. attempt counts from 0.
+func Retry(ctx context.Context, b wait.Backoff, fn func(ctx context.Context, attempt int) error) error {
+	var last error
+	attempt := 0
+	err := b.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		last = fn(ctx, attempt)
+		attempt++
+		if last == nil {
+			return true, nil
+		}
+		if IsTerminal(last) {
+			return false, last
+		}
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		if last != nil {
+			return last
+		}
+		return err
+	default:
+		return err
+	}
+}
+
+// Sleep waits d, or until ctx is done; it reports whether d passed. It
+// is for a wait inside one step (a spacing between two publications), not
+// for a loop: loops are a Queue, Every or Retry.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
