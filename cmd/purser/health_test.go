@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// `purser health -f` prints one line per object, as API.md says, and
+// `purser health -f` prints one line per object, as docs/api.md says, and
 // takes CEL rules for kinds it does not know.
 func TestHealthCommand(t *testing.T) {
 	dir := t.TempDir()

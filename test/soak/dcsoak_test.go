@@ -24,7 +24,7 @@ import (
 // The DC soak: the soak's steady load on the three-DC farm
 // (test/soak/farm, DCFarm) while faults rotate, among them faults of a
 // whole data center: a DC powered off, a DC partitioned, and the DC of
-// the database's primary lost. At the end the soak's checks of DESIGN.md's
+// the database's primary lost. At the end the soak's checks of docs/architecture.md's
 // invariants, plus: no AtMostOne runnable ever had two live copies (seen
 // by a watcher of every cluster from outside the DCs), no acknowledged
 // write lost, and per fault the time until a surviving DC accepted a

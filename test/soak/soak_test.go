@@ -1,7 +1,7 @@
 // Package soak runs purser split into its components, as it is deployed
 // beyond one machine (test/soak/farm), under a steady load while a fault
 // injector kills its processes, NATS nodes, kube-apiservers and agents,
-// and then checks the invariants of DESIGN.md. `make soak` runs it alone
+// and then checks the invariants of docs/architecture.md. `make soak` runs it alone
 // and verbose; -soak.duration=30m makes a long run.
 package soak
 
@@ -26,7 +26,7 @@ var (
 	soakDuration = flag.Duration("soak.duration", 3*time.Minute, "how long the load and the faults last")
 	soakSeed     = flag.Int64("soak.seed", 0, "seed of the load and the faults; 0 takes one from the clock")
 	soakRate     = flag.Float64("soak.rate", 2, "runnables submitted per second")
-	// Long enough for the slowest convergence DESIGN.md allows, the
+	// Long enough for the slowest convergence the invariants allow, the
 	// deployables' one resync period (the syncer's 5 minutes); a run stops
 	// waiting as soon as everything has converged.
 	soakSettle = flag.Duration("soak.settle", 6*time.Minute, "longest wait, once the faults stop, for the farm to converge")

@@ -15,7 +15,7 @@ import (
 // retryAfterSeconds is what a 503 asks clients to wait.
 const retryAfterSeconds = 5
 
-// APIError is the body of every error response (API.md "Errors").
+// APIError is the body of every error response (docs/api.md, "Errors").
 type APIError = v1alpha1.Status
 
 func newError(code int, reason, format string, args ...any) *APIError {

@@ -1,4 +1,4 @@
-// Package server is purser's REST API (API.md): it authenticates and
+// Package server is purser's REST API (docs/api.md): it authenticates and
 // authorizes each request, validates what it is given, and writes every
 // change together with its audit entry and, where work must move, an outbox
 // row, in one database transaction. Reads come from the database only; the
@@ -24,7 +24,7 @@ import (
 	"github.com/purser-io/purser/web"
 )
 
-// MaxBodyBytes is the largest request body accepted (API.md: 413 above).
+// MaxBodyBytes is the largest request body accepted (413 above it).
 const MaxBodyBytes = 1 << 20
 
 // Checker is something /readyz depends on.

@@ -93,7 +93,7 @@ func judge(interp *Interpreter, obj map[string]any) (Result, error) {
 	return res, nil
 }
 
-// line renders one verdict as API.md specifies. The message is already on
+// line renders one verdict as docs/api.md specifies. The message is already on
 // one line (Interpret makes sure), so the line stays one record for grep
 // and awk.
 func line(obj map[string]any, res Result) string {
