@@ -6,12 +6,19 @@ import (
 	"strings"
 )
 
-// RunnablePhases are the phases a Runnable can be in, in the order of its
-// life: what a list may be filtered by.
-var RunnablePhases = []Phase{
-	PhasePendingApproval, PhaseQueued, PhaseScheduled, PhaseSubmitted, PhaseRunning, PhaseFailingOver,
-	PhaseSucceeded, PhaseFailed, PhaseExpired, PhaseRejected, PhaseCancelled,
-}
+// The phases of a Runnable, by where it stands. They are the one list of
+// them: the lifecycle's table, list filters and Terminal read them here.
+var (
+	// WaitingPhases: accepted, not on a cluster yet.
+	WaitingPhases = []Phase{PhasePendingApproval, PhaseQueued}
+	// PlacedPhases: an attempt is on a cluster, or on its way there.
+	PlacedPhases = []Phase{PhaseScheduled, PhaseSubmitted, PhaseRunning}
+	// EndedPhases: no controller moves the runnable on from them.
+	EndedPhases = []Phase{PhaseSucceeded, PhaseFailed, PhaseExpired, PhaseRejected, PhaseCancelled}
+	// RunnablePhases are every phase, in the order of a runnable's life:
+	// what a list may be filtered by.
+	RunnablePhases = slices.Concat(WaitingPhases, PlacedPhases, []Phase{PhaseFailingOver}, EndedPhases)
+)
 
 // ParseRunnablePhase checks a phase a user typed; the error lists the
 // valid ones, so that a typo does not read as "nothing in that phase".

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,13 +63,7 @@ const (
 
 // Terminal reports whether no controller will move the object on from p, so
 // that its record can be settled (cluster copy removed, attempts closed).
-func (p Phase) Terminal() bool {
-	switch p {
-	case PhaseSucceeded, PhaseFailed, PhaseExpired, PhaseRejected, PhaseCancelled:
-		return true
-	}
-	return false
-}
+func (p Phase) Terminal() bool { return slices.Contains(EndedPhases, p) }
 
 // Health is purser's judgement of an object on a member cluster.
 type Health string

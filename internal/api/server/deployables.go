@@ -470,13 +470,8 @@ func deployableFromRecord(rec *store.Deployable, clusters []*store.DeployableClu
 	}
 	return &v1alpha1.Deployable{
 		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindDeployable},
-		Metadata: v1alpha1.ObjectMeta{
-			Name: rec.Name, Namespace: rec.Namespace, UID: rec.UID,
-			Labels: doc.Labels, Annotations: doc.Annotations,
-			Generation: rec.Generation, ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10),
-			CreationTimestamp: rec.CreatedAt,
-		},
-		Spec:   doc.Spec,
-		Status: st,
+		Metadata: storedMeta(&doc, rec.Name, rec.Namespace, rec.UID, rec.Generation, rec.ResourceVersion, rec.CreatedAt),
+		Spec:     doc.Spec,
+		Status:   st,
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -455,15 +456,21 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 	}
 	return &v1alpha1.Runnable{
 		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindRunnable},
-		Metadata: v1alpha1.ObjectMeta{
-			Name: rec.Name, Namespace: rec.Namespace, UID: rec.UID,
-			Labels: doc.Labels, Annotations: doc.Annotations,
-			Generation: rec.Generation, ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10),
-			CreationTimestamp: rec.CreatedAt,
-		},
-		Spec:   doc.Spec,
-		Status: st,
+		Metadata: storedMeta(&doc, rec.Name, rec.Namespace, rec.UID, rec.Generation, rec.ResourceVersion, rec.CreatedAt),
+		Spec:     doc.Spec,
+		Status:   st,
 	}, nil
+}
+
+// storedMeta is the metadata the API shows of a stored runnable or
+// deployable: the user's labels and annotations beside the row's own.
+func storedMeta[S any](doc *store.Document[S], name, namespace, uid string, generation, resourceVersion int64, created time.Time) v1alpha1.ObjectMeta {
+	return v1alpha1.ObjectMeta{
+		Name: name, Namespace: namespace, UID: uid,
+		Labels: doc.Labels, Annotations: doc.Annotations,
+		Generation: generation, ResourceVersion: strconv.FormatInt(resourceVersion, 10),
+		CreationTimestamp: created,
+	}
 }
 
 // appendAudit records a change in the transaction that makes it. details

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -66,15 +67,8 @@ func (o *Object) Where() string {
 // Str reads a string field of the object such as ("metadata", "name"); ""
 // when it is missing or not a string.
 func (o *Object) Str(path ...string) string {
-	var cur any = o.Fields
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return ""
-		}
-		cur = m[p]
-	}
-	s, _ := cur.(string)
+	v, _, _ := unstructured.NestedFieldNoCopy(o.Fields, path...)
+	s, _ := v.(string)
 	return s
 }
 

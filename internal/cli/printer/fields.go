@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 )
 
@@ -38,15 +40,8 @@ func Field(obj Object, path ...string) string {
 
 // Lookup walks a decoded object; nil when any step is missing.
 func Lookup(obj Object, path ...string) any {
-	var cur any = obj
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[p]
-	}
-	return cur
+	v, _, _ := unstructured.NestedFieldNoCopy(obj, path...)
+	return v
 }
 
 // list reads a nested list; nil when it is missing.

@@ -44,12 +44,11 @@ type Move struct {
 
 // Phases a runnable may be in, for rows that apply to all of them.
 var (
-	waiting  = []v1alpha1.Phase{v1alpha1.PhasePendingApproval, v1alpha1.PhaseQueued}
-	placed   = []v1alpha1.Phase{v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning}
+	waiting  = v1alpha1.WaitingPhases
+	placed   = v1alpha1.PlacedPhases
 	occupied = []v1alpha1.Phase{v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning}
-	ended    = []v1alpha1.Phase{v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired,
-		v1alpha1.PhaseRejected, v1alpha1.PhaseCancelled}
-	every = slices.Concat(waiting, placed, []v1alpha1.Phase{v1alpha1.PhaseFailingOver}, ended)
+	ended    = v1alpha1.EndedPhases
+	every    = v1alpha1.RunnablePhases
 )
 
 func phases(p ...v1alpha1.Phase) []v1alpha1.Phase { return p }

@@ -4,25 +4,19 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // The objects judged here come from clusters, files and fuzzers, so every
 // read checks the type it finds and treats anything unexpected as absent;
 // the interpreters then judge from what is missing rather than crash.
 
-// get walks obj along path through nested maps.
+// get walks obj along path through nested maps; a step that is not a map
+// is absent, as a missing one.
 func get(obj map[string]any, path ...string) (any, bool) {
-	var cur any = obj
-	for _, key := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[key]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
+	v, found, err := unstructured.NestedFieldNoCopy(obj, path...)
+	return v, found && err == nil
 }
 
 // str is the string at path, or "" when it is absent or not a string.
