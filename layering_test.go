@@ -52,8 +52,8 @@ var layering = []struct {
 	{
 		pkg:    "internal/control",
 		never:  []string{"internal/api", "internal/compose", "internal/cli", "internal/sandbox", "internal/member/agent", "internal/member/inventory"},
-		except: []string{"internal/api/auth"},
-		reason: "the control loops meet the API, the agent and the ingester only in the hub (and ask the API's policy again before they act)",
+		except: []string{"internal/api/auth", "internal/api/admission"},
+		reason: "the control loops meet the API, the agent and the ingester only in the hub (and ask the API's policy and admission again before they act)",
 	},
 	{
 		pkg:    "internal/member",

@@ -1,0 +1,245 @@
+package admission
+
+import (
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func decode(t *testing.T, doc string) map[string]any {
+	t.Helper()
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+const job = `
+apiVersion: batch/v1
+kind: Job
+metadata: {name: report}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+`
+
+// A Job whose pod is what the baseline level allows, changed one way.
+func jobWith(t *testing.T, edit func(pod map[string]any)) map[string]any {
+	obj := decode(t, job)
+	pod := obj["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	edit(pod)
+	return obj
+}
+
+func container(pod map[string]any) map[string]any {
+	return pod["containers"].([]any)[0].(map[string]any)
+}
+
+func TestCheck(t *testing.T) {
+	checker, err := NewChecker("purser-agent", "purser-member")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restrictedPod := func(pod map[string]any) {
+		pod["securityContext"] = map[string]any{"runAsNonRoot": true, "seccompProfile": map[string]any{"type": "RuntimeDefault"}}
+		container(pod)["securityContext"] = map[string]any{"allowPrivilegeEscalation": false, "capabilities": map[string]any{"drop": []any{"ALL"}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		obj   map[string]any
+		level Level
+		want  []string // substrings, one per violation; none: allowed
+	}{
+		{name: "a plain Job at baseline", obj: decode(t, job), level: LevelBaseline},
+		{name: "privileged", level: LevelBaseline, obj: jobWith(t, func(p map[string]any) {
+			container(p)["securityContext"] = map[string]any{"privileged": true}
+		}), want: []string{`violates PodSecurity "baseline:latest": privileged (container "main" must not set securityContext.privileged=true)`}},
+		{name: "host namespaces and network", level: LevelBaseline, obj: jobWith(t, func(p map[string]any) {
+			p["hostPID"], p["hostNetwork"] = true, true
+		}), want: []string{"host namespaces (hostNetwork=true, hostPID=true)"}},
+		{name: "a hostPath volume", level: LevelBaseline, obj: jobWith(t, func(p map[string]any) {
+			p["volumes"] = []any{map[string]any{"name": "root", "hostPath": map[string]any{"path": "/"}}}
+		}), want: []string{`hostPath volumes (volume "root")`}},
+		{name: "purser's service account, even at privileged", level: LevelPrivileged, obj: jobWith(t, func(p map[string]any) {
+			p["serviceAccountName"] = "purser-agent"
+		}), want: []string{`service account "purser-agent" is one purser's own components run as`}},
+		{name: "nodeName below privileged", level: LevelBaseline, obj: jobWith(t, func(p map[string]any) {
+			p["nodeName"] = "node-1"
+		}), want: []string{`nodeName "node-1" places the pod`}},
+		{name: "everything at privileged", level: LevelPrivileged, obj: jobWith(t, func(p map[string]any) {
+			container(p)["securityContext"] = map[string]any{"privileged": true}
+			p["hostPID"], p["nodeName"] = true, "node-1"
+		})},
+		{name: "restricted wants more than baseline", level: LevelRestricted, obj: decode(t, job),
+			want: []string{`violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false`}},
+		{name: "a restricted pod", level: LevelRestricted, obj: jobWith(t, restrictedPod)},
+		{name: "a CronJob's pod", level: LevelBaseline, obj: decode(t, `
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec:
+  schedule: "0 1 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          hostIPC: true
+          containers: [{name: c, image: busybox}]
+`), want: []string{"host namespaces (hostIPC=true)"}},
+		{name: "a Deployment-shaped custom kind", level: LevelBaseline, obj: decode(t, `
+apiVersion: example.com/v1
+kind: Thing
+metadata: {name: t}
+spec:
+  template:
+    spec:
+      containers: [{name: c, image: busybox, securityContext: {capabilities: {add: [SYS_ADMIN]}}}]
+`), want: []string{`non-default capabilities (container "c" must not include "SYS_ADMIN"`}},
+		{name: "a Workflow's script and sidecar templates", level: LevelBaseline, obj: decode(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: wf-}
+spec:
+  entrypoint: main
+  volumes: [{name: host, hostPath: {path: /var/run}}]
+  templates:
+  - name: main
+    steps: [[{name: a, template: run}]]
+  - name: run
+    script:
+      image: busybox
+      source: id
+      securityContext: {privileged: true}
+    sidecars:
+    - {name: side, image: busybox}
+`), want: []string{`spec.templates[1] (run): violates PodSecurity "baseline:latest": hostPath volumes (volume "host"), privileged (container "main" must not set securityContext.privileged=true)`}},
+		{name: "a Workflow's pod spec patch", level: LevelBaseline, obj: decode(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: wf}
+spec:
+  entrypoint: run
+  podSpecPatch: '{"hostPID": true}'
+  templates:
+  - name: run
+    container: {image: busybox}
+`), want: []string{"podSpecPatch changes the pod"}},
+		{name: "a Workflow's executor account", level: LevelBaseline, obj: decode(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: wf}
+spec:
+  entrypoint: run
+  executor: {serviceAccountName: purser-member}
+  templates:
+  - name: run
+    container: {image: busybox}
+`), want: []string{`spec.templates[0] (run).executor: service account "purser-member"`}},
+		{name: "a CronWorkflow", level: LevelBaseline, obj: decode(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: CronWorkflow
+metadata: {name: cwf}
+spec:
+  schedule: "* * * * *"
+  workflowSpec:
+    entrypoint: run
+    hostNetwork: true
+    templates:
+    - name: run
+      container: {image: busybox}
+`), want: []string{"host namespaces (hostNetwork=true)"}},
+		{name: "a FlinkDeployment's JobManager, merged with the common template", level: LevelBaseline, obj: decode(t, `
+apiVersion: flink.apache.org/v1beta1
+kind: FlinkDeployment
+metadata: {name: f}
+spec:
+  serviceAccount: flink
+  podTemplate:
+    spec:
+      containers: [{name: flink-main-container}]
+  jobManager:
+    podTemplate:
+      spec:
+        containers: [{name: flink-main-container, securityContext: {privileged: true}}]
+  taskManager: {}
+`), want: []string{`spec.jobManager.podTemplate (merged with spec.podTemplate): violates PodSecurity "baseline:latest": privileged (container "flink-main-container"`}},
+		{name: "a FlinkDeployment's common template reaches both roles", level: LevelBaseline, obj: decode(t, `
+apiVersion: flink.apache.org/v1beta1
+kind: FlinkDeployment
+metadata: {name: f}
+spec:
+  podTemplate:
+    spec:
+      hostPID: true
+      containers: [{name: flink-main-container}]
+`), want: []string{"spec.jobManager.podTemplate", "spec.taskManager.podTemplate"}},
+		{name: "a FlinkDeployment under purser's account", level: LevelPrivileged, obj: decode(t, `
+apiVersion: flink.apache.org/v1beta1
+kind: FlinkDeployment
+metadata: {name: f}
+spec:
+  serviceAccount: purser-agent
+`), want: []string{`spec.serviceAccount: service account "purser-agent"`}},
+		{name: "a ConfigMap has no pods", level: LevelRestricted, obj: decode(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c}, data: {a: b}}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := checker.Check(tc.level, tc.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d violations, want %d:\n%s", len(got), len(tc.want), Summary(got))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i].String(), w) {
+					t.Errorf("violation %d:\n got  %s\n want %s", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestNotAPodSpec(t *testing.T) {
+	checker, err := NewChecker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = checker.Check(LevelBaseline, decode(t, `{apiVersion: batch/v1, kind: Job, spec: {template: {spec: {containers: "not a list"}}}}`))
+	if err == nil || !strings.Contains(err.Error(), "spec.template.spec: not a pod spec") {
+		t.Errorf("err = %v, want one naming spec.template.spec", err)
+	}
+}
+
+// The operator's merge: objects by field, lists by index, the role's
+// values winning; the inputs are left as they were.
+func TestMergePodTemplates(t *testing.T) {
+	common := decode(t, `{spec: {containers: [{name: a, image: x, env: [{name: E, value: "1"}]}], hostPID: false}}`)
+	own := decode(t, `{spec: {containers: [{image: y}, {name: b}], hostPID: true}}`)
+	got := mergePodTemplates(common, own)
+	want := decode(t, `{spec: {containers: [{name: a, image: y, env: [{name: E, value: "1"}]}, {name: b}], hostPID: true}}`)
+	gy, _ := yaml.Marshal(got)
+	wy, _ := yaml.Marshal(want)
+	if string(gy) != string(wy) {
+		t.Errorf("merged:\n%s\nwant:\n%s", gy, wy)
+	}
+	if cy, _ := yaml.Marshal(common); strings.Contains(string(cy), "image: y") {
+		t.Errorf("the common template was changed:\n%s", cy)
+	}
+}
+
+func TestParseLevel(t *testing.T) {
+	for _, s := range []string{"privileged", "baseline", "restricted"} {
+		if l, err := ParseLevel(s); err != nil || string(l) != s {
+			t.Errorf("ParseLevel(%q) = %q, %v", s, l, err)
+		}
+	}
+	if _, err := ParseLevel("root"); err == nil || !strings.Contains(err.Error(), "privileged, baseline, restricted") {
+		t.Errorf("ParseLevel(root) = %v", err)
+	}
+}
