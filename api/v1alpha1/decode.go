@@ -125,12 +125,22 @@ func toJSON(data []byte, contentType string) ([]byte, *DecodeError) {
 		if derr != nil {
 			return nil, derr
 		}
+		// Measured before the aliases are expanded, which is what would
+		// cost the memory and the time.
+		if n, err := expandedSize(doc, MaxObjectBytes); err != nil {
+			return nil, malformed("", "invalid YAML: %v", err)
+		} else if n > MaxObjectBytes {
+			return nil, tooLarge(n, true)
+		}
 		if trimmed, err = yaml.YAMLToJSONStrict(doc); err != nil {
 			return nil, malformed("", "invalid YAML: %v", err)
 		}
 	}
 	if trimmed[0] != '{' {
 		return nil, malformed("", "the body must be one object with apiVersion and kind")
+	}
+	if len(trimmed) > MaxObjectBytes {
+		return nil, tooLarge(len(trimmed), false)
 	}
 	if depth := nesting(trimmed); depth > MaxNesting {
 		return nil, newDecodeError(false, FieldErrors{{Field: "spec.template", Message: fmt.Sprintf(

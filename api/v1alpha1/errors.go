@@ -69,6 +69,8 @@ func (s *Status) Error() string {
 // unknown field, wrong type) and are a 422 with Details.
 type DecodeError struct {
 	Malformed bool
+	// TooLarge: the object is larger than MaxObjectBytes as JSON.
+	TooLarge bool
 	// Field and Message describe the first problem.
 	Field   string
 	Message string

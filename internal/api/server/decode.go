@@ -40,6 +40,8 @@ func decodeBody[T any](r *http.Request, decode func([]byte, string) (T, error)) 
 	obj, err := decode(data, contentType)
 	var de *v1alpha1.DecodeError
 	switch {
+	case errors.As(err, &de) && de.TooLarge:
+		return zero, &APIError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: de.Error(), Details: de.Details}
 	case errors.As(err, &de) && de.Malformed:
 		return zero, &APIError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: "request body is malformed: " + de.Error(), Details: de.Details}
 	case errors.As(err, &de):
