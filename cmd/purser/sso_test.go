@@ -149,11 +149,15 @@ func TestSingleSignOn(t *testing.T) {
 	// A broken edit keeps the last good policy, and says so.
 	writePolicy(t, policyPath, "admins: [admin\n")
 	sandboxtest.Eventually(t, time.Minute, "/readyz reporting the broken policy", func(context.Context) error {
-		if ready := httpGet(t, server+"/readyz"); !strings.Contains(ready, "policy.yaml") || !strings.Contains(ready, "serving the version loaded at") {
+		if ready := httpGetAs(t, server+"/readyz", adminToken(t, data)); !strings.Contains(ready, "policy.yaml") || !strings.Contains(ready, "serving the version loaded at") {
 			return fmt.Errorf("/readyz: %s", ready)
 		}
 		return nil
 	})
+	// Without an administrator's token, only the verdict.
+	if ready := httpGet(t, server+"/readyz"); strings.Contains(ready, "policy.yaml") || !strings.Contains(ready, `"status":"ready"`) {
+		t.Errorf("/readyz without a token: %s", ready)
+	}
 	mustContain(t, "metrics", httpGet(t, server+"/metrics"), "purser_auth_reload_failing 1")
 	ssoCLI(t, bin, clientConfig, cache, true, "get", "runnables", "-n", "team-b")
 
@@ -243,11 +247,34 @@ func writePolicy(t *testing.T, path, data string) {
 
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	return httpGetAs(t, url, "")
+}
+
+// httpGetAs is httpGet with a bearer token, unless it is empty.
+func httpGetAs(t *testing.T, url, token string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	return string(data)
+}
+
+// adminToken is the admin token `purser up` wrote to its data folder.
+func adminToken(t *testing.T, data string) string {
+	t.Helper()
+	token, err := os.ReadFile(filepath.Join(data, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(token))
 }

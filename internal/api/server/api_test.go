@@ -800,7 +800,16 @@ func testHealthAndMetrics(t *testing.T, h *harness) {
 	}
 	// The stream going away makes the API not ready, and back.
 	h.nats.Stop()
-	h.get("", "/readyz").want(t, http.StatusServiceUnavailable)
+	// Anyone learns the verdict; only an administrator what failed.
+	if r := h.get("", "/readyz").want(t, http.StatusServiceUnavailable); r.str("status") != "not ready" || strings.Contains(string(r.raw), "stream") {
+		t.Errorf("/readyz without a token says more than the verdict: %s", r.raw)
+	}
+	if r := h.get("bob", "/readyz").want(t, http.StatusServiceUnavailable); strings.Contains(string(r.raw), "stream") {
+		t.Errorf("/readyz to a viewer says more than the verdict: %s", r.raw)
+	}
+	if r := h.get("admin", "/readyz").want(t, http.StatusServiceUnavailable); r.str("database") != "ok" || r.str("stream") == "ok" || r.str("stream") == "" {
+		t.Errorf("/readyz to an administrator does not say what failed: %s", r.raw)
+	}
 	h.nats.Restart()
 	h.waitReady(t, "ready again after the stream came back")
 }

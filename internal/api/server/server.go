@@ -312,7 +312,9 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 only when the database and the stream both answer.
+// readyz answers 200 only when the database and the stream both answer,
+// with each check's outcome to an administrator's token and only the
+// verdict to anyone else.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -348,6 +350,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !ready {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	}
+	// What failed (a file's path and parse error, the database's address)
+	// is for those who run purser, not for whoever can reach the port:
+	// load balancers and probes need only the code.
+	if u, ok := s.authenticate(r); !ok || !s.policy().IsAdmin(u) {
+		word := "ready"
+		if !ready {
+			word = "not ready"
+		}
+		writeJSON(w, status, map[string]string{"status": word})
+		return
 	}
 	writeJSON(w, status, checks)
 }
