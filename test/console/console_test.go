@@ -108,6 +108,19 @@ func TestConsoleOnAFarm(t *testing.T) {
 		t.Fatalf("the farm's columns: %v (%v), want dc1,dc2", dcs, err)
 	}
 
+	// A link carrying another token does not end the open session unasked
+	// (a page that sends the user there would sign them in as someone
+	// else): the console asks, and keeping the session keeps the user.
+	browsertest.Do(t, tab, "follow a link with another token", browsertest.GoTo("#token=not-the-admins&/history"),
+		chromedp.WaitVisible(chromedp.CSS("#switch-session")))
+	browsertest.WaitText(t, tab, "#user", "admin")
+	browsertest.Screenshot(t, tab, "console-switch-session-asked")
+	browsertest.Do(t, tab, "keep the session", chromedp.Click(chromedp.CSS("#switch-session-no")), chromedp.WaitNotPresent(chromedp.CSS("#switch-session")))
+	if stored, err := chromedp.Run(tab, chromedp.Evaluate[string](`sessionStorage.getItem("purser-token")`)); err != nil || stored != f.token {
+		t.Fatalf("the session's token after keeping it: %q (%v), want the admin's", stored, err)
+	}
+	browsertest.WaitText(t, tab, "#user", "admin")
+
 	// Cordon dc1-a from the console, so that the Job starts on dc2-a.
 	browsertest.Do(t, tab, "cordon dc1-a", browsertest.GoTo("#/clusters"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)), chromedp.Click(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)))

@@ -890,14 +890,39 @@ function inventoryPage() {
 // A link #token=T logs in (`purser up` prints one), and #token=T&/page
 // opens a page too. The token is in the fragment, which the browser never
 // sends: not to the server's logs, not as a Referer. It leaves the address
-// bar at once. It reports whether the address carried a token.
+// bar at once. While a session is open, a link with another token does not
+// replace it unasked: a page that sends the user to such a link would
+// otherwise sign them in as someone else, and what they do next would be
+// done in that name. It reports whether a token was taken.
 function tokenFromFragment() {
   const m = location.hash.match(/^#token=([^&]*)(?:&(.*))?$/);
   if (!m) return false;
-  sessionStorage.setItem("purser-token", decodeURIComponent(m[1]));
+  const offered = decodeURIComponent(m[1]);
   const page = m[2] && m[2].startsWith("/") ? "#" + m[2] : "#/";
   history.replaceState(null, "", location.pathname + location.search + page);
-  return true;
+  const current = token();
+  if (!current || current === offered) {
+    sessionStorage.setItem("purser-token", offered);
+    return !current;
+  }
+  askToSwitch(offered);
+  return false;
+}
+
+// askToSwitch asks, above the page, whether to end the current session for
+// the token a link carried; nothing changes until the user says so.
+function askToSwitch(offered) {
+  document.getElementById("switch-session")?.remove();
+  const bar = el("div", { id: "switch-session", class: "banner", role: "alertdialog" },
+    el("span", {}, "A link asks to sign you in with another token, ending your session as " +
+      (access ? access.user : "the current user") + ". Do it only if you opened that link yourself. "),
+    el("button", { id: "switch-session-yes", class: "secondary", onclick: () => {
+      bar.remove();
+      sessionStorage.setItem("purser-token", offered);
+      start();
+    } }, "Switch session"),
+    el("button", { id: "switch-session-no", onclick: () => bar.remove() }, "Keep my session"));
+  document.body.prepend(bar);
 }
 window.addEventListener("hashchange", () => {
   if (tokenFromFragment()) start();
