@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purser-io/purser/internal/api/auth"
+
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 )
 
@@ -21,6 +23,7 @@ func TestApprovalsBindToReview(t *testing.T) {
 			t.Run("Deployable", func(t *testing.T) { testDeployableApprovalBinds(t, h) })
 			t.Run("Runnable", func(t *testing.T) { testRunnableApprovalBinds(t, h) })
 			t.Run("Revive", func(t *testing.T) { testReviveNeedsApproval(t, h) })
+			t.Run("AuthorLostTheRight", func(t *testing.T) { testApprovalOfAnAuthorWhoLostTheRight(t, h) })
 		})
 	}
 }
@@ -134,5 +137,33 @@ func testReviveNeedsApproval(t *testing.T, h *harness) {
 	var pending any
 	if err := h.raw.QueryRow(`SELECT deleted_at, pending FROM deployables WHERE name = 'gone'`).Scan(&deletedAt, &pending); err != nil || deletedAt == nil || pending != nil {
 		t.Fatalf("after withdrawing the revive: deleted_at %v, pending %v (%v)", deletedAt, pending, err)
+	}
+}
+
+// An approval lets through what was written: once its author may no
+// longer write in the namespace, neither their runnable nor their
+// deployable change can be approved (403, nothing changes), and both
+// can still be rejected.
+func testApprovalOfAnAuthorWhoLostTheRight(t *testing.T, h *harness) {
+	const rpath, dpath = "/api/v1/runnables/team-b/daves-report", "/api/v1/deployables/team-b/daves-config"
+	h.yaml("dave", "POST", "/api/v1/runnables", runnableYAML("team-b", "daves-report", "echo")).want(t, http.StatusAccepted)
+	h.yaml("dave", "PUT", dpath, configMapDeployable("team-b", "daves-config", "v1")).want(t, http.StatusCreated)
+	p := testPolicy()
+	nsp := p.Namespaces["team-b"]
+	nsp.Roles = map[auth.Role][]string{auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol", "alice"}}
+	p.Namespaces["team-b"] = nsp
+	h.setPolicy(t, p)
+	before := h.counts()
+	for _, path := range []string{rpath, dpath} {
+		r := h.decide("carol", path, "approve").want(t, http.StatusForbidden)
+		if !strings.Contains(r.str("message"), `written by "dave", who may no longer write in namespace "team-b"`) {
+			t.Errorf("approve %s: %s", path, r.raw)
+		}
+	}
+	if after := h.counts(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("refused approvals changed the database: %v -> %v", before, after)
+	}
+	for _, path := range []string{rpath, dpath} {
+		h.decide("carol", path, "reject").want(t, http.StatusOK)
 	}
 }

@@ -358,7 +358,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 			if err := json.Unmarshal(rec.Pending, &doc); err != nil {
 				return 0, nil, fmt.Errorf("%s: pending spec: %w", ref, err)
 			}
-			if err := s.authorizeKind(r.Context(), userOf(doc.Author, rec.PendingBy), ns, doc.Spec.Template); err != nil {
+			if err := s.authorizeAuthor(r.Context(), userOf(doc.Author, rec.PendingBy), ns, "the pending change to "+ref, doc.Spec.Template); err != nil {
 				return 0, nil, err
 			}
 		}

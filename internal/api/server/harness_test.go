@@ -9,11 +9,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
@@ -79,6 +82,10 @@ type harness struct {
 	streams *stream.Client
 	tokens  map[string]string
 	raw     *sql.DB
+	// identities follow the tokens and policy files at policyFile's
+	// folder, as the api's do; setPolicy rewrites the policy.
+	identities *auth.Identities
+	policyFile string
 }
 
 // option changes the API's configuration or its HTTP server's.
@@ -107,14 +114,18 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 		h.tokens[u] = tok
 		tf.Tokens = append(tf.Tokens, auth.TokenEntry{User: u, SHA256: auth.HashToken(tok)})
 	}
-	tokens, err := auth.NewAuthenticator(tf)
-	if err != nil {
+	dir := t.TempDir()
+	tokensFile := filepath.Join(dir, "tokens.yaml")
+	h.policyFile = filepath.Join(dir, "policy.yaml")
+	writeYAML(t, tokensFile, tf)
+	writeYAML(t, h.policyFile, testPolicy())
+	if h.identities, err = auth.LoadIdentities(auth.IdentitiesConfig{TokensFile: tokensFile, PolicyFile: h.policyFile, Interval: 20 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	policy, err := auth.NewPolicy(testPolicy())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ictx, stopIdentities := context.WithCancel(ctx)
+	identitiesDone := make(chan struct{})
+	go func() { _ = h.identities.Run(ictx); close(identitiesDone) }()
+	t.Cleanup(func() { stopIdentities(); <-identitiesDone })
 	h.sealer, _ = sealtest.New(t)
 
 	h.nats = streamtest.Start(t, "")
@@ -126,7 +137,7 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 	t.Cleanup(func() { cancel(); <-done })
 
 	cfg := server.Config{
-		Store: h.store, Stream: h.streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: h.sealer,
+		Store: h.store, Stream: h.streams, Outbox: relay, Identities: h.identities, Sealer: h.sealer,
 		Anchors: startAnchors(t, h.store, h.streams),
 	}
 	// The suites send hundreds of requests without a valid token on
@@ -316,4 +327,34 @@ func contains(haystack []byte, needles ...string) string {
 		}
 	}
 	return ""
+}
+
+func writeYAML(t testing.TB, path string, v any) {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setPolicy puts f in force as the policy file, until the test ends, and
+// waits until the api decides by it.
+func (h *harness) setPolicy(t testing.TB, f auth.PolicyFile) {
+	t.Helper()
+	apply := func(f auth.PolicyFile) {
+		before := h.identities.Reloads()
+		writeYAML(t, h.policyFile, f)
+		deadline := time.Now().Add(10 * time.Second)
+		for h.identities.Reloads() == before {
+			if time.Now().After(deadline) {
+				t.Fatal("the api did not reload the policy file")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	apply(f)
+	t.Cleanup(func() { apply(testPolicy()) })
 }

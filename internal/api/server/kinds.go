@@ -47,6 +47,18 @@ func (s *Server) authorizeKind(ctx context.Context, u auth.User, ns string, tmpl
 	}
 }
 
+// authorizeAuthor checks, when a change is approved, that its author may
+// still make it: an approval lets through what was written, so a change
+// whose author has since lost the right to write in ns, or to put its
+// kind there, is refused rather than approved.
+func (s *Server) authorizeAuthor(ctx context.Context, author auth.User, ns, ref string, tmpl map[string]any) error {
+	if !s.policy().Allowed(author, ns, auth.VerbWrite) {
+		return errForbidden("%s was written by %q, who may no longer write in namespace %q; it cannot be approved (reject it, or have someone who may write submit it again)",
+			ref, author.Name, ns)
+	}
+	return s.authorizeKind(ctx, author, ns, tmpl)
+}
+
 // templateGroupKind reads a template's group and kind.
 func templateGroupKind(tmpl map[string]any) (schema.GroupKind, bool) {
 	apiVersion, _ := tmpl["apiVersion"].(string)

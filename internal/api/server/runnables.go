@@ -371,6 +371,13 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 		if err != nil {
 			return 0, nil, err
 		}
+		if approve {
+			// Checked on the version reviewed; the transaction below acts
+			// only if the runnable is still at it.
+			if err := s.authorizeRunnableAuthor(r, ns, name, reviewed); err != nil {
+				return 0, nil, err
+			}
+		}
 		var rec *store.Runnable
 		err = s.tx(r.Context(), func(tx *store.Tx) error {
 			var err error
@@ -418,6 +425,30 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 		out, err := runnableFromRecord(rec, nil)
 		return http.StatusOK, out, err
 	}
+}
+
+// authorizeRunnableAuthor checks that the submitter of runnable ns/name,
+// at version reviewed, may still submit it.
+func (s *Server) authorizeRunnableAuthor(r *http.Request, ns, name string, reviewed int64) error {
+	var rec *store.Runnable
+	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.GetRunnable(r.Context(), ns, name)
+		return err
+	}); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errNotFound("runnable %s/%s not found", ns, name)
+		}
+		return err
+	}
+	if rec.ResourceVersion != reviewed || v1alpha1.Phase(rec.Phase) != v1alpha1.PhasePendingApproval {
+		return nil // the transaction says what moved
+	}
+	var doc storedRunnable
+	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
+		return fmt.Errorf("runnable %s/%s: stored spec: %w", ns, name, err)
+	}
+	return s.authorizeAuthor(r.Context(), userOf(doc.Author, rec.Submitter), ns, "runnable "+ns+"/"+name, doc.Spec.Template)
 }
 
 // runnableFromRecord turns a row (and its attempts, when read) into the

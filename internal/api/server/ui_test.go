@@ -133,7 +133,9 @@ func TestConsole(t *testing.T) {
 	// dave himself is not offered the button.
 	h.yaml("dave", "POST", "/api/v1/runnables", runnableYAML("team-b", "payroll", "true")).want(t, http.StatusAccepted)
 	carol := alice
+	// bob's session is open: the link's token replaces it only once asked.
 	browsertest.Do(t, carol, "open as an approver", chromedp.Navigate(h.url+"/#token="+h.tokens["carol"]+"&/runnables/team-b/payroll"),
+		chromedp.WaitVisible(chromedp.CSS("#switch-session")), chromedp.Click(chromedp.CSS("#switch-session-yes")),
 		chromedp.WaitVisible(chromedp.CSS("#approve")))
 	browsertest.WaitText(t, carol, "#pending-change", "by dave")
 	browsertest.Screenshot(t, carol, "approval")
@@ -237,8 +239,8 @@ func reportSynced(t *testing.T, h *harness, ns, name, cluster string) {
 	}
 }
 
-// The console prints specs and statuses as YAML with its own small
-// printer; whatever it prints must read back, as YAML, as the same value.
+// The console prints specs and statuses as YAML (js-yaml); whatever it
+// prints must read back, as YAML, as the same value.
 func TestConsoleYAML(t *testing.T) {
 	tab := browsertest.Browser(t)
 	h := newHarness(t, storetest.Engines()[0])
