@@ -1,32 +1,62 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/purser-io/purser/internal/control/controller"
+	"github.com/purser-io/purser/internal/compose"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/control/lease"
-	"github.com/purser-io/purser/internal/flink/checkpoints"
 	"github.com/purser-io/purser/internal/member/clusters"
 )
 
+// controllerFlags: the controller reaches the database only, never the
+// stream.
+type controllerFlags struct {
+	database, keyFile, metricsListen string
+	controller                       compose.ControllerConfig
+}
+
+func (f *controllerFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	c := &f.controller
+	fl.StringVar(&f.database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "", metricsHelp)
+	fl.StringVar(&f.keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) that opens kubeconfigs")
+	fl.DurationVar(&c.ProbeInterval, "probe-interval", clusters.DefaultProbeInterval, "how often each cluster is probed")
+	fl.IntVar(&c.Health.FailureThreshold, "failure-threshold", clusters.DefaultFailureThreshold, "failed probes in a row before a cluster is not Ready")
+	fl.IntVar(&c.Health.SuccessThreshold, "success-threshold", clusters.DefaultSuccessThreshold, "good probes in a row before a cluster is Ready again")
+	fl.DurationVar(&c.Health.NoExecuteGrace, "noexecute-grace", clusters.DefaultNoExecuteGrace, "how long a cluster stays not Ready before it is tainted NoExecute and its work moves")
+	fl.DurationVar(&c.Failover.AgentLease, "agent-lease", failover.DefaultAgentLease, "the agents' --lease-duration: how long a cut-off agent keeps its work running")
+	fl.DurationVar(&c.Failover.FencingMargin, "fencing-margin", failover.DefaultFencingMargin, "waited beyond --agent-lease before AtMostOne work leaves a lost cluster")
+	fl.Float64Var(&c.Failover.EvictionRate, "eviction-rate", failover.DefaultEvictionRate, "most evictions per second across the farm")
+	fl.DurationVar(&c.Failover.Interval, "interval", failover.DefaultInterval, "period of the failover passes")
+	fl.StringVar(&c.DC, "dc", "", "the data center this replica runs in: its probes of the clusters count as that DC's view, and a cluster is not Ready only when a quorum of DCs cannot reach it")
+	fl.Float64Var(&c.Failover.SecondaryEvictionRate, "secondary-eviction-rate", failover.DefaultSecondaryEvictionRate, "most evictions per second from a DC whose clusters are all, or at least --unhealthy-zone-threshold of them, not Ready")
+	fl.StringVar(&c.Disruption.ZoneLabel, "zone-label", clusters.DefaultZoneLabel, "the cluster label that names its DC (zone)")
+	fl.Float64Var(&c.Disruption.UnhealthyZoneThreshold, "unhealthy-zone-threshold", clusters.DefaultUnhealthyZoneThreshold, "share of a DC's clusters not Ready from which its evictions are slowed")
+	fl.Float64Var(&c.Disruption.UnhealthyFarmThreshold, "unhealthy-farm-threshold", clusters.DefaultUnhealthyFarmThreshold, "share of all clusters not Ready from which evictions stop everywhere")
+	fl.StringVar(&c.Identity, "identity", "", "name of this replica in the leader lease (default: host name and pid)")
+	fl.StringVar(&c.CheckpointStore.Endpoint, "checkpoint-store-endpoint", "", "host:port of the S3-compatible storage of Flink checkpoints, where a failover finds a job's newest completed checkpoint (credentials: PURSER_CHECKPOINT_ACCESS_KEY, PURSER_CHECKPOINT_SECRET_KEY)")
+	fl.BoolVar(&c.CheckpointStore.Insecure, "checkpoint-store-insecure", false, "reach the checkpoint storage over plain HTTP")
+	fl.StringVar(&c.CheckpointStore.Region, "checkpoint-store-region", "", "region of the checkpoint storage")
+	fl.DurationVar(&c.LeaseDuration, "lease-duration", lease.DefaultDuration, "how long after the leader's last renewal of its lease a standby takes over")
+}
+
+func (f *controllerFlags) config() (compose.Config, error) {
+	hub := hubFlags{database: f.database, keyFile: f.keyFile, metricsListen: f.metricsListen}
+	c := f.controller
+	if c.CheckpointStore.Endpoint != "" {
+		// Credentials come from the environment, never a flag that ps
+		// would show.
+		c.CheckpointStore.AccessKeyID, c.CheckpointStore.SecretAccessKey = os.Getenv("PURSER_CHECKPOINT_ACCESS_KEY"), os.Getenv("PURSER_CHECKPOINT_SECRET_KEY")
+	}
+	return compose.Config{Hub: hub.config("controller"), Controller: c}, nil
+}
+
 func newControllerCommand() *cobra.Command {
-	var (
-		database, keyFile string
-		metricsListen     string
-		policy            clusters.Policy
-		fo                failover.Config
-		probeInterval     time.Duration
-		identity          string
-		leaseDuration     time.Duration
-		dc                string
-		disruption        clusters.DisruptionPolicy
-		store             checkpoints.Config
-	)
+	var f controllerFlags
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Cluster health and taints, application health, failover with preserved state",
@@ -58,50 +88,14 @@ expired (at once when the leader shut down cleanly).
 It talks to the database and the member clusters, never to the stream.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			hf := hubFlags{database: database, keyFile: keyFile, metricsListen: metricsListen}
-			h, closeHub, err := hf.openStore(cmd.Context(), "controller")
+			cfg, err := f.config()
 			if err != nil {
 				return err
 			}
-			defer closeHub()
-			if store.Endpoint != "" {
-				// Credentials come from the environment, never a flag that
-				// ps would show.
-				store.AccessKeyID, store.SecretAccessKey = os.Getenv("PURSER_CHECKPOINT_ACCESS_KEY"), os.Getenv("PURSER_CHECKPOINT_SECRET_KEY")
-				r, err := checkpoints.New(store)
-				if err != nil {
-					return err
-				}
-				fo.Checkpoints = r
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "purser controller running")
-			return controller.Run(cmd.Context(), controller.Config{
-				Store: h.db, Sealer: h.sealer, Health: policy, ProbeInterval: probeInterval, Failover: fo,
-				DC: dc, Disruption: disruption,
-				Identity: identity, LeaseDuration: leaseDuration, Logger: h.log, Registerer: h.metrics, Guard: h.guard,
-			})
+			return runComponent(cmd, cfg.Hub, func(h *compose.Hub) (*compose.Component, error) { return compose.Controller(h, cfg.Controller) },
+				func(*compose.Component) string { return "purser controller running\n" })
 		},
 	}
-	cmd.Flags().StringVar(&database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
-	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", metricsHelp)
-	cmd.Flags().StringVar(&keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) that opens kubeconfigs")
-	cmd.Flags().DurationVar(&probeInterval, "probe-interval", clusters.DefaultProbeInterval, "how often each cluster is probed")
-	cmd.Flags().IntVar(&policy.FailureThreshold, "failure-threshold", clusters.DefaultFailureThreshold, "failed probes in a row before a cluster is not Ready")
-	cmd.Flags().IntVar(&policy.SuccessThreshold, "success-threshold", clusters.DefaultSuccessThreshold, "good probes in a row before a cluster is Ready again")
-	cmd.Flags().DurationVar(&policy.NoExecuteGrace, "noexecute-grace", clusters.DefaultNoExecuteGrace, "how long a cluster stays not Ready before it is tainted NoExecute and its work moves")
-	cmd.Flags().DurationVar(&fo.AgentLease, "agent-lease", failover.DefaultAgentLease, "the agents' --lease-duration: how long a cut-off agent keeps its work running")
-	cmd.Flags().DurationVar(&fo.FencingMargin, "fencing-margin", failover.DefaultFencingMargin, "waited beyond --agent-lease before AtMostOne work leaves a lost cluster")
-	cmd.Flags().Float64Var(&fo.EvictionRate, "eviction-rate", failover.DefaultEvictionRate, "most evictions per second across the farm")
-	cmd.Flags().DurationVar(&fo.Interval, "interval", failover.DefaultInterval, "period of the failover passes")
-	cmd.Flags().StringVar(&dc, "dc", "", "the data center this replica runs in: its probes of the clusters count as that DC's view, and a cluster is not Ready only when a quorum of DCs cannot reach it")
-	cmd.Flags().Float64Var(&fo.SecondaryEvictionRate, "secondary-eviction-rate", failover.DefaultSecondaryEvictionRate, "most evictions per second from a DC whose clusters are all, or at least --unhealthy-zone-threshold of them, not Ready")
-	cmd.Flags().StringVar(&disruption.ZoneLabel, "zone-label", clusters.DefaultZoneLabel, "the cluster label that names its DC (zone)")
-	cmd.Flags().Float64Var(&disruption.UnhealthyZoneThreshold, "unhealthy-zone-threshold", clusters.DefaultUnhealthyZoneThreshold, "share of a DC's clusters not Ready from which its evictions are slowed")
-	cmd.Flags().Float64Var(&disruption.UnhealthyFarmThreshold, "unhealthy-farm-threshold", clusters.DefaultUnhealthyFarmThreshold, "share of all clusters not Ready from which evictions stop everywhere")
-	cmd.Flags().StringVar(&identity, "identity", "", "name of this replica in the leader lease (default: host name and pid)")
-	cmd.Flags().StringVar(&store.Endpoint, "checkpoint-store-endpoint", "", "host:port of the S3-compatible storage of Flink checkpoints, where a failover finds a job's newest completed checkpoint (credentials: PURSER_CHECKPOINT_ACCESS_KEY, PURSER_CHECKPOINT_SECRET_KEY)")
-	cmd.Flags().BoolVar(&store.Insecure, "checkpoint-store-insecure", false, "reach the checkpoint storage over plain HTTP")
-	cmd.Flags().StringVar(&store.Region, "checkpoint-store-region", "", "region of the checkpoint storage")
-	cmd.Flags().DurationVar(&leaseDuration, "lease-duration", lease.DefaultDuration, "how long after the leader's last renewal of its lease a standby takes over")
+	f.register(cmd)
 	return cmd
 }

@@ -18,17 +18,3 @@ func registerOIDCFlags(cmd *cobra.Command, c *auth.OIDCConfig) {
 	cmd.Flags().StringVar(&c.GroupsPrefix, "oidc-groups-prefix", "", "put before every group name from the provider")
 	cmd.Flags().StringVar(&c.CAFile, "oidc-ca-file", "", "PEM certificates that verify the provider (default: the system's roots)")
 }
-
-// newIdentities loads the tokens and policy files and, when an issuer is
-// set, the provider whose tokens are accepted too.
-func newIdentities(tokensFile, policyFile string, c auth.OIDCConfig, h *hub) (*auth.Identities, error) {
-	cfg := auth.IdentitiesConfig{TokensFile: tokensFile, PolicyFile: policyFile, Logger: h.log}
-	if c.Enabled() {
-		o, err := auth.NewOIDC(c, h.log)
-		if err != nil {
-			return nil, err
-		}
-		cfg.OIDC = o
-	}
-	return auth.LoadIdentities(cfg)
-}

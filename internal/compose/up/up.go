@@ -2,6 +2,10 @@
 // embedded NATS server and SQLite database under one data folder: what
 // `purser up` is. With Sandbox > 0 it also starts local Kubernetes clusters
 // and registers them, so that a newcomer has a working farm in one command.
+// The components are built by internal/compose, as the split subcommands
+// build theirs; up owns only what one process on one machine adds: the
+// data folder and its credentials, the embedded server, the sandbox, one
+// agent per registered cluster, and the client's context.
 package up
 
 import (
@@ -11,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,17 +22,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
-	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/compose"
 	"github.com/purser-io/purser/internal/hub/anchor"
-	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/hub/seal"
-	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/platform/dirlock"
 	"github.com/purser-io/purser/internal/sandbox"
@@ -65,6 +66,21 @@ const (
 	adminUser      = "admin"
 )
 
+// Compose is what up builds its components from, for the data folder
+// dataDir: its files, an SQLite database, and the settings the split
+// subcommands take by default. The stream is the embedded server Run
+// starts (HubConfig.Embedded).
+func Compose(cfg Config, dataDir string) compose.Config {
+	file := func(name string) string { return filepath.Join(dataDir, name) }
+	return compose.Config{
+		Hub: compose.HubConfig{Name: "up", Database: file(DatabaseFile), KeyFile: file(KeyFile), Logger: cfg.Logger},
+		API: compose.APIConfig{Listen: cfg.Listen, TokensFile: file(TokensFile), PolicyFile: file(PolicyFile), OIDC: cfg.OIDC,
+			AuditKeyFile: file(AuditKeyFile), GroupCommit: true},
+		Submitter: compose.SubmitterConfig{PolicyFile: file(PolicyFile)},
+		Syncer:    compose.SyncerConfig{Identity: "purser-up", PolicyFile: file(PolicyFile)},
+	}
+}
+
 // Run starts everything, prints "purser is ready at http://ADDR" once
 // /readyz answers 200, and runs until ctx is done; then it stops everything
 // it started, clusters included, and says so in a last line.
@@ -80,11 +96,8 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
+// run holds the data folder and opens the hub in it; serve does the rest.
 func run(ctx context.Context, cfg Config, out io.Writer) error {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return err
@@ -101,34 +114,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	defer lock.Release()
-
-	sealer, err := seal.EnsureKeyFile(filepath.Join(dataDir, KeyFile))
-	if err != nil {
-		return err
-	}
-	adminToken, err := ensureCredentials(dataDir)
-	if err != nil {
-		return err
-	}
-	idCfg := auth.IdentitiesConfig{TokensFile: filepath.Join(dataDir, TokensFile), PolicyFile: filepath.Join(dataDir, PolicyFile), Logger: log}
-	if cfg.OIDC.Enabled() {
-		if idCfg.OIDC, err = auth.NewOIDC(cfg.OIDC, log); err != nil {
-			return err
-		}
-	}
-	identities, err := auth.LoadIdentities(idCfg)
-	if err != nil {
-		return err
-	}
-
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(ctx)
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-
-	auditKey, err := anchor.EnsureKeyFile(filepath.Join(dataDir, AuditKeyFile))
+	adminToken, err := ensureFiles(dataDir)
 	if err != nil {
 		return err
 	}
@@ -140,114 +126,49 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("embedded NATS: %w", err)
 	}
 	defer nats.Shutdown()
-	streams, err := nats.Connect(ctx, stream.Options{Name: "purser-up"})
+	c := Compose(cfg, dataDir)
+	c.Hub.Embedded = nats
+	hub, err := compose.OpenHub(ctx, c.Hub)
 	if err != nil {
 		return err
 	}
-	defer streams.Close()
-	if err := streams.Declare(ctx); err != nil {
-		return err
-	}
+	defer hub.Close()
+	return serve(ctx, cfg, out, dataDir, adminToken, hub, c)
+}
 
-	db, err := store.Open(ctx, filepath.Join(dataDir, DatabaseFile))
+// serve runs the API, the sandbox and the other components until ctx is
+// done. They stop in the reverse order of their start: the components
+// first, so that none works against a cluster that is shutting down, then
+// the clusters, then the API.
+func serve(ctx context.Context, cfg Config, out io.Writer, dataDir, adminToken string, hub *compose.Hub, c compose.Config) error {
+	log := hub.Logger
+	api, err := compose.API(ctx, hub, c.API)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-
-	relay := outbox.NewRelay(outbox.StoreSource(db), streams, outbox.RelayOptions{Logger: log})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		relay.Run(ctx)
-	}()
-
-	anchors, err := anchor.New(anchor.Config{Store: db, Stream: streams, Key: auditKey, Logger: log})
-	if err != nil {
-		return err
-	}
-	db.OnAuditCommit(anchors.Notify)
-	if err := anchors.Init(ctx); err != nil {
-		return err
-	}
-	wg.Go(func() { _ = anchors.Run(ctx) })
-	wg.Go(func() { _ = identities.Run(ctx) })
-
-	metrics := prometheus.NewRegistry()
-	api := server.New(server.Config{
-		Store: db, Stream: streams, Outbox: relay, Registry: metrics,
-		Identities: identities, Sealer: sealer, Logger: log, Anchors: anchors,
-	})
-	listen := cfg.Listen
-	if listen == "" {
-		listen = "127.0.0.1:8080"
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", listen, err)
-	}
-	httpServer := &http.Server{Handler: api}
-	server.ConfigureHTTPServer(httpServer)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := httpServer.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("API server stopped", "err", err)
-		}
-	}()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
 	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		httpServer.Shutdown(sctx)
+		cancel()
+		wg.Wait()
 	}()
-	url := "http://" + ln.Addr().String()
-	admin := client.New(client.Config{Server: url, Token: adminToken})
+	wg.Go(func() { runComponent(ctx, log, "api", api) })
+	url := "http://" + api.Addr()
 	if err := waitReady(ctx, url); err != nil {
 		return err
 	}
-
 	if cfg.Sandbox > 0 {
-		fleet, err := startSandbox(ctx, dataDir, cfg.Sandbox, out)
+		stop, err := startSandbox(ctx, dataDir, cfg.Sandbox, out, client.New(client.Config{Server: url, Token: adminToken}), log)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			fmt.Fprintln(out, "stopping sandbox clusters ...")
-			fleet.Stop()
-		}()
-		if err := registerClusters(ctx, admin, fleet); err != nil {
-			return err
-		}
-		// A kube-apiserver killed by hand or crashed is said and started
-		// again; the supervisors stop before the clusters do (defers run
-		// last in, first out).
-		supCtx, stopSupervisor := context.WithCancel(ctx)
-		supervised := make(chan struct{})
-		go func() {
-			defer close(supervised)
-			fleet.SuperviseAPIServers(supCtx, func(e sandbox.SupervisorEvent) {
-				fmt.Fprintln(out, e)
-				log.Warn("sandbox kube-apiserver", "event", e.String())
-			})
-		}()
-		defer func() {
-			stopSupervisor()
-			<-supervised
-		}()
+		defer stop()
 	}
-
-	// Started after the clusters and stopped before them (defers run last
-	// in, first out), so that no component works against a cluster that
-	// is shutting down.
-	compCtx, stopComponents := context.WithCancel(ctx)
-	var components sync.WaitGroup
-	defer func() {
-		stopComponents()
-		components.Wait()
-	}()
-	if err := startComponents(compCtx, &components, db, sealer, streams, identities, metrics, log, relay.Notify); err != nil {
+	stop, err := startComponents(ctx, hub, c, api.NotifyOutbox)
+	if err != nil {
 		return err
 	}
+	defer stop()
 
 	clientConfig := cfg.ClientConfig
 	if clientConfig == "" {
@@ -257,14 +178,14 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	var contextName string
 	if err := client.EditFile(clientConfig, func(f *client.File) error {
-		contextName = client.SaveUpContext(f, client.Context{DataDir: dataDir, Server: url, Token: adminToken, AuditKey: anchors.KeyString()})
+		contextName = client.SaveUpContext(f, client.Context{DataDir: dataDir, Server: url, Token: adminToken, AuditKey: api.AuditKey()})
 		return nil
 	}); err != nil {
 		return fmt.Errorf("write client config: %w", err)
 	}
 	fmt.Fprintf(out, "admin token in %s; client config in %s, context %s (now the current one)\n",
 		filepath.Join(dataDir, AdminTokenFile), clientConfig, contextName)
-	fmt.Fprintf(out, "audit anchors signed by %s (key in %s)\n", anchors.KeyString(), filepath.Join(dataDir, AuditKeyFile))
+	fmt.Fprintf(out, "audit anchors signed by %s (key in %s)\n", api.AuditKey(), filepath.Join(dataDir, AuditKeyFile))
 	if cfg.Terminal {
 		// In the fragment, which the browser never sends to the server nor
 		// as a Referer; the console reads it and drops it.
@@ -276,6 +197,89 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping purser ...")
 	return nil
+}
+
+// ensureFiles creates, on first start, the key that opens sealed values,
+// the key that signs the audit anchors and the credentials; it returns
+// the admin token.
+func ensureFiles(dataDir string) (string, error) {
+	if _, err := seal.EnsureKeyFile(filepath.Join(dataDir, KeyFile)); err != nil {
+		return "", err
+	}
+	if _, err := anchor.EnsureKeyFile(filepath.Join(dataDir, AuditKeyFile)); err != nil {
+		return "", err
+	}
+	return ensureCredentials(dataDir)
+}
+
+// waitReady waits until the API's /readyz answers 200.
+func waitReady(ctx context.Context, url string) error {
+	const timeout = 30 * time.Second
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			last = errors.New(resp.Status)
+			return false, nil
+		}
+		return true, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case last == nil:
+		return fmt.Errorf("API at %s not ready after %s: %w", url, timeout, err)
+	}
+	return fmt.Errorf("API at %s not ready after %s (last: %w)", url, timeout, last)
+}
+
+// startSandbox starts n local clusters, registers them through the API
+// and supervises their kube-apiservers: one killed by hand or crashed is
+// said and started again. stop stops the supervisor, then the clusters.
+func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer, admin *client.Client, log *slog.Logger) (stop func(), err error) {
+	bins, err := sandbox.Ensure(ctx, sandbox.BuildOptions{Progress: out})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "starting %d sandbox cluster(s) ...\n", n)
+	fleet, err := sandbox.StartFleet(ctx, sandbox.FleetConfig{
+		Dir: filepath.Join(dataDir, SandboxDir), Clusters: n, Argo: true, Binaries: bins, Progress: out,
+	})
+	if err != nil {
+		return nil, err
+	}
+	stopFleet := func() {
+		fmt.Fprintln(out, "stopping sandbox clusters ...")
+		fleet.Stop()
+	}
+	if err := registerClusters(ctx, admin, fleet); err != nil {
+		stopFleet()
+		return nil, err
+	}
+	ctx, stopSupervisor := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		fleet.SuperviseAPIServers(ctx, func(e sandbox.SupervisorEvent) {
+			fmt.Fprintln(out, e)
+			log.Warn("sandbox kube-apiserver", "event", e.String())
+		})
+	})
+	return func() {
+		stopSupervisor()
+		wg.Wait()
+		stopFleet()
+	}, nil
 }
 
 // restrictDataDir makes the data folder the owner's alone (0700) and its
@@ -334,40 +338,6 @@ func ensureCredentials(dataDir string) (string, error) {
 		return "", err
 	}
 	return token, nil
-}
-
-func waitReady(ctx context.Context, url string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = errors.New(resp.Status)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("API at %s not ready after 30s (last: %w)", url, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer) (*sandbox.Fleet, error) {
-	bins, err := sandbox.Ensure(ctx, sandbox.BuildOptions{Progress: out})
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "starting %d sandbox cluster(s) ...\n", n)
-	return sandbox.StartFleet(ctx, sandbox.FleetConfig{
-		Dir: filepath.Join(dataDir, SandboxDir), Clusters: n, Argo: true, Binaries: bins, Progress: out,
-	})
 }
 
 // registerClusters registers every sandbox cluster through the API, as an

@@ -1,0 +1,58 @@
+package compose
+
+import (
+	"context"
+	"time"
+
+	"github.com/purser-io/purser/internal/control/controller"
+	"github.com/purser-io/purser/internal/control/failover"
+	"github.com/purser-io/purser/internal/flink/checkpoints"
+	"github.com/purser-io/purser/internal/member/clusters"
+)
+
+// ControllerConfig is the controller's: cluster health, the disruption
+// of a DC or the farm, failover, and its leader lease. Zero values take
+// the defaults of clusters.Policy, clusters.DisruptionPolicy and
+// failover.Config.
+type ControllerConfig struct {
+	Health        clusters.Policy
+	ProbeInterval time.Duration
+	// DC names the data center this replica runs in.
+	DC         string
+	Disruption clusters.DisruptionPolicy
+	// Failover's Checkpoints is filled in from CheckpointStore.
+	Failover failover.Config
+	// CheckpointStore, when its Endpoint is set, is the S3-compatible
+	// storage where a failover finds a Flink job's newest completed
+	// checkpoint.
+	CheckpointStore checkpoints.Config
+	// Identity names this replica in the leader lease (default: host name
+	// and pid); LeaseDuration is the lease's.
+	Identity      string
+	LeaseDuration time.Duration
+}
+
+// Controller builds the controller on h, which needs the database and
+// the key, never the stream.
+func Controller(h *Hub, cfg ControllerConfig) (*Component, error) {
+	if err := needs(h, "controller", true, false, true); err != nil {
+		return nil, err
+	}
+	fo := cfg.Failover
+	if cfg.CheckpointStore.Endpoint != "" {
+		r, err := checkpoints.New(cfg.CheckpointStore)
+		if err != nil {
+			return nil, err
+		}
+		fo.Checkpoints = r
+	}
+	ccfg := controller.Config{
+		Store: h.Store, Sealer: h.Sealer, Health: cfg.Health, ProbeInterval: cfg.ProbeInterval, Failover: fo,
+		DC: cfg.DC, Disruption: cfg.Disruption, Identity: cfg.Identity, LeaseDuration: cfg.LeaseDuration,
+		Logger: componentLog(h, "controller"), Registerer: h.Metrics, Guard: h.Guard,
+	}
+	return &Component{
+		desc: Description{Component: "controller", Guarded: ccfg.Guard != nil, Metrics: ccfg.Registerer != nil},
+		run:  func(ctx context.Context) error { return controller.Run(ctx, ccfg) },
+	}, nil
+}
