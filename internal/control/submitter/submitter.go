@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -73,7 +74,7 @@ type Config struct {
 	// Policy decides, right before each create, whether the runnable's
 	// author may put its kind on the cluster (tenancy.go). Nil is a policy
 	// with no admins and no rules: namespaced kinds only.
-	Policy KindPolicy
+	Policy auth.KindPolicy
 }
 
 // Defaults and tunables.
@@ -120,7 +121,7 @@ type Submitter struct {
 	log     *slog.Logger
 	now     func() time.Time
 	clients *clusters.Objects
-	policy  KindPolicy
+	policy  auth.KindPolicy
 	metrics *metrics
 
 	queue   workqueue.TypedDelayingInterface[string]
@@ -165,7 +166,7 @@ func New(cfg Config) *Submitter {
 		log:         log.With("component", "submitter"),
 		now:         cfg.Now,
 		clients:     clusters.NewObjects(clusters.NewCache(cfg.Sealer)),
-		policy:      policyOrEmpty(cfg.Policy),
+		policy:      auth.KindPolicyOrEmpty(cfg.Policy),
 		metrics:     newMetrics(cfg.Registerer),
 		limiter:     workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
 		slots:       make(chan struct{}, maxHeld),

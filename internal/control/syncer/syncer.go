@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -62,7 +63,7 @@ type Config struct {
 	// Policy decides, before each apply, whether the deployable's author
 	// may put its kind on the cluster (tenancy.go). Nil is a policy with no
 	// admins and no rules: namespaced kinds only.
-	Policy KindPolicy
+	Policy auth.KindPolicy
 }
 
 // Defaults of Config.
@@ -78,7 +79,7 @@ type Syncer struct {
 	cfg     Config
 	log     *slog.Logger
 	configs *clusters.Cache
-	policy  KindPolicy
+	policy  auth.KindPolicy
 
 	mu          sync.RWMutex
 	deployables map[string]*deployable // by uid: the latest poll
@@ -122,7 +123,7 @@ func New(cfg Config) *Syncer {
 		cfg:         cfg,
 		log:         log.With("identity", cfg.Identity), // callers name the component
 		configs:     clusters.NewCache(cfg.Sealer),
-		policy:      policyOrEmpty(cfg.Policy),
+		policy:      auth.KindPolicyOrEmpty(cfg.Policy),
 		deployables: map[string]*deployable{},
 		clusters:    map[string]*store.Cluster{},
 		workers:     map[string]*clusterWorker{},
