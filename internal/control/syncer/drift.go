@@ -149,17 +149,20 @@ func (w *clusterWorker) resync(ctx context.Context) ([]string, error) {
 }
 
 // checkIdentity reads the cluster's identity at start and then every
-// identityCheck, until it changes.
+// identityCheck; a new one marks the worker stale.
 func (w *clusterWorker) checkIdentity(ctx context.Context) {
 	first := true
 	var identity string
 	reconcile.Every(ctx, w.s.identityCheck, func(ctx context.Context) {
+		if !first && w.stale.Load() {
+			return // about to be replaced: nothing left to check
+		}
 		id, err := w.clusterIdentity(ctx)
 		switch {
 		case first:
 			first, identity = false, id
 			close(w.identified)
-		case w.stale.Load(), err != nil, id == identity:
+		case err != nil, id == identity:
 		case identity == "":
 			identity = id
 		default:
