@@ -28,18 +28,25 @@ func (s *Submitter) markReachable(cluster string) {
 	delete(s.unreachable, cluster)
 }
 
-func (s *Submitter) recentlyUnreachable(cluster string) bool {
+// unreachableUntil is when cluster, marked unreachable, may take new
+// work again; zero when it is not held out.
+func (s *Submitter) unreachableUntil(cluster string) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at, ok := s.unreachable[cluster]
-	return ok && time.Since(at) < unreachableFor
+	if !ok || time.Since(at) >= unreachableFor {
+		return time.Time{}
+	}
+	return at.Add(unreachableFor)
 }
 
 // activePhases are the phases in which a runnable occupies its cluster.
 var activePhases = []string{string(v1alpha1.PhaseScheduled), string(v1alpha1.PhaseSubmitted), string(v1alpha1.PhaseRunning)}
 
-// candidates describes every registered cluster for placement.
-func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind) ([]placement.Cluster, error) {
+// candidates describes every registered cluster for placement, and says
+// when the first of those this submitter holds out of placement (and the
+// controller judges Ready) returns; zero when it holds none.
+func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind) ([]placement.Cluster, time.Time, error) {
 	var rows []*store.Cluster
 	var active map[string]int
 	var capacity map[string]store.Capacity
@@ -55,8 +62,9 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
+	var returns time.Time
 	out := make([]placement.Cluster, 0, len(rows))
 	for _, row := range rows {
 		c := placement.Cluster{Name: row.Name, Labels: row.Labels, Active: active[row.Name]}
@@ -81,7 +89,13 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 		// yet counts as Ready; its taints still apply), and not failing
 		// this submitter's own recent creates.
 		ready := clusters.ReadyCondition(status)
-		c.Ready = (ready == nil || ready.Status == metav1.ConditionTrue) && !s.recentlyUnreachable(row.Name)
+		c.Ready = ready == nil || ready.Status == metav1.ConditionTrue
+		if held := s.unreachableUntil(row.Name); c.Ready && !held.IsZero() {
+			c.Ready = false
+			if returns.IsZero() || held.Before(returns) {
+				returns = held
+			}
+		}
 		row := row
 		c.Serves = func(string) bool {
 			cc, err := s.clients.Get(row)
@@ -92,7 +106,7 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 		}
 		out = append(out, c)
 	}
-	return out, nil
+	return out, returns, nil
 }
 
 // clusterRow reads one cluster; a removed cluster is ErrNotFound.

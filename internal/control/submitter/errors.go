@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/purser-io/purser/internal/member/clusters"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // failure is an error from a member cluster, classified once, here, where
@@ -28,7 +29,8 @@ type failure struct {
 	// unreachable: the cluster did not answer at all, so it should get no
 	// new work for a while.
 	unreachable bool
-	// retryAfter is the server's own request to wait (429, 503).
+	// retryAfter is the server's own request to wait (429, 503), which
+	// retry hands to the queue.
 	retryAfter time.Duration
 	// notSent: the request certainly never reached the server, since no
 	// connection to it could be opened.
@@ -37,6 +39,14 @@ type failure struct {
 
 func (f *failure) Error() string { return f.err.Error() }
 func (f *failure) Unwrap() error { return f.err }
+
+// retry is f as the queue retries it: no sooner than the server asked.
+func (f *failure) retry() error {
+	if f.retryAfter > 0 {
+		return reconcile.RetryAfter(f, f.retryAfter)
+	}
+	return f
+}
 
 // message is what a user reads: the API server's own message when there
 // is one, since it says what is wrong with the template.

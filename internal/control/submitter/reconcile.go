@@ -1,20 +1,16 @@
 package submitter
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/failover"
@@ -23,6 +19,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/clusters"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Actor is the audit log's name for the submitter.
@@ -37,84 +34,113 @@ const (
 	ReasonClusterRemoved     = "ClusterRemoved"
 )
 
-type runnableDoc = store.Document[v1alpha1.RunnableSpec]
-
 // reconcile moves the runnable uid on from the phase it is in, following
-// its own changes (Queued -> Scheduled -> Submitted) within one call. It
-// returns nil when nothing is left to do now, and an error (a *failure
-// when it came from a cluster) when the caller should retry later.
-func (s *Submitter) reconcile(ctx context.Context, uid string) error {
+// its own changes (Queued -> Scheduled -> Submitted) within one call. An
+// error (a *failure when it came from a cluster) is retried with the
+// queue's backoff; the Result says when to look again at a wait whose end
+// is known.
+func (s *Submitter) reconcile(ctx context.Context, uid string) (reconcile.Result, error) {
+	s.begin(uid)
 	for range maxSteps {
-		again, err := s.step(ctx, uid)
-		if err != nil || !again {
-			return err
+		v := s.step(ctx, uid)
+		if v.err != nil || !v.next {
+			return reconcile.Result{RequeueAfter: v.after}, v.err
 		}
 	}
-	return fmt.Errorf("runnable %s: still changing after %d steps; retrying", uid, maxSteps)
+	return reconcile.Result{}, fmt.Errorf("runnable %s: still changing after %d steps; retrying", uid, maxSteps)
 }
 
-// step reads the runnable and does the one thing its phase calls for. It
-// reports whether the runnable changed in a way that calls for another
-// step right away.
-func (s *Submitter) step(ctx context.Context, uid string) (bool, error) {
-	var rec *store.Runnable
+// verdict is what one step decided about a runnable. At most one of move
+// and err is set: the move is written by step, the error retried.
+type verdict struct {
+	move *transition
+	err  error
+	// next asks for another step at once after the move: the runnable
+	// went on to a phase with more to do here.
+	next bool
+	// after, when positive, is when to look again at a wait whose end is
+	// known (a deadline, a cluster held out of placement).
+	after time.Duration
+}
+
+func retry(err error) verdict { return verdict{err: err} }
+
+// step reads the runnable, decides the one thing its phase calls for, and
+// writes the move that decision makes: the one place a step writes.
+func (s *Submitter) step(ctx context.Context, uid string) verdict {
+	var r *lifecycle.Runnable
 	var attempts []*store.Attempt
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if rec, err = tx.GetRunnableByUID(ctx, uid); err != nil {
+		if r, err = lifecycle.Load(ctx, tx, uid); err != nil {
 			return err
 		}
 		attempts, err = tx.ListAttempts(ctx, uid)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return false, nil // deleted: nothing to do
+		return verdict{} // deleted: nothing to do
 	}
 	if err != nil {
-		return false, err
+		return retry(err)
 	}
-	switch v1alpha1.Phase(rec.Phase) {
+	var v verdict
+	switch r.Phase() {
 	case v1alpha1.PhaseQueued:
-		return s.place(ctx, rec, attempts)
+		v = s.place(ctx, r, attempts)
 	case v1alpha1.PhaseScheduled:
-		return s.submit(ctx, rec, attempts)
+		v = s.submit(ctx, r, attempts)
 	case v1alpha1.PhaseCancelled:
-		return s.cancel(ctx, rec, attempts)
+		v = s.cancel(ctx, r, attempts)
+	default:
+		// PendingApproval waits for the API; Submitted and later belong
+		// to the ingester and the controller.
+		return verdict{}
 	}
-	// PendingApproval waits for the API; Submitted and later belong to
-	// the ingester and the controller.
-	return false, nil
+	if v.move == nil {
+		return v
+	}
+	moved, err := s.write(ctx, r, v.move)
+	switch {
+	case err != nil:
+		return retry(err)
+	case moved:
+		return verdict{next: true} // changed meanwhile: read it again
+	}
+	return v
 }
 
 // place decides where a Queued runnable goes, or why it cannot go yet.
-func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*store.Attempt) (bool, error) {
-	doc, gvk, err := decode(rec)
+func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts []*store.Attempt) verdict {
+	doc, gvk, err := decode(r.Rec)
 	if err != nil {
-		return s.apply(ctx, rec, transition{
+		return verdict{move: &transition{
 			phase: v1alpha1.PhaseFailed, message: err.Error(),
 			audit: &audit.Entry{Action: "fail", Summary: "failed: " + err.Error()},
-		})
+		}}
 	}
 	now := s.now()
-	if d := doc.Spec.Deadline; d != nil && now.After(*d) {
-		msg := fmt.Sprintf("deadline %s passed before the runnable could be submitted; it was never created", d.UTC().Format(time.RFC3339))
-		s.metrics.outcomes.WithLabelValues(string(v1alpha1.PhaseExpired)).Inc()
-		return s.apply(ctx, rec, transition{
+	deadline := doc.Spec.Deadline
+	if deadline != nil && !now.Before(*deadline) {
+		msg := fmt.Sprintf("deadline %s passed before the runnable could be submitted; it was never created", deadline.UTC().Format(time.RFC3339))
+		return verdict{move: &transition{
 			phase: v1alpha1.PhaseExpired, message: msg,
 			audit: &audit.Entry{Action: "expire", Summary: "expired: " + msg},
-		})
+		}}
 	}
 
 	start := time.Now()
-	cands, err := s.candidates(ctx, gvk)
+	cands, heldUntil, err := s.candidates(ctx, gvk)
 	if err != nil {
-		return false, err
+		return retry(err)
 	}
 	p := doc.Spec.Placement
+	var evicted *store.Attempt
 	if n := len(attempts); n > 0 && attempts[n-1].Result == failover.ResultEvicted {
 		// The cluster the runnable was just moved off is not the next
 		// attempt's: that is what the eviction was for.
-		p = failover.Excluding(p, attempts[n-1].Cluster)
+		evicted = attempts[n-1]
+		p = failover.Excluding(p, evicted.Cluster)
 	}
 	decision := placement.Choose(p, gvk.String(), cands)
 	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
@@ -122,19 +148,19 @@ func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*
 	if decision.Cluster == "" {
 		if servedNowhere(decision) {
 			msg := fmt.Sprintf("no cluster serves %s: %s", gvk, decision.Reason)
-			s.metrics.outcomes.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
-			return s.apply(ctx, rec, transition{
+			return verdict{move: &transition{
 				phase: v1alpha1.PhaseFailed, message: msg,
 				audit: &audit.Entry{Action: "fail", Summary: "failed: " + msg},
-			})
+			}}
 		}
-		// Stays Queued; the rescan brings it back. The message is only
-		// written when it changes, so waiting costs no writes.
-		if statusMessage(rec) == decision.Reason {
-			return false, nil
+		// Stays Queued until the deadline, a cluster's return, a message
+		// or the rescan. The message is only written when it changes, so
+		// waiting costs no writes.
+		v := verdict{after: wake(now, deadline, heldUntil)}
+		if r.Status.Message != decision.Reason {
+			v.move = &transition{phase: v1alpha1.PhaseQueued, message: decision.Reason}
 		}
-		_, err := s.apply(ctx, rec, transition{phase: v1alpha1.PhaseQueued, message: decision.Reason})
-		return false, err
+		return v
 	}
 
 	number := 1
@@ -142,37 +168,45 @@ func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*
 		number = attempts[n-1].Number + 1
 	}
 	cluster := decision.Cluster
-	carried, err := carriedIn(rec)
-	if err != nil {
-		return false, err
-	}
+	carried := carriedIn(r)
 	entry := &audit.Entry{
 		Action:  "place",
 		Summary: fmt.Sprintf("placed attempt %d on %s: %s", number, cluster, decision.Reason),
 	}
-	if n := len(attempts); n > 0 && attempts[n-1].Result == failover.ResultEvicted {
+	if evicted != nil {
 		// The failover's second half: the target cluster, beside the
 		// source and reason of the evict entry, and what is carried.
-		prev := attempts[n-1]
 		entry.Summary = fmt.Sprintf("failover of attempt %d from %s (%s) to %s as attempt %d, carrying %s",
-			prev.Number, prev.Cluster, prev.Reason, cluster, number, carriedString(carried))
-		entry.Details = failoverDetails(prev, cluster, number, carried)
+			evicted.Number, evicted.Cluster, evicted.Reason, cluster, number, carriedString(carried))
+		entry.Details = failoverDetails(evicted, cluster, number, carried)
 	}
-	// Committed or not, the next step follows at once: the create on the
-	// chosen cluster, or a look at whatever changed the runnable.
-	moved, err := s.apply(ctx, rec, transition{
+	// The next step follows at once: the create on the chosen cluster.
+	return verdict{next: true, move: &transition{
 		phase: v1alpha1.PhaseScheduled, cluster: &cluster,
 		message: fmt.Sprintf("attempt %d placed on %s: %s", number, cluster, decision.Reason),
 		attempt: &store.Attempt{
-			RunnableUID: rec.UID, Number: number, Cluster: cluster, StartedAt: now, Message: decision.Reason,
+			RunnableUID: r.Rec.UID, Number: number, Cluster: cluster, StartedAt: now, Message: decision.Reason,
 			CarriedIn: carried,
 		},
 		audit: entry,
-	})
-	if err == nil && !moved {
-		s.metrics.attempts.WithLabelValues(cluster).Inc()
+	}}
+}
+
+// wake is how long a runnable that no cluster can take now waits before
+// it is looked at again: until its deadline (now is on the submitter's
+// clock) or until a cluster held out of placement returns (on the real
+// one), whichever comes first; 0 when neither is known.
+func wake(now time.Time, deadline *time.Time, heldUntil time.Time) time.Duration {
+	var d time.Duration
+	if deadline != nil {
+		d = deadline.Sub(now)
 	}
-	return err == nil, err
+	if !heldUntil.IsZero() {
+		if h := time.Until(heldUntil); h > 0 && (d <= 0 || h < d) {
+			d = h
+		}
+	}
+	return max(d, 0)
 }
 
 // servedNowhere reports that every cluster was turned down only because
@@ -191,48 +225,44 @@ func servedNowhere(d placement.Decision) bool {
 }
 
 // submit creates a Scheduled runnable's object on its attempt's cluster.
-func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []*store.Attempt) (bool, error) {
+func (s *Submitter) submit(ctx context.Context, r *lifecycle.Runnable, attempts []*store.Attempt) verdict {
 	a := openAttempt(attempts)
 	if a == nil {
 		// Scheduled always comes with an open attempt; if something broke
 		// that, placing again is the way back to a consistent state.
 		cluster := ""
-		_, err := s.apply(ctx, rec, transition{
+		return verdict{next: true, move: &transition{
 			phase: v1alpha1.PhaseQueued, cluster: &cluster,
 			message: "scheduled without an open attempt; placing again",
-		})
-		return err == nil, err
+		}}
 	}
-	doc, gvk, err := decode(rec)
+	doc, gvk, err := decode(r.Rec)
 	if err != nil {
-		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidSpec", err.Error())
+		return s.endAttempt(a, v1alpha1.PhaseFailed, ResultFailed, "InvalidSpec", err.Error())
 	}
 	row, err := s.clusterRow(ctx, a.Cluster)
 	if errors.Is(err, store.ErrNotFound) {
-		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseQueued, ResultFailed, ReasonClusterRemoved,
+		return s.endAttempt(a, v1alpha1.PhaseQueued, ResultFailed, ReasonClusterRemoved,
 			fmt.Sprintf("cluster %s was removed before the object was created; placing again", a.Cluster))
 	}
 	if err != nil {
-		return false, err
+		return retry(err)
 	}
-	obj := object(rec, doc, gvk, a.Number)
-	kept, restorePath, err := preserved(rec)
-	if err != nil {
-		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidStatus", err.Error())
-	}
+	obj := object(r.Rec, doc, gvk, a.Number)
+	kept, restorePath := preserved(r)
 	if err := failover.Prepare(obj, &doc.Spec, kept, restorePath); err != nil {
 		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
-		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
+		return s.endAttempt(a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
 	}
 	// An AtMostOne create sent to a cluster that stopped answering may
 	// land at any moment, so its attempt is not left for another one here.
 	atMostOne := failover.Consistency(&doc.Spec) == v1alpha1.ConsistencyAtMostOne
 	mayLand := atMostOne && a.CreateLandedBy != nil
 	if taint := unreachableTaint(row); atMostOne && taint != "" {
-		return s.lostCluster(ctx, rec, a, taint)
+		return s.lostCluster(a, taint)
 	}
-	if err := s.authorize(ctx, row, rec, doc, gvk); err != nil {
-		return s.createFailed(ctx, rec, a, err, mayLand)
+	if err := s.authorize(ctx, row, r.Rec, doc, gvk); err != nil {
+		return s.createFailed(a, err, mayLand)
 	}
 	var mark *time.Time
 	var beforeSend func() error
@@ -246,25 +276,25 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 			return nil
 		}
 	}
-	objectUID, err := s.create(ctx, row, obj, rec.UID, beforeSend)
+	objectUID, err := s.create(ctx, row, obj, r.Rec.UID, beforeSend)
 	if errors.Is(err, errAttemptEnded) {
-		return true, nil // the next step sees what became of the runnable
+		return verdict{next: true} // the next step sees what became of the runnable
 	}
 	if err != nil {
 		if mark != nil {
 			var undoErr error
 			if mayLand, undoErr = s.mayLand(ctx, a, *mark, err); undoErr != nil {
-				return false, undoErr
+				return retry(undoErr)
 			}
 		}
-		return s.createFailed(ctx, rec, a, err, mayLand)
+		return s.createFailed(a, err, mayLand)
 	}
-	s.clearFailures(rec.UID, a.Number)
+	s.clearFailures(a.RunnableUID, a.Number)
 	s.markReachable(a.Cluster)
 	ended := *a
 	ended.ObjectUID = objectUID
 	msg := fmt.Sprintf("created %s %s on %s (attempt %d)", gvk.Kind, ref(obj), a.Cluster, a.Number)
-	t := transition{
+	t := &transition{
 		phase: v1alpha1.PhaseSubmitted, message: msg, attempt: &ended,
 		audit: &audit.Entry{Action: "submit", Summary: msg},
 	}
@@ -274,27 +304,24 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 		answered := s.now()
 		t.landedBy = &answered
 	}
-	moved, err := s.apply(ctx, rec, t)
-	if err == nil && !moved {
-		s.metrics.outcomes.WithLabelValues(string(v1alpha1.PhaseSubmitted)).Inc()
-	}
-	// moved: cancelled meanwhile (the next step deletes what was just
-	// created) or another replica got there first (nothing to do).
-	return moved, err
+	// Should the write find the runnable moved, it was cancelled meanwhile
+	// (the next step deletes what was just created) or another replica
+	// got there first (nothing to do).
+	return verdict{move: t}
 }
 
 // lostCluster handles an AtMostOne attempt whose cluster is tainted as not
 // answering: nothing more is sent there. With nothing sent so far, the
 // runnable is placed again at once; otherwise a create may still land, and
 // the failover controller moves it once a copy there is certainly stopped.
-func (s *Submitter) lostCluster(ctx context.Context, rec *store.Runnable, a *store.Attempt, taint string) (bool, error) {
+func (s *Submitter) lostCluster(a *store.Attempt, taint string) verdict {
 	if a.CreateLandedBy == nil {
-		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseQueued, ResultFailed, ReasonClusterUnreachable,
+		return s.endAttempt(a, v1alpha1.PhaseQueued, ResultFailed, ReasonClusterUnreachable,
 			fmt.Sprintf("cluster %s does not answer (tainted %s), and nothing was sent to it for attempt %d; placing again", a.Cluster, taint, a.Number))
 	}
-	return false, fmt.Errorf("cluster %s does not answer (tainted %s), and a create of attempt %d sent to it may still land; "+
+	return retry(fmt.Errorf("cluster %s does not answer (tainted %s), and a create of attempt %d sent to it may still land; "+
 		"with consistency AtMostOne nothing more is sent, and the failover controller moves the runnable once a copy there is certainly stopped",
-		a.Cluster, taint, a.Number)
+		a.Cluster, taint, a.Number))
 }
 
 // markSending records that a create of attempt a is about to be sent and
@@ -373,35 +400,34 @@ func (s *Submitter) create(ctx context.Context, row *store.Cluster, obj *unstruc
 // then the attempt ends and the runnable is placed again, elsewhere. An
 // AtMostOne create that may land (mayLand) keeps its attempt: the failover
 // controller moves it once the cluster is lost and a copy there fenced.
-func (s *Submitter) createFailed(ctx context.Context, rec *store.Runnable, a *store.Attempt, err error, mayLand bool) (bool, error) {
+func (s *Submitter) createFailed(a *store.Attempt, err error, mayLand bool) verdict {
 	f := classify(err)
 	if f.permanent {
-		s.clearFailures(rec.UID, a.Number)
-		s.metrics.outcomes.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
-		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, f.reason, f.message())
+		s.clearFailures(a.RunnableUID, a.Number)
+		return s.endAttempt(a, v1alpha1.PhaseFailed, ResultFailed, f.reason, f.message())
 	}
 	s.metrics.retries.WithLabelValues(f.reason).Inc()
 	if f.unreachable {
 		s.markUnreachable(a.Cluster)
 	}
-	key := attemptKey{rec.UID, a.Number}
+	key := attemptKey{a.RunnableUID, a.Number}
 	s.mu.Lock()
 	s.failures[key]++
 	n := s.failures[key]
 	s.mu.Unlock()
 	if n < maxClusterFailures {
-		return false, f
+		return retry(f.retry())
 	}
 	if mayLand {
 		s.markUnreachable(a.Cluster) // kept out of placement all the same
-		return false, f
+		return retry(f.retry())
 	}
 	// The attempt's cluster failed every try: keep it out of placement
 	// for a while, whatever the error was, so the next placement goes
 	// elsewhere.
 	s.markUnreachable(a.Cluster)
-	s.clearFailures(rec.UID, a.Number)
-	return s.endAttempt(ctx, rec, a, v1alpha1.PhaseQueued, ResultFailed, ReasonClusterUnreachable,
+	s.clearFailures(a.RunnableUID, a.Number)
+	return s.endAttempt(a, v1alpha1.PhaseQueued, ResultFailed, ReasonClusterUnreachable,
 		fmt.Sprintf("cluster %s failed %d times in a row (%s); placing again", a.Cluster, n, f.message()))
 }
 
@@ -414,7 +440,7 @@ func (s *Submitter) clearFailures(uid string, number int) {
 // endAttempt closes attempt a with result and reason and moves the
 // runnable to phase: Failed (audited as "fail") or Queued (audited as
 // "requeue", and placed again right away).
-func (s *Submitter) endAttempt(ctx context.Context, rec *store.Runnable, a *store.Attempt, phase v1alpha1.Phase, result, reason, message string) (bool, error) {
+func (s *Submitter) endAttempt(a *store.Attempt, phase v1alpha1.Phase, result, reason, message string) verdict {
 	now := s.now()
 	ended := *a
 	ended.EndedAt, ended.Result, ended.Reason, ended.Message = &now, result, reason, message
@@ -424,7 +450,7 @@ func (s *Submitter) endAttempt(ctx context.Context, rec *store.Runnable, a *stor
 		// never runs beside the next attempt for long.
 		ended.Cleanup = store.CleanupPending
 	}
-	t := transition{phase: phase, message: message, attempt: &ended}
+	t := &transition{phase: phase, message: message, attempt: &ended}
 	summary := fmt.Sprintf("attempt %d on %s ended (%s): %s", a.Number, a.Cluster, reason, message)
 	if phase == v1alpha1.PhaseQueued {
 		cluster := ""
@@ -433,15 +459,14 @@ func (s *Submitter) endAttempt(ctx context.Context, rec *store.Runnable, a *stor
 	} else {
 		t.audit = &audit.Entry{Action: "fail", Summary: summary}
 	}
-	moved, err := s.apply(ctx, rec, t)
-	return moved || (err == nil && phase == v1alpha1.PhaseQueued), err
+	return verdict{move: t, next: phase == v1alpha1.PhaseQueued}
 }
 
 // cancel removes a Cancelled runnable's object from its cluster and closes
 // its attempt. It runs on every cancel message, even once the attempt is
 // closed, because a create that was in flight when the runnable was
 // cancelled may have landed after the first removal.
-func (s *Submitter) cancel(ctx context.Context, rec *store.Runnable, attempts []*store.Attempt) (bool, error) {
+func (s *Submitter) cancel(ctx context.Context, r *lifecycle.Runnable, attempts []*store.Attempt) verdict {
 	var a *store.Attempt
 	if n := len(attempts); n > 0 {
 		a = attempts[n-1]
@@ -449,57 +474,54 @@ func (s *Submitter) cancel(ctx context.Context, rec *store.Runnable, attempts []
 	if a == nil || (a.EndedAt != nil && a.Result != ResultCancelled) {
 		// Never placed, or its last attempt ended before the cancel
 		// (failed, moved away): nothing of it is on a cluster.
-		return false, nil
+		return verdict{}
 	}
-	doc, gvk, err := decode(rec)
+	doc, gvk, err := decode(r.Rec)
 	if err != nil {
-		return s.closeCancelled(ctx, rec, a, "nothing to delete: "+err.Error())
+		return s.closeCancelled(a, "nothing to delete: "+err.Error())
 	}
 	row, err := s.clusterRow(ctx, a.Cluster)
 	if errors.Is(err, store.ErrNotFound) {
-		return s.closeCancelled(ctx, rec, a, fmt.Sprintf("cluster %s was removed; nothing to delete", a.Cluster))
+		return s.closeCancelled(a, fmt.Sprintf("cluster %s was removed; nothing to delete", a.Cluster))
 	}
 	if err != nil {
-		return false, err
+		return retry(err)
 	}
-	obj := object(rec, doc, gvk, a.Number)
+	obj := object(r.Rec, doc, gvk, a.Number)
 	cc, err := s.clients.Get(row)
 	if err != nil {
-		return false, err
+		return retry(err)
 	}
-	deleted, err := cc.Remove(ctx, gvk, obj.GetNamespace(), obj.GetName(), rec.UID, 0)
+	deleted, err := cc.Remove(ctx, gvk, obj.GetNamespace(), obj.GetName(), r.Rec.UID, 0)
 	if err != nil {
 		f := classify(fmt.Errorf("delete %s %s from %s: %w", gvk.Kind, ref(obj), a.Cluster, err))
 		if !f.permanent {
 			s.metrics.retries.WithLabelValues(f.reason).Inc()
-			return false, f
+			return retry(f.retry())
 		}
 		// Forbidden and the like: say so on the attempt rather than retry
 		// forever; the object is the operator's to remove.
-		return s.closeCancelled(ctx, rec, a, "could not delete the object: "+f.message())
-	}
-	if a.EndedAt != nil {
-		return false, nil
+		return s.closeCancelled(a, "could not delete the object: "+f.message())
 	}
 	msg := fmt.Sprintf("%s %s was not on %s", gvk.Kind, ref(obj), a.Cluster)
 	if deleted {
 		msg = fmt.Sprintf("deleted %s %s from %s", gvk.Kind, ref(obj), a.Cluster)
 	}
-	return s.closeCancelled(ctx, rec, a, msg)
+	return s.closeCancelled(a, msg)
 }
 
 // closeCancelled ends the attempt of a cancelled runnable, once.
-func (s *Submitter) closeCancelled(ctx context.Context, rec *store.Runnable, a *store.Attempt, msg string) (bool, error) {
+func (s *Submitter) closeCancelled(a *store.Attempt, msg string) verdict {
 	if a.EndedAt != nil {
-		return false, nil
+		return verdict{}
 	}
 	now := s.now()
 	ended := *a
 	ended.EndedAt, ended.Result, ended.Reason, ended.Message = &now, ResultCancelled, "Cancelled", msg
-	return s.apply(ctx, rec, transition{
+	return verdict{move: &transition{
 		phase: v1alpha1.PhaseCancelled, attempt: &ended,
 		audit: &audit.Entry{Action: "delete", Summary: fmt.Sprintf("cancelled attempt %d on %s: %s", a.Number, a.Cluster, msg)},
-	})
+	}}
 }
 
 // transition is one change of a runnable: a lifecycle move made by the
@@ -514,13 +536,10 @@ type transition struct {
 	landedBy *time.Time
 }
 
-// apply writes t if the runnable is still as rec found it; otherwise it
-// writes nothing and reports moved, so the caller reads it again.
-func (s *Submitter) apply(ctx context.Context, rec *store.Runnable, t transition) (moved bool, err error) {
-	r, err := lifecycle.Decode(rec)
-	if err != nil {
-		return false, err
-	}
+// write writes t if the runnable is still as r found it; otherwise it
+// writes nothing and reports moved, so the caller reads it again. The
+// metrics count what was written.
+func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transition) (moved bool, err error) {
 	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		_, err := lifecycle.Apply(ctx, tx, r, lifecycle.Transition{
 			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
@@ -531,13 +550,21 @@ func (s *Submitter) apply(ctx context.Context, rec *store.Runnable, t transition
 		}
 		return err
 	})
-	if errors.Is(err, store.ErrMoved) {
-		return true, nil
+	if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
+		return true, nil // changed or deleted: the next read says which
 	}
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+	if err != nil {
+		return false, err
 	}
-	return false, err
+	switch t.phase {
+	case v1alpha1.PhaseScheduled:
+		if r.Phase() == v1alpha1.PhaseQueued {
+			s.metrics.attempts.WithLabelValues(t.attempt.Cluster).Inc()
+		}
+	case v1alpha1.PhaseSubmitted, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired:
+		s.metrics.outcomes.WithLabelValues(string(t.phase)).Inc()
+	}
+	return false, nil
 }
 
 // openAttempt is the attempt a Scheduled runnable is on: its last one,
@@ -549,52 +576,21 @@ func openAttempt(attempts []*store.Attempt) *store.Attempt {
 	return nil
 }
 
-// decode reads a runnable's stored spec and its template's kind.
-func decode(rec *store.Runnable) (*runnableDoc, schema.GroupVersionKind, error) {
-	var doc runnableDoc
-	// Numbers stay json.Number, so that the template reaches the cluster
-	// digit for digit (float64 would round integers above 2^53).
-	dec := json.NewDecoder(bytes.NewReader(rec.Spec))
-	dec.UseNumber()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, schema.GroupVersionKind{}, fmt.Errorf("stored spec does not decode: %w", err)
-	}
-	apiVersion, _ := doc.Spec.Template["apiVersion"].(string)
-	kind, _ := doc.Spec.Template["kind"].(string)
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil || kind == "" || apiVersion == "" {
-		return nil, schema.GroupVersionKind{}, fmt.Errorf("template has no valid apiVersion and kind")
-	}
-	return &doc, gv.WithKind(kind), nil
-}
-
-func statusMessage(rec *store.Runnable) string {
-	r, err := lifecycle.Decode(rec)
-	if err != nil {
-		return ""
-	}
-	return r.Status.Message
-}
-
 // preserved is the state kept from the runnable's earlier attempts.
-func preserved(rec *store.Runnable) (map[string]string, string, error) {
-	r, err := lifecycle.Decode(rec)
-	if err != nil {
-		return nil, "", err
-	}
+func preserved(r *lifecycle.Runnable) (map[string]string, string) {
 	path := ""
 	if p := r.Status.RestorePoint; p != nil {
 		path = p.Path
 	}
-	return r.Status.Preserved, path, nil
+	return r.Status.Preserved, path
 }
 
 // carriedIn is what the next attempt starts with, for its record: the
 // preserved values and the restore point's path.
-func carriedIn(rec *store.Runnable) (map[string]string, error) {
-	kept, path, err := preserved(rec)
-	if err != nil || (len(kept) == 0 && path == "") {
-		return nil, err
+func carriedIn(r *lifecycle.Runnable) map[string]string {
+	kept, path := preserved(r)
+	if len(kept) == 0 && path == "" {
+		return nil
 	}
 	out := maps.Clone(kept)
 	if out == nil {
@@ -603,7 +599,7 @@ func carriedIn(rec *store.Runnable) (map[string]string, error) {
 	if path != "" {
 		out[failover.RestorePathKey] = path
 	}
-	return out, nil
+	return out
 }
 
 func carriedString(c map[string]string) string {
@@ -630,62 +626,4 @@ func failoverDetails(prev *store.Attempt, target string, number int, carried map
 	}
 	b, _ := json.Marshal(d) // strings and numbers only
 	return b
-}
-
-// object builds what is created on the cluster: the template, named after
-// its own metadata.name or else the runnable, in the runnable's namespace,
-// with purser's labels. Metadata is rebuilt from the template's name,
-// labels and annotations only, so that nothing else a user put there (uid,
-// resourceVersion, ownerReferences) reaches the cluster.
-func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, attempt int) *unstructured.Unstructured {
-	tmpl := doc.Spec.Template
-	obj := &unstructured.Unstructured{Object: maps.Clone(tmpl)}
-	name := v1alpha1.ObjectName(tmpl, rec.Name)
-	var labels, annotations map[string]string
-	if md, ok := tmpl["metadata"].(map[string]any); ok {
-		labels = stringMap(md["labels"])
-		annotations = stringMap(md["annotations"])
-	}
-	obj.Object["metadata"] = map[string]any{}
-	obj.SetGroupVersionKind(gvk)
-	obj.SetName(name)
-	obj.SetNamespace(rec.Namespace)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	if len(validation.IsValidLabelValue(rec.Name)) == 0 {
-		labels[v1alpha1.LabelRunnable] = rec.Name
-	}
-	labels[v1alpha1.LabelRunnableNamespace] = rec.Namespace
-	labels[v1alpha1.LabelRunnableUID] = rec.UID
-	labels[v1alpha1.LabelAttempt] = strconv.Itoa(attempt)
-	obj.SetLabels(labels)
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[v1alpha1.AnnotationRunnable] = rec.Namespace + "/" + rec.Name
-	obj.SetAnnotations(annotations)
-	delete(obj.Object, "status")
-	return obj
-}
-
-func stringMap(v any) map[string]string {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, x := range m {
-		if s, ok := x.(string); ok {
-			out[k] = s
-		}
-	}
-	return out
-}
-
-func ref(obj *unstructured.Unstructured) string {
-	if obj.GetNamespace() == "" {
-		return obj.GetName()
-	}
-	return obj.GetNamespace() + "/" + obj.GetName()
 }

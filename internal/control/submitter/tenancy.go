@@ -10,22 +10,6 @@ import (
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
-// KindPolicy decides whether a user may put a kind of some scope on
-// member clusters from a namespace: *auth.Policy, or something that
-// follows a policy file as it is reloaded.
-type KindPolicy interface {
-	AuthorizeKind(u auth.User, t auth.Target) auth.KindDecision
-}
-
-// policyOrEmpty is p, or for nil the policy with no admins and no rules.
-func policyOrEmpty(p KindPolicy) KindPolicy {
-	if p != nil {
-		return p
-	}
-	empty, _ := auth.NewPolicy(auth.PolicyFile{})
-	return empty
-}
-
 // ReasonForbiddenByPolicy ends an attempt whose object the policy does
 // not allow.
 const ReasonForbiddenByPolicy = "ForbiddenByPolicy"

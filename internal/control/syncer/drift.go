@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/purser-io/purser/internal/member/kuberetry"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Drift detection: label-selected informers on the kinds in use hold what
@@ -126,48 +126,57 @@ func (w *clusterWorker) cachedObjects(uid string) []cachedObject {
 	return out
 }
 
-// resyncLoop enqueues every key at start and then every jittered period:
-// the safety net for anything the informers and the poller missed. The
-// skip rule of apply trusts the informers' caches, so the loop also checks
-// that they still describe the cluster: cheaply every few seconds (the
-// cluster's identity), thoroughly before each resync (its objects).
-func (w *clusterWorker) resyncLoop() {
+// resync is the queue's resync: every key, at start and then every
+// jittered period, the safety net for anything the informers and the
+// poller missed. The skip rule of apply trusts the informers' caches, so
+// the worker also checks that they still describe the cluster: cheaply
+// every few seconds (the cluster's identity, checkIdentity), thoroughly
+// before each resync but the first (its objects).
+func (w *clusterWorker) resync(ctx context.Context) ([]string, error) {
 	// The identity is taken first, before anything is applied, so that a
 	// rebuild right after the first sync is not mistaken for the original.
-	identity, _ := w.clusterIdentity()
-	w.enqueueAll()
-	resync := time.NewTimer(backoff.Jitter(w.s.cfg.ResyncPeriod))
-	defer resync.Stop()
-	check := time.NewTicker(w.s.identityCheck)
-	defer check.Stop()
-	for {
-		stale := false
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-check.C:
-			id, err := w.clusterIdentity()
-			switch {
-			case err != nil || id == identity:
-			case identity == "":
-				identity = id
-			default:
-				stale = true
-			}
-		case <-resync.C:
-			resync.Reset(backoff.Jitter(w.s.cfg.ResyncPeriod))
-			if stale = w.cachesStale(); !stale {
-				w.enqueueAll()
-			}
+	select {
+	case <-w.identified:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	w.resyncs++
+	if w.stale.Load() || (w.resyncs > 1 && w.cachesStale(ctx)) {
+		w.markStale()
+		return nil, nil
+	}
+	return w.keys(), nil
+}
+
+// checkIdentity reads the cluster's identity at start and then every
+// identityCheck; a new one marks the worker stale.
+func (w *clusterWorker) checkIdentity(ctx context.Context) {
+	first := true
+	var identity string
+	reconcile.Every(ctx, w.s.identityCheck, func(ctx context.Context) {
+		if !first && w.stale.Load() {
+			return // about to be replaced: nothing left to check
 		}
-		if stale {
-			// Rebuilding the worker (clients, discovery, informers, and
-			// the memory of our last writes) is the one sure way back:
-			// the syncer replaces a stale worker on its next pass.
-			w.log.Warn("cluster was rebuilt or restored since the watches started; restarting work on it")
-			w.stale.Store(true)
-			return
+		id, err := w.clusterIdentity(ctx)
+		switch {
+		case first:
+			first, identity = false, id
+			close(w.identified)
+		case err != nil, id == identity:
+		case identity == "":
+			identity = id
+		default:
+			w.markStale()
 		}
+	})
+}
+
+// markStale has the syncer replace the worker on its next pass: rebuilding
+// it (clients, discovery, informers, and the memory of our last writes) is
+// the one sure way back.
+func (w *clusterWorker) markStale() {
+	if !w.stale.Swap(true) {
+		w.log.Warn("cluster was rebuilt or restored since the watches started; restarting work on it")
 	}
 }
 
@@ -175,8 +184,8 @@ func (w *clusterWorker) resyncLoop() {
 // rebuilt cluster gets anew: the usual stand-in for a cluster id. A
 // rebuilt cluster's watches do not necessarily fail; they may resume at a
 // resourceVersion the new etcd has not reached and wait in silence.
-func (w *clusterWorker) clusterIdentity() (string, error) {
-	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+func (w *clusterWorker) clusterIdentity(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ns, err := w.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, "kube-system", metav1.GetOptions{})
 	if err != nil {
@@ -193,21 +202,19 @@ func (w *clusterWorker) clusterIdentity() (string, error) {
 // older than what the cache holds, or a cached object is missing from the
 // cluster and stays missing a moment later (a deletion the informer simply
 // has not delivered yet would be gone from the cache by then). Reads only.
-func (w *clusterWorker) cachesStale() bool {
+func (w *clusterWorker) cachesStale(ctx context.Context) bool {
 	w.mu.Lock()
 	infs := maps.Clone(w.informers)
 	w.mu.Unlock()
 	for gvr, inf := range infs {
-		missing, err := w.missingFromCluster(gvr, inf, nil)
+		missing, err := w.missingFromCluster(ctx, gvr, inf, nil)
 		if err != nil || len(missing) == 0 {
 			continue // unreachable: the informer's own retries apply
 		}
-		select {
-		case <-w.ctx.Done():
+		if !reconcile.Sleep(ctx, 2*time.Second) {
 			return false
-		case <-time.After(2 * time.Second):
 		}
-		if again, err := w.missingFromCluster(gvr, inf, missing); err == nil && len(again) > 0 {
+		if again, err := w.missingFromCluster(ctx, gvr, inf, missing); err == nil && len(again) > 0 {
 			return true
 		}
 	}
@@ -217,8 +224,8 @@ func (w *clusterWorker) cachesStale() bool {
 // missingFromCluster returns the keys of cached objects (among only, when
 // given) that the cluster does not hold at the cached resourceVersion or
 // later; every cached key when the cluster's list is older than the cache.
-func (w *clusterWorker) missingFromCluster(gvr schema.GroupVersionResource, inf cache.SharedIndexInformer, only map[string]string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(w.ctx, syncTimeout)
+func (w *clusterWorker) missingFromCluster(ctx context.Context, gvr schema.GroupVersionResource, inf cache.SharedIndexInformer, only map[string]string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	list, err := w.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: LabelDeployable})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -125,7 +126,7 @@ type syncerOpts struct {
 	lease    time.Duration
 	workers  int
 	hook     func(cluster string, working bool)
-	policy   KindPolicy
+	policy   auth.KindPolicy
 	// noIdentityCheck leaves rebuilt clusters to the resync alone.
 	noIdentityCheck bool
 }

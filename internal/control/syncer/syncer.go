@@ -6,11 +6,13 @@
 // It is level-based. A poller re-reads the deployables and clusters tables
 // every second or so (the API announces no deployable change on the
 // stream) and turns every change into work for the clusters this replica
-// owns. Each owned cluster has its own worker: a rate-limited workqueue of
-// deployable uids, and label-selected dynamic informers on the kinds in
-// use, whose events bring a changed or deleted object back within seconds.
-// A jittered periodic resync is the safety net; it writes nothing when the
-// cluster already holds what the last apply wrote. With a stream, clusters
+// owns. Each owned cluster has its own worker: a reconcile.Queue of
+// deployable uids, retried with backoff per key, and label-selected
+// dynamic informers on the kinds in use, whose events bring a changed or
+// deleted object back within seconds. The queue's jittered periodic resync
+// is the safety net; it writes nothing when the cluster already holds what
+// the last apply wrote. The poll, the ownership of clusters and the
+// enforcement of leases are reconcile.Every loops. With a stream, clusters
 // are shared among replicas through leases in the JetStream KV bucket
 // stream.LeasesBucket; without one, a replica owns every cluster.
 package syncer
@@ -26,11 +28,13 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/member/clusters"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Config says what a Syncer works with.
@@ -62,7 +66,7 @@ type Config struct {
 	// Policy decides, before each apply, whether the deployable's author
 	// may put its kind on the cluster (tenancy.go). Nil is a policy with no
 	// admins and no rules: namespaced kinds only.
-	Policy KindPolicy
+	Policy auth.KindPolicy
 }
 
 // Defaults of Config.
@@ -73,12 +77,17 @@ const (
 	DefaultWorkers       = 4
 )
 
+// enforcePeriod is how often the work on clusters is checked against the
+// leases' validity: a fraction of a second, against a margin of a third
+// of the lease duration.
+const enforcePeriod = 200 * time.Millisecond
+
 // Syncer is the deployables syncer of one replica.
 type Syncer struct {
 	cfg     Config
 	log     *slog.Logger
 	configs *clusters.Cache
-	policy  KindPolicy
+	policy  auth.KindPolicy
 
 	mu          sync.RWMutex
 	deployables map[string]*deployable // by uid: the latest poll
@@ -122,7 +131,7 @@ func New(cfg Config) *Syncer {
 		cfg:         cfg,
 		log:         log.With("identity", cfg.Identity), // callers name the component
 		configs:     clusters.NewCache(cfg.Sealer),
-		policy:      policyOrEmpty(cfg.Policy),
+		policy:      auth.KindPolicyOrEmpty(cfg.Policy),
 		deployables: map[string]*deployable{},
 		clusters:    map[string]*store.Cluster{},
 		workers:     map[string]*clusterWorker{},
@@ -178,28 +187,25 @@ func (s *Syncer) Run(ctx context.Context) error {
 	return nil
 }
 
-// pollLoop re-reads the source of truth and hands changes to the workers.
+// pollLoop re-reads the source of truth every PollInterval, jittered, and
+// hands changes to the workers.
 func (s *Syncer) pollLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.PollInterval)
-	defer t.Stop()
-	failing := false
-	for n := 0; ; n++ {
-		if err := s.poll(ctx, n%30 == 0); err != nil && ctx.Err() == nil {
+	n, failing := 0, false
+	reconcile.Every(ctx, s.cfg.PollInterval, func(ctx context.Context) {
+		err := s.poll(ctx, n%30 == 0)
+		n++
+		switch {
+		case err != nil && ctx.Err() == nil:
 			// One line per outage, not per second.
 			if !failing {
 				s.log.Warn("cannot read deployables; retrying", "error", err)
 			}
 			failing = true
-		} else if failing {
+		case failing:
 			s.log.Info("reading deployables again")
 			failing = false
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // poll reads every deployable and cluster in one snapshot. Only rows whose
@@ -328,9 +334,7 @@ func (s *Syncer) ownLoop(ctx context.Context, leases *leaser) {
 	if leases != nil {
 		period = s.cfg.LeaseDuration / 3
 	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
+	reconcile.Every(ctx, period, func(ctx context.Context) {
 		s.mu.RLock()
 		names := make([]string, 0, len(s.clusters))
 		for name := range s.clusters {
@@ -348,26 +352,14 @@ func (s *Syncer) ownLoop(ctx context.Context, leases *leaser) {
 			owned = leases.step(ctx, names, s.stopWorker)
 		}
 		s.setOwned(ctx, owned)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // enforceLoop stops, within a fraction of a second, the work on any
 // cluster whose lease this replica could not renew in time, whatever the
 // lease steps are doing: they may be stuck on a hanging stream.
 func (s *Syncer) enforceLoop(ctx context.Context, leases *leaser) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	reconcile.Every(ctx, enforcePeriod, func(context.Context) {
 		s.mu.RLock()
 		names := make([]string, 0, len(s.workers))
 		for name := range s.workers {
@@ -381,7 +373,7 @@ func (s *Syncer) enforceLoop(ctx context.Context, leases *leaser) {
 				s.stopWorker(name)
 			}
 		}
-	}
+	})
 }
 
 // setOwned starts workers for newly owned clusters and stops the others.

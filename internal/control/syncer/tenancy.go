@@ -6,22 +6,6 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 )
 
-// KindPolicy decides whether a user may put a kind of some scope on
-// member clusters from a namespace: *auth.Policy, or something that
-// follows a policy file as it is reloaded.
-type KindPolicy interface {
-	AuthorizeKind(u auth.User, t auth.Target) auth.KindDecision
-}
-
-// policyOrEmpty is p, or for nil the policy with no admins and no rules.
-func policyOrEmpty(p KindPolicy) KindPolicy {
-	if p != nil {
-		return p
-	}
-	empty, _ := auth.NewPolicy(auth.PolicyFile{})
-	return empty
-}
-
 // forbidden makes again, from the stored deployable and the scope the
 // cluster's discovery gives its kind, the decision the API made when it
 // accepted the change: whether its author may put the kind on member

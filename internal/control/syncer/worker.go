@@ -8,17 +8,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/clusters"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 const (
@@ -28,16 +27,19 @@ const (
 	syncTimeout = time.Minute
 	// Backoff of a failing key: quick first retries for a blip, capped so
 	// that a cluster back from an outage is caught up within half a minute.
+	// Per key only: the cluster's client limit (clusters.QPS) and the
+	// worker count already bound what the retries of many keys cost it.
 	retryBase = 250 * time.Millisecond
 	retryMax  = 30 * time.Second
 )
 
 // clusterWorker syncs every deployable on one owned cluster. It owns its
-// clients, its informers and its queue, so that a slow or unreachable
-// cluster only ever holds up its own keys. Its roles are split by file:
-// the lifecycle and the queue here, the watches and the checks that they
-// still describe the cluster in drift.go, apply and removal in apply.go,
-// the status rows in status.go.
+// clients, its informers and its queue of deployable uids (a
+// reconcile.Queue, whose resync is the worker's), so that a slow or
+// unreachable cluster only ever holds up its own keys. Its roles are split
+// by file: the lifecycle and the queue here, the watches, the resync and
+// the checks that the watches still describe the cluster in drift.go,
+// apply and removal in apply.go, the status rows in status.go.
 type clusterWorker struct {
 	s          *Syncer
 	name       string
@@ -47,11 +49,15 @@ type clusterWorker struct {
 	// namespaces; dyn is its dynamic client, for everything else.
 	kube  *clusters.ObjectClient
 	dyn   dynamic.Interface
-	queue workqueue.TypedRateLimitingInterface[string]
+	queue *reconcile.Queue[string]
 
 	// stale is set when the informers' view of the cluster proved wrong;
 	// the syncer then replaces the worker.
 	stale atomic.Bool
+	// identified is closed once the cluster's identity was first read
+	// (or could not be): the first resync waits for it.
+	identified chan struct{}
+	resyncs    int // resyncs so far; only the resync reads and writes it
 
 	info    atomic.Pointer[clusterInfo]
 	infoRev atomic.Int64 // ResourceVersion of the cluster row info was taken from
@@ -88,19 +94,29 @@ func newClusterWorker(s *Syncer, c *store.Cluster) (*clusterWorker, error) {
 		log:        s.log.With("cluster", c.Name),
 		kube:       kube,
 		dyn:        kube.Dynamic(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedMaxOfRateLimiter(
-				workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
-				// Overall limit, so that a burst of failures does not
-				// turn into a storm of retries against one cluster.
-				&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
-			),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "syncer-" + c.Name},
-		),
-		informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
-		lastWrite: map[string]string{},
-		status:    map[string]*store.DeployableClusterStatus{},
+		identified: make(chan struct{}),
+		informers:  map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		lastWrite:  map[string]string{},
+		status:     map[string]*store.DeployableClusterStatus{},
 	}
+	var gate reconcile.Gate
+	if s.cfg.Guard != nil {
+		// The source of truth this replica holds may be stale while it
+		// does not reach the hub's majority: apply and delete nothing
+		// from it.
+		gate = s.cfg.Guard
+	}
+	w.queue = reconcile.New(w.syncKey, reconcile.Options[string]{
+		Name:         "syncer-" + c.Name,
+		Workers:      s.cfg.Workers,
+		Resync:       w.resync,
+		ResyncPeriod: s.cfg.ResyncPeriod,
+		RetryBase:    retryBase,
+		RetryMax:     retryMax,
+		Timeout:      syncTimeout,
+		Gate:         gate,
+		Done:         w.synced,
+	})
 	w.setCluster(c)
 	return w, nil
 }
@@ -137,19 +153,13 @@ func (w *clusterWorker) start(ctx context.Context) {
 		w.s.hook(w.name, true)
 	}
 	w.log.Info("working on cluster")
-	for range w.s.cfg.Workers {
-		w.wg.Go(func() {
-			for w.processNext() {
-			}
-		})
-	}
-	w.wg.Go(w.resyncLoop)
+	w.wg.Go(func() { _ = w.queue.Run(w.ctx) })
+	w.wg.Go(func() { w.checkIdentity(w.ctx) })
 }
 
 // stop stops the worker and waits for its goroutines, informers included.
 func (w *clusterWorker) stop() {
 	w.cancel()
-	w.queue.ShutDown()
 	w.wg.Wait()
 	if w.s.hook != nil {
 		w.s.hook(w.name, false)
@@ -157,17 +167,19 @@ func (w *clusterWorker) stop() {
 	w.log.Info("stopped working on cluster")
 }
 
-func (w *clusterWorker) enqueue(uids ...string) {
-	for _, uid := range uids {
-		w.queue.Add(uid)
-	}
-}
+func (w *clusterWorker) enqueue(uids ...string) { w.queue.Add(uids...) }
 
-// enqueueAll enqueues every deployable of the source of truth and every
-// uid found on objects in the cluster, so that orphans are seen too.
-func (w *clusterWorker) enqueueAll() {
-	for uid := range w.s.snapshot() {
-		w.queue.Add(uid)
+// enqueueAll enqueues every key, even those waiting for a retry: every
+// placement may have changed.
+func (w *clusterWorker) enqueueAll() { w.queue.Add(w.keys()...) }
+
+// keys are every deployable of the source of truth and every uid found
+// on objects in the cluster, so that orphans are seen too.
+func (w *clusterWorker) keys() []string {
+	snap := w.s.snapshot()
+	keys := make([]string, 0, len(snap))
+	for uid := range snap {
+		keys = append(keys, uid)
 	}
 	w.mu.Lock()
 	infs := make([]cache.SharedIndexInformer, 0, len(w.informers))
@@ -176,39 +188,35 @@ func (w *clusterWorker) enqueueAll() {
 	}
 	w.mu.Unlock()
 	for _, inf := range infs {
-		for _, uid := range inf.GetIndexer().ListIndexFuncValues(byUID) {
-			w.queue.Add(uid)
-		}
+		keys = append(keys, inf.GetIndexer().ListIndexFuncValues(byUID)...)
 	}
+	return keys
 }
 
-func (w *clusterWorker) processNext() bool {
-	uid, quit := w.queue.Get()
-	if quit {
-		return false
-	}
-	defer w.queue.Done(uid)
-	ctx, cancel := context.WithTimeout(w.ctx, syncTimeout)
-	err := w.sync(ctx, uid)
-	cancel()
-	if err == nil {
-		w.queue.Forget(uid)
+// syncKey is the queue's reconcile of one deployable: sync, with nothing
+// to look at again but what the events and the resync bring.
+func (w *clusterWorker) syncKey(ctx context.Context, uid string) (reconcile.Result, error) {
+	return reconcile.Result{}, w.sync(ctx, uid)
+}
+
+// synced is told how each sync ended. The first failures of a key are
+// usually a blip; a key that keeps failing is worth a warning, with less
+// noise as it goes on.
+func (w *clusterWorker) synced(uid string, err error, again time.Duration) {
+	switch {
+	case err == nil:
 		w.s.syncs.Add(1)
-		return true
+	case reconcile.IsTerminal(err):
+		w.log.Error("sync failed for good", "deployable", uid, "error", err)
+	case again == 0:
+		// Stopping: the next owner picks the key up.
+	default:
+		if n := w.queue.Failures(uid); n == 3 || n%20 == 0 {
+			w.log.Warn("sync keeps failing; retrying with backoff", "deployable", uid, "attempts", n, "error", err)
+		} else {
+			w.log.Debug("sync failed; retrying", "deployable", uid, "in", again.Round(time.Millisecond), "error", err)
+		}
 	}
-	if w.ctx.Err() != nil {
-		return true // stopping: the next owner picks the key up
-	}
-	n := w.queue.NumRequeues(uid)
-	// The first failures of a key are usually a blip; a key that keeps
-	// failing is worth a warning, with less noise as it goes on.
-	if n == 2 || n%20 == 19 {
-		w.log.Warn("sync keeps failing; retrying with backoff", "deployable", uid, "attempts", n+1, "error", err)
-	} else {
-		w.log.Debug("sync failed; retrying", "deployable", uid, "error", err)
-	}
-	w.queue.AddRateLimited(uid)
-	return true
 }
 
 // sync makes the cluster agree with the source of truth about one
@@ -217,11 +225,6 @@ func (w *clusterWorker) processNext() bool {
 // the key is only a hint. The outcome of apply or remove is recorded
 // here, the one place a status row is written from.
 func (w *clusterWorker) sync(ctx context.Context, uid string) error {
-	// The source of truth this replica holds may be stale while it does
-	// not reach the hub's majority: apply and delete nothing from it.
-	if err := w.s.cfg.Guard.Err(); err != nil {
-		return err
-	}
 	d := w.s.deployable(uid)
 	if d == nil {
 		return w.removeOrphan(ctx, uid) // no deployable, no status row

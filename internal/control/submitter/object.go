@@ -1,0 +1,95 @@
+package submitter
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/hub/store"
+)
+
+type runnableDoc = store.Document[v1alpha1.RunnableSpec]
+
+// decode reads a runnable's stored spec and its template's kind.
+func decode(rec *store.Runnable) (*runnableDoc, schema.GroupVersionKind, error) {
+	var doc runnableDoc
+	// Numbers stay json.Number, so that the template reaches the cluster
+	// digit for digit (float64 would round integers above 2^53).
+	dec := json.NewDecoder(bytes.NewReader(rec.Spec))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, schema.GroupVersionKind{}, fmt.Errorf("stored spec does not decode: %w", err)
+	}
+	apiVersion, _ := doc.Spec.Template["apiVersion"].(string)
+	kind, _ := doc.Spec.Template["kind"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || kind == "" || apiVersion == "" {
+		return nil, schema.GroupVersionKind{}, fmt.Errorf("template has no valid apiVersion and kind")
+	}
+	return &doc, gv.WithKind(kind), nil
+}
+
+// object builds what is created on the cluster: the template, named after
+// its own metadata.name or else the runnable, in the runnable's namespace,
+// with purser's labels. Metadata is rebuilt from the template's name,
+// labels and annotations only, so that nothing else a user put there (uid,
+// resourceVersion, ownerReferences) reaches the cluster.
+func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, attempt int) *unstructured.Unstructured {
+	tmpl := doc.Spec.Template
+	obj := &unstructured.Unstructured{Object: maps.Clone(tmpl)}
+	name := v1alpha1.ObjectName(tmpl, rec.Name)
+	var labels, annotations map[string]string
+	if md, ok := tmpl["metadata"].(map[string]any); ok {
+		labels = stringMap(md["labels"])
+		annotations = stringMap(md["annotations"])
+	}
+	obj.Object["metadata"] = map[string]any{}
+	obj.SetGroupVersionKind(gvk)
+	obj.SetName(name)
+	obj.SetNamespace(rec.Namespace)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if len(validation.IsValidLabelValue(rec.Name)) == 0 {
+		labels[v1alpha1.LabelRunnable] = rec.Name
+	}
+	labels[v1alpha1.LabelRunnableNamespace] = rec.Namespace
+	labels[v1alpha1.LabelRunnableUID] = rec.UID
+	labels[v1alpha1.LabelAttempt] = strconv.Itoa(attempt)
+	obj.SetLabels(labels)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[v1alpha1.AnnotationRunnable] = rec.Namespace + "/" + rec.Name
+	obj.SetAnnotations(annotations)
+	delete(obj.Object, "status")
+	return obj
+}
+
+func stringMap(v any) map[string]string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		if s, ok := x.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+func ref(obj *unstructured.Unstructured) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
