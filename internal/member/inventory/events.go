@@ -10,6 +10,7 @@ import (
 
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/platform/resourceversion"
 )
 
 // eventStage turns a batch of events into at most one change per object:
@@ -74,7 +75,7 @@ func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 
 // newerEvent reports whether a should win over b for the same object.
 func newerEvent(a, b *stream.Event) bool {
-	c, ok := store.CompareResourceVersions(a.ResourceVersion, b.ResourceVersion)
+	c, ok := resourceversion.Compare(a.ResourceVersion, b.ResourceVersion)
 	switch {
 	case !ok:
 		return !a.Time.Before(b.Time) // no order by version: the later sighting
