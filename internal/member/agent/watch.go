@@ -15,7 +15,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/member/kuberetry"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 	"github.com/purser-io/purser/internal/platform/resourceversion"
 )
 
@@ -51,15 +51,12 @@ func byConsistency(obj any) ([]string, error) {
 // a CRD installed later is picked up; it keeps the labelled kinds in step
 // with the served resources in the same pass. Informers run under wg.
 func (a *Agent) discoveryLoop(ctx context.Context, wg *sync.WaitGroup) {
-	for {
+	reconcile.Every(ctx, a.cfg.DiscoveryInterval, func(ctx context.Context) {
 		if !a.allWatched() {
 			a.discover(ctx, wg)
 		}
 		a.discoverLabelled(ctx, wg)
-		if !backoff.Sleep(ctx, backoff.Jitter(a.cfg.DiscoveryInterval)) {
-			return
-		}
-	}
+	})
 }
 
 func (a *Agent) allWatched() bool {
