@@ -66,6 +66,9 @@ type memory struct {
 	cluster   flinkCluster
 	deploys   []Deploy
 	lastNonce *int64
+	// written is the resourceVersion of the last status the simulator
+	// wrote, which its cache must hold before Running reads it.
+	written string
 }
 
 // events are a test's one-shot injections into one FlinkDeployment. They
