@@ -175,6 +175,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("outbox relay: already running")
 	}
 	defer r.running.Store(false)
+	r.failing.Store(false) // a failure of an earlier Run is not this one's to wait out
 	q := reconcile.New(r.reconcile, reconcile.Options[relayKey]{
 		Name:         "outbox relay",
 		Resync:       func(context.Context) ([]relayKey, error) { return []relayKey{{}}, nil },
