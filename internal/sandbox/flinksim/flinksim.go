@@ -302,12 +302,13 @@ func (s *Simulator) RestoredFrom(namespace, name string) string {
 }
 
 // Running reports the job id of namespace/name if its status, as the
-// simulator last saw it on the cluster, says the job is RUNNING. What it
-// saw is its informer's cache, which receives the simulator's own status
-// writes a watch event after they are made, while Deploys counts a
-// deployment as soon as its status is written: right after a cancel or an
+// simulator last saw or wrote it, says the job is RUNNING. What it saw is
+// its informer's cache, which receives the simulator's own status writes
+// a watch event after they are made, while Deploys counts a deployment as
+// soon as its status is written: right after a cancel from the UI or an
 // upgrade the cache can still hold the old job RUNNING, with the old id.
-// So Running says no until the cache holds the simulator's last write.
+// So the status of the simulator's last write is read while the cache
+// holds an older one.
 func (s *Simulator) Running(namespace, name string) (jobID string, ok bool) {
 	key := namespace + "/" + name
 	obj, exists, err := s.informer.GetIndexer().GetByKey(key)
@@ -316,16 +317,12 @@ func (s *Simulator) Running(namespace, name string) (jobID string, ok bool) {
 	}
 	u := obj.(*unstructured.Unstructured)
 	s.mu.Lock()
-	var written string
-	if m := s.mems[key]; m != nil && m.uid == string(u.GetUID()) {
-		written = m.written
-	}
-	s.mu.Unlock()
-	if written != "" {
-		if c, comparable := resourceversion.Compare(u.GetResourceVersion(), written); !comparable || c < 0 {
-			return "", false // the cache has not seen the last write yet
+	if m := s.mems[key]; m != nil && m.written != nil && m.written.GetUID() == u.GetUID() {
+		if c, comparable := resourceversion.Compare(u.GetResourceVersion(), m.written.GetResourceVersion()); comparable && c < 0 {
+			u = m.written
 		}
 	}
+	s.mu.Unlock()
 	state, _, _ := unstructured.NestedString(u.Object, "status", "jobStatus", "state")
 	id, _, _ := unstructured.NestedString(u.Object, "status", "jobStatus", "jobId")
 	return id, state == "RUNNING" && id != ""
@@ -401,7 +398,7 @@ func (s *Simulator) sync(ctx context.Context, key string) error {
 			if err != nil {
 				return err
 			}
-			mem.written = written.GetResourceVersion()
+			mem.written = written
 			st, _, _ := unstructured.NestedString(updated.Object, "status", "jobStatus", "state")
 			lc, _, _ := unstructured.NestedString(updated.Object, "status", "lifecycleState")
 			jm, _, _ := unstructured.NestedString(updated.Object, "status", "jobManagerDeploymentStatus")
