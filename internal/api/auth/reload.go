@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Identities is who may call the API and what they may do, as the api
@@ -133,18 +135,12 @@ func (id *Identities) Problem() error {
 	return errors.Join(errs...)
 }
 
-// Run looks at both files every interval and reloads what changed, until
-// ctx is done. A file that does not parse, or is gone, leaves the last good
-// version in force and says so once in the log and in Problem.
+// Run looks at both files every interval (lengthened by up to a fifth)
+// and reloads what changed, until ctx is done. A file that does not parse,
+// or is gone, leaves the last good version in force and says so once in
+// the log and in Problem.
 func (id *Identities) Run(ctx context.Context) error {
-	t := time.NewTicker(id.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	reconcile.Every(ctx, id.interval, func(context.Context) {
 		for _, path := range id.paths() {
 			if changed, err := id.reload(path); err != nil {
 				id.log.Error("cannot reload; the last good version stays in force", "file", path, "error", err)
@@ -152,7 +148,8 @@ func (id *Identities) Run(ctx context.Context) error {
 				id.log.Info("reloaded", "file", path)
 			}
 		}
-	}
+	})
+	return nil
 }
 
 // reload reads path if it changed since the last look, and puts it in

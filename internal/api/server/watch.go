@@ -12,11 +12,13 @@ import (
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
-// Watch limits: a watch's selection is re-read every watchPoll and what
-// changed is reported, so it is offered for selections of at most watchMax
-// records; a wider one is refused with a hint to narrow it.
+// Watch limits: a watch's selection is re-read every watchPoll (lengthened
+// by up to a fifth) and what changed is reported, so it is offered for
+// selections of at most watchMax records; a wider one is refused with a
+// hint to narrow it.
 const (
 	watchPoll      = time.Second
 	watchMax       = 10_000
@@ -143,6 +145,7 @@ type watchPoller struct {
 	seen     map[string]InventoryItem
 	watchers map[*watcher]bool
 	stopped  bool
+	cancel   context.CancelFunc // ends the loop; set before it starts
 }
 
 // watcher is one watch's end of a poll.
@@ -169,9 +172,13 @@ func (p *watchPoller) start(ctx context.Context) {
 		close(p.ready)
 		return
 	}
-	p.seen = seen
+	// The loop belongs to the poll, not to a request: stop ends it.
+	loopCtx, stop := context.WithCancel(context.Background())
+	p.mu.Lock()
+	p.seen, p.cancel = seen, stop
+	p.mu.Unlock()
 	close(p.ready)
-	go p.loop()
+	go p.loop(loopCtx)
 }
 
 func (p *watchPoller) join() (map[string]InventoryItem, *watcher, bool) {
@@ -205,6 +212,9 @@ func (p *watchPoller) leave(w *watcher) {
 // stop ends the poll; p.mu is held.
 func (p *watchPoller) stop() {
 	p.stopped = true
+	if p.cancel != nil {
+		p.cancel()
+	}
 	p.hub.mu.Lock()
 	if p.hub.polls[p.key] == p {
 		delete(p.hub.polls, p.key)
@@ -212,48 +222,50 @@ func (p *watchPoller) stop() {
 	p.hub.mu.Unlock()
 }
 
-func (p *watchPoller) loop() {
-	t := time.NewTicker(watchPoll)
-	defer t.Stop()
-	for range t.C {
-		p.mu.Lock()
-		stopped := p.stopped
-		p.mu.Unlock()
-		if stopped {
-			return
+func (p *watchPoller) loop(ctx context.Context) {
+	// The first read was start's: the loop's begins a period later.
+	if !reconcile.Sleep(ctx, watchPoll) {
+		return
+	}
+	reconcile.Every(ctx, watchPoll, p.poll)
+}
+
+// poll reads the selection once and sends what changed to the watchers.
+func (p *watchPoller) poll(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	now, err := p.read(rctx)
+	cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return // the last watcher left, and stop ended ctx
+	}
+	if err != nil {
+		// Every watcher is told why, and reconnects.
+		for w := range p.watchers {
+			w.ended = err.Error()
+			close(w.events)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		now, err := p.read(ctx)
-		cancel()
-		p.mu.Lock()
-		if err != nil {
-			// Every watcher is told why, and reconnects.
-			for w := range p.watchers {
-				w.ended = err.Error()
-				close(w.events)
-			}
-			p.watchers = map[*watcher]bool{}
-			p.stop()
-			p.mu.Unlock()
-			return
+		p.watchers = map[*watcher]bool{}
+		p.stop()
+		return
+	}
+	events := diff(p.seen, now)
+	p.seen = now
+	if len(events) == 0 {
+		return
+	}
+	for w := range p.watchers {
+		select {
+		case w.events <- events:
+		default:
+			w.ended = "the client read too slowly and fell behind; watch again"
+			close(w.events)
+			delete(p.watchers, w)
 		}
-		events := diff(p.seen, now)
-		p.seen = now
-		if len(events) > 0 {
-			for w := range p.watchers {
-				select {
-				case w.events <- events:
-				default:
-					w.ended = "the client read too slowly and fell behind; watch again"
-					close(w.events)
-					delete(p.watchers, w)
-				}
-			}
-			if len(p.watchers) == 0 {
-				p.stop()
-			}
-		}
-		p.mu.Unlock()
+	}
+	if len(p.watchers) == 0 {
+		p.stop()
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // DefaultInterval is how often the head is read again when no commit of
@@ -56,8 +56,10 @@ type Config struct {
 // each: every anchor is published only if the stream's last message is
 // still the one its Prev names, so the replicas keep one linear record.
 type Publisher struct {
-	cfg  Config
-	wake chan struct{}
+	cfg   Config
+	queue *reconcile.Queue[headKey]
+	// published is when Run last anchored; owned by the queue's one key.
+	published time.Time
 
 	mu      sync.Mutex // serializes publishes, guards last and the fields below
 	last    *published
@@ -89,8 +91,18 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Publisher{cfg: cfg, wake: make(chan struct{}, 1)}, nil
+	p := &Publisher{cfg: cfg}
+	p.queue = reconcile.New(p.reconcile, reconcile.Options[headKey]{
+		Name:         "anchor",
+		Resync:       func(context.Context) ([]headKey, error) { return []headKey{{}}, nil },
+		ResyncPeriod: cfg.Interval,
+		Logger:       cfg.Logger,
+	})
+	return p, nil
 }
+
+// headKey is the one key of the publisher's queue: the chain's head.
+type headKey struct{}
 
 // PublicKey is the key that verifies this publisher's anchors.
 func (p *Publisher) PublicKey() ed25519.PublicKey { return p.cfg.Key.Public().(ed25519.PublicKey) }
@@ -135,12 +147,7 @@ func (p *Publisher) Init(ctx context.Context) error {
 
 // Notify wakes the publisher after a commit that appended to the chain;
 // it never blocks.
-func (p *Publisher) Notify() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+func (p *Publisher) Notify() { p.queue.Add(headKey{}) }
 
 // Problem says why the head is not anchored, or nil when it is.
 func (p *Publisher) Problem() error {
@@ -149,25 +156,21 @@ func (p *Publisher) Problem() error {
 	return p.problem
 }
 
-// Run publishes the head whenever Notify wakes it and every Interval, when
-// it moved since the last anchor, until ctx is done.
-func (p *Publisher) Run(ctx context.Context) error {
-	t := time.NewTicker(p.cfg.Interval)
-	defer t.Stop()
-	for {
-		p.publish(ctx)
-		published := time.Now()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.wake:
-		case <-t.C:
-		}
-		// Commits that land meanwhile share the next anchor.
-		if !backoff.Sleep(ctx, p.cfg.Spacing-time.Since(published)) {
-			return nil
-		}
+// Run publishes the head whenever Notify wakes it and every Interval
+// (lengthened by up to a fifth), when it moved since the last anchor,
+// until ctx is done. It is a queue of one key, the head, on the reconcile
+// scaffold: Notify adds it and the poll is the queue's resync.
+func (p *Publisher) Run(ctx context.Context) error { return p.queue.Run(ctx) }
+
+// reconcile anchors the head, no sooner than Spacing after the last
+// anchor: commits that land meanwhile share the next one.
+func (p *Publisher) reconcile(ctx context.Context, _ headKey) (reconcile.Result, error) {
+	if wait := p.cfg.Spacing - time.Since(p.published); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
+	p.publish(ctx)
+	p.published = time.Now()
+	return reconcile.Result{}, nil
 }
 
 // ErrRecordExists refuses a restart while the stream holds a record.
@@ -194,17 +197,15 @@ func (p *Publisher) publish(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var err error
-	for attempt := 0; ; attempt++ {
+	_ = reconcile.Retry(ctx, reconcile.Backoff(10*time.Millisecond, 10*time.Millisecond), func(ctx context.Context, attempt int) error {
 		err = p.publishLocked(ctx)
 		if !errors.Is(err, stream.ErrWrongLastSequence) || attempt == 5 {
-			break
+			return reconcile.Terminal(err)
 		}
 		// Another replica published first: continue its record.
 		p.last = nil
-		if !backoff.Sleep(ctx, backoff.Jitter(10*time.Millisecond)) {
-			return
-		}
-	}
+		return err
+	})
 	if ctx.Err() != nil {
 		return
 	}

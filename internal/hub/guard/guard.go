@@ -3,8 +3,7 @@
 // quorum (the JetStream meta leader answers). A component that does not
 // acts on nothing: in a partitioned data center, or one that lost the
 // primary, it might otherwise act on state that the majority has moved
-// past (DESIGN.md: "A component cut off from the stream's quorum or the
-// database's primary acts on nothing").
+// past.
 //
 // The stream check asks for the JetStream account information, which in
 // a clustered NATS only the meta leader answers, and which a server
@@ -25,7 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Defaults of Config.
@@ -101,13 +100,9 @@ func New(cfg Config) *Guard {
 	return g
 }
 
-// Run checks every Interval until ctx ends.
-func (g *Guard) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		g.Check(ctx)
-		backoff.Sleep(ctx, g.cfg.Interval)
-	}
-}
+// Run checks every Interval (lengthened by up to a fifth, from the end of
+// the last check) until ctx ends.
+func (g *Guard) Run(ctx context.Context) { reconcile.Every(ctx, g.cfg.Interval, g.Check) }
 
 // Check checks the hub once, now.
 func (g *Guard) Check(ctx context.Context) {

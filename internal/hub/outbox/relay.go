@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/internal/hub/stream"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Message is one outbox row.
@@ -54,11 +54,11 @@ type Publisher interface {
 	Publish(ctx context.Context, subject, msgID string, data []byte) error
 }
 
-// RelayOptions tunes a Relay; the zero value is usable.
-type RelayOptions struct {
-	// Interval between polls of the outbox when nothing calls Notify. It
-	// is only a safety net: for rows whose commit was not followed by a
-	// Notify, such as those of a process that crashed right after it.
+// Config tunes a Relay; the zero value is usable.
+type Config struct {
+	// Interval between polls of the outbox, lengthened by up to a fifth.
+	// It is only a safety net: for rows whose commit was not followed by
+	// a Notify, such as those of a process that crashed right after it.
 	// Default 1s.
 	Interval time.Duration
 	// Batch is the most rows read, published and deleted at a time.
@@ -67,6 +67,11 @@ type RelayOptions struct {
 	// Logger receives failures and recoveries; nil discards them.
 	Logger *slog.Logger
 }
+
+// RelayOptions is Config's former name.
+//
+// Deprecated: use Config.
+type RelayOptions = Config
 
 // RelayStats is a snapshot of a Relay's counters, for metrics.
 type RelayStats struct {
@@ -112,24 +117,24 @@ type Relay struct {
 	batch    int
 	log      *slog.Logger
 
-	// wake holds at most one pending Notify: any number of commits during
-	// a pass need only one more pass.
-	wake    chan struct{}
+	// queue is Run's, nil while it does not run. Any number of commits
+	// during a pass need only one more pass, which its key gives.
+	queue   atomic.Pointer[reconcile.Queue[relayKey]]
 	running atomic.Bool
+	failing atomic.Bool // the last pass failed: its retry waits out its backoff
 
 	mu    sync.Mutex
 	stats RelayStats
 }
 
 // NewRelay returns a relay from src to pub; Run starts it.
-func NewRelay(src Source, pub Publisher, opts RelayOptions) *Relay {
+func NewRelay(src Source, pub Publisher, cfg Config) *Relay {
 	r := &Relay{
 		src:      src,
 		pub:      pub,
-		interval: opts.Interval,
-		batch:    opts.Batch,
-		log:      opts.Logger,
-		wake:     make(chan struct{}, 1),
+		interval: cfg.Interval,
+		batch:    cfg.Batch,
+		log:      cfg.Logger,
 	}
 	if r.interval <= 0 {
 		r.interval = defaultInterval
@@ -146,10 +151,12 @@ func NewRelay(src Source, pub Publisher, opts RelayOptions) *Relay {
 // Notify asks for a pass now, so that a row is published right after its
 // commit rather than at the next poll. It never blocks; the caller calls
 // it after the transaction commits (before, the row would not be visible).
+// While the relay backs off after a failure it changes nothing: a busy
+// API would otherwise retry a down stream at its commit rate, and the
+// retry's pass sees the row anyway.
 func (r *Relay) Notify() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	if q := r.queue.Load(); q != nil && !r.failing.Load() {
+		q.Add(relayKey{})
 	}
 }
 
@@ -158,59 +165,56 @@ func (r *Relay) Notify() {
 // and the relay retries after an exponential backoff with jitter. Rows are
 // published in the order Pending returns them, and a row that keeps failing
 // holds back the ones behind it; Stats shows it.
+//
+// The relay is a queue of one key, the whole outbox, on the reconcile
+// scaffold: a pass is its reconcile, Notify adds the key, the poll every
+// Interval is the queue's resync (which leaves a key in backoff alone),
+// and a failure the key's backoff.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("outbox relay: already running")
 	}
 	defer r.running.Store(false)
-
-	failures := 0 // in a row
-	failing := false
-	// One timer for the whole loop; since Go 1.23 Reset and Stop leave no
-	// stale tick behind, so it needs no draining.
-	timer := time.NewTimer(r.interval)
-	defer timer.Stop()
-	for {
-		more, err := r.pass(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			wait := backoff.Exponential(failures, backoffBase, backoffCap)
-			failures++
-			r.recordError(err)
-			r.log.Warn("outbox relay failed; retrying", "error", err, "retry_in", wait)
-			failing = true
-			// While backing off, a Notify must not cut the wait short, or
-			// a busy API would retry a down stream at its commit rate.
-			// The Notify stays pending and the next pass sees its row.
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-timer.C:
+	r.failing.Store(false) // a failure of an earlier Run is not this one's to wait out
+	q := reconcile.New(r.reconcile, reconcile.Options[relayKey]{
+		Name:         "outbox relay",
+		Resync:       func(context.Context) ([]relayKey, error) { return []relayKey{{}}, nil },
+		ResyncPeriod: r.interval,
+		RetryBase:    backoffBase,
+		RetryMax:     backoffCap,
+		Done: func(_ relayKey, err error, again time.Duration) {
+			if err != nil && ctx.Err() == nil {
+				r.recordError(err)
+				r.log.Warn("outbox relay failed; retrying", "error", err, "retry_in", again)
 			}
-			continue
-		}
+		},
+	})
+	r.queue.Store(q)
+	defer r.queue.Store(nil)
+	return q.Run(ctx)
+}
 
-		failures = 0
-		if failing {
-			r.log.Info("outbox relay recovered")
-			failing = false
-		}
-		if more {
-			// A full batch: the outbox may hold more right now.
-			continue
-		}
-		timer.Reset(r.interval)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.wake:
-			timer.Stop()
-		case <-timer.C:
-		}
+// relayKey is the one key of a relay's queue: the whole outbox.
+type relayKey struct{}
+
+// reconcile is one pass.
+func (r *Relay) reconcile(ctx context.Context, _ relayKey) (reconcile.Result, error) {
+	more, err := r.pass(ctx)
+	if err != nil {
+		// Set before the queue schedules the retry, so that no Notify
+		// in between cuts the backoff short.
+		r.failing.Store(true)
+		return reconcile.Result{}, err
 	}
+	if r.failing.Swap(false) {
+		r.log.Info("outbox relay recovered")
+	}
+	if more {
+		// A full batch: the outbox may hold more right now. A key added
+		// while it is reconciled runs once more after.
+		r.Notify()
+	}
+	return reconcile.Result{}, nil
 }
 
 // pass reads one batch, publishes it in order, and deletes what the stream

@@ -165,7 +165,7 @@ func TestRelayPublishesAndDeletes(t *testing.T) {
 	// crashed between commit and publish: they go out at start.
 	src.add(250)
 
-	r := outbox.NewRelay(src, c, outbox.RelayOptions{Batch: 100})
+	r := outbox.NewRelay(src, c, outbox.Config{Batch: 100})
 	run(t, r)
 	src.waitEmpty(t, streamtest.Context(t))
 
@@ -182,7 +182,7 @@ func TestRelayNotifyLatency(t *testing.T) {
 	c := streamtest.Declared(t, srv.URL)
 	src := newMemSource()
 	const interval = 10 * time.Second
-	r := outbox.NewRelay(src, c, outbox.RelayOptions{Interval: interval})
+	r := outbox.NewRelay(src, c, outbox.Config{Interval: interval})
 	run(t, r)
 	// After its first (empty) read the relay sleeps for the interval;
 	// only Notify can make it publish the rows below sooner.
@@ -224,7 +224,7 @@ func TestRelayStreamOutage(t *testing.T) {
 
 	srv.Stop()
 	pub := &countingPublisher{Client: c}
-	r := outbox.NewRelay(src, pub, outbox.RelayOptions{Interval: 50 * time.Millisecond})
+	r := outbox.NewRelay(src, pub, outbox.Config{Interval: 50 * time.Millisecond})
 	run(t, r)
 	sandboxtest.Eventually(t, streamtest.Timeout, "the relay to retry three times", func(context.Context) error {
 		if n := r.Stats().Errors; n < 3 {
@@ -259,7 +259,7 @@ func TestRelayDeleteFailsAfterPublish(t *testing.T) {
 	src.failDeletes = 1
 	pub := &countingPublisher{Client: c}
 
-	r := outbox.NewRelay(src, pub, outbox.RelayOptions{})
+	r := outbox.NewRelay(src, pub, outbox.Config{})
 	run(t, r)
 	src.waitEmpty(t, streamtest.Context(t))
 
@@ -282,7 +282,7 @@ func TestRelaySourceFails(t *testing.T) {
 	src.add(5)
 	src.failPending = 2
 
-	r := outbox.NewRelay(src, c, outbox.RelayOptions{})
+	r := outbox.NewRelay(src, c, outbox.Config{})
 	run(t, r)
 	src.waitEmpty(t, streamtest.Context(t))
 	if got := stored(t, c); !slices.Equal(got, wantIDs(5)) {
@@ -296,7 +296,7 @@ func TestRelaySourceFails(t *testing.T) {
 func TestRelayRunsOnce(t *testing.T) {
 	// Two loops of one relay would only double the publishes.
 	src := newMemSource()
-	r := outbox.NewRelay(src, nil, outbox.RelayOptions{Interval: time.Hour})
+	r := outbox.NewRelay(src, nil, outbox.Config{Interval: time.Hour})
 	run(t, r)
 	<-src.pendingCall
 	if err := r.Run(streamtest.Context(t)); err == nil {

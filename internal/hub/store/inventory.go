@@ -8,12 +8,13 @@ import (
 	"iter"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/purser-io/purser/internal/platform/resourceversion"
 )
 
 // InventoryRow is purser's copy of one object in one member cluster, keyed
@@ -47,34 +48,12 @@ type InventoryTombstone struct {
 	DeletedAt       time.Time
 }
 
-// CompareResourceVersions orders two resourceVersions: -1, 0 or 1 as a is
-// older than, the same as, or newer than b. Kubernetes documents the
-// versions of etcd-backed objects as comparable integers; ok is false when
-// either does not parse, and then nothing is known about their order.
-func CompareResourceVersions(a, b string) (cmp int, ok bool) {
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	if errA != nil || errB != nil {
-		if a == b {
-			return 0, true
-		}
-		return 0, false
-	}
-	switch {
-	case x < y:
-		return -1, true
-	case x > y:
-		return 1, true
-	}
-	return 0, true
-}
-
 // supersedes reports whether a state at incoming may replace one at
 // current. Incomparable versions are accepted (last writer wins): a
 // non-etcd apiserver is the only source of them, and refusing would freeze
 // the record forever.
 func supersedes(incoming, current string) bool {
-	c, ok := CompareResourceVersions(incoming, current)
+	c, ok := resourceversion.Compare(incoming, current)
 	return !ok || c > 0
 }
 
@@ -452,12 +431,12 @@ func (tx *Tx) ReconcileInventory(ctx context.Context, snap InventorySnapshot) (R
 		}
 		if snapRV, ok := snap.Items[uid]; ok {
 			seen++
-			if c, ok := CompareResourceVersions(rv, snapRV); ok && c < 0 {
+			if c, ok := resourceversion.Compare(rv, snapRV); ok && c < 0 {
 				rec.Stale++
 			}
 			continue
 		}
-		c, ok := CompareResourceVersions(rv, snap.ListResourceVersion)
+		c, ok := resourceversion.Compare(rv, snap.ListResourceVersion)
 		if (ok && c <= 0) || (!ok && !observed.After(snap.TakenAt)) {
 			zombies = append(zombies, uid)
 		} else {

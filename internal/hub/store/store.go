@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,10 +15,11 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	"k8s.io/apimachinery/pkg/util/wait"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/purser-io/purser/internal/hub/audit"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Store is a handle on purser's database. It is safe for concurrent use.
@@ -175,14 +175,12 @@ func openSQLite(ctx context.Context, dsn string) (*Store, error) {
 	// SQLITE_BUSY at once, without waiting out busy_timeout, when several
 	// processes open the same new file together: retry, briefly.
 	var pingErr error
-	for attempt := range 20 {
-		if pingErr = write.PingContext(ctx); pingErr == nil || !retryable(pingErr) {
-			break
+	_ = reconcile.Retry(ctx, reconcile.Backoff(10*time.Millisecond, 500*time.Millisecond), func(ctx context.Context, attempt int) error {
+		if pingErr = write.PingContext(ctx); pingErr != nil && retryable(pingErr) && attempt < 19 {
+			return pingErr
 		}
-		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 10*time.Millisecond, 500*time.Millisecond)) {
-			break
-		}
-	}
+		return reconcile.Terminal(pingErr)
+	})
 	if pingErr != nil {
 		_ = write.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, classify(pingErr))
@@ -323,23 +321,21 @@ func (s *Store) Read(ctx context.Context, fn func(tx *Tx) error) error {
 }
 
 func (s *Store) run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *Tx) error) error {
-	for attempt := 1; ; attempt++ {
-		err := s.once(ctx, db, opts, fn)
-		if err == nil || attempt == maxAttempts || !retryable(err) {
-			return err
+	// Between two runs of a transaction that collided: 2 ms doubled at
+	// each retry, lengthened by up to as much again, so that transactions
+	// that collided do not collide again in lockstep.
+	contention := wait.Backoff{Duration: 2 * time.Millisecond, Factor: 2, Jitter: 1, Steps: maxAttempts - 1}
+	var err error
+	// The error goes back as fn or the database returned it, never
+	// wrapped: callers compare it.
+	_ = reconcile.Retry(ctx, contention, func(ctx context.Context, attempt int) error {
+		err = s.once(ctx, db, opts, fn)
+		if err == nil || attempt == maxAttempts-1 || !retryable(err) {
+			return reconcile.Terminal(err)
 		}
-		// Jittered exponential backoff, so that transactions that collided
-		// do not collide again in lockstep.
-		d := time.Duration(1<<attempt) * time.Millisecond
-		d += rand.N(d)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
+		return err
+	})
+	return err
 }
 
 func (s *Store) once(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *Tx) error) error {

@@ -11,8 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrUnavailable reports that no NATS server answered in time: the stream
@@ -191,7 +190,11 @@ func Connect(ctx context.Context, url string, opts Options) (*Client, error) {
 // counts the attempts from 1 for each outage.
 func reconnectDelay() nats.ReconnectDelayHandler {
 	return func(attempts int) time.Duration {
-		return backoff.Exponential(max(attempts-1, 0), reconnectBase, reconnectCap)
+		d := reconnectBase << min(max(attempts-1, 0), 30)
+		if d <= 0 || d > reconnectCap {
+			d = reconnectCap
+		}
+		return wait.Jitter(d/2, 1) // anywhere in the upper half of d
 	}
 }
 

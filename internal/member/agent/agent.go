@@ -31,7 +31,7 @@ import (
 
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/member/probe"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 	"github.com/purser-io/purser/internal/platform/replica"
 )
 
@@ -100,9 +100,6 @@ type Agent struct {
 	queue    chan *stream.Event
 	overflow atomic.Bool
 	resyncs  atomic.Int64 // full resyncs done, for tests and heartbeats
-	// snapshotNow asks the snapshot loop for an early snapshot, after a
-	// resync that may have lost deletions.
-	snapshotNow chan struct{}
 	// published counts acknowledged messages; fenced counts objects
 	// suspended or deleted by fencing. Both only grow.
 	published atomic.Int64
@@ -199,14 +196,13 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent %s: authorization client: %w", cfg.Cluster, err)
 	}
 	a := &Agent{
-		cfg:         cfg,
-		log:         log.With("cluster", cfg.Cluster),
-		dyn:         dyn,
-		disc:        disc,
-		access:      newAccess(authz.SelfSubjectAccessReviews()),
-		queue:       make(chan *stream.Event, cfg.QueueSize),
-		snapshotNow: make(chan struct{}, 1),
-		fenceNow:    make(chan struct{}, 1),
+		cfg:      cfg,
+		log:      log.With("cluster", cfg.Cluster),
+		dyn:      dyn,
+		disc:     disc,
+		access:   newAccess(authz.SelfSubjectAccessReviews()),
+		queue:    make(chan *stream.Event, cfg.QueueSize),
+		fenceNow: make(chan struct{}, 1),
 	}
 	if a.prober, err = probe.New(rc, a.probeTimeout()); err != nil {
 		return nil, fmt.Errorf("agent %s: probe client: %w", cfg.Cluster, err)
@@ -261,11 +257,12 @@ func (a *Agent) lead(ctx context.Context) {
 	for range publishers {
 		work.Go(func() { a.publishLoop(ctx) })
 	}
+	snapshots := a.snapshots()
 	work.Go(func() { a.discoveryLoop(ctx, &informers) })
-	work.Go(func() { a.snapshotLoop(ctx) })
+	work.Go(func() { _ = snapshots.Run(ctx) })
 	work.Go(func() { a.heartbeatLoop(ctx) })
 	work.Go(func() { a.fenceLoop(ctx) })
-	work.Go(func() { a.resyncLoop(ctx) })
+	work.Go(func() { a.resyncLoop(ctx, snapshots) })
 	<-ctx.Done()
 	work.Wait()
 	a.leading.Store(false)
@@ -367,38 +364,27 @@ func (a *Agent) publishLoop(ctx context.Context) {
 
 // publish retries until acknowledged or ctx is done.
 func (a *Agent) publish(ctx context.Context, subject, id string, data []byte) bool {
-	for attempt := 0; ; attempt++ {
+	err := reconcile.Retry(ctx, reconcile.Backoff(100*time.Millisecond, 5*time.Second), func(ctx context.Context, attempt int) error {
 		err := a.cfg.Stream.Publish(ctx, subject, id, data)
-		if err == nil {
-			a.published.Add(1)
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		if attempt == 0 || attempt%20 == 0 {
+		if err != nil && ctx.Err() == nil && attempt%20 == 0 {
 			a.log.Warn("publish failed; retrying", "id", id, "attempt", attempt+1, "error", err)
 		}
-		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second)) {
-			return false
-		}
+		return err
+	})
+	if err != nil {
+		return false // ctx is done: publish errors are never terminal
 	}
+	a.published.Add(1)
+	return true
 }
 
-// resyncLoop answers an overflow: every cached object is queued again
-// (blocking here, not in a handler), and an early snapshot removes the
-// objects whose deletion events were dropped.
-func (a *Agent) resyncLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+// resyncLoop answers an overflow, looking for one every second: every
+// cached object is queued again (blocking here, not in a handler), and an
+// early snapshot removes the objects whose deletion events were dropped.
+func (a *Agent) resyncLoop(ctx context.Context, snapshots *reconcile.Queue[snapshotKey]) {
+	reconcile.Every(ctx, time.Second, func(ctx context.Context) {
 		if !a.overflow.Swap(false) {
-			continue
+			return
 		}
 		n := 0
 		for _, w := range a.watches() {
@@ -421,11 +407,8 @@ func (a *Agent) resyncLoop(ctx context.Context) {
 		}
 		a.resyncs.Add(1)
 		a.log.Info("resync queued", "objects", n)
-		select {
-		case a.snapshotNow <- struct{}{}:
-		default:
-		}
-	}
+		snapshots.Add(snapshotKey{})
+	})
 }
 
 // watches lists the tracked kinds, configured and labelled.
@@ -442,44 +425,38 @@ func (a *Agent) watches() []*watch {
 	return out
 }
 
-func (a *Agent) snapshotLoop(ctx context.Context) {
-	a.firstSnapshot(ctx)
-	t := time.NewTicker(a.cfg.SnapshotInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-a.snapshotNow:
-		}
-		a.snapshot(ctx)
-	}
-}
+// snapshotKey is the one key of a term's snapshot queue: a snapshot asked
+// for while one is under way or waiting runs once after it.
+type snapshotKey struct{}
 
-// firstSnapshot publishes a snapshot as soon as every watch has synced,
-// so that objects deleted while the agent was away (stopped, cut off, not
-// yet leader) leave the inventory in seconds rather than a period later.
-// It gives up waiting after one SnapshotInterval: the loop's ticker takes
-// over from there.
-func (a *Agent) firstSnapshot(ctx context.Context) {
-	deadline := time.Now().Add(a.cfg.SnapshotInterval)
-	for time.Now().Before(deadline) {
-		ws := a.watches()
-		synced := len(ws) > 0
-		for _, w := range ws {
-			synced = synced && w.synced()
+// firstSnapshotPoll is how often the first snapshot of a term looks
+// whether every watch has synced.
+const firstSnapshotPoll = 250 * time.Millisecond
+
+// snapshots returns the queue that publishes a term's snapshots: every
+// SnapshotInterval after the last, and early when a resync asks. The
+// first is published as soon as every watch has synced, so that objects
+// deleted while the agent was away (stopped, cut off, not yet leader)
+// leave the inventory in seconds rather than a period later; it waits
+// for them one SnapshotInterval at most, then goes with the kinds that
+// have synced (snapshot leaves out the others).
+func (a *Agent) snapshots() *reconcile.Queue[snapshotKey] {
+	a.mu.Lock()
+	started := a.started
+	a.mu.Unlock()
+	first := true
+	q := reconcile.New(func(ctx context.Context, _ snapshotKey) (reconcile.Result, error) {
+		if first && !a.cachesSynced() && time.Since(started) < a.cfg.SnapshotInterval {
+			return reconcile.Result{RequeueAfter: firstSnapshotPoll}, nil
 		}
-		if synced {
-			a.snapshot(ctx)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+		first = false
+		a.snapshot(ctx)
+		// A snapshot asked for early leaves this schedule as it is: the
+		// queue keeps the earlier of two times a key is due.
+		return reconcile.Result{RequeueAfter: a.cfg.SnapshotInterval}, nil
+	}, reconcile.Options[snapshotKey]{Name: "snapshots", Logger: a.log})
+	q.Add(snapshotKey{})
+	return q
 }
 
 // snapshot publishes the synced caches. Each kind's list resourceVersion is

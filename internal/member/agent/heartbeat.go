@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/purser-io/purser/internal/hub/stream"
 )
@@ -20,18 +21,16 @@ import (
 // heartbeatLoop beats every HeartbeatInterval. It binds the bucket lazily,
 // so that an agent started while the stream is out of reach still counts
 // its lease from its start, and fences when the lease runs out.
+//
+// The beats start every interval, counted from the start of the last one
+// and not jittered, rather than on reconcile.Every, whose period runs
+// from the end of each run and is lengthened by up to a fifth: the lease
+// is three intervals, and a beat that fails slowly (an unanswered probe,
+// then a write that times out) followed by a longer wait would let it
+// run out after a single missed beat.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(a.cfg.HeartbeatInterval)
-	defer t.Stop()
 	var kv jetstream.KeyValue
-	for {
-		kv = a.heartbeat(ctx, kv)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) { kv = a.heartbeat(ctx, kv) }, a.cfg.HeartbeatInterval)
 }
 
 // heartbeatTimeout bounds one beat: a write that hangs on a connection cut

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -16,7 +15,8 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/member/kuberetry"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
+	"github.com/purser-io/purser/internal/platform/resourceversion"
 )
 
 // watch is one tracked kind and its informers: a single one seeing every
@@ -51,15 +51,12 @@ func byConsistency(obj any) ([]string, error) {
 // a CRD installed later is picked up; it keeps the labelled kinds in step
 // with the served resources in the same pass. Informers run under wg.
 func (a *Agent) discoveryLoop(ctx context.Context, wg *sync.WaitGroup) {
-	for {
+	reconcile.Every(ctx, a.cfg.DiscoveryInterval, func(ctx context.Context) {
 		if !a.allWatched() {
 			a.discover(ctx, wg)
 		}
 		a.discoverLabelled(ctx, wg)
-		if !backoff.Sleep(ctx, backoff.Jitter(a.cfg.DiscoveryInterval)) {
-			return
-		}
-	}
+	})
 }
 
 func (a *Agent) allWatched() bool {
@@ -213,8 +210,8 @@ func (w *watch) synced() bool {
 // [uid, resourceVersion] of every cached object. ok is false until every
 // informer has synced. With several informers the union is at least as new
 // as the oldest of their versions, which is what the list claims; versions
-// that are not numbers cannot be compared, and the kind waits for a later
-// snapshot.
+// that do not compare (resourceversion.Compare) have no oldest, and the
+// kind waits for a later snapshot.
 func (w *watch) list() (rv string, items [][2]string, ok bool) {
 	if !w.synced() {
 		return "", nil, false
@@ -231,13 +228,14 @@ func (w *watch) list() (rv string, items [][2]string, ok bool) {
 		}
 		return rv, items, true
 	}
-	var oldest uint64
-	for i, inf := range w.informers {
-		v, err := strconv.ParseUint(inf.LastSyncResourceVersion(), 10, 64)
-		if err != nil {
+	oldest := w.informers[0].LastSyncResourceVersion()
+	for _, inf := range w.informers[1:] {
+		v := inf.LastSyncResourceVersion()
+		c, comparable := resourceversion.Compare(v, oldest)
+		if !comparable {
 			return "", nil, false
 		}
-		if i == 0 || v < oldest {
+		if c < 0 {
 			oldest = v
 		}
 	}
@@ -257,7 +255,7 @@ func (w *watch) list() (rv string, items [][2]string, ok bool) {
 			items = append(items, [2]string{uid, u.GetResourceVersion()})
 		}
 	}
-	return strconv.FormatUint(oldest, 10), items, true
+	return oldest, items, true
 }
 
 // count is the number of distinct cached objects.

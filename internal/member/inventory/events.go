@@ -10,18 +10,24 @@ import (
 
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/platform/resourceversion"
 )
 
-// eventStage turns a batch of events into at most one change per object:
-// the newest by resourceVersion, a deletion winning a tie (a tombstone's
-// final state carries the version of the last update it follows).
-type eventStage struct {
+// The events pipeline: eventConverter, then storeEvents, then (in the
+// same transaction) moveRunnables, reopenCleanups and touchAgentsByEvents.
+
+// eventConverter turns a batch of events into at most one change per
+// object: the newest by resourceVersion, a deletion winning a tie (a
+// tombstone's final state carries the version of the last update it
+// follows).
+type eventConverter struct {
 	health      HealthFunc
 	fingerprint func([]byte) string // Config.Fingerprint
 	log         *slog.Logger
 }
 
-type eventWork struct {
+// eventBatch is the changes of a batch of events.
+type eventBatch struct {
 	rows  []store.InventoryRow
 	tombs []store.InventoryTombstone
 	// lastEvent is, per cluster, the time of its newest event in the
@@ -29,13 +35,13 @@ type eventWork struct {
 	lastEvent map[string]time.Time
 }
 
-func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
+func (c *eventConverter) convert(msgs []jetstream.Msg) (eventBatch, []jetstream.Msg) {
 	type key struct{ cluster, uid string }
 	newest := map[key]*stream.Event{}
 	var order []key
 	ready := make([]jetstream.Msg, 0, len(msgs))
 	for _, m := range msgs {
-		ev, ok := s.decode(m)
+		ev, ok := c.decode(m)
 		if !ok {
 			continue
 		}
@@ -51,10 +57,10 @@ func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 			newest[k] = ev
 		}
 	}
-	w := eventWork{lastEvent: map[string]time.Time{}}
+	b := eventBatch{lastEvent: map[string]time.Time{}}
 	for _, ev := range newest {
-		if ev.Time.After(w.lastEvent[ev.Cluster]) {
-			w.lastEvent[ev.Cluster] = ev.Time
+		if ev.Time.After(b.lastEvent[ev.Cluster]) {
+			b.lastEvent[ev.Cluster] = ev.Time
 		}
 	}
 	// Tombstones age by the ingesters' clock, which prunes them, not by
@@ -63,18 +69,18 @@ func (s *eventStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 	for _, k := range order {
 		ev := newest[k]
 		if ev.Type == stream.EventDeleted {
-			w.tombs = append(w.tombs, store.InventoryTombstone{Cluster: ev.Cluster, UID: ev.UID,
+			b.tombs = append(b.tombs, store.InventoryTombstone{Cluster: ev.Cluster, UID: ev.UID,
 				ResourceVersion: ev.ResourceVersion, DeletedAt: now})
 			continue
 		}
-		w.rows = append(w.rows, s.row(ev))
+		b.rows = append(b.rows, c.row(ev))
 	}
-	return &w, ready
+	return b, ready
 }
 
 // newerEvent reports whether a should win over b for the same object.
 func newerEvent(a, b *stream.Event) bool {
-	c, ok := store.CompareResourceVersions(a.ResourceVersion, b.ResourceVersion)
+	c, ok := resourceversion.Compare(a.ResourceVersion, b.ResourceVersion)
 	switch {
 	case !ok:
 		return !a.Time.Before(b.Time) // no order by version: the later sighting
@@ -86,13 +92,13 @@ func newerEvent(a, b *stream.Event) bool {
 
 // decode reads one event; a message that can never be applied is
 // terminated so that it is not redelivered forever, and logged.
-func (s *eventStage) decode(m jetstream.Msg) (*stream.Event, bool) {
+func (c *eventConverter) decode(m jetstream.Msg) (*stream.Event, bool) {
 	ev := &stream.Event{}
 	cluster, ok := stream.ClusterOf(m.Subject())
 	err := json.Unmarshal(m.Data(), ev)
 	if !ok || err != nil || ev.UID == "" || ev.Kind == "" ||
 		(ev.Type != stream.EventAdded && ev.Type != stream.EventModified && ev.Type != stream.EventDeleted) {
-		s.log.Error("dropping malformed event", "subject", m.Subject(), "error", err)
+		c.log.Error("dropping malformed event", "subject", m.Subject(), "error", err)
 		_ = m.Term()
 		return nil, false
 	}
@@ -102,20 +108,20 @@ func (s *eventStage) decode(m jetstream.Msg) (*stream.Event, bool) {
 	return ev, true
 }
 
-func (s *eventStage) row(ev *stream.Event) store.InventoryRow {
+func (c *eventConverter) row(ev *stream.Event) store.InventoryRow {
 	obj := []byte(ev.Object)
 	if stream.IsSecret(ev.APIVersion, ev.Kind) {
 		// The agent never sends data; this guards against an agent that
 		// does (an old or foreign one), because the inventory must not
 		// hold it whatever arrives.
-		obj = secretRecord(obj, s.fingerprint)
+		obj = secretRecord(obj, c.fingerprint)
 	}
 	if len(obj) == 0 {
 		obj = nil
 	}
 	health, phase := "Unknown", ""
 	if obj != nil {
-		health, phase = s.health(ev.APIVersion, ev.Kind, obj)
+		health, phase = c.health(ev.APIVersion, ev.Kind, obj)
 	}
 	return store.InventoryRow{
 		Cluster: ev.Cluster, APIVersion: ev.APIVersion, Kind: ev.Kind, Namespace: ev.Namespace, Name: ev.Name,
@@ -155,23 +161,28 @@ func secretRecord(obj []byte, fingerprint func([]byte) string) []byte {
 	return b
 }
 
-func (s *eventStage) apply(ctx context.Context, tx *store.Tx, work any) error {
-	w := work.(*eventWork)
-	stored, err := tx.UpsertInventory(ctx, w.rows)
+// storeEvents is the events' sink: it writes each change unless the
+// record is newer, and returns the rows it wrote. Only those may move a
+// runnable or reopen a clean-up: an older state redelivered is not among
+// them, so it never moves a runnable back.
+func storeEvents(ctx context.Context, tx *store.Tx, b eventBatch) ([]store.InventoryRow, error) {
+	stored, err := tx.UpsertInventory(ctx, b.rows)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := observeRunnables(ctx, tx, stored); err != nil {
-		return err
+	if _, err := tx.DeleteInventory(ctx, b.tombs); err != nil {
+		return nil, err
 	}
-	if err := reopenCleanups(ctx, tx, stored); err != nil {
-		return err
-	}
-	for cluster, at := range w.lastEvent {
+	return stored, nil
+}
+
+// touchAgentsByEvents records how fresh each cluster's records are, by
+// its newest event in the batch.
+func touchAgentsByEvents(ctx context.Context, tx *store.Tx, b eventBatch, _ []store.InventoryRow) error {
+	for cluster, at := range b.lastEvent {
 		if err := tx.TouchAgent(ctx, cluster, nil, nil, &at); err != nil {
 			return err
 		}
 	}
-	_, err = tx.DeleteInventory(ctx, w.tombs)
-	return err
+	return nil
 }

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,35 +12,63 @@ import (
 	"github.com/purser-io/purser/internal/hub/stream"
 )
 
-// heartbeatLoop copies the agents' heartbeats from the stream's KV bucket
-// into the database, so that reads (which never touch the stream) can say
-// when each agent was last heard from. Every replica may do it: the
-// database keeps the latest time whatever the order.
-func (in *Ingester) heartbeatLoop(ctx context.Context) {
-	in.followBucket(ctx, stream.HeartbeatsBucket, "heartbeats", in.recordHeartbeat)
+// The heartbeats pipeline copies the agents' heartbeats from the stream's
+// KV bucket into the database, so that reads (which never touch the
+// stream) can say when each agent was last heard from: heartbeatConverter,
+// then recordHeartbeats. Every replica may do it: the database keeps the
+// latest time whatever the order.
+
+// heartbeatConverter decodes heartbeats and times them by the NATS
+// server's clock.
+type heartbeatConverter struct {
+	log          *slog.Logger
+	skewWarnings throttle // agents' clocks far from the NATS server's
 }
 
-// recordHeartbeat stores one agent's heartbeat; a malformed one is
-// skipped.
-func (in *Ingester) recordHeartbeat(ctx context.Context, e jetstream.KeyValueEntry) error {
-	var hb stream.Heartbeat
-	if json.Unmarshal(e.Value(), &hb) != nil || hb.Time.IsZero() {
-		return nil
+// heartbeat is what the database keeps of one beat.
+type heartbeat struct {
+	cluster string
+	at      time.Time
+	kubeAPI []byte // the agent's word on its kube-apiserver, JSON; nil without one
+	current bool
+}
+
+// convert skips a malformed heartbeat: the next beat of its agent
+// replaces it.
+func (c *heartbeatConverter) convert(entries []jetstream.KeyValueEntry) ([]heartbeat, []jetstream.KeyValueEntry) {
+	var beats []heartbeat
+	var ready []jetstream.KeyValueEntry
+	for _, e := range entries {
+		var hb stream.Heartbeat
+		if json.Unmarshal(e.Value(), &hb) != nil || hb.Time.IsZero() {
+			continue
+		}
+		// Only the heartbeat's own time and the agent's word on its
+		// kube-apiserver: a snapshot counts once the ingester has applied
+		// it, not when the agent sent it.
+		beat := heartbeat{cluster: e.Key(), at: c.heartbeatTime(e, hb), current: hb.KubeAPI.Current()}
+		if hb.KubeAPI != nil {
+			report, err := json.Marshal(hb.KubeAPI)
+			if err != nil {
+				c.log.Error("dropping heartbeat", "cluster", e.Key(), "error", err)
+				continue
+			}
+			beat.kubeAPI = report
+		}
+		beats = append(beats, beat)
+		ready = append(ready, e)
 	}
-	// Only the heartbeat's own time and the agent's word on its
-	// kube-apiserver: a snapshot counts once the ingester has applied it,
-	// not when the agent sent it.
-	at := in.heartbeatTime(e, hb)
-	var report []byte
-	if hb.KubeAPI != nil {
-		var err error
-		if report, err = json.Marshal(hb.KubeAPI); err != nil {
-			return err
+	return beats, ready
+}
+
+// recordHeartbeats is the heartbeats' sink.
+func recordHeartbeats(ctx context.Context, tx *store.Tx, beats []heartbeat) (struct{}, error) {
+	for _, b := range beats {
+		if err := tx.RecordHeartbeat(ctx, b.cluster, b.at, b.kubeAPI, b.current); err != nil {
+			return struct{}{}, err
 		}
 	}
-	return in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		return tx.RecordHeartbeat(ctx, e.Key(), at, report, hb.KubeAPI.Current())
-	})
+	return struct{}{}, nil
 }
 
 // clockSkewWarning is how far an agent's clock may be from the NATS
@@ -52,14 +81,14 @@ const clockSkewWarning = 5 * time.Second
 // only the skew between the NATS servers and the controller, not that of
 // every member cluster's machines. An agent whose clock is far off is
 // reported, as it still stamps its snapshots.
-func (in *Ingester) heartbeatTime(e jetstream.KeyValueEntry, hb stream.Heartbeat) time.Time {
+func (c *heartbeatConverter) heartbeatTime(e jetstream.KeyValueEntry, hb stream.Heartbeat) time.Time {
 	stored := e.Created()
 	if stored.IsZero() {
 		return hb.Time.UTC()
 	}
 	if skew := hb.Time.Sub(stored); skew > clockSkewWarning || skew < -clockSkewWarning {
-		in.skewWarnings.Do(e.Key(), func() {
-			in.log.Warn("agent clock differs from the NATS server's", "cluster", e.Key(),
+		c.skewWarnings.Do(e.Key(), func() {
+			c.log.Warn("agent clock differs from the NATS server's", "cluster", e.Key(),
 				"skew", skew.Round(time.Millisecond), "agentTime", hb.Time, "serverTime", stored)
 		})
 	}
@@ -68,7 +97,7 @@ func (in *Ingester) heartbeatTime(e jetstream.KeyValueEntry, hb stream.Heartbeat
 
 // throttle runs a function at most once a minute per key, for warnings
 // that would otherwise repeat with every heartbeat. Its zero value is
-// ready; the heartbeat loop is its only user.
+// ready; the heartbeats' converter is its only user.
 type throttle struct {
 	last map[string]time.Time
 }

@@ -1,10 +1,13 @@
 // Package inventory is the ingester: it keeps purser's inventory, the copy
 // of every tracked object of every member cluster, from what the agents
 // (internal/member/agent) publish on the stream. Events upsert and delete records
-// in resourceVersion order; complete snapshots remove zombie records,
-// sparing those newer than the snapshot's list. Both go through one
-// pipeline (fetch a batch, apply it in one transaction, ack after commit),
-// so a crash anywhere loses nothing and a redelivery changes nothing.
+// in resourceVersion order and move the runnables whose objects they are;
+// complete snapshots remove zombie records, sparing those newer than the
+// snapshot's list; heartbeats and served kinds are copied from the
+// stream's buckets. All go through one pipeline (a source, a converter to
+// typed work, a sink that stores it and the steps that follow in its
+// transaction, an ack after the commit: pipeline.go), so a crash anywhere
+// loses nothing and a redelivery changes nothing.
 package inventory
 
 import (
@@ -15,9 +18,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // HealthFunc interprets a trimmed object (JSON) as its health and phase;
@@ -44,12 +49,11 @@ type Config struct {
 	Fingerprint func([]byte) string
 }
 
-// Ingester consumes events and snapshots of every cluster.
+// Ingester consumes events, snapshots, heartbeats and served kinds of
+// every cluster.
 type Ingester struct {
 	cfg Config
 	log *slog.Logger
-
-	skewWarnings throttle // agents' clocks far from the NATS server's
 }
 
 // New checks cfg; nothing runs until Run.
@@ -80,39 +84,39 @@ func New(cfg Config) (*Ingester, error) {
 // prefetched batch and held snapshot chunks.
 const maxBatch = 400
 
-// snapshotBatch is smaller than an event batch: a chunk is up to 900 KiB.
-const snapshotBatch = 16
+// snapshotBatchSize is smaller than an event batch: a chunk is up to 900 KiB.
+const snapshotBatchSize = 16
 
 // Run ingests until ctx is done and returns after its goroutines stop.
 // Outages of the stream and the database are waited out.
 func (in *Ingester) Run(ctx context.Context) error {
-	var pipes []*pipeline
-	for attempt := 0; ; attempt++ {
+	var pipes []runner
+	err := reconcile.Retry(ctx, reconcile.Backoff(fetchRetryBase, fetchRetryMax), func(ctx context.Context, _ int) error {
 		err := in.cfg.Stream.Declare(ctx)
 		if err == nil {
 			pipes, err = in.pipelines(ctx)
 		}
-		if err == nil {
-			break
+		if err != nil && ctx.Err() == nil {
+			in.log.Warn("stream not ready", "error", err)
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("ingester: %w", ctx.Err())
-		}
-		in.log.Warn("stream not ready", "error", err)
-		backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ingester: %w", ctx.Err())
 	}
 	var wg sync.WaitGroup
 	for _, p := range pipes {
 		wg.Go(func() { p.run(ctx) })
 	}
-	wg.Go(func() { in.pruneLoop(ctx) })
-	wg.Go(func() { in.heartbeatLoop(ctx) })
-	wg.Go(func() { in.kindsLoop(ctx) })
+	wg.Go(func() { reconcile.Every(ctx, max(in.cfg.TombstoneTTL/10, time.Second), in.prune) })
 	wg.Wait()
 	return nil
 }
 
-func (in *Ingester) pipelines(ctx context.Context) ([]*pipeline, error) {
+// runner is a pipeline, whatever its types.
+type runner interface{ run(ctx context.Context) }
+
+func (in *Ingester) pipelines(ctx context.Context) ([]runner, error) {
 	js := in.cfg.Stream.JetStream()
 	events, err := js.Consumer(ctx, stream.EventsStream, stream.IngesterConsumer)
 	if err != nil {
@@ -122,31 +126,63 @@ func (in *Ingester) pipelines(ctx context.Context) ([]*pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bind snapshots consumer: %w", err)
 	}
-	return []*pipeline{
-		{name: "events", consumer: events, store: in.cfg.Store, batch: in.cfg.Batch, wait: 200 * time.Millisecond,
-			stage: &eventStage{health: in.cfg.Health, fingerprint: in.cfg.Fingerprint, log: in.log}, log: in.log},
-		{name: "snapshots", consumer: snapshots, store: in.cfg.Store, batch: snapshotBatch, wait: 500 * time.Millisecond,
-			stage: newSnapshotStage(in.log), log: in.log},
+	assembler := newSnapshotAssembler(in.log)
+	return []runner{
+		&pipeline[jetstream.Msg, eventBatch, []store.InventoryRow]{
+			name:    "events",
+			src:     &consumerSource{consumer: events, batch: in.cfg.Batch, wait: 200 * time.Millisecond},
+			convert: &eventConverter{health: in.cfg.Health, fingerprint: in.cfg.Fingerprint, log: in.log},
+			sink:    storeEvents,
+			// The runnables' moves and the clean-ups reopened must commit
+			// with the rows: they act on the rows the sink stored, which a
+			// redelivery after a failure would not store (nor hand on)
+			// again. The agents' touches ride in the same transaction,
+			// which costs nothing and never shows a cluster's records
+			// fresher than they are.
+			then: []step[eventBatch, []store.InventoryRow]{
+				{"move runnables", moveRunnables},
+				{"reopen clean-ups", reopenCleanups},
+				{"touch agents", touchAgentsByEvents},
+			},
+			store: in.cfg.Store, log: in.log,
+		},
+		&pipeline[jetstream.Msg, snapshotBatch, []store.Reconciliation]{
+			name:    "snapshots",
+			src:     &consumerSource{consumer: snapshots, batch: snapshotBatchSize, wait: 500 * time.Millisecond},
+			convert: assembler,
+			sink:    reconcileSnapshots,
+			// The snapshot's time is its cluster's freshness: recorded with
+			// the removals, so that a reader never sees it before the
+			// records say what the snapshot said.
+			then:      []step[snapshotBatch, []store.Reconciliation]{{"touch agents", touchAgentsBySnapshots}},
+			committed: assembler.logReconciled,
+			store:     in.cfg.Store, log: in.log,
+		},
+		&pipeline[jetstream.KeyValueEntry, []heartbeat, struct{}]{
+			name:    "heartbeats",
+			src:     &bucketSource{stream: in.cfg.Stream, bucket: stream.HeartbeatsBucket, batch: in.cfg.Batch},
+			convert: &heartbeatConverter{log: in.log},
+			sink:    recordHeartbeats,
+			store:   in.cfg.Store, log: in.log,
+		},
+		&pipeline[jetstream.KeyValueEntry, []servedKinds, struct{}]{
+			name:    "served kinds",
+			src:     &bucketSource{stream: in.cfg.Stream, bucket: stream.KindsBucket, batch: in.cfg.Batch},
+			convert: &kindsConverter{log: in.log},
+			sink:    recordKinds,
+			store:   in.cfg.Store, log: in.log,
+		},
 	}, nil
 }
 
-// pruneLoop forgets old tombstones.
-func (in *Ingester) pruneLoop(ctx context.Context) {
-	t := time.NewTicker(max(in.cfg.TombstoneTTL/10, time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		cutoff := time.Now().Add(-in.cfg.TombstoneTTL)
-		err := in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-			_, err := tx.PruneInventoryTombstones(ctx, cutoff)
-			return err
-		})
-		if err != nil && ctx.Err() == nil {
-			in.log.Warn("prune tombstones", "error", err)
-		}
+// prune forgets tombstones older than TombstoneTTL.
+func (in *Ingester) prune(ctx context.Context) {
+	cutoff := time.Now().Add(-in.cfg.TombstoneTTL)
+	err := in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		_, err := tx.PruneInventoryTombstones(ctx, cutoff)
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		in.log.Warn("prune tombstones", "error", err)
 	}
 }

@@ -2,150 +2,187 @@ package inventory
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/purser-io/purser/internal/hub/store"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
-// stage is what a pipeline does with the messages of one stream. The
-// pipeline owns fetching, the transaction, acks and retries; a stage owns
-// only the decision.
-type stage interface {
-	// collect decodes fetched messages. It returns the work to apply now
-	// and the messages to acknowledge once that work is committed; a
-	// stage may hold messages back (an incomplete snapshot) and release
-	// them with a later batch. Messages that can never be applied are
-	// terminated by the stage itself.
-	collect(msgs []jetstream.Msg) (work any, ready []jetstream.Msg)
-	// apply writes work in tx. It may run more than once (store.Tx
-	// retries on contention), so it must not change the stage's state.
-	apply(ctx context.Context, tx *store.Tx, work any) error
+// The ingester's one pipeline, the shape of every stream it consumes
+// (events, snapshots, heartbeats, served kinds):
+//
+//	source -> convert -> sink, then its steps, in one transaction -> ack
+//
+// A source delivers messages in batches; a converter turns a batch into
+// typed work; the sink stores the records of the work in one transaction
+// and hands what it stored to the steps that follow it there; the source
+// acknowledges the messages only once that transaction has committed. A
+// crash between commit and ack redelivers the batch, which the sinks
+// apply idempotently (resourceVersion ordering, snapshots by uid, the
+// latest time of a heartbeat).
+
+// source delivers the messages of one stream and settles them.
+type source[M any] interface {
+	// fetch returns the next messages, waiting a short while for the
+	// first; none is not an error.
+	fetch(ctx context.Context) ([]M, error)
+	// ack settles messages whose work was committed.
+	ack(msgs []M)
+	// retry hands back messages whose work failed to commit, to be
+	// delivered again no sooner than retryDelay.
+	retry(msgs []M)
+	// release hands back, at once, messages fetched and never applied.
+	release(msgs []M)
+	// stop ends the source once the pipeline no longer fetches.
+	stop()
 }
 
-// pipeline is the one ingestion loop: fetch a batch from a durable pull
-// consumer, apply it in one transaction, ack only after the commit. A
-// crash between commit and ack redelivers the batch, which the stages
-// apply idempotently (resourceVersion ordering, snapshots by uid).
-type pipeline struct {
-	name     string
-	consumer jetstream.Consumer
-	store    *store.Store
-	batch    int
-	wait     time.Duration
-	stage    stage
-	log      *slog.Logger
+// converter turns fetched messages into typed work, deciding nothing
+// about the database. ready are the messages to acknowledge once the
+// work is committed: a converter may hold messages back (the chunks of an
+// incomplete snapshot) and release them with a later batch, and it
+// settles itself the messages that can never be applied.
+type converter[M, W any] interface {
+	convert(msgs []M) (work W, ready []M)
 }
 
-func (p *pipeline) run(ctx context.Context) {
+// sink stores the records of work in tx and returns what it stored, which
+// the steps after it act on.
+type sink[W, S any] func(ctx context.Context, tx *store.Tx, work W) (stored S, err error)
+
+// step follows the sink in its transaction. A step and the sink may run
+// more than once for one batch (store.Tx runs its function again on
+// contention), so neither changes anything outside tx.
+type step[W, S any] struct {
+	name string
+	do   func(ctx context.Context, tx *store.Tx, work W, stored S) error
+}
+
+// retryDelay is how long a batch whose transaction failed waits before it
+// is delivered again, and how long its pipeline waits before the next.
+const retryDelay = time.Second
+
+// fetchRetryBase and fetchRetryMax bound the backoff of a source that
+// cannot be read (the stream restarting, a server lost).
+const (
+	fetchRetryBase = 100 * time.Millisecond
+	fetchRetryMax  = 5 * time.Second
+)
+
+// pipeline consumes one stream: messages M, work W, stored records S.
+type pipeline[M, W, S any] struct {
+	name    string
+	src     source[M]
+	convert converter[M, W]
+	sink    sink[W, S]
+	then    []step[W, S]
+	// committed, when set, is told what was stored once it is committed
+	// (to log what a snapshot removed, once it is true).
+	committed func(work W, stored S)
+	store     *store.Store
+	log       *slog.Logger
+}
+
+// run ingests until ctx is done.
+func (p *pipeline[M, W, S]) run(ctx context.Context) {
 	// One batch is fetched while the previous one is being applied, so
 	// that the stream's round trip overlaps the database's; batches are
 	// still applied one at a time, in order.
-	batches := make(chan []jetstream.Msg, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.fetchLoop(ctx, batches)
-	}()
+	batches := make(chan []M, 1)
+	var fetcher sync.WaitGroup
+	fetcher.Go(func() { p.fetchLoop(ctx, batches) })
 	defer func() {
-		<-done
+		fetcher.Wait()
 		// Fetched but never applied: hand them back now rather than
 		// after the consumer's ack wait.
-		for {
-			select {
-			case msgs := <-batches:
-				nakAll(msgs)
-			default:
-				return
-			}
+		for len(batches) > 0 {
+			p.src.release(<-batches)
 		}
+		p.src.stop()
 	}()
 	for {
-		var msgs []jetstream.Msg
 		select {
 		case <-ctx.Done():
 			return
-		case msgs = <-batches:
-		}
-		work, ready := p.stage.collect(msgs)
-		if len(ready) == 0 {
-			continue
-		}
-		if err := p.store.Tx(ctx, func(tx *store.Tx) error { return p.stage.apply(ctx, tx, work) }); err != nil {
-			if ctx.Err() != nil {
-				nakAll(ready)
-				return
-			}
-			// Nothing was committed: hand the batch back for redelivery
-			// after a pause, rather than spin on a database that is down.
-			p.log.Warn("apply failed; batch will be redelivered", "pipeline", p.name, "messages", len(ready), "error", err)
-			for _, m := range ready {
-				_ = m.NakWithDelay(time.Second)
-			}
-			backoff.Sleep(ctx, time.Second)
-			continue
-		}
-		for _, m := range ready {
-			// A lost ack means one more redelivery, which is harmless.
-			_ = m.Ack()
+		case msgs := <-batches:
+			p.ingest(ctx, msgs)
 		}
 	}
 }
 
-// fetchLoop feeds batches until ctx is done, waiting out stream outages.
-func (p *pipeline) fetchLoop(ctx context.Context, batches chan<- []jetstream.Msg) {
-	for attempt := 0; ctx.Err() == nil; {
-		msgs, err := p.fetch(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+// fetchLoop feeds batches until ctx is done, waiting out outages of the
+// stream.
+func (p *pipeline[M, W, S]) fetchLoop(ctx context.Context, batches chan<- []M) {
+	for ctx.Err() == nil {
+		var msgs []M
+		err := reconcile.Retry(ctx, reconcile.Backoff(fetchRetryBase, fetchRetryMax), func(ctx context.Context, _ int) error {
+			var err error
+			msgs, err = p.src.fetch(ctx)
+			if err != nil && ctx.Err() == nil {
+				p.log.Warn("fetch failed; retrying", "pipeline", p.name, "error", err)
 			}
-			p.log.Warn("fetch failed; retrying", "pipeline", p.name, "error", err)
-			backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second))
-			attempt++
-			continue
+			return err
+		})
+		if err != nil {
+			return // ctx is done: fetch errors are never terminal
 		}
-		attempt = 0
 		if len(msgs) == 0 {
 			continue
 		}
 		select {
 		case batches <- msgs:
 		case <-ctx.Done():
-			nakAll(msgs)
+			p.src.release(msgs)
 			return
 		}
 	}
 }
 
-func nakAll(msgs []jetstream.Msg) {
-	for _, m := range msgs {
-		_ = m.Nak()
+// ingest converts one batch, stores it in one transaction and settles its
+// messages.
+func (p *pipeline[M, W, S]) ingest(ctx context.Context, msgs []M) {
+	work, ready := p.convert.convert(msgs)
+	if len(ready) == 0 {
+		return
+	}
+	var stored S
+	err := p.store.Tx(ctx, func(tx *store.Tx) (err error) {
+		stored, err = p.apply(ctx, tx, work)
+		return err
+	})
+	switch {
+	case err == nil:
+		// A lost ack means one more redelivery, which is harmless.
+		p.src.ack(ready)
+		if p.committed != nil {
+			p.committed(work, stored)
+		}
+	case ctx.Err() != nil:
+		p.src.release(ready)
+	default:
+		// Nothing was committed. The batch's retry is its redelivery,
+		// to this ingester or another that reaches the database;
+		// waiting as long here keeps the batches behind it from failing
+		// in a burst against a database that is down.
+		p.log.Warn("apply failed; batch will be redelivered", "pipeline", p.name, "messages", len(ready), "error", err)
+		p.src.retry(ready)
+		reconcile.Sleep(ctx, retryDelay)
 	}
 }
 
-// fetch returns up to batch messages, waiting at most p.wait for the
-// first: a short wait keeps latency low when traffic is light, a full batch
-// returns at once when it is heavy.
-func (p *pipeline) fetch(ctx context.Context) ([]jetstream.Msg, error) {
-	wait := p.wait
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-		wait = max(time.Until(dl), time.Millisecond)
-	}
-	b, err := p.consumer.Fetch(p.batch, jetstream.FetchMaxWait(wait))
+// apply is the sink and then each step, in tx.
+func (p *pipeline[M, W, S]) apply(ctx context.Context, tx *store.Tx, work W) (S, error) {
+	stored, err := p.sink(ctx, tx, work)
 	if err != nil {
-		return nil, err
+		return stored, fmt.Errorf("%s: store: %w", p.name, err)
 	}
-	var msgs []jetstream.Msg
-	for m := range b.Messages() {
-		msgs = append(msgs, m)
+	for _, s := range p.then {
+		if err := s.do(ctx, tx, work, stored); err != nil {
+			return stored, fmt.Errorf("%s: %s: %w", p.name, s.name, err)
+		}
 	}
-	if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && len(msgs) == 0 {
-		return nil, err
-	}
-	return msgs, nil
+	return stored, nil
 }

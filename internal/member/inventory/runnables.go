@@ -14,17 +14,22 @@ import (
 	"github.com/purser-io/purser/internal/member/health"
 )
 
-// observeRunnables carries what the inventory now holds of the objects
-// purser created onto their runnables, in the same transaction: the phase
-// moves forward (Running, then Succeeded or Failed), the health and the
-// object's last status are kept, and the end of an attempt is recorded
-// and audited. rows are the rows the inventory stored (an older state
-// handed back for redelivery is not among them, so it never moves a
-// runnable back). An object of an older attempt, or of a runnable that
-// already ended otherwise (cancelled, failed over), changes nothing.
-func observeRunnables(ctx context.Context, tx *store.Tx, rows []store.InventoryRow) error {
-	for i := range rows {
-		row := &rows[i]
+// moveRunnables is the events' step that carries what the inventory now
+// holds of the objects purser created onto their runnables, through the
+// lifecycle (the one way a runnable moves): the phase moves forward
+// (Running, then Succeeded or Failed), the health and the object's last
+// status are kept, and the end of an attempt is recorded and audited. It
+// runs in the transaction that stores the rows, on the rows the sink
+// stored, because those are its only trace: a batch that failed is
+// redelivered whole, and a row stored by an earlier delivery is not stored
+// (nor handed here) again, so a move made apart from its rows could be
+// lost for good. An older state handed back for redelivery is not among
+// the stored rows either, so it never moves a runnable back. An object of
+// an older attempt, or of a runnable that already ended otherwise
+// (cancelled, failed over), changes nothing.
+func moveRunnables(ctx context.Context, tx *store.Tx, _ eventBatch, stored []store.InventoryRow) error {
+	for i := range stored {
+		row := &stored[i]
 		uid := row.Labels[v1alpha1.LabelRunnableUID]
 		if uid == "" {
 			continue

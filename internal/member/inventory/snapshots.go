@@ -13,11 +13,16 @@ import (
 	"github.com/purser-io/purser/internal/hub/stream"
 )
 
-// snapshotStage assembles chunked snapshots and reconciles each complete
-// one. Chunks of an incomplete snapshot are held, unacknowledged, in
-// memory: if this ingester dies the stream redelivers them to another,
-// which is simpler and safer than staging them in the database.
-type snapshotStage struct {
+// The snapshots pipeline: snapshotAssembler, then reconcileSnapshots (the
+// zombie reconciliation), then, in the same transaction,
+// touchAgentsBySnapshots; once committed, what was removed is logged.
+
+// snapshotAssembler is the snapshots' converter: it assembles chunked
+// snapshots and hands on each complete one. Chunks of an incomplete
+// snapshot are held, unacknowledged, in memory: if this ingester dies the
+// stream redelivers them to another, which is simpler and safer than
+// staging them in the database.
+type snapshotAssembler struct {
 	log     *slog.Logger
 	pending map[pendingKey]*pendingSnapshot
 	now     func() time.Time
@@ -38,16 +43,16 @@ type pendingSnapshot struct {
 // snapshot supersedes it.
 const abandonAfter = 2 * time.Minute
 
-func newSnapshotStage(log *slog.Logger) *snapshotStage {
-	return &snapshotStage{log: log, pending: map[pendingKey]*pendingSnapshot{}, now: time.Now}
+func newSnapshotAssembler(log *slog.Logger) *snapshotAssembler {
+	return &snapshotAssembler{log: log, pending: map[pendingKey]*pendingSnapshot{}, now: time.Now}
 }
 
-// snapshotWork is the complete snapshots of a batch, one per kind.
-type snapshotWork struct {
+// snapshotBatch is the complete snapshots of a batch, one per kind.
+type snapshotBatch struct {
 	snaps []store.InventorySnapshot
 }
 
-func (s *snapshotStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
+func (s *snapshotAssembler) convert(msgs []jetstream.Msg) (snapshotBatch, []jetstream.Msg) {
 	var ready []jetstream.Msg
 	for _, m := range msgs {
 		c := &stream.SnapshotChunk{}
@@ -71,7 +76,7 @@ func (s *snapshotStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 		p.chunks[c.Index], p.msgs[c.Index] = c, m
 	}
 
-	w := &snapshotWork{}
+	var b snapshotBatch
 	var complete []pendingKey
 	for k, p := range s.pending {
 		switch {
@@ -98,7 +103,7 @@ func (s *snapshotStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 	})
 	for _, k := range complete {
 		p := s.pending[k]
-		w.snaps = append(w.snaps, assemble(k.cluster, p)...)
+		b.snaps = append(b.snaps, assemble(k.cluster, p)...)
 		for _, m := range p.msgs {
 			ready = append(ready, m)
 		}
@@ -106,7 +111,7 @@ func (s *snapshotStage) collect(msgs []jetstream.Msg) (any, []jetstream.Msg) {
 		// messages are redelivered and assembled again.
 		delete(s.pending, k)
 	}
-	return w, ready
+	return b, ready
 }
 
 // assemble joins a complete snapshot's chunks into one list per kind.
@@ -135,16 +140,38 @@ func assemble(cluster string, p *pendingSnapshot) []store.InventorySnapshot {
 	return out
 }
 
-func (s *snapshotStage) apply(ctx context.Context, tx *store.Tx, work any) error {
-	for _, snap := range work.(*snapshotWork).snaps {
+// reconcileSnapshots is the snapshots' sink: each kind of each complete
+// snapshot is reconciled with the records, removing the zombies; it
+// returns what each reconciliation found, in the order of b.snaps.
+func reconcileSnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch) ([]store.Reconciliation, error) {
+	recs := make([]store.Reconciliation, 0, len(b.snaps))
+	for _, snap := range b.snaps {
 		rec, err := tx.ReconcileInventory(ctx, snap)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+// touchAgentsBySnapshots records, per cluster, the time of the snapshot
+// just applied: a snapshot counts once the ingester has applied it, not
+// when the agent sent it, so it is recorded with the records it removed.
+func touchAgentsBySnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch, _ []store.Reconciliation) error {
+	for _, snap := range b.snaps {
 		taken := snap.TakenAt
 		if err := tx.TouchAgent(ctx, snap.Cluster, nil, &taken, nil); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// logReconciled says what committed reconciliations changed or found.
+func (s *snapshotAssembler) logReconciled(b snapshotBatch, recs []store.Reconciliation) {
+	for i, rec := range recs {
+		snap := b.snaps[i]
 		if rec.Removed > 0 || rec.Missing > 0 || rec.Stale > 0 {
 			// Missing and stale records are brought by the agent's events
 			// (or its resync after an overflow); a count that persists
@@ -154,5 +181,4 @@ func (s *snapshotStage) apply(ctx context.Context, tx *store.Tx, work any) error
 				"kept", rec.Kept, "missing", rec.Missing, "stale", rec.Stale)
 		}
 	}
-	return nil
 }

@@ -9,17 +9,19 @@ import (
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
-// reopenCleanups: an object of an ended attempt whose removal was done
-// shows up again. A create that was in flight when its attempt ended can
-// land after the controller removed what was there (delivered late, once
-// a partition healed); that copy must not run beside the next attempt's
-// (DESIGN.md, invariants 2 and 3). Its attempt's cleanup goes back to
-// Pending, in the transaction that stores the object, and the controller
-// removes it as it removed the first (labels and uid checked): a level,
-// not an event, is what decides, as everywhere else. Objects being
+// reopenCleanups is the events' step for an object of an ended attempt
+// whose removal was done and that shows up again. A create that was in
+// flight when its attempt ended can land after the controller removed
+// what was there (delivered late, once a partition healed); that copy
+// must not run beside the next attempt's (no work runs twice, at most one
+// live attempt). Its attempt's cleanup goes back to Pending, and the
+// controller removes it as it removed the first (labels and uid checked):
+// a level, not an event, is what decides, as everywhere else. It runs in
+// the transaction that stores the object, for the reason moveRunnables
+// does: the stored rows are handed to it only once. Objects being
 // deleted, and attempts whose purge mode keeps the old copy (no cleanup),
 // are left alone.
-func reopenCleanups(ctx context.Context, tx *store.Tx, rows []store.InventoryRow) error {
+func reopenCleanups(ctx context.Context, tx *store.Tx, _ eventBatch, rows []store.InventoryRow) error {
 	for i := range rows {
 		row := &rows[i]
 		uid := row.Labels[v1alpha1.LabelRunnableUID]

@@ -55,7 +55,7 @@ func TestReopenCleanups(t *testing.T) {
 				row("r2", "1", "a", `{"metadata":{"deletionTimestamp":"2026-12-01T00:00:00Z"}}`),
 				row("r3", "1", "a", `{"metadata":{}}`),
 			}
-			if err := s.Tx(ctx, func(tx *store.Tx) error { return reopenCleanups(ctx, tx, rows) }); err != nil {
+			if err := s.Tx(ctx, func(tx *store.Tx) error { return reopenCleanups(ctx, tx, eventBatch{}, rows) }); err != nil {
 				t.Fatal(err)
 			}
 			want := map[string]string{"r1/1": store.CleanupPending, "r1/2": "", "r2/1": store.CleanupDone, "r3/1": ""}

@@ -27,14 +27,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Patience is how long one list or watch keeps trying before it returns
 // its error to the reflector, which then backs off as usual.
 const Patience = time.Minute
 
-// interval is the wait between two tries.
+// interval is the wait between two tries, lengthened by up to a fifth.
 const interval = time.Second
 
 // Dynamic returns d with patient lists and watches; pass it to informers.
@@ -78,15 +78,17 @@ func (r namespaced) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 // unreachable or unready server, Patience has passed, or ctx is done.
 func retry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	deadline := time.Now().Add(Patience)
-	for {
-		v, err := fn()
-		if err == nil || !Transient(err) || time.Now().After(deadline) {
-			return v, err
+	var v T
+	var err error
+	// The deadline is not ctx's: ctx bounds the watch that succeeds, too.
+	// The last answer goes back to the reflector as it came, unwrapped.
+	_ = reconcile.Retry(ctx, reconcile.Backoff(interval, interval), func(context.Context, int) error {
+		if v, err = fn(); err != nil && (!Transient(err) || time.Now().After(deadline)) {
+			return reconcile.Terminal(err)
 		}
-		if !backoff.Sleep(ctx, backoff.Jitter(interval)) {
-			return v, err
-		}
-	}
+		return err
+	})
+	return v, err
 }
 
 // Transient reports whether err says that the server could not be reached

@@ -88,7 +88,7 @@ func TestInformerAfterOutage(t *testing.T) {
 // how long an informer over the plain client and one over the patient
 // client take to see an object created as soon as it is back.
 //
-//	go test ./internal/kuberetry -run '^$' -bench RecoveryAfterOutage -benchtime 1x
+//	go test ./internal/member/kuberetry -run '^$' -bench RecoveryAfterOutage -benchtime 1x
 func BenchmarkRecoveryAfterOutage(b *testing.B) {
 	c := env.Dedicated(b, false)
 	dyn, err := dynamic.NewForConfig(c.RESTConfig())

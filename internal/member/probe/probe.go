@@ -48,7 +48,7 @@ type Prober struct {
 	timeout time.Duration
 }
 
-// NewProber returns a prober for the cluster that cfg reaches, each of
+// New returns a prober for the cluster that cfg reaches, each of
 // whose requests gives up after timeout (DefaultTimeout if 0).
 func New(cfg *rest.Config, timeout time.Duration) (*Prober, error) {
 	if timeout <= 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Flink's own checkpointing. A running job completes a checkpoint every
@@ -16,8 +18,8 @@ import (
 // whole, and is kept by job id: a last-state upgrade that keeps the job id
 // numbers on from where the job was.
 
-// checkpointTick is how often the stand-in for Flink looks for a due
-// checkpoint.
+// checkpointTick is how often (lengthened by up to a fifth) the stand-in
+// for Flink looks for a due checkpoint.
 const checkpointTick = 20 * time.Millisecond
 
 // jobCheckpoints is what Flink has completed of one job's checkpoints.
@@ -36,33 +38,27 @@ type dueCheckpoint struct {
 // runCheckpoints completes the due checkpoints of every running job until
 // ctx is done.
 func (s *Simulator) runCheckpoints(ctx context.Context) {
-	t := time.NewTicker(checkpointTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			for _, d := range s.dueCheckpoints(now) {
-				if s.opts.Checkpoints != nil {
-					if err := s.opts.Checkpoints(ctx, d.path); err != nil {
-						// A checkpoint that cannot be written fails; the
-						// next one is tried an interval later.
-						s.log.Warn("checkpoint not written", "path", d.path, "error", err)
-						s.mu.Lock()
-						s.chk[d.job] = jobCheckpoints{n: d.n - 1, last: now}
-						s.mu.Unlock()
-						continue
-					}
+	reconcile.Every(ctx, checkpointTick, func(ctx context.Context) {
+		now := time.Now()
+		for _, d := range s.dueCheckpoints(now) {
+			if s.opts.Checkpoints != nil {
+				if err := s.opts.Checkpoints(ctx, d.path); err != nil {
+					// A checkpoint that cannot be written fails; the next
+					// one is tried an interval later.
+					s.log.Warn("checkpoint not written", "path", d.path, "error", err)
+					s.mu.Lock()
+					s.chk[d.job] = jobCheckpoints{n: d.n - 1, last: now}
+					s.mu.Unlock()
+					continue
 				}
-				s.mu.Lock()
-				if s.chk[d.job].n < d.n {
-					s.chk[d.job] = jobCheckpoints{n: d.n, last: now}
-				}
-				s.mu.Unlock()
 			}
+			s.mu.Lock()
+			if s.chk[d.job].n < d.n {
+				s.chk[d.job] = jobCheckpoints{n: d.n, last: now}
+			}
+			s.mu.Unlock()
 		}
-	}
+	})
 }
 
 // dueCheckpoints lists the jobs running at now whose next checkpoint is

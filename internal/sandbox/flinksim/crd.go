@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // The CustomResourceDefinitions the operator's Helm chart installs that
@@ -60,19 +60,20 @@ func install(ctx context.Context, cfg *rest.Config, def *unstructured.Unstructur
 	}
 	ctx, cancel := context.WithTimeout(ctx, installTimeout)
 	defer cancel()
-	for attempt := 0; ; attempt++ {
-		last := served(ctx, dyn, disc, crdName, res)
-		if last == nil {
-			return nil
-		}
-		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 50*time.Millisecond, time.Second)) {
-			return fmt.Errorf("CRD %s not served within %s: %w (last check: %w)", crdName, installTimeout, ctx.Err(), last)
-		}
+	var last error
+	_ = reconcile.Retry(ctx, reconcile.Backoff(50*time.Millisecond, time.Second), func(ctx context.Context, _ int) error {
+		last = served(ctx, dyn, disc, crdName, res)
+		return last
+	})
+	if last != nil {
+		return fmt.Errorf("CRD %s not served within %s: %w (last check: %w)", crdName, installTimeout, ctx.Err(), last)
 	}
+	return nil
 }
 
-// served reports why the CRD cannot be used yet: not Established, or not
-// in discovery, which clients such as REST mappers read.
+// served reports why the CRD cannot be used yet: not Established, not in
+// discovery, which clients such as REST mappers read, or not answering a
+// list of its objects.
 func served(ctx context.Context, dyn dynamic.Interface, disc discovery.DiscoveryInterface, crdName string, res schema.GroupVersionResource) error {
 	obj, err := dyn.Resource(crdResource).Get(ctx, crdName, metav1.GetOptions{})
 	if err != nil {
@@ -90,12 +91,13 @@ func served(ctx context.Context, dyn dynamic.Interface, disc discovery.Discovery
 	if err != nil {
 		return fmt.Errorf("discovery: %w", err)
 	}
-	for _, r := range list.APIResources {
-		if r.Name == res.Resource {
-			return nil
-		}
+	if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == res.Resource }) {
+		return fmt.Errorf("discovery does not list %s yet", res.Resource)
 	}
-	return fmt.Errorf("discovery does not list %s yet", res.Resource)
+	if _, err := dyn.Resource(res).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("list %s: %w", res.Resource, err)
+	}
+	return nil
 }
 
 // crd is a CustomResourceDefinition the Flink operator's Helm chart

@@ -38,6 +38,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/purser-io/purser/internal/platform/resourceversion"
 )
 
 // Resource is the FlinkDeployment resource the simulator watches.
@@ -173,6 +175,14 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*S
 			s.queue.Add(key)
 		}
 	}
+	// The informer's list and watch failures go to the simulator's log,
+	// named for it, rather than to client-go's global one, where they
+	// read as any test's of the binary.
+	if err := s.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		s.log.Warn("list or watch of FlinkDeployments failed; retrying", "error", err)
+	}); err != nil {
+		return nil, fmt.Errorf("flinksim %s: %w", name, err)
+	}
 	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue,
 		// The operator's controller is generation aware (JOSDK's default
@@ -292,13 +302,27 @@ func (s *Simulator) RestoredFrom(namespace, name string) string {
 }
 
 // Running reports the job id of namespace/name if its status, as the
-// simulator last saw it on the cluster, says the job is RUNNING.
+// simulator last saw or wrote it, says the job is RUNNING. What it saw is
+// its informer's cache, which receives the simulator's own status writes
+// a watch event after they are made, while Deploys counts a deployment as
+// soon as its status is written: right after a cancel from the UI or an
+// upgrade the cache can still hold the old job RUNNING, with the old id.
+// So the status of the simulator's last write is read while the cache
+// holds an older one.
 func (s *Simulator) Running(namespace, name string) (jobID string, ok bool) {
-	obj, exists, err := s.informer.GetIndexer().GetByKey(namespace + "/" + name)
+	key := namespace + "/" + name
+	obj, exists, err := s.informer.GetIndexer().GetByKey(key)
 	if err != nil || !exists {
 		return "", false
 	}
 	u := obj.(*unstructured.Unstructured)
+	s.mu.Lock()
+	if m := s.mems[key]; m != nil && m.written != nil && m.written.GetUID() == u.GetUID() {
+		if c, comparable := resourceversion.Compare(u.GetResourceVersion(), m.written.GetResourceVersion()); comparable && c < 0 {
+			u = m.written
+		}
+	}
+	s.mu.Unlock()
 	state, _, _ := unstructured.NestedString(u.Object, "status", "jobStatus", "state")
 	id, _, _ := unstructured.NestedString(u.Object, "status", "jobStatus", "jobId")
 	return id, state == "RUNNING" && id != ""
@@ -370,9 +394,11 @@ func (s *Simulator) sync(ctx context.Context, key string) error {
 		}
 		eff = e
 		if !equality.Semantic.DeepEqual(updated.Object["status"], obj.Object["status"]) {
-			if _, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			written, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+			if err != nil {
 				return err
 			}
+			mem.written = written
 			st, _, _ := unstructured.NestedString(updated.Object, "status", "jobStatus", "state")
 			lc, _, _ := unstructured.NestedString(updated.Object, "status", "lifecycleState")
 			jm, _, _ := unstructured.NestedString(updated.Object, "status", "jobManagerDeploymentStatus")

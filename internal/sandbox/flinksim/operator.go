@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // One pass of the operator over one FlinkDeployment, as
@@ -66,6 +68,9 @@ type memory struct {
 	cluster   flinkCluster
 	deploys   []Deploy
 	lastNonce *int64
+	// written is the object as the apiserver answered the simulator's
+	// last status write: Running reads it while the cache is older.
+	written *unstructured.Unstructured
 }
 
 // events are a test's one-shot injections into one FlinkDeployment. They
