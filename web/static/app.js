@@ -790,7 +790,12 @@ async function watchInventory(query, onEvent, signal) {
         if (line.startsWith("event: ")) type = line.slice(7);
         else if (line.startsWith("data: ")) data += line.slice(6);
       }
-      if (data) onEvent(type, JSON.parse(data).item);
+      if (!data) continue;
+      const ev = JSON.parse(data);
+      // The server ended the watch and says why; the caller connects
+      // again, and is told if it may no longer read.
+      if (type === "CLOSED") return ev.reason;
+      onEvent(type, ev.item);
     }
   }
 }
@@ -870,11 +875,13 @@ function inventoryPage() {
       try {
         items.clear();
         note.textContent = "";
-        await watchInventory(q, (type, it) => {
+        const closed = await watchInventory(q, (type, it) => {
           const key = it.cluster + "/" + it.uid;
           if (type === "DELETED") items.delete(key); else items.set(key, it);
           later();
         }, abort.signal);
+        if (closed) note.replaceChildren(el("span", { class: "muted" }, "The server ended the watch: " + closed + ". Connecting again ..."));
+        attempt = 0;
       } catch (e) {
         if (abort.signal.aborted) return;
         note.replaceChildren(el("span", { class: "error" }, e.describe ? e.describe() : String(e)));

@@ -5,6 +5,7 @@
 package auth
 
 import (
+	"time"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +21,9 @@ import (
 type User struct {
 	Name   string
 	Groups []string
+	// Expiry is when the credential stops being valid (an ID token's
+	// exp); zero for a token of the tokens file, valid while it is there.
+	Expiry time.Time
 }
 
 // TokensFile is the format of the tokens file:

@@ -210,7 +210,9 @@ func (o *OIDC) Authenticate(ctx context.Context, raw string) (User, error) {
 	if err := tok.Claims(&claims); err != nil {
 		return User{}, err
 	}
-	return o.userOf(claims)
+	u, err := o.userOf(claims)
+	u.Expiry = tok.Expiry
+	return u, err
 }
 
 // userOf maps claims to a user: a pure function of the configuration.

@@ -358,3 +358,29 @@ func (h *harness) setPolicy(t testing.TB, f auth.PolicyFile) {
 	apply(f)
 	t.Cleanup(func() { apply(testPolicy()) })
 }
+
+// removeToken takes user's token out of the tokens file until the test
+// ends, and waits until the api decides by it.
+func (h *harness) removeToken(t testing.TB, user string) {
+	t.Helper()
+	tokensFile := filepath.Join(filepath.Dir(h.policyFile), "tokens.yaml")
+	write := func(without string) {
+		var tf auth.TokensFile
+		for _, u := range users {
+			if u != without {
+				tf.Tokens = append(tf.Tokens, auth.TokenEntry{User: u, SHA256: auth.HashToken(h.tokens[u])})
+			}
+		}
+		before := h.identities.Reloads()
+		writeYAML(t, tokensFile, tf)
+		deadline := time.Now().Add(10 * time.Second)
+		for h.identities.Reloads() == before {
+			if time.Now().After(deadline) {
+				t.Fatal("the api did not reload the tokens file")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	write(user)
+	t.Cleanup(func() { write("") })
+}

@@ -33,6 +33,12 @@ type Limits struct {
 	// selection every second; identical selections share one read.
 	WatchesPerUser int
 	Watches        int
+	// WatchTimeout is the shortest time a watch stays open; each ends
+	// after a time drawn between it and twice it (as kube-apiserver's
+	// --min-request-timeout), so that a client reconnects, is
+	// authenticated and authorized again, and reconnections spread out;
+	// default 30 minutes.
+	WatchTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -53,6 +59,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Watches <= 0 {
 		l.Watches = 256
+	}
+	if l.WatchTimeout <= 0 {
+		l.WatchTimeout = 30 * time.Minute
 	}
 	return l
 }

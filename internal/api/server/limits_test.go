@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
@@ -217,7 +218,11 @@ func (h *harness) watch(t *testing.T, user, query string) (*sse, response) {
 				typ = v
 			}
 			if v, ok := strings.CutPrefix(line, "data: "); ok {
-				_, name, _ := strings.Cut(v, `"name":"`)
+				field := `"name":"`
+				if typ == "CLOSED" {
+					field = `"reason":"`
+				}
+				_, name, _ := strings.Cut(v, field)
 				name, _, _ = strings.Cut(name, `"`)
 				w.events <- typ + " " + name
 			}
@@ -314,4 +319,65 @@ func TestWatchLimits(t *testing.T) {
 			t.Fatal("the watch did not send every record of its selection")
 		}
 	}
+}
+
+// nextPrefix is next for an event whose text starts with want.
+func (w *sse) nextPrefix(t *testing.T, want string) string {
+	t.Helper()
+	select {
+	case got := <-w.events:
+		if !strings.HasPrefix(got, want) {
+			t.Fatalf("event %q, want one starting %q", got, want)
+		}
+		return got
+	case <-time.After(time.Minute):
+		t.Fatalf("no event; want %q", want)
+	}
+	return ""
+}
+
+// TestWatchesLoseTheirRights: an open watch is authorized again when the
+// policy or the tokens file changes, and ends (CLOSED, saying why) as
+// soon as its user may no longer read what it selects; connecting again
+// is refused. Every watch also ends after a time the server sets.
+func TestWatchesLoseTheirRights(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	ctx := context.Background()
+	row := store.InventoryRow{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "first", UID: "u1",
+		ResourceVersion: "1", Health: "Healthy", ObservedAt: time.Now().UTC()}
+	if err := h.store.Tx(ctx, func(tx *store.Tx) error { _, err := tx.UpsertInventory(ctx, []store.InventoryRow{row}); return err }); err != nil {
+		t.Fatal(err)
+	}
+
+	bob, _ := h.watch(t, "bob", "namespace=team-a")
+	bob.next(t, "ADDED first")
+	alice, _ := h.watch(t, "alice", "namespace=team-a")
+	alice.next(t, "ADDED first")
+
+	// bob is no longer a viewer of team-a.
+	p := testPolicy()
+	nsp := p.Namespaces["team-a"]
+	nsp.Roles = map[auth.Role][]string{auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol"}}
+	p.Namespaces["team-a"] = nsp
+	start := time.Now()
+	h.setPolicy(t, p)
+	reason := bob.nextPrefix(t, "CLOSED the policy no longer lets bob read this")
+	t.Logf("bob's watch ended %v after the policy was written: %s", time.Since(start).Round(time.Millisecond), reason)
+	if _, r := h.watch(t, "bob", "namespace=team-a"); r.code != http.StatusForbidden {
+		t.Fatalf("bob watching again: %d %s, want 403", r.code, r.raw)
+	}
+
+	// alice's token leaves the tokens file.
+	h.removeToken(t, "alice")
+	alice.nextPrefix(t, "CLOSED the credential of this watch is no longer valid")
+
+	// However allowed, a watch ends after the server's time.
+	short := newHarness(t, storetest.Engines()[0], func(cfg *server.Config, _ *http.Server) {
+		cfg.Limits = server.Limits{WatchTimeout: 200 * time.Millisecond, FailedAuthBurst: 1 << 20}
+	})
+	w, r := short.watch(t, "admin", "namespace=team-a")
+	if w == nil {
+		t.Fatalf("a watch: %d %s", r.code, r.raw)
+	}
+	w.nextPrefix(t, "CLOSED the watch was open for as long as the server keeps one")
 }

@@ -104,7 +104,7 @@ func New(cfg Config) *Server {
 	lim := cfg.Limits.withDefaults()
 	s.users = newLimiterSet(lim.UserRate, lim.UserBurst, maxLimiterKeys)
 	s.failed = newLimiterSet(lim.FailedAuthRate, lim.FailedAuthBurst, maxLimiterKeys)
-	s.watches = newWatchHub(s, lim.WatchesPerUser, lim.Watches)
+	s.watches = newWatchHub(s, lim.WatchesPerUser, lim.Watches, lim.WatchTimeout)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "purser_api_inventory_watches", Help: "Inventory watches open."},
 			func() float64 { return float64(s.watches.counts().watches) }),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,6 +24,10 @@ const (
 	watchPoll      = time.Second
 	watchMax       = 10_000
 	watchKeepalive = 15 * time.Second
+	// watchRecheck is how often an open watch looks whether its user's
+	// rights may have changed (a reload of the tokens or policy file, an
+	// ID token past its expiry), and if so asks again.
+	watchRecheck = time.Second
 	// watchBacklog is how many polls' worth of events a watcher may fall
 	// behind before it is dropped: a client that does not read must not
 	// hold the poll, or memory, for the others.
@@ -33,10 +38,14 @@ const (
 )
 
 // WatchEvent is one Server-Sent Event of an inventory watch: its event
-// name is the type (ADDED, MODIFIED, DELETED), its data this JSON.
+// name is the type (ADDED, MODIFIED, DELETED), its data this JSON. The
+// last event of a watch the server ends is CLOSED, whose reason says
+// why; the client connects again (and is refused if it may no longer
+// read).
 type WatchEvent struct {
-	Type string        `json:"type"`
-	Item InventoryItem `json:"item"`
+	Type   string         `json:"type"`
+	Item   *InventoryItem `json:"item,omitempty"`
+	Reason string         `json:"reason,omitempty"`
 }
 
 // watchHub runs one poll per distinct selection, shared by every watch of
@@ -46,6 +55,7 @@ type WatchEvent struct {
 type watchHub struct {
 	s              *Server
 	perUser, total int
+	timeout        time.Duration
 
 	mu     sync.Mutex
 	byUser map[string]int
@@ -53,8 +63,8 @@ type watchHub struct {
 	polls  map[string]*watchPoller
 }
 
-func newWatchHub(s *Server, perUser, total int) *watchHub {
-	return &watchHub{s: s, perUser: perUser, total: total, byUser: map[string]int{}, polls: map[string]*watchPoller{}}
+func newWatchHub(s *Server, perUser, total int, timeout time.Duration) *watchHub {
+	return &watchHub{s: s, perUser: perUser, total: total, timeout: timeout, byUser: map[string]int{}, polls: map[string]*watchPoller{}}
 }
 
 // acquire counts a new watch of u, or refuses it (429) past a cap.
@@ -314,17 +324,17 @@ func diff(seen, now map[string]InventoryItem) []WatchEvent {
 		prev, ok := seen[k]
 		switch {
 		case !ok:
-			out = append(out, WatchEvent{Type: "ADDED", Item: it})
+			out = append(out, WatchEvent{Type: "ADDED", Item: &it})
 		// A change of the record is an event, not one of seenAt, which
 		// moves with every heartbeat of a fresh cluster: clients follow
 		// that from the cluster's freshness.
 		case prev.ResourceVersion != it.ResourceVersion || prev.Health != it.Health || prev.Phase != it.Phase:
-			out = append(out, WatchEvent{Type: "MODIFIED", Item: it})
+			out = append(out, WatchEvent{Type: "MODIFIED", Item: &it})
 		}
 	}
 	for k, it := range seen {
 		if _, ok := now[k]; !ok {
-			out = append(out, WatchEvent{Type: "DELETED", Item: it})
+			out = append(out, WatchEvent{Type: "DELETED", Item: &it})
 		}
 	}
 	return out
@@ -370,18 +380,40 @@ func (s *Server) watchInventory(w http.ResponseWriter, r *http.Request, u auth.U
 		return err
 	}
 	for _, it := range seen {
-		if send(WatchEvent{Type: "ADDED", Item: it}) != nil {
+		if send(WatchEvent{Type: "ADDED", Item: &it}) != nil {
 			return nil // the client went away
 		}
 	}
 	flusher.Flush()
 
+	closed := func(reason string) error {
+		_ = send(WatchEvent{Type: "CLOSED", Reason: reason})
+		flusher.Flush()
+		return nil
+	}
 	keepalive := time.NewTimer(watchKeepalive)
 	defer keepalive.Stop()
+	recheck := time.NewTimer(watchRecheck)
+	defer recheck.Stop()
+	end := time.NewTimer(s.watches.timeout + rand.N(s.watches.timeout))
+	defer end.Stop()
+	rights := s.rightsOf(u)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-end.C:
+			return closed("the watch was open for as long as the server keeps one; connect again")
+		case <-recheck.C:
+			if !rights.mayHaveChanged(s) {
+				recheck.Reset(watchRecheck)
+				continue
+			}
+			if why := s.mayStillWatch(r, u, f); why != "" {
+				return closed(why)
+			}
+			rights = s.rightsOf(u)
+			recheck.Reset(watchRecheck)
 		case <-keepalive.C:
 			// A comment keeps proxies from closing an idle stream.
 			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
@@ -406,6 +438,47 @@ func (s *Server) watchInventory(w http.ResponseWriter, r *http.Request, u auth.U
 			keepalive.Reset(watchKeepalive)
 		}
 	}
+}
+
+// rights is what a watch's user was last authorized by: the reload of
+// the identity files in force, and when the user's credential expires.
+type rights struct {
+	reloads int64
+	expiry  time.Time
+}
+
+func (s *Server) rightsOf(u auth.User) rights {
+	r := rights{expiry: u.Expiry}
+	if s.cfg.Identities != nil {
+		r.reloads = s.cfg.Identities.Reloads()
+	}
+	return r
+}
+
+// mayHaveChanged reports whether the user's rights may differ from what
+// they were when last checked: a file was reloaded, or the credential
+// expired.
+func (r rights) mayHaveChanged(s *Server) bool {
+	if !r.expiry.IsZero() && !s.now().Before(r.expiry) {
+		return true
+	}
+	return s.cfg.Identities != nil && s.cfg.Identities.Reloads() != r.reloads
+}
+
+// mayStillWatch authenticates the watch's request again and authorizes
+// its selection as at its start; it says why the watch must end, or "".
+func (s *Server) mayStillWatch(r *http.Request, u auth.User, f store.InventoryFilter) string {
+	now, ok := s.authenticate(r)
+	switch {
+	case !ok:
+		return "the credential of this watch is no longer valid (expired, or removed from the tokens file); sign in again"
+	case now.Name != u.Name:
+		return "the credential of this watch now names another user"
+	}
+	if err := s.authorizeList(now, f.Namespace, "the inventory"); err != nil {
+		return "the policy no longer lets " + now.Name + " read this: " + asAPIError(err).Message
+	}
+	return ""
 }
 
 // inventoryItem is a record as the API shows it; currentUntil is its
