@@ -248,35 +248,6 @@ func TestPreserveOnlyProvenState(t *testing.T) {
 	}
 }
 
-func TestReportedSavepoint(t *testing.T) {
-	// SavepointInfo.lastSavepoint as the operator writes it.
-	st := map[string]any{"jobStatus": map[string]any{"jobId": "44cc", "savepointInfo": map[string]any{
-		"lastSavepoint": map[string]any{"location": "s3://sp/savepoint-44cc55-0a1b", "timeStamp": float64(1796112152248), "triggerType": "PERIODIC"}}}}
-	p := reportedSavepoint(st)
-	if p == nil || p.Path != "s3://sp/savepoint-44cc55-0a1b" || p.Kind != v1alpha1.RestoreSavepoint || p.TakenAt == nil || p.TakenAt.UnixMilli() != 1796112152248 || p.JobID != "" {
-		t.Fatalf("got %+v (job 44cc did not write savepoint-44cc55)", p)
-	}
-	st["jobStatus"].(map[string]any)["jobId"] = "44cc55aa"
-	if p := reportedSavepoint(st); p == nil || p.JobID != "44cc55aa" {
-		t.Fatalf("a savepoint of the current job: %+v", p)
-	}
-	// The upgrade's savepoint of the job before against a checkpoint of
-	// the current job completed in the same second: the current job's wins.
-	sameSecond := t0.Truncate(time.Second)
-	later := sameSecond.Add(55 * time.Millisecond)
-	got := ofCurrentJob([]v1alpha1.RestorePoint{{Path: "s3://sp/savepoint-eb8444-1", TakenAt: &later}, {Path: "s3://cp/5c9d/chk-1", JobID: "5c9d", TakenAt: &sameSecond}}, "5c9d")
-	if len(got) != 1 || got[0].Path != "s3://cp/5c9d/chk-1" {
-		t.Errorf("ofCurrentJob = %+v", got)
-	}
-	dummy := map[string]any{"jobStatus": map[string]any{"savepointInfo": map[string]any{"lastSavepoint": map[string]any{"location": lastStateDummy}}}}
-	if p := reportedSavepoint(dummy); p != nil {
-		t.Errorf("the last-state placeholder is no location: %+v", p)
-	}
-	if d := checkpointDir(map[string]any{"spec": map[string]any{"flinkConfiguration": map[string]any{"state.checkpoints.dir": "s3://cp"}}}); d != "s3://cp" {
-		t.Errorf("checkpoint dir %q", d)
-	}
-}
-
 func TestPrepare(t *testing.T) {
 	spec := &v1alpha1.RunnableSpec{Failover: &v1alpha1.Failover{
 		Consistency: v1alpha1.ConsistencyAtLeastOne,
@@ -350,34 +321,6 @@ func TestPrepare(t *testing.T) {
 	}
 	if _, found, _ := unstructured.NestedString(fresh.Object, "spec", "job", "initialSavepointPath"); found {
 		t.Error("restored from nothing")
-	}
-}
-
-// A FlinkStateSnapshot as the operator (1.10+) leaves a completed one:
-// FlinkStateSnapshotUtils.createSavepointResource and snapshotSuccessful.
-func TestSnapshotPoint(t *testing.T) {
-	snap := func(state, ref string, checkpoint bool) map[string]any {
-		spec := map[string]any{"jobReference": map[string]any{"kind": "FlinkDeployment", "name": ref}}
-		if checkpoint {
-			spec["checkpoint"] = map[string]any{}
-		} else {
-			spec["savepoint"] = map[string]any{"path": "s3://sp", "alreadyExists": false}
-		}
-		return map[string]any{"metadata": map[string]any{"name": "wordcount-periodic-1"}, "spec": spec,
-			"status": map[string]any{"state": state, "path": "s3://sp/savepoint-44cc55-0a1b", "resultTimestamp": "2026-11-29T12:00:00.123456Z"}}
-	}
-	p := snapshotPoint(snap("COMPLETED", "wordcount", false), "wordcount")
-	if p == nil || p.Path != "s3://sp/savepoint-44cc55-0a1b" || p.Kind != v1alpha1.RestoreSavepoint || p.TakenAt == nil ||
-		!p.TakenAt.Equal(time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC)) || !strings.Contains(p.Source, "FlinkStateSnapshot wordcount-periodic-1") {
-		t.Fatalf("completed savepoint: %+v", p)
-	}
-	if p := snapshotPoint(snap("COMPLETED", "wordcount", true), "wordcount"); p == nil || p.Kind != v1alpha1.RestoreCheckpoint {
-		t.Errorf("completed checkpoint: %+v", p)
-	}
-	for _, tc := range []struct{ state, ref string }{{"IN_PROGRESS", "wordcount"}, {"FAILED", "wordcount"}, {"ABANDONED", "wordcount"}, {"COMPLETED", "other"}} {
-		if p := snapshotPoint(snap(tc.state, tc.ref, false), "wordcount"); p != nil {
-			t.Errorf("%s of %s gave %+v", tc.state, tc.ref, p)
-		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/flink"
 )
 
 // Fencing keeps the promise of consistency AtMostOne when a cluster is cut
@@ -31,7 +32,7 @@ const (
 
 var (
 	jobKind   = schema.GroupKind{Group: "batch", Kind: "Job"}
-	flinkKind = schema.GroupKind{Group: "flink.apache.org", Kind: "FlinkDeployment"}
+	flinkKind = schema.GroupKind{Group: flink.Group, Kind: flink.KindDeployment}
 )
 
 // fencing is what to do to one object; a zero fencing means nothing, the
@@ -42,10 +43,10 @@ type fencing struct {
 }
 
 // fencingFor decides how to stop u: a Job is suspended (its pods are
-// deleted, the Job and its history stay), a FlinkDeployment running a job
-// has the job suspended (the operator stops it the way its upgradeMode
-// says, savepoint or last state, which the next attempt can restore from),
-// anything else is deleted.
+// deleted, the Job and its history stay), a FlinkDeployment as
+// flink.Suspension says (its job suspended, so that the operator stops it
+// with a state the next attempt can restore from; a session cluster
+// deleted), anything else is deleted.
 func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured, now time.Time) fencing {
 	if u.GetDeletionTimestamp() != nil {
 		return fencing{}
@@ -57,14 +58,14 @@ func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured, now time.Time
 		}
 		return suspendPatch(u, map[string]any{"suspend": true}, now)
 	case flinkKind:
-		if _, hasJob, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "job"); !hasJob {
-			// A session cluster runs no job of its own to suspend.
+		spec, remove := flink.Suspension(u.Object)
+		switch {
+		case remove:
 			return fencing{action: fenceDelete}
-		}
-		if state, _, _ := unstructured.NestedString(u.Object, "spec", "job", "state"); state == "suspended" {
+		case spec == nil:
 			return fencing{}
 		}
-		return suspendPatch(u, map[string]any{"job": map[string]any{"state": "suspended"}}, now)
+		return suspendPatch(u, spec, now)
 	}
 	return fencing{action: fenceDelete}
 }

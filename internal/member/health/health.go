@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/flink"
 )
 
 // Phases of an object. They describe the object on its cluster, not the
@@ -76,12 +77,12 @@ type Interpreter struct {
 
 // builtins lists the kinds purser judges without configuration.
 var builtins = map[gvk]interpretFunc{
-	{"batch/v1", "Job"}:                             interpretJob,
-	{"argoproj.io/v1alpha1", "Workflow"}:            interpretWorkflow,
-	{"apps/v1", "Deployment"}:                       interpretDeployment,
-	{"apps/v1", "StatefulSet"}:                      interpretStatefulSet,
-	{"flink.apache.org/v1beta1", "FlinkDeployment"}: interpretFlinkDeployment,
-	{"v1", "Node"}:                                  interpretNode,
+	{"batch/v1", "Job"}:                      interpretJob,
+	{"argoproj.io/v1alpha1", "Workflow"}:     interpretWorkflow,
+	{"apps/v1", "Deployment"}:                interpretDeployment,
+	{"apps/v1", "StatefulSet"}:               interpretStatefulSet,
+	{flink.APIVersion, flink.KindDeployment}: interpretFlinkDeployment,
+	{"v1", "Node"}:                           interpretNode,
 }
 
 // New compiles rules once and returns an Interpreter that uses them before
