@@ -26,6 +26,7 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
@@ -157,7 +158,7 @@ func TestConsoleOnAFarm(t *testing.T) {
 	r := f.waitRunnable("failed over to dc1-a", func(r *v1alpha1.Runnable) bool {
 		return r.Status.Cluster == "dc1-a" && r.Status.Phase == v1alpha1.PhaseRunning && len(r.Status.Attempts) == 2
 	})
-	if at := r.Status.Attempts[0]; at.Result != failover.ResultEvicted || at.Reason != failover.ReasonClusterUnreachable {
+	if at := r.Status.Attempts[0]; at.Result != attempt.ResultEvicted || at.Reason != failover.ReasonClusterUnreachable {
 		t.Errorf("attempt 1: %+v", at)
 	}
 	waitSVG(t, tab, `#farm [data-cluster="dc1-a"] .phasebar`, "1 Running")

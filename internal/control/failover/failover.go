@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/guard"
@@ -245,7 +245,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return nil // a removed cluster: the submitter places it again
 	}
 	if rec.Phase == string(v1alpha1.PhaseScheduled) &&
-		(Consistency(&r.doc.Spec) != v1alpha1.ConsistencyAtMostOne || view.failover.Reachable) {
+		(attempt.Consistency(&r.doc.Spec) != v1alpha1.ConsistencyAtMostOne || view.failover.Reachable) {
 		// The submitter is creating it, and places it again if that
 		// fails. Only an AtMostOne create sent to a cluster that stopped
 		// answering is left here: it may have landed, so the runnable
@@ -260,7 +260,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	if err != nil {
 		return err
 	}
-	p := Excluding(r.doc.Spec.Placement, rec.Cluster)
+	p := attempt.Excluding(r.doc.Spec.Placement, rec.Cluster)
 	target := placement.Choose(p, gvk.String(), placementViews(views))
 	if target.Cluster == "" {
 		c.metrics.blocked.Inc()
@@ -358,18 +358,6 @@ func (c *Controller) openAttempt(ctx context.Context, rec *store.Runnable) (*sto
 		return nil, store.ErrMoved
 	}
 	return attempts[n-1], nil
-}
-
-// Excluding adds cluster to the placement's exclusions: the cluster an
-// attempt was evicted from is never the next attempt's.
-func Excluding(p v1alpha1.Placement, cluster string) v1alpha1.Placement {
-	aff := v1alpha1.ClusterAffinity{}
-	if p.ClusterAffinity != nil {
-		aff = *p.ClusterAffinity
-	}
-	aff.Exclude = append(slices.Clone(aff.Exclude), cluster)
-	p.ClusterAffinity = &aff
-	return p
 }
 
 // runnable is a stored runnable decoded.

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/failover"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/audit"
@@ -111,10 +111,10 @@ func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*
 		return false, err
 	}
 	p := doc.Spec.Placement
-	if n := len(attempts); n > 0 && attempts[n-1].Result == failover.ResultEvicted {
+	if n := len(attempts); n > 0 && attempts[n-1].Result == attempt.ResultEvicted {
 		// The cluster the runnable was just moved off is not the next
 		// attempt's: that is what the eviction was for.
-		p = failover.Excluding(p, attempts[n-1].Cluster)
+		p = attempt.Excluding(p, attempts[n-1].Cluster)
 	}
 	decision := placement.Choose(p, gvk.String(), cands)
 	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
@@ -150,7 +150,7 @@ func (s *Submitter) place(ctx context.Context, rec *store.Runnable, attempts []*
 		Action:  "place",
 		Summary: fmt.Sprintf("placed attempt %d on %s: %s", number, cluster, decision.Reason),
 	}
-	if n := len(attempts); n > 0 && attempts[n-1].Result == failover.ResultEvicted {
+	if n := len(attempts); n > 0 && attempts[n-1].Result == attempt.ResultEvicted {
 		// The failover's second half: the target cluster, beside the
 		// source and reason of the evict entry, and what is carried.
 		prev := attempts[n-1]
@@ -220,13 +220,13 @@ func (s *Submitter) submit(ctx context.Context, rec *store.Runnable, attempts []
 	if err != nil {
 		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidStatus", err.Error())
 	}
-	if err := failover.Prepare(obj, &doc.Spec, kept, restorePath); err != nil {
+	if err := attempt.Prepare(obj, &doc.Spec, kept, restorePath); err != nil {
 		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
 		return s.endAttempt(ctx, rec, a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
 	}
 	// An AtMostOne create sent to a cluster that stopped answering may
 	// land at any moment, so its attempt is not left for another one here.
-	atMostOne := failover.Consistency(&doc.Spec) == v1alpha1.ConsistencyAtMostOne
+	atMostOne := attempt.Consistency(&doc.Spec) == v1alpha1.ConsistencyAtMostOne
 	mayLand := atMostOne && a.CreateLandedBy != nil
 	if taint := unreachableTaint(row); atMostOne && taint != "" {
 		return s.lostCluster(ctx, rec, a, taint)
@@ -601,7 +601,7 @@ func carriedIn(rec *store.Runnable) (map[string]string, error) {
 		out = map[string]string{}
 	}
 	if path != "" {
-		out[failover.RestorePathKey] = path
+		out[attempt.RestorePathKey] = path
 	}
 	return out, nil
 }
@@ -625,7 +625,7 @@ func failoverDetails(prev *store.Attempt, target string, number int, carried map
 	if len(carried) > 0 {
 		d["carriedIn"] = carried
 	}
-	if p := carried[failover.RestorePathKey]; p != "" {
+	if p := carried[attempt.RestorePathKey]; p != "" {
 		d["restorePath"] = p
 	}
 	b, _ := json.Marshal(d) // strings and numbers only
