@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/flink"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Fencing keeps the promise of consistency AtMostOne when a cluster is cut
@@ -96,7 +98,7 @@ const fenceCallTimeout = 10 * time.Second
 // expired.
 func (a *Agent) fenceLoop(ctx context.Context) {
 	var done map[types.UID]string // fenced objects: uid -> the cached resourceVersion acted upon
-	for {
+	q := reconcile.New(func(ctx context.Context, _ struct{}) (reconcile.Result, error) {
 		left := a.leaseLeft()
 		switch {
 		case a.returned.Load():
@@ -122,19 +124,25 @@ func (a *Agent) fenceLoop(ctx context.Context) {
 			a.fence(ctx, done)
 			left = a.fenceRepeat()
 		}
-		// The loop sleeps until the lease would run out, which on a new
-		// term is a whole lease away: a return found meanwhile must not
-		// wait for it, since the work may have moved already.
-		t := time.NewTimer(left)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-a.fenceNow:
-		case <-t.C:
+		return reconcile.Result{RequeueAfter: max(left, time.Nanosecond)}, nil
+	}, reconcile.Options[struct{}]{Name: "fencing"})
+	q.Add(struct{}{})
+	// The loop waits until the lease would run out, which on a new term
+	// is a whole lease away: a return found meanwhile must not wait for
+	// it, since the work may have moved already.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.fenceNow:
+				q.Add(struct{}{})
+			}
 		}
-		t.Stop()
-	}
+	})
+	_ = q.Run(ctx)
 }
 
 // cachesSynced reports whether every watch has its initial list.

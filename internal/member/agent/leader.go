@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // LeaderElection configures the election among the agents of one cluster,
@@ -167,20 +167,18 @@ func (a *Agent) runElected(ctx context.Context) {
 // retrying until it exists or ctx is done. An agent not allowed to read
 // namespaces goes on: the Lease calls will say whether it can elect.
 func (a *Agent) ensureLeaseNamespace(ctx context.Context) {
-	for attempt := 0; ; attempt++ {
+	_ = reconcile.Retry(ctx, reconcile.Backoff(100*time.Millisecond, 5*time.Second), func(ctx context.Context, _ int) error {
 		err := a.elect.ensureNamespace(ctx)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		if apierrors.IsForbidden(err) {
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return nil
+		case apierrors.IsForbidden(err):
 			a.log.Warn("cannot check the leader lease's namespace; going on", "error", err)
-			return
+			return reconcile.Terminal(err)
 		}
 		a.log.Warn("leader lease namespace", "error", err)
-		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second)) {
-			return
-		}
-	}
+		return err
+	})
 }
 
 func (e *elector) ensureNamespace(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/probe"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Actor is the name the health monitor writes in the audit log.
@@ -143,48 +145,55 @@ func (m *HealthMonitor) Run(ctx context.Context) error {
 		"failureThreshold", m.cfg.Policy.FailureThreshold, "successThreshold", m.cfg.Policy.SuccessThreshold,
 		"noExecuteGrace", m.cfg.Policy.NoExecuteGrace, "agentLease", m.cfg.Policy.AgentLease,
 		"viewMaxAge", m.cfg.ViewMaxAge, "zoneLabel", m.cfg.Disruption.ZoneLabel)
-	tick := time.NewTimer(m.cfg.Interval)
-	defer tick.Stop()
-	due := time.NewTimer(time.Hour)
-	due.Stop()
-	defer due.Stop()
-	probed := true
-	for {
-		if probed && own {
+	// Two keys on one worker, so that the passes never overlap and the
+	// states stay the worker's: a judgement after the probes, and a pass
+	// that only lets time act on the taints when a NoExecute grace ends,
+	// so that the taint is not a probe interval late.
+	var q *reconcile.Queue[monitorPass]
+	q = reconcile.New(func(ctx context.Context, k monitorPass) (reconcile.Result, error) {
+		var res reconcile.Result
+		if k == afterProbes && own {
 			start := time.Now()
 			if err := m.obs.Pass(ctx); err != nil && ctx.Err() == nil {
 				m.log.Warn("cluster probes failed", "error", err)
 			}
-			tick.Reset(NextProbe(start, m.cfg.Interval))
+			res = probeAgain(start, m.cfg.Interval)
 		}
-		next, err := m.pass(ctx, probed)
+		next, err := m.pass(ctx, k == afterProbes)
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("cluster health pass failed", "error", err)
 		}
-		due.Stop()
 		if !next.IsZero() {
-			due.Reset(max(time.Until(next), 0))
+			q.AddAfter(graceEnded, max(time.Until(next), 0))
 		}
-		// Woken by the next probes: its own ticker's, or those of the
-		// process's observer.
-		tickC, passed := tick.C, m.obs.Passed()
-		if own {
-			passed = nil
-		} else {
-			tickC = nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tickC:
-			probed = true
-		case <-passed:
-			probed = true
-		case <-due.C:
-			probed = false
-		}
+		return res, nil
+	}, reconcile.Options[monitorPass]{Name: "cluster-health"})
+	q.Add(afterProbes)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if !own {
+		// Woken by the passes of the process's observer.
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-m.obs.Passed():
+					q.Add(afterProbes)
+				}
+			}
+		})
 	}
+	return q.Run(ctx)
 }
+
+// monitorPass is what a pass of the monitor is for.
+type monitorPass int
+
+const (
+	afterProbes monitorPass = iota // judge the clusters from fresh views
+	graceEnded                     // only let time act on the taints
+)
 
 // pass judges every cluster from the views (probed) or only lets time
 // act on the taints (a grace that ended), writes what changed, and

@@ -12,7 +12,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/probe"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Outcomes as cluster_views stores them.
@@ -100,15 +100,21 @@ func (o *Observer) Run(ctx context.Context) error {
 		return errors.New("cluster observer: ObserverConfig needs Store and Sealer")
 	}
 	o.log.Info("cluster observer starting", "dc", o.cfg.DC, "interval", o.cfg.Interval)
-	for {
+	q := reconcile.New(func(ctx context.Context, _ struct{}) (reconcile.Result, error) {
 		start := time.Now()
 		if err := o.Pass(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("cluster observation failed", "error", err)
 		}
-		if !backoff.Sleep(ctx, NextProbe(start, o.cfg.Interval)) {
-			return nil
-		}
-	}
+		return probeAgain(start, o.cfg.Interval), nil
+	}, reconcile.Options[struct{}]{Name: "cluster-observer"})
+	q.Add(struct{}{})
+	return q.Run(ctx)
+}
+
+// probeAgain runs the probes again NextProbe after a pass that started at
+// start: exactly then, not jittered, since the thresholds count probes.
+func probeAgain(start time.Time, interval time.Duration) reconcile.Result {
+	return reconcile.Result{RequeueAfter: max(NextProbe(start, interval), time.Nanosecond)}
 }
 
 // NextProbe is how long to wait, after a pass that started at start, for
