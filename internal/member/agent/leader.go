@@ -110,10 +110,13 @@ func (e *elector) config(leading chan<- context.Context) leaderelection.LeaderEl
 		LeaseDuration: e.cfg.LeaseDuration,
 		RenewDeadline: e.cfg.RenewDeadline,
 		RetryPeriod:   e.cfg.RetryPeriod,
-		// Run releases the lease only after the work has stopped (see
-		// runElected), so that a standby takes over at once on a clean
-		// shutdown without overlapping.
-		ReleaseOnCancel: true,
+		// runElected releases the lease itself, only after the work has
+		// stopped, so that a standby takes over at once on a clean
+		// shutdown without overlapping. Client-go's ReleaseOnCancel would
+		// also release after a failed renewal, before it cancels the
+		// work, which then outlives the renew deadline by the release's
+		// own calls.
+		ReleaseOnCancel: false,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) { leading <- ctx },
 			OnStoppedLeading: func() {},
@@ -145,8 +148,10 @@ func (a *Agent) runElected(ctx context.Context) {
 			defer close(ended)
 			le.Run(electCtx)
 		}()
+		led := false
 		select {
 		case term := <-leading:
+			led = true
 			a.log.Info("leading", "identity", a.cfg.LeaderElection.Identity)
 			termCtx, endTerm := context.WithCancel(term)
 			stop := context.AfterFunc(ctx, endTerm)
@@ -160,7 +165,30 @@ func (a *Agent) runElected(ctx context.Context) {
 		}
 		stopElection()
 		<-ended
+		if led && ctx.Err() != nil {
+			if err := a.elect.release(logged); err != nil {
+				a.log.Warn("cannot release the leader lease; a standby takes over once it expires", "error", err)
+			}
+		}
 	}
+}
+
+// release gives the lease up as client-go's own release does (no holder,
+// a lease of one second), so that a standby takes over at once; a lease
+// another agent holds by now is left alone.
+func (e *elector) release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	rec, _, err := e.lock.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if rec.HolderIdentity != e.lock.Identity() {
+		return nil
+	}
+	now := metav1.NewTime(time.Now())
+	return e.lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now})
 }
 
 // ensureLeaseNamespace creates the Lease's namespace when it is missing,
