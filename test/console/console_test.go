@@ -278,7 +278,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 	f.run(ingester.Run)
 	f.run(submitter.New(submitter.Config{Store: f.store, Sealer: sealer, Stream: streams, RescanInterval: time.Second, Logger: log}).Run)
 	f.run(syncer.New(syncer.Config{Store: f.store, Sealer: sealer, Stream: streams, Identity: "console-test", Logger: log}).Run)
-	f.run(clusters.NewHealthMonitor(clusters.MonitorConfig{Store: f.store, Sealer: sealer, Interval: probeInterval,
+	f.run(clusters.NewHealthMonitor(clusters.Config{Store: f.store, Sealer: sealer, Interval: probeInterval,
 		Policy: clusters.Policy{FailureThreshold: 3, SuccessThreshold: 2, NoExecuteGrace: 2 * time.Second, AgentLease: agentLease},
 		Logger: log}).Run)
 	f.run(failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(clusters.NewCache(sealer)),

@@ -39,15 +39,17 @@ const (
 	ActionDisruption = "cluster-disruption"
 )
 
-// Defaults of MonitorConfig.
+// Defaults of Config.
 const (
 	DefaultProbeInterval  = 2 * time.Second
 	DefaultProbeWorkers   = 16
 	DefaultObserverExpiry = 2 * time.Minute
 )
 
-// MonitorConfig says what a HealthMonitor works with.
-type MonitorConfig struct {
+// Config says what cluster health works with: the HealthMonitor, and the
+// Observer, which reads only the fields it needs (Store, Sealer, DC,
+// Interval, ProbeTimeout, Workers, Logger).
+type Config struct {
 	Store  *store.Store
 	Sealer *seal.Sealer // opens the clusters' kubeconfigs
 	// Policy holds the thresholds, the NoExecute grace and the agent
@@ -99,7 +101,7 @@ type MonitorConfig struct {
 // status the first time it sees a cluster (see Seed), so a restart neither
 // resets a NotReady cluster to Unknown nor restarts its NoExecute grace.
 type HealthMonitor struct {
-	cfg MonitorConfig
+	cfg Config
 	log *slog.Logger
 	obs *Observer
 
@@ -108,7 +110,7 @@ type HealthMonitor struct {
 }
 
 // NewHealthMonitor returns a monitor; nothing runs until Run.
-func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
+func NewHealthMonitor(cfg Config) *HealthMonitor {
 	cfg.Policy = cfg.Policy.withDefaults()
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultProbeInterval)
 	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, probe.DefaultTimeout)
@@ -125,7 +127,7 @@ func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
 	}
 	m := &HealthMonitor{cfg: cfg, log: log, obs: cfg.Observer, states: map[string]State{}}
 	if m.obs == nil {
-		m.obs = NewObserver(ObserverConfig{Store: cfg.Store, Sealer: cfg.Sealer, DC: cfg.DC, Interval: cfg.Interval,
+		m.obs = NewObserver(Config{Store: cfg.Store, Sealer: cfg.Sealer, DC: cfg.DC, Interval: cfg.Interval,
 			ProbeTimeout: cfg.ProbeTimeout, Workers: cfg.Workers, Logger: log})
 	}
 	return m
@@ -138,7 +140,7 @@ func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
 // taint is not a probe interval late.
 func (m *HealthMonitor) Run(ctx context.Context) error {
 	if m.cfg.Store == nil || m.cfg.Sealer == nil {
-		return errors.New("cluster health: MonitorConfig needs Store and Sealer")
+		return errors.New("cluster health: Config needs Store and Sealer")
 	}
 	own := m.cfg.Observer == nil
 	m.log.Info("cluster health monitor starting", "interval", m.cfg.Interval,
