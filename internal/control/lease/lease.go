@@ -70,8 +70,9 @@ type Config struct {
 	Store *store.Store
 	// Name names the lease, one per component ("controller").
 	Name string
-	// Identity names this replica in the lease (default: host name and
-	// pid). It must differ between replicas running at the same time.
+	// Identity names this replica in the StoreLock built from Store
+	// (default: host name and pid); a Lock has its own. It must differ
+	// between replicas running at the same time.
 	Identity string
 	// Duration is how long the lease lasts without renewal
 	// (DefaultDuration): a crashed leader's work resumes elsewhere this
