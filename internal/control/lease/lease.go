@@ -184,13 +184,21 @@ func (e *election) term(ctx context.Context, work func(context.Context) error) (
 	var clientTerm context.Context
 	select {
 	case clientTerm = <-leading:
-	case <-elected: // ctx ended before this replica led
-		stopElection()
-		return true, nil
+	case <-elected:
+		if ctx.Err() != nil { // ctx ended before this replica led, or as it did
+			stopElection()
+			_ = e.release(ctx)
+			return true, nil
+		}
+		clientTerm = <-leading // it led, and client-go ended the term at once
 	}
 	e.log.Info("took the lease; leading")
 
-	termCtx, endTerm := context.WithCancelCause(clientTerm)
+	termCtx, endTerm := context.WithCancelCause(ctx)
+	stopClientTerm := context.AfterFunc(clientTerm, func() {
+		endTerm(fmt.Errorf("%w: not renewed within the renew deadline, or taken by another", ErrLost))
+	})
+	defer stopClientTerm()
 	stopWatch := e.lock.watch(e.termLength(), func(until time.Time) {
 		if e.cfg.Renewed != nil {
 			e.cfg.Renewed(until)
@@ -210,11 +218,6 @@ func (e *election) term(ctx context.Context, work func(context.Context) error) (
 		workErr = <-workDone
 	}
 	cause := context.Cause(termCtx)
-	if !errors.Is(cause, ErrLost) {
-		// Client-go ended its term: its renew deadline passed, or
-		// another replica holds the lease now.
-		cause = fmt.Errorf("%w: not renewed within the renew deadline, or taken by another", ErrLost)
-	}
 	endTerm(nil)
 	stopWatch()
 	if e.leading != nil {
@@ -228,15 +231,21 @@ func (e *election) term(ctx context.Context, work func(context.Context) error) (
 		e.log.Warn("stopped leading; standing by", "cause", cause, "workError", workErr)
 		return false, nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Duration/3)
-	relErr := e.lock.Release(rctx)
-	cancel()
+	relErr := e.release(ctx)
 	if ctx.Err() != nil {
 		e.logRelease(nil, relErr, "stopped; released the lease")
 		return true, nil
 	}
 	e.logRelease(workErr, relErr, "work ended; released the lease")
 	return true, workErr
+}
+
+// release gives up the lease this replica holds, once its work has
+// stopped, with a bound of its own: ctx may have ended.
+func (e *election) release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Duration/3)
+	defer cancel()
+	return e.lock.Release(ctx)
 }
 
 // logRelease logs the end of Run's last term, louder when something

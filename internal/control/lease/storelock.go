@@ -122,11 +122,16 @@ func (l *StoreLock) Update(ctx context.Context, ler resourcelock.LeaderElectionR
 	return nil
 }
 
-// Release ends the lease at once if this lock holds it.
+// Release ends the lease at once if this lock holds it; a lease naming
+// this identity that this lock did not take is not its to end.
 func (l *StoreLock) Release(ctx context.Context) error {
 	l.mu.Lock()
+	holding := l.holding
 	l.holding = false
 	l.mu.Unlock()
+	if !holding {
+		return nil
+	}
 	return l.store.Tx(ctx, func(tx *store.Tx) error { return tx.ReleaseLease(ctx, l.name, l.identity) })
 }
 

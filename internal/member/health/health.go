@@ -8,8 +8,9 @@
 // when it is Unhealthy. Both must reach the same verdict from the same
 // object, so the package is pure: no clients, no clock, no mutable state.
 // Kinds purser knows (Job, Argo Workflow, Deployment, StatefulSet,
-// FlinkDeployment) have built-in interpreters; any kind can be given CEL
-// rules in the configuration, and a rule replaces the built-in for its kind.
+// FlinkDeployment, the last as internal/flink judges it) have built-in
+// interpreters; any kind can be given CEL rules in the configuration, and
+// a rule replaces the built-in for its kind.
 // The only I/O is reading a rules file and the objects of `purser health -f`.
 package health
 
