@@ -72,6 +72,11 @@ var layering = []struct {
 		reason: "the ingester meets the agent in internal/hub/stream (its messages and the Secret rule), never in the agent's code",
 	},
 	{
+		pkg:    "internal/control/submitter",
+		never:  []string{"internal/control/failover", "internal/control/controller"},
+		reason: "the submitter starts attempts and the failover controller ends them; they meet in the hub and in internal/control/attempt, never in each other's code",
+	},
+	{
 		pkg:    "internal/hub/stream",
 		never:  []string{"internal/hub/store"},
 		reason: "the stream is where producers and consumers meet, so it depends on neither",

@@ -26,6 +26,7 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
@@ -170,7 +171,7 @@ func TestConsoleOnAFarm(t *testing.T) {
 	r := f.waitRunnable("failed over to dc1-a", func(r *v1alpha1.Runnable) bool {
 		return r.Status.Cluster == "dc1-a" && r.Status.Phase == v1alpha1.PhaseRunning && len(r.Status.Attempts) == 2
 	})
-	if at := r.Status.Attempts[0]; at.Result != failover.ResultEvicted || at.Reason != failover.ReasonClusterUnreachable {
+	if at := r.Status.Attempts[0]; at.Result != attempt.ResultEvicted || at.Reason != failover.ReasonClusterUnreachable {
 		t.Errorf("attempt 1: %+v", at)
 	}
 	waitSVG(t, tab, `#farm [data-cluster="dc1-a"] .phasebar`, "1 Running")
@@ -290,7 +291,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 	f.run(ingester.Run)
 	f.run(submitter.New(submitter.Config{Store: f.store, Sealer: sealer, Stream: streams, RescanInterval: time.Second, Logger: log}).Run)
 	f.run(syncer.New(syncer.Config{Store: f.store, Sealer: sealer, Stream: streams, Identity: "console-test", Logger: log}).Run)
-	f.run(clusters.NewHealthMonitor(clusters.MonitorConfig{Store: f.store, Sealer: sealer, Interval: probeInterval,
+	f.run(clusters.NewHealthMonitor(clusters.Config{Store: f.store, Sealer: sealer, Interval: probeInterval,
 		Policy: clusters.Policy{FailureThreshold: 3, SuccessThreshold: 2, NoExecuteGrace: 2 * time.Second, AgentLease: agentLease},
 		Logger: log}).Run)
 	f.run(failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(clusters.NewCache(sealer)),

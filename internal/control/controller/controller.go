@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 	fo.Store, fo.Objects, fo.Logger, fo.Registerer = cfg.Store, clusters.NewObjects(clusters.NewCache(cfg.Sealer)), log, cfg.Registerer
 	fo.ZoneLabel, fo.Guard = cfg.Disruption.ZoneLabel, cfg.Guard
 	ctl := failover.New(fo)
-	observer := clusters.NewObserver(clusters.ObserverConfig{
+	observer := clusters.NewObserver(clusters.Config{
 		Store: cfg.Store, Sealer: cfg.Sealer, DC: cfg.DC, Interval: cfg.ProbeInterval,
 		Logger: log.With("component", "cluster-observer"),
 	})
@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 	return lease.Run(ctx, election, func(ctx context.Context) error {
 		// A monitor per term: its hysteresis starts again from the
 		// conditions stored by whoever led before.
-		monitor := clusters.NewHealthMonitor(clusters.MonitorConfig{
+		monitor := clusters.NewHealthMonitor(clusters.Config{
 			Store: cfg.Store, Sealer: cfg.Sealer, Policy: policy, Interval: cfg.ProbeInterval,
 			DC: cfg.DC, Observer: observer, Disruption: cfg.Disruption, OnNoExecute: ctl.Kick,
 			Logger: log.With("component", "cluster-health"),

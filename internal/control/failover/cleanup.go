@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -198,7 +199,7 @@ func (c *Controller) release(ctx context.Context, a *store.Attempt, view *cluste
 	if err != nil {
 		return err
 	}
-	if Consistency(&r.doc.Spec) == v1alpha1.ConsistencyAtMostOne && r.status.ConfirmedStopped == nil {
+	if attempt.Consistency(&r.doc.Spec) == v1alpha1.ConsistencyAtMostOne && r.status.ConfirmedStopped == nil {
 		from := *a.EndedAt
 		if hb := view.failover.LastHeartbeat; hb != nil && hb.After(from) {
 			from = *hb

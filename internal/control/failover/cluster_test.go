@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
@@ -104,7 +105,7 @@ func TestClusterFailoverMovesAJob(t *testing.T) {
 		t.Fatalf("%d attempts, want 2: %+v", n, r.Status.Attempts)
 	}
 	first := r.Status.Attempts[0]
-	if first.Cluster != "b" || first.Result != failover.ResultEvicted || first.Reason != failover.ReasonClusterUnreachable ||
+	if first.Cluster != "b" || first.Result != attempt.ResultEvicted || first.Reason != failover.ReasonClusterUnreachable ||
 		first.Cleanup != store.CleanupPending {
 		t.Errorf("attempt 1 while b is down: %+v; want on b, Evicted, ClusterUnreachable, cleanup Pending", first)
 	}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/placement"
 )
 
@@ -18,9 +19,6 @@ const (
 	ReasonClusterNotReady      = "ClusterNotReady"
 	ReasonNoExecuteTaint       = "NoExecuteTaint"
 )
-
-// ResultEvicted ends an attempt that the controller moved away.
-const ResultEvicted = "Evicted"
 
 // Cluster is what the decision needs to know of the cluster an attempt
 // runs on.
@@ -96,7 +94,7 @@ type Verdict struct {
 // for tolerationSeconds; Unknown health (a user error such as a missing
 // image) never does, because another cluster would not help.
 func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster, now time.Time, t Timing) Verdict {
-	consistency := Consistency(spec)
+	consistency := attempt.Consistency(spec)
 	if taint := untoleratedNoExecute(spec.Placement.ClusterTolerations, c.Taints); taint != nil {
 		v := Verdict{Purge: v1alpha1.DefaultClusterPurgeMode, Reason: taintReason(taint)}
 		if f := spec.Failover; f != nil && f.Cluster != nil && f.Cluster.PurgeMode != "" {

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -53,9 +52,9 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 			}
 		}
 		// Only proven state travels: the attempt must have run Healthy.
-		carry := Preserve(rules, st.Result, st.Preserved, st.RestorePoint, candidates, a.Number, st.HealthySince != nil)
+		carry := attempt.Preserve(rules, st.Result, st.Preserved, st.RestorePoint, candidates, a.Number, st.HealthySince != nil)
 		preserved, notes := carry.Preserved, carry.Notes
-		a.EndedAt, a.Result, a.Reason, a.Message = &now, ResultEvicted, v.Reason, v.Message
+		a.EndedAt, a.Result, a.Reason, a.Message = &now, attempt.ResultEvicted, v.Reason, v.Message
 		a.Reported, a.Note = carry.Reported, strings.Join(notes, "; ")
 		if v.Purge != v1alpha1.PurgeNever {
 			a.Cleanup = store.CleanupPending
@@ -74,7 +73,7 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 		var b strings.Builder
 		fmt.Fprintf(&b, "attempt %d evicted from %s (%s): %s", a.Number, a.Cluster, v.Reason, v.Message)
 		if len(preserved) > 0 {
-			fmt.Fprintf(&b, "; preserved %s", preservedString(preserved))
+			fmt.Fprintf(&b, "; preserved %s", attempt.PreservedString(preserved))
 		}
 		if p := carry.RestorePoint; p != nil {
 			fmt.Fprintf(&b, "; restore point %s (%s, attempt %d)", p.Path, p.Source, p.Attempt)
@@ -165,20 +164,11 @@ func (c *Controller) runnableTx(ctx context.Context, rec *store.Runnable,
 	return err
 }
 
-func preservedString(p map[string]string) string {
-	keys := slices.Sorted(maps.Keys(p))
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + p[k]
-	}
-	return strings.Join(parts, ", ")
-}
-
 // evictDetails is the failover's record in the audit log: why, from
 // where, what the attempt reported and what the next one carries. The
 // target cluster is chosen by the submitter; its "place" entry names it
 // with the same restore point.
-func evictDetails(a *store.Attempt, v Verdict, preserved map[string]string, carry Carry) json.RawMessage {
+func evictDetails(a *store.Attempt, v Verdict, preserved map[string]string, carry attempt.Carry) json.RawMessage {
 	d := map[string]any{
 		"attempt": a.Number, "reason": v.Reason, "sourceCluster": a.Cluster, "message": v.Message,
 	}

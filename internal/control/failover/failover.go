@@ -16,9 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,11 +27,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/clusters"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Actor is the audit log's name for the controller.
@@ -91,10 +92,11 @@ type Controller struct {
 	log     *slog.Logger
 	limiter *rate.Limiter
 	zones   *zoneLimiters
-	kick    chan struct{}
 	metrics *metrics
+	// queue is Run's while it runs, for Kick.
+	queue atomic.Pointer[reconcile.Queue[struct{}]]
 	// wake is the earliest end of a toleration seen in the current pass;
-	// only Run's goroutine uses it.
+	// only the pass uses it, one at a time.
 	wake time.Time
 }
 
@@ -116,7 +118,7 @@ func New(cfg Config) *Controller {
 		cfg.SecondaryEvictionRate = DefaultSecondaryEvictionRate
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -127,46 +129,41 @@ func New(cfg Config) *Controller {
 		log:     cfg.Logger.With("component", "failover"),
 		limiter: rate.NewLimiter(rate.Limit(cfg.EvictionRate), burst),
 		zones:   newZoneLimiters(cfg.EvictionRate, cfg.SecondaryEvictionRate),
-		kick:    make(chan struct{}, 1),
 		metrics: newMetrics(cfg.Registerer),
 	}
 }
 
 // Run makes passes every Interval until ctx ends, and one more at the
 // moment a runnable's toleration runs out, so that application failover
-// starts on time rather than up to an Interval late.
+// starts on time rather than up to an Interval late. A pass that fails is
+// logged and the next one tries again; while the Guard says this process
+// does not reach the database's primary, the passes are skipped.
 func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("failover controller started", "interval", c.cfg.Interval, "agentLease", c.cfg.AgentLease,
 		"fencingMargin", c.cfg.FencingMargin, "evictionRate", c.cfg.EvictionRate)
-	for ctx.Err() == nil {
-		var err error
+	q := reconcile.New(func(ctx context.Context, _ struct{}) (reconcile.Result, error) {
 		if c.cfg.Guard.Err() == nil { // the guard logs when it is not
-			err = c.Pass(ctx)
-		}
-		if err != nil && ctx.Err() == nil {
-			c.log.Warn("failover pass failed; trying again", "error", err)
+			if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("failover pass failed; trying again", "error", err)
+			}
 		}
 		wait := c.cfg.Interval
 		if next := c.wake; !next.IsZero() {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-		case <-c.kick:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	return nil
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}, reconcile.Options[struct{}]{Name: "failover"})
+	c.queue.Store(q)
+	defer c.queue.CompareAndSwap(q, nil)
+	q.Add(struct{}{})
+	return q.Run(ctx)
 }
 
 // Kick makes the next pass start now: the health monitor calls it when it
 // has tainted a cluster NoExecute.
 func (c *Controller) Kick() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
+	if q := c.queue.Load(); q != nil {
+		q.Add(struct{}{})
 	}
 }
 
@@ -245,7 +242,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return nil // a removed cluster: the submitter places it again
 	}
 	if rec.Phase == string(v1alpha1.PhaseScheduled) &&
-		(Consistency(&r.doc.Spec) != v1alpha1.ConsistencyAtMostOne || view.failover.Reachable) {
+		(attempt.Consistency(&r.doc.Spec) != v1alpha1.ConsistencyAtMostOne || view.failover.Reachable) {
 		// The submitter is creating it, and places it again if that
 		// fails. Only an AtMostOne create sent to a cluster that stopped
 		// answering is left here: it may have landed, so the runnable
@@ -260,7 +257,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	if err != nil {
 		return err
 	}
-	p := Excluding(r.doc.Spec.Placement, rec.Cluster)
+	p := attempt.Excluding(r.doc.Spec.Placement, rec.Cluster)
 	target := placement.Choose(p, gvk.String(), placementViews(views))
 	if target.Cluster == "" {
 		c.metrics.blocked.Inc()
@@ -358,18 +355,6 @@ func (c *Controller) openAttempt(ctx context.Context, rec *store.Runnable) (*sto
 		return nil, store.ErrMoved
 	}
 	return attempts[n-1], nil
-}
-
-// Excluding adds cluster to the placement's exclusions: the cluster an
-// attempt was evicted from is never the next attempt's.
-func Excluding(p v1alpha1.Placement, cluster string) v1alpha1.Placement {
-	aff := v1alpha1.ClusterAffinity{}
-	if p.ClusterAffinity != nil {
-		aff = *p.ClusterAffinity
-	}
-	aff.Exclude = append(slices.Clone(aff.Exclude), cluster)
-	p.ClusterAffinity = &aff
-	return p
 }
 
 // runnable is a stored runnable decoded.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/failover"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/sandbox/flinksim"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
@@ -142,7 +142,7 @@ func TestFlinkFailoverCarriesOnlyProvenState(t *testing.T) {
 	if got := r.Status.Preserved["flink.apache.org/job-id"]; got != jobID {
 		t.Errorf("preserved job id %q, want %q", got, jobID)
 	}
-	if got := r.Status.Attempts[1].CarriedIn[failover.RestorePathKey]; got != p1.Path {
+	if got := r.Status.Attempts[1].CarriedIn[attempt.RestorePathKey]; got != p1.Path {
 		t.Errorf("attempt 2 carried in %v, want restorePath %s", r.Status.Attempts[1].CarriedIn, p1.Path)
 	}
 	var secondJob string
@@ -181,7 +181,7 @@ func TestFlinkFailoverCarriesOnlyProvenState(t *testing.T) {
 	if r.Status.RestorePoint == nil || r.Status.RestorePoint.Path != p1.Path {
 		t.Errorf("after the second failover the restore point is %+v, want P1 %s", r.Status.RestorePoint, p1.Path)
 	}
-	if got := r.Status.Attempts[2].CarriedIn[failover.RestorePathKey]; got != p1.Path {
+	if got := r.Status.Attempts[2].CarriedIn[attempt.RestorePathKey]; got != p1.Path {
 		t.Errorf("attempt 3 carried in %v, want restorePath %s", r.Status.Attempts[2].CarriedIn, p1.Path)
 	}
 	if got := f.sims[first].RestoredFrom(f.ns, "wordcount"); got != p1.Path {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
@@ -89,7 +90,7 @@ func testFencing(t *testing.T, dsn string, clusterCutOff bool) {
 			t.Fatalf("%s: %d attempts, want 2: %+v", name, n, r.Status.Attempts)
 		}
 		first := r.Status.Attempts[0]
-		if first.Cluster != "b" || first.Result != failover.ResultEvicted || first.Reason != wantReason {
+		if first.Cluster != "b" || first.Result != attempt.ResultEvicted || first.Reason != wantReason {
 			t.Errorf("%s: attempt 1 %+v; want evicted from b (%s)", name, first, wantReason)
 		}
 		if first.Cleanup != wantCleanup {
@@ -247,7 +248,7 @@ func TestAtMostOneCreateLandingLate(t *testing.T) {
 	t.Logf("runs on a %s after the cut", time.Since(cut).Round(time.Millisecond))
 	// Moved by the controller: the submitter neither gave up on attempt 1
 	// nor sent anything more once b was lost.
-	if a := r.Status.Attempts; len(a) != 2 || a[0].Result != failover.ResultEvicted || a[0].Reason != failover.ReasonClusterUnreachable {
+	if a := r.Status.Attempts; len(a) != 2 || a[0].Result != attempt.ResultEvicted || a[0].Reason != failover.ReasonClusterUnreachable {
 		t.Fatalf("attempts %+v, want attempt 1 evicted from b (%s) and attempt 2", r.Status.Attempts, failover.ReasonClusterUnreachable)
 	}
 	w.waitRounds(t, 3)

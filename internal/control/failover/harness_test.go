@@ -194,7 +194,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	ctl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
 		Interval: p.failoverPass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
 		Checkpoints: f.checkpoints, Notify: relay.Notify, Registerer: f.metrics})
-	f.run("health", clusters.NewHealthMonitor(clusters.MonitorConfig{
+	f.run("health", clusters.NewHealthMonitor(clusters.Config{
 		Store: f.store, Sealer: f.sealer, Interval: p.probe,
 		Policy:      clusters.Policy{FailureThreshold: p.threshold, SuccessThreshold: 2, NoExecuteGrace: p.grace, AgentLease: agentLease},
 		OnNoExecute: ctl.Kick, Logger: f.log.With("component", "health"), Observed: f.probes.observe,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/flink"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -99,12 +100,8 @@ func resumeSpec(kind string, template map[string]any) (map[string]any, bool) {
 	case "Job":
 		suspend, _, _ := unstructured.NestedBool(template, "spec", "suspend")
 		return map[string]any{"suspend": suspend}, true
-	case "FlinkDeployment":
-		state, _, _ := unstructured.NestedString(template, "spec", "job", "state")
-		if state == "" {
-			state = "running"
-		}
-		return map[string]any{"job": map[string]any{"state": state}}, true
+	case flink.KindDeployment:
+		return flink.Resumption(template), true
 	}
 	return nil, false
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -67,7 +68,7 @@ func TestWaitingSaysWhatIsTrue(t *testing.T) {
 			return r.Status.Cluster == "a" && r.Status.Phase == v1alpha1.PhaseRunning
 		})
 		first := r.Status.Attempts[0]
-		if first.Cluster != "b" || first.Result != failover.ResultEvicted || first.Cleanup != store.CleanupPending ||
+		if first.Cluster != "b" || first.Result != attempt.ResultEvicted || first.Cleanup != store.CleanupPending ||
 			!strings.Contains(first.Message, "admin confirmed") {
 			t.Errorf("attempt 1 after the confirmation: %+v", first)
 		}

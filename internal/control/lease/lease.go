@@ -1,31 +1,37 @@
-// Package lease elects the one replica of a component that works, through
-// a row of the hub database (store.Tx.TryLease), so that leader election
-// needs no infrastructure beyond what every component already talks to.
-// `purser controller` runs its cluster health monitor and failover
-// controller under it.
+// Package lease elects the one replica that works on something, with
+// client-go's leader election (k8s.io/client-go/tools/leaderelection)
+// over locks purser provides where the lock is not a Kubernetes Lease: a
+// row of the hub database (StoreLock: `purser controller` runs its cluster
+// health monitor and failover controller under it) and a key of the
+// stream's leases bucket (KVLock: the syncer's replicas share the
+// clusters, one lease each). The agents of a member cluster elect theirs
+// with the same library over a Lease in that cluster.
 //
-// Safety rests on two clocks, neither of them a replica's wall clock:
+// Client-go decides when to take a lease over by its own clock: only once
+// it has seen the lock's record unchanged for the lease's duration, so
+// that the clocks of the machines never matter. Run adds what purser's
+// guarantees need on top of it:
 //
-//   - the database's clock decides expiry: a lease is renewed to "now + Duration"
-//     and taken over only once "now" has passed that, both read by the
-//     database in the statement that decides, so clock skew between
-//     replicas does not matter. (On SQLite every replica shares the
-//     machine, and so the clock, of the database file.)
-//   - the holder's monotonic clock ends its term: it works only until
-//     Duration minus a margin (a third of it) after it sent its last
-//     successful renewal, and cancels its work then, renewed or not.
+//   - the term is bounded by the holder's monotonic clock: work runs only
+//     until two thirds of the duration after the last write that took or
+//     renewed the lease was sent, and its context is cancelled then,
+//     renewed or not. A contender waits a whole duration from a moment
+//     after that write, so the last third is the margin that covers the
+//     work's return from a cancelled context and any difference in the
+//     rates of the clocks. Client-go's own end of a term (its renew
+//     deadline) comes later, and releases nothing before the work has
+//     stopped, as it would with ReleaseOnCancel.
+//   - the lease is released only once the work has returned (ctx ended,
+//     or the work returned by itself), so that a standby takes over at
+//     once without overlapping. A term that was lost is not released: its
+//     holder cannot vouch that nothing still acts, and the lease expires.
+//   - a replica campaigning never takes a live lease naming its own
+//     identity: that may be an earlier life of it, still working. The
+//     locks report such a lease as another's until this replica has
+//     itself won it (client-go would renew it at once).
 //
-// The database stamps a renewal after the holder sent it, so a contender
-// can take over no sooner than Duration after the send, by which time the
-// holder has stopped for a third of Duration: the margin covers the work's
-// return from a cancelled context and any difference in the rates (not
-// the readings) of the two clocks. Work that ignores its context for
-// longer than the margin breaks the guarantee, and so does a step of the
-// database's clock forward by more than the margin.
-//
-// A replica campaigning never takes a live lease, even one naming its own
-// identity: that may be an earlier life of it, still working. It renews
-// only within a term it won.
+// Work that ignores its context for longer than the margin breaks the
+// guarantee, and so does a clock that steps forward by more than it.
 package lease
 
 import (
@@ -36,33 +42,50 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/purser-io/purser/internal/hub/store"
-	"github.com/purser-io/purser/internal/platform/backoff"
 	"github.com/purser-io/purser/internal/platform/replica"
 )
 
 // DefaultDuration is how long a lease lasts without renewal.
 const DefaultDuration = 15 * time.Second
 
+// Lock is a resourcelock.Interface that can also give its lease up.
+type Lock interface {
+	resourcelock.Interface
+	// Release ends this replica's lease at once, if it still holds it, so
+	// that another replica may take it without waiting for it to expire.
+	Release(ctx context.Context) error
+}
+
 // Config is one election.
 type Config struct {
+	// Lock holds the election's record; nil: a StoreLock on Store's row
+	// Name for Identity.
+	Lock  Lock
 	Store *store.Store
 	// Name names the lease, one per component ("controller").
 	Name string
-	// Identity names this replica in the lease (default: host name and
-	// pid). It must differ between replicas running at the same time.
+	// Identity names this replica in the StoreLock built from Store
+	// (default: host name and pid); a Lock has its own. It must differ
+	// between replicas running at the same time.
 	Identity string
 	// Duration is how long the lease lasts without renewal
 	// (DefaultDuration): a crashed leader's work resumes elsewhere this
-	// long after its last renewal. The holder renews every third of it,
+	// long after its last renewal. The holder renews every fifth of it,
 	// and stops working two thirds of it after its last renewal.
 	Duration time.Duration
 	Logger   *slog.Logger
 	// Registerer receives the gauge purser_leader{name}, 1 while this
 	// replica works; nil registers none.
 	Registerer prometheus.Registerer
+	// Renewed, when set, is told after each write that took or renewed
+	// the lease until when this replica may work, unless it renews again.
+	Renewed func(until time.Time)
 }
 
 // ErrLost is the cause of a term's context when the lease was lost.
@@ -75,8 +98,8 @@ var ErrLost = errors.New("lost the lease")
 // once, and returns nil. If work returns while still leading, Run releases
 // the lease and returns work's error.
 func Run(ctx context.Context, cfg Config, work func(ctx context.Context) error) error {
-	if cfg.Store == nil || cfg.Name == "" {
-		return errors.New("lease: Config needs a Store and a Name")
+	if cfg.Lock == nil && (cfg.Store == nil || cfg.Name == "") {
+		return errors.New("lease: Config needs a Lock, or a Store and a Name")
 	}
 	if cfg.Identity == "" {
 		cfg.Identity = replica.Identity()
@@ -87,11 +110,19 @@ func Run(ctx context.Context, cfg Config, work func(ctx context.Context) error) 
 	if cfg.Duration < 10*time.Millisecond {
 		return fmt.Errorf("lease %s: duration %v is too short to renew", cfg.Name, cfg.Duration)
 	}
+	lock := cfg.Lock
+	if lock == nil {
+		lock = NewStoreLock(cfg.Store, cfg.Name, cfg.Identity, cfg.Duration)
+	}
+	if cfg.Name == "" {
+		cfg.Name = lock.Describe()
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &elector{cfg: cfg, log: log.With("lease", cfg.Name, "identity", cfg.Identity)}
+	e := &election{cfg: cfg, lock: &timedLock{Lock: lock, timeout: cfg.Duration / 3},
+		log: log.With("lease", cfg.Name, "identity", lock.Identity())}
 	gauge, err := leaderGauge(cfg.Registerer)
 	if err != nil {
 		return fmt.Errorf("lease %s: %w", cfg.Name, err)
@@ -101,169 +132,125 @@ func Run(ctx context.Context, cfg Config, work func(ctx context.Context) error) 
 		e.leading.Set(0)
 	}
 	for {
-		acquired, ok := e.campaign(ctx)
-		if !ok {
-			return nil
-		}
-		ended, err := e.lead(ctx, acquired, work)
+		ended, err := e.term(ctx, work)
 		if ended {
 			return err
 		}
 	}
 }
 
-// Timing, as fractions of the duration: renewals every third, the margin
-// a third (so one failed renewal is retried a few times before the term
-// ends), and a standby tries every fifth, so a released lease is taken
-// over well within one duration.
-func (e *elector) renewEvery() time.Duration    { return e.cfg.Duration / 3 }
-func (e *elector) retryRenewal() time.Duration  { return e.cfg.Duration / 10 }
-func (e *elector) term() time.Duration          { return e.cfg.Duration - e.cfg.Duration/3 }
-func (e *elector) campaignEvery() time.Duration { return e.cfg.Duration / 5 }
+// Timing, as fractions of the duration: client-go tries every fifth (a
+// standby to take the lease, the holder to renew it), the term ends two
+// thirds after the last renewal was sent, and client-go's own renew
+// deadline, which ends the term too, lies beyond that.
+func (e *election) retryPeriod() time.Duration   { return e.cfg.Duration / 5 }
+func (e *election) renewDeadline() time.Duration { return e.cfg.Duration / 2 }
+func (e *election) termLength() time.Duration    { return e.cfg.Duration - e.cfg.Duration/3 }
 
-type elector struct {
+type election struct {
 	cfg     Config
+	lock    *timedLock
 	log     *slog.Logger
 	leading prometheus.Gauge // nil without a Registerer
 }
 
-// try takes (renew false) or renews the lease in a statement of its own.
-func (e *elector) try(ctx context.Context, renew bool) (l store.Lease, ok bool, err error) {
-	err = e.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		l, ok, err = tx.TryLease(ctx, e.cfg.Name, e.cfg.Identity, e.cfg.Duration, renew)
-		return err
+// term campaigns until it leads, then runs work until the term ends. ended
+// says that Run is over (ctx ended, or work returned by itself), with
+// work's error in the latter case.
+func (e *election) term(ctx context.Context, work func(context.Context) error) (ended bool, err error) {
+	leading := make(chan context.Context, 1)
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:          e.lock,
+		Name:          e.cfg.Name,
+		LeaseDuration: e.cfg.Duration,
+		RenewDeadline: e.renewDeadline(),
+		RetryPeriod:   e.retryPeriod(),
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { leading <- ctx },
+			OnStoppedLeading: func() {},
+		},
 	})
-	return l, ok, err
-}
-
-// campaign tries to take the lease until it does, and returns the local
-// time the winning request was sent; false when ctx ended first.
-func (e *elector) campaign(ctx context.Context) (time.Time, bool) {
-	var holder string
-	failing := false
-	for ctx.Err() == nil {
-		sent := time.Now()
-		tctx, cancel := context.WithTimeout(ctx, e.renewEvery())
-		l, ok, err := e.try(tctx, false)
-		cancel()
-		switch {
-		case ok:
-			e.log.Info("took the lease; leading", "transitions", l.Transitions)
-			return sent, true
-		case err != nil && ctx.Err() == nil:
-			if !failing {
-				e.log.Warn("cannot campaign for the lease; trying again", "error", err)
-			}
-			failing = true
-		case err == nil:
-			if failing || l.Holder != holder {
-				e.log.Info("standing by", "holder", l.Holder, "expires", l.ExpiresAt)
-			}
-			failing, holder = false, l.Holder
-		}
-		backoff.Sleep(ctx, backoff.Jitter(e.campaignEvery()))
+	if err != nil {
+		return true, fmt.Errorf("lease %s: %w", e.cfg.Name, err)
 	}
-	return time.Time{}, false
-}
-
-// lead runs one term: work under a context that ends when the term does,
-// and renewals beside it. It returns once work has returned; ended says
-// that Run is over (ctx ended, or work returned by itself), with work's
-// error in the latter case.
-func (e *elector) lead(ctx context.Context, acquired time.Time, work func(context.Context) error) (ended bool, err error) {
-	termCtx, endTerm := context.WithCancelCause(ctx)
-	defer endTerm(nil)
-
-	// The deadline is enforced by a timer of its own, so that a renewal
-	// hanging in the driver cannot stretch the term.
-	var mu sync.Mutex
-	until := acquired.Add(e.term())
-	deadline := time.AfterFunc(time.Until(until), func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !time.Now().Before(until) {
-			endTerm(fmt.Errorf("%w: not renewed in time", ErrLost))
+	// Client-go logs through the logger it finds in the context; its
+	// lines a level lower, as this election says what matters itself.
+	electCtx, stopElection := context.WithCancel(logr.NewContext(ctx, logr.FromSlogHandler(quieter{e.log.Handler()})))
+	elected := make(chan struct{})
+	go func() {
+		defer close(elected)
+		le.Run(electCtx)
+	}()
+	var clientTerm context.Context
+	select {
+	case clientTerm = <-leading:
+	case <-elected:
+		if ctx.Err() != nil { // ctx ended before this replica led, or as it did
+			stopElection()
+			_ = e.release(ctx)
+			return true, nil
 		}
-	})
-	defer deadline.Stop()
+		clientTerm = <-leading // it led, and client-go ended the term at once
+	}
+	e.log.Info("took the lease; leading")
 
+	termCtx, endTerm := context.WithCancelCause(ctx)
+	stopClientTerm := context.AfterFunc(clientTerm, func() {
+		endTerm(fmt.Errorf("%w: not renewed within the renew deadline, or taken by another", ErrLost))
+	})
+	defer stopClientTerm()
+	stopWatch := e.lock.watch(e.termLength(), func(until time.Time) {
+		if e.cfg.Renewed != nil {
+			e.cfg.Renewed(until)
+		}
+	}, func() { endTerm(fmt.Errorf("%w: not renewed in time", ErrLost)) })
 	if e.leading != nil {
 		e.leading.Set(1)
 	}
 	workDone := make(chan error, 1)
 	go func() { workDone <- work(termCtx) }()
-
-	wait := e.renewEvery()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
 	var workErr error
-	byItself, failing := false, false
-renewing:
-	for {
-		select {
-		case workErr = <-workDone:
-			byItself = termCtx.Err() == nil
-			endTerm(nil)
-			break renewing
-		case <-termCtx.Done():
-			workErr = <-workDone
-			break renewing
-		case <-timer.C:
-			if termCtx.Err() != nil {
-				workErr = <-workDone
-				break renewing
-			}
-		}
-		mu.Lock()
-		current := until
-		mu.Unlock()
-		sent := time.Now()
-		rctx, cancel := context.WithDeadline(termCtx, current)
-		l, ok, err := e.try(rctx, true)
-		cancel()
-		switch {
-		case err != nil:
-			if termCtx.Err() == nil && !failing {
-				e.log.Warn("cannot renew the lease; trying again until the term ends", "error", err, "termEnds", current)
-			}
-			failing, wait = true, e.retryRenewal()
-		case !ok:
-			endTerm(fmt.Errorf("%w: taken by %s", ErrLost, l.Holder))
-		default:
-			mu.Lock()
-			until = sent.Add(e.term())
-			deadline.Reset(time.Until(until))
-			mu.Unlock()
-			failing, wait = false, e.renewEvery()
-		}
-		timer.Reset(wait)
+	byItself := false
+	select {
+	case workErr = <-workDone:
+		byItself = termCtx.Err() == nil
+	case <-termCtx.Done():
+		workErr = <-workDone
 	}
+	cause := context.Cause(termCtx)
+	endTerm(nil)
+	stopWatch()
 	if e.leading != nil {
 		e.leading.Set(0)
 	}
+	// Work has stopped; so must the renewals before the lease is let go.
+	stopElection()
+	<-elected
 
-	// Work has stopped: the lease may go to another replica at once.
-	// Releasing after a loss is harmless (it names this replica only if
-	// nobody took it) and saves a standby waiting out the expiry when
-	// only the renewals failed.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.renewEvery())
-	relErr := e.cfg.Store.Tx(rctx, func(tx *store.Tx) error { return tx.ReleaseLease(rctx, e.cfg.Name, e.cfg.Identity) })
-	cancel()
-	switch {
-	case ctx.Err() != nil:
+	if ctx.Err() == nil && !byItself {
+		e.log.Warn("stopped leading; standing by", "cause", cause, "workError", workErr)
+		return false, nil
+	}
+	relErr := e.release(ctx)
+	if ctx.Err() != nil {
 		e.logRelease(nil, relErr, "stopped; released the lease")
 		return true, nil
-	case byItself:
-		e.logRelease(workErr, relErr, "work ended; released the lease")
-		return true, workErr
 	}
-	e.log.Warn("stopped leading; standing by", "cause", context.Cause(termCtx), "workError", workErr)
-	return false, nil
+	e.logRelease(workErr, relErr, "work ended; released the lease")
+	return true, workErr
+}
+
+// release gives up the lease this replica holds, once its work has
+// stopped, with a bound of its own: ctx may have ended.
+func (e *election) release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Duration/3)
+	defer cancel()
+	return e.lock.Release(ctx)
 }
 
 // logRelease logs the end of Run's last term, louder when something
 // failed.
-func (e *elector) logRelease(workErr, releaseErr error, msg string) {
+func (e *election) logRelease(workErr, releaseErr error, msg string) {
 	level, args := slog.LevelInfo, []any{}
 	if workErr != nil {
 		level, args = slog.LevelWarn, append(args, "workError", workErr)
@@ -273,6 +260,83 @@ func (e *elector) logRelease(workErr, releaseErr error, msg string) {
 		msg += " (the release failed: the lease will expire)"
 	}
 	e.log.Log(context.Background(), level, msg, args...)
+}
+
+// timedLock is the election's lock with a bound on each call, and the
+// clock of the term: it notes when each write that made this replica the
+// holder was sent, which is where its term is counted from.
+type timedLock struct {
+	Lock
+	timeout time.Duration
+
+	mu      sync.Mutex
+	sent    time.Time // the last successful holding write was sent
+	renewed func(sent time.Time)
+}
+
+func (l *timedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	return l.Lock.Get(ctx)
+}
+
+func (l *timedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, ler, l.Lock.Create)
+}
+
+func (l *timedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, ler, l.Lock.Update)
+}
+
+func (l *timedLock) write(ctx context.Context, ler resourcelock.LeaderElectionRecord,
+	op func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	sent := time.Now()
+	if err := op(ctx, ler); err != nil {
+		return err
+	}
+	if ler.HolderIdentity != l.Identity() {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sent = sent
+	if l.renewed != nil {
+		l.renewed(sent)
+	}
+	return nil
+}
+
+// watch bounds the term that starts now: expire is called once length has
+// passed since the last holding write was sent, renewed with the new end
+// after each one. The returned func stops the watch.
+func (l *timedLock) watch(length time.Duration, renewed func(until time.Time), expire func()) (stop func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until := l.sent.Add(length)
+	var timer *time.Timer
+	// The deadline is enforced by a timer of its own, so that a renewal
+	// hanging in the lock cannot stretch the term.
+	timer = time.AfterFunc(time.Until(until), func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !time.Now().Before(until) {
+			expire()
+		}
+	})
+	renewed(until)
+	l.renewed = func(sent time.Time) {
+		until = sent.Add(length)
+		timer.Reset(time.Until(until))
+		renewed(until)
+	}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.renewed = nil
+		timer.Stop()
+	}
 }
 
 // leaderGauge registers purser_leader, or finds it registered by an
@@ -296,3 +360,29 @@ func leaderGauge(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
 	}
 	return g, nil
 }
+
+// quieter lowers the level of the lines below a warning by one step
+// (Info to Debug), for a library's chatter.
+type quieter struct{ slog.Handler }
+
+func (q quieter) lower(l slog.Level) slog.Level {
+	if l < slog.LevelWarn {
+		return l - 4
+	}
+	return l
+}
+
+func (q quieter) Enabled(ctx context.Context, l slog.Level) bool {
+	return q.Handler.Enabled(ctx, q.lower(l))
+}
+
+func (q quieter) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = q.lower(r.Level)
+	return q.Handler.Handle(ctx, r)
+}
+
+func (q quieter) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return quieter{q.Handler.WithAttrs(attrs)}
+}
+
+func (q quieter) WithGroup(name string) slog.Handler { return quieter{q.Handler.WithGroup(name)} }

@@ -350,6 +350,35 @@ func TestLeaseWorkEndsRun(t *testing.T) {
 	})
 }
 
+// A live lease naming this replica's identity that it did not take (an
+// earlier life of it, which may still work) is waited out like anyone
+// else's: client-go alone would renew it at once.
+func TestLeaseOfAnEarlierLifeIsWaitedOut(t *testing.T) {
+	forEngines(t, func(t *testing.T, dsn string) {
+		const d = 2 * time.Second
+		s, err := store.Open(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		var earlier store.Lease
+		err = s.Tx(t.Context(), func(tx *store.Tx) (err error) {
+			earlier, _, err = tx.TryLease(t.Context(), "controller", "a", d, false)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := newReferee()
+		c := startContender(t, dsn, "a", d, ref.work("a", nil))
+		ref.next(t)
+		if l := readLease(t, c.store); l.Holder != "a" || l.RenewedAt.Before(earlier.ExpiresAt) {
+			t.Errorf("took over at %v its earlier life's lease, which expired at %v", l.RenewedAt, earlier.ExpiresAt)
+		}
+		ref.check(t)
+	})
+}
+
 func TestLeaseConfig(t *testing.T) {
 	if err := Run(t.Context(), Config{Name: "controller"}, nil); err == nil {
 		t.Error("Run without a Store succeeded")

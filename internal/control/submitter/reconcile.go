@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/failover"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/audit"
@@ -136,11 +136,11 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	}
 	p := doc.Spec.Placement
 	var evicted *store.Attempt
-	if n := len(attempts); n > 0 && attempts[n-1].Result == failover.ResultEvicted {
+	if n := len(attempts); n > 0 && attempts[n-1].Result == attempt.ResultEvicted {
 		// The cluster the runnable was just moved off is not the next
 		// attempt's: that is what the eviction was for.
 		evicted = attempts[n-1]
-		p = failover.Excluding(p, evicted.Cluster)
+		p = attempt.Excluding(p, evicted.Cluster)
 	}
 	decision := placement.Choose(p, gvk.String(), cands)
 	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
@@ -250,13 +250,13 @@ func (s *Submitter) submit(ctx context.Context, r *lifecycle.Runnable, attempts 
 	}
 	obj := object(r.Rec, doc, gvk, a.Number)
 	kept, restorePath := preserved(r)
-	if err := failover.Prepare(obj, &doc.Spec, kept, restorePath); err != nil {
+	if err := attempt.Prepare(obj, &doc.Spec, kept, restorePath); err != nil {
 		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
 		return s.endAttempt(a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
 	}
 	// An AtMostOne create sent to a cluster that stopped answering may
 	// land at any moment, so its attempt is not left for another one here.
-	atMostOne := failover.Consistency(&doc.Spec) == v1alpha1.ConsistencyAtMostOne
+	atMostOne := attempt.Consistency(&doc.Spec) == v1alpha1.ConsistencyAtMostOne
 	mayLand := atMostOne && a.CreateLandedBy != nil
 	if taint := unreachableTaint(row); atMostOne && taint != "" {
 		return s.lostCluster(a, taint)
@@ -597,7 +597,7 @@ func carriedIn(r *lifecycle.Runnable) map[string]string {
 		out = map[string]string{}
 	}
 	if path != "" {
-		out[failover.RestorePathKey] = path
+		out[attempt.RestorePathKey] = path
 	}
 	return out
 }
@@ -621,7 +621,7 @@ func failoverDetails(prev *store.Attempt, target string, number int, carried map
 	if len(carried) > 0 {
 		d["carriedIn"] = carried
 	}
-	if p := carried[failover.RestorePathKey]; p != "" {
+	if p := carried[attempt.RestorePathKey]; p != "" {
 		d["restorePath"] = p
 	}
 	b, _ := json.Marshal(d) // strings and numbers only

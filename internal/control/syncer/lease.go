@@ -2,9 +2,9 @@ package syncer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/purser-io/purser/internal/control/lease"
 	"github.com/purser-io/purser/internal/hub/stream"
 )
 
@@ -25,19 +26,18 @@ const (
 	kvTimeout    = 3 * time.Second
 )
 
-// leaser keeps this replica's leases on clusters. Correctness rests on
-// compare-and-swap by revision and on local clocks only:
+// leaser keeps this replica's leases on clusters, one election per
+// cluster (lease.Run over a lease.KVLock): client-go's elector takes a
+// lease over only after seeing its revision unchanged for a whole
+// duration on this replica's clock, and then by a compare-and-swap on
+// that revision, and the holder stops working on a cluster two thirds of
+// the duration after the last renewal it sent. The taker's wait starts no
+// earlier than that renewal, so two replicas never work on one cluster at
+// once, whatever the clocks of the machines say.
 //
-//   - the holder renews every step (a third of the lease duration) and
-//     stops working on a cluster, before anything else, once its last
-//     successful renewal is older than the duration minus a margin;
-//   - another replica takes a lease over only after seeing its revision
-//     unchanged for a whole duration on its own clock, and then by a
-//     CAS on that revision, so two contenders cannot both win.
-//
-// The taker's wait starts no earlier than the holder's last renewal, and
-// the holder gives up before that wait can end, so two replicas never
-// work on one cluster at once, whatever the clocks of the machines say.
+// step decides which clusters to campaign for (a fair share) and gives
+// back what exceeds it; the elections run between steps, renewing on
+// their own.
 type leaser struct {
 	kv       jetstream.KeyValue
 	identity string
@@ -45,24 +45,23 @@ type leaser struct {
 	duration time.Duration
 	log      *slog.Logger
 
-	held map[string]heldLease // by cluster
-	seen map[string]seenLease // other replicas' leases, by cluster
+	// elections by cluster; only step and releaseAll touch the map.
+	elections map[string]*clusterElection
 
 	// valid says until when this replica may work on each held cluster.
 	// It is read by the syncer's enforcer, independently of step, so that
 	// a step slowed down by a hanging stream cannot stretch a lease.
 	mu    sync.Mutex
 	valid map[string]time.Time
+	// release stops this replica's work on a cluster and waits for it;
+	// the syncer's, given to every step.
+	release func(cluster string)
 }
 
-type heldLease struct {
-	revision uint64
-	renewed  time.Time // when the renewal that succeeded was sent
-}
-
-type seenLease struct {
-	revision uint64
-	since    time.Time // when this revision was first seen here
+// clusterElection is the election of one cluster's lease.
+type clusterElection struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 func newLeaser(ctx context.Context, c *stream.Client, identity string, duration time.Duration, log *slog.Logger) (*leaser, error) {
@@ -73,14 +72,13 @@ func newLeaser(ctx context.Context, c *stream.Client, identity string, duration 
 		return nil, fmt.Errorf("leases bucket %s (declared by stream.Declare): %w", stream.LeasesBucket, err)
 	}
 	return &leaser{
-		kv:       kv,
-		identity: identity,
-		member:   memberPrefix + keySafe(identity),
-		duration: duration,
-		log:      log,
-		held:     map[string]heldLease{},
-		seen:     map[string]seenLease{},
-		valid:    map[string]time.Time{},
+		kv:        kv,
+		identity:  identity,
+		member:    memberPrefix + keySafe(identity),
+		duration:  duration,
+		log:       log,
+		elections: map[string]*clusterElection{},
+		valid:     map[string]time.Time{},
 	}, nil
 }
 
@@ -97,129 +95,121 @@ func keySafe(s string) string {
 
 func leaseKey(cluster string) string { return leasePrefix + keySafe(cluster) }
 
-// step renews, takes and gives up leases for one period and returns the
+// step campaigns for, and gives up, leases for one period and returns the
 // clusters this replica may work on until the next step. release is called
-// (and must have returned) before a lease is given up voluntarily.
+// (and must have returned) before a lease is given up voluntarily, and
+// when a term ends before the lease is let go.
 func (l *leaser) step(ctx context.Context, clusters []string, release func(cluster string)) map[string]bool {
-	now := time.Now()
-	members := l.heartbeat(ctx, now)
+	l.mu.Lock()
+	l.release = release
+	l.mu.Unlock()
+	members := l.heartbeat(ctx, time.Now())
 	slices.Sort(clusters)
 	registered := map[string]bool{}
 	for _, c := range clusters {
 		registered[c] = true
 	}
-
-	// Renew what is held; drop what could not be renewed in time.
-	for c, h := range l.held {
+	for c := range l.elections {
 		if !registered[c] {
 			release(c)
-			l.delete(ctx, c, h.revision)
-			l.drop(c)
-			continue
-		}
-		sent := time.Now()
-		rev, err := l.update(ctx, c, h.revision)
-		switch {
-		case err == nil:
-			l.hold(c, rev, sent)
-		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound):
-			// The revision moved: someone took it (we were presumed dead).
-			l.log.Warn("lost lease on cluster", "cluster", c)
-			l.drop(c)
-		default:
-			if time.Since(h.renewed) > l.duration-l.duration/3 {
-				l.log.Warn("cannot renew lease in time; stopping work on cluster", "cluster", c, "error", err)
-				l.drop(c)
-			}
+			l.stop(c)
 		}
 	}
 
 	// A fair share, rounded up so that every cluster has room somewhere.
 	target := (len(clusters) + members - 1) / max(members, 1)
-	for _, c := range clusters {
-		if len(l.held) >= target {
-			break
+	held := l.held()
+	if len(held) < target {
+		// Campaign for every cluster not held: any of them may be the
+		// one whose holder died.
+		for _, c := range clusters {
+			if l.elections[c] == nil {
+				l.campaign(ctx, c)
+			}
 		}
-		if _, ok := l.held[c]; ok {
-			continue
+	} else {
+		// The share is full: campaigns that have not won stop.
+		for c := range l.elections {
+			if !held[c] {
+				l.stop(c)
+			}
 		}
-		l.tryTake(ctx, c)
 	}
 	// Give back what exceeds the share, one per step, so that a new
 	// replica gets work without every lease moving at once.
-	if len(l.held) > target {
-		held := make([]string, 0, len(l.held))
-		for c := range l.held {
-			held = append(held, c)
-		}
-		slices.Sort(held)
-		c := held[len(held)-1]
+	if held = l.held(); len(held) > target {
+		c := slices.Sorted(maps.Keys(held))[len(held)-1]
 		release(c)
-		l.delete(ctx, c, l.held[c].revision)
-		l.drop(c)
+		l.stop(c)
 		l.log.Info("gave lease back for balance", "cluster", c, "share", target)
 	}
-
-	owned := make(map[string]bool, len(l.held))
-	for c := range l.held {
-		owned[c] = true
-	}
-	return owned
+	return l.held()
 }
 
-// tryTake takes a free lease, or one whose holder stopped renewing it.
-func (l *leaser) tryTake(ctx context.Context, cluster string) {
-	key := leaseKey(cluster)
-	kctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	e, err := l.kv.Get(kctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		sent := time.Now()
-		rev, err := l.kv.Create(kctx, key, []byte(l.identity))
-		if err == nil {
-			l.hold(cluster, rev, sent)
-			delete(l.seen, cluster)
-			l.log.Info("took free lease on cluster", "cluster", cluster)
-		}
-		return
-	}
-	if err != nil {
-		return
-	}
-	// Observed now, after the answer: the renewal it shows happened
-	// before this moment, which is what makes waiting from here safe.
+// held are the clusters whose lease this replica holds, by their terms.
+func (l *leaser) held() map[string]bool {
 	now := time.Now()
-	// A lease naming this identity is from an earlier life of it, which
-	// may still be working: it is waited out like anyone else's.
-	s, ok := l.seen[cluster]
-	if !ok || s.revision != e.Revision() {
-		l.seen[cluster] = seenLease{revision: e.Revision(), since: now}
-		return
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]bool, len(l.valid))
+	for c, until := range l.valid {
+		if now.Before(until) {
+			out[c] = true
+		}
 	}
-	if now.Sub(s.since) < l.duration {
-		return
-	}
-	sent := time.Now()
-	rev, err := l.kv.Update(kctx, key, []byte(l.identity), e.Revision())
-	if err == nil {
-		l.hold(cluster, rev, sent)
-		delete(l.seen, cluster)
-		l.log.Info("took over expired lease on cluster", "cluster", cluster, "previous", string(e.Value()))
-	}
+	return out
 }
 
-// hold records a lease taken or renewed by a request sent at sent. Work
-// may go on until two thirds of the duration after sent: a taker waits a
-// whole duration from a moment after sent, so the last third is margin.
-func (l *leaser) hold(cluster string, revision uint64, sent time.Time) {
-	l.held[cluster] = heldLease{revision: revision, renewed: sent}
-	l.mu.Lock()
-	l.valid[cluster] = sent.Add(l.duration - l.duration/3)
-	l.mu.Unlock()
+// campaign starts the election of cluster's lease. It outlives the step's
+// ctx: only step and releaseAll end it, once the work on the cluster has
+// stopped.
+func (l *leaser) campaign(ctx context.Context, cluster string) {
+	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e := &clusterElection{cancel: cancel, done: make(chan struct{})}
+	l.elections[cluster] = e
+	cfg := lease.Config{
+		Lock:     lease.NewKVLock(l.kv, leaseKey(cluster), l.identity, l.duration),
+		Name:     leaseKey(cluster),
+		Duration: l.duration,
+		Logger:   l.log.With("cluster", cluster),
+		Renewed: func(until time.Time) {
+			l.mu.Lock()
+			l.valid[cluster] = until
+			l.mu.Unlock()
+		},
+	}
+	go func() {
+		defer close(e.done)
+		_ = lease.Run(ectx, cfg, func(term context.Context) error {
+			<-term.Done()
+			l.drop(cluster)
+			// The lease is let go (or left to expire) only once the work
+			// on the cluster has stopped.
+			l.mu.Lock()
+			release := l.release
+			l.mu.Unlock()
+			if release != nil {
+				release(cluster)
+			}
+			return nil
+		})
+	}()
+}
+
+// stop ends cluster's election and waits for it: the lease is released if
+// this replica held it.
+func (l *leaser) stop(cluster string) {
+	e := l.elections[cluster]
+	if e == nil {
+		return
+	}
+	delete(l.elections, cluster)
+	e.cancel()
+	<-e.done
+	l.drop(cluster)
 }
 
 func (l *leaser) drop(cluster string) {
-	delete(l.held, cluster)
 	l.mu.Lock()
 	delete(l.valid, cluster)
 	l.mu.Unlock()
@@ -231,19 +221,6 @@ func (l *leaser) validUntil(cluster string) (time.Time, bool) {
 	defer l.mu.Unlock()
 	t, ok := l.valid[cluster]
 	return t, ok
-}
-
-func (l *leaser) update(ctx context.Context, cluster string, revision uint64) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	return l.kv.Update(ctx, leaseKey(cluster), []byte(l.identity), revision)
-}
-
-func (l *leaser) delete(ctx context.Context, cluster string, revision uint64) {
-	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	// Conditional: a lease that already moved on is not ours to delete.
-	_ = l.kv.Delete(ctx, leaseKey(cluster), jetstream.LastRevision(revision))
 }
 
 // heartbeat says this replica is alive and counts the live replicas. The
@@ -282,9 +259,8 @@ func (l *leaser) heartbeat(ctx context.Context, now time.Time) int {
 // releaseAll gives every lease up, once the caller stopped working on the
 // clusters, so that another replica takes them over at once.
 func (l *leaser) releaseAll(ctx context.Context) {
-	for c, h := range l.held {
-		l.delete(ctx, c, h.revision)
-		l.drop(c)
+	for c := range l.elections {
+		l.stop(c)
 	}
 	_ = l.kv.Delete(ctx, l.member)
 }

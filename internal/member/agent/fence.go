@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/flink"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Fencing keeps the promise of consistency AtMostOne when a cluster is cut
@@ -31,7 +34,7 @@ const (
 
 var (
 	jobKind   = schema.GroupKind{Group: "batch", Kind: "Job"}
-	flinkKind = schema.GroupKind{Group: "flink.apache.org", Kind: "FlinkDeployment"}
+	flinkKind = schema.GroupKind{Group: flink.Group, Kind: flink.KindDeployment}
 )
 
 // fencing is what to do to one object; a zero fencing means nothing, the
@@ -42,10 +45,10 @@ type fencing struct {
 }
 
 // fencingFor decides how to stop u: a Job is suspended (its pods are
-// deleted, the Job and its history stay), a FlinkDeployment running a job
-// has the job suspended (the operator stops it the way its upgradeMode
-// says, savepoint or last state, which the next attempt can restore from),
-// anything else is deleted.
+// deleted, the Job and its history stay), a FlinkDeployment as
+// flink.Suspension says (its job suspended, so that the operator stops it
+// with a state the next attempt can restore from; a session cluster
+// deleted), anything else is deleted.
 func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured, now time.Time) fencing {
 	if u.GetDeletionTimestamp() != nil {
 		return fencing{}
@@ -57,14 +60,14 @@ func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured, now time.Time
 		}
 		return suspendPatch(u, map[string]any{"suspend": true}, now)
 	case flinkKind:
-		if _, hasJob, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "job"); !hasJob {
-			// A session cluster runs no job of its own to suspend.
+		spec, remove := flink.Suspension(u.Object)
+		switch {
+		case remove:
 			return fencing{action: fenceDelete}
-		}
-		if state, _, _ := unstructured.NestedString(u.Object, "spec", "job", "state"); state == "suspended" {
+		case spec == nil:
 			return fencing{}
 		}
-		return suspendPatch(u, map[string]any{"job": map[string]any{"state": "suspended"}}, now)
+		return suspendPatch(u, spec, now)
 	}
 	return fencing{action: fenceDelete}
 }
@@ -95,7 +98,7 @@ const fenceCallTimeout = 10 * time.Second
 // expired.
 func (a *Agent) fenceLoop(ctx context.Context) {
 	var done map[types.UID]string // fenced objects: uid -> the cached resourceVersion acted upon
-	for {
+	q := reconcile.New(func(ctx context.Context, _ struct{}) (reconcile.Result, error) {
 		left := a.leaseLeft()
 		switch {
 		case a.returned.Load():
@@ -121,19 +124,25 @@ func (a *Agent) fenceLoop(ctx context.Context) {
 			a.fence(ctx, done)
 			left = a.fenceRepeat()
 		}
-		// The loop sleeps until the lease would run out, which on a new
-		// term is a whole lease away: a return found meanwhile must not
-		// wait for it, since the work may have moved already.
-		t := time.NewTimer(left)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-a.fenceNow:
-		case <-t.C:
+		return reconcile.Result{RequeueAfter: max(left, time.Nanosecond)}, nil
+	}, reconcile.Options[struct{}]{Name: "fencing"})
+	q.Add(struct{}{})
+	// The loop waits until the lease would run out, which on a new term
+	// is a whole lease away: a return found meanwhile must not wait for
+	// it, since the work may have moved already.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.fenceNow:
+				q.Add(struct{}{})
+			}
 		}
-		t.Stop()
-	}
+	})
+	_ = q.Run(ctx)
 }
 
 // cachesSynced reports whether every watch has its initial list.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // LeaderElection configures the election among the agents of one cluster,
@@ -110,10 +110,13 @@ func (e *elector) config(leading chan<- context.Context) leaderelection.LeaderEl
 		LeaseDuration: e.cfg.LeaseDuration,
 		RenewDeadline: e.cfg.RenewDeadline,
 		RetryPeriod:   e.cfg.RetryPeriod,
-		// Run releases the lease only after the work has stopped (see
-		// runElected), so that a standby takes over at once on a clean
-		// shutdown without overlapping.
-		ReleaseOnCancel: true,
+		// runElected releases the lease itself, only after the work has
+		// stopped, so that a standby takes over at once on a clean
+		// shutdown without overlapping. Client-go's ReleaseOnCancel would
+		// also release after a failed renewal, before it cancels the
+		// work, which then outlives the renew deadline by the release's
+		// own calls.
+		ReleaseOnCancel: false,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) { leading <- ctx },
 			OnStoppedLeading: func() {},
@@ -145,8 +148,10 @@ func (a *Agent) runElected(ctx context.Context) {
 			defer close(ended)
 			le.Run(electCtx)
 		}()
+		led := false
 		select {
 		case term := <-leading:
+			led = true
 			a.log.Info("leading", "identity", a.cfg.LeaderElection.Identity)
 			termCtx, endTerm := context.WithCancel(term)
 			stop := context.AfterFunc(ctx, endTerm)
@@ -160,27 +165,48 @@ func (a *Agent) runElected(ctx context.Context) {
 		}
 		stopElection()
 		<-ended
+		if led && ctx.Err() != nil {
+			if err := a.elect.release(logged); err != nil {
+				a.log.Warn("cannot release the leader lease; a standby takes over once it expires", "error", err)
+			}
+		}
 	}
+}
+
+// release gives the lease up as client-go's own release does (no holder,
+// a lease of one second), so that a standby takes over at once; a lease
+// another agent holds by now is left alone.
+func (e *elector) release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	rec, _, err := e.lock.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if rec.HolderIdentity != e.lock.Identity() {
+		return nil
+	}
+	now := metav1.NewTime(time.Now())
+	return e.lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now})
 }
 
 // ensureLeaseNamespace creates the Lease's namespace when it is missing,
 // retrying until it exists or ctx is done. An agent not allowed to read
 // namespaces goes on: the Lease calls will say whether it can elect.
 func (a *Agent) ensureLeaseNamespace(ctx context.Context) {
-	for attempt := 0; ; attempt++ {
+	_ = reconcile.Retry(ctx, reconcile.Backoff(100*time.Millisecond, 5*time.Second), func(ctx context.Context, _ int) error {
 		err := a.elect.ensureNamespace(ctx)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		if apierrors.IsForbidden(err) {
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return nil
+		case apierrors.IsForbidden(err):
 			a.log.Warn("cannot check the leader lease's namespace; going on", "error", err)
-			return
+			return reconcile.Terminal(err)
 		}
 		a.log.Warn("leader lease namespace", "error", err)
-		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 5*time.Second)) {
-			return
-		}
-	}
+		return err
+	})
 }
 
 func (e *elector) ensureNamespace(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/probe"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Actor is the name the health monitor writes in the audit log.
@@ -37,15 +39,17 @@ const (
 	ActionDisruption = "cluster-disruption"
 )
 
-// Defaults of MonitorConfig.
+// Defaults of Config.
 const (
 	DefaultProbeInterval  = 2 * time.Second
 	DefaultProbeWorkers   = 16
 	DefaultObserverExpiry = 2 * time.Minute
 )
 
-// MonitorConfig says what a HealthMonitor works with.
-type MonitorConfig struct {
+// Config says what cluster health works with: the HealthMonitor, and the
+// Observer, which reads only the fields it needs (Store, Sealer, DC,
+// Interval, ProbeTimeout, Workers, Logger).
+type Config struct {
 	Store  *store.Store
 	Sealer *seal.Sealer // opens the clusters' kubeconfigs
 	// Policy holds the thresholds, the NoExecute grace and the agent
@@ -97,7 +101,7 @@ type MonitorConfig struct {
 // status the first time it sees a cluster (see Seed), so a restart neither
 // resets a NotReady cluster to Unknown nor restarts its NoExecute grace.
 type HealthMonitor struct {
-	cfg MonitorConfig
+	cfg Config
 	log *slog.Logger
 	obs *Observer
 
@@ -106,7 +110,7 @@ type HealthMonitor struct {
 }
 
 // NewHealthMonitor returns a monitor; nothing runs until Run.
-func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
+func NewHealthMonitor(cfg Config) *HealthMonitor {
 	cfg.Policy = cfg.Policy.withDefaults()
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultProbeInterval)
 	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, probe.DefaultTimeout)
@@ -123,7 +127,7 @@ func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
 	}
 	m := &HealthMonitor{cfg: cfg, log: log, obs: cfg.Observer, states: map[string]State{}}
 	if m.obs == nil {
-		m.obs = NewObserver(ObserverConfig{Store: cfg.Store, Sealer: cfg.Sealer, DC: cfg.DC, Interval: cfg.Interval,
+		m.obs = NewObserver(Config{Store: cfg.Store, Sealer: cfg.Sealer, DC: cfg.DC, Interval: cfg.Interval,
 			ProbeTimeout: cfg.ProbeTimeout, Workers: cfg.Workers, Logger: log})
 	}
 	return m
@@ -136,55 +140,62 @@ func NewHealthMonitor(cfg MonitorConfig) *HealthMonitor {
 // taint is not a probe interval late.
 func (m *HealthMonitor) Run(ctx context.Context) error {
 	if m.cfg.Store == nil || m.cfg.Sealer == nil {
-		return errors.New("cluster health: MonitorConfig needs Store and Sealer")
+		return errors.New("cluster health: Config needs Store and Sealer")
 	}
 	own := m.cfg.Observer == nil
 	m.log.Info("cluster health monitor starting", "interval", m.cfg.Interval,
 		"failureThreshold", m.cfg.Policy.FailureThreshold, "successThreshold", m.cfg.Policy.SuccessThreshold,
 		"noExecuteGrace", m.cfg.Policy.NoExecuteGrace, "agentLease", m.cfg.Policy.AgentLease,
 		"viewMaxAge", m.cfg.ViewMaxAge, "zoneLabel", m.cfg.Disruption.ZoneLabel)
-	tick := time.NewTimer(m.cfg.Interval)
-	defer tick.Stop()
-	due := time.NewTimer(time.Hour)
-	due.Stop()
-	defer due.Stop()
-	probed := true
-	for {
-		if probed && own {
+	// Two keys on one worker, so that the passes never overlap and the
+	// states stay the worker's: a judgement after the probes, and a pass
+	// that only lets time act on the taints when a NoExecute grace ends,
+	// so that the taint is not a probe interval late.
+	var q *reconcile.Queue[monitorPass]
+	q = reconcile.New(func(ctx context.Context, k monitorPass) (reconcile.Result, error) {
+		var res reconcile.Result
+		if k == afterProbes && own {
 			start := time.Now()
 			if err := m.obs.Pass(ctx); err != nil && ctx.Err() == nil {
 				m.log.Warn("cluster probes failed", "error", err)
 			}
-			tick.Reset(NextProbe(start, m.cfg.Interval))
+			res = probeAgain(start, m.cfg.Interval)
 		}
-		next, err := m.pass(ctx, probed)
+		next, err := m.pass(ctx, k == afterProbes)
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("cluster health pass failed", "error", err)
 		}
-		due.Stop()
 		if !next.IsZero() {
-			due.Reset(max(time.Until(next), 0))
+			q.AddAfter(graceEnded, max(time.Until(next), 0))
 		}
-		// Woken by the next probes: its own ticker's, or those of the
-		// process's observer.
-		tickC, passed := tick.C, m.obs.Passed()
-		if own {
-			passed = nil
-		} else {
-			tickC = nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tickC:
-			probed = true
-		case <-passed:
-			probed = true
-		case <-due.C:
-			probed = false
-		}
+		return res, nil
+	}, reconcile.Options[monitorPass]{Name: "cluster-health"})
+	q.Add(afterProbes)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if !own {
+		// Woken by the passes of the process's observer.
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-m.obs.Passed():
+					q.Add(afterProbes)
+				}
+			}
+		})
 	}
+	return q.Run(ctx)
 }
+
+// monitorPass is what a pass of the monitor is for.
+type monitorPass int
+
+const (
+	afterProbes monitorPass = iota // judge the clusters from fresh views
+	graceEnded                     // only let time act on the taints
+)
 
 // pass judges every cluster from the views (probed) or only lets time
 // act on the taints (a grace that ended), writes what changed, and

@@ -293,7 +293,7 @@ func startMonitor(t *testing.T, st *store.Store, sealer *seal.Sealer) *monitor {
 		close(m.wake)
 		m.wake = make(chan struct{})
 	}
-	hm := NewHealthMonitor(MonitorConfig{
+	hm := NewHealthMonitor(Config{
 		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval, Observed: observed,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})

@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/probe"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Outcomes as cluster_views stores them.
@@ -42,22 +41,6 @@ func parseOutcome(s string) probe.Outcome {
 	return probe.OK
 }
 
-// ObserverConfig says what an Observer works with.
-type ObserverConfig struct {
-	Store  *store.Store
-	Sealer *seal.Sealer // opens the clusters' kubeconfigs
-	// DC names the data center the observer probes from (the
-	// controller's --dc); "" for a farm that does not name them.
-	DC string
-	// Interval is the period of the probes; default 2s.
-	Interval time.Duration
-	// ProbeTimeout bounds each probe request; default 2s.
-	ProbeTimeout time.Duration
-	// Workers bounds how many clusters are probed at once; default 16.
-	Workers int
-	Logger  *slog.Logger
-}
-
 // Observer is one DC's eyes on the farm: every Interval it probes each
 // registered cluster's kube-apiserver and records what it saw as its
 // DC's view of the cluster (store.RecordClusterViews), with when its
@@ -65,7 +48,7 @@ type ObserverConfig struct {
 // leader or not, so that the leader's HealthMonitor can judge each
 // cluster by a quorum of DCs.
 type Observer struct {
-	cfg    ObserverConfig
+	cfg    Config
 	log    *slog.Logger
 	config *Cache
 
@@ -80,8 +63,9 @@ type cachedProber struct {
 	prober *probe.Prober
 }
 
-// NewObserver returns an observer; nothing runs until Run or Pass.
-func NewObserver(cfg ObserverConfig) *Observer {
+// NewObserver returns an observer of cfg's Store, Sealer, DC, Interval,
+// ProbeTimeout, Workers and Logger; nothing runs until Run or Pass.
+func NewObserver(cfg Config) *Observer {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultProbeInterval)
 	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, probe.DefaultTimeout)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultProbeWorkers)
@@ -97,18 +81,24 @@ func NewObserver(cfg ObserverConfig) *Observer {
 // database is away) is logged and the next one tries again.
 func (o *Observer) Run(ctx context.Context) error {
 	if o.cfg.Store == nil || o.cfg.Sealer == nil {
-		return errors.New("cluster observer: ObserverConfig needs Store and Sealer")
+		return errors.New("cluster observer: Config needs Store and Sealer")
 	}
 	o.log.Info("cluster observer starting", "dc", o.cfg.DC, "interval", o.cfg.Interval)
-	for {
+	q := reconcile.New(func(ctx context.Context, _ struct{}) (reconcile.Result, error) {
 		start := time.Now()
 		if err := o.Pass(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("cluster observation failed", "error", err)
 		}
-		if !backoff.Sleep(ctx, NextProbe(start, o.cfg.Interval)) {
-			return nil
-		}
-	}
+		return probeAgain(start, o.cfg.Interval), nil
+	}, reconcile.Options[struct{}]{Name: "cluster-observer"})
+	q.Add(struct{}{})
+	return q.Run(ctx)
+}
+
+// probeAgain runs the probes again NextProbe after a pass that started at
+// start: exactly then, not jittered, since the thresholds count probes.
+func probeAgain(start time.Time, interval time.Duration) reconcile.Result {
+	return reconcile.Result{RequeueAfter: max(NextProbe(start, interval), time.Nanosecond)}
 }
 
 // NextProbe is how long to wait, after a pass that started at start, for

@@ -95,7 +95,7 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 		close(m.wake)
 		m.wake = make(chan struct{})
 	}
-	hm := NewHealthMonitor(MonitorConfig{
+	hm := NewHealthMonitor(Config{
 		Store: st, Sealer: sealer, Policy: fastPolicy, Interval: fastInterval, DC: "dc-1",
 		ViewMaxAge: time.Second, ObserverExpiry: 2 * time.Second, Observed: observed,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),

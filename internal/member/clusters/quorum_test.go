@@ -97,7 +97,7 @@ func TestJudgeViews(t *testing.T) {
 func TestHeartbeatsFarmSilence(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s int) *time.Time { t := now.Add(-time.Duration(s) * time.Second); return &t }
-	m := NewHealthMonitor(MonitorConfig{})
+	m := NewHealthMonitor(Config{})
 	for _, tt := range []struct {
 		name   string
 		fresh  map[string]store.AgentFreshness

@@ -8,8 +8,9 @@
 // when it is Unhealthy. Both must reach the same verdict from the same
 // object, so the package is pure: no clients, no clock, no mutable state.
 // Kinds purser knows (Job, Argo Workflow, Deployment, StatefulSet,
-// FlinkDeployment) have built-in interpreters; any kind can be given CEL
-// rules in the configuration, and a rule replaces the built-in for its kind.
+// FlinkDeployment, the last as internal/flink judges it) have built-in
+// interpreters; any kind can be given CEL rules in the configuration, and
+// a rule replaces the built-in for its kind.
 // The only I/O is reading a rules file and the objects of `purser health -f`.
 package health
 
@@ -21,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/flink"
 )
 
 // Phases of an object. They describe the object on its cluster, not the
@@ -76,12 +78,12 @@ type Interpreter struct {
 
 // builtins lists the kinds purser judges without configuration.
 var builtins = map[gvk]interpretFunc{
-	{"batch/v1", "Job"}:                             interpretJob,
-	{"argoproj.io/v1alpha1", "Workflow"}:            interpretWorkflow,
-	{"apps/v1", "Deployment"}:                       interpretDeployment,
-	{"apps/v1", "StatefulSet"}:                      interpretStatefulSet,
-	{"flink.apache.org/v1beta1", "FlinkDeployment"}: interpretFlinkDeployment,
-	{"v1", "Node"}:                                  interpretNode,
+	{"batch/v1", "Job"}:                      interpretJob,
+	{"argoproj.io/v1alpha1", "Workflow"}:     interpretWorkflow,
+	{"apps/v1", "Deployment"}:                interpretDeployment,
+	{"apps/v1", "StatefulSet"}:               interpretStatefulSet,
+	{flink.APIVersion, flink.KindDeployment}: interpretFlinkDeployment,
+	{"v1", "Node"}:                           interpretNode,
 }
 
 // New compiles rules once and returns an Interpreter that uses them before

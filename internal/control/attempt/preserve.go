@@ -1,10 +1,11 @@
-package failover
+package attempt
 
 import (
 	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 
 	"k8s.io/client-go/util/jsonpath"
@@ -23,10 +24,6 @@ type Carry struct {
 	// Notes say, per value, why it was not carried on.
 	Notes []string
 }
-
-// RestorePathKey is the key of the restore point's path in an attempt's
-// carriedIn and reported.
-const RestorePathKey = v1alpha1.RestorePathVariable
 
 // Preserve decides what the attempt number (whose last observed status
 // is status) carries to the next one. Only proven state travels: an
@@ -67,7 +64,7 @@ func Preserve(rules []v1alpha1.StatePreservationRule, status map[string]any, pre
 	if !proven {
 		what := "nothing"
 		if len(c.Reported) > 0 {
-			what = preservedString(c.Reported)
+			what = PreservedString(c.Reported)
 		}
 		kept := "nothing"
 		if len(previous) > 0 || previousPoint != nil {
@@ -114,7 +111,7 @@ func newestPoint(candidates []v1alpha1.RestorePoint) *v1alpha1.RestorePoint {
 func keptString(p map[string]string, point *v1alpha1.RestorePoint) string {
 	parts := []string{}
 	if len(p) > 0 {
-		parts = append(parts, preservedString(p))
+		parts = append(parts, PreservedString(p))
 	}
 	if point != nil {
 		parts = append(parts, "restore point "+point.Path)
@@ -172,4 +169,15 @@ func valueString(v any) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// PreservedString renders preserved values for messages, sorted by name:
+// "a=1, b=2".
+func PreservedString(p map[string]string) string {
+	keys := slices.Sorted(maps.Keys(p))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + p[k]
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,4 +1,4 @@
-package failover
+package attempt
 
 import (
 	"fmt"
@@ -11,16 +11,6 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 )
-
-// Consistency is the runnable's consistency, AtMostOne unless it asks for
-// AtLeastOne: a runnable without a failover section gets the safe choice
-// too, since cluster failover moves every runnable.
-func Consistency(spec *v1alpha1.RunnableSpec) string {
-	if f := spec.Failover; f != nil && f.Consistency == v1alpha1.ConsistencyAtLeastOne {
-		return v1alpha1.ConsistencyAtLeastOne
-	}
-	return v1alpha1.ConsistencyAtMostOne
-}
 
 // Prepare carries failover onto the object of an attempt: the
 // consistency label that tells the cluster's agent what to fence, each
