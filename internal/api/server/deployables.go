@@ -35,11 +35,11 @@ func (s *Server) sealDeployable(obj *v1alpha1.Deployable, author *store.Author) 
 	spec := obj.Spec
 	var out sealedDeployable
 	if templateKind(spec.Template) == "Secret" {
-		clear, plain, err := seal.SplitSecret(spec.Template)
+		inClear, plain, err := seal.SplitSecret(spec.Template)
 		if err != nil {
 			return out, err
 		}
-		spec.Template = clear
+		spec.Template = inClear
 		if out.secret, err = s.cfg.Sealer.Seal(plain, seal.SecretBinding(obj.Metadata.Namespace, obj.Metadata.Name)); err != nil {
 			return out, err
 		}
