@@ -81,7 +81,9 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 	kind := templateKind(obj.Spec.Template)
 	// Audit details carry the spec without Secret values.
 	var details storedDeployable
-	json.Unmarshal(sealed.doc, &details)
+	if err := json.Unmarshal(sealed.doc, &details); err != nil {
+		return 0, nil, fmt.Errorf("decode the deployable to store: %w", err)
+	}
 
 	var rec *store.Deployable
 	status := http.StatusOK
