@@ -50,14 +50,14 @@ func TestSingleSignOn(t *testing.T) {
 	server := regexp.MustCompile(`purser is ready at (http://\S+)`).FindStringSubmatch(up.output())[1]
 
 	// The console: the login page offers single sign-on.
-	browsertest.Do(t, tab, "open the console", chromedp.Navigate(server+"/"), chromedp.WaitVisible(chromedp.CSS("#sso-login")))
-	browsertest.Do(t, tab, "sign in at the provider", chromedp.Click(chromedp.CSS("#sso-login")),
+	browsertest.Do(tab, t, "open the console", chromedp.Navigate(server+"/"), chromedp.WaitVisible(chromedp.CSS("#sso-login")))
+	browsertest.Do(tab, t, "sign in at the provider", chromedp.Click(chromedp.CSS("#sso-login")),
 		chromedp.WaitVisible(chromedp.CSS("#login")),
 		chromedp.SendKeys(chromedp.CSS("#login"), "erin@example.com"),
 		chromedp.SendKeys(chromedp.CSS("#password"), "erin-pw"),
 		chromedp.Click(chromedp.CSS("#submit-login")))
-	browsertest.WaitText(t, tab, "#user", "erin@example.com")
-	browsertest.Screenshot(t, tab, "sso-console-signed-in")
+	browsertest.WaitText(tab, t, "#user", "erin@example.com")
+	browsertest.Screenshot(tab, t, "sso-console-signed-in")
 
 	// The command line: purser login prints where to sign in.
 	login := exec.Command(bin, "login")
@@ -96,7 +96,7 @@ func TestSingleSignOn(t *testing.T) {
 		defer mu.Unlock()
 		t.Fatalf("purser login printed no address:\n%s", output.String())
 	}
-	browsertest.Do(t, tab, "confirm the code and sign in for the CLI", chromedp.Navigate(verifyURL),
+	browsertest.Do(tab, t, "confirm the code and sign in for the CLI", chromedp.Navigate(verifyURL),
 		chromedp.WaitVisible(chromedp.CSS("#user_code")), chromedp.Click(chromedp.CSS("#submit-login")),
 		chromedp.WaitVisible(chromedp.CSS("#password")),
 		chromedp.SendKeys(chromedp.CSS("#login"), "erin@example.com"),
@@ -117,10 +117,10 @@ func TestSingleSignOn(t *testing.T) {
 			t.Fatalf("purser login: %v\n%s\ndex:\n%s", err, out, dex.Log())
 		}
 	case <-time.After(2 * time.Minute):
-		browsertest.Screenshot(t, tab, "sso-device-stuck")
+		browsertest.Screenshot(tab, t, "sso-device-stuck")
 		t.Fatalf("purser login did not finish:\n%s", output.String())
 	}
-	browsertest.Screenshot(t, tab, "sso-device-done")
+	browsertest.Screenshot(tab, t, "sso-device-done")
 
 	// Exactly the group's rights: editor in team-a, nothing elsewhere.
 	who := ssoCLI(t, bin, clientConfig, cache, true, "get", "runnables", "-n", "team-a")
