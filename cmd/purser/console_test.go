@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -67,7 +66,7 @@ func TestConsoleAgainstPurserUp(t *testing.T) {
 	browsertest.WaitText(tab, t, "#chain", "chain intact")
 	browsertest.Screenshot(tab, t, "e2e-history")
 
-	up.cmd.Process.Signal(syscall.SIGINT)
+	interrupt(t, up)
 	up.waitExit(t, 90*time.Second)
 	assertNoSandboxProcess(t, filepath.Join(data, "sandbox"))
 }
