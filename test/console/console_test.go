@@ -160,12 +160,12 @@ func TestConsoleOnAFarm(t *testing.T) {
 	if at := r.Status.Attempts[0]; at.Result != failover.ResultEvicted || at.Reason != failover.ReasonClusterUnreachable {
 		t.Errorf("attempt 1: %+v", at)
 	}
-	waitSVG(t, tab, `#farm [data-cluster="dc1-a"] .phasebar`, "1 Running")
+	waitSVG(tab, t, `#farm [data-cluster="dc1-a"] .phasebar`, "1 Running")
 	browsertest.Screenshot(tab, t, "farm-cluster-down")
 
 	browsertest.Do(tab, t, "open the runnable", browsertest.GoTo("#/runnables/reports/nightly-report"), chromedp.WaitVisible(chromedp.CSS("#timeline")))
-	waitSVG(t, tab, "#timeline .failover-label", failover.ReasonClusterUnreachable)
-	waitSVG(t, tab, "#timeline .failover-label", "carried example.com/active-pods=1")
+	waitSVG(tab, t, "#timeline .failover-label", failover.ReasonClusterUnreachable)
+	waitSVG(tab, t, "#timeline .failover-label", "carried example.com/active-pods=1")
 	if n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#timeline rect.attempt").length`)); err != nil || n != 2 {
 		t.Errorf("the timeline draws %d attempts (%v), want 2", n, err)
 	}
@@ -186,7 +186,7 @@ func TestConsoleOnAFarm(t *testing.T) {
 
 // waitSVG waits until the text of the SVG element sel contains want:
 // SVG text has no innerText, which browsertest.WaitText reads.
-func waitSVG(t *testing.T, tab context.Context, sel, want string) {
+func waitSVG(tab context.Context, t *testing.T, sel, want string) {
 	t.Helper()
 	sandboxtest.Eventually(t, 3*time.Minute, fmt.Sprintf("%s showing %q", sel, want), func(context.Context) error {
 		got, err := chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector(`+strconv.Quote(sel)+`) || {}).textContent || ""`))
@@ -220,7 +220,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 	if f.store, err = store.Open(ctx, storetest.Engines()[0].NewDSN(t)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.store.Close() })
+	t.Cleanup(func() { _ = f.store.Close() })
 	sealer, _ := sealtest.New(t)
 	nats := streamtest.Start(t, "")
 	streams := streamtest.Declared(t, nats.URL)
@@ -235,7 +235,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 		t.Fatal(err)
 	}
 	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: 100 * time.Millisecond})
-	f.run(func(ctx context.Context) error { relay.Run(ctx); return nil })
+	f.run(relay.Run)
 	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
