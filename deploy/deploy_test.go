@@ -567,15 +567,19 @@ func purserCommands(t *testing.T) map[string]command {
 			commandsErr = err
 			return
 		}
-		defer os.RemoveAll(dir)
+		defer func() {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Logf("remove %s: %v", dir, err)
+			}
+		}()
 		bin := filepath.Join(dir, "purser")
-		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/purser").CombinedOutput(); err != nil {
+		if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../cmd/purser").CombinedOutput(); err != nil {
 			commandsErr = fmt.Errorf("go build: %w\n%s", err, out)
 			return
 		}
 		commands = map[string]command{}
 		for _, sub := range []string{"api", "submitter", "syncer", "ingester", "controller", "agent"} {
-			out, err := exec.Command(bin, sub, "--help").CombinedOutput()
+			out, err := exec.CommandContext(t.Context(), bin, sub, "--help").CombinedOutput()
 			if err != nil {
 				commandsErr = fmt.Errorf("purser %s --help: %w\n%s", sub, err, out)
 				return

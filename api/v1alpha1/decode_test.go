@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -354,7 +355,7 @@ func assertRoundTrip(t *testing.T, obj any) {
 	if err != nil {
 		t.Fatalf("encode again: %v", err)
 	}
-	if string(first) != string(second) {
+	if !bytes.Equal(first, second) {
 		t.Fatalf("encoding is not stable:\n%s\n%s", first, second)
 	}
 	if SpecHash(specOf(obj)) != SpecHash(specOf(again)) {

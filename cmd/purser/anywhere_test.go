@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -17,7 +16,7 @@ import (
 func TestUpFromAnEmptyFolderOutsideTheCheckout(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "purser")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	if wd, err := os.Getwd(); err == nil && strings.HasPrefix(dir, filepath.Dir(filepath.Dir(wd))+string(filepath.Separator)) {
@@ -26,7 +25,7 @@ func TestUpFromAnEmptyFolderOutsideTheCheckout(t *testing.T) {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PURSER_TOOLS_DIR=") })
 	env = append(env, "PURSER_CONFIG="+filepath.Join(t.TempDir(), "client.yaml"), "PURSER_SERVER=", "PURSER_TOKEN=")
 	command := func(args ...string) *exec.Cmd {
-		cmd := exec.Command("./purser", args...)
+		cmd := exec.CommandContext(t.Context(), "./purser", args...)
 		cmd.Dir = dir
 		cmd.Env = env
 		return cmd
@@ -40,7 +39,7 @@ func TestUpFromAnEmptyFolderOutsideTheCheckout(t *testing.T) {
 		t.Fatalf("get clusters from the same folder: %v\n%s", err, out)
 	}
 
-	up.cmd.Process.Signal(syscall.SIGINT)
+	interrupt(t, up)
 	up.waitExit(t, 90*time.Second)
 	assertNoSandboxProcess(t, filepath.Join(dir, "purser-data", "sandbox"))
 }

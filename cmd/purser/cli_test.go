@@ -21,7 +21,10 @@ import (
 // the client config that `purser up` writes and nothing in the
 // environment.
 type user struct {
-	t            *testing.T
+	t *testing.T
+	// ctx bounds the commands: that of the test that made the user,
+	// which outlives the subtests that set t.
+	ctx          context.Context
 	bin, config  string
 	env          []string
 	stdin        string
@@ -32,7 +35,7 @@ type user struct {
 // the user expects failure (fail), and returns stdout and stderr.
 func (u user) run(args ...string) (string, string, error) {
 	u.t.Helper()
-	cmd := exec.Command(u.bin, args...)
+	cmd := exec.CommandContext(u.ctx, u.bin, args...)
 	cmd.Env = append(os.Environ(), append([]string{"PURSER_CONFIG=" + u.config, "PURSER_SERVER=", "PURSER_TOKEN="}, u.env...)...)
 	cmd.Dir = "../.."
 	cmd.Stdin = strings.NewReader(u.stdin)
@@ -86,9 +89,17 @@ func startUp(t *testing.T, bin, data, config string, extra ...string) (*running,
 	return up, url
 }
 
+// interrupt sends `purser up` the Ctrl-C of a user at its terminal.
+func interrupt(t *testing.T, up *running) {
+	t.Helper()
+	if err := up.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatalf("interrupt purser up: %v\n%s", err, up.output())
+	}
+}
+
 func stopUp(t *testing.T, up *running) {
 	t.Helper()
-	up.cmd.Process.Signal(syscall.SIGINT)
+	interrupt(t, up)
 	up.waitExit(t, 90*time.Second)
 	lines := strings.Split(strings.TrimSpace(up.output()), "\n")
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "purser stopped") {
@@ -120,7 +131,7 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 	bin := buildPurser(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "client.yaml")
-	me := user{t: t, bin: bin, config: config}
+	me := user{t: t, ctx: t.Context(), bin: bin, config: config}
 
 	var aliceToken []byte
 	first, firstURL := startUp(t, bin, filepath.Join(dir, "farm-a"), config)
@@ -177,7 +188,9 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 		me.t = t
 		conf := filepath.Join(dir, "conf")
 		write := func(rel, content string) {
-			os.MkdirAll(filepath.Dir(filepath.Join(conf, rel)), 0o755)
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(conf, rel)), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(filepath.Join(conf, rel), []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +226,7 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 				t.Errorf("the error lacks %q:\n%s", want, errOut)
 			}
 		}
-		if out, _, _ := (user{t: t, bin: bin, config: config, allowFailure: true}).run("get", "dp", "cfg-e", "-n", "team-a"); out != "" {
+		if out, _, _ := (user{t: t, ctx: t.Context(), bin: bin, config: config, allowFailure: true}).run("get", "dp", "cfg-e", "-n", "team-a"); out != "" {
 			t.Fatalf("an object of a bad file was applied:\n%s", out)
 		}
 		// What the server refuses is reported per object, by place.
@@ -291,7 +304,7 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 		me.ok("delete", "dp", "cfg-w", "-n", "team-a")
 		waitFor("deployable/cfg-w") // once more: gone
 		cancel()
-		watch.Wait()
+		_ = watch.Wait() // the kill of cancel: its error says only that
 	})
 
 	t.Run("history", func(t *testing.T) {
@@ -383,14 +396,16 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 		}
 		matches(t, "policy check", me.ok("policy", "check"), `policy.yaml is valid`)
 		bad := filepath.Join(dir, "policy.yaml")
-		os.WriteFile(bad, []byte("admins: [admin]\nnamespaces:\n  team-a:\n    rols: {editor: [alice]}\n"), 0o600)
+		if err := os.WriteFile(bad, []byte("admins: [admin]\nnamespaces:\n  team-a:\n    rols: {editor: [alice]}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		matches(t, "policy check of a bad file", me.fail("policy", "check", bad), `namespaces.team-a.rols: unknown field`)
 	})
 	// The server reloads the tokens file: alice's token authenticates
 	// (any user may read the clusters) without a restart, and a wrong one
 	// does not.
 	t.Run("a created token works", func(t *testing.T) {
-		alice := user{t: t, bin: bin, config: filepath.Join(dir, "none.yaml"), allowFailure: true}
+		alice := user{t: t, ctx: t.Context(), bin: bin, config: filepath.Join(dir, "none.yaml"), allowFailure: true}
 		token := strings.TrimSpace(string(aliceToken))
 		sandboxtest.Eventually(t, time.Minute, "alice's token accepted", func(context.Context) error {
 			out, errOut, err := alice.run("get", "clusters", "--server", firstURL, "--token", token)

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,36 +37,36 @@ func TestConsoleAgainstPurserUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	browsertest.Do(t, tab, "open the link", chromedp.Navigate(link[1]+"/#token="+strings.TrimSpace(string(token))), chromedp.WaitVisible(chromedp.CSS("#user")))
-	browsertest.WaitText(t, tab, "#user", "admin")
+	browsertest.Do(tab, t, "open the link", chromedp.Navigate(link[1]+"/#token="+strings.TrimSpace(string(token))), chromedp.WaitVisible(chromedp.CSS("#user")))
+	browsertest.WaitText(tab, t, "#user", "admin")
 	// The console opens on the farm: both sandbox clusters, in their data
 	// centers, Ready and fresh.
-	browsertest.WaitText(t, tab, `#farm [data-cluster="sandbox-1"] header`, "Ready")
-	browsertest.WaitText(t, tab, `#farm [data-cluster="sandbox-2"] .records`, "fresh")
-	browsertest.Screenshot(t, tab, "e2e-farm")
-	browsertest.Do(t, tab, "submit a Job", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS("#submit-new")), chromedp.Click(chromedp.CSS("#submit-new")), chromedp.WaitVisible(chromedp.CSS("#yaml")),
+	browsertest.WaitText(tab, t, `#farm [data-cluster="sandbox-1"] header`, "Ready")
+	browsertest.WaitText(tab, t, `#farm [data-cluster="sandbox-2"] .records`, "fresh")
+	browsertest.Screenshot(tab, t, "e2e-farm")
+	browsertest.Do(tab, t, "submit a Job", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS("#submit-new")), chromedp.Click(chromedp.CSS("#submit-new")), chromedp.WaitVisible(chromedp.CSS("#yaml")),
 		chromedp.Click(chromedp.CSS("#send")), chromedp.WaitVisible(chromedp.CSS("#runnable")))
-	browsertest.WaitText(t, tab, "#runnable", "Succeeded")
-	browsertest.WaitText(t, tab, "#attempts", "sandbox-")
-	browsertest.Screenshot(t, tab, "e2e-runnable-succeeded")
+	browsertest.WaitText(tab, t, "#runnable", "Succeeded")
+	browsertest.WaitText(tab, t, "#attempts", "sandbox-")
+	browsertest.Screenshot(tab, t, "e2e-runnable-succeeded")
 
 	cli(t, bin, clientConfig, "apply", "-f", "examples/deployable-configmap.yaml")
-	browsertest.Do(t, tab, "open deployables", browsertest.GoTo("#/deployables"), chromedp.WaitVisible(chromedp.CSS(`#deployables td[data-cluster="sandbox-2"]`)))
-	browsertest.WaitText(t, tab, `#deployables td[data-cluster="sandbox-1"]`, "Synced")
-	browsertest.WaitText(t, tab, `#deployables td[data-cluster="sandbox-2"]`, "Synced")
-	browsertest.Screenshot(t, tab, "e2e-deployables-synced")
+	browsertest.Do(tab, t, "open deployables", browsertest.GoTo("#/deployables"), chromedp.WaitVisible(chromedp.CSS(`#deployables td[data-cluster="sandbox-2"]`)))
+	browsertest.WaitText(tab, t, `#deployables td[data-cluster="sandbox-1"]`, "Synced")
+	browsertest.WaitText(tab, t, `#deployables td[data-cluster="sandbox-2"]`, "Synced")
+	browsertest.Screenshot(tab, t, "e2e-deployables-synced")
 
-	browsertest.Do(t, tab, "search the inventory", browsertest.GoTo("#/inventory"), chromedp.WaitVisible(chromedp.CSS("#i-kind")),
+	browsertest.Do(tab, t, "search the inventory", browsertest.GoTo("#/inventory"), chromedp.WaitVisible(chromedp.CSS("#i-kind")),
 		chromedp.SendKeys(chromedp.CSS("#i-kind"), "Job\n"))
-	browsertest.WaitText(t, tab, "#inventory", "hello-")
-	browsertest.Screenshot(t, tab, "e2e-inventory")
+	browsertest.WaitText(tab, t, "#inventory", "hello-")
+	browsertest.Screenshot(tab, t, "e2e-inventory")
 
-	browsertest.Do(t, tab, "open history", browsertest.GoTo("#/history"), chromedp.WaitVisible(chromedp.CSS("#history")))
-	browsertest.WaitText(t, tab, "#history", "succeeded on sandbox-")
-	browsertest.WaitText(t, tab, "#chain", "chain intact")
-	browsertest.Screenshot(t, tab, "e2e-history")
+	browsertest.Do(tab, t, "open history", browsertest.GoTo("#/history"), chromedp.WaitVisible(chromedp.CSS("#history")))
+	browsertest.WaitText(tab, t, "#history", "succeeded on sandbox-")
+	browsertest.WaitText(tab, t, "#chain", "chain intact")
+	browsertest.Screenshot(tab, t, "e2e-history")
 
-	up.cmd.Process.Signal(syscall.SIGINT)
+	interrupt(t, up)
 	up.waitExit(t, 90*time.Second)
 	assertNoSandboxProcess(t, filepath.Join(data, "sandbox"))
 }

@@ -45,7 +45,7 @@ func TestFailoverOverrideAndDeletion(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "client.yaml")
 	up := startPurser(t, bin, "up", "--data-dir", data, "--listen", "127.0.0.1:0", "--sandbox", "2", "--client-config", config)
 	up.waitLine(t, "purser is ready at http://", 30*time.Minute)
-	me := user{t: t, bin: bin, config: config}
+	me := user{t: t, ctx: t.Context(), bin: bin, config: config}
 	get := func(path string) string {
 		return me.ok("get", "runnable", "long-report", "-n", "team-a", "-o", "jsonpath="+path)
 	}
@@ -77,7 +77,9 @@ func TestFailoverOverrideAndDeletion(t *testing.T) {
 	thawed := false
 	thaw := func() {
 		if !thawed {
-			syscall.Kill(pid, syscall.SIGCONT)
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("thaw the kube-apiserver of %s: %v", first, err)
+			}
 			thawed = true
 		}
 	}
@@ -122,7 +124,7 @@ func TestFailoverOverrideAndDeletion(t *testing.T) {
 	matches(t, "get after delete", me.fail("get", "runnable", "long-report", "-n", "team-a"), `404`)
 	matches(t, "history after delete", me.ok("history", "--name", "long-report", "-n", "team-a"), `admin\s+delete\s+Runnable/team-a/long-report`, `admin\s+cancel\s+`)
 
-	up.cmd.Process.Signal(syscall.SIGINT)
+	interrupt(t, up)
 	up.waitExit(t, 90*time.Second)
 	assertNoSandboxProcess(t, filepath.Join(data, "sandbox"))
 }

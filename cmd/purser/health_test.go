@@ -13,7 +13,7 @@ import (
 func TestHealthCommand(t *testing.T) {
 	dir := t.TempDir()
 	objects := filepath.Join(dir, "objects.yaml")
-	os.WriteFile(objects, []byte(`apiVersion: batch/v1
+	writeFile(t, objects, `apiVersion: batch/v1
 kind: Job
 metadata: {name: nightly}
 status:
@@ -24,14 +24,14 @@ apiVersion: example.com/v1
 kind: Widget
 metadata: {name: w}
 status: {ok: true}
-`), 0o644)
+`)
 	rules := filepath.Join(dir, "rules.yaml")
-	os.WriteFile(rules, []byte(`healthRules:
+	writeFile(t, rules, `healthRules:
 - apiVersion: example.com/v1
   kind: Widget
   health: "object.status.ok ? 'Healthy' : 'Unhealthy'"
   phase: "'Running'"
-`), 0o644)
+`)
 
 	run := func(args ...string) string {
 		t.Helper()
@@ -52,5 +52,12 @@ status: {ok: true}
 	out = run("health", "-f", objects, "--rules", rules)
 	if !strings.Contains(out, "Widget/w Healthy Running") {
 		t.Fatalf("with rules:\n%s", out)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,12 +11,16 @@ import (
 	"syscall"
 )
 
-func main() {
+func main() { os.Exit(execute()) }
+
+// execute runs the command line and returns the exit code, so that the
+// signal handling is undone before the process exits.
+func execute() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
-		stop()
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

@@ -50,17 +50,18 @@ func TestSingleSignOn(t *testing.T) {
 	server := regexp.MustCompile(`purser is ready at (http://\S+)`).FindStringSubmatch(up.output())[1]
 
 	// The console: the login page offers single sign-on.
-	browsertest.Do(t, tab, "open the console", chromedp.Navigate(server+"/"), chromedp.WaitVisible(chromedp.CSS("#sso-login")))
-	browsertest.Do(t, tab, "sign in at the provider", chromedp.Click(chromedp.CSS("#sso-login")),
+	browsertest.Do(tab, t, "open the console", chromedp.Navigate(server+"/"), chromedp.WaitVisible(chromedp.CSS("#sso-login")))
+	browsertest.Do(tab, t, "sign in at the provider", chromedp.Click(chromedp.CSS("#sso-login")),
 		chromedp.WaitVisible(chromedp.CSS("#login")),
 		chromedp.SendKeys(chromedp.CSS("#login"), "erin@example.com"),
 		chromedp.SendKeys(chromedp.CSS("#password"), "erin-pw"),
 		chromedp.Click(chromedp.CSS("#submit-login")))
-	browsertest.WaitText(t, tab, "#user", "erin@example.com")
-	browsertest.Screenshot(t, tab, "sso-console-signed-in")
+	browsertest.WaitText(tab, t, "#user", "erin@example.com")
+	browsertest.Screenshot(tab, t, "sso-console-signed-in")
 
 	// The command line: purser login prints where to sign in.
-	login := exec.Command(bin, "login")
+	// The test's context ends it, should the test end first.
+	login := exec.CommandContext(t.Context(), bin, "login")
 	login.Env = ssoEnv(clientConfig, cache)
 	stdout, err := login.StdoutPipe()
 	if err != nil {
@@ -70,7 +71,6 @@ func TestSingleSignOn(t *testing.T) {
 	if err := login.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { login.Process.Kill() })
 	lines := make(chan string, 100)
 	var output strings.Builder
 	var mu sync.Mutex
@@ -96,8 +96,9 @@ func TestSingleSignOn(t *testing.T) {
 		defer mu.Unlock()
 		t.Fatalf("purser login printed no address:\n%s", output.String())
 	}
-	browsertest.Do(t, tab, "confirm the code and sign in for the CLI", chromedp.Navigate(verifyURL),
-		chromedp.WaitVisible(chromedp.CSS("#user_code")), chromedp.Click(chromedp.CSS("#submit-login")),
+	browsertest.Do(tab, t, "confirm the code for the CLI", chromedp.Navigate(verifyURL),
+		chromedp.WaitVisible(chromedp.CSS("#user_code")), chromedp.Click(chromedp.CSS("#submit-login")))
+	browsertest.Do(tab, t, "sign in for the CLI",
 		chromedp.WaitVisible(chromedp.CSS("#password")),
 		chromedp.SendKeys(chromedp.CSS("#login"), "erin@example.com"),
 		chromedp.SendKeys(chromedp.CSS("#password"), "erin-pw"),
@@ -117,15 +118,15 @@ func TestSingleSignOn(t *testing.T) {
 			t.Fatalf("purser login: %v\n%s\ndex:\n%s", err, out, dex.Log())
 		}
 	case <-time.After(2 * time.Minute):
-		browsertest.Screenshot(t, tab, "sso-device-stuck")
+		browsertest.Screenshot(tab, t, "sso-device-stuck")
 		t.Fatalf("purser login did not finish:\n%s", output.String())
 	}
-	browsertest.Screenshot(t, tab, "sso-device-done")
+	browsertest.Screenshot(tab, t, "sso-device-done")
 
 	// Exactly the group's rights: editor in team-a, nothing elsewhere.
 	who := ssoCLI(t, bin, clientConfig, cache, true, "get", "runnables", "-n", "team-a")
 	mustContain(t, "get in team-a", who, "No runnables")
-	apply := exec.Command(bin, "apply", "-f", "-")
+	apply := exec.CommandContext(t.Context(), bin, "apply", "-f", "-")
 	apply.Env = ssoEnv(clientConfig, cache)
 	apply.Dir = "../.."
 	apply.Stdin = strings.NewReader(strings.Replace(mustRead(t, "../../examples/runnable-job.yaml"), "name: nightly-report", "name: erins-report", 1))
@@ -139,7 +140,7 @@ func TestSingleSignOn(t *testing.T) {
 	// The policy edited in place: team-b readable by the group, at once.
 	writePolicy(t, policyPath, "admins: [admin]\nnamespaces:\n  team-a:\n    roles:\n      editor: [\"group:team-a\"]\n  team-b:\n    roles:\n      viewer: [\"group:team-a\"]\n")
 	sandboxtest.Eventually(t, time.Minute, "the policy edit in effect", func(context.Context) error {
-		if out, ok := ssoCLIResult(bin, clientConfig, cache, "get", "runnables", "-n", "team-b"); !ok {
+		if out, ok := ssoCLIResult(t.Context(), bin, clientConfig, cache, "get", "runnables", "-n", "team-b"); !ok {
 			return fmt.Errorf("get runnables -n team-b:\n%s", out)
 		}
 		return nil
@@ -178,8 +179,8 @@ func ssoEnv(clientConfig, cache string) []string {
 	return append(os.Environ(), "PURSER_CONFIG="+clientConfig, "PURSER_SERVER=", "PURSER_TOKEN=", "XDG_CACHE_HOME="+cache)
 }
 
-func ssoCLIResult(bin, clientConfig, cache string, args ...string) (string, bool) {
-	cmd := exec.Command(bin, args...)
+func ssoCLIResult(ctx context.Context, bin, clientConfig, cache string, args ...string) (string, bool) {
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = ssoEnv(clientConfig, cache)
 	cmd.Dir = "../.."
 	out, err := cmd.CombinedOutput()
@@ -190,7 +191,7 @@ func ssoCLIResult(bin, clientConfig, cache string, args ...string) (string, bool
 // it must succeed or fail.
 func ssoCLI(t *testing.T, bin, clientConfig, cache string, want bool, args ...string) string {
 	t.Helper()
-	out, ok := ssoCLIResult(bin, clientConfig, cache, args...)
+	out, ok := ssoCLIResult(t.Context(), bin, clientConfig, cache, args...)
 	if ok != want {
 		t.Fatalf("purser %s: succeeded=%v, want %v\n%s", strings.Join(args, " "), ok, want, out)
 	}
@@ -199,7 +200,7 @@ func ssoCLI(t *testing.T, bin, clientConfig, cache string, want bool, args ...st
 
 func ssoCLIApplyTeamB(t *testing.T, bin, clientConfig, cache string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "apply", "-f", "-")
+	cmd := exec.CommandContext(t.Context(), bin, "apply", "-f", "-")
 	cmd.Env = ssoEnv(clientConfig, cache)
 	cmd.Stdin = strings.NewReader(strings.NewReplacer("name: nightly-report", "name: erins-b", "namespace: team-a", "namespace: team-b").
 		Replace(mustRead(t, "../../examples/runnable-job.yaml")))

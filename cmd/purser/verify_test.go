@@ -58,7 +58,9 @@ func startVerifyFarm(t *testing.T, bin string, eng storetest.Engine) *verifyFarm
 // commit.
 func (f *verifyFarm) startAPI() {
 	if f.api != nil {
-		f.api.cmd.Process.Kill()
+		if err := f.api.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			f.t.Fatal(err)
+		}
 		<-f.api.done
 	}
 	listen := freeAddr(f.t)
@@ -82,7 +84,7 @@ func (f *verifyFarm) submit(prefix string, n int) {
 	f.t.Helper()
 	for i := range n {
 		body := strings.Replace(mustRead(f.t, "../../examples/runnable-job.yaml"), "name: nightly-report", fmt.Sprintf("name: %s-%d", prefix, i), 1)
-		cmd := exec.Command(f.bin, "apply", "-f", "-")
+		cmd := exec.CommandContext(f.t.Context(), f.bin, "apply", "-f", "-")
 		cmd.Env = append(os.Environ(), "PURSER_CONFIG="+f.clientConfig, "PURSER_SERVER=", "PURSER_TOKEN=")
 		cmd.Stdin = strings.NewReader(body)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -94,7 +96,7 @@ func (f *verifyFarm) submit(prefix string, n int) {
 // verifyHTTP is GET /api/v1/history/verify.
 func (f *verifyFarm) verifyHTTP() map[string]any {
 	f.t.Helper()
-	req, _ := http.NewRequestWithContext(f.t.Context(), http.MethodGet, f.url+"/api/v1/history/verify", nil)
+	req, _ := http.NewRequestWithContext(f.t.Context(), http.MethodGet, f.url+"/api/v1/history/verify", http.NoBody)
 	req.Header.Set("Authorization", "Bearer "+f.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -111,7 +113,7 @@ func (f *verifyFarm) verifyHTTP() map[string]any {
 // verifyCLI is purser history --verify: its output and whether it passed.
 func (f *verifyFarm) verifyCLI() (string, bool) {
 	f.t.Helper()
-	cmd := exec.Command(f.bin, "history", "--verify")
+	cmd := exec.CommandContext(f.t.Context(), f.bin, "history", "--verify")
 	cmd.Env = append(os.Environ(), "PURSER_CONFIG="+f.clientConfig, "PURSER_SERVER=", "PURSER_TOKEN=", "PURSER_AUDIT_KEY=")
 	out, err := cmd.CombinedOutput()
 	var exited *exec.ExitError
@@ -175,7 +177,7 @@ func (f *verifyFarm) entries() []*audit.Entry {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }() // only read from
 	var out []*audit.Entry
 	if err := db.Read(f.t.Context(), func(tx *store.Tx) (err error) {
 		out, err = tx.ListAudit(f.t.Context(), store.AuditFilter{})
@@ -249,7 +251,7 @@ func TestHistoryVerifyFails(t *testing.T) {
 				f.mustFail("the stream was deleted or recreated")
 
 				// Once the incident is recorded, an admin begins a new record.
-				out, err := exec.Command(f.bin, "history", "restart-anchors", "--server", f.url, "--token", f.token,
+				out, err := exec.CommandContext(t.Context(), f.bin, "history", "restart-anchors", "--server", f.url, "--token", f.token,
 					"--reason", "AUDIT lost in INC-9").CombinedOutput()
 				if err != nil || !strings.Contains(string(out), "begun again at entry 4 by admin: AUDIT lost in INC-9") {
 					t.Fatalf("restart-anchors: %v\n%s", err, out)

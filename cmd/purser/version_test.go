@@ -42,23 +42,23 @@ func TestBuildVersion(t *testing.T) {
 // whose version names the commit it was built from.
 func TestVersionOfACheckout(t *testing.T) {
 	t.Parallel()
-	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	head, err := exec.CommandContext(t.Context(), "git", "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Skipf("not in a git checkout: %v", err)
 	}
 	clone := filepath.Join(t.TempDir(), "purser")
-	if out, err := exec.Command("git", "clone", "-q", "--no-hardlinks", "../..", clone).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(t.Context(), "git", "clone", "-q", "--no-hardlinks", "../..", clone).CombinedOutput(); err != nil {
 		t.Fatalf("git clone: %v\n%s", err, out)
 	}
 	bin := filepath.Join(t.TempDir(), "purser")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/purser")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/purser")
 	build.Dir = clone
 	// -buildvcs=auto, go's default, whatever this machine's GOFLAGS say.
 	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=auto")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	out, err := exec.Command(bin, "version").CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), bin, "version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("purser version: %v\n%s", err, out)
 	}

@@ -184,7 +184,7 @@ func usedRuns(runs []*runInfo, outs []*outcome) []*runInfo {
 func provenance(outs []*outcome, runs []*runInfo) string {
 	var parts []string
 	for _, o := range outs {
-		p := fmt.Sprintf("`%s` (%s", o.Command, duration(o.Elapsed))
+		p := "`" + o.Command + "` (" + duration(o.Elapsed)
 		if len(runs) > 1 {
 			p += fmt.Sprintf(", run %d", slices.Index(runs, o.Run)+1)
 		}

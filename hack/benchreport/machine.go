@@ -191,7 +191,7 @@ func postgres(ctx context.Context, dsn string) string {
 	if err != nil {
 		return "unknown" + where
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }() // only read from
 	var version string
 	if err := db.QueryRowContext(ctx, "SHOW server_version").Scan(&version); err != nil {
 		return "unreachable" + where

@@ -237,7 +237,11 @@ func buildModule(ctx context.Context, srcDir, dir string, m toolModule, progress
 	if err != nil {
 		return fmt.Errorf("build %s: %w", what, err)
 	}
-	defer os.RemoveAll(tmp)
+	defer func() {
+		if err := os.RemoveAll(tmp); err != nil {
+			fmt.Fprintf(progress, "cannot remove the build folder %s: %v\n", tmp, err)
+		}
+	}()
 	out := tmp + string(filepath.Separator)
 	if len(pkgs) == 1 {
 		out = filepath.Join(tmp, names[0])
@@ -323,10 +327,8 @@ func lockFile(ctx context.Context, path string, progress io.Writer) (func(), err
 			}
 		}
 	}
-	return func() {
-		syscall.Flock(fd, syscall.LOCK_UN)
-		f.Close()
-	}, nil
+	// Closing the file releases the lock.
+	return func() { f.Close() }, nil
 }
 
 // moduleDir asks the go command where a module of a tools module's build

@@ -166,7 +166,7 @@ func TestEnsureModuleBuildsOnceAndAdoptsLegacy(t *testing.T) {
 	if !strings.Contains(progress.String(), "building hello v0 (first run only, a second on 2 cores)") || !strings.Contains(progress.String(), "built hello in") {
 		t.Errorf("first build's progress:\n%s", progress.String())
 	}
-	out, err := exec.Command(filepath.Join(dir, "bin", "hello")).CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), filepath.Join(dir, "bin", "hello")).CombinedOutput()
 	if err != nil || string(out) != "hello\n" {
 		t.Fatalf("built binary: %v %q", err, out)
 	}
@@ -193,7 +193,7 @@ func TestEnsureModuleBuildsOnceAndAdoptsLegacy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(filepath.Join(adopted, "bin", "hello")).CombinedOutput(); err != nil || string(out) != "legacy\n" {
+	if out, err := exec.CommandContext(t.Context(), filepath.Join(adopted, "bin", "hello")).CombinedOutput(); err != nil || string(out) != "legacy\n" {
 		t.Fatalf("adopted binary: %v %q", err, out)
 	}
 	if p := progress.String(); !strings.Contains(p, "reusing hello v0 from "+legacy) || strings.Contains(p, "building") {

@@ -325,7 +325,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	return waitUntil(ctx, etcdStartTimeout, "etcd", func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", http.NoBody)
 		resp, err := hc.Do(req)
 		if err != nil {
 			return err
@@ -435,7 +435,8 @@ func (c *Cluster) PowerOff() {
 	ps := c.processes(stopOrder...)
 	for _, p := range ps {
 		if !p.exited() {
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			// A group that exits meanwhile (ESRCH) is what is wanted.
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		}
 	}
 	for _, p := range ps {

@@ -150,7 +150,9 @@ func Down(ctx context.Context, dir string, progress io.Writer) error {
 	}
 	if pid := dirlock.HolderPid(dir, "sandbox"); pid > 0 && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
 		fmt.Fprintf(progress, "stopping the sandbox started by pid %d ...\n", pid)
-		syscall.Kill(pid, syscall.SIGTERM)
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("sandbox down: stop pid %d: %w", pid, err)
+		}
 		if err := waitUntil(ctx, 90*time.Second, fmt.Sprintf("pid %d to exit", pid), func(context.Context) error {
 			if syscall.Kill(pid, 0) == nil {
 				return errors.New("still running")
@@ -158,13 +160,17 @@ func Down(ctx context.Context, dir string, progress io.Writer) error {
 			return nil
 		}); err != nil {
 			fmt.Fprintf(progress, "pid %d did not stop in time; killing it\n", pid)
-			syscall.Kill(pid, syscall.SIGKILL)
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("sandbox down: kill pid %d: %w", pid, err)
+			}
 		}
 	}
 	left := Leftovers(dir)
 	for _, p := range left {
 		fmt.Fprintf(progress, "killing leftover %s (pid %d)\n", p.Command, p.Pid)
-		syscall.Kill(p.Pid, syscall.SIGKILL)
+		if err := syscall.Kill(p.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("sandbox down: kill leftover pid %d: %w", p.Pid, err)
+		}
 	}
 	if err := waitUntil(ctx, 30*time.Second, "sandbox processes to exit", func(context.Context) error {
 		if left := Leftovers(dir); len(left) > 0 {
@@ -199,7 +205,7 @@ func Leftovers(dir string) []ProcessInfo {
 		if err != nil || pid == self {
 			continue
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err != nil || !bytes.Contains(cmdline, needle) {
 			continue
 		}

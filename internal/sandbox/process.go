@@ -79,7 +79,9 @@ func startProcess(name, dir, bin string, args, env []string) (*process, error) {
 	}
 	fmt.Fprintf(logFile, "\n==== %s: %s %s\n", time.Now().Format(time.RFC3339), bin, strings.Join(args, " "))
 
-	p.cmd = exec.Command(bin, args...)
+	// The program outlives the call that starts it, and stop, not a
+	// context, ends it: SIGTERM to its group, then SIGKILL.
+	p.cmd = exec.CommandContext(context.Background(), bin, args...)
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout = logFile
@@ -90,13 +92,16 @@ func startProcess(name, dir, bin string, args, env []string) (*process, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	if err := os.WriteFile(p.pidPath, []byte(strconv.Itoa(p.cmd.Process.Pid)+"\n"), 0o644); err != nil {
-		p.cmd.Process.Kill()
+		// Without its pid file `sandbox down` could not find it: it goes,
+		// and whoever waits for it reports the exit with this log.
+		fmt.Fprintf(logFile, "==== %s: no pid file (%v): killed\n", time.Now().Format(time.RFC3339), err)
+		_ = p.cmd.Process.Kill()
 	}
 	go func() {
 		p.err = p.cmd.Wait()
 		fmt.Fprintf(logFile, "==== %s: exited: %v\n", time.Now().Format(time.RFC3339), p.cmd.ProcessState)
 		logFile.Close()
-		os.Remove(p.pidPath)
+		_ = os.Remove(p.pidPath) // none when it could not be written
 		close(p.done)
 	}()
 	return p, nil
@@ -119,16 +124,18 @@ func (p *process) stop(grace time.Duration) {
 	if p.exited() {
 		return
 	}
+	// A signal to a group that is gone already fails with ESRCH, which
+	// is what stop wants anyway: the kills' errors are not checked.
 	pgid := p.cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(grace):
-		syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-p.done
 	}
 	// Anything the program itself started in its group goes too.
-	syscall.Kill(-pgid, syscall.SIGKILL)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // failure describes why a process is not serving: its exit, if it exited,
@@ -174,8 +181,9 @@ func waitUntil(ctx context.Context, timeout time.Duration, what string, check fu
 
 // portFree reports an error while something still listens on the port, as
 // a stopped kube-apiserver's socket can for a while.
-func portFree(_ context.Context, port int) error {
-	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+func portFree(ctx context.Context, port int) error {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -23,6 +24,9 @@ type Proxy struct {
 	target string
 	addr   string
 	listen func(network, addr string) (net.Listener, error)
+	// closed ends the dials in flight when the proxy is closed.
+	closed       context.Context
+	closeDialing context.CancelFunc
 
 	mu    sync.Mutex
 	ln    net.Listener // nil while cut or closed
@@ -48,9 +52,7 @@ func NewProxy(listen, target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy to %s: %w", target, err)
 	}
-	p := &Proxy{target: target, addr: ln.Addr().String(), listen: net.Listen, conns: map[net.Conn]struct{}{}}
-	p.serve(ln)
-	return p, nil
+	return newProxy(ln, net.Listen, target), nil
 }
 
 // NewProxyOn is NewProxy listening on addr (a fixed port) through listen,
@@ -62,9 +64,15 @@ func NewProxyOn(listen func(network, addr string) (net.Listener, error), addr, t
 	if err != nil {
 		return nil, fmt.Errorf("proxy to %s: %w", target, err)
 	}
+	return newProxy(ln, listen, target), nil
+}
+
+// newProxy serves ln, and listens again through listen on a restore.
+func newProxy(ln net.Listener, listen func(network, addr string) (net.Listener, error), target string) *Proxy {
 	p := &Proxy{target: target, addr: ln.Addr().String(), listen: listen, conns: map[net.Conn]struct{}{}}
+	p.closed, p.closeDialing = context.WithCancel(context.Background())
 	p.serve(ln)
-	return p, nil
+	return p
 }
 
 // Addr is host:port that clients connect to.
@@ -154,6 +162,7 @@ func (p *Proxy) Close() error {
 	p.done = true
 	p.closeLocked()
 	p.mu.Unlock()
+	p.closeDialing()
 	p.wg.Wait()
 	return nil
 }
@@ -201,7 +210,8 @@ func (p *Proxy) serveLocked(ln net.Listener) {
 // forward pipes one client connection to the target until either side
 // closes or the proxy is cut.
 func (p *Proxy) forward(ln net.Listener, client net.Conn) {
-	upstream, err := net.Dial("tcp", p.target)
+	var d net.Dialer
+	upstream, err := d.DialContext(p.closed, "tcp", p.target)
 	if err != nil {
 		client.Close()
 		return
@@ -253,9 +263,13 @@ func (p *Proxy) forward(ln net.Listener, client net.Conn) {
 // listenStable listens on addr, choosing the port with localport when addr
 // says port 0, and trying others when another process took it first.
 func listenStable(addr string) (net.Listener, error) {
+	// Binding a local address does not wait on anything a context could
+	// cancel.
+	var lc net.ListenConfig
+	ctx := context.Background()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port != "0" {
-		return net.Listen("tcp", addr)
+		return lc.Listen(ctx, "tcp", addr)
 	}
 	for range 100 {
 		var p int
@@ -263,7 +277,7 @@ func listenStable(addr string) (net.Listener, error) {
 			return nil, err
 		}
 		var ln net.Listener
-		if ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
+		if ln, err = lc.Listen(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
 			return ln, nil
 		}
 	}

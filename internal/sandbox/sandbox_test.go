@@ -121,7 +121,7 @@ func TestTwoClustersEachCompleteAJob(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitJobComplete(t, client, "team-a", "report")
-			t.Cleanup(func() { deleteJob(client, "team-a", "report") })
+			t.Cleanup(func() { deleteJob(t, client, "team-a", "report") })
 		})
 	}
 }
@@ -136,7 +136,7 @@ func TestJobWithInitContainerCompletes(t *testing.T) {
 	if _, err := client.BatchV1().Jobs("init-test").Create(ctx, job("with-init", true), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteJob(client, "init-test", "with-init") })
+	t.Cleanup(func() { deleteJob(t, client, "init-test", "with-init") })
 	waitJobComplete(t, client, "init-test", "with-init")
 
 	pods, err := client.CoreV1().Pods("init-test").List(ctx, metav1.ListOptions{LabelSelector: "job-name=with-init"})
@@ -192,7 +192,11 @@ func TestArgoWorkflowWithTwoSequentialStepsSucceeds(t *testing.T) {
 	if _, err := wfs.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { wfs.Delete(context.Background(), "two-steps", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		if err := wfs.Delete(context.Background(), "two-steps", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete workflow two-steps: %v", err)
+		}
+	})
 
 	var wf *unstructured.Unstructured
 	sandboxtest.Eventually(t, 3*time.Minute, "workflow two-steps Succeeded", func(ctx context.Context) error {
@@ -329,7 +333,8 @@ func TestProxyCutRefusesAndRestorePasses(t *testing.T) {
 	defer w.Stop()
 
 	proxy.Cut()
-	if _, err := net.DialTimeout("tcp", proxy.Addr(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+	dialer := net.Dialer{Timeout: time.Second}
+	if _, err := dialer.DialContext(ctx, "tcp", proxy.Addr()); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial a cut proxy: want connection refused, got %v", err)
 	}
 	if _, err := client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
@@ -372,7 +377,9 @@ func TestProxyHoldDeliversOnRelease(t *testing.T) {
 	}
 	name := "held-" + strings.ToLower(fmt.Sprint(time.Now().UnixNano()))
 	t.Cleanup(func() {
-		direct.CoreV1().ConfigMaps("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err := direct.CoreV1().ConfigMaps("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete configmap %s: %v", name, err)
+		}
 	})
 
 	proxy.Hold()
@@ -419,7 +426,7 @@ func proxied(t *testing.T, c *sandbox.Cluster, timeout time.Duration) (*sandbox.
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { proxy.Close() })
+	t.Cleanup(func() { _ = proxy.Close() })
 	cfg := c.RESTConfig()
 	cfg.Host = "https://" + proxy.Addr()
 	cfg.Timeout = timeout
@@ -439,7 +446,8 @@ func TestStopLeavesNoProcessAndFreesPorts(t *testing.T) {
 	if left := sandbox.Leftovers(c.Dir()); len(left) > 0 {
 		t.Fatalf("processes left after Stop: %v", left)
 	}
-	l, err := net.Listen("tcp", c.APIServerAddr())
+	var lc net.ListenConfig
+	l, err := lc.Listen(t.Context(), "tcp", c.APIServerAddr())
 	if err != nil {
 		t.Fatalf("kube-apiserver port still taken after Stop: %v", err)
 	}
@@ -455,9 +463,13 @@ func nodeReady(n corev1.Node) bool {
 	return false
 }
 
-func deleteJob(client kubernetes.Interface, ns, name string) {
+// deleteJob is a cleanup: the clusters are shared by the tests that follow.
+func deleteJob(t *testing.T, client kubernetes.Interface, ns, name string) {
 	bg := metav1.DeletePropagationBackground
-	client.BatchV1().Jobs(ns).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	err := client.BatchV1().Jobs(ns).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete job %s/%s: %v", ns, name, err)
+	}
 }
 
 func keys(m map[string]map[string]any) string {
@@ -511,7 +523,9 @@ func rssMB(pid int) float64 {
 	for _, line := range strings.Split(string(data), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
 			var kb float64
-			fmt.Sscan(f[1], &kb)
+			if _, err := fmt.Sscan(f[1], &kb); err != nil {
+				return 0
+			}
 			return kb / 1024
 		}
 	}

@@ -98,11 +98,11 @@ func TestConsoleOnAFarm(t *testing.T) {
 	b := env.Dedicated(t, false)
 	f := newFarm(t, map[string]*sandbox.Cluster{"dc1-a": a, "dc2-a": b}, map[string]string{"dc1-a": "dc1", "dc2-a": "dc2"})
 
-	browsertest.Do(t, tab, "open the console", chromedp.Navigate(f.url+"/#token="+f.token), chromedp.WaitVisible(chromedp.CSS("#farm")))
+	browsertest.Do(tab, t, "open the console", chromedp.Navigate(f.url+"/#token="+f.token), chromedp.WaitVisible(chromedp.CSS("#farm")))
 	for _, c := range []string{"dc1-a", "dc2-a"} {
-		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] header`, "Ready")
-		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] .records`, "fresh")
-		browsertest.WaitText(t, tab, `#farm [data-cluster="`+c+`"] .capacity`, "CPU")
+		browsertest.WaitText(tab, t, `#farm [data-cluster="`+c+`"] header`, "Ready")
+		browsertest.WaitText(tab, t, `#farm [data-cluster="`+c+`"] .records`, "fresh")
+		browsertest.WaitText(tab, t, `#farm [data-cluster="`+c+`"] .capacity`, "CPU")
 	}
 	if dcs, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#farm section.dc")].map(s => s.dataset.dc)`)); err != nil ||
 		strings.Join(dcs, ",") != "dc1,dc2" {
@@ -112,43 +112,43 @@ func TestConsoleOnAFarm(t *testing.T) {
 	// A link carrying another token does not end the open session unasked
 	// (a page that sends the user there would sign them in as someone
 	// else): the console asks, and keeping the session keeps the user.
-	browsertest.Do(t, tab, "follow a link with another token", browsertest.GoTo("#token=not-the-admins&/history"),
+	browsertest.Do(tab, t, "follow a link with another token", browsertest.GoTo("#token=not-the-admins&/history"),
 		chromedp.WaitVisible(chromedp.CSS("#switch-session")))
-	browsertest.WaitText(t, tab, "#user", "admin")
-	browsertest.Screenshot(t, tab, "console-switch-session-asked")
-	browsertest.Do(t, tab, "keep the session", chromedp.Click(chromedp.CSS("#switch-session-no")), chromedp.WaitNotPresent(chromedp.CSS("#switch-session")))
+	browsertest.WaitText(tab, t, "#user", "admin")
+	browsertest.Screenshot(tab, t, "console-switch-session-asked")
+	browsertest.Do(tab, t, "keep the session", chromedp.Click(chromedp.CSS("#switch-session-no")), chromedp.WaitNotPresent(chromedp.CSS("#switch-session")))
 	if stored, err := chromedp.Run(tab, chromedp.Evaluate[string](`sessionStorage.getItem("purser-token")`)); err != nil || stored != f.token {
 		t.Fatalf("the session's token after keeping it: %q (%v), want the admin's", stored, err)
 	}
-	browsertest.WaitText(t, tab, "#user", "admin")
+	browsertest.WaitText(tab, t, "#user", "admin")
 
 	// Cordon dc1-a from the console, so that the Job starts on dc2-a.
-	browsertest.Do(t, tab, "cordon dc1-a", browsertest.GoTo("#/clusters"),
+	browsertest.Do(tab, t, "cordon dc1-a", browsertest.GoTo("#/clusters"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)), chromedp.Click(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)))
-	browsertest.WaitText(t, tab, `tr[data-cluster="dc1-a"]`, "purser.io/cordon:NoSchedule")
+	browsertest.WaitText(tab, t, `tr[data-cluster="dc1-a"]`, "purser.io/cordon:NoSchedule")
 	f.apply(http.MethodPost, "/api/v1/runnables", longJob)
 	f.apply(http.MethodPut, "/api/v1/deployables/reports/report-settings", configDeployable)
 	f.waitRunnable("running on dc2-a", func(r *v1alpha1.Runnable) bool {
 		return r.Status.Cluster == "dc2-a" && r.Status.Phase == v1alpha1.PhaseRunning
 	})
-	browsertest.Do(t, tab, "uncordon dc1-a", browsertest.GoTo("#/clusters"),
+	browsertest.Do(tab, t, "uncordon dc1-a", browsertest.GoTo("#/clusters"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"] button.uncordon`)), chromedp.Click(chromedp.CSS(`tr[data-cluster="dc1-a"] button.uncordon`)))
-	browsertest.WaitText(t, tab, `tr[data-cluster="dc1-a"] .freshness`, "fresh")
-	browsertest.Screenshot(t, tab, "farm-clusters")
+	browsertest.WaitText(tab, t, `tr[data-cluster="dc1-a"] .freshness`, "fresh")
+	browsertest.Screenshot(tab, t, "farm-clusters")
 
-	browsertest.Do(t, tab, "open the deployable", browsertest.GoTo("#/deployables/reports/report-settings"), chromedp.WaitVisible(chromedp.CSS("#rollout")))
-	browsertest.WaitText(t, tab, `#sync tr[data-cluster="dc1-a"]`, "Synced")
-	browsertest.WaitText(t, tab, `#sync tr[data-cluster="dc2-a"]`, "Synced")
+	browsertest.Do(tab, t, "open the deployable", browsertest.GoTo("#/deployables/reports/report-settings"), chromedp.WaitVisible(chromedp.CSS("#rollout")))
+	browsertest.WaitText(tab, t, `#sync tr[data-cluster="dc1-a"]`, "Synced")
+	browsertest.WaitText(tab, t, `#sync tr[data-cluster="dc2-a"]`, "Synced")
 	if n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#rollout circle.copy").length`)); err != nil || n != 2 {
 		t.Errorf("the rollout shows %d copies (%v), want 2", n, err)
 	}
-	browsertest.Screenshot(t, tab, "deployable-rollout")
+	browsertest.Screenshot(tab, t, "deployable-rollout")
 
 	// The inventory finds the Job and the ConfigMap, not what the
 	// clusters made by themselves unless asked.
-	browsertest.Do(t, tab, "open the inventory", browsertest.GoTo("#/inventory"), chromedp.WaitVisible(chromedp.CSS("#i-kind")))
-	browsertest.WaitText(t, tab, "#inventory", "report-settings")
-	browsertest.WaitText(t, tab, "#inventory", "nightly-report")
+	browsertest.Do(tab, t, "open the inventory", browsertest.GoTo("#/inventory"), chromedp.WaitVisible(chromedp.CSS("#i-kind")))
+	browsertest.WaitText(tab, t, "#inventory", "report-settings")
+	browsertest.WaitText(tab, t, "#inventory", "nightly-report")
 	inventoryText := func() string {
 		s, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("#inventory").textContent`))
 		return s
@@ -156,51 +156,51 @@ func TestConsoleOnAFarm(t *testing.T) {
 	if s := inventoryText(); strings.Contains(s, "kube-root-ca.crt") {
 		t.Errorf("the inventory lists kube-root-ca.crt without being asked")
 	}
-	browsertest.Screenshot(t, tab, "inventory-farm")
-	browsertest.Do(t, tab, "show system objects", chromedp.Click(chromedp.CSS("#i-system")))
-	browsertest.WaitText(t, tab, "#inventory", "kube-root-ca.crt")
-	browsertest.Do(t, tab, "hide system objects", chromedp.Click(chromedp.CSS("#i-system")))
+	browsertest.Screenshot(tab, t, "inventory-farm")
+	browsertest.Do(tab, t, "show system objects", chromedp.Click(chromedp.CSS("#i-system")))
+	browsertest.WaitText(tab, t, "#inventory", "kube-root-ca.crt")
+	browsertest.Do(tab, t, "hide system objects", chromedp.Click(chromedp.CSS("#i-system")))
 
 	// dc2-a's kube-apiserver dies: the farm shows it NotReady and its
 	// records stale, and the Job moves to dc1-a.
 	b.StopAPIServer()
 	t.Cleanup(func() { _ = b.StartAPIServer(context.Background()) })
-	browsertest.Do(t, tab, "open the farm", browsertest.GoTo("#/farm"), chromedp.WaitVisible(chromedp.CSS("#farm")))
-	browsertest.WaitText(t, tab, `#farm [data-cluster="dc2-a"] header`, "NotReady")
-	browsertest.WaitText(t, tab, `#farm [data-cluster="dc2-a"] .records`, "cannot reach its kube-apiserver")
+	browsertest.Do(tab, t, "open the farm", browsertest.GoTo("#/farm"), chromedp.WaitVisible(chromedp.CSS("#farm")))
+	browsertest.WaitText(tab, t, `#farm [data-cluster="dc2-a"] header`, "NotReady")
+	browsertest.WaitText(tab, t, `#farm [data-cluster="dc2-a"] .records`, "cannot reach its kube-apiserver")
 	r := f.waitRunnable("failed over to dc1-a", func(r *v1alpha1.Runnable) bool {
 		return r.Status.Cluster == "dc1-a" && r.Status.Phase == v1alpha1.PhaseRunning && len(r.Status.Attempts) == 2
 	})
 	if at := r.Status.Attempts[0]; at.Result != attempt.ResultEvicted || at.Reason != failover.ReasonClusterUnreachable {
 		t.Errorf("attempt 1: %+v", at)
 	}
-	waitSVG(t, tab, `#farm [data-cluster="dc1-a"] .phasebar`, "1 Running")
-	browsertest.Screenshot(t, tab, "farm-cluster-down")
+	waitSVG(tab, t, `#farm [data-cluster="dc1-a"] .phasebar`, "1 Running")
+	browsertest.Screenshot(tab, t, "farm-cluster-down")
 
-	browsertest.Do(t, tab, "open the runnable", browsertest.GoTo("#/runnables/reports/nightly-report"), chromedp.WaitVisible(chromedp.CSS("#timeline")))
-	waitSVG(t, tab, "#timeline .failover-label", failover.ReasonClusterUnreachable)
-	waitSVG(t, tab, "#timeline .failover-label", "carried example.com/active-pods=1")
+	browsertest.Do(tab, t, "open the runnable", browsertest.GoTo("#/runnables/reports/nightly-report"), chromedp.WaitVisible(chromedp.CSS("#timeline")))
+	waitSVG(tab, t, "#timeline .failover-label", failover.ReasonClusterUnreachable)
+	waitSVG(tab, t, "#timeline .failover-label", "carried example.com/active-pods=1")
 	if n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#timeline rect.attempt").length`)); err != nil || n != 2 {
 		t.Errorf("the timeline draws %d attempts (%v), want 2", n, err)
 	}
-	browsertest.WaitText(t, tab, "#runnable-history", "evict")
-	browsertest.WaitText(t, tab, "#status-yaml", "example.com/active-pods:")
-	browsertest.Screenshot(t, tab, "runnable-timeline")
+	browsertest.WaitText(tab, t, "#runnable-history", "evict")
+	browsertest.WaitText(tab, t, "#status-yaml", "example.com/active-pods:")
+	browsertest.Screenshot(tab, t, "runnable-timeline")
 
 	// The runnables list links to the runnable: its address is one to
 	// copy and open in another tab.
-	browsertest.Do(t, tab, "open the runnables", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="nightly-report"] a.row-link`)))
+	browsertest.Do(tab, t, "open the runnables", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="nightly-report"] a.row-link`)))
 	href, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('tr[data-name="nightly-report"] a.row-link').href`))
 	if err != nil || !strings.HasSuffix(href, "#/runnables/reports/nightly-report") {
 		t.Errorf("the row's link: %q (%v)", href, err)
 	}
-	browsertest.WaitText(t, tab, `tr[data-name="nightly-report"]`, "2") // attempts
-	browsertest.Screenshot(t, tab, "runnables-farm")
+	browsertest.WaitText(tab, t, `tr[data-name="nightly-report"]`, "2") // attempts
+	browsertest.Screenshot(tab, t, "runnables-farm")
 }
 
 // waitSVG waits until the text of the SVG element sel contains want:
 // SVG text has no innerText, which browsertest.WaitText reads.
-func waitSVG(t *testing.T, tab context.Context, sel, want string) {
+func waitSVG(tab context.Context, t *testing.T, sel, want string) {
 	t.Helper()
 	sandboxtest.Eventually(t, 3*time.Minute, fmt.Sprintf("%s showing %q", sel, want), func(context.Context) error {
 		got, err := chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector(`+strconv.Quote(sel)+`) || {}).textContent || ""`))
@@ -234,7 +234,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 	if f.store, err = store.Open(ctx, storetest.Engines()[0].NewDSN(t)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.store.Close() })
+	t.Cleanup(func() { _ = f.store.Close() })
 	sealer, _ := sealtest.New(t)
 	nats := streamtest.Start(t, "")
 	streams := streamtest.Declared(t, nats.URL)
@@ -249,7 +249,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 		t.Fatal(err)
 	}
 	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: 100 * time.Millisecond})
-	f.run(func(ctx context.Context) error { relay.Run(ctx); return nil })
+	f.run(relay.Run)
 	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL

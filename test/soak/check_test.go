@@ -70,8 +70,8 @@ func (r *report) converged() bool {
 }
 
 // settle checks the farm every few seconds until everything has converged
-// or max has passed, then checks the audit log, and reports.
-func settle(t *testing.T, ctx context.Context, clusters []*sandbox.Cluster, w *workload, max time.Duration) *report {
+// or limit has passed, then checks the audit log, and reports.
+func settle(ctx context.Context, t *testing.T, clusters []*sandbox.Cluster, w *workload, limit time.Duration) *report {
 	start := time.Now()
 	kube := map[string]kubernetes.Interface{}
 	for _, c := range clusters {
@@ -108,7 +108,7 @@ func settle(t *testing.T, ctx context.Context, clusters []*sandbox.Cluster, w *w
 		t.Logf("%s settle: lost %d, duplicated %d, deployable problems %d, inventory zombies %d missing %d stale %d, read errors %d%s",
 			stamp(), rep.Lost, rep.Duplicated, len(rep.DeployableProblems), rep.Zombies, rep.Missing, rep.Stale, len(rep.CheckErrors),
 			firstLines(3, rep.LostDetails, rep.DuplicatedDetails, rep.DeployableProblems, rep.InventoryProblems, rep.CheckErrors))
-		if time.Since(start) > max {
+		if time.Since(start) > limit {
 			break
 		}
 		time.Sleep(5 * time.Second)

@@ -34,7 +34,7 @@ func TestBenchmarkDCAccept(t *testing.T) {
 		t.Skip("set PURSER_BENCH=1 to run the benchmark")
 	}
 	ctx := t.Context()
-	f, _ := startDCFarm(t, ctx, keptDir(t), nil, nil)
+	f, _ := startDCFarm(ctx, t, keptDir(t), nil, nil)
 	for _, dc := range f.DCs {
 		dc.Components[1].Stop(5 * time.Second) // the submitter
 	}
@@ -102,7 +102,7 @@ func acceptLoad(t *testing.T, dc *farm.DC, token string, seq *atomic.Int64, n in
 								"containers": []any{map[string]any{"name": "c", "image": "busybox"}}}}}},
 					},
 				})
-				req, _ := http.NewRequest(http.MethodPost, dc.APIURL()+"/api/v1/runnables", bytes.NewReader(body))
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, dc.APIURL()+"/api/v1/runnables", bytes.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+token)
 				req.Header.Set("Content-Type", "application/json")
 				t0 := time.Now()
@@ -140,7 +140,7 @@ func acceptLoad(t *testing.T, dc *farm.DC, token string, seq *atomic.Int64, n in
 func setSynchronous(t *testing.T, f *farm.DCFarm, dc *farm.DC, on bool) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"synchronous_mode": on})
-	req, _ := http.NewRequest(http.MethodPatch, fmt.Sprintf("http://%s:8008/config", dc.Addr), bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, fmt.Sprintf("http://%s:8008/config", dc.Addr), bytes.NewReader(body))
 	resp, err := dc.HTTP().Do(req)
 	if err != nil {
 		t.Fatal(err)

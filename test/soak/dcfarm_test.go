@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ import (
 
 // startDCFarm starts the three-DC farm on the shared clusters, one per
 // DC, and waits until purser judges every cluster Ready.
-func startDCFarm(t *testing.T, ctx context.Context, dir string, controllerArgs, agentArgs []string) (*farm.DCFarm, []*sandbox.Cluster) {
+func startDCFarm(ctx context.Context, t *testing.T, dir string, controllerArgs, agentArgs []string) (*farm.DCFarm, []*sandbox.Cluster) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		// CI runs as root: there the DC soak must run.
@@ -75,7 +74,7 @@ func TestDCFarmCut(t *testing.T) {
 		t.Skip("starts the three-DC farm")
 	}
 	ctx := t.Context()
-	f, _ := startDCFarm(t, ctx, keptDir(t), nil, nil)
+	f, _ := startDCFarm(ctx, t, keptDir(t), nil, nil)
 	cut := f.DCs[1]
 
 	listening := map[string][]netip.AddrPort{}
@@ -169,7 +168,7 @@ func listeningPorts(t *testing.T, dc *farm.DC) []netip.AddrPort {
 	if pid == 0 {
 		t.Fatalf("%s is not running", dc.NATS.Name)
 	}
-	file, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "net", "tcp"))
+	file, err := os.Open(fmt.Sprintf("/proc/%d/net/tcp", pid))
 	if err != nil {
 		t.Fatal(err)
 	}

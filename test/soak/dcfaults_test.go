@@ -87,7 +87,7 @@ func TestDCPrimaryLoss(t *testing.T) {
 		t.Skip("starts the three-DC farm")
 	}
 	ctx := t.Context()
-	f, _ := startDCFarm(t, ctx, keptDir(t), nil, nil)
+	f, _ := startDCFarm(ctx, t, keptDir(t), nil, nil)
 	primary, err := f.Primary(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -65,11 +65,14 @@ func newLiveWatcher(ctx context.Context, f *farm.DCFarm, namespaces []string) (*
 			func(o *metav1.ListOptions) { o.LabelSelector = atMostOneJobs.LabelSelector })
 		inf := factory.ForResource(jobsGVR).Informer()
 		cluster := dc.Cluster.Name()
-		inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.saw(cluster, obj, false) },
 			UpdateFunc: func(_, obj any) { w.saw(cluster, obj, false) },
 			DeleteFunc: func(obj any) { w.saw(cluster, obj, true) },
-		})
+		}); err != nil {
+			cancel()
+			return nil, err
+		}
 		factory.Start(ctx.Done())
 		w.wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
 		w.mu.Lock()

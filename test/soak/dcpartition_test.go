@@ -32,7 +32,7 @@ func TestDCLeaderPartition(t *testing.T) {
 		t.Skip("starts the three-DC farm")
 	}
 	ctx := t.Context()
-	f, clusters := startDCFarm(t, ctx, keptDir(t), controllerArgs, agentArgs)
+	f, clusters := startDCFarm(ctx, t, keptDir(t), controllerArgs, agentArgs)
 	const ns = "dc-partition"
 	for _, c := range clusters {
 		if err := c.EnsureNamespace(ctx, ns); err != nil {
@@ -210,7 +210,7 @@ func leaderDC(t *testing.T, f *farm.DCFarm) *farm.DC {
 		if err != nil {
 			return err
 		}
-		defer db.Close()
+		defer func() { _ = db.Close() }() // one query, done
 		return db.QueryRowContext(ctx, `SELECT holder FROM leases WHERE name = 'controller' AND expires_at > now()`).Scan(&holder)
 	})
 	for _, dc := range f.DCs {

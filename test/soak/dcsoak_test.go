@@ -55,7 +55,7 @@ func TestDCSoak(t *testing.T) {
 	t.Logf("dc soak: %s of load and faults, seed %d (rerun with -soak.seed=%d)", *soakDuration, seed, seed)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f, clusters := startDCFarm(t, ctx, keptDir(t), controllerArgs, agentArgs)
+	f, clusters := startDCFarm(ctx, t, keptDir(t), controllerArgs, agentArgs)
 	for _, c := range clusters {
 		for _, ns := range dcNamespaces {
 			if err := c.EnsureNamespace(ctx, ns); err != nil {
@@ -70,7 +70,7 @@ func TestDCSoak(t *testing.T) {
 	}
 	inj := newDCInjector(t, f, w, seed, strings.Split(*dcSoakFaults, ","))
 
-	rep := loadAndSettle(t, ctx, "dc soak", f, clusters, w, inj, seed)
+	rep := loadAndSettle(ctx, t, "dc soak", f, clusters, w, inj, seed)
 	watch.stop()
 	dr := &dcReport{report: rep, faults: inj.faults()}
 	dr.TwoLive, dr.TwoLiveDetails = watch.violations()
@@ -307,11 +307,11 @@ func (in *dcInjector) databaseRoles(ctx context.Context) string {
 	if err != nil {
 		return "primary unknown"
 	}
-	sync, err := in.f.SyncStandby(ctx)
-	if err != nil || sync == nil {
+	standby, err := in.f.SyncStandby(ctx)
+	if err != nil || standby == nil {
 		return "primary in " + primary.Name + ", no synchronous standby"
 	}
-	return "primary in " + primary.Name + ", synchronous standby in " + sync.Name
+	return "primary in " + primary.Name + ", synchronous standby in " + standby.Name
 }
 
 func (in *dcInjector) poweredDC() *farm.DC {

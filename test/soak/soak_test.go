@@ -114,7 +114,7 @@ func TestSoak(t *testing.T) {
 	w := newWorkload(f.API, seed, namespaces)
 	inj := newInjector(t, f, clusters, seed, strings.Split(*soakFaults, ","))
 
-	rep := loadAndSettle(t, ctx, "soak", f, clusters, w, inj, seed)
+	rep := loadAndSettle(ctx, t, "soak", f, clusters, w, inj, seed)
 	summary := rep.String()
 	t.Log("\n" + summary)
 	fmt.Println(summary)
@@ -136,7 +136,9 @@ func keptDir(t *testing.T) string {
 			t.Logf("soak: logs kept in %s", dir)
 			return
 		}
-		os.RemoveAll(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("soak: remove %s: %v", dir, err)
+		}
 	})
 	return dir
 }
@@ -180,7 +182,7 @@ type faultInjector interface {
 // loadAndSettle runs the workload for -soak.duration while inj injects
 // faults, then brings every process and kube-apiserver back and settles:
 // the report of what the run left. name starts its log line.
-func loadAndSettle(t *testing.T, ctx context.Context, name string, f soakFarm, clusters []*sandbox.Cluster, w *workload, inj faultInjector, seed int64) *report {
+func loadAndSettle(ctx context.Context, t *testing.T, name string, f soakFarm, clusters []*sandbox.Cluster, w *workload, inj faultInjector, seed int64) *report {
 	t.Helper()
 	loadCtx, stopLoad := context.WithTimeout(ctx, *soakDuration)
 	done := make(chan struct{})
@@ -203,7 +205,7 @@ func loadAndSettle(t *testing.T, ctx context.Context, name string, f soakFarm, c
 			t.Fatal(err)
 		}
 	}
-	rep := settle(t, ctx, clusters, w, *soakSettle)
+	rep := settle(ctx, t, clusters, w, *soakSettle)
 	rep.Duration, rep.Seed, rep.Faults = *soakDuration, seed, inj.counts()
 	rep.Crashes = f.Crashes()
 	return rep

@@ -74,7 +74,7 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	if f.store, err = store.Open(ctx, f.dsn); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.store.Close() })
+	t.Cleanup(func() { _ = f.store.Close() })
 	f.raw = storetest.RawDB(t, f.dsn)
 
 	var tf auth.TokensFile
@@ -125,7 +125,7 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, func(ctx context.Context) error { relay.Run(ctx); return nil })
+	run(t, relay.Run)
 	run(t, ingester.Run)
 	run(t, submitter.New(submitter.Config{Store: f.store, Sealer: sealer, Stream: streamtest.Connect(t, nats.URL),
 		Logger: log, Policy: policy}).Run)
@@ -185,7 +185,7 @@ type answer struct {
 
 func (f *farm) do(user, method, path string, body []byte) answer {
 	f.t.Helper()
-	req, err := http.NewRequest(method, f.url+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(f.t.Context(), method, f.url+path, bytes.NewReader(body))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -202,7 +202,9 @@ func (f *farm) do(user, method, path string, body []byte) answer {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	a := answer{code: resp.StatusCode, header: resp.Header, raw: raw}
-	json.Unmarshal(raw, &a.body)
+	// Not every answer is JSON (YAML, plain text): body stays nil for
+	// those, and raw holds them.
+	_ = json.Unmarshal(raw, &a.body)
 	return a
 }
 
@@ -247,7 +249,7 @@ func (f *farm) state() string {
 		"SELECT COALESCE(MAX(seq), 0) FROM audit_log WHERE actor IN ('" + strings.Join(people, "', '") + "')",
 	} {
 		var n int64
-		if err := f.raw.QueryRow(q).Scan(&n); err != nil {
+		if err := f.raw.QueryRowContext(f.t.Context(), q).Scan(&n); err != nil {
 			f.t.Fatal(err)
 		}
 		fmt.Fprintf(&b, "%d ", n)

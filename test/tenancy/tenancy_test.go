@@ -9,6 +9,7 @@ package tenancy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -255,7 +256,7 @@ func testRevive(t *testing.T, f *farm) {
 	}
 	r := f.yaml("mallory", "PUT", path, deployable(f.approval, "old", configMap("old", "revived")))
 	after := read()
-	if r.str("status", "phase") != "PendingApproval" || after.DeletedAt == nil || after.Generation != before.Generation || string(after.Spec) != string(before.Spec) {
+	if r.str("status", "phase") != "PendingApproval" || after.DeletedAt == nil || after.Generation != before.Generation || !bytes.Equal(after.Spec, before.Spec) {
 		t.Fatalf("a revive skipped approval: %d %s; deleted %v, generation %d -> %d", r.code, r.raw, after.DeletedAt, before.Generation, after.Generation)
 	}
 }
@@ -291,7 +292,7 @@ func testSecrets(t *testing.T, f *farm) {
 	})
 	var object string
 	eventually(t, "the Secret in the inventory", func() error {
-		return f.raw.QueryRow(storetest.Rebind(f.dsn, `SELECT object FROM inventory WHERE kind = 'Secret' AND namespace = ? AND name = 'creds'`), f.own).Scan(&object)
+		return f.raw.QueryRowContext(t.Context(), storetest.Rebind(f.dsn, `SELECT object FROM inventory WHERE kind = 'Secret' AND namespace = ? AND name = 'creds'`), f.own).Scan(&object)
 	})
 	guess, _ := json.Marshal(map[string]string{"password": base64.StdEncoding.EncodeToString([]byte(value))})
 	bare := sha256.Sum256(guess)
@@ -306,7 +307,7 @@ func testSecrets(t *testing.T, f *farm) {
 		} {
 			var n int
 			pat := "%" + needle + "%"
-			if err := f.raw.QueryRow(storetest.Rebind(f.dsn, q), pat, pat).Scan(&n); err != nil {
+			if err := f.raw.QueryRowContext(t.Context(), storetest.Rebind(f.dsn, q), pat, pat).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			if n != 0 {
@@ -318,7 +319,7 @@ func testSecrets(t *testing.T, f *farm) {
 	// record, but the audit log, which every viewer reads, redacts data
 	// whatever the kind.
 	var n int
-	if err := f.raw.QueryRow(storetest.Rebind(f.dsn, `SELECT COUNT(*) FROM audit_log WHERE details LIKE ?`), "%"+inConfigMap+"%").Scan(&n); err != nil || n != 0 {
+	if err := f.raw.QueryRowContext(t.Context(), storetest.Rebind(f.dsn, `SELECT COUNT(*) FROM audit_log WHERE details LIKE ?`), "%"+inConfigMap+"%").Scan(&n); err != nil || n != 0 {
 		t.Errorf("the audit log holds a ConfigMap's data (%d rows, %v)", n, err)
 	}
 }
@@ -390,19 +391,23 @@ func testSlowBodies(t *testing.T, f *farm) {
 	u, _ := url.Parse(f.url)
 	before := f.state()
 	const conns = 50
+	var d net.Dialer
 	for i := range conns {
-		conn, err := net.Dial("tcp", u.Host)
+		conn, err := d.DialContext(t.Context(), "tcp", u.Host)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		t.Cleanup(func() { conn.Close() })
 		fmt.Fprintf(conn, "POST /api/v1/runnables HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\nContent-Type: application/yaml\r\n\r\na", u.Host)
-		conn.SetReadDeadline(time.Now().Add(wait))
+		if err := conn.SetReadDeadline(time.Now().Add(wait)); err != nil {
+			t.Fatal(err)
+		}
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatalf("connection %d: no answer before the body came: %v", i, err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		// The close checked below may cut the answer's body short.
+		_, _ = io.Copy(io.Discard, resp.Body)
 		if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusTooManyRequests {
 			t.Fatalf("connection %d: %d", i, resp.StatusCode)
 		}
@@ -426,7 +431,7 @@ func testWatches(t *testing.T, f *farm) {
 	for i := range 9 {
 		ctx, cancel := context.WithCancel(context.Background())
 		open = append(open, cancel)
-		req, _ := http.NewRequestWithContext(ctx, "GET", f.url+"/api/v1/inventory?watch=true&fields=meta&namespace="+f.own, nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", f.url+"/api/v1/inventory?watch=true&fields=meta&namespace="+f.own, http.NoBody)
 		req.Header.Set("Authorization", "Bearer "+f.tokens["mallory"])
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

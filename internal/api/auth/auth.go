@@ -115,6 +115,7 @@ func (a *Authenticator) Authenticate(token string) (User, bool) {
 // order viewer < editor < admin; approver adds approving to viewer.
 type Role string
 
+// The roles a policy grants, weakest first.
 const (
 	RoleViewer   Role = "viewer"
 	RoleEditor   Role = "editor"
@@ -125,6 +126,7 @@ const (
 // Verb is an action checked against the policy.
 type Verb string
 
+// The verbs the API checks; each comment lists the calls that need it.
 const (
 	VerbRead    Verb = "read"    // get, list, history
 	VerbWrite   Verb = "write"   // create, update, delete, cancel

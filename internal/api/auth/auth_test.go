@@ -11,7 +11,9 @@ import (
 func TestTokensFile(t *testing.T) {
 	token := NewToken()
 	path := filepath.Join(t.TempDir(), "tokens.yaml")
-	os.WriteFile(path, []byte("tokens:\n- user: alice\n  groups: [team-a]\n  sha256: "+HashToken(token)+"\n"), 0o600)
+	if err := os.WriteFile(path, []byte("tokens:\n- user: alice\n  groups: [team-a]\n  sha256: "+HashToken(token)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	a, err := LoadTokens(path)
 	if err != nil {
 		t.Fatal(err)

@@ -14,10 +14,12 @@ import (
 // turns into RESTScopeNamespace or RESTScopeRoot).
 type Scope string
 
+// The scopes discovery reports, and the one for a kind no cluster has
+// reported.
 const (
 	ScopeNamespaced Scope = "Namespaced"
 	ScopeCluster    Scope = "Cluster"
-	// ScopeUnknown: no member cluster has said. The API then cannot tell,
+	// ScopeUnknown means no member cluster has said. The API then cannot tell,
 	// and whoever acts on a cluster decides with that cluster's own
 	// discovery.
 	ScopeUnknown Scope = ""

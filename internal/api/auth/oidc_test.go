@@ -59,7 +59,9 @@ func TestOIDCTokensOfDex(t *testing.T) {
 	parts := strings.Split(raw, ".")
 	claims, _ := base64.RawURLEncoding.DecodeString(parts[1])
 	var m map[string]any
-	json.Unmarshal(claims, &m)
+	if err := json.Unmarshal(claims, &m); err != nil {
+		t.Fatalf("claims of a Dex token: %v", err)
+	}
 	m["groups"] = []string{"platform"}
 	edited, _ := json.Marshal(m)
 	forged := parts[0] + "." + base64.RawURLEncoding.EncodeToString(edited) + "." + parts[2]
@@ -94,7 +96,7 @@ func TestIdentitiesReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	go id.Run(ctx)
+	runIdentities(t, id)
 	alice := auth.User{Name: "alice"}
 	if id.Policy().IsAdmin(alice) {
 		t.Fatal("alice is admin before the edit")
@@ -115,7 +117,9 @@ func TestIdentitiesReload(t *testing.T) {
 	if !id.Policy().IsAdmin(alice) {
 		t.Fatal("the broken file replaced the last good policy")
 	}
-	os.Remove(tokensPath) // gone: the last good tokens stay
+	if err := os.Remove(tokensPath); err != nil { // gone: the last good tokens stay
+		t.Fatal(err)
+	}
 	waitFor(t, "the removed tokens file reported", func() bool { return strings.Contains(id.Problem().Error(), "tokens.yaml") })
 	if _, ok := id.Authenticate(ctx, "bob-token"); !ok {
 		t.Fatal("the removed tokens file logged bob out")
@@ -140,7 +144,7 @@ func TestPolicyOnlyIdentities(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	go id.Run(ctx)
+	runIdentities(t, id)
 	alice := auth.User{Name: "alice"}
 	crb := auth.Target{Kind: schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}, Scope: auth.ScopeCluster,
 		Namespace: "team-a", ObjectNamespace: "team-a"}
@@ -157,6 +161,19 @@ func TestPolicyOnlyIdentities(t *testing.T) {
 	if !id.AuthorizeKind(alice, crb).Allowed {
 		t.Fatal("the broken file replaced the last good policy")
 	}
+}
+
+// runIdentities runs id's reloads until the test ends, and fails the test
+// when Run returns an error.
+func runIdentities(t *testing.T, id *auth.Identities) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- id.Run(t.Context()) }()
+	t.Cleanup(func() {
+		if err := <-done; err != nil {
+			t.Errorf("identities: %v", err)
+		}
+	})
 }
 
 func write(t *testing.T, path, data string) {

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,9 @@ func TestAddToken(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens.yaml")
 	const before = "# who may call purser\ntokens:\n- user: admin # the first\n  sha256: " +
 		"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n"
-	os.WriteFile(path, []byte(before), 0o600)
+	if err := os.WriteFile(path, []byte(before), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	alice, err := AddToken(path, "alice", []string{"team-a", "auditors"})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +50,9 @@ func TestAddToken(t *testing.T) {
 	for _, start := range []string{"", "tokens: []\n"} {
 		p := filepath.Join(t.TempDir(), "tokens.yaml")
 		if start != "" {
-			os.WriteFile(p, []byte(start), 0o600)
+			if err := os.WriteFile(p, []byte(start), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		tok, err := AddToken(p, "carol", nil)
 		if err != nil {
@@ -67,14 +72,16 @@ func TestAddToken(t *testing.T) {
 		}
 	}
 	broken := filepath.Join(t.TempDir(), "tokens.yaml")
-	os.WriteFile(broken, []byte("tokens:\n- user: x\n  sha: short\n"), 0o600)
+	if err := os.WriteFile(broken, []byte("tokens:\n- user: x\n  sha: short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := AddToken(broken, "dave", nil); err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Errorf("a broken file: %v", err)
 	}
 	if data, _ := os.ReadFile(broken); strings.Contains(string(data), "dave") {
 		t.Error("a broken file was written")
 	}
-	if after, _ := os.ReadFile(path); string(after) != string(data) {
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
 		t.Error("a refused name changed the file")
 	}
 }

@@ -138,7 +138,7 @@ func holdAuditHead(t *testing.T, h *harness) (release func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { head.Rollback() })
+	t.Cleanup(func() { _ = head.Rollback() }) // done already when released
 	if _, err := head.ExecContext(t.Context(), "UPDATE audit_head SET last_seq = last_seq WHERE id = 1"); err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func testUnauthenticated(t *testing.T, h *harness) {
 	before := h.counts()
 	for _, e := range endpoints {
 		for _, auth := range []string{"", "Bearer not-a-token", "Basic YWRtaW46YWRtaW4="} {
-			req, _ := http.NewRequest(e.method, h.url+e.path, strings.NewReader(e.body))
+			req, _ := http.NewRequestWithContext(t.Context(), e.method, h.url+e.path, strings.NewReader(e.body))
 			if auth != "" {
 				req.Header.Set("Authorization", auth)
 			}
@@ -551,7 +551,7 @@ func testClusters(t *testing.T, h *harness) {
 	noKC := "apiVersion: purser.io/v1alpha1\nkind: Cluster\nmetadata: {name: dc1-a, labels: {tier: prod}}\nspec:\n  taints: [{key: maintenance, effect: NoSchedule}]\n"
 	h.yaml("admin", "PUT", "/api/v1/clusters/dc1-a", noKC).want(t, http.StatusOK)
 	var sealed []byte
-	if err := h.raw.QueryRow(storetest.Rebind(h.dsn, "SELECT kubeconfig FROM clusters WHERE name = ?"), "dc1-a").Scan(&sealed); err != nil || len(sealed) == 0 {
+	if err := h.raw.QueryRowContext(t.Context(), storetest.Rebind(h.dsn, "SELECT kubeconfig FROM clusters WHERE name = ?"), "dc1-a").Scan(&sealed); err != nil || len(sealed) == 0 {
 		t.Fatalf("kubeconfig gone after an update without one: %v", err)
 	}
 	// What a GET answers, put back as it is (status, resourceVersion and
@@ -619,7 +619,7 @@ spec:
 	}
 	// Behind the API's back: every table, every column, as text.
 	for _, table := range []string{"clusters", "deployables", "audit_log", "outbox"} {
-		rows, err := h.raw.Query("SELECT * FROM " + table)
+		rows, err := h.raw.QueryContext(t.Context(), "SELECT * FROM "+table)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -648,8 +648,12 @@ spec:
 	}
 	// The values are kept, sealed: the key opens them.
 	var sealedSecret, sealedKC []byte
-	h.raw.QueryRow(storetest.Rebind(h.dsn, "SELECT secret FROM deployables WHERE name = ?"), "db-creds").Scan(&sealedSecret)
-	h.raw.QueryRow(storetest.Rebind(h.dsn, "SELECT kubeconfig FROM clusters WHERE name = ?"), "dc1-a").Scan(&sealedKC)
+	if err := h.raw.QueryRowContext(t.Context(), storetest.Rebind(h.dsn, "SELECT secret FROM deployables WHERE name = ?"), "db-creds").Scan(&sealedSecret); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.raw.QueryRowContext(t.Context(), storetest.Rebind(h.dsn, "SELECT kubeconfig FROM clusters WHERE name = ?"), "dc1-a").Scan(&sealedKC); err != nil {
+		t.Fatal(err)
+	}
 	plain, err := h.sealer.Open(sealedSecret, "deployable/team-a/db-creds")
 	if err != nil || !strings.Contains(string(plain), password) || !strings.Contains(string(plain), otherB64) {
 		t.Fatalf("sealed Secret values: %q, %v", plain, err)
@@ -704,7 +708,7 @@ func testTamperDetected(t *testing.T, h *harness) {
 	}
 
 	// A plain edit breaks the chain itself.
-	if _, err := h.raw.Exec(storetest.Rebind(h.dsn, "UPDATE audit_log SET actor = ? WHERE seq = ?"), "mallory", 2); err != nil {
+	if _, err := h.raw.ExecContext(t.Context(), storetest.Rebind(h.dsn, "UPDATE audit_log SET actor = ? WHERE seq = ?"), "mallory", 2); err != nil {
 		t.Fatal(err)
 	}
 	v = h.get("admin", "/api/v1/history/verify").want(t, http.StatusOK)
@@ -826,7 +830,7 @@ func TestDatabaseDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { proxy.Close() })
+	t.Cleanup(func() { _ = proxy.Close() })
 	u.Host = proxy.Addr()
 	h := newHarnessDSN(t, u.String())
 	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "before", "true")).want(t, http.StatusAccepted)
@@ -998,7 +1002,7 @@ func testInventoryWatch(t *testing.T, h *harness) {
 		return err
 	})
 
-	req, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/api/v1/inventory?watch=true&namespace=team-a&labelSelector=app%3Dweb", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/api/v1/inventory?watch=true&namespace=team-a&labelSelector=app%3Dweb", http.NoBody)
 	req.Header.Set("Authorization", "Bearer "+h.tokens["bob"])
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -1022,7 +1026,11 @@ func testInventoryWatch(t *testing.T, h *harness) {
 				var ev struct {
 					Item struct{ Name, ResourceVersion, Health string } `json:"item"`
 				}
-				json.Unmarshal([]byte(v), &ev)
+				if err := json.Unmarshal([]byte(v), &ev); err != nil {
+					// next reports it as an event it did not want.
+					events <- fmt.Sprintf("%s undecodable %q: %v", typ, v, err)
+					continue
+				}
 				events <- fmt.Sprintf("%s %s %s %s", typ, ev.Item.Name, ev.Item.ResourceVersion, ev.Item.Health)
 			}
 		}

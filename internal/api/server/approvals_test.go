@@ -109,7 +109,7 @@ func testReviveNeedsApproval(t *testing.T, h *harness) {
 		t.Fatalf("a revive went live without approval: %s", revive.raw)
 	}
 	var deletedAt any
-	if err := h.raw.QueryRow(`SELECT deleted_at FROM deployables WHERE name = 'gone'`).Scan(&deletedAt); err != nil || deletedAt == nil {
+	if err := h.raw.QueryRowContext(t.Context(), `SELECT deleted_at FROM deployables WHERE name = 'gone'`).Scan(&deletedAt); err != nil || deletedAt == nil {
 		t.Fatalf("the tombstone was cleared before approval (deleted_at %v, %v)", deletedAt, err)
 	}
 	got := h.get("carol", path).want(t, http.StatusOK)
@@ -123,7 +123,7 @@ func testReviveNeedsApproval(t *testing.T, h *harness) {
 	if ok.str("status", "phase") != "Active" || !strings.Contains(fmt.Sprint(ok.body["spec"]), "new") {
 		t.Fatalf("approved revive: %s", ok.raw)
 	}
-	if err := h.raw.QueryRow(`SELECT deleted_at FROM deployables WHERE name = 'gone'`).Scan(&deletedAt); err != nil || deletedAt != nil {
+	if err := h.raw.QueryRowContext(t.Context(), `SELECT deleted_at FROM deployables WHERE name = 'gone'`).Scan(&deletedAt); err != nil || deletedAt != nil {
 		t.Fatalf("an approved revive is still deleted (%v, %v)", deletedAt, err)
 	}
 
@@ -135,7 +135,7 @@ func testReviveNeedsApproval(t *testing.T, h *harness) {
 	h.do("dave", "DELETE", path, "", nil).want(t, http.StatusOK)
 	h.get("carol", path).want(t, http.StatusNotFound)
 	var pending any
-	if err := h.raw.QueryRow(`SELECT deleted_at, pending FROM deployables WHERE name = 'gone'`).Scan(&deletedAt, &pending); err != nil || deletedAt == nil || pending != nil {
+	if err := h.raw.QueryRowContext(t.Context(), `SELECT deleted_at, pending FROM deployables WHERE name = 'gone'`).Scan(&deletedAt, &pending); err != nil || deletedAt == nil || pending != nil {
 		t.Fatalf("after withdrawing the revive: deleted_at %v, pending %v (%v)", deletedAt, pending, err)
 	}
 }

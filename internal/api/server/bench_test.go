@@ -39,7 +39,7 @@ func BenchmarkSubmit(b *testing.B) {
 				var mine []time.Duration
 				for pb.Next() {
 					body := runnableYAML("team-a", fmt.Sprintf("bench-%d", seq.Add(1)), "true")
-					req, _ := http.NewRequest("POST", h.url+"/api/v1/runnables", bytes.NewReader([]byte(body)))
+					req, _ := http.NewRequestWithContext(b.Context(), "POST", h.url+"/api/v1/runnables", bytes.NewReader([]byte(body)))
 					req.Header.Set("Authorization", "Bearer "+h.tokens["alice"])
 					req.Header.Set("Content-Type", "application/yaml")
 					t0 := time.Now()
@@ -92,14 +92,17 @@ func BenchmarkConsolePages(b *testing.B) {
 			} {
 				b.Run(page.name, func(b *testing.B) {
 					for b.Loop() {
-						req, _ := http.NewRequestWithContext(ctx, "GET", h.url+page.path, nil)
+						req, _ := http.NewRequestWithContext(ctx, "GET", h.url+page.path, http.NoBody)
 						req.Header.Set("Authorization", "Bearer "+h.tokens["admin"])
 						resp, err := http.DefaultClient.Do(req)
 						if err != nil {
 							b.Fatal(err)
 						}
-						io.Copy(io.Discard, resp.Body)
+						_, err = io.Copy(io.Discard, resp.Body)
 						resp.Body.Close()
+						if err != nil {
+							b.Fatalf("%s: %v", page.path, err)
+						}
 						if resp.StatusCode != http.StatusOK {
 							b.Fatalf("%s: %d", page.path, resp.StatusCode)
 						}

@@ -35,11 +35,11 @@ func (s *Server) sealDeployable(obj *v1alpha1.Deployable, author *store.Author) 
 	spec := obj.Spec
 	var out sealedDeployable
 	if templateKind(spec.Template) == "Secret" {
-		clear, plain, err := seal.SplitSecret(spec.Template)
+		inClear, plain, err := seal.SplitSecret(spec.Template)
 		if err != nil {
 			return out, err
 		}
-		spec.Template = clear
+		spec.Template = inClear
 		if out.secret, err = s.cfg.Sealer.Seal(plain, seal.SecretBinding(obj.Metadata.Namespace, obj.Metadata.Name)); err != nil {
 			return out, err
 		}
@@ -81,7 +81,9 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 	kind := templateKind(obj.Spec.Template)
 	// Audit details carry the spec without Secret values.
 	var details storedDeployable
-	json.Unmarshal(sealed.doc, &details)
+	if err := json.Unmarshal(sealed.doc, &details); err != nil {
+		return 0, nil, fmt.Errorf("decode the deployable to store: %w", err)
+	}
 
 	var rec *store.Deployable
 	status := http.StatusOK

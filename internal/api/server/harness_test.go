@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,7 +106,7 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 	if h.store, err = store.Open(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.store.Close() })
+	t.Cleanup(func() { _ = h.store.Close() })
 	h.raw = storetest.RawDB(t, dsn)
 
 	var tf auth.TokensFile
@@ -132,9 +133,14 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 	h.streams = streamtest.Declared(t, h.nats.URL)
 	relay := outbox.NewRelay(outbox.StoreSource(h.store), h.streams, outbox.RelayOptions{Interval: 200 * time.Millisecond})
 	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { relay.Run(rctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(rctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("outbox relay: %v", err)
+		}
+	})
 
 	cfg := server.Config{
 		Store: h.store, Stream: h.streams, Outbox: relay, Identities: h.identities, Sealer: h.sealer,
@@ -172,7 +178,7 @@ type response struct {
 // do sends a request as user ("" sends no token).
 func (h *harness) do(user, method, path, contentType string, body []byte) response {
 	h.t.Helper()
-	req, err := http.NewRequest(method, h.url+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(h.t.Context(), method, h.url+path, bytes.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -189,7 +195,9 @@ func (h *harness) do(user, method, path, contentType string, body []byte) respon
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	r := response{code: resp.StatusCode, header: resp.Header, raw: raw}
-	json.Unmarshal(raw, &r.body)
+	// Not every answer is JSON (YAML, event streams, plain text): body
+	// stays nil for those, and raw holds them.
+	_ = json.Unmarshal(raw, &r.body)
 	return r
 }
 
@@ -249,7 +257,7 @@ func (r response) items() []map[string]any {
 func (h *harness) count(table string) int {
 	h.t.Helper()
 	var n int
-	if err := h.raw.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
+	if err := h.raw.QueryRowContext(h.t.Context(), "SELECT COUNT(*) FROM "+table).Scan(&n); err != nil {
 		h.t.Fatal(err)
 	}
 	return n
@@ -281,7 +289,9 @@ func (h *harness) submissions(want int) []string {
 	take := func(batch jetstream.MessageBatch) {
 		for m := range batch.Messages() {
 			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
-			m.Ack()
+			if err := m.Ack(); err != nil {
+				h.t.Fatalf("ack submission %s: %v", m.Headers().Get(jetstream.MsgIDHeader), err)
+			}
 		}
 	}
 	sandboxtest.Eventually(h.t, streamtest.Timeout, fmt.Sprintf("%d submissions on the stream", want), func(context.Context) error {

@@ -142,7 +142,7 @@ type page struct {
 }
 
 func (l *lister) get(ctx context.Context, address string) (*page, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", address, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", address, http.NoBody)
 	if err != nil {
 		return nil, err
 	}

@@ -51,8 +51,12 @@ func TestInventoryListJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var a, b any
-	json.Unmarshal(back.Items[0].Object, &a)
-	json.Unmarshal(html.Object, &b)
+	if err := json.Unmarshal(back.Items[0].Object, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(html.Object, &b); err != nil {
+		t.Fatal(err)
+	}
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("object %s, want %s", back.Items[0].Object, html.Object)
 	}

@@ -51,7 +51,7 @@ spec:
 				t.Fatalf("the audit log lost the keys of data: %s", hist.raw)
 			}
 			var n int
-			if err := h.raw.QueryRow(`SELECT COUNT(*) FROM audit_log WHERE details LIKE '%` + value + `%'`).Scan(&n); err != nil || n != 0 {
+			if err := h.raw.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM audit_log WHERE details LIKE '%`+value+`%'`).Scan(&n); err != nil || n != 0 {
 				t.Fatalf("%d audit rows hold the value (%v)", n, err)
 			}
 		})

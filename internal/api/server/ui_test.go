@@ -28,44 +28,44 @@ func TestConsole(t *testing.T) {
 	// Log in through a link carrying the token, as `purser up` prints it;
 	// the token leaves the address bar.
 	// The token is in the fragment, which the browser never sends.
-	browsertest.Do(t, alice, "open the console", chromedp.Navigate(h.url+"/#token="+h.tokens["alice"]),
+	browsertest.Do(alice, t, "open the console", chromedp.Navigate(h.url+"/#token="+h.tokens["alice"]),
 		chromedp.WaitVisible(chromedp.CSS("#user")))
-	browsertest.WaitText(t, alice, "#user", "alice")
+	browsertest.WaitText(alice, t, "#user", "alice")
 	address, err := chromedp.Run(alice, chromedp.Evaluate[string](`location.href`))
 	if err != nil || strings.Contains(address, "token") || strings.Contains(address, h.tokens["alice"]) {
 		t.Fatalf("the token stayed in the address bar: %q", address)
 	}
-	browsertest.Screenshot(t, alice, "farm-one-cluster")
-	browsertest.Do(t, alice, "open the runnables", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS("#runnables")))
-	browsertest.Screenshot(t, alice, "runnables-empty")
+	browsertest.Screenshot(alice, t, "farm-one-cluster")
+	browsertest.Do(alice, t, "open the runnables", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS("#runnables")))
+	browsertest.Screenshot(alice, t, "runnables-empty")
 
 	// Submit a Job from YAML.
 	job := runnableYAML("team-a", "ui-job", "echo from the console")
-	browsertest.Do(t, alice, "open the submit page", chromedp.Click(chromedp.CSS("#submit-new")), chromedp.WaitVisible(chromedp.CSS("#yaml")),
+	browsertest.Do(alice, t, "open the submit page", chromedp.Click(chromedp.CSS("#submit-new")), chromedp.WaitVisible(chromedp.CSS("#yaml")),
 		chromedp.SetValue(chromedp.CSS("#yaml"), job))
-	browsertest.Screenshot(t, alice, "submit")
-	browsertest.Do(t, alice, "submit", chromedp.Click(chromedp.CSS("#send")), chromedp.WaitVisible(chromedp.CSS("#runnable")))
-	browsertest.WaitText(t, alice, "#runnable", "Queued")
-	browsertest.Screenshot(t, alice, "runnable-detail")
+	browsertest.Screenshot(alice, t, "submit")
+	browsertest.Do(alice, t, "submit", chromedp.Click(chromedp.CSS("#send")), chromedp.WaitVisible(chromedp.CSS("#runnable")))
+	browsertest.WaitText(alice, t, "#runnable", "Queued")
+	browsertest.Screenshot(alice, t, "runnable-detail")
 
 	// The list follows the runnable's phase without a reload.
-	browsertest.Do(t, alice, "back to the list", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="ui-job"]`)))
-	browsertest.WaitText(t, alice, `tr[data-name="ui-job"] .phase`, "Queued")
+	browsertest.Do(alice, t, "back to the list", browsertest.GoTo("#/runnables"), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="ui-job"]`)))
+	browsertest.WaitText(alice, t, `tr[data-name="ui-job"] .phase`, "Queued")
 	setPhase(t, h, "team-a", "ui-job", "Running")
-	browsertest.WaitText(t, alice, `tr[data-name="ui-job"] .phase`, "Running")
-	browsertest.Screenshot(t, alice, "runnables-live")
+	browsertest.WaitText(alice, t, `tr[data-name="ui-job"] .phase`, "Running")
+	browsertest.Screenshot(alice, t, "runnables-live")
 
 	// A deployable's per-cluster matrix turns Synced as the syncer reports.
 	h.yaml("alice", "PUT", "/api/v1/deployables/team-a/app-config", configMapDeployable("team-a", "app-config", "v1")).want(t, http.StatusCreated)
-	browsertest.Do(t, alice, "open deployables", browsertest.GoTo("#/deployables"), chromedp.WaitVisible(chromedp.CSS(`#deployables td[data-cluster="dc1-a"]`)))
+	browsertest.Do(alice, t, "open deployables", browsertest.GoTo("#/deployables"), chromedp.WaitVisible(chromedp.CSS(`#deployables td[data-cluster="dc1-a"]`)))
 	reportSynced(t, h, "team-a", "app-config", "dc1-a")
-	browsertest.WaitText(t, alice, `#deployables td[data-cluster="dc1-a"]`, "Synced")
-	browsertest.Screenshot(t, alice, "deployables-matrix")
+	browsertest.WaitText(alice, t, `#deployables td[data-cluster="dc1-a"]`, "Synced")
+	browsertest.Screenshot(alice, t, "deployables-matrix")
 
 	// History shows the submission. alice reads team-a only.
-	browsertest.Do(t, alice, "open history", browsertest.GoTo("#/history"), chromedp.WaitVisible(chromedp.CSS("#history")))
-	browsertest.WaitText(t, alice, "#history", "Runnable/team-a/ui-job")
-	browsertest.Screenshot(t, alice, "history")
+	browsertest.Do(alice, t, "open history", browsertest.GoTo("#/history"), chromedp.WaitVisible(chromedp.CSS("#history")))
+	browsertest.WaitText(alice, t, "#history", "Runnable/team-a/ui-job")
+	browsertest.Screenshot(alice, t, "history")
 
 	// The inventory, searched with a label selector, says how fresh each
 	// cluster's records are.
@@ -83,10 +83,10 @@ func TestConsole(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	browsertest.Do(t, alice, "open the inventory", browsertest.GoTo("#/inventory"), chromedp.WaitVisible(chromedp.CSS("#i-selector")),
+	browsertest.Do(alice, t, "open the inventory", browsertest.GoTo("#/inventory"), chromedp.WaitVisible(chromedp.CSS("#i-selector")),
 		chromedp.SendKeys(chromedp.CSS("#i-selector"), "app=web\n"))
-	browsertest.WaitText(t, alice, "#inventory", "web-config")
-	browsertest.WaitText(t, alice, `#freshness [data-cluster="dc1-a"]`, "fresh")
+	browsertest.WaitText(alice, t, "#inventory", "web-config")
+	browsertest.WaitText(alice, t, `#freshness [data-cluster="dc1-a"]`, "fresh")
 	if rows, err := chromedp.Run(alice, chromedp.Evaluate[int](`document.querySelectorAll("#inventory tbody tr").length`)); err != nil || rows != 1 {
 		t.Fatalf("the selector app=web shows %d rows, want 1 (%v)", rows, err)
 	}
@@ -99,20 +99,20 @@ func TestConsole(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	browsertest.WaitText(t, alice, `#inventory tr[data-name="web-config-2"]`, "Unhealthy")
-	browsertest.Screenshot(t, alice, "inventory")
+	browsertest.WaitText(alice, t, `#inventory tr[data-name="web-config-2"]`, "Unhealthy")
+	browsertest.Screenshot(alice, t, "inventory")
 
 	// A viewer, logged in with the form, is offered no submit button, and
 	// the API refuses a submission sent from the page anyway.
 	bob := alice // one tab: log out, and log in again as bob
-	browsertest.Do(t, bob, "log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#token")))
+	browsertest.Do(bob, t, "log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#token")))
 	// The login page says its commands as code, not in backticks.
 	if text, err := chromedp.Run(bob, chromedp.Evaluate[string](`document.querySelector("form.login").textContent`)); err != nil ||
 		strings.Contains(text, "`") || !strings.Contains(text, "purser up") {
 		t.Errorf("the login page: %q (%v)", text, err)
 	}
-	browsertest.Screenshot(t, bob, "login")
-	browsertest.Do(t, bob, "log in as a viewer", chromedp.WaitVisible(chromedp.CSS("#token")),
+	browsertest.Screenshot(bob, t, "login")
+	browsertest.Do(bob, t, "log in as a viewer", chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), h.tokens["bob"]), chromedp.Click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#user")), browsertest.GoTo("#/runnables"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-name="ui-job"]`)))
@@ -127,20 +127,20 @@ func TestConsole(t *testing.T) {
 	if err != nil || status != http.StatusForbidden {
 		t.Fatalf("a viewer's submission from the page: status %d, want 403", status)
 	}
-	browsertest.Screenshot(t, bob, "viewer")
+	browsertest.Screenshot(bob, t, "viewer")
 
 	// Four eyes: what dave submits in team-b, carol approves in the console;
 	// dave himself is not offered the button.
 	h.yaml("dave", "POST", "/api/v1/runnables", runnableYAML("team-b", "payroll", "true")).want(t, http.StatusAccepted)
 	carol := alice
 	// bob's session is open: the link's token replaces it only once asked.
-	browsertest.Do(t, carol, "open as an approver", chromedp.Navigate(h.url+"/#token="+h.tokens["carol"]+"&/runnables/team-b/payroll"),
+	browsertest.Do(carol, t, "open as an approver", chromedp.Navigate(h.url+"/#token="+h.tokens["carol"]+"&/runnables/team-b/payroll"),
 		chromedp.WaitVisible(chromedp.CSS("#switch-session")), chromedp.Click(chromedp.CSS("#switch-session-yes")),
 		chromedp.WaitVisible(chromedp.CSS("#approve")))
-	browsertest.WaitText(t, carol, "#pending-change", "by dave")
-	browsertest.Screenshot(t, carol, "approval")
-	browsertest.Do(t, carol, "approve", chromedp.Click(chromedp.CSS("#approve")))
-	browsertest.WaitText(t, carol, "#runnable", "carol")
+	browsertest.WaitText(carol, t, "#pending-change", "by dave")
+	browsertest.Screenshot(carol, t, "approval")
+	browsertest.Do(carol, t, "approve", chromedp.Click(chromedp.CSS("#approve")))
+	browsertest.WaitText(carol, t, "#runnable", "carol")
 	if got := h.get("carol", "/api/v1/runnables/team-b/payroll"); got.str("status", "phase") != "Queued" {
 		t.Fatalf("after approving in the console: %s", got.raw)
 	}
@@ -150,11 +150,11 @@ func TestConsole(t *testing.T) {
 	h.yaml("dave", "PUT", "/api/v1/deployables/team-b/ui-cfg", configMapDeployable("team-b", "ui-cfg", "first")).want(t, http.StatusCreated)
 	h.decide("carol", "/api/v1/deployables/team-b/ui-cfg", "approve").want(t, http.StatusOK)
 	h.yaml("dave", "PUT", "/api/v1/deployables/team-b/ui-cfg", configMapDeployable("team-b", "ui-cfg", "second")).want(t, http.StatusOK)
-	browsertest.Do(t, carol, "open the pending deployable", browsertest.GoTo("#/deployables/team-b/ui-cfg"), chromedp.WaitVisible(chromedp.CSS("#pending-spec")))
-	browsertest.WaitText(t, carol, "#live-spec", "first")
-	browsertest.WaitText(t, carol, "#pending-spec", "second")
-	browsertest.Screenshot(t, carol, "deployable-pending")
-	browsertest.Do(t, carol, "approve the deployable", chromedp.Click(chromedp.CSS("#approve")))
+	browsertest.Do(carol, t, "open the pending deployable", browsertest.GoTo("#/deployables/team-b/ui-cfg"), chromedp.WaitVisible(chromedp.CSS("#pending-spec")))
+	browsertest.WaitText(carol, t, "#live-spec", "first")
+	browsertest.WaitText(carol, t, "#pending-spec", "second")
+	browsertest.Screenshot(carol, t, "deployable-pending")
+	browsertest.Do(carol, t, "approve the deployable", chromedp.Click(chromedp.CSS("#approve")))
 	sandboxtest.Eventually(t, streamtest.Timeout, "the deployable approved from the console", func(context.Context) error {
 		got := h.get("carol", "/api/v1/deployables/team-b/ui-cfg")
 		if got.str("status", "phase") != "Active" || !strings.Contains(string(got.raw), "second") {
@@ -165,38 +165,38 @@ func TestConsole(t *testing.T) {
 
 	// carol may not touch clusters: no cordon button. An admin cordons a
 	// cluster and the taint shows.
-	browsertest.Do(t, carol, "open clusters as carol", browsertest.GoTo("#/clusters"), chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"]`)))
+	browsertest.Do(carol, t, "open clusters as carol", browsertest.GoTo("#/clusters"), chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"]`)))
 	if n, err := chromedp.Run(carol, chromedp.Evaluate[int](`document.querySelectorAll("button.cordon").length`)); err != nil || n != 0 {
 		t.Fatalf("a non-admin is offered %d cordon buttons (%v)", n, err)
 	}
 	admin := carol
-	browsertest.Do(t, admin, "log in as admin", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#token")),
+	browsertest.Do(admin, t, "log in as admin", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), h.tokens["admin"]), chromedp.Click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#user")), browsertest.GoTo("#/clusters"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)), chromedp.Click(chromedp.CSS(`tr[data-cluster="dc1-a"] button.cordon`)))
-	browsertest.WaitText(t, admin, `tr[data-cluster="dc1-a"]`, "purser.io/cordon:NoSchedule")
-	browsertest.Screenshot(t, admin, "clusters-cordoned")
+	browsertest.WaitText(admin, t, `tr[data-cluster="dc1-a"]`, "purser.io/cordon:NoSchedule")
+	browsertest.Screenshot(admin, t, "clusters-cordoned")
 	if got := h.get("admin", "/api/v1/clusters/dc1-a"); !strings.Contains(string(got.raw), "purser.io/cordon") {
 		t.Fatalf("cordon did not reach the API: %s", got.raw)
 	}
 
 	// A runnable cancelled from the console says it was never placed, and
 	// is offered for deletion once it ended.
-	browsertest.Do(t, admin, "cancel ui-job", browsertest.GoTo("#/runnables/team-a/ui-job"), chromedp.WaitVisible(chromedp.CSS("#cancel")),
+	browsertest.Do(admin, t, "cancel ui-job", browsertest.GoTo("#/runnables/team-a/ui-job"), chromedp.WaitVisible(chromedp.CSS("#cancel")),
 		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS("#cancel")))
-	browsertest.WaitText(t, admin, "#no-attempts", "Cancelled before it was placed")
-	browsertest.Do(t, admin, "see the delete button", chromedp.WaitVisible(chromedp.CSS("#delete")))
-	browsertest.WaitText(t, admin, "#runnable-history", "cancel")
+	browsertest.WaitText(admin, t, "#no-attempts", "Cancelled before it was placed")
+	browsertest.Do(admin, t, "see the delete button", chromedp.WaitVisible(chromedp.CSS("#delete")))
+	browsertest.WaitText(admin, t, "#runnable-history", "cancel")
 	if got := h.get("admin", "/api/v1/runnables/team-a/ui-job"); got.str("status", "phase") != "Cancelled" {
 		t.Fatalf("after cancelling in the console: %s", got.raw)
 	}
-	browsertest.Screenshot(t, admin, "runnable-cancelled")
-	browsertest.Do(t, admin, "delete ui-job", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS("#delete")),
+	browsertest.Screenshot(admin, t, "runnable-cancelled")
+	browsertest.Do(admin, t, "delete ui-job", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS("#delete")),
 		chromedp.WaitVisible(chromedp.CSS("#gone")))
 	h.get("admin", "/api/v1/runnables/team-a/ui-job").want(t, http.StatusNotFound)
 
 	// A deployable applied from the console's YAML form.
-	browsertest.Do(t, admin, "apply a deployable", browsertest.GoTo("#/apply-deployable"), chromedp.WaitVisible(chromedp.CSS("#dep-yaml")),
+	browsertest.Do(admin, t, "apply a deployable", browsertest.GoTo("#/apply-deployable"), chromedp.WaitVisible(chromedp.CSS("#dep-yaml")),
 		chromedp.SetValue(chromedp.CSS("#dep-ns"), "team-a"), chromedp.SetValue(chromedp.CSS("#dep-name"), "from-console"),
 		chromedp.Click(chromedp.CSS("#apply")), chromedp.WaitVisible(chromedp.CSS("#sync")))
 	if got := h.get("admin", "/api/v1/deployables/team-a/from-console"); got.code != http.StatusOK {
@@ -244,7 +244,7 @@ func reportSynced(t *testing.T, h *harness, ns, name, cluster string) {
 func TestConsoleYAML(t *testing.T) {
 	tab := browsertest.Browser(t)
 	h := newHarness(t, storetest.Engines()[0])
-	browsertest.Do(t, tab, "open the console", chromedp.Navigate(h.url+"/#token="+h.tokens["alice"]), chromedp.WaitVisible(chromedp.CSS("#user")))
+	browsertest.Do(tab, t, "open the console", chromedp.Navigate(h.url+"/#token="+h.tokens["alice"]), chromedp.WaitVisible(chromedp.CSS("#user")))
 	for _, value := range []string{
 		`{"template":{"apiVersion":"batch/v1","kind":"Job","spec":{"template":{"spec":{"containers":[{"name":"main","command":["sh","-c","echo a: b # not a comment"],"env":[]}],"restartPolicy":"Never"}}}}}`,
 		`{"strings":["","yes","No","null","~","0x1f","1e3","-1",".5","-","- a","? x",":x","a:b","a: b","#x","x #y"," lead","trail ","é ü","tab\there","quote\"s","back\\slash","{}","[x]","*ref","&anchor","!tag","%dir","@at","` + "`" + `tick"]}`,

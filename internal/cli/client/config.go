@@ -147,11 +147,11 @@ func EditFile(path string, edit func(f *File) error) error {
 	if err != nil {
 		return err
 	}
+	// Closing the file releases the lock taken on it.
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	f, err := ReadFile(path)
 	if err != nil {
 		return err

@@ -73,7 +73,9 @@ func TestResolve(t *testing.T) {
 // A config written before contexts is read as one context, "default".
 func TestLegacyConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	os.WriteFile(path, []byte("server: http://old\ntoken: t\n"), 0o600)
+	if err := os.WriteFile(path, []byte("server: http://old\ntoken: t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("PURSER_SERVER", "")
 	t.Setenv("PURSER_TOKEN", "")
 	got, err := Resolve(Selection{ConfigPath: path})

@@ -34,7 +34,7 @@ var Resources = []Resource{
 func ParseResource(s string) (Resource, error) {
 	low := strings.ToLower(s)
 	for _, r := range Resources {
-		if low == strings.ToLower(r.Kind) || low == r.Plural || low == r.Short {
+		if strings.EqualFold(low, r.Kind) || low == r.Plural || low == r.Short {
 			return r, nil
 		}
 	}

@@ -118,7 +118,9 @@ func TestRead(t *testing.T) {
 	dir := t.TempDir()
 	write := func(rel, content string) string {
 		p := filepath.Join(dir, rel)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +133,9 @@ func TestRead(t *testing.T) {
 	write("notes.txt", "not a manifest")
 	write("sub/d.yaml", obj("Runnable", "d"))
 	empty := filepath.Join(dir, "empty")
-	os.Mkdir(empty, 0o755)
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
 
 	names := func(objs []*Object) string {
 		var s []string

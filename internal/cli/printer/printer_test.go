@@ -104,7 +104,7 @@ func TestSortBy(t *testing.T) {
 }
 
 func TestFormats(t *testing.T) {
-	print := func(output string, single bool, items ...Object) string {
+	render := func(output string, single bool, items ...Object) string {
 		t.Helper()
 		f, err := ParseFormat(output, OutputWide, OutputYAML, OutputJSON, OutputName, OutputJSONPath)
 		if err != nil {
@@ -117,24 +117,24 @@ func TestFormats(t *testing.T) {
 		return out.String()
 	}
 	items := runnables(t)
-	if got := print("name", false, items...); got != "runnable/b\nrunnable/a\nrunnable/c\n" {
+	if got := render("name", false, items...); got != "runnable/b\nrunnable/a\nrunnable/c\n" {
 		t.Errorf("-o name: %q", got)
 	}
 	// jsonpath sees a List of several objects, the object itself when one
 	// was named, numbers as written, and filters compare numbers.
-	if got := print("jsonpath={.items[*].metadata.name}", false, items...); got != "b a c\n" {
+	if got := render("jsonpath={.items[*].metadata.name}", false, items...); got != "b a c\n" {
 		t.Errorf("-o jsonpath on a list: %q", got)
 	}
-	if got := print("jsonpath={.status.phase}", true, items[0]); got != "Running\n" {
+	if got := render("jsonpath={.status.phase}", true, items[0]); got != "Running\n" {
 		t.Errorf("-o jsonpath on one: %q", got)
 	}
-	if got := print(`jsonpath={.items[?(@.status.attempts[0].number==1)].metadata.name}`, false, items...); got != "b c\n" {
+	if got := render(`jsonpath={.items[?(@.status.attempts[0].number==1)].metadata.name}`, false, items...); got != "b c\n" {
 		t.Errorf("-o jsonpath filter: %q", got)
 	}
-	if got := print("yaml", false, items[1]); !strings.HasPrefix(got, "apiVersion: v1\nitems:\n- kind: Runnable") || !strings.Contains(got, "kind: List") {
+	if got := render("yaml", false, items[1]); !strings.HasPrefix(got, "apiVersion: v1\nitems:\n- kind: Runnable") || !strings.Contains(got, "kind: List") {
 		t.Errorf("-o yaml of a list:\n%s", got)
 	}
-	if got := print("wide", false, items...); !regexp.MustCompile(`(?m)^b\s+Running\s+<none>\s+<none>\s+<unknown>\s+2\s*$`).MatchString(got) {
+	if got := render("wide", false, items...); !regexp.MustCompile(`(?m)^b\s+Running\s+<none>\s+<none>\s+<unknown>\s+2\s*$`).MatchString(got) {
 		t.Errorf("-o wide lacks the attempts:\n%s", got)
 	}
 	for _, bad := range []string{"xml", "jsonpath", "jsonpath={.a", "yaml=x"} {

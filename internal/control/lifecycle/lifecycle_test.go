@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"os"
@@ -69,8 +70,8 @@ func TestDocsShowTheTable(t *testing.T) {
 	}
 	table := lifecycle.Markdown()
 	if *update {
-		start := strings.Index(string(doc), "| from | to |")
-		end := strings.Index(string(doc), "\n## Who decides when")
+		start := bytes.Index(doc, []byte("| from | to |"))
+		end := bytes.Index(doc, []byte("\n## Who decides when"))
 		if start < 0 || end < start {
 			t.Fatal("docs/lifecycle.md has no table to replace")
 		}

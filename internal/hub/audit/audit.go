@@ -143,7 +143,7 @@ func (v *Verifier) Count() int64 { return v.count }
 
 // Last is the Seq and Hash of the last entry that verified (or the starting
 // point given to NewVerifier when none did).
-func (v *Verifier) Last() (seq int64, hash string) { return v.lastSeq, v.lastHash }
+func (v *Verifier) Last() (seq int64, entryHash string) { return v.lastSeq, v.lastHash }
 
 // Verify checks a whole chain held in memory. prevHash is the Hash of the
 // entry before entries[0]; GenesisHash means entries start the chain, so the

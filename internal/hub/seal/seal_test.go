@@ -54,7 +54,9 @@ func TestBadKeys(t *testing.T) {
 		t.Error("accepted a 16-byte key")
 	}
 	path := filepath.Join(t.TempDir(), "key")
-	os.WriteFile(path, []byte("not base64!"), 0o600)
+	if err := os.WriteFile(path, []byte("not base64!"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := LoadKeyFile(path); err == nil {
 		t.Error("accepted a key file that is not base64")
 	}
@@ -76,17 +78,17 @@ func TestFingerprint(t *testing.T) {
 
 func TestSplitAndJoinSecret(t *testing.T) {
 	tmpl := map[string]any{"apiVersion": "v1", "kind": "Secret", "stringData": map[string]any{"p": "s3cret"}, "data": map[string]any{"q": "eA=="}}
-	clear, values, err := SplitSecret(tmpl)
+	inClear, values, err := SplitSecret(tmpl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := clear["stringData"]; ok || clear["kind"] != "Secret" {
-		t.Fatalf("clear part: %v", clear)
+	if _, ok := inClear["stringData"]; ok || inClear["kind"] != "Secret" {
+		t.Fatalf("clear part: %v", inClear)
 	}
 	if _, ok := tmpl["stringData"]; !ok {
 		t.Fatal("SplitSecret changed its input")
 	}
-	back, err := JoinSecret(clear, values)
+	back, err := JoinSecret(inClear, values)
 	if err != nil || back["stringData"].(map[string]any)["p"] != "s3cret" || back["data"].(map[string]any)["q"] != "eA==" {
 		t.Fatalf("joined: %v, %v", back, err)
 	}

@@ -21,27 +21,27 @@ var secretValueFields = []string{"data", "stringData"}
 
 // SplitSecret separates a Secret template into what may be stored in
 // clear and the JSON of its values (data and stringData), to be sealed.
-func SplitSecret(template map[string]any) (clear map[string]any, values []byte, err error) {
-	clear = maps.Clone(template)
+func SplitSecret(template map[string]any) (inClear map[string]any, values []byte, err error) {
+	inClear = maps.Clone(template)
 	v := map[string]any{}
 	for _, f := range secretValueFields {
-		if x, ok := clear[f]; ok {
+		if x, ok := inClear[f]; ok {
 			v[f] = x
-			delete(clear, f)
+			delete(inClear, f)
 		}
 	}
 	values, err = json.Marshal(v)
-	return clear, values, err
+	return inClear, values, err
 }
 
 // JoinSecret puts opened values back into a clear Secret template; the
 // result lives in memory only, for the apply to a cluster.
-func JoinSecret(clear map[string]any, values []byte) (map[string]any, error) {
+func JoinSecret(inClear map[string]any, values []byte) (map[string]any, error) {
 	var v map[string]any
 	if err := json.Unmarshal(values, &v); err != nil {
 		return nil, fmt.Errorf("secret values: %w", err)
 	}
-	out := maps.Clone(clear)
+	out := maps.Clone(inClear)
 	for _, f := range secretValueFields {
 		if x, ok := v[f]; ok {
 			out[f] = x

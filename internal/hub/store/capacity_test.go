@@ -87,9 +87,9 @@ func TestClusterCapacity(t *testing.T) {
 			}
 			rows = append(rows,
 				nodeRow("a", "pool2-0", "4", "16Gi", "58", false),
-				nodeRow("a", "pool1-cordoned", "15890m", "61847500Ki", "110", true))
-			// b: every node cordoned; known, but nothing to place on.
-			rows = append(rows, nodeRow("b", "n0", "8", "32Gi", "110", true))
+				nodeRow("a", "pool1-cordoned", "15890m", "61847500Ki", "110", true),
+				// b: every node cordoned; known, but nothing to place on.
+				nodeRow("b", "n0", "8", "32Gi", "110", true))
 			// c: a node without its object (too large to publish) and one
 			// whose memory does not parse: counted, adding what is known.
 			noObject := nodeRow("c", "n0", "8", "32Gi", "110", false)

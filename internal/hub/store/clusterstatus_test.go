@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 )
@@ -30,7 +31,7 @@ func TestUpdateClusterStatus(t *testing.T) {
 			mustTx(t, s, func(tx *Tx) error { return tx.UpdateCluster(ctx, got) })
 			var after *Cluster
 			mustRead(t, s, func(tx *Tx) (err error) { after, err = tx.GetCluster(ctx, "dc1-a"); return })
-			if string(after.Status) != string(status) || after.ResourceVersion != 2 || after.Labels["tier"] != "prod" {
+			if !bytes.Equal(after.Status, status) || after.ResourceVersion != 2 || after.Labels["tier"] != "prod" {
 				t.Fatalf("after an admin update: %+v", after)
 			}
 

@@ -16,17 +16,17 @@ import (
 )
 
 var (
-	// ErrNotFound: the object does not exist.
+	// ErrNotFound means the object does not exist.
 	ErrNotFound = errors.New("not found")
-	// ErrConflict: a unique key is taken, or the caller's ResourceVersion
-	// is stale.
+	// ErrConflict means a unique key is taken, or the caller's
+	// ResourceVersion is stale.
 	ErrConflict = errors.New("conflict")
 	// ErrUnavailable wraps connection-level failures (the server is down,
 	// unreachable, restarting, out of disk, or the Store is closed), which
 	// the API turns into 503 with Retry-After.
 	ErrUnavailable = errors.New("database unavailable")
-	// ErrBadContinue: a list's Continue token was not produced by this
-	// package (a 400 for the API).
+	// ErrBadContinue means a list's Continue token was not produced by
+	// this package (a 400 for the API).
 	ErrBadContinue = errors.New("malformed continue token")
 )
 

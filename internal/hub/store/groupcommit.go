@@ -46,10 +46,10 @@ const (
 )
 
 // NewGroupCommit starts workers (DefaultGroupWorkers when 0) that commit
-// groups of at most max transactions (DefaultGroupSize when 0); Close
+// groups of at most size transactions (DefaultGroupSize when 0); Close
 // stops them.
-func NewGroupCommit(s *Store, workers, max int) *GroupCommit {
-	g := &GroupCommit{s: s, queue: make(chan *groupTx), max: cmp.Or(max, DefaultGroupSize), stop: make(chan struct{})}
+func NewGroupCommit(s *Store, workers, size int) *GroupCommit {
+	g := &GroupCommit{s: s, queue: make(chan *groupTx), max: cmp.Or(size, DefaultGroupSize), stop: make(chan struct{})}
 	for range cmp.Or(workers, DefaultGroupWorkers) {
 		g.wg.Go(g.work)
 	}
@@ -133,7 +133,8 @@ func (g *GroupCommit) commit(group []*groupTx) {
 			}
 		} else {
 			for i, r := range live {
-				if err := g.run(ctx, tx, i, r, &entries, &results[i]); err != nil {
+				var err error
+				if results[i], err = g.run(ctx, tx, i, r, &entries); err != nil {
 					return err
 				}
 			}
@@ -151,19 +152,19 @@ func (g *GroupCommit) commit(group []*groupTx) {
 }
 
 // run runs one transaction of a group under a savepoint, rolling back to
-// it (and dropping its audit entries) when fn fails; the error returned
-// is the group's, when a savepoint itself fails.
-func (g *GroupCommit) run(ctx context.Context, tx *Tx, i int, r *groupTx, entries *[]*audit.Entry, result *error) error {
+// it (and dropping its audit entries) when fn fails. result is fn's
+// error; err is the group's, when a savepoint itself fails.
+func (g *GroupCommit) run(ctx context.Context, tx *Tx, i int, r *groupTx, entries *[]*audit.Entry) (result, err error) {
 	sp := "purser_group_" + strconv.Itoa(i)
-	if _, err := tx.exec(ctx, "SAVEPOINT "+sp); err != nil {
-		return classify(err)
+	if _, err = tx.exec(ctx, "SAVEPOINT "+sp); err != nil {
+		return nil, classify(err)
 	}
 	mark := len(*entries)
-	if *result = r.fn(tx); *result == nil {
-		_, err := tx.exec(ctx, "RELEASE SAVEPOINT "+sp)
-		return classify(err)
+	if result = r.fn(tx); result == nil {
+		_, err = tx.exec(ctx, "RELEASE SAVEPOINT "+sp)
+		return nil, classify(err)
 	}
 	*entries = (*entries)[:mark]
-	_, err := tx.exec(ctx, "ROLLBACK TO SAVEPOINT "+sp)
-	return classify(err)
+	_, err = tx.exec(ctx, "ROLLBACK TO SAVEPOINT "+sp)
+	return result, classify(err)
 }

@@ -77,7 +77,9 @@ func testGroupCommit(t *testing.T, eng engine) {
 	}
 	for _, e := range entries {
 		var i int
-		fmt.Sscanf(e.Name, "c-%d", &i)
+		if _, err := fmt.Sscanf(e.Name, "c-%d", &i); err != nil {
+			t.Fatalf("audit entry %q: %v", e.Name, err)
+		}
 		if i%10 == 3 || i%10 == 7 {
 			t.Errorf("audit entry of a failed transaction: %+v", e)
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -41,7 +42,7 @@ func testRunnables(t *testing.T, eng engine) {
 		}
 		// Specs are hashed by callers, so they must come back byte for byte
 		// (key order included), which JSONB would not do.
-		if string(got.Spec) != string(r.Spec) {
+		if !bytes.Equal(got.Spec, r.Spec) {
 			t.Errorf("spec changed in storage: %s", got.Spec)
 		}
 		byUID, err := tx.GetRunnableByUID(ctx, r.UID)

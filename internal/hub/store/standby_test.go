@@ -20,7 +20,9 @@ func testCheckWrites(t *testing.T, eng engine) {
 	if n != 1 {
 		t.Fatalf("%d rows for one process", n)
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.CheckWrites(ctx, "api-1"); err == nil {
 		t.Fatal("a closed store takes writes")
 	}

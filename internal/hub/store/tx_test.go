@@ -134,7 +134,8 @@ func testUnavailableAfterClose(t *testing.T, eng engine) {
 // An unreachable PostgreSQL server is ErrUnavailable, not a generic error.
 // This needs no server, so it runs even without PURSER_TEST_POSTGRES.
 func TestPostgresUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestPostgresConnectionsDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
+	defer func() { _ = admin.Close() }()
 	var dbName string
 	if err := s.write.QueryRowContext(ctx, `SELECT current_database()`).Scan(&dbName); err != nil {
 		t.Fatal(err)

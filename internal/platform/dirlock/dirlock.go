@@ -61,8 +61,10 @@ func (l *Lock) Release() {
 	if l == nil || l.f == nil {
 		return
 	}
-	os.Remove(l.pidPath)
-	syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	// The pid file goes while the lock is still held, so that it is never
+	// the next holder's; one left behind (the folder is read-only, say) is
+	// overwritten by the next Acquire. Closing the file releases the lock.
+	_ = os.Remove(l.pidPath)
 	l.f.Close()
 	l.f = nil
 }

@@ -13,6 +13,7 @@
 package localport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -28,9 +29,12 @@ const (
 // Another process may take it before the caller listens on it; a caller
 // that can, retries with another port then.
 func Free() (int, error) {
+	// Binding a loopback port does not wait on anything a context could
+	// cancel.
+	var lc net.ListenConfig
 	for range 200 {
 		port := low + rand.IntN(high-low)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		l, err := lc.Listen(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
 		}

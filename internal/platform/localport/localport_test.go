@@ -31,7 +31,8 @@ func TestFree(t *testing.T) {
 		}
 		seen[p] = true
 	}
-	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]))
+	var lc net.ListenConfig
+	l, err := lc.Listen(t.Context(), "tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	if err != nil {
 		t.Fatalf("a port handed out cannot be listened on: %v", err)
 	}

@@ -65,7 +65,9 @@ func artifacts(t *testing.T) string {
 	return dir
 }
 
-func Screenshot(t *testing.T, ctx context.Context, name string) {
+// Screenshot keeps a picture of the whole page as the artifact name.png,
+// to see afterwards what a test saw.
+func Screenshot(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -79,14 +81,14 @@ func Screenshot(t *testing.T, ctx context.Context, name string) {
 }
 
 // Do runs browser actions with a generous bound.
-func Do(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+func Do(ctx context.Context, t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		failed, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		Screenshot(t, failed, "failed-"+strings.ReplaceAll(what, " ", "-"))
+		Screenshot(failed, t, "failed-"+strings.ReplaceAll(what, " ", "-"))
 		t.Fatalf("%s: %v", what, err)
 	}
 }
@@ -103,7 +105,7 @@ func GoTo(hash string) chromedp.Action[chromedp.Void] {
 // WaitText waits until the element's text contains want. The bound is as
 // generous as the CLI tests': what the page waits for may be a Job that
 // runs on a sandbox cluster of a loaded machine.
-func WaitText(t *testing.T, ctx context.Context, sel, want string) {
+func WaitText(ctx context.Context, t *testing.T, sel, want string) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	var text string

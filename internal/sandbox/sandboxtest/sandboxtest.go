@@ -69,7 +69,9 @@ func (e *Env) Run(m *testing.M) int {
 	if left := sandbox.Leftovers(e.root); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: sandbox processes outlived the tests: %v\n", left)
 		for _, p := range left {
-			syscall.Kill(p.Pid, syscall.SIGKILL)
+			if err := syscall.Kill(p.Pid, syscall.SIGKILL); err != nil {
+				fmt.Fprintf(os.Stderr, "kill pid %d: %v\n", p.Pid, err)
+			}
 		}
 		code = 1
 	}
@@ -77,7 +79,9 @@ func (e *Env) Run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "sandbox logs kept in %s\n", e.root)
 		return code
 	}
-	os.RemoveAll(e.root)
+	if err := os.RemoveAll(e.root); err != nil {
+		fmt.Fprintf(os.Stderr, "remove the sandbox folder: %v\n", err)
+	}
 	return code
 }
 

@@ -51,7 +51,7 @@ func Build(ctx context.Context) (*Binaries, error) {
 		// build never leaves a broken binary in the cache.
 		tmp := fmt.Sprintf("%s.%d.tmp", b.NATSServer, os.Getpid())
 		if _, err := goCommand(ctx, root, "build", "-o", tmp, natsModule); err != nil {
-			os.Remove(tmp)
+			_ = os.Remove(tmp) // a failed build may have left none
 			return nil, err
 		}
 		if err := os.Rename(tmp, b.NATSServer); err != nil {

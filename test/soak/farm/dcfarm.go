@@ -102,21 +102,6 @@ func (dc *DC) HTTP() *http.Client { return dc.http }
 // APIURL is the address of the DC's API replica, for dc.HTTP().
 func (dc *DC) APIURL() string { return fmt.Sprintf("http://%s:%d", dc.Addr, apiPort) }
 
-// DB opens the farm's database as a client in dc would: the multi-host
-// DSN, to whichever node is primary, dialled from inside the DC.
-func (f *DCFarm) DB(dc *DC) (*sql.DB, error) {
-	cfg, err := pgx.ParseConfig(f.DSN(dc))
-	if err != nil {
-		return nil, err
-	}
-	// One dialer for every host of the DSN: pgx shares it with the
-	// fallbacks.
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return dc.NS.Dial(ctx, network, addr)
-	}
-	return stdlib.OpenDB(*cfg), nil
-}
-
 // DCFarm is purser deployed over three data centers on one machine. Each
 // DC is a network namespace (Namespace) holding one member cluster's
 // endpoint and agent, one NATS server of the JetStream cluster (streams
@@ -152,6 +137,21 @@ type DCFarm struct {
 	closed bool
 }
 
+// DB opens the farm's database as a client in dc would: the multi-host
+// DSN, to whichever node is primary, dialled from inside the DC.
+func (f *DCFarm) DB(dc *DC) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(f.DSN(dc))
+	if err != nil {
+		return nil, err
+	}
+	// One dialer for every host of the DSN: pgx shares it with the
+	// fallbacks.
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return dc.NS.Dial(ctx, network, addr)
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
 // StartDC brings the farm up: namespaces and WAN, etcd, Patroni, NATS,
 // the components, then registers each member cluster and starts its
 // agent; it returns once every cluster is registered.
@@ -159,7 +159,7 @@ func StartDC(ctx context.Context, cfg DCConfig) (*DCFarm, error) {
 	if cfg.Dir == "" || cfg.Binaries == nil || cfg.Etcd == "" || len(cfg.Clusters) == 0 {
 		return nil, errors.New("farm: DCConfig needs Dir, Binaries, Etcd and Clusters")
 	}
-	if err := dcPrerequisites(); err != nil {
+	if err := dcPrerequisites(ctx); err != nil {
 		return nil, err
 	}
 	if cfg.Logf == nil {
@@ -175,7 +175,9 @@ func StartDC(ctx context.Context, cfg DCConfig) (*DCFarm, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			f.Close()
+			if err := f.Close(); err != nil {
+				f.logf("farm: close after a failed start: %v", err)
+			}
 		}
 	}()
 	if f.Token, f.keyFile, err = writeCredentials(dir); err != nil {
@@ -264,7 +266,7 @@ func StartDC(ctx context.Context, cfg DCConfig) (*DCFarm, error) {
 
 func (f *DCFarm) newProcess(dc *DC, name, bin string, args ...string) *Process {
 	dir := filepath.Join(f.dir, name)
-	os.MkdirAll(dir, 0o755)
+	_ = os.MkdirAll(dir, 0o755) // a failure shows when Start opens the log in it
 	return &Process{
 		Name: name, LogPath: filepath.Join(dir, name+".log"),
 		bin: bin, args: args, sp: dc.NS.sp, logf: f.logf, ctx: f.ctx, wg: &f.wg,
@@ -277,7 +279,7 @@ func (f *DCFarm) natsArgs(dc *DC) []string {
 		routes = append(routes, fmt.Sprintf("nats://%s:%d", d.Addr, natsClusterPort))
 	}
 	store := filepath.Join(f.dir, "nats-"+dc.Name, "store")
-	os.MkdirAll(store, 0o755)
+	_ = os.MkdirAll(store, 0o755) // a failure shows when nats-server starts without it
 	return []string{"-a", dc.Addr.String(), "-p", strconv.Itoa(natsClientPort), "-m", strconv.Itoa(natsMonitorPort),
 		"-n", "nats-" + dc.Name, "-js", "-sd", store,
 		"--cluster_name", natsCluster, "--cluster", fmt.Sprintf("nats://%s:%d", dc.Addr, natsClusterPort),
@@ -500,7 +502,9 @@ func (f *DCFarm) Close() error {
 			errs = append(errs, fmt.Errorf("farm: %d processes were left in %s", n, dc.Name))
 		}
 		if dc.kube != nil {
-			dc.kube.Close()
+			if err := dc.kube.Close(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if f.WAN != nil {
@@ -512,11 +516,13 @@ func (f *DCFarm) Close() error {
 		dc.NS.close()
 	}
 	if f.pgRoot != "" {
-		os.RemoveAll(f.pgRoot)
+		if err := os.RemoveAll(f.pgRoot); err != nil {
+			errs = append(errs, fmt.Errorf("farm: remove the Patroni folders: %w", err))
+		}
 	}
 	if left := leftovers(f.dir); len(left) > 0 {
 		for _, pid := range left {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // ESRCH: gone meanwhile
 		}
 		errs = append(errs, fmt.Errorf("farm: processes outlived Close: pids %v", left))
 	}
@@ -527,7 +533,7 @@ func (f *DCFarm) Close() error {
 // a DC farm needs that is missing, and the command that installs them all:
 // a Patroni that cannot find its etcd client otherwise fails only after
 // the farm is half up, with a message about its configuration.
-func dcPrerequisites() error {
+func dcPrerequisites(ctx context.Context) error {
 	var missing []string
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root (a network namespace per DC)")
@@ -535,12 +541,12 @@ func dcPrerequisites() error {
 	if _, err := exec.LookPath("ip"); err != nil {
 		missing = append(missing, "ip, from iproute2")
 	}
-	if out, err := exec.Command("/usr/bin/patroni", "--version").Output(); err != nil || !strings.HasPrefix(string(out), "patroni 4.") {
+	if out, err := exec.CommandContext(ctx, "/usr/bin/patroni", "--version").Output(); err != nil || !strings.HasPrefix(string(out), "patroni 4.") {
 		missing = append(missing, "Patroni 4 at /usr/bin/patroni")
 	}
 	// Patroni runs on Debian's python3; its package does not pull the etcd
 	// client in when another DCS client meets its dependency.
-	if err := exec.Command("/usr/bin/python3", "-c", "import etcd").Run(); err != nil {
+	if err := exec.CommandContext(ctx, "/usr/bin/python3", "-c", "import etcd").Run(); err != nil {
 		missing = append(missing, "python3-etcd (Patroni's etcd client)")
 	}
 	if _, err := postgresBin(); err != nil {

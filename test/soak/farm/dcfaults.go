@@ -167,7 +167,7 @@ func inNamespace(ns *Namespace) []int {
 			// process in /proc when the runtime put the spawner there.
 			continue
 		}
-		if link, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "net")); err == nil && link == want {
+		if link, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err == nil && link == want {
 			pids = append(pids, pid)
 		}
 	}
@@ -186,7 +186,7 @@ func killNamespace(ns *Namespace) int {
 		}
 		for _, pid := range pids {
 			found[pid] = true
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // ESRCH: gone meanwhile, as wanted
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -212,9 +212,12 @@ func sweepDeadRuns(logf func(string, ...any)) {
 		}
 		left := leftovers(dir)
 		for _, p := range left {
-			syscall.Kill(p, syscall.SIGKILL)
+			_ = syscall.Kill(p, syscall.SIGKILL) // ESRCH: gone meanwhile, as wanted
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			logf("farm: cannot remove %s, left by a run that died (pid %d), after killing %d of its processes: %v", dir, pid, len(left), err)
+			continue
 		}
 		logf("farm: removed %s, left by a run that died (pid %d), and killed %d of its processes", dir, pid, len(left))
-		os.RemoveAll(dir)
 	}
 }

@@ -114,7 +114,9 @@ func Start(ctx context.Context, cfg Config) (*Farm, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			f.Close()
+			if err := f.Close(); err != nil {
+				f.logf("farm: close after a failed start: %v", err)
+			}
 		}
 	}()
 
@@ -224,7 +226,7 @@ func (f *Farm) componentArgs(component, name string, i int) []string {
 
 func (f *Farm) newProcess(name, bin string, args ...string) *Process {
 	dir := filepath.Join(f.dir, name)
-	os.MkdirAll(dir, 0o755)
+	_ = os.MkdirAll(dir, 0o755) // a failure shows when Start opens the log in it
 	return &Process{
 		Name: name, LogPath: filepath.Join(dir, name+".log"),
 		bin: bin, args: args, sp: f.sp, logf: f.logf, ctx: f.ctx, wg: &f.wg,
@@ -356,18 +358,21 @@ func (f *Farm) Close() error {
 	if f.NATS != nil {
 		stopAll(f.NATS.Nodes)
 	}
+	var errs []error
 	if f.Postgres != nil {
-		f.Postgres.close()
+		if err := f.Postgres.close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	f.wg.Wait()
 	f.sp.close()
 	if left := leftovers(f.dir); len(left) > 0 {
 		for _, pid := range left {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // ESRCH: gone meanwhile
 		}
-		return fmt.Errorf("farm: processes outlived Close: pids %v", left)
+		errs = append(errs, fmt.Errorf("farm: processes outlived Close: pids %v", left))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // leftovers lists live processes whose command line names a file under
@@ -385,8 +390,8 @@ func leftovers(dir string) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		cwd, _ := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
 		if bytes.Contains(cmdline, []byte(prefix)) || strings.HasPrefix(cwd+string(filepath.Separator), prefix) {
 			pids = append(pids, pid)
 		}

@@ -60,7 +60,10 @@ func (f *Farm) startNATS(ctx context.Context, n int) (*NATS, error) {
 			return nc, err // Close stops those that started
 		}
 	}
-	return nc, nc.WaitHealthy(ctx, 2*time.Minute)
+	if err := nc.WaitHealthy(ctx, 2*time.Minute); err != nil {
+		return nc, err
+	}
+	return nc, nil
 }
 
 // URLs lists the nodes' client URLs, comma separated, for --nats.
@@ -115,7 +118,7 @@ func (n *NATS) client(i int) *http.Client {
 }
 
 func getJSON(ctx context.Context, hc *http.Client, url string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return err
 	}
@@ -128,7 +131,8 @@ func getJSON(ctx context.Context, hc *http.Client, url string, out any) error {
 		var body struct {
 			Error string `json:"error"`
 		}
-		json.NewDecoder(resp.Body).Decode(&body)
+		// A body that is not NATS's JSON error leaves only the status.
+		_ = json.NewDecoder(resp.Body).Decode(&body)
 		return fmt.Errorf("%s: %s %s", url, resp.Status, body.Error)
 	}
 	if out == nil {

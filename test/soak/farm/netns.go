@@ -120,7 +120,9 @@ func (ns *Namespace) Dial(ctx context.Context, network, addr string) (net.Conn, 
 func (ns *Namespace) Listen(network, addr string) (net.Listener, error) {
 	var ln net.Listener
 	var listenErr error
-	if err := ns.inside(func() { ln, listenErr = net.Listen(network, addr) }); err != nil {
+	// Binding does not wait on anything a context could cancel.
+	var lc net.ListenConfig
+	if err := ns.inside(func() { ln, listenErr = lc.Listen(context.Background(), network, addr) }); err != nil {
 		return nil, err
 	}
 	return ln, listenErr
@@ -141,20 +143,20 @@ func (ns *Namespace) openTUN(name string) (*os.File, error) {
 		}
 		ifr, err := unix.NewIfreq(name)
 		if err != nil {
-			unix.Close(fd)
+			_ = unix.Close(fd) // never handed out
 			tunErr = err
 			return
 		}
 		ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
 		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-			unix.Close(fd)
+			_ = unix.Close(fd) // never handed out
 			tunErr = fmt.Errorf("TUNSETIFF %s: %w", name, err)
 			return
 		}
 		// Non-blocking, so that the runtime's poller serves reads and a
 		// Close ends a read in progress.
 		if err := unix.SetNonblock(fd, true); err != nil {
-			unix.Close(fd)
+			_ = unix.Close(fd) // never handed out
 			tunErr = err
 			return
 		}
@@ -170,7 +172,7 @@ func (ns *Namespace) openTUN(name string) (*os.File, error) {
 // goes once its processes have exited.
 func (ns *Namespace) close() {
 	if ns.fd >= 0 {
-		unix.Close(ns.fd)
+		_ = unix.Close(ns.fd) // a handle only read from: nothing is lost
 		ns.fd = -1
 	}
 	ns.sp.close()

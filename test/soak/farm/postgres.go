@@ -102,7 +102,7 @@ func (f *Farm) startPostgres(ctx context.Context) (*Postgres, error) {
 	if err != nil {
 		return pg, err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }() // one statement, done
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE purser"); err != nil {
 		return pg, fmt.Errorf("create the farm's database: %w", err)
 	}
@@ -117,14 +117,17 @@ func (pg *Postgres) WaitReady(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }() // pings only
 	return waitFor(ctx, 2*time.Minute, "PostgreSQL", func(ctx context.Context) error { return db.PingContext(ctx) }, pg.Server)
 }
 
 // close stops the server (fast shutdown) and removes its folder.
-func (pg *Postgres) close() {
+func (pg *Postgres) close() error {
 	if pg.Server != nil {
 		pg.Server.Stop(30 * time.Second)
 	}
-	os.RemoveAll(pg.root)
+	if err := os.RemoveAll(pg.root); err != nil {
+		return fmt.Errorf("farm: remove PostgreSQL's folder: %w", err)
+	}
+	return nil
 }

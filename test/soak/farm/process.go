@@ -140,7 +140,9 @@ func (p *Process) startLocked() error {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	fmt.Fprintf(logFile, "\n==== %s: %s %s\n", time.Now().Format(time.RFC3339Nano), p.bin, strings.Join(p.args, " "))
-	cmd := exec.Command(p.bin, p.args...)
+	// Stop and Kill end it, gracefully or not; the farm's context, done
+	// before the farm stops its processes, only ends the restarts.
+	cmd := exec.CommandContext(context.Background(), p.bin, p.args...)
 	cmd.Dir = cmp.Or(p.workDir, filepath.Dir(p.LogPath))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, so that a kill reaches anything it started;
@@ -229,7 +231,7 @@ func (p *Process) Kill() {
 	p.kills++
 	pid, done := p.cmd.Process.Pid, p.done
 	p.mu.Unlock()
-	syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(-pid, syscall.SIGKILL) // ESRCH: gone already, as wanted
 	<-done
 }
 
@@ -245,18 +247,20 @@ func (p *Process) Stop(grace time.Duration) {
 	p.stopping = true
 	pid, done := p.cmd.Process.Pid, p.done
 	p.mu.Unlock()
+	// A signal to a group that is gone already fails with ESRCH, which is
+	// what Stop wants anyway: the kills' errors are not checked.
 	if p.stopSignal != 0 {
-		syscall.Kill(pid, p.stopSignal) // the leader decides how its group stops
+		_ = syscall.Kill(pid, p.stopSignal) // the leader decides how its group stops
 	} else {
-		syscall.Kill(-pid, syscall.SIGTERM)
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
 	}
 	select {
 	case <-done:
 	case <-time.After(grace):
-		syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		<-done
 	}
-	syscall.Kill(-pid, syscall.SIGKILL) // whatever it started in its group
+	_ = syscall.Kill(-pid, syscall.SIGKILL) // whatever it started in its group
 }
 
 // Args are the process's arguments.

@@ -72,8 +72,7 @@ func newWAN(ctx context.Context, namespaces []*Namespace) (*WAN, error) {
 	for i, ns := range namespaces {
 		tun, err := ns.openTUN("wan0")
 		if err != nil {
-			w.Close()
-			return nil, err
+			return nil, errors.Join(err, w.Close())
 		}
 		p := &wanPort{dc: ns.Name, addr: DCAddr(i + 1), tun: tun, out: make(chan wanPacket, wanQueue),
 			forwarded: make([]atomic.Int64, len(namespaces)), dropped: make([]atomic.Int64, len(namespaces))}
@@ -85,8 +84,7 @@ func newWAN(ctx context.Context, namespaces []*Namespace) (*WAN, error) {
 			{"link", "set", "wan0", "up"},
 		} {
 			if _, err := ns.Run(ctx, "ip", args...); err != nil {
-				w.Close()
-				return nil, fmt.Errorf("WAN: %w", err)
+				return nil, errors.Join(fmt.Errorf("WAN: %w", err), w.Close())
 			}
 		}
 	}

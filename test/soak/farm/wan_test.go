@@ -52,7 +52,10 @@ func echo(t *testing.T, ns *Namespace, addr string) {
 			if err != nil {
 				return
 			}
-			go func() { io.Copy(c, c); c.Close() }()
+			go func() {
+				_, _ = io.Copy(c, c) // until either side closes
+				c.Close()
+			}()
 		}
 	}()
 }
@@ -67,7 +70,9 @@ func roundTrip(ctx context.Context, ns *Namespace, addr string) error {
 	}
 	defer c.Close()
 	deadline, _ := ctx.Deadline()
-	c.SetDeadline(deadline)
+	if err := c.SetDeadline(deadline); err != nil {
+		return err
+	}
 	if _, err := c.Write([]byte("ping\n")); err != nil {
 		return err
 	}
@@ -146,7 +151,8 @@ func TestWANNoWayOut(t *testing.T) {
 		}
 	}
 	// The test's own loopback is not the namespace's.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,10 +45,12 @@ type Options struct {
 
 // Dex is a running provider.
 type Dex struct {
-	Issuer string
-	cmd    *exec.Cmd
-	done   chan struct{}
-	log    *bytes.Buffer
+	Issuer  string
+	cmd     *exec.Cmd
+	stopFn  context.CancelFunc // ends cmd: SIGTERM, a kill 10 s later
+	done    chan struct{}      // closed when cmd has exited, exitErr set
+	exitErr error
+	log     *bytes.Buffer
 }
 
 // Start builds Dex on first use (minutes, once per machine) and starts it
@@ -109,18 +111,29 @@ func Start(t testing.TB, opts Options) *Dex {
 	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d.cmd = exec.Command(bin, "serve", cfgPath)
+	// Not the test's context: that one ends before the cleanups that may
+	// still need the provider, and Dex is stopped by its own cleanup.
+	runCtx, stop := context.WithCancel(context.Background())
+	d.stopFn = stop
+	d.cmd = exec.CommandContext(runCtx, bin, "serve", cfgPath)
+	d.cmd.Cancel = func() error { return d.cmd.Process.Signal(syscall.SIGTERM) }
+	d.cmd.WaitDelay = 10 * time.Second
 	d.cmd.Dir = dir
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
+		stop()
 		t.Fatal(err)
 	}
-	go func() { d.cmd.Wait(); close(d.done) }()
+	go func() { d.exitErr = d.cmd.Wait(); close(d.done) }()
 	t.Cleanup(d.stop)
 
 	deadline := time.Now().Add(time.Minute)
 	for {
-		resp, err := http.Get(d.Issuer + "/.well-known/openid-configuration")
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, d.Issuer+"/.well-known/openid-configuration", http.NoBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -129,7 +142,7 @@ func Start(t testing.TB, opts Options) *Dex {
 		}
 		select {
 		case <-d.done:
-			t.Fatalf("dex exited: %s", d.log)
+			t.Fatalf("dex exited (%v): %s", d.exitErr, d.log)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -140,18 +153,8 @@ func Start(t testing.TB, opts Options) *Dex {
 }
 
 func (d *Dex) stop() {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(10 * time.Second):
-		d.cmd.Process.Kill()
-		<-d.done
-	}
+	d.stopFn()
+	<-d.done
 }
 
 // Log is what Dex printed so far.
@@ -166,7 +169,12 @@ func (d *Dex) PasswordToken(t testing.TB, email, password string) string {
 		"grant_type": {"password"}, "username": {email}, "password": {password},
 		"scope": {"openid email groups profile"}, "client_id": {ClientID},
 	}
-	resp, err := http.PostForm(d.Issuer+"/token", form)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.Issuer+"/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func NewPostgresDatabase(t testing.TB) string {
 	rand.Read(suffix[:])
 	name := "purser_t_" + hex.EncodeToString(suffix[:])
 	if _, err := db.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
-		db.Close()
+		_ = db.Close()
 		t.Fatalf("create test database: %v", err)
 	}
 	t.Cleanup(func() {
@@ -77,7 +77,7 @@ func NewPostgresDatabase(t testing.TB) string {
 		if err != nil {
 			t.Logf("drop test database %s: %v (left behind)", name, err)
 		}
-		db.Close()
+		_ = db.Close()
 	})
 	u, err := url.Parse(admin)
 	if err != nil {
@@ -105,7 +105,7 @@ func RawDB(t testing.TB, dsn string) *sql.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { _ = db.Close() })
 	return db
 }
 
@@ -141,13 +141,13 @@ func ForgeAuditTail(t testing.TB, dsn string, entries []*audit.Entry, from int64
 	for _, e := range entries[from-1:] {
 		e.Summary, e.PrevHash = "nothing to see here", prev
 		e.Hash = audit.ComputeHash(*e)
-		if _, err := raw.Exec(Rebind(dsn, `UPDATE audit_log SET summary = ?, prev_hash = ?, hash = ? WHERE seq = ?`),
+		if _, err := raw.ExecContext(t.Context(), Rebind(dsn, `UPDATE audit_log SET summary = ?, prev_hash = ?, hash = ? WHERE seq = ?`),
 			e.Summary, e.PrevHash, e.Hash, e.Seq); err != nil {
 			t.Fatal(err)
 		}
 		prev = e.Hash
 	}
-	if _, err := raw.Exec(Rebind(dsn, `UPDATE audit_head SET last_hash = ? WHERE id = 1`), prev); err != nil {
+	if _, err := raw.ExecContext(t.Context(), Rebind(dsn, `UPDATE audit_head SET last_hash = ? WHERE id = 1`), prev); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -159,13 +159,13 @@ func CutAuditTail(t testing.TB, dsn string, seq int64) {
 	t.Helper()
 	raw := RawDB(t, dsn)
 	var hash string
-	if err := raw.QueryRow(Rebind(dsn, `SELECT hash FROM audit_log WHERE seq = ?`), seq).Scan(&hash); err != nil {
+	if err := raw.QueryRowContext(t.Context(), Rebind(dsn, `SELECT hash FROM audit_log WHERE seq = ?`), seq).Scan(&hash); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.Exec(Rebind(dsn, `DELETE FROM audit_log WHERE seq > ?`), seq); err != nil {
+	if _, err := raw.ExecContext(t.Context(), Rebind(dsn, `DELETE FROM audit_log WHERE seq > ?`), seq); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.Exec(Rebind(dsn, `UPDATE audit_head SET last_seq = ?, last_hash = ? WHERE id = 1`), seq, hash); err != nil {
+	if _, err := raw.ExecContext(t.Context(), Rebind(dsn, `UPDATE audit_head SET last_seq = ?, last_hash = ? WHERE id = 1`), seq, hash); err != nil {
 		t.Fatal(err)
 	}
 }
