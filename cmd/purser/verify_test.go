@@ -219,7 +219,9 @@ func TestHistoryVerifyFails(t *testing.T) {
 				if err := c.Publish(t.Context(), stream.SubjectAuditAnchors, "forged-1", forged); err != nil {
 					t.Fatal(err)
 				}
-				f.mustFail("unsigned")
+				// The rewritten entries' MACs no longer check; the forged
+				// anchors would not either.
+				f.mustFail("forged: its MAC does not check")
 			})
 			t.Run("anchor signed by another key", func(t *testing.T) {
 				f := startVerifyFarm(t, bin, eng)
@@ -258,6 +260,42 @@ func TestHistoryVerifyFails(t *testing.T) {
 				}
 				f.submit("later", 1)
 				f.waitAnchored(5)
+			})
+			t.Run("entry appended by hand", func(t *testing.T) {
+				f := startVerifyFarm(t, bin, eng)
+				f.submit("r", 3)
+				f.waitAnchored(3)
+				// A well-chained entry, head moved with it, a month in
+				// the past: what someone with the database's password
+				// but not purser's key file can write.
+				storetest.AppendAuditByHand(t, f.dsn, &audit.Entry{Time: time.Now().AddDate(0, -1, 0), Actor: "admin", Action: "approve",
+					Kind: "Runnable", Namespace: "team-a", Name: "r-0", Summary: "approved r-0"})
+				f.mustFail("unsigned: it carries no MAC")
+				// The api's next commit is anchored only up to the entry
+				// before the forged one: never past it.
+				f.submit("after", 1)
+				sandboxtest.Eventually(t, streamtest.Timeout, "the api refusing to anchor", func(context.Context) error {
+					if out := f.api.output(); !strings.Contains(out, "refusing to anchor the chain past entry 3: entry 4: unsigned") {
+						return errors.New("not yet in the api's log")
+					}
+					return nil
+				})
+				if seq := latestAnchoredSeq(t, f.nats.URL); seq != 3 {
+					t.Fatalf("the newest anchor is at seq %d, want 3: the forged entry was vouched for", seq)
+				}
+			})
+			t.Run("MACs stripped, then an entry appended", func(t *testing.T) {
+				f := startVerifyFarm(t, bin, eng)
+				f.submit("r", 3)
+				f.waitAnchored(3)
+				// With every MAC gone the chain would pass for one an
+				// older purser wrote, but the anchors say where MACs began.
+				raw := storetest.RawDB(t, f.dsn)
+				if _, err := raw.ExecContext(t.Context(), "UPDATE audit_log SET mac = NULL"); err != nil {
+					t.Fatal(err)
+				}
+				storetest.AppendAuditByHand(t, f.dsn, &audit.Entry{Time: time.Now(), Actor: "admin", Action: "approve", Summary: "approved"})
+				f.mustFail("unsigned: it carries no MAC")
 			})
 			t.Run("tail cut after the last write", func(t *testing.T) {
 				f := startVerifyFarm(t, bin, eng)

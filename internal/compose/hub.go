@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -122,6 +123,11 @@ func OpenHub(ctx context.Context, cfg HubConfig) (_ *Hub, err error) {
 		if err := whileUnavailable(ctx, hubLog, "stream", stream.ErrUnavailable, h.Stream.Declare); err != nil {
 			return nil, err
 		}
+	}
+	if h.Store != nil && h.Sealer != nil {
+		// Every entry this process appends is one only purser's writers
+		// could have written; the chain's verify checks it.
+		h.Store.SetAuditMAC(audit.NewMAC(h.Sealer.AuditKey()))
 	}
 	if h.Store != nil {
 		h.startGuard(ctx, cfg.Name, hubLog)

@@ -42,6 +42,11 @@ type ChainStatus struct {
 	Reason    string        `json:"reason,omitempty"`
 	Anchors   int           `json:"anchors"`
 	Record    *RecordStatus `json:"record,omitempty"`
+	// MACsChecked says every entry's MAC was checked against the key of
+	// purser's writers; Unsigned counts the entries before the first with
+	// a MAC (written by a purser from before they had one).
+	MACsChecked bool  `json:"macsChecked"`
+	Unsigned    int64 `json:"unsigned,omitempty"`
 }
 
 // RecordStatus describes the record of anchors a verification used.
@@ -105,7 +110,8 @@ func (s *Server) verifyHistory(r *http.Request, u auth.User) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := ChainStatus{Entries: res.Entries, OK: res.OK, BrokenSeq: res.BrokenSeq, Reason: res.Reason, Anchors: res.Anchors, Record: status}
+	out := ChainStatus{Entries: res.Entries, OK: res.OK, BrokenSeq: res.BrokenSeq, Reason: res.Reason, Anchors: res.Anchors, Record: status,
+		MACsChecked: res.MACsChecked, Unsigned: res.Unsigned}
 	if status != nil && !status.OK {
 		out.OK = false
 		if out.Reason == "" {

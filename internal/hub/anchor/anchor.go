@@ -263,6 +263,17 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 				return fmt.Errorf("refusing to anchor: audit entry %d no longer has the hash anchored for it: the chain was rewritten", last.anchor.Seq)
 			}
 		}
+		// An anchor vouches for every entry up to its head: only for
+		// entries that link, were written by purser and keep time.
+		macsFrom, err := p.cfg.Store.CheckAuditAppended(ctx, last.anchor.Seq, last.anchor.Hash, seq, last.anchor.MACsFrom)
+		if err != nil {
+			var ce *audit.ChainError
+			if errors.As(err, &ce) {
+				return fmt.Errorf("refusing to anchor the chain past entry %d: entry %d: %s", last.anchor.Seq, ce.Seq, ce.Reason)
+			}
+			return err
+		}
+		next.MACsFrom = macsFrom
 		next.N, next.Prev, after = last.anchor.N+1, last.digest, last.streamSeq
 	}
 	msg, err := audit.Sign(next, p.cfg.Key)

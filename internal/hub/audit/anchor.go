@@ -39,6 +39,11 @@ type Anchor struct {
 	// who began the record again and why; a first anchor without it
 	// anchors the empty chain.
 	Restart *Restart `json:"restart,omitempty"`
+	// MACsFrom is the seq of the chain's first entry with a MAC, once the
+	// chain has one (0: none yet): from it on, every entry must carry one.
+	// Kept outside the database, so that MACs stripped from the database
+	// do not make MAC'd entries pass for an older purser's.
+	MACsFrom int64 `json:"macsFrom,omitempty"`
 }
 
 // Restart is an administrator's decision to begin a new record of

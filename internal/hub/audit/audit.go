@@ -44,6 +44,10 @@ type Entry struct {
 	Details  json.RawMessage
 	PrevHash string
 	Hash     string
+	// MAC authenticates Hash under the key of purser's writers (MAC); it
+	// is not part of the hashed encoding, and empty in entries an older
+	// purser wrote.
+	MAC string
 }
 
 // hashDomain prefixes every hashed encoding so that a digest of an audit

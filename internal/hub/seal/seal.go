@@ -29,6 +29,7 @@ const KeySize = 32
 type Sealer struct {
 	aead   cipher.AEAD
 	macKey []byte
+	key    []byte // only ever used to derive keys for other purposes
 }
 
 // New returns a Sealer for a 32-byte key.
@@ -48,7 +49,16 @@ func New(key []byte) (*Sealer, error) {
 	// never used for two purposes.
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte("purser fingerprint key"))
-	return &Sealer{aead: aead, macKey: mac.Sum(nil)}, nil
+	return &Sealer{aead: aead, macKey: mac.Sum(nil), key: key}, nil
+}
+
+// AuditKey is the key that authenticates audit entries (audit.MAC),
+// derived from the sealing key as the fingerprint key is: every component
+// that writes the database holds the key file, the database never does.
+func (s *Sealer) AuditKey() []byte {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte("purser audit entry key"))
+	return mac.Sum(nil)
 }
 
 // Fingerprint is a keyed hash of a secret value: equal values give equal

@@ -36,6 +36,10 @@ type VerifyResult struct {
 	BrokenSeq int64
 	Reason    string
 	Anchors   int // anchors the chain was checked against
+	// MACsChecked: every entry's MAC was checked (SetAuditMAC); Unsigned
+	// entries, from before entries carried MACs, came first.
+	MACsChecked bool
+	Unsigned    int64
 }
 
 // verifyBatch is how many entries VerifyAudit reads per transaction: big
@@ -87,19 +91,24 @@ func (tx *Tx) appendAudit(ctx context.Context, entries []*audit.Entry) error {
 	}
 	var q strings.Builder
 	q.WriteString(`INSERT INTO audit_log (seq, logged_at, actor, action, kind, namespace, name,
-			summary, outcome, details, prev_hash, hash) VALUES `)
-	args := make([]any, 0, 12*len(entries))
+			summary, outcome, details, prev_hash, hash, mac) VALUES `)
+	args := make([]any, 0, 13*len(entries))
+	mac := tx.s.mac.Load()
 	for i, e := range entries {
 		e.Time = audit.CanonicalTime(e.Time)
 		e.Seq, e.PrevHash = last-n+int64(i)+1, prevHash
 		e.Hash = audit.ComputeHash(*e)
+		e.MAC = ""
+		if mac != nil {
+			e.MAC = mac.Sum(e.Hash)
+		}
 		prevHash = e.Hash
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		args = append(args, e.Seq, tx.s.d.ts(e.Time), e.Actor, e.Action, e.Kind, e.Namespace, e.Name, e.Summary, e.Outcome,
-			nullText(e.Details), e.PrevHash, e.Hash)
+			nullText(e.Details), e.PrevHash, e.Hash, nullString(e.MAC))
 	}
 	if _, err := tx.exec(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("append audit seq %d..%d: %w", entries[0].Seq, last, classify(err))
@@ -111,7 +120,7 @@ func (tx *Tx) appendAudit(ctx context.Context, entries []*audit.Entry) error {
 	return nil
 }
 
-const auditColumns = `seq, logged_at, actor, action, kind, namespace, name, summary, outcome, details, prev_hash, hash`
+const auditColumns = `seq, logged_at, actor, action, kind, namespace, name, summary, outcome, details, prev_hash, hash, mac`
 
 func (tx *Tx) queryAudit(ctx context.Context, q string, args ...any) ([]*audit.Entry, error) {
 	rows, err := tx.query(ctx, q, args...)
@@ -122,12 +131,12 @@ func (tx *Tx) queryAudit(ctx context.Context, q string, args ...any) ([]*audit.E
 	var out []*audit.Entry
 	for rows.Next() {
 		e := &audit.Entry{}
-		var details []byte
+		var details, mac []byte
 		if err := rows.Scan(&e.Seq, timeCol{&e.Time}, &e.Actor, &e.Action, &e.Kind, &e.Namespace, &e.Name,
-			&e.Summary, &e.Outcome, &details, &e.PrevHash, &e.Hash); err != nil {
+			&e.Summary, &e.Outcome, &details, &e.PrevHash, &e.Hash, &mac); err != nil {
 			return nil, classify(err)
 		}
-		e.Details = details
+		e.Details, e.MAC = details, string(mac)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -208,6 +217,13 @@ func (s *Store) VerifyAuditAnchored(ctx context.Context, anchors []audit.Anchor)
 	}
 
 	v := audit.NewVerifier(0, audit.GenesisHash)
+	w := audit.NewWitness(s.mac.Load())
+	for _, a := range anchors {
+		if a.MACsFrom > 0 {
+			w.RequireFrom(a.MACsFrom)
+			break
+		}
+	}
 	after := int64(0)
 	for after < headSeq {
 		var batch []*audit.Entry
@@ -230,6 +246,11 @@ func (s *Store) VerifyAuditAnchored(ctx context.Context, anchors []audit.Anchor)
 				}
 				return VerifyResult{Entries: v.Count(), BrokenSeq: ce.Seq, Reason: ce.Reason, Anchors: len(anchors)}, nil
 			}
+			if err := w.Add(*e); err != nil {
+				var ce *audit.ChainError
+				errors.As(err, &ce)
+				return VerifyResult{Entries: v.Count() - 1, BrokenSeq: ce.Seq, Reason: ce.Reason, Anchors: len(anchors)}, nil
+			}
 			if a, ok := bySeq[e.Seq]; ok && a.Hash != e.Hash {
 				return VerifyResult{Entries: v.Count() - 1, BrokenSeq: e.Seq, Anchors: len(anchors),
 					Reason: fmt.Sprintf("rewritten: the hash differs from the anchor published at %s", a.PublishedAt.UTC().Format(time.RFC3339))}, nil
@@ -251,7 +272,7 @@ func (s *Store) VerifyAuditAnchored(ctx context.Context, anchors []audit.Anchor)
 			Reason: fmt.Sprintf("missing: seq %d was anchored at %s, but the log ends at seq %d (entries removed, or the database restored from an older backup)",
 				newest.Seq, newest.PublishedAt.UTC().Format(time.RFC3339), lastSeq)}, nil
 	}
-	return VerifyResult{Entries: v.Count(), OK: true, Anchors: len(anchors)}, nil
+	return VerifyResult{Entries: v.Count(), OK: true, Anchors: len(anchors), Unsigned: w.Unsigned(), MACsChecked: s.mac.Load() != nil}, nil
 }
 
 // AuditHead returns the seq and hash of the newest audit entry (0 and the
@@ -272,4 +293,59 @@ func (tx *Tx) AuditHash(ctx context.Context, seq int64) (string, error) {
 		return "", fmt.Errorf("audit entry %d: %w", seq, classify(err))
 	}
 	return hash, nil
+}
+
+// CheckAuditAppended checks the entries appended after seq after (whose
+// hash was afterHash when it was anchored) up to seq upto, as the anchor
+// publisher must before it vouches for them: each links to the one
+// before, was written by one of purser's writers (its MAC, once entries
+// carry MACs: from macsFrom on, as the last anchor recorded, or from the
+// first that carries one) and is not dated back in time. It returns
+// where MACs begin as far as upto (macsFrom, or the first entry checked
+// that carries one; 0 if none), or the *audit.ChainError of the first
+// entry that does not check.
+func (s *Store) CheckAuditAppended(ctx context.Context, after int64, afterHash string, upto, macsFrom int64) (int64, error) {
+	v := audit.NewVerifier(after, afterHash)
+	w := audit.NewWitness(s.mac.Load())
+	w.RequireFrom(macsFrom)
+	if after > 0 {
+		var prev []*audit.Entry
+		if err := s.Read(ctx, func(tx *Tx) (err error) {
+			prev, err = tx.queryAudit(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE seq = ?`, after)
+			return err
+		}); err != nil {
+			return 0, fmt.Errorf("check audit entries after %d: %w", after, err)
+		}
+		if len(prev) == 1 {
+			// Its own link and MAC were checked when it was anchored; it
+			// sets where the dates and the MACs stand.
+			w.Begin(*prev[0])
+		}
+	}
+	for after < upto {
+		var batch []*audit.Entry
+		if err := s.Read(ctx, func(tx *Tx) (err error) {
+			batch, err = tx.queryAudit(ctx, `SELECT `+auditColumns+` FROM audit_log
+				WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, after, upto, verifyBatch)
+			return err
+		}); err != nil {
+			return 0, fmt.Errorf("check audit entries after %d: %w", after, err)
+		}
+		if len(batch) == 0 {
+			return 0, &audit.ChainError{Seq: after + 1, Reason: fmt.Sprintf("missing: the head records seq %d", upto)}
+		}
+		for _, e := range batch {
+			if err := v.Add(*e); err != nil {
+				return 0, err
+			}
+			if err := w.Add(*e); err != nil {
+				return 0, err
+			}
+		}
+		after = batch[len(batch)-1].Seq
+	}
+	if macsFrom > 0 {
+		return macsFrom, nil
+	}
+	return w.MACsFrom(), nil
 }

@@ -134,6 +134,14 @@ func nullText(b []byte) any {
 	return string(b)
 }
 
+// nullString is the argument for a nullable TEXT column: NULL for "".
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
 // nullBlob is the argument for a nullable BLOB/BYTEA column.
 func nullBlob(b []byte) any {
 	if b == nil {

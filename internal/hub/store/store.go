@@ -43,7 +43,17 @@ type Store struct {
 	// audited is called after every commit that appended to the audit
 	// chain (OnAuditCommit).
 	audited atomic.Pointer[func()]
+	// mac authenticates the audit entries this process appends, and
+	// checks them when the chain is verified (SetAuditMAC).
+	mac atomic.Pointer[audit.MAC]
 }
+
+// SetAuditMAC has every audit entry this Store appends carry its MAC
+// under m, and VerifyAudit check the MACs of the chain's entries: so that
+// an entry appended by someone who can write the database but does not
+// hold purser's key is found. Every component that writes the database
+// sets the same one (compose.OpenHub).
+func (s *Store) SetAuditMAC(m *audit.MAC) { s.mac.Store(m) }
 
 // OnAuditCommit has f called after every commit of a transaction that
 // appended to the audit chain, so that the chain's new head is anchored at

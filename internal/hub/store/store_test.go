@@ -69,6 +69,7 @@ var suite = []struct {
 	{"Clusters", testClusters},
 	{"Timestamps", testTimestamps},
 	{"AuditConcurrentChain", testAuditConcurrentChain},
+	{"AuditMACs", testAuditMACs},
 	{"AuditTampering", testAuditTampering},
 	{"AuditAnchored", testAuditAnchored},
 	{"AuditManyBatches", testAuditManyBatches},

@@ -169,3 +169,30 @@ func CutAuditTail(t testing.TB, dsn string, seq int64) {
 		t.Fatal(err)
 	}
 }
+
+// AppendAuditByHand does what someone with the database's password but
+// not purser's key file can to add an entry: it appends e after the
+// chain's head with a correct hash chain (seq, prevHash, hash) and moves
+// the head to it, but cannot give it a MAC.
+func AppendAuditByHand(t testing.TB, dsn string, e *audit.Entry) {
+	t.Helper()
+	raw := RawDB(t, dsn)
+	if err := raw.QueryRowContext(t.Context(), `SELECT last_seq, last_hash FROM audit_head WHERE id = 1`).Scan(&e.Seq, &e.PrevHash); err != nil {
+		t.Fatal(err)
+	}
+	e.Seq++
+	e.Time = audit.CanonicalTime(e.Time)
+	e.Hash = audit.ComputeHash(*e)
+	ts := any(e.Time)
+	if !strings.HasPrefix(dsn, "postgres") {
+		ts = e.Time.Format("2006-01-02T15:04:05.000000Z") // the store's layout of SQLite times
+	}
+	if _, err := raw.ExecContext(t.Context(), Rebind(dsn, `INSERT INTO audit_log (seq, logged_at, actor, action, kind, namespace, name,
+		summary, outcome, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`),
+		e.Seq, ts, e.Actor, e.Action, e.Kind, e.Namespace, e.Name, e.Summary, e.Outcome, e.PrevHash, e.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ExecContext(t.Context(), Rebind(dsn, `UPDATE audit_head SET last_seq = ?, last_hash = ? WHERE id = 1`), e.Seq, e.Hash); err != nil {
+		t.Fatal(err)
+	}
+}
