@@ -157,18 +157,32 @@ func (l *KVLock) value(ler resourcelock.LeaderElectionRecord) ([]byte, error) {
 // Release deletes the lease if this lock wrote it last: a lease that
 // moved on is not this replica's to delete. It reads the lease first, so
 // that a renewal whose answer was lost is released too.
+//
+// A renewal whose answer the election gave up waiting for may still land
+// after the read (the stream stores it after answering the read): the
+// delete then meets a newer revision, of this lock's own writing, and is
+// tried again on it.
 func (l *KVLock) Release(ctx context.Context) error {
-	e, r, err := l.read(ctx)
-	if apierrors.IsNotFound(err) {
-		return nil
+	var err error
+	for range 3 {
+		var e jetstream.KeyValueEntry
+		var r kvRecord
+		e, r, err = l.read(ctx)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		if r.Holder != l.identity || r.Life != l.life {
+			return nil
+		}
+		err = l.kv.Delete(ctx, l.key, jetstream.LastRevision(e.Revision()))
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			break
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	if r.Holder != l.identity || r.Life != l.life {
-		return nil
-	}
-	if err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(e.Revision())); err != nil {
 		return fmt.Errorf("release lease %s: %w", l.key, err)
 	}
 	return nil
