@@ -43,6 +43,10 @@ type Violation struct {
 
 func (v Violation) String() string { return v.Path + ": " + v.Reason }
 
+// ReservedServiceAccounts are the service accounts the manifests of
+// deploy/ give purser's components in a member cluster and beside it.
+var ReservedServiceAccounts = []string{"purser-agent", "purser-hub", "purser-control-plane"}
+
 // Checker judges pod templates.
 type Checker struct {
 	eval     policy.Evaluator

@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -241,5 +243,85 @@ func TestParseLevel(t *testing.T) {
 	}
 	if _, err := ParseLevel("root"); err == nil || !strings.Contains(err.Error(), "privileged, baseline, restricted") {
 		t.Errorf("ParseLevel(root) = %v", err)
+	}
+}
+
+func TestReview(t *testing.T) {
+	checker, err := NewChecker("purser-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	review := func(runnable bool, level Level) Review {
+		kinds = nil
+		return Review{Checker: checker, Level: level, Namespace: "team-a", Runnable: runnable,
+			Kind: func(obj map[string]any, path string) error {
+				kind, _ := obj["kind"].(string)
+				md, _ := obj["metadata"].(map[string]any)
+				ns, _ := md["namespace"].(string)
+				kinds = append(kinds, path+" "+kind)
+				if ns != "" && ns != "team-a" {
+					return fmt.Errorf("%s: %s would land in namespace %s", path, kind, ns)
+				}
+				return nil
+			}}
+	}
+	workflow := decode(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+spec:
+  templates:
+  - name: make
+    resource:
+      action: create
+      manifest: |
+        apiVersion: v1
+        kind: Secret
+        metadata: {name: s, namespace: kube-system}
+        stringData: {token: hunter2}
+`)
+	err = review(true, LevelBaseline).Check(workflow)
+	if err == nil || !strings.Contains(err.Error(), "would land in namespace kube-system") {
+		t.Fatalf("a Workflow creating a Secret in kube-system: %v", err)
+	}
+	if strings.Join(kinds, ";") != "spec.template.spec.templates[0].resource.manifest Secret" {
+		t.Errorf("kinds asked: %v", kinds)
+	}
+
+	inNamespace := decode(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+spec:
+  templates:
+  - resource:
+      action: create
+      manifest: '{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"a": "b"}}'
+`)
+	var refusal *Refusal
+	if err := review(true, LevelBaseline).Check(inNamespace); !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), "declare it as a Deployable") {
+		t.Fatalf("a Secret inside a runnable: %v", err)
+	}
+
+	list := decode(t, `{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}`)
+	if err := review(false, LevelBaseline).Check(list); !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), "a List is not an object a cluster stores") {
+		t.Fatalf("a List deployable: %v", err)
+	}
+
+	secret := decode(t, `{apiVersion: v1, kind: Secret, metadata: {name: s}, stringData: {a: b}}`)
+	if err := review(false, LevelRestricted).Check(secret); err != nil {
+		t.Fatalf("a deployable's own Secret: %v", err)
+	}
+
+	binding := decode(t, `{apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: b}, roleRef: {kind: ClusterRole, name: cluster-admin}, subjects: [{kind: Group, name: "system:unauthenticated"}]}`)
+	if err := review(false, LevelBaseline).Check(binding); !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), `ClusterRole "cluster-admin"`) {
+		t.Fatalf("a RoleBinding of cluster-admin: %v", err)
+	}
+
+	privileged := decode(t, `{apiVersion: batch/v1, kind: Job, spec: {template: {spec: {containers: [{name: c, image: x, securityContext: {privileged: true}}]}}}}`)
+	if err := review(true, LevelBaseline).Check(privileged); !errors.As(err, &refusal) || refusal.Violations[0].Path != "spec.template.spec.template.spec" {
+		t.Fatalf("a privileged Job: %v", err)
+	}
+	if err := review(true, LevelPrivileged).Check(privileged); err != nil {
+		t.Fatalf("a privileged Job in a privileged namespace: %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/purser-io/purser/internal/api/admission"
 )
 
 // User is an authenticated caller.
@@ -152,6 +154,10 @@ const (
 type PolicyFile struct {
 	Admins     []string                   `json:"admins,omitempty"`
 	Namespaces map[string]NamespacePolicy `json:"namespaces,omitempty"`
+	// Embedded says where kinds beyond the built-in ones (Lists, Argo
+	// workflows' resource templates) keep objects they make their cluster
+	// create: those are checked as top-level objects are.
+	Embedded []admission.EmbeddedRule `json:"embedded,omitempty"`
 }
 
 // NamespacePolicy is the roles and approval rules of one namespace.
@@ -160,6 +166,21 @@ type NamespacePolicy struct {
 	Approval  Approval          `json:"approval,omitempty"`
 	Kinds     KindRules         `json:"kinds,omitempty"`
 	Retention *Retention        `json:"retention,omitempty"`
+	// PodSecurity is the Pod Security Standards level the pods of the
+	// namespace's objects are held to: privileged, baseline (the default)
+	// or restricted. Namespaces purser creates on member clusters are
+	// labelled to enforce it there too.
+	PodSecurity string `json:"podSecurity,omitempty"`
+	// RBAC says what the namespace's RoleBindings may bind beyond its
+	// own Roles.
+	RBAC RBACRules `json:"rbac,omitempty"`
+}
+
+// RBACRules widen what a namespace's RoleBindings may grant.
+type RBACRules struct {
+	// ClusterRoles are the ClusterRoles (view, edit, ...) a RoleBinding
+	// of the namespace may grant, within the namespace.
+	ClusterRoles []string `json:"clusterRoles,omitempty"`
 }
 
 // Retention says how long ended runnables of a namespace are kept.
@@ -220,6 +241,16 @@ func NewPolicy(f PolicyFile) (*Policy, error) {
 		}
 		if err := checkKindRules(ns, np.Kinds); err != nil {
 			return nil, err
+		}
+		if np.PodSecurity != "" {
+			if _, err := admission.ParseLevel(np.PodSecurity); err != nil {
+				return nil, fmt.Errorf("policy: namespace %s: podSecurity: %w", ns, err)
+			}
+		}
+	}
+	for i, r := range f.Embedded {
+		if r.Kind == "" || len(r.Paths) == 0 {
+			return nil, fmt.Errorf("policy: embedded[%d]: a rule names a kind (Kind.group) and at least one path", i)
 		}
 	}
 	return &Policy{f: f}, nil

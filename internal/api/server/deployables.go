@@ -70,7 +70,7 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
 	}
-	if err := s.authorizeKind(r.Context(), u, ns, obj.Spec.Template); err != nil {
+	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, false); err != nil {
 		return 0, nil, err
 	}
 	sealed, err := s.sealDeployable(obj, authorOf(u))
@@ -360,7 +360,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 			if err := json.Unmarshal(rec.Pending, &doc); err != nil {
 				return 0, nil, fmt.Errorf("%s: pending spec: %w", ref, err)
 			}
-			if err := s.authorizeAuthor(r.Context(), userOf(doc.Author, rec.PendingBy), ns, "the pending change to "+ref, doc.Spec.Template); err != nil {
+			if err := s.authorizeAuthor(r.Context(), userOf(doc.Author, rec.PendingBy), ns, "the pending change to "+ref, doc.Spec.Template, false); err != nil {
 				return 0, nil, err
 			}
 		}

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -20,6 +22,12 @@ import (
 // syncer with the discovery of the cluster they act on. The answer is 403
 // naming the kind and the rule that refused it.
 func (s *Server) authorizeKind(ctx context.Context, u auth.User, ns string, tmpl map[string]any) error {
+	return s.authorizeKindAt(ctx, u, ns, tmpl, "spec.template")
+}
+
+// authorizeKindAt is authorizeKind of an object at path in the runnable
+// or deployable: its template, or an object the template embeds.
+func (s *Server) authorizeKindAt(ctx context.Context, u auth.User, ns string, tmpl map[string]any, path string) error {
 	gk, ok := templateGroupKind(tmpl)
 	if !ok {
 		return nil // validation has already said what is wrong
@@ -43,20 +51,47 @@ func (s *Server) authorizeKind(ctx context.Context, u auth.User, ns string, tmpl
 	return &APIError{
 		Code: http.StatusForbidden, Reason: "Forbidden",
 		Message: fmt.Sprintf("user %q may not put %s on member clusters from namespace %s: %s", u.Name, auth.KindName(gk), ns, d.Reason),
-		Details: []v1alpha1.FieldError{{Field: "spec.template.kind", Message: "refused by the policy rule: " + d.Rule}},
+		Details: []v1alpha1.FieldError{{Field: path + ".kind", Message: "refused by the policy rule: " + d.Rule}},
 	}
+}
+
+// admit reviews a template before it is accepted: its kind and scope,
+// every object it embeds by the same rules, the pods it describes by the
+// namespace's Pod Security level, and what its RoleBindings grant (403
+// for a kind the policy refuses, 422 with each violation otherwise). The
+// submitter and the syncer review it again before they act.
+func (s *Server) admit(ctx context.Context, u auth.User, ns string, tmpl map[string]any, runnable bool) error {
+	if err := s.authorizeKind(ctx, u, ns, tmpl); err != nil {
+		return err
+	}
+	p := s.policy()
+	review := admission.Review{
+		Checker: s.pods, Level: p.PodSecurityLevel(ns), ClusterRoles: p.BindableClusterRoles(ns), Embedded: p.EmbeddedRules(),
+		Namespace: ns, Runnable: runnable,
+		Kind: func(obj map[string]any, path string) error { return s.authorizeKindAt(ctx, u, ns, obj, path) },
+	}
+	err := review.Check(tmpl)
+	var refusal *admission.Refusal
+	if !errors.As(err, &refusal) {
+		return err
+	}
+	details := make([]v1alpha1.FieldError, len(refusal.Violations))
+	for i, v := range refusal.Violations {
+		details[i] = v1alpha1.FieldError{Field: v.Path, Message: v.Reason}
+	}
+	return errInvalid(fmt.Sprintf("the template may not run from namespace %s (Pod Security level %s): %s", ns, review.Level, refusal.Error()), details)
 }
 
 // authorizeAuthor checks, when a change is approved, that its author may
 // still make it: an approval lets through what was written, so a change
 // whose author has since lost the right to write in ns, or to put its
 // kind there, is refused rather than approved.
-func (s *Server) authorizeAuthor(ctx context.Context, author auth.User, ns, ref string, tmpl map[string]any) error {
+func (s *Server) authorizeAuthor(ctx context.Context, author auth.User, ns, ref string, tmpl map[string]any, runnable bool) error {
 	if !s.policy().Allowed(author, ns, auth.VerbWrite) {
 		return errForbidden("%s was written by %q, who may no longer write in namespace %q; it cannot be approved (reject it, or have someone who may write submit it again)",
 			ref, author.Name, ns)
 	}
-	return s.authorizeKind(ctx, author, ns, tmpl)
+	return s.admit(ctx, author, ns, tmpl, runnable)
 }
 
 // templateGroupKind reads a template's group and kind.

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
@@ -52,6 +53,10 @@ type Config struct {
 	Identities *auth.Identities
 	Tokens     *auth.Authenticator
 	Policy     *auth.Policy
+	// ReservedServiceAccounts are the service accounts purser's own
+	// components run as in member clusters, which no tenant's pod may
+	// name; nil: admission.ReservedServiceAccounts.
+	ReservedServiceAccounts []string
 	Sealer     *seal.Sealer
 	Logger     *slog.Logger
 	Registry   *prometheus.Registry // metrics are registered here; nil: a new one
@@ -82,6 +87,7 @@ type Server struct {
 	// requests without a valid token.
 	users, failed *limiterSet
 	watches       *watchHub
+	pods          *admission.Checker // judges the pods of every template
 }
 
 // apiFallback is the pattern that answers API paths no route serves.
@@ -91,7 +97,15 @@ const apiFallback = "/api/"
 func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
 	if s.log == nil {
-		s.log = slog.Default()
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	reserved := cfg.ReservedServiceAccounts
+	if reserved == nil {
+		reserved = admission.ReservedServiceAccounts
+	}
+	var err error
+	if s.pods, err = admission.NewChecker(reserved...); err != nil {
+		panic(err) // the library's own checks, fixed at build time
 	}
 	if s.now == nil {
 		s.now = time.Now
