@@ -57,10 +57,10 @@ type Config struct {
 	// components run as in member clusters, which no tenant's pod may
 	// name; nil: admission.ReservedServiceAccounts.
 	ReservedServiceAccounts []string
-	Sealer     *seal.Sealer
-	Logger     *slog.Logger
-	Registry   *prometheus.Registry // metrics are registered here; nil: a new one
-	Now        func() time.Time     // nil: time.Now
+	Sealer                  *seal.Sealer
+	Logger                  *slog.Logger
+	Registry                *prometheus.Registry // metrics are registered here; nil: a new one
+	Now                     func() time.Time     // nil: time.Now
 	// Guard, when set, refuses every write (503, Retry-After) while this
 	// replica does not reach the database's primary, and /readyz fails
 	// while it does not reach the primary or the stream's quorum; reads
