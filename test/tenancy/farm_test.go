@@ -20,6 +20,7 @@ import (
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
+	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -58,8 +59,9 @@ type farm struct {
 	url     string
 	tokens  map[string]string
 	cluster *sandbox.Cluster
-	// The namespaces: mallory's own, the victim's, the one needing approval.
-	own, victim, approval string
+	// The namespaces: mallory's own, the victim's, the one needing
+	// approval, and one of hers whose Pod Security level is privileged.
+	own, victim, approval, privileged string
 }
 
 var people = []string{"admin", "mallory", "victor", "carol"}
@@ -68,7 +70,7 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	t.Helper()
 	suffix := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
 	f := &farm{t: t, dsn: eng.NewDSN(t), tokens: map[string]string{}, cluster: env.Clusters(t)[0],
-		own: "mal-" + suffix, victim: "vic-" + suffix, approval: "appr-" + suffix}
+		own: "mal-" + suffix, victim: "vic-" + suffix, approval: "appr-" + suffix, privileged: "priv-" + suffix}
 	ctx := context.Background()
 	var err error
 	if f.store, err = store.Open(ctx, f.dsn); err != nil {
@@ -99,6 +101,7 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 				Roles:    map[auth.Role][]string{auth.RoleEditor: {"mallory"}, auth.RoleApprover: {"carol", "mallory"}},
 				Approval: auth.Approval{Runnables: true, Deployables: true},
 			},
+			f.privileged: {Roles: map[auth.Role][]string{auth.RoleEditor: {"mallory"}}, PodSecurity: "privileged"},
 		},
 	})
 	if err != nil {
@@ -109,6 +112,8 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As compose.OpenHub does for every writer: entries only purser can add.
+	f.store.SetAuditMAC(audit.NewMAC(sealer.AuditKey()))
 	nats := streamtest.Start(t, "")
 	streams := streamtest.Declared(t, nats.URL)
 	log := slog.New(slog.DiscardHandler)
@@ -155,7 +160,7 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	t.Cleanup(func() {
 		kube, err := f.cluster.Client()
 		if err == nil {
-			for _, ns := range []string{f.own, f.victim, f.approval} {
+			for _, ns := range []string{f.own, f.victim, f.approval, f.privileged} {
 				_ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metaDelete)
 			}
 		}

@@ -49,12 +49,17 @@ func TestHostileTenant(t *testing.T) {
 			t.Run("SlowBodies", func(t *testing.T) { testSlowBodies(t, f) })
 			t.Run("Watches", func(t *testing.T) { testWatches(t, f) })
 			t.Run("Limits", func(t *testing.T) { testLimits(t, f) })
+			t.Run("WhatTheWorkMayDo", func(t *testing.T) { testWhatTheWorkMayDo(t, f) })
+			t.Run("ObjectsInsideObjects", func(t *testing.T) { testObjectsInsideObjects(t, f) })
+			t.Run("AliasBomb", func(t *testing.T) { testAliasBomb(t, f) })
 			t.Run("ChainIntact", func(t *testing.T) {
 				v := f.do("admin", "GET", "/api/v1/history/verify", nil).want(t, http.StatusOK)
 				if v.body["ok"] != true {
 					t.Fatalf("after every attempt the chain is broken: %s", v.raw)
 				}
 			})
+			// Last: it breaks the chain on purpose.
+			t.Run("EntryAppendedByHand", func(t *testing.T) { testEntryAppendedByHand(t, f) })
 		})
 	}
 }

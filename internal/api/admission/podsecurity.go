@@ -64,6 +64,16 @@ func NewChecker(reserved ...string) (*Checker, error) {
 	return &Checker{eval: eval, reserved: reserved}, nil
 }
 
+// DefaultChecker is a Checker reserving ReservedServiceAccounts: what the
+// API, the submitter and the syncer judge with.
+func DefaultChecker() *Checker {
+	c, err := NewChecker(ReservedServiceAccounts...)
+	if err != nil {
+		panic(err) // the library's own checks, fixed when the binary is built
+	}
+	return c
+}
+
 // Check judges every pod template of obj (PodTemplates) at level, and
 // returns what may not run; nil when everything may.
 //

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
@@ -98,6 +99,19 @@ func (id *Identities) AuthorizeKind(u User, t Target) KindDecision {
 
 // OIDC is the provider configured, or nil.
 func (id *Identities) OIDC() *OIDC { return id.oidc }
+
+// PodSecurityLevel is the policy in force's (Policy.PodSecurityLevel).
+func (id *Identities) PodSecurityLevel(ns string) admission.Level {
+	return id.Policy().PodSecurityLevel(ns)
+}
+
+// BindableClusterRoles is the policy in force's.
+func (id *Identities) BindableClusterRoles(ns string) []string {
+	return id.Policy().BindableClusterRoles(ns)
+}
+
+// EmbeddedRules is the policy in force's.
+func (id *Identities) EmbeddedRules() []admission.EmbeddedRule { return id.Policy().EmbeddedRules() }
 
 // Reloads counts the reloads that took effect since start.
 func (id *Identities) Reloads() int64 { return id.reloads.Load() }

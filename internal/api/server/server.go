@@ -99,13 +99,12 @@ func New(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	reserved := cfg.ReservedServiceAccounts
-	if reserved == nil {
-		reserved = admission.ReservedServiceAccounts
-	}
-	var err error
-	if s.pods, err = admission.NewChecker(reserved...); err != nil {
-		panic(err) // the library's own checks, fixed at build time
+	s.pods = admission.DefaultChecker()
+	if cfg.ReservedServiceAccounts != nil {
+		var err error
+		if s.pods, err = admission.NewChecker(cfg.ReservedServiceAccounts...); err != nil {
+			panic(err) // the library's own checks, fixed when the binary is built
+		}
 	}
 	if s.now == nil {
 		s.now = time.Now

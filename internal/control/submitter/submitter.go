@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
@@ -121,6 +122,7 @@ type Submitter struct {
 	now     func() time.Time
 	clients *clusters.Objects
 	policy  auth.KindPolicy
+	pods    *admission.Checker // judges the pods of every template, as the API does
 	metrics *metrics
 	queue   *reconcile.Queue[string] // runnable uids
 	slots   chan struct{}            // one per held message
@@ -158,11 +160,15 @@ func New(cfg Config) *Submitter {
 		now:         cfg.Now,
 		clients:     clusters.NewObjects(clusters.NewCache(cfg.Sealer)),
 		policy:      auth.KindPolicyOrEmpty(cfg.Policy),
+		pods:        admission.DefaultChecker(),
 		metrics:     newMetrics(cfg.Registerer),
 		slots:       make(chan struct{}, maxHeld),
 		held:        map[string]*heldMessages{},
 		failures:    map[attemptKey]int{},
 		unreachable: map[string]time.Time{},
+	}
+	s.clients.NamespaceLabels = func(ns string) map[string]string {
+		return admission.NamespaceLabels(s.policy.PodSecurityLevel(ns))
 	}
 	var gate reconcile.Gate
 	if cfg.Guard != nil {

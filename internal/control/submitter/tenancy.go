@@ -42,11 +42,29 @@ func (s *Submitter) authorize(ctx context.Context, row *store.Cluster, rec *stor
 	// The object lands in the runnable's namespace whatever the template
 	// says (object), so that is the namespace decided on.
 	d := s.policy.AuthorizeKind(author, auth.Target{Kind: gvk.GroupKind(), Scope: scope, Namespace: rec.Namespace, ObjectNamespace: rec.Namespace})
-	if d.Allowed {
-		return nil
+	if !d.Allowed {
+		return &failure{
+			err:       fmt.Errorf("the policy does not let %s create %s on %s: %s", author.Name, auth.KindName(gvk.GroupKind()), row.Name, d.Reason),
+			permanent: true, reason: ReasonForbiddenByPolicy,
+		}
 	}
-	return &failure{
-		err:       fmt.Errorf("the policy does not let %s create %s on %s: %s", author.Name, auth.KindName(gvk.GroupKind()), row.Name, d.Reason),
-		permanent: true, reason: ReasonForbiddenByPolicy,
+	// What it embeds and the pods it describes, by the policy as it is
+	// now, each kind in the scope this cluster serves it.
+	review := auth.NewReview(s.policy, s.pods, author, rec.Namespace, func(gvk schema.GroupVersionKind) auth.Scope {
+		namespaced, err := cc.Namespaced(gvk)
+		switch {
+		case err != nil:
+			return auth.ScopeUnknown
+		case namespaced:
+			return auth.ScopeNamespaced
+		}
+		return auth.ScopeCluster
+	}, true)
+	if err := review.Check(doc.Spec.Template); err != nil {
+		return &failure{
+			err:       fmt.Errorf("the policy does not let %s run this on %s: %w", author.Name, row.Name, err),
+			permanent: true, reason: ReasonForbiddenByPolicy,
+		}
 	}
+	return nil
 }

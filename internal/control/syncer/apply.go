@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -49,7 +50,7 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 	if err != nil {
 		return outcome{v1alpha1.StateOutOfSync, err.Error(), err}
 	}
-	if why := w.s.forbidden(d, namespaced); why != "" {
+	if why := w.s.forbidden(d, namespaced, w.scope); why != "" {
 		// Not applied, and a copy an apply before the rule made is removed
 		// (but one of a spec from before authors were recorded: tenancy.go).
 		// The informer of its kind, just started, holds that copy. Not
@@ -257,4 +258,16 @@ func (w *clusterWorker) removeStrays(ctx context.Context, uid string, keep schem
 		w.mu.Unlock()
 	}
 	return nil
+}
+
+// scope is how this worker's cluster serves a kind, for the policy.
+func (w *clusterWorker) scope(gvk schema.GroupVersionKind) auth.Scope {
+	m, err := w.kube.Mapping(gvk)
+	switch {
+	case err != nil:
+		return auth.ScopeUnknown
+	case m.Scope.Name() == meta.RESTScopeNameNamespace:
+		return auth.ScopeNamespaced
+	}
+	return auth.ScopeCluster
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
@@ -88,6 +89,7 @@ type Syncer struct {
 	log     *slog.Logger
 	configs *clusters.Cache
 	policy  auth.KindPolicy
+	pods    *admission.Checker // judges the pods of every template, as the API does
 
 	mu          sync.RWMutex
 	deployables map[string]*deployable // by uid: the latest poll
@@ -132,6 +134,7 @@ func New(cfg Config) *Syncer {
 		log:         log.With("identity", cfg.Identity), // callers name the component
 		configs:     clusters.NewCache(cfg.Sealer),
 		policy:      auth.KindPolicyOrEmpty(cfg.Policy),
+		pods:        admission.DefaultChecker(),
 		deployables: map[string]*deployable{},
 		clusters:    map[string]*store.Cluster{},
 		workers:     map[string]*clusterWorker{},

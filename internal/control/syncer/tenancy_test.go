@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
@@ -33,6 +34,16 @@ type reloadable struct{ p atomic.Pointer[auth.Policy] }
 func (r *reloadable) AuthorizeKind(u auth.User, t auth.Target) auth.KindDecision {
 	return r.p.Load().AuthorizeKind(u, t)
 }
+
+func (r *reloadable) PodSecurityLevel(ns string) admission.Level {
+	return r.p.Load().PodSecurityLevel(ns)
+}
+
+func (r *reloadable) BindableClusterRoles(ns string) []string {
+	return r.p.Load().BindableClusterRoles(ns)
+}
+
+func (r *reloadable) EmbeddedRules() []admission.EmbeddedRule { return r.p.Load().EmbeddedRules() }
 
 // TestPolicyDecidesBeforeApply: the syncer asks the policy again before it
 // applies, with the scope the cluster's discovery gives the kind and the

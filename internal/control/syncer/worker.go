@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/clusters"
@@ -86,6 +87,9 @@ func newClusterWorker(s *Syncer, c *store.Cluster) (*clusterWorker, error) {
 	kube, err := clusters.NewObjectClient(c.Name, cfg)
 	if err != nil {
 		return nil, err
+	}
+	kube.NamespaceLabels = func(ns string) map[string]string {
+		return admission.NamespaceLabels(s.policy.PodSecurityLevel(ns))
 	}
 	w := &clusterWorker{
 		s:          s,

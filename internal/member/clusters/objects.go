@@ -39,6 +39,9 @@ const mapperRefresh = 30 * time.Second
 // and remove runnables' objects with.
 type Objects struct {
 	configs *Cache
+	// NamespaceLabels, when set, gives the labels of a namespace that
+	// its clients create on a cluster (ObjectClient.NamespaceLabels).
+	NamespaceLabels func(namespace string) map[string]string
 
 	mu      sync.Mutex
 	entries map[string]*ObjectClient
@@ -62,6 +65,10 @@ type ObjectClient struct {
 	// waits on itself so that its caller records a create only once it
 	// can leave.
 	limiter *prepaidLimiter
+	// NamespaceLabels, when set, gives the labels of a namespace this
+	// client creates: the Pod Security level purser holds its pods to,
+	// which the cluster's own admission then enforces too.
+	NamespaceLabels func(namespace string) map[string]string
 }
 
 // NewObjectClient builds the clients of the cluster name from its
@@ -127,6 +134,7 @@ func (o *Objects) Get(row *store.Cluster) (*ObjectClient, error) {
 		return nil, err
 	}
 	e.sealed = string(row.Kubeconfig)
+	e.NamespaceLabels = o.NamespaceLabels
 	o.entries[row.Name] = e
 	return e, nil
 }
@@ -261,14 +269,19 @@ func (c *ObjectClient) Create(ctx context.Context, obj *unstructured.Unstructure
 	return string(out.GetUID()), nil
 }
 
-// EnsureNamespace creates the namespace name unless it exists. Callers
-// use it when a create or apply in it answered NotFound rather than check
-// before every write: the common case then costs one request.
+// EnsureNamespace creates the namespace name unless it exists, with the
+// labels of NamespaceLabels; a namespace that exists is left as it is
+// (its owner decides its labels). Callers use it when a create or apply in
+// it answered NotFound rather than check before every write: the common
+// case then costs one request.
 func (c *ObjectClient) EnsureNamespace(ctx context.Context, name string) error {
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
 	ns.SetName(name)
+	if c.NamespaceLabels != nil {
+		ns.SetLabels(c.NamespaceLabels(name))
+	}
 	_, err := c.dyn.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).
 		Create(ctx, ns, metav1.CreateOptions{FieldManager: FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
