@@ -305,7 +305,7 @@ func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Rela
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: poll})
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.Config{Interval: poll})
 	f.run("relay", func(ctx context.Context) error { relay.Run(ctx); return nil })
 	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer}))
 	f.t.Cleanup(srv.Close)

@@ -37,7 +37,7 @@ func (f *fixture) api() *api {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	relay := outbox.NewRelay(outbox.StoreSource(f.store), f.streams, outbox.RelayOptions{Interval: 200 * time.Millisecond})
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), f.streams, outbox.Config{Interval: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { relay.Run(ctx); close(done) }()

@@ -68,11 +68,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// RelayOptions is Config's former name.
-//
-// Deprecated: use Config.
-type RelayOptions = Config
-
 // RelayStats is a snapshot of a Relay's counters, for metrics.
 type RelayStats struct {
 	// Published counts rows that the stream acknowledged, including
