@@ -180,7 +180,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		Done: func(_ relayKey, err error, again time.Duration) {
 			if err != nil && ctx.Err() == nil {
 				r.recordError(err)
-				r.log.Warn("outbox relay failed; retrying", "error", err, "retry_in", again)
+				r.log.Warn("outbox relay failed; retrying", "error", err, "in", again)
 			}
 		},
 	})
