@@ -131,7 +131,7 @@ func TestComponentWaitsForDatabase(t *testing.T) {
 
 // getURL is http.Get bound to ctx.
 func getURL(ctx context.Context, url string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return nil, err
 	}

@@ -258,7 +258,8 @@ func TestAPICrashLosesNoSubmission(t *testing.T) {
 			for _, name := range names {
 				want = append(want, "team-a/"+name+" "+stream.SubmissionSubmit)
 			}
-			if slices.Sort(got); !slices.Equal(got, want) {
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
 				t.Fatalf("stream holds %v, want the 3 submissions once each: %v", got, want)
 			}
 			api.cmd.Process.Signal(syscall.SIGTERM)
@@ -326,7 +327,8 @@ func drainSubmissions(t *testing.T, url string, want int, published func()) []st
 		if err != nil {
 			return err
 		}
-		if take(batch); len(subs) < want {
+		take(batch)
+		if len(subs) < want {
 			return fmt.Errorf("%d so far", len(subs))
 		}
 		return nil

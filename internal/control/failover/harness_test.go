@@ -520,12 +520,12 @@ func (f *farm) startS3() {
 // writeCheckpoint writes a completed checkpoint's (or savepoint's)
 // _metadata where Flink would: path/_metadata, path in bucket "flink".
 func (f *farm) writeCheckpoint(ctx context.Context, path string) error {
-	rest, ok := strings.CutPrefix(path, "s3://flink/")
+	key, ok := strings.CutPrefix(path, "s3://flink/")
 	if !ok {
 		return nil // elsewhere: not the farm's storage
 	}
 	body := []byte("checkpoint metadata of " + path)
-	_, err := f.s3.PutObject(ctx, "flink", rest+"/_metadata", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+	_, err := f.s3.PutObject(ctx, "flink", key+"/_metadata", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
 	return err
 }
 

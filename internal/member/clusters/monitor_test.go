@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,7 +152,7 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	}
 	m1.onFailure("flappy", nil)
 	m1.waitPasses(t, 3)
-	if after := readStatus(t, st, "flappy"); string(mustJSON(after)) != string(mustJSON(before)) {
+	if after := readStatus(t, st, "flappy"); !bytes.Equal(mustJSON(after), mustJSON(before)) {
 		t.Fatalf("flapping changed the status:\nbefore %s\n after %s", mustJSON(before), mustJSON(after))
 	}
 	if got := auditOf(t, st, "flappy"); len(got) != len(beforeEntries) {
