@@ -132,7 +132,7 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 	if listen == "" {
 		listen = DefaultListen
 	}
-	if a.ln, err = net.Listen("tcp", listen); err != nil {
+	if a.ln, err = new(net.ListenConfig).Listen(ctx, "tcp", listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", listen, err)
 	}
 	a.desc = Description{Component: "api", Guarded: scfg.Guard != nil, Metrics: scfg.Registry != nil, Policy: scfg.Identities != nil,
