@@ -304,7 +304,7 @@ func newProxy(t testing.TB, target string) *sandbox.Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
 

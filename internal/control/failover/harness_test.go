@@ -166,7 +166,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	if f.store, err = store.Open(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.store.Close() })
+	t.Cleanup(func() { _ = f.store.Close() })
 	f.sealer, _ = sealtest.New(t)
 	f.nats = streamtest.Start(t, "")
 	streams := streamtest.Declared(t, f.nats.URL)
@@ -306,7 +306,7 @@ func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Rela
 		f.t.Fatal(err)
 	}
 	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.Config{Interval: poll})
-	f.run("relay", func(ctx context.Context) error { relay.Run(ctx); return nil })
+	f.run("relay", relay.Run)
 	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer}))
 	f.t.Cleanup(srv.Close)
 	f.api = client.New(client.Config{Server: srv.URL, Token: token})

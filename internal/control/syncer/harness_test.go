@@ -80,7 +80,7 @@ func newFixture(t testing.TB, dsn string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	sealer, _ := sealtest.New(t)
 	f := &fixture{t: t, dsn: dsn, store: st, sealer: sealer, kube: map[string]kubernetes.Interface{}, logs: &logBuffer{},
 		ns: "t-" + randomHex(4)}
