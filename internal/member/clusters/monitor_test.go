@@ -59,14 +59,14 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	sealer, _ := sealtest.New(t)
 	c := env.Dedicated(t, false)
 	proxy, err := sandbox.NewProxy("127.0.0.1:0", c.APIServerAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { proxy.Close() })
+	t.Cleanup(func() { _ = proxy.Close() })
 
 	register := func(name, server, status string) {
 		t.Helper()
