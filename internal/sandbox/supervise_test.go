@@ -44,33 +44,36 @@ func TestSuperviseAPIServers(t *testing.T) {
 	}
 	killed := func() {
 		t.Helper()
+		pid := 0
 		for _, p := range sandbox.Leftovers(f.Dir()) {
 			if p.Command == "kube-apiserver" {
-				if err := syscall.Kill(p.Pid, syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
-				// The next event is this exit: a stop on purpose before it
-				// was left alone.
-				if e := next(); e.Cluster != c.Name() || !strings.Contains(e.Exited, "killed") {
-					t.Fatalf("after a kill by hand the supervisor said %q, want its exit", e)
-				}
-				for e := next(); !e.Restarted; e = next() {
-					if e.Err == nil {
-						t.Fatalf("while restarting the supervisor said %q", e)
-					}
-					t.Log(e) // a failed restart is tried again
-				}
-				client, err := c.Client()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := client.Discovery().ServerVersion(); err != nil {
-					t.Fatalf("the restarted kube-apiserver does not serve: %v", err)
-				}
-				return
+				pid = p.Pid
 			}
 		}
-		t.Fatal("no kube-apiserver runs")
+		if pid == 0 {
+			t.Fatal("no kube-apiserver runs")
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// The next event is this exit: a stop on purpose before it was
+		// left alone.
+		if e := next(); e.Cluster != c.Name() || !strings.Contains(e.Exited, "killed") {
+			t.Fatalf("after a kill by hand the supervisor said %q, want its exit", e)
+		}
+		for e := next(); !e.Restarted; e = next() {
+			if e.Err == nil {
+				t.Fatalf("while restarting the supervisor said %q", e)
+			}
+			t.Log(e) // a failed restart is tried again
+		}
+		client, err := c.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Discovery().ServerVersion(); err != nil {
+			t.Fatalf("the restarted kube-apiserver does not serve: %v", err)
+		}
 	}
 
 	killed()
