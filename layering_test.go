@@ -157,7 +157,7 @@ func under(p, path string) bool { return p == path || strings.HasPrefix(p, path+
 func importGraph(t *testing.T, roots ...string) map[string][]string {
 	t.Helper()
 	args := append([]string{"list", "-deps", "-json=ImportPath,Imports"}, roots...)
-	cmd := exec.Command("go", args...)
+	cmd := exec.CommandContext(t.Context(), "go", args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -97,6 +97,14 @@ func interrupt(t *testing.T, up *running) {
 	}
 }
 
+// terminate sends SIGTERM to a purser process, as the kubelet would.
+func terminate(t *testing.T, r *running) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("terminate purser: %v\n%s", err, r.output())
+	}
+}
+
 func stopUp(t *testing.T, up *running) {
 	t.Helper()
 	interrupt(t, up)

@@ -22,7 +22,7 @@ message says so.`,
   purser get runnable nightly-report -n team-a -o yaml | purser health -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			interp, err := interpreter(rulesFile)
+			interp, err := health.Load(rulesFile)
 			if err != nil {
 				return err
 			}
@@ -36,17 +36,4 @@ message says so.`,
 	cmd.Flags().StringVar(&rulesFile, "rules", "", "YAML file whose healthRules (CEL) judge kinds before the built-ins")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
-}
-
-// interpreter builds the health interpreter: the built-ins, and the CEL
-// rules of rulesFile when one is given.
-func interpreter(rulesFile string) (*health.Interpreter, error) {
-	var rules []health.Rule
-	if rulesFile != "" {
-		var err error
-		if rules, err = health.LoadRules(rulesFile); err != nil {
-			return nil, err
-		}
-	}
-	return health.New(rules)
 }

@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 func buildPurser(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "purser")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -43,7 +44,7 @@ type running struct {
 
 func startPurser(t *testing.T, bin string, args ...string) *running {
 	t.Helper()
-	return startCommand(t, exec.Command(bin, args...))
+	return startCommand(t, exec.CommandContext(t.Context(), bin, args...))
 }
 
 // startCommand starts a purser command prepared by the caller (its folder,
@@ -70,12 +71,15 @@ func startCommand(t *testing.T, cmd *exec.Cmd) *running {
 		}
 	}()
 	go func() {
-		r.cmd.Wait()
-		pw.Close()
+		// The exit is read from r.cmd.ProcessState by whoever waits on done.
+		_ = r.cmd.Wait()
+		_ = pw.Close() // a pipe's writer always closes
 		close(r.done)
 	}()
 	t.Cleanup(func() {
-		r.cmd.Process.Kill()
+		if err := r.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("kill purser: %v", err)
+		}
 		<-r.done
 	})
 	return r
@@ -161,7 +165,7 @@ func assertNoSandboxProcess(t *testing.T, dir string) {
 func TestSandboxUpCtrlCAndDown(t *testing.T) {
 	bin := buildPurser(t)
 	dir := filepath.Join(t.TempDir(), "x")
-	ctx := context.Background()
+	ctx := t.Context()
 
 	up := startPurser(t, bin, "sandbox", "up", "--clusters", "2", "--dir", dir)
 	up.waitLine(t, "press Ctrl-C to stop", 30*time.Minute)
@@ -173,7 +177,7 @@ func TestSandboxUpCtrlCAndDown(t *testing.T) {
 	}
 
 	// A second sandbox in the same folder is refused with a clear reason.
-	second, err := exec.Command(bin, "sandbox", "up", "--clusters", "1", "--dir", dir).CombinedOutput()
+	second, err := exec.CommandContext(ctx, bin, "sandbox", "up", "--clusters", "1", "--dir", dir).CombinedOutput()
 	if err == nil || !strings.Contains(string(second), "already running in") {
 		t.Fatalf("second up on a folder in use: err %v, output:\n%s", err, second)
 	}
@@ -184,7 +188,7 @@ func TestSandboxUpCtrlCAndDown(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	up.cmd.Process.Signal(syscall.SIGINT)
+	interrupt(t, up)
 	up.waitExit(t, 90*time.Second)
 	if !strings.Contains(up.output(), "no sandbox process is left") {
 		t.Errorf("Ctrl-C did not report a clean stop:\n%s", up.output())
@@ -198,7 +202,7 @@ func TestSandboxUpCtrlCAndDown(t *testing.T) {
 		t.Fatalf("object lost across a restart of the sandbox: %v", err)
 	}
 
-	down, err := exec.Command(bin, "sandbox", "down", "--dir", dir).CombinedOutput()
+	down, err := exec.CommandContext(ctx, bin, "sandbox", "down", "--dir", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sandbox down: %v\n%s", err, down)
 	}
@@ -208,11 +212,11 @@ func TestSandboxUpCtrlCAndDown(t *testing.T) {
 
 func TestSandboxUpRejectsBadFlags(t *testing.T) {
 	bin := buildPurser(t)
-	out, err := exec.Command(bin, "sandbox", "up", "--clusters", "0", "--dir", t.TempDir()).CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), bin, "sandbox", "up", "--clusters", "0", "--dir", t.TempDir()).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--clusters must be at least 1") {
 		t.Fatalf("--clusters 0: err %v, output:\n%s", err, out)
 	}
-	out, err = exec.Command(bin, "sandbox", "down", "--dir", filepath.Join(t.TempDir(), "missing")).CombinedOutput()
+	out, err = exec.CommandContext(t.Context(), bin, "sandbox", "down", "--dir", filepath.Join(t.TempDir(), "missing")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "no sandbox folder at") {
 		t.Fatalf("down on a missing folder: err %v, output:\n%s", err, out)
 	}

@@ -33,7 +33,7 @@ import (
 // machine where `purser up` runs, and returns its combined output.
 func cli(t *testing.T, bin, clientConfig string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Env = append(os.Environ(), "PURSER_CONFIG="+clientConfig, "PURSER_SERVER=", "PURSER_TOKEN=")
 	cmd.Dir = "../.."
 	out, err := cmd.CombinedOutput()
@@ -151,7 +151,7 @@ func TestUpApplyGetHistory(t *testing.T) {
 		t.Fatalf("klog wrote to the terminal: %q\n%s", klogLine, up.output())
 	}
 
-	up.cmd.Process.Signal(syscall.SIGINT)
+	interrupt(t, up)
 	up.waitExit(t, 90*time.Second)
 	assertNoSandboxProcess(t, filepath.Join(data, "sandbox"))
 	lines := strings.Split(strings.TrimSpace(up.output()), "\n")
@@ -167,7 +167,7 @@ func TestUpApplyGetHistory(t *testing.T) {
 	}
 	out = cli(t, bin, clientConfig, "history", "--kind", "clusters")
 	mustContain(t, "cluster history after restart", out, "create", "update")
-	up.cmd.Process.Signal(syscall.SIGTERM)
+	terminate(t, up)
 	up.waitExit(t, 90*time.Second)
 	assertNoSandboxProcess(t, filepath.Join(data, "sandbox"))
 	// Agents name their cluster once per line.
@@ -223,14 +223,17 @@ func TestAPICrashLosesNoSubmission(t *testing.T) {
 				name := "crash-" + n
 				names = append(names, name)
 				body := strings.Replace(mustRead(t, "../../examples/runnable-job.yaml"), "name: nightly-report", "name: "+name, 1)
-				cmd := exec.Command(bin, "apply", "-f", "-")
+				cmd := exec.CommandContext(t.Context(), bin, "apply", "-f", "-")
 				cmd.Env = append(os.Environ(), env...)
 				cmd.Stdin = strings.NewReader(body)
 				if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "submitted") {
 					t.Fatalf("apply with the stream down: %v\n%s", err, out)
 				}
 			}
-			api.cmd.Process.Kill() // kill -9: no chance to publish or clean up
+			// kill -9: no chance to publish or clean up
+			if err := api.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
 			<-api.done
 
 			if n := countRows(t, dsn, "outbox"); n != 3 {
@@ -258,10 +261,11 @@ func TestAPICrashLosesNoSubmission(t *testing.T) {
 			for _, name := range names {
 				want = append(want, "team-a/"+name+" "+stream.SubmissionSubmit)
 			}
-			if slices.Sort(got); !slices.Equal(got, want) {
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
 				t.Fatalf("stream holds %v, want the 3 submissions once each: %v", got, want)
 			}
-			api.cmd.Process.Signal(syscall.SIGTERM)
+			terminate(t, api)
 			api.waitExit(t, 30*time.Second)
 		})
 	}
@@ -318,7 +322,9 @@ func drainSubmissions(t *testing.T, url string, want int, published func()) []st
 				t.Fatalf("submission %q: %v", m.Data(), err)
 			}
 			subs = append(subs, s)
-			m.Ack()
+			if err := m.Ack(); err != nil {
+				t.Fatalf("ack submission: %v", err)
+			}
 		}
 	}
 	sandboxtest.Eventually(t, 30*time.Second, fmt.Sprintf("%d submissions", want), func(context.Context) error {
@@ -326,7 +332,8 @@ func drainSubmissions(t *testing.T, url string, want int, published func()) []st
 		if err != nil {
 			return err
 		}
-		if take(batch); len(subs) < want {
+		take(batch)
+		if len(subs) < want {
 			return fmt.Errorf("%d so far", len(subs))
 		}
 		return nil

@@ -108,7 +108,7 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 	if cfg.GroupCommit && h.Store.Engine() == store.EnginePostgres {
 		a.commits = store.NewGroupCommit(h.Store, 0, 0)
 	}
-	a.relay = outbox.NewRelay(outbox.StoreSource(h.Store), h.Stream, outbox.RelayOptions{Logger: log})
+	a.relay = outbox.NewRelay(outbox.StoreSource(h.Store), h.Stream, outbox.Config{Logger: log})
 	a.anchors, err = anchor.New(anchor.Config{Store: h.Store, Stream: h.Stream, Key: auditKey, TrustedKeys: cfg.AuditTrustedKeys,
 		Interval: cfg.AnchorInterval, Logger: log})
 	if err != nil {
@@ -132,7 +132,7 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 	if listen == "" {
 		listen = DefaultListen
 	}
-	if a.ln, err = net.Listen("tcp", listen); err != nil {
+	if a.ln, err = new(net.ListenConfig).Listen(ctx, "tcp", listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", listen, err)
 	}
 	a.desc = Description{Component: "api", Guarded: scfg.Guard != nil, Metrics: scfg.Registry != nil, Policy: scfg.Identities != nil,

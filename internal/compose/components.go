@@ -92,14 +92,7 @@ func Ingester(h *Hub, cfg IngesterConfig) (*Component, error) {
 	if err := needs(h, "ingester", true, true, true); err != nil {
 		return nil, err
 	}
-	var rules []health.Rule
-	if cfg.RulesFile != "" {
-		var err error
-		if rules, err = health.LoadRules(cfg.RulesFile); err != nil {
-			return nil, err
-		}
-	}
-	interp, err := health.New(rules)
+	interp, err := health.Load(cfg.RulesFile)
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ func OpenHub(ctx context.Context, cfg HubConfig) (_ *Hub, err error) {
 		}
 	}()
 	hubLog := log.With("component", cfg.Name)
-	if err := h.serveMetrics(cfg.MetricsListen, hubLog); err != nil {
+	if err := h.serveMetrics(ctx, cfg.MetricsListen, hubLog); err != nil {
 		return nil, err
 	}
 	if cfg.KeyFile != "" {
@@ -107,7 +107,11 @@ func OpenHub(ctx context.Context, cfg HubConfig) (_ *Hub, err error) {
 		if h.Store, err = openStore(ctx, cfg.Database, hubLog); err != nil {
 			return nil, err
 		}
-		h.closers = append(h.closers, func() { h.Store.Close() })
+		h.closers = append(h.closers, func() {
+			if err := h.Store.Close(); err != nil {
+				hubLog.Warn("closing the database failed", "error", err)
+			}
+		})
 	}
 	if cfg.NATS != "" || cfg.Embedded != nil {
 		opts := stream.Options{Name: "purser-" + cfg.Name, Replicas: cfg.StreamReplicas, Security: cfg.Security}
@@ -194,11 +198,11 @@ func newRegistry() *prometheus.Registry {
 
 // serveMetrics serves the registry on addr until Close; it returns once
 // the listener is open, so that a port taken fails the process at start.
-func (h *Hub) serveMetrics(addr string, log *slog.Logger) error {
+func (h *Hub) serveMetrics(ctx context.Context, addr string, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("serve metrics on %s: %w", addr, err)
 	}

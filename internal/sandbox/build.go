@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The versions pinned by the modules under tools/. A test checks that they
@@ -255,7 +257,7 @@ func buildModule(ctx context.Context, srcDir, dir string, m toolModule, progress
 	cmd.Stderr = &stderr
 
 	start := time.Now()
-	stop := tickProgress(progress, what, start)
+	stop := tickProgress(ctx, progress, what, start)
 	err = cmd.Run()
 	stop()
 	if err != nil {
@@ -272,23 +274,17 @@ func buildModule(ctx context.Context, srcDir, dir string, m toolModule, progress
 
 // tickProgress prints a line every 30 s while a long build runs, so that a
 // first run never looks hung. The returned func stops it.
-func tickProgress(progress io.Writer, what string, start time.Time) func() {
-	done := make(chan struct{})
+func tickProgress(ctx context.Context, progress io.Writer, what string, start time.Time) func() {
+	ctx, cancel := context.WithCancel(ctx)
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(30 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				fmt.Fprintf(progress, "  still building %s (%s) ...\n", what, time.Since(start).Round(time.Second))
-			}
-		}
+		_ = wait.PollUntilContextCancel(ctx, 30*time.Second, false, func(context.Context) (bool, error) {
+			fmt.Fprintf(progress, "  still building %s (%s) ...\n", what, time.Since(start).Round(time.Second))
+			return false, nil
+		})
 	}()
-	return func() { close(done); <-finished }
+	return func() { cancel(); <-finished }
 }
 
 func cacheRoot(explicit string) (string, error) {

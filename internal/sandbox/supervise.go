@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // SupervisorEvent is what SuperviseAPIServers saw happen to one cluster's
@@ -51,16 +53,19 @@ func (f *Fleet) SuperviseAPIServers(ctx context.Context, report func(SupervisorE
 
 func (c *Cluster) superviseAPIServer(ctx context.Context, report func(SupervisorEvent)) {
 	for {
-		ps := c.processes(binAPIServer)
-		if len(ps) == 0 || ps[0].asked.Load() {
-			// Stopped on purpose: wait for whoever stopped it to start
-			// it again.
-			if !backoff.Sleep(ctx, supervisePoll) {
-				return
+		// A kube-apiserver stopped on purpose is left alone until whoever
+		// stopped it starts it again.
+		var p *process
+		if err := wait.PollUntilContextCancel(ctx, supervisePoll, true, func(context.Context) (bool, error) {
+			ps := c.processes(binAPIServer)
+			if len(ps) == 0 || ps[0].asked.Load() {
+				return false, nil
 			}
-			continue
+			p = ps[0]
+			return true, nil
+		}); err != nil {
+			return
 		}
-		p := ps[0]
 		select {
 		case <-ctx.Done():
 			return
@@ -70,19 +75,18 @@ func (c *Cluster) superviseAPIServer(ctx context.Context, report func(Supervisor
 			continue
 		}
 		report(SupervisorEvent{Cluster: c.cfg.Name, Exited: fmt.Sprint(p.err)})
-		for attempt := 0; ; attempt++ {
+		if err := reconcile.Retry(ctx, reconcile.Backoff(time.Second, 30*time.Second), func(ctx context.Context, _ int) error {
 			err := c.StartAPIServer(ctx)
 			if ctx.Err() != nil {
-				return
+				return ctx.Err()
 			}
-			if err == nil {
-				report(SupervisorEvent{Cluster: c.cfg.Name, Restarted: true})
-				break
+			if err != nil {
+				report(SupervisorEvent{Cluster: c.cfg.Name, Err: err})
 			}
-			report(SupervisorEvent{Cluster: c.cfg.Name, Err: err})
-			if !backoff.Sleep(ctx, backoff.Exponential(attempt, time.Second, 30*time.Second)) {
-				return
-			}
+			return err
+		}); err != nil {
+			return
 		}
+		report(SupervisorEvent{Cluster: c.cfg.Name, Restarted: true})
 	}
 }

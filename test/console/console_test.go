@@ -248,7 +248,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: 100 * time.Millisecond})
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.Config{Interval: 100 * time.Millisecond})
 	f.run(relay.Run)
 	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}))
 	t.Cleanup(srv.Close)

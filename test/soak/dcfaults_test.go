@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 	"github.com/purser-io/purser/test/soak/farm"
 )
 
@@ -46,7 +46,7 @@ func (l *ackLog) run(ctx context.Context) {
 			l.acked = append(l.acked, ackedGen{gen: gen, at: time.Now()})
 			l.mu.Unlock()
 		}
-		backoff.Sleep(ctx, 50*time.Millisecond)
+		reconcile.Sleep(ctx, 50*time.Millisecond)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/server"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 	"github.com/purser-io/purser/test/soak/farm"
 )
 
@@ -171,7 +171,7 @@ func (in *dcInjector) faults() []*dcFault {
 // lost power meanwhile (then its power-on starts it).
 func (in *dcInjector) killComponents(ctx context.Context) {
 	for {
-		if !backoff.Sleep(ctx, between(in.procRng, 5*time.Second, 10*time.Second)) {
+		if !reconcile.Sleep(ctx, between(in.procRng, 5*time.Second, 10*time.Second)) {
 			return
 		}
 		dc := in.f.DCs[in.procRng.IntN(len(in.f.DCs))]
@@ -182,7 +182,7 @@ func (in *dcInjector) killComponents(ctx context.Context) {
 		down := between(in.procRng, 2*time.Second, 5*time.Second)
 		in.begin(faultKillPurser, dc, "kill -9 %s (pid %d), back in %s", p.Name, p.Pid(), down.Round(100*time.Millisecond))
 		p.Kill()
-		backoff.Sleep(ctx, down)
+		reconcile.Sleep(ctx, down)
 		if err := in.f.StartIfPowered(dc, p); err != nil {
 			in.t.Errorf("restart %s: %v", p.Name, err)
 		}
@@ -209,7 +209,7 @@ func (in *dcInjector) breakInfrastructure(ctx context.Context) {
 	order := slices.Clone(dcKinds)
 	in.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for i := 0; ; i++ {
-		if !backoff.Sleep(ctx, between(in.rng, 3*time.Second, 8*time.Second)) {
+		if !reconcile.Sleep(ctx, between(in.rng, 3*time.Second, 8*time.Second)) {
 			return
 		}
 		kind := kinds[in.rng.IntN(len(kinds))]
@@ -250,7 +250,7 @@ func (in *dcInjector) inject(ctx context.Context, kind string) {
 		down := between(in.rng, 30*time.Second, 40*time.Second)
 		fl := in.begin(kind, dc, "power off %s (%s) for %s", dc.Name, in.databaseRoles(undo), down.Round(time.Second))
 		f.PowerOff(dc)
-		backoff.Sleep(ctx, down)
+		reconcile.Sleep(ctx, down)
 		fl.End = time.Now()
 		pctx, cancel := context.WithTimeout(undo, 5*time.Minute)
 		defer cancel()
@@ -262,7 +262,7 @@ func (in *dcInjector) inject(ctx context.Context, kind string) {
 		down := between(in.rng, 30*time.Second, 40*time.Second)
 		fl := in.begin(kind, dc, "partition %s for %s (%s)", dc.Name, down.Round(time.Second), in.databaseRoles(undo))
 		f.Partition(dc)
-		backoff.Sleep(ctx, down)
+		reconcile.Sleep(ctx, down)
 		fl.End = time.Now()
 		f.Heal(dc)
 	case faultKillNATS:
@@ -270,7 +270,7 @@ func (in *dcInjector) inject(ctx context.Context, kind string) {
 		down := between(in.rng, 5*time.Second, 10*time.Second)
 		fl := in.begin(kind, dc, "kill -9 %s for %s", dc.NATS.Name, down.Round(100*time.Millisecond))
 		dc.NATS.Kill()
-		backoff.Sleep(ctx, down)
+		reconcile.Sleep(ctx, down)
 		fl.End = time.Now()
 		if err := f.StartIfPowered(dc, dc.NATS); err != nil {
 			in.t.Errorf("restart %s: %v", dc.NATS.Name, err)
@@ -280,7 +280,7 @@ func (in *dcInjector) inject(ctx context.Context, kind string) {
 		down := between(in.rng, 20*time.Second, 30*time.Second)
 		fl := in.begin(kind, dc, "stop the kube-apiserver of %s for %s", dc.Cluster.Name(), down.Round(time.Second))
 		dc.Cluster.StopAPIServer()
-		backoff.Sleep(ctx, down)
+		reconcile.Sleep(ctx, down)
 		fl.End = time.Now()
 		sctx, cancel := context.WithTimeout(undo, 2*time.Minute)
 		defer cancel()
@@ -292,7 +292,7 @@ func (in *dcInjector) inject(ctx context.Context, kind string) {
 		down := between(in.rng, 20*time.Second, 45*time.Second)
 		fl := in.begin(kind, dc, "kill -9 %s for %s", dc.Agent.Name, down.Round(time.Second))
 		dc.Agent.Kill()
-		backoff.Sleep(ctx, down)
+		reconcile.Sleep(ctx, down)
 		fl.End = time.Now()
 		if err := f.StartIfPowered(dc, dc.Agent); err != nil {
 			in.t.Errorf("restart %s: %v", dc.Agent.Name, err)
@@ -341,7 +341,7 @@ func (in *dcInjector) waitFenced(ctx context.Context, dc *farm.DC) error {
 			in.t.Errorf("%s powered on: its agent said nothing of its return within 2 minutes", dc.Name)
 			return nil
 		}
-		if !backoff.Sleep(ctx, 200*time.Millisecond) {
+		if !reconcile.Sleep(ctx, 200*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -379,7 +379,7 @@ func (in *dcInjector) waitFenced(ctx context.Context, dc *farm.DC) error {
 			in.t.Errorf("%s powered on: AtMostOne copies of runnables placed elsewhere still live after 2 minutes: %v (%v)", dc.Name, pending, err)
 			return nil // the kubelets start anyway; the watcher counts what runs twice
 		}
-		if !backoff.Sleep(ctx, 500*time.Millisecond) {
+		if !reconcile.Sleep(ctx, 500*time.Millisecond) {
 			return ctx.Err()
 		}
 	}

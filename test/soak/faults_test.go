@@ -11,7 +11,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/test/soak/farm"
 )
@@ -101,7 +101,7 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 
 func (in *injector) killComponents(ctx context.Context) {
 	for {
-		if !backoff.Sleep(ctx, between(in.procRng, 5*time.Second, 10*time.Second)) {
+		if !reconcile.Sleep(ctx, between(in.procRng, 5*time.Second, 10*time.Second)) {
 			return
 		}
 		procs := in.f.Components()
@@ -112,7 +112,7 @@ func (in *injector) killComponents(ctx context.Context) {
 		down := between(in.procRng, 2*time.Second, 5*time.Second)
 		in.record(faultKillPurser, "kill -9 %s (pid %d), back in %s", p.Name, p.Pid(), down.Round(100*time.Millisecond))
 		p.Kill()
-		backoff.Sleep(ctx, down)
+		reconcile.Sleep(ctx, down)
 		if err := p.Start(); err != nil {
 			in.t.Errorf("restart %s: %v", p.Name, err)
 		}
@@ -133,7 +133,7 @@ func (in *injector) breakInfrastructure(ctx context.Context) {
 	order := append([]string(nil), kinds...)
 	in.infraRng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for i := 0; ; i++ {
-		if !backoff.Sleep(ctx, between(in.infraRng, 3*time.Second, 8*time.Second)) {
+		if !reconcile.Sleep(ctx, between(in.infraRng, 3*time.Second, 8*time.Second)) {
 			return
 		}
 		kind := kinds[in.infraRng.IntN(len(kinds))]
@@ -148,7 +148,7 @@ func (in *injector) breakInfrastructure(ctx context.Context) {
 			down := between(in.infraRng, 20*time.Second, 30*time.Second)
 			in.record(kind, "stop the kube-apiserver of %s for %s", c.Name(), down.Round(time.Second))
 			c.StopAPIServer()
-			backoff.Sleep(ctx, down)
+			reconcile.Sleep(ctx, down)
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			if err := c.StartAPIServer(sctx); err != nil {
 				in.t.Errorf("start the kube-apiserver of %s again: %v", c.Name(), err)
@@ -159,7 +159,7 @@ func (in *injector) breakInfrastructure(ctx context.Context) {
 			down := between(in.infraRng, 20*time.Second, 45*time.Second)
 			in.record(kind, "kill -9 %s for %s", agent.Name, down.Round(time.Second))
 			agent.Kill()
-			backoff.Sleep(ctx, down)
+			reconcile.Sleep(ctx, down)
 			if err := agent.Start(); err != nil {
 				in.t.Errorf("restart %s: %v", agent.Name, err)
 			}
@@ -182,7 +182,7 @@ func (in *injector) restartPostgres(ctx context.Context) {
 		in.record(faultPostgres, "kill -9 PostgreSQL, down %s", down.Round(100*time.Millisecond))
 		pg.Server.Kill()
 	}
-	backoff.Sleep(ctx, down)
+	reconcile.Sleep(ctx, down)
 	if err := pg.Server.Start(); err != nil {
 		in.t.Errorf("start PostgreSQL again: %v", err)
 		return
@@ -204,7 +204,7 @@ func (in *injector) killNATS(ctx context.Context) {
 	down := between(in.infraRng, 5*time.Second, 10*time.Second)
 	in.record(faultKillNATS, "kill -9 %s for %s", p.Name, down.Round(100*time.Millisecond))
 	p.Kill()
-	backoff.Sleep(ctx, down)
+	reconcile.Sleep(ctx, down)
 	if err := p.Start(); err != nil {
 		in.t.Errorf("restart %s: %v", p.Name, err)
 		return

@@ -120,7 +120,7 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: 200 * time.Millisecond})
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.Config{Interval: 200 * time.Millisecond})
 	interp, err := health.New(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/purser-io/purser/internal/api/auth"
-
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 )
 

@@ -131,7 +131,7 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 
 	h.nats = streamtest.Start(t, "")
 	h.streams = streamtest.Declared(t, h.nats.URL)
-	relay := outbox.NewRelay(outbox.StoreSource(h.store), h.streams, outbox.RelayOptions{Interval: 200 * time.Millisecond})
+	relay := outbox.NewRelay(outbox.StoreSource(h.store), h.streams, outbox.Config{Interval: 200 * time.Millisecond})
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(rctx) }()

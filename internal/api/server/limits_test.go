@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -80,20 +82,19 @@ func TestSlowBodyCut(t *testing.T) {
 		_, _ = io.Copy(io.Discard, conn)
 		close(closed)
 	}()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(2 * time.Minute)
-	for {
+	// Trickle a byte every 200 ms until the server gives up on the body
+	// (closed, or a write fails).
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, false, func(context.Context) (bool, error) {
 		select {
 		case <-closed:
-			return // the server gave up on the body
-		case <-tick.C:
-			if _, err := conn.Write([]byte("#")); err != nil {
-				return // closed by the server
-			}
-		case <-deadline:
-			t.Fatal("a trickled body held the connection for two minutes")
+			return true, nil
+		default:
 		}
+		_, err := conn.Write([]byte("#"))
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Fatal("a trickled body held the connection for two minutes")
 	}
 }
 

@@ -13,13 +13,18 @@ func TestDataDirOwnerOnly(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(dir, 0o755)
+	// Past the umask: the folder and its files start open to all.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{AdminTokenFile, TokensFile, KeyFile, DatabaseFile, DatabaseFile + "-wal"} {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		os.Chmod(p, 0o644)
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := restrictDataDir(dir); err != nil {
 		t.Fatal(err)

@@ -217,7 +217,7 @@ func waitReady(ctx context.Context, url string) error {
 	const timeout = 30 * time.Second
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", http.NoBody)
 		if err != nil {
 			return false, err
 		}

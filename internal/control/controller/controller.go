@@ -80,7 +80,12 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	observing := make(chan error, 1)
 	octx, stopObserving := context.WithCancel(ctx)
-	defer func() { stopObserving(); <-observing }()
+	defer func() {
+		stopObserving()
+		if err := <-observing; err != nil {
+			log.Error("cluster observer stopped", "error", err)
+		}
+	}()
 	go func() { observing <- observer.Run(octx) }()
 
 	election := lease.Config{

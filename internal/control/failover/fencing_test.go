@@ -304,7 +304,7 @@ func newProxy(t testing.TB, target string) *sandbox.Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
 
@@ -357,9 +357,9 @@ type seen struct {
 	live     bool
 }
 
-func watchCopies(t *testing.T, f *farm, clusters []string, gvrs []schema.GroupVersionResource) *copyWatch {
+func watchCopies(t *testing.T, f *farm, clusterNames []string, gvrs []schema.GroupVersionResource) *copyWatch {
 	ctx, cancel := context.WithCancel(t.Context())
-	w := &copyWatch{f: f, clusters: clusters, gvrs: gvrs, cancel: cancel, done: make(chan struct{}), states: map[copyKey]string{}}
+	w := &copyWatch{f: f, clusters: clusterNames, gvrs: gvrs, cancel: cancel, done: make(chan struct{}), states: map[copyKey]string{}}
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {

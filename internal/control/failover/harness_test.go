@@ -166,7 +166,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	if f.store, err = store.Open(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.store.Close() })
+	t.Cleanup(func() { _ = f.store.Close() })
 	f.sealer, _ = sealtest.New(t)
 	f.nats = streamtest.Start(t, "")
 	streams := streamtest.Declared(t, f.nats.URL)
@@ -305,8 +305,8 @@ func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Rela
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.RelayOptions{Interval: poll})
-	f.run("relay", func(ctx context.Context) error { relay.Run(ctx); return nil })
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.Config{Interval: poll})
+	f.run("relay", relay.Run)
 	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer}))
 	f.t.Cleanup(srv.Close)
 	f.api = client.New(client.Config{Server: srv.URL, Token: token})
@@ -520,12 +520,12 @@ func (f *farm) startS3() {
 // writeCheckpoint writes a completed checkpoint's (or savepoint's)
 // _metadata where Flink would: path/_metadata, path in bucket "flink".
 func (f *farm) writeCheckpoint(ctx context.Context, path string) error {
-	rest, ok := strings.CutPrefix(path, "s3://flink/")
+	key, ok := strings.CutPrefix(path, "s3://flink/")
 	if !ok {
 		return nil // elsewhere: not the farm's storage
 	}
 	body := []byte("checkpoint metadata of " + path)
-	_, err := f.s3.PutObject(ctx, "flink", rest+"/_metadata", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+	_, err := f.s3.PutObject(ctx, "flink", key+"/_metadata", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
 	return err
 }
 

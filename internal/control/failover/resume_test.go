@@ -43,7 +43,9 @@ func TestFencedJobResumesWhenItsAgentReturns(t *testing.T) {
 		t.Fatalf("the runnable moved although no other cluster may take it: %+v", r.Status)
 	}
 
-	natsProxy.Restore()
+	if err := natsProxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
 	// The controller's message says so only until the ingester reports the
 	// Job running again; the audit log keeps it.
 	r := f.waitFor("report", "resumed", func(r *v1alpha1.Runnable) bool {

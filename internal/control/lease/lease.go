@@ -139,6 +139,13 @@ func Run(ctx context.Context, cfg Config, work func(ctx context.Context) error) 
 	}
 }
 
+type election struct {
+	cfg     Config
+	lock    *timedLock
+	log     *slog.Logger
+	leading prometheus.Gauge // nil without a Registerer
+}
+
 // Timing, as fractions of the duration: client-go tries every fifth (a
 // standby to take the lease, the holder to renew it), the term ends two
 // thirds after the last renewal was sent, and client-go's own renew
@@ -146,13 +153,6 @@ func Run(ctx context.Context, cfg Config, work func(ctx context.Context) error) 
 func (e *election) retryPeriod() time.Duration   { return e.cfg.Duration / 5 }
 func (e *election) renewDeadline() time.Duration { return e.cfg.Duration / 2 }
 func (e *election) termLength() time.Duration    { return e.cfg.Duration - e.cfg.Duration/3 }
-
-type election struct {
-	cfg     Config
-	lock    *timedLock
-	log     *slog.Logger
-	leading prometheus.Gauge // nil without a Registerer
-}
 
 // term campaigns until it leads, then runs work until the term ends. ended
 // says that Run is over (ctx ended, or work returned by itself), with
@@ -315,10 +315,9 @@ func (l *timedLock) watch(length time.Duration, renewed func(until time.Time), e
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	until := l.sent.Add(length)
-	var timer *time.Timer
 	// The deadline is enforced by a timer of its own, so that a renewal
 	// hanging in the lock cannot stretch the term.
-	timer = time.AfterFunc(time.Until(until), func() {
+	timer := time.AfterFunc(time.Until(until), func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if !time.Now().Before(until) {

@@ -37,10 +37,15 @@ func (f *fixture) api() *api {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	relay := outbox.NewRelay(outbox.StoreSource(f.store), f.streams, outbox.RelayOptions{Interval: 200 * time.Millisecond})
+	relay := outbox.NewRelay(outbox.StoreSource(f.store), f.streams, outbox.Config{Interval: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { relay.Run(ctx); close(done) }()
+	go func() {
+		defer close(done)
+		if err := relay.Run(ctx); err != nil {
+			f.t.Errorf("outbox relay: %v", err)
+		}
+	}()
 	f.t.Cleanup(func() { cancel(); <-done })
 	srv := httptest.NewServer(server.New(server.Config{
 		Store: f.store, Stream: f.streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer,
@@ -61,7 +66,10 @@ func (a *api) do(method, path string, body any, want int) *v1alpha1.Runnable {
 	} else {
 		r = bytes.NewReader(nil)
 	}
-	req, _ := http.NewRequest(method, a.url+path, r)
+	req, err := http.NewRequestWithContext(a.t.Context(), method, a.url+path, r)
+	if err != nil {
+		a.t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -71,11 +79,15 @@ func (a *api) do(method, path string, body any, want int) *v1alpha1.Runnable {
 	defer resp.Body.Close()
 	var out v1alpha1.Runnable
 	var raw json.RawMessage
-	json.NewDecoder(resp.Body).Decode(&raw)
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		a.t.Fatalf("%s %s: %d, no JSON answer: %v", method, path, resp.StatusCode, err)
+	}
 	if resp.StatusCode != want {
 		a.t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, raw, want)
 	}
-	json.Unmarshal(raw, &out)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		a.t.Fatalf("%s %s: not a runnable: %v\n%s", method, path, err, raw)
+	}
 	return &out
 }
 

@@ -50,7 +50,7 @@ func TestSubmitterProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	streams, err := stream.Connect(ctx, os.Getenv(helperNATS), stream.Options{Name: "submitter-helper"})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestCrashSafety(t *testing.T) {
 	natsURL := f.natsURL
 
 	start := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSubmitterProcess$", "-test.v")
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSubmitterProcess$", "-test.v")
 		cmd.Env = append(os.Environ(), helperEnv+"=1", helperDSN+"="+dsn, helperNATS+"="+natsURL,
 			helperSealer+"="+hex.EncodeToString(f.key))
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

@@ -73,14 +73,14 @@ func TestClassify(t *testing.T) {
 // Both errors come from client-go itself, against a closed port and a
 // server that reads requests and never answers.
 func TestNotSent(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	closed, err := new(net.ListenConfig).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	refusing := closed.Addr().String()
 	closed.Close()
 
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	silent, err := new(net.ListenConfig).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestNotSent(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go io.Copy(io.Discard, conn) // reads the request, answers nothing
+			go func() { _, _ = io.Copy(io.Discard, conn) }() // reads the request, answers nothing
 		}
 	}()
 

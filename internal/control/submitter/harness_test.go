@@ -67,7 +67,7 @@ func newFixture(t *testing.T, dsn string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	sealer, key := sealtest.New(t)
 	nats := streamtest.Start(t, "")
 	f := &fixture{
@@ -234,7 +234,9 @@ func (f *fixture) get(name string) (*store.Runnable, string, []*store.Attempt) {
 		f.t.Fatal(err)
 	}
 	var st v1alpha1.RunnableStatus
-	json.Unmarshal(rec.Status, &st)
+	if err := json.Unmarshal(rec.Status, &st); err != nil {
+		f.t.Fatalf("status of %s: %v", rec.Name, err)
+	}
 	return rec, st.Message, attempts
 }
 

@@ -57,10 +57,15 @@ func TestSecretDeployableThroughTheAPI(t *testing.T) {
 			return 0, nil, err
 		}
 		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return resp.StatusCode, nil, err
+		}
 		answers.Write(raw)
 		var out map[string]any
-		json.Unmarshal(raw, &out)
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return resp.StatusCode, nil, fmt.Errorf("%s %s answered %d, not a JSON object: %w: %s", method, path, resp.StatusCode, err, raw)
+		}
 		return resp.StatusCode, out, nil
 	}
 

@@ -132,7 +132,7 @@ func BenchmarkPoll(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { st.Close() })
+			b.Cleanup(func() { _ = st.Close() })
 			err = st.Tx(ctx, func(tx *store.Tx) error {
 				for i := range n {
 					doc := fmt.Sprintf(`{"spec":{"template":{"apiVersion":"v1","kind":"ConfigMap","data":{"i":"%d"}}}}`, i)

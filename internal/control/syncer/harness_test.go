@@ -80,7 +80,7 @@ func newFixture(t testing.TB, dsn string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	sealer, _ := sealtest.New(t)
 	f := &fixture{t: t, dsn: dsn, store: st, sealer: sealer, kube: map[string]kubernetes.Interface{}, logs: &logBuffer{},
 		ns: "t-" + randomHex(4)}
@@ -179,11 +179,11 @@ func (f *fixture) putAs(author *store.Author, name string, tmpl map[string]any, 
 	var secret []byte
 	hash := v1alpha1.SpecHash(spec)
 	if tmpl["kind"] == "Secret" {
-		clear, values, err := seal.SplitSecret(tmpl)
+		plain, values, err := seal.SplitSecret(tmpl)
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		spec.Template = clear
+		spec.Template = plain
 		if secret, err = f.sealer.Seal(values, seal.SecretBinding(f.ns, name)); err != nil {
 			f.t.Fatal(err)
 		}

@@ -236,7 +236,9 @@ func (l *leaser) heartbeat(ctx context.Context, now time.Time) int {
 	if err != nil {
 		return 1
 	}
-	defer lister.Stop()
+	// Stop fails only on a subscription already gone (the listing ended,
+	// the connection closed): nothing is left to release.
+	defer func() { _ = lister.Stop() }()
 	alive := 0
 	for key := range lister.Keys() {
 		e, err := l.kv.Get(ctx, key)

@@ -18,6 +18,7 @@
 package syncer
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -386,7 +387,7 @@ func (s *Syncer) setOwned(ctx context.Context, owned map[string]bool) {
 	for name, w := range s.workers {
 		c := s.clusters[name]
 		// A new kubeconfig needs new clients: the worker starts afresh.
-		if !owned[name] || c == nil || string(c.Kubeconfig) != string(w.kubeconfig) || w.stale.Load() {
+		if !owned[name] || c == nil || !bytes.Equal(c.Kubeconfig, w.kubeconfig) || w.stale.Load() {
 			stop = append(stop, w)
 			delete(s.workers, name)
 		}

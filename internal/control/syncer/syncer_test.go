@@ -139,7 +139,9 @@ func dumpDatabase(t *testing.T, db *sql.DB, dsn string) string {
 	var tables []string
 	for rows.Next() {
 		var n string
-		rows.Scan(&n)
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
 		tables = append(tables, n)
 	}
 	rows.Close()
@@ -156,7 +158,9 @@ func dumpDatabase(t *testing.T, db *sql.DB, dsn string) string {
 			for i := range vals {
 				ptrs[i] = &vals[i]
 			}
-			rows.Scan(ptrs...)
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
 			for _, v := range vals {
 				fmt.Fprintf(&b, "%s\t", v)
 			}

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -148,7 +149,7 @@ func (w *clusterWorker) setCluster(c *store.Cluster) bool {
 	}
 	a, _ := json.Marshal(old)
 	b, _ := json.Marshal(info)
-	return string(a) != string(b)
+	return !bytes.Equal(a, b)
 }
 
 func (w *clusterWorker) start(ctx context.Context) {

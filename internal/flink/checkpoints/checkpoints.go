@@ -84,7 +84,7 @@ type Checkpoint struct {
 // Flink checkpoint directory such as s3://bucket/checkpoints (schemes s3,
 // s3a, s3p). It returns an error wrapping ErrNone when there is none.
 func (r *Resolver) Latest(ctx context.Context, dir, jobID string) (Checkpoint, error) {
-	loc, err := ParseDir(dir)
+	loc, err := parseDir(dir)
 	if err != nil {
 		return Checkpoint{}, err
 	}
@@ -142,8 +142,8 @@ type location struct {
 	prefix         string // "" or ending in "/"
 }
 
-// ParseDir checks a checkpoint directory and splits it.
-func ParseDir(dir string) (location, error) {
+// parseDir checks a checkpoint directory and splits it.
+func parseDir(dir string) (location, error) {
 	u, err := url.Parse(strings.TrimSpace(dir))
 	if err != nil {
 		return location{}, fmt.Errorf("checkpoint directory %q: %w", dir, err)

@@ -21,7 +21,7 @@ func TestGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }() // for an early failure: the test closes it below
 	srv := streamtest.Start(t, "")
 	streams, err := stream.Connect(ctx, srv.URL, stream.Options{Name: "guard-test"})
 	if err != nil {
@@ -53,7 +53,9 @@ func TestGuard(t *testing.T) {
 	if err := g.Err(); !errors.Is(err, ErrUnreached) || !errors.Is(err, ErrNoQuorum) || errors.Is(err, ErrNoPrimary) {
 		t.Fatalf("the stream gone: %v", err)
 	}
-	db.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	g.Check(ctx)
 	err = g.Err()
 	if !errors.Is(err, ErrUnreached) || !errors.Is(err, ErrNoPrimary) || !errors.Is(err, store.ErrUnavailable) {

@@ -68,11 +68,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// RelayOptions is Config's former name.
-//
-// Deprecated: use Config.
-type RelayOptions = Config
-
 // RelayStats is a snapshot of a Relay's counters, for metrics.
 type RelayStats struct {
 	// Published counts rows that the stream acknowledged, including
@@ -185,7 +180,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		Done: func(_ relayKey, err error, again time.Duration) {
 			if err != nil && ctx.Err() == nil {
 				r.recordError(err)
-				r.log.Warn("outbox relay failed; retrying", "error", err, "retry_in", again)
+				r.log.Warn("outbox relay failed; retrying", "error", err, "in", again)
 			}
 		},
 	})

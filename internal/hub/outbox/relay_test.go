@@ -75,7 +75,7 @@ func (s *memSource) len() int {
 }
 
 // waitEmpty waits until every row has been deleted.
-func (s *memSource) waitEmpty(t *testing.T, ctx context.Context) {
+func (s *memSource) waitEmpty(ctx context.Context, t *testing.T) {
 	t.Helper()
 	for s.len() > 0 {
 		select {
@@ -167,7 +167,7 @@ func TestRelayPublishesAndDeletes(t *testing.T) {
 
 	r := outbox.NewRelay(src, c, outbox.Config{Batch: 100})
 	run(t, r)
-	src.waitEmpty(t, streamtest.Context(t))
+	src.waitEmpty(streamtest.Context(t), t)
 
 	if got := stored(t, c); !slices.Equal(got, wantIDs(250)) {
 		t.Errorf("stream holds %d messages %v..., want submission-1..250 in order", len(got), got[:min(3, len(got))])
@@ -194,7 +194,7 @@ func TestRelayNotifyLatency(t *testing.T) {
 		start := time.Now()
 		r.Notify()
 		ctx, cancel := context.WithTimeout(t.Context(), interval/2)
-		src.waitEmpty(t, ctx)
+		src.waitEmpty(ctx, t)
 		cancel()
 		latencies = append(latencies, time.Since(start))
 	}
@@ -243,7 +243,7 @@ func TestRelayStreamOutage(t *testing.T) {
 	t.Logf("%v: restarting", time.Now().Format("15:04:05.000"))
 	srv.Restart()
 	t.Logf("%v: restarted", time.Now().Format("15:04:05.000"))
-	src.waitEmpty(t, streamtest.Context(t))
+	src.waitEmpty(streamtest.Context(t), t)
 	if got := stored(t, c); !slices.Equal(got, wantIDs(50)) {
 		t.Errorf("stream holds %d messages, want each of the 50 rows once: %v", len(got), got)
 	}
@@ -261,7 +261,7 @@ func TestRelayDeleteFailsAfterPublish(t *testing.T) {
 
 	r := outbox.NewRelay(src, pub, outbox.Config{})
 	run(t, r)
-	src.waitEmpty(t, streamtest.Context(t))
+	src.waitEmpty(streamtest.Context(t), t)
 
 	// Every row went out twice: once before the failed delete, once after.
 	if n := pub.calls.Load(); n != 40 {
@@ -284,7 +284,7 @@ func TestRelaySourceFails(t *testing.T) {
 
 	r := outbox.NewRelay(src, c, outbox.Config{})
 	run(t, r)
-	src.waitEmpty(t, streamtest.Context(t))
+	src.waitEmpty(streamtest.Context(t), t)
 	if got := stored(t, c); !slices.Equal(got, wantIDs(5)) {
 		t.Errorf("stream holds %v", got)
 	}

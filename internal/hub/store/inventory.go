@@ -180,13 +180,13 @@ func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) (map[stri
 		values := make([]string, len(part))
 		tuple := "(" + placeholders(cols) + ")"
 		for i, r := range part {
-			labels, err := labelsJSON(r.Labels)
+			labelDoc, err := labelsJSON(r.Labels)
 			if err != nil {
 				return nil, fmt.Errorf("labels of %s: %w", r.UID, err)
 			}
 			values[i] = tuple
 			args = append(args, r.Cluster, r.APIVersion, r.Kind, r.Namespace, r.Name, r.UID, r.ResourceVersion,
-				labels, r.Health, r.Phase, tx.s.d.ts(r.ObservedAt), nullText(r.Object))
+				labelDoc, r.Health, r.Phase, tx.s.d.ts(r.ObservedAt), nullText(r.Object))
 		}
 		res, err := tx.query(ctx, `INSERT INTO inventory (cluster, api_version, kind, namespace, name, uid,
 				resource_version, labels, health, phase, observed_at, object)
@@ -502,15 +502,15 @@ func (tx *Tx) ListInventory(ctx context.Context, f InventoryFilter) ([]Inventory
 	var items []InventoryRow
 	for rows.Next() {
 		var (
-			r      InventoryRow
-			labels string
-			obj    *string
+			r        InventoryRow
+			labelDoc string
+			obj      *string
 		)
 		if err := rows.Scan(&r.Cluster, &r.APIVersion, &r.Kind, &r.Namespace, &r.Name, &r.UID, &r.ResourceVersion,
-			&labels, &r.Health, &r.Phase, timeCol{&r.ObservedAt}, &obj); err != nil {
+			&labelDoc, &r.Health, &r.Phase, timeCol{&r.ObservedAt}, &obj); err != nil {
 			return nil, "", fmt.Errorf("list inventory: %w", classify(err))
 		}
-		if r.Labels, err = decodeLabels(labels); err != nil {
+		if r.Labels, err = decodeLabels(labelDoc); err != nil {
 			return nil, "", fmt.Errorf("list inventory: labels of %s/%s: %w", r.Cluster, r.UID, err)
 		}
 		if obj != nil {
@@ -614,7 +614,7 @@ func decodeLabels(s string) (map[string]string, error) {
 	rest := s[1 : len(s)-1]
 	for {
 		// "key":"value"
-		if len(rest) == 0 || rest[0] != '"' {
+		if rest == "" || rest[0] != '"' {
 			return unmarshalLabels(s)
 		}
 		k := strings.IndexByte(rest[1:], '"') + 1
@@ -629,7 +629,7 @@ func decodeLabels(s string) (map[string]string, error) {
 		}
 		out[key] = rest[:v]
 		rest = rest[v+1:]
-		if len(rest) == 0 {
+		if rest == "" {
 			return out, nil
 		}
 		if rest[0] != ',' {

@@ -16,7 +16,7 @@ func TestChunkSnapshot(t *testing.T) {
 	}
 	lists := []KindList{
 		{APIVersion: "v1", Kind: "ConfigMap", ListResourceVersion: "5", Items: items[:70000]},
-		{APIVersion: "v1", Kind: "Secret", ListResourceVersion: "6", Items: []([2]string){}},
+		{APIVersion: "v1", Kind: "Secret", ListResourceVersion: "6", Items: [][2]string{}},
 		{APIVersion: "batch/v1", Kind: "Job", ListResourceVersion: "7", Items: items[70000:]},
 	}
 	chunks := ChunkSnapshot("c", "id", time.Now(), lists)

@@ -96,7 +96,7 @@ func TestFencingOnARealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { proxy.Close() })
+	t.Cleanup(func() { _ = proxy.Close() })
 
 	const cluster = "agent-fence"
 	ctx := t.Context()

@@ -44,7 +44,7 @@ func TestLeaderElectionOnARealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { proxy.Close() })
+	t.Cleanup(func() { _ = proxy.Close() })
 	proxied := c.RESTConfig()
 	proxied.Host = "https://" + proxy.Addr()
 

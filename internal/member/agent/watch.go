@@ -231,8 +231,8 @@ func (w *watch) list() (rv string, items [][2]string, ok bool) {
 	oldest := w.informers[0].LastSyncResourceVersion()
 	for _, inf := range w.informers[1:] {
 		v := inf.LastSyncResourceVersion()
-		c, comparable := resourceversion.Compare(v, oldest)
-		if !comparable {
+		c, ordered := resourceversion.Compare(v, oldest)
+		if !ordered {
 			return "", nil, false
 		}
 		if c < 0 {

@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -328,7 +329,7 @@ func TestStepFlappingWritesNothing(t *testing.T) {
 	for t1 := 0; t1 < 600; t1 += 6 {
 		for _, o := range []obs{refused(t1), notReady(t1 + 2), ok(t1 + 4)} {
 			s = policy.Step(s, o.observation())
-			if got := mustJSON([]any{s.Ready, s.Taints}); string(got) != string(want) {
+			if got := mustJSON([]any{s.Ready, s.Taints}); !bytes.Equal(got, want) {
 				t.Fatalf("at %ds: %s, want %s", o.T, got, want)
 			}
 		}

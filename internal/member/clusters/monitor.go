@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -471,7 +472,7 @@ func mergeStatus(raw []byte, stored v1alpha1.ClusterStatus, s State) ([]byte, bo
 func sameJSON(a, b any) bool {
 	x, y := mustJSON(a), mustJSON(b)
 	// A nil and an empty list are the same status.
-	return string(x) == string(y) || (isEmptyList(x) && isEmptyList(y))
+	return bytes.Equal(x, y) || (isEmptyList(x) && isEmptyList(y))
 }
 
 func isEmptyList(b []byte) bool { return string(b) == "null" || string(b) == "[]" }

@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,14 +59,14 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	sealer, _ := sealtest.New(t)
 	c := env.Dedicated(t, false)
 	proxy, err := sandbox.NewProxy("127.0.0.1:0", c.APIServerAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { proxy.Close() })
+	t.Cleanup(func() { _ = proxy.Close() })
 
 	register := func(name, server, status string) {
 		t.Helper()
@@ -151,7 +152,7 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	}
 	m1.onFailure("flappy", nil)
 	m1.waitPasses(t, 3)
-	if after := readStatus(t, st, "flappy"); string(mustJSON(after)) != string(mustJSON(before)) {
+	if after := readStatus(t, st, "flappy"); !bytes.Equal(mustJSON(after), mustJSON(before)) {
 		t.Fatalf("flapping changed the status:\nbefore %s\n after %s", mustJSON(before), mustJSON(after))
 	}
 	if got := auditOf(t, st, "flappy"); len(got) != len(beforeEntries) {

@@ -18,6 +18,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/member/probe"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // TestHealthMonitorQuorum: the monitor's own DC cannot reach a cluster
@@ -38,10 +39,10 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	sealer, _ := sealtest.New(t)
 	// An address nothing listens on: from dc-1 the cluster is unreachable.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +72,16 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 	others, stopOthers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for others.Err() == nil {
+		reconcile.Every(others, 100*time.Millisecond, func(ctx context.Context) {
 			for _, dc := range []string{"dc-2", "dc-3"} {
-				st.Tx(others, func(tx *store.Tx) error {
-					return tx.RecordClusterViews(others, dc, []store.ViewRecord{{Cluster: "far", Outcome: "ok"}})
+				err := st.Tx(ctx, func(tx *store.Tx) error {
+					return tx.RecordClusterViews(ctx, dc, []store.ViewRecord{{Cluster: "far", Outcome: "ok"}})
 				})
+				if err != nil && ctx.Err() == nil {
+					t.Errorf("record %s's view: %v", dc, err)
+				}
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		})
 	})
 	defer func() { stopOthers(); wg.Wait() }()
 

@@ -205,3 +205,17 @@ func LoadRules(path string) ([]Rule, error) {
 	}
 	return rules, nil
 }
+
+// Load returns the Interpreter of the built-ins and the rules of
+// rulesFile, or of the built-ins alone when rulesFile is empty: the one
+// way the ingester and `purser health` get theirs.
+func Load(rulesFile string) (*Interpreter, error) {
+	if rulesFile == "" {
+		return New(nil)
+	}
+	rules, err := LoadRules(rulesFile)
+	if err != nil {
+		return nil, err
+	}
+	return New(rules)
+}

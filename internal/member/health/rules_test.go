@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/purser-io/purser/api/v1alpha1"
 )
 
 // widgetRule judges a made-up kind the way a platform team would write a
@@ -184,5 +186,52 @@ healthRules:
 	}
 	if _, err := LoadRules(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Error("missing file: no error")
+	}
+}
+
+// TestLoad: without a file, the built-ins alone; with one, its rules
+// first; a file that cannot be read or compiled is an error.
+func TestLoad(t *testing.T) {
+	widget := map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "status": map[string]any{"ready": true}}
+	job := map[string]any{"apiVersion": "batch/v1", "kind": "Job", "status": map[string]any{"succeeded": int64(1),
+		"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}}}
+
+	builtins, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := builtins.Interpret(widget); got.Health != v1alpha1.HealthUnknown {
+		t.Errorf("built-ins only: a Widget is %+v, want Unknown", got)
+	}
+	if got := builtins.Interpret(job); got.Health != v1alpha1.HealthHealthy {
+		t.Errorf("built-ins only: a complete Job is %+v, want Healthy", got)
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	content := "healthRules:\n- apiVersion: example.com/*\n  kind: Widget\n  health: '\"Healthy\"'\n  phase: '\"Running\"'\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withRules, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := withRules.Interpret(widget); got.Health != v1alpha1.HealthHealthy || got.Phase != PhaseRunning {
+		t.Errorf("with rules: a Widget is %+v, want Healthy Running", got)
+	}
+	if got := withRules.Interpret(job); got.Health != v1alpha1.HealthHealthy {
+		t.Errorf("with rules: a complete Job is %+v, want Healthy (the built-in)", got)
+	}
+
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("missing file: no error")
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("healthRules:\n- apiVersion: v1\n  kind: Pod\n  health: 'object.'\n  phase: '\"Running\"'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad); err == nil {
+		t.Error("a rule that does not compile: no error")
 	}
 }

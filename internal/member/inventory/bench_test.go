@@ -80,7 +80,9 @@ func BenchmarkIngestEvents(b *testing.B) {
 				b.StopTimer()
 				cancel()
 				<-done
-				s.Close()
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
 				srv.Stop()
 				b.StartTimer()
 			}
@@ -123,11 +125,14 @@ func BenchmarkRawUpsert(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s.Close()
+			// Opened only to migrate the schema.
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
 			db := storetest.RawDB(b, dsn)
 			if !storetest.IsPostgres(dsn) {
 				db.SetMaxOpenConns(1)
-				if _, err := db.Exec(`PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL`); err != nil {
+				if _, err := db.ExecContext(b.Context(), `PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL`); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -163,11 +168,11 @@ func rawBatch(b *testing.B, db *sql.DB, dsn string, round, start, n int) {
 		resource_version, labels, health, phase, observed_at, object) VALUES `+strings.Join(values, ", ")+`
 		ON CONFLICT (cluster, uid) DO UPDATE SET resource_version = excluded.resource_version,
 		labels = excluded.labels, object = excluded.object, observed_at = excluded.observed_at`)
-	tx, err := db.Begin()
+	tx, err := db.BeginTx(b.Context(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := tx.Exec(q, args...); err != nil {
+	if _, err := tx.ExecContext(b.Context(), q, args...); err != nil {
 		b.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -186,7 +191,7 @@ func BenchmarkReconcileSnapshot(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer s.Close()
+			defer func() { _ = s.Close() }()
 			ctx := context.Background()
 			row := func(i int, prefix string) store.InventoryRow {
 				return store.InventoryRow{Cluster: "bench", APIVersion: "v1", Kind: "ConfigMap", Namespace: "bench",

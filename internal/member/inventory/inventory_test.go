@@ -64,7 +64,7 @@ func newHub(t *testing.T, eng storetest.Engine) *hub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { _ = s.Close() })
 	h.store = s
 	if h.sealer, err = seal.New([]byte(strings.Repeat("k", seal.KeySize))); err != nil {
 		t.Fatal(err)

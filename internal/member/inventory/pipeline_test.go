@@ -91,7 +91,7 @@ func TestPipelineSettlesAfterCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 
 	src := &memSource{batches: [][]string{{"a", "b"}}}
 	var mu sync.Mutex

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -164,5 +165,5 @@ func objectStatus(object []byte) (map[string]any, bool) {
 func equalJSON(a, b map[string]any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
-	return string(x) == string(y)
+	return bytes.Equal(x, y)
 }

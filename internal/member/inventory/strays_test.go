@@ -22,7 +22,7 @@ func TestReopenCleanups(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
+			defer func() { _ = s.Close() }()
 			ended := time.Now().Add(-time.Minute)
 			attempts := []*store.Attempt{
 				{RunnableUID: "r1", Number: 1, Cluster: "a", StartedAt: ended, EndedAt: &ended, Result: "Evicted", Cleanup: store.CleanupDone},

@@ -36,7 +36,7 @@ func TestProbeAnswers(t *testing.T) {
 	}
 
 	// Accepts, never answers.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

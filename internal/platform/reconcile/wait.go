@@ -22,9 +22,9 @@ func Every(ctx context.Context, period time.Duration, fn func(ctx context.Contex
 }
 
 // Backoff is purser's exponential backoff: base, doubled at each retry up
-// to max, each wait lengthened by up to a fifth; it never runs out.
-func Backoff(base, max time.Duration) wait.Backoff {
-	return wait.Backoff{Duration: base, Factor: 2, Jitter: jitterFactor, Steps: math.MaxInt32, Cap: max}
+// to ceiling, each wait lengthened by up to a fifth; it never runs out.
+func Backoff(base, ceiling time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: base, Factor: 2, Jitter: jitterFactor, Steps: math.MaxInt32, Cap: ceiling}
 }
 
 // Retry runs fn until it returns nil, an error marked Terminal (which it

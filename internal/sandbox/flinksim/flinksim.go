@@ -318,7 +318,7 @@ func (s *Simulator) Running(namespace, name string) (jobID string, ok bool) {
 	u := obj.(*unstructured.Unstructured)
 	s.mu.Lock()
 	if m := s.mems[key]; m != nil && m.written != nil && m.written.GetUID() == u.GetUID() {
-		if c, comparable := resourceversion.Compare(u.GetResourceVersion(), m.written.GetResourceVersion()); comparable && c < 0 {
+		if c, ordered := resourceversion.Compare(u.GetResourceVersion(), m.written.GetResourceVersion()); ordered && c < 0 {
 			u = m.written
 		}
 	}
@@ -472,7 +472,7 @@ func (s *Simulator) step(key string, obj *unstructured.Unstructured, reconcile b
 	p.eff.taken = events{cancelUI: ev.cancelUI && !p.ev.cancelUI, loseJM: ev.loseJM && !p.ev.loseJM}
 	mem.deploys = append(mem.deploys, p.deploys...)
 	for _, d := range p.deploys {
-		s.log.Info("job submitted", "key", key, "jobID", d.JobID, "restoredFrom", d.RestoredFrom)
+		s.log.Info("job submitted", "key", key, "jobId", d.JobID, "restoredFrom", d.RestoredFrom)
 	}
 
 	b, err := json.Marshal(&st)

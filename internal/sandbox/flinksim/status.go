@@ -1,6 +1,7 @@
 package flinksim
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -198,5 +199,5 @@ func deepCopy(m map[string]any) map[string]any {
 func equalJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
-	return string(x) == string(y)
+	return bytes.Equal(x, y)
 }

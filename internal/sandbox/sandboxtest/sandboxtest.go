@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 	"github.com/purser-io/purser/internal/sandbox"
 )
 
@@ -174,7 +174,8 @@ func (e *Env) Dedicated(t testing.TB, argo bool) *sandbox.Cluster {
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for attempt := 0; ; attempt++ {
+	delay := reconcile.Backoff(10*time.Millisecond, 250*time.Millisecond).DelayFunc()
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := cond(ctx)
 		cancel()
@@ -184,6 +185,6 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx 
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not done after %s: %v", what, timeout, err)
 		}
-		time.Sleep(backoff.Exponential(attempt, 10*time.Millisecond, 250*time.Millisecond))
+		time.Sleep(delay())
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/internal/cli/client"
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // ErrGaveUp is returned when a call met only connection errors and
@@ -92,32 +92,35 @@ func (c *Client) Call(ctx context.Context, method, path string, query url.Values
 		}
 	}
 	deadline := time.Now().Add(c.MaxWait)
-	for attempt := 0; ; attempt++ {
+	var r Result
+	err := reconcile.Retry(ctx, reconcile.Backoff(100*time.Millisecond, 2*time.Second), func(ctx context.Context, attempt int) error {
 		idx := int(c.next.Add(1)) % len(c.replicas)
 		actx, cancel := context.WithTimeout(ctx, c.AttemptTimeout)
 		code, err := c.replicas[idx].Do(actx, method, path, query, data, "application/json", out)
 		cancel()
-		r := Result{Code: code, Attempts: attempt + 1, Err: err, Replica: idx}
+		r = Result{Code: code, Attempts: attempt + 1, Err: err, Replica: idx}
 		if ctx.Err() != nil {
 			r.Err = ctx.Err()
-			return r
+			return reconcile.Terminal(r.Err)
 		}
 		if !Retryable(code) {
-			return r
+			return nil
 		}
 		if err == nil {
 			err = fmt.Errorf("HTTP %d", code)
 		}
 		if time.Now().After(deadline) {
 			r.Err = fmt.Errorf("%s %s: %w after %s: %w", method, path, ErrGaveUp, c.MaxWait, err)
-			return r
+			return reconcile.Terminal(r.Err)
 		}
 		c.retries.Add(1)
-		if !backoff.Sleep(ctx, backoff.Exponential(attempt, 100*time.Millisecond, 2*time.Second)) {
-			r.Err = ctx.Err()
-			return r
-		}
+		return err
+	})
+	if err != nil && !reconcile.IsTerminal(err) {
+		// ctx ended during the wait before the next attempt.
+		r.Err = ctx.Err()
 	}
+	return r
 }
 
 // Retries is how many requests were sent again.

@@ -15,7 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/purser-io/purser/internal/platform/backoff"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // spawner starts every process of a farm from one OS thread that lives as
@@ -95,6 +97,9 @@ type Process struct {
 	starts   int
 	kills    int
 	crashes  []Crash
+	// restartDelay spaces the restarts after crashes: each crash waits
+	// longer than the one before.
+	restartDelay wait.DelayFunc
 }
 
 // Crash is an exit of a wanted process that nobody asked for.
@@ -175,9 +180,12 @@ func (p *Process) wait(cmd *exec.Cmd, done chan struct{}, logFile *os.File) {
 	c := Crash{Process: p.Name, At: time.Now(), Status: exitStatus(err), LogTail: tail(p.LogPath, 10)}
 	p.crashes = append(p.crashes, c)
 	p.logf("farm: %s", c)
-	attempt := len(p.crashes) - 1
+	if p.restartDelay == nil {
+		p.restartDelay = reconcile.Backoff(time.Second, 10*time.Second).DelayFunc()
+	}
+	delay := p.restartDelay()
 	p.wg.Go(func() {
-		if !backoff.Sleep(p.ctx, backoff.Exponential(attempt, time.Second, 10*time.Second)) {
+		if !reconcile.Sleep(p.ctx, delay) {
 			return
 		}
 		p.mu.Lock()
@@ -373,7 +381,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, check func
 				return fmt.Errorf("waiting for %s: %s", what, p.Failure())
 			}
 		}
-		if !backoff.Sleep(ctx, 200*time.Millisecond) {
+		if !reconcile.Sleep(ctx, 200*time.Millisecond) {
 			msg := fmt.Sprintf("waiting for %s: %v (last check: %v)", what, ctx.Err(), last)
 			for _, p := range watched {
 				msg += "\n" + p.Failure()

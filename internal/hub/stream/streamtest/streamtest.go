@@ -103,12 +103,12 @@ func (s *Server) start() {
 	s.t.Fatal(err)
 }
 
-// Connect connects to url; the client is closed when the test ends.
-func Connect(t testing.TB, url string) *stream.Client {
+// Connect connects to serverURL; the client is closed when the test ends.
+func Connect(t testing.TB, serverURL string) *stream.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	c, err := stream.Connect(ctx, url, stream.Options{Name: t.Name()})
+	c, err := stream.Connect(ctx, serverURL, stream.Options{Name: t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +116,11 @@ func Connect(t testing.TB, url string) *stream.Client {
 	return c
 }
 
-// Declared connects to url and declares purser's streams, the state every
-// component starts from.
-func Declared(t testing.TB, url string) *stream.Client {
+// Declared connects to serverURL and declares purser's streams, the
+// state every component starts from.
+func Declared(t testing.TB, serverURL string) *stream.Client {
 	t.Helper()
-	c := Connect(t, url)
+	c := Connect(t, serverURL)
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
 	if err := c.Declare(ctx); err != nil {
