@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -227,7 +228,7 @@ func TestMergePodTemplates(t *testing.T) {
 	want := decode(t, `{spec: {containers: [{name: a, image: y, env: [{name: E, value: "1"}]}, {name: b}], hostPID: true}}`)
 	gy, _ := yaml.Marshal(got)
 	wy, _ := yaml.Marshal(want)
-	if string(gy) != string(wy) {
+	if !bytes.Equal(gy, wy) {
 		t.Errorf("merged:\n%s\nwant:\n%s", gy, wy)
 	}
 	if cy, _ := yaml.Marshal(common); strings.Contains(string(cy), "image: y") {

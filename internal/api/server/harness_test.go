@@ -356,7 +356,7 @@ func (h *harness) setPolicy(t testing.TB, f auth.PolicyFile) {
 	t.Helper()
 	apply := func(f auth.PolicyFile) {
 		if data, err := yaml.Marshal(f); err == nil {
-			if cur, err := os.ReadFile(h.policyFile); err == nil && string(cur) == string(data) {
+			if cur, err := os.ReadFile(h.policyFile); err == nil && bytes.Equal(cur, data) {
 				return // in force already: nothing to reload
 			}
 		}

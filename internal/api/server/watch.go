@@ -84,7 +84,8 @@ func (h *watchHub) acquire(u auth.User) (release func(), err error) {
 		once.Do(func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			if h.byUser[u.Name]--; h.byUser[u.Name] == 0 {
+			h.byUser[u.Name]--
+			if h.byUser[u.Name] == 0 {
 				delete(h.byUser, u.Name)
 			}
 			h.open--

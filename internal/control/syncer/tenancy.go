@@ -38,8 +38,7 @@ func (s *Syncer) forbidden(d *deployable, namespaced bool, scopeOf func(schema.G
 		}
 		dec.Reason = err.Error()
 	}
-	switch {
-	case !d.authored:
+	if !d.authored {
 		return fmt.Sprintf("refused by the policy: written before purser recorded authors, and %s; any copy on the cluster is left as it is: apply the deployable again through the API to have it checked for its author",
 			dec.Reason)
 	}

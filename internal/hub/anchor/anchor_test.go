@@ -36,7 +36,7 @@ func newFixture(t *testing.T, eng storetest.Engine) *fixture {
 	if f.db, err = store.Open(t.Context(), f.dsn); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.db.Close() })
+	t.Cleanup(func() { _ = f.db.Close() })
 	f.nats = streamtest.Start(t, "")
 	f.streams = streamtest.Declared(t, f.nats.URL)
 	if _, f.key, err = ed25519.GenerateKey(rand.Reader); err != nil {

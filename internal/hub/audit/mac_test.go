@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,9 @@ func TestWitness(t *testing.T) {
 			var refused *ChainError
 			for _, e := range tc.entries {
 				if err := w.Add(e); err != nil {
-					refused = err.(*ChainError)
+					if !errors.As(err, &refused) {
+						t.Fatalf("Add: %v, not a *ChainError", err)
+					}
 					break
 				}
 			}
