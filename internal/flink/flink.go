@@ -14,14 +14,6 @@
 // only the controller links.
 package flink
 
-import (
-	"encoding/json"
-	"math"
-	"strconv"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-)
-
 // Kinds of the operator's API that purser reads.
 const (
 	APIVersion        = "flink.apache.org/v1beta1"
@@ -29,44 +21,3 @@ const (
 	KindDeployment    = "FlinkDeployment"
 	KindStateSnapshot = "FlinkStateSnapshot"
 )
-
-// The objects read here come from clusters, files and fuzzers, so every
-// read checks the type it finds and treats anything unexpected as absent;
-// the rules then judge from what is missing rather than crash.
-
-// get is the value at path, false when a step is absent or not a map.
-func get(obj map[string]any, path ...string) (any, bool) {
-	v, ok, err := unstructured.NestedFieldNoCopy(obj, path...)
-	return v, ok && err == nil
-}
-
-// str is the string at path, or "" when it is absent or not a string.
-func str(obj map[string]any, path ...string) string {
-	v, _ := get(obj, path...)
-	s, _ := v.(string)
-	return s
-}
-
-// integer reads a count at path. Decoded JSON holds int64 (apimachinery's
-// decoder) or float64 (encoding/json), and hand-built maps hold int; all
-// are accepted, and ok is false for anything else or a fraction.
-func integer(obj map[string]any, path ...string) (n int64, ok bool) {
-	v, _ := get(obj, path...)
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case float64:
-		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-			return 0, false
-		}
-		return int64(x), true
-	case json.Number:
-		n, err := strconv.ParseInt(string(x), 10, 64)
-		return n, err == nil
-	}
-	return 0, false
-}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 // The FlinkDeployment judgement follows the state machine of the Apache
@@ -100,21 +101,21 @@ func JudgeDeployment(obj map[string]any) Verdict {
 
 func readFlink(obj map[string]any) flinkObject {
 	f := flinkObject{
-		job:       str(obj, "status", "jobStatus", "state"),
-		jm:        str(obj, "status", "jobManagerDeploymentStatus"),
-		lifecycle: str(obj, "status", "lifecycleState"),
-		recon:     str(obj, "status", "reconciliationStatus", "state"),
-		err:       parseFlinkError(str(obj, "status", "error")),
+		job:       fields.String(obj, "status", "jobStatus", "state"),
+		jm:        fields.String(obj, "status", "jobManagerDeploymentStatus"),
+		lifecycle: fields.String(obj, "status", "lifecycleState"),
+		recon:     fields.String(obj, "status", "reconciliationStatus", "state"),
+		err:       parseFlinkError(fields.String(obj, "status", "error")),
 	}
-	last := str(obj, "status", "reconciliationStatus", "lastReconciledSpec")
+	last := fields.String(obj, "status", "reconciliationStatus", "lastReconciledSpec")
 	hasJob := false
 	if last != "" {
 		f.reconciled, f.firstDeploy, hasJob = reconciledJob(last)
 	}
-	spec, hasSpec := get(obj, "spec")
-	if job, ok := get(obj, "spec", "job"); ok && job != nil {
+	spec, hasSpec := fields.Get(obj, "spec")
+	if job, ok := fields.Get(obj, "spec", "job"); ok && job != nil {
 		f.application = true
-		f.desired = strings.ToLower(str(obj, "spec", "job", "state"))
+		f.desired = strings.ToLower(fields.String(obj, "spec", "job", "state"))
 		if f.desired == "" {
 			f.desired = "running"
 		}
@@ -126,7 +127,7 @@ func readFlink(obj map[string]any) flinkObject {
 		// No spec (a status saved on its own): the last reconciled spec
 		// says which mode was deployed; without one, a job id or a job
 		// state only the job of an application cluster has.
-		f.application = hasJob || str(obj, "status", "jobStatus", "jobId") != "" ||
+		f.application = hasJob || fields.String(obj, "status", "jobStatus", "jobId") != "" ||
 			f.lifecycle == "SUSPENDED" || (f.job != "" && f.job != "FINISHED")
 		f.desired = f.reconciled
 		if f.desired == "" && f.lifecycle == "SUSPENDED" {
@@ -139,8 +140,8 @@ func readFlink(obj map[string]any) flinkObject {
 	// The operator records the generation it reconciled
 	// (ReconciliationStatus.serializeAndSetLastReconciledSpec sets
 	// observedGeneration); a newer spec is a change it has yet to act on.
-	gen, okGen := integer(obj, "metadata", "generation")
-	seen, okSeen := integer(obj, "status", "observedGeneration")
+	gen, okGen := fields.Int(obj, "metadata", "generation")
+	seen, okSeen := fields.Int(obj, "status", "observedGeneration")
 	if okGen && okSeen && gen > seen {
 		f.pending = fmt.Sprintf("the operator has not reconciled generation %d yet (observed %d)", gen, seen)
 	} else if f.application && f.reconciled != "" && f.desired != "" && f.desired != f.reconciled {
@@ -194,7 +195,7 @@ func reconciledJob(last string) (state string, firstDeploy, hasJob bool) {
 // not write status.lifecycleState (1.0 to 1.3, where the method existed but
 // was @JsonIgnore): the same decisions from the same fields.
 func deriveLifecycle(obj map[string]any, f flinkObject, last string) string {
-	if _, ok := get(obj, "status", "reconciliationStatus"); !ok {
+	if _, ok := fields.Get(obj, "status", "reconciliationStatus"); !ok {
 		return ""
 	}
 	if last == "" { // ReconciliationStatus.isBeforeFirstDeployment
@@ -219,7 +220,7 @@ func deriveLifecycle(obj map[string]any, f flinkObject, last string) string {
 	if f.recon == "ROLLED_BACK" {
 		return "ROLLED_BACK"
 	}
-	stable := str(obj, "status", "reconciliationStatus", "lastStableSpec")
+	stable := fields.String(obj, "status", "reconciliationStatus", "lastStableSpec")
 	if stable != "" && stable == last { // isLastReconciledSpecStable
 		return "STABLE"
 	}

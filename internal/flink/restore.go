@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 // lastStateDummy is what the operator writes as upgradeSavepointPath for a
@@ -135,7 +136,7 @@ func WrittenBy(path, job string) bool {
 
 // dig walks m along path; nil where a step is missing or not a map.
 func dig(m map[string]any, path ...string) any {
-	v, _ := get(m, path...)
+	v, _ := fields.Get(m, path...)
 	return v
 }
 

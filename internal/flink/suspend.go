@@ -1,5 +1,7 @@
 package flink
 
+import "github.com/purser-io/purser/internal/platform/fields"
+
 // What stopping and resuming a FlinkDeployment's job means to the
 // operator. Setting spec.job.state to suspended makes the operator stop
 // the job the way its upgradeMode says, with a savepoint or keeping its
@@ -13,10 +15,10 @@ package flink
 // own to suspend (a session cluster: no spec.job), so stopping it means
 // deleting it.
 func Suspension(obj map[string]any) (spec map[string]any, remove bool) {
-	if _, ok := get(obj, "spec", "job"); !ok {
+	if _, ok := fields.Get(obj, "spec", "job"); !ok {
 		return nil, true
 	}
-	if str(obj, "spec", "job", "state") == "suspended" {
+	if fields.String(obj, "spec", "job", "state") == "suspended" {
 		return nil, false
 	}
 	return map[string]any{"job": map[string]any{"state": "suspended"}}, false
@@ -26,7 +28,7 @@ func Suspension(obj map[string]any) (spec map[string]any, remove bool) {
 // object made from template: the job state the template asks for,
 // running when it names none (JobSpec's default).
 func Resumption(template map[string]any) map[string]any {
-	state := str(template, "spec", "job", "state")
+	state := fields.String(template, "spec", "job", "state")
 	if state == "" {
 		state = "running"
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 type runnableDoc = store.Document[v1alpha1.RunnableSpec]
@@ -47,8 +48,8 @@ func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, 
 	name := v1alpha1.ObjectName(tmpl, rec.Name)
 	var labels, annotations map[string]string
 	if md, ok := tmpl["metadata"].(map[string]any); ok {
-		labels = stringMap(md["labels"])
-		annotations = stringMap(md["annotations"])
+		labels = fields.StringMap(md["labels"])
+		annotations = fields.StringMap(md["annotations"])
 	}
 	obj.Object["metadata"] = map[string]any{}
 	obj.SetGroupVersionKind(gvk)
@@ -71,20 +72,6 @@ func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, 
 	obj.SetAnnotations(annotations)
 	delete(obj.Object, "status")
 	return obj
-}
-
-func stringMap(v any) map[string]string {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, x := range m {
-		if s, ok := x.(string); ok {
-			out[k] = s
-		}
-	}
-	return out
 }
 
 func ref(obj *unstructured.Unstructured) string {

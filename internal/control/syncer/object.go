@@ -15,6 +15,7 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 // What purser writes on every object it manages. The label is what makes an
@@ -120,8 +121,8 @@ func (d *deployable) object(sealer *seal.Sealer, namespaced bool) (*unstructured
 	// pointing into purser's world) reaches the cluster.
 	var labels, annotations map[string]string
 	if md, ok := tmpl["metadata"].(map[string]any); ok {
-		labels = stringMap(md["labels"])
-		annotations = stringMap(md["annotations"])
+		labels = fields.StringMap(md["labels"])
+		annotations = fields.StringMap(md["annotations"])
 	}
 	obj.Object["metadata"] = map[string]any{}
 	obj.SetName(d.name)
@@ -142,18 +143,4 @@ func (d *deployable) object(sealer *seal.Sealer, namespaced bool) (*unstructured
 	obj.SetAnnotations(annotations)
 	delete(obj.Object, "status")
 	return obj, nil
-}
-
-func stringMap(v any) map[string]string {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, x := range m {
-		if s, ok := x.(string); ok {
-			out[k] = s
-		}
-	}
-	return out
 }

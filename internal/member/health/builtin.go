@@ -3,6 +3,8 @@ package health
 import (
 	"fmt"
 	"strings"
+
+	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 // The built-in interpreters follow what each kind's own controller writes
@@ -34,13 +36,13 @@ func interpretJob(obj map[string]any) Result {
 	if c, ok := isTrue(obj, "Suspended"); ok {
 		return healthy(PhasePending, withDetail("job suspended", c.describe()))
 	}
-	if boolean(obj, "spec", "suspend") {
+	if fields.Bool(obj, "spec", "suspend") {
 		return healthy(PhasePending, "job suspended (spec.suspend)")
 	}
 	if active > 0 {
 		// status.ready counts active pods that run; an old Job controller
 		// does not write it, so absent means "assume they run".
-		if ready, ok := integer(obj, "status", "ready"); ok && ready == 0 {
+		if ready, ok := fields.Int(obj, "status", "ready"); ok && ready == 0 {
 			return healthy(PhasePending, "waiting for pods to start ("+counts+")")
 		}
 		return healthy(PhaseRunning, "job running ("+counts+")")
@@ -61,8 +63,8 @@ func interpretJob(obj map[string]any) Result {
 // workflow controller keeps; Error is Argo's failure of the workflow
 // itself (not of a step), and is as final as Failed.
 func interpretWorkflow(obj map[string]any) Result {
-	phase, msg := str(obj, "status", "phase"), str(obj, "status", "message")
-	if progress := str(obj, "status", "progress"); progress != "" {
+	phase, msg := fields.String(obj, "status", "phase"), fields.String(obj, "status", "message")
+	if progress := fields.String(obj, "status", "progress"); progress != "" {
 		msg = withDetail(msg, "progress "+progress)
 	}
 	switch phase {
@@ -102,7 +104,7 @@ func interpretDeployment(obj map[string]any) Result {
 		return unhealthy(phase, withDetail("rollout stuck", progressing.describe()))
 	}
 	counts := fmt.Sprintf("%d of %d updated, %d available", updated, replicas, available)
-	if boolean(obj, "spec", "paused") {
+	if fields.Bool(obj, "spec", "paused") {
 		return healthy(phase, "rollout paused ("+counts+")")
 	}
 	if updated < replicas {
@@ -153,7 +155,7 @@ func interpretStatefulSet(obj map[string]any) Result {
 		return unhealthy(phase, fmt.Sprintf("%d of %d replicas ready", ready, replicas))
 	}
 	readyMsg := fmt.Sprintf("%d of %d replicas ready", ready, replicas)
-	if str(obj, "spec", "updateStrategy", "type") == "OnDelete" {
+	if fields.String(obj, "spec", "updateStrategy", "type") == "OnDelete" {
 		// The controller never rolls pods under OnDelete, so revisions
 		// differ until someone deletes them; that is not a rollout to
 		// wait for.
@@ -168,7 +170,7 @@ func interpretStatefulSet(obj map[string]any) Result {
 		}
 		return healthy(PhaseRunning, readyMsg+fmt.Sprintf(", partitioned at %d", partition))
 	}
-	currentRev, updateRev := str(obj, "status", "currentRevision"), str(obj, "status", "updateRevision")
+	currentRev, updateRev := fields.String(obj, "status", "currentRevision"), fields.String(obj, "status", "updateRevision")
 	if updated < replicas || (updateRev != "" && currentRev != updateRev) {
 		return healthy(PhaseRunning, fmt.Sprintf("rolling out: %d of %d replicas at revision %s", updated, replicas, updateRev))
 	}
@@ -177,7 +179,7 @@ func interpretStatefulSet(obj map[string]any) Result {
 
 // desiredReplicas is spec.replicas, which defaults to 1 when omitted.
 func desiredReplicas(obj map[string]any) int64 {
-	if n, ok := integer(obj, "spec", "replicas"); ok {
+	if n, ok := fields.Int(obj, "spec", "replicas"); ok {
 		return n
 	}
 	return 1
@@ -189,11 +191,11 @@ func desiredReplicas(obj map[string]any) int64 {
 // spec, so judging from them would be wrong either way; the controller
 // catches up in moments, so it is Healthy and the caller sets the phase.
 func waitingForController(obj map[string]any, controller string) (Result, bool) {
-	observed, ok := integer(obj, "status", "observedGeneration")
+	observed, ok := fields.Int(obj, "status", "observedGeneration")
 	if !ok {
 		return healthy("", "waiting for the "+controller+" controller"), true
 	}
-	if generation, ok := integer(obj, "metadata", "generation"); ok && generation > observed {
+	if generation, ok := fields.Int(obj, "metadata", "generation"); ok && generation > observed {
 		return healthy("", fmt.Sprintf("waiting for the %s controller to observe generation %d (observed %d)", controller, generation, observed)), true
 	}
 	return Result{}, false

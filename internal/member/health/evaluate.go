@@ -10,6 +10,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/cli/manifest"
+	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 // EvaluateFile is `purser health -f FILE`: it judges every object in the
@@ -66,20 +67,20 @@ func evaluate(w io.Writer, r io.Reader, source string, interp *Interpreter) erro
 // (status.result) when it has one, as the ingester judges the object on
 // its cluster; the message says so.
 func judge(interp *Interpreter, obj map[string]any) (Result, error) {
-	kind := str(obj, "kind")
-	if str(obj, "apiVersion") != v1alpha1.GroupVersion || (kind != v1alpha1.KindRunnable && kind != v1alpha1.KindDeployable) {
+	kind := fields.String(obj, "kind")
+	if fields.String(obj, "apiVersion") != v1alpha1.GroupVersion || (kind != v1alpha1.KindRunnable && kind != v1alpha1.KindDeployable) {
 		return interp.Interpret(obj), nil
 	}
 	spec, _ := obj["spec"].(map[string]any)
 	template, _ := spec["template"].(map[string]any)
-	if str(template, "kind") == "" || str(template, "apiVersion") == "" {
-		return Result{}, fmt.Errorf("%s %s has no spec.template with apiVersion and kind to judge", kind, str(obj, "metadata", "name"))
+	if fields.String(template, "kind") == "" || fields.String(template, "apiVersion") == "" {
+		return Result{}, fmt.Errorf("%s %s has no spec.template with apiVersion and kind to judge", kind, fields.String(obj, "metadata", "name"))
 	}
 	judged := make(map[string]any, len(template)+1)
 	for k, v := range template {
 		judged[k] = v
 	}
-	what := "its template, a " + str(template, "apiVersion") + " " + str(template, "kind")
+	what := "its template, a " + fields.String(template, "apiVersion") + " " + fields.String(template, "kind")
 	if st, _ := obj["status"].(map[string]any); st != nil {
 		if result, ok := st["result"].(map[string]any); ok {
 			judged["status"] = result
@@ -97,9 +98,9 @@ func judge(interp *Interpreter, obj map[string]any) (Result, error) {
 // one line (Interpret makes sure), so the line stays one record for grep
 // and awk.
 func line(obj map[string]any, res Result) string {
-	name := str(obj, "metadata", "name")
+	name := fields.String(obj, "metadata", "name")
 	if name == "" {
-		name = str(obj, "metadata", "generateName")
+		name = fields.String(obj, "metadata", "generateName")
 	}
 	if name == "" {
 		name = "<none>"
@@ -112,7 +113,7 @@ func line(obj map[string]any, res Result) string {
 	if p == "" {
 		p = "-"
 	}
-	s := fmt.Sprintf("%s/%s %s %s %s", oneWord(str(obj, "kind")), oneWord(name), h, p, res.Message)
+	s := fmt.Sprintf("%s/%s %s %s %s", oneWord(fields.String(obj, "kind")), oneWord(name), h, p, res.Message)
 	return strings.TrimRight(s, " ") + "\n"
 }
 

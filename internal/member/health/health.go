@@ -23,6 +23,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/flink"
+	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 // Phases of an object. They describe the object on its cluster, not the
@@ -146,7 +147,7 @@ func (i *Interpreter) Interpret(obj map[string]any) (res Result) {
 		}
 		res.Message = clip(res.Message)
 	}()
-	apiVersion, kind := str(obj, "apiVersion"), str(obj, "kind")
+	apiVersion, kind := fields.String(obj, "apiVersion"), fields.String(obj, "kind")
 	if apiVersion == "" || kind == "" {
 		return unknown("object has no apiVersion or kind")
 	}
@@ -185,7 +186,7 @@ func (i *Interpreter) rule(apiVersion, kind string) interpretFunc {
 // failover controller resurrect it elsewhere. A phase that is already final
 // stays, since the object did finish before it was deleted.
 func terminating(obj map[string]any, res Result) Result {
-	ts := str(obj, "metadata", "deletionTimestamp")
+	ts := fields.String(obj, "metadata", "deletionTimestamp")
 	if ts == "" || res.Phase == "" || res.Phase == PhaseSucceeded || res.Phase == PhaseFailed {
 		return res
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 // Kinds whose objects carry no status: configuration, not workloads.
@@ -32,7 +33,7 @@ func interpretStateless(kind string) Result {
 // and unset), so none is given.
 func interpretNode(obj map[string]any) Result {
 	cordoned := ""
-	if boolean(obj, "spec", "unschedulable") {
+	if fields.Bool(obj, "spec", "unschedulable") {
 		cordoned = " (cordoned)"
 	}
 	c, ok := findCondition(obj, "Ready")
