@@ -100,22 +100,3 @@ func (tx *Tx) ListAgentFreshness(ctx context.Context) (map[string]AgentFreshness
 	}
 	return out, classify(rows.Err())
 }
-
-// CountInventoryByCluster returns how many records each cluster has.
-func (tx *Tx) CountInventoryByCluster(ctx context.Context) (map[string]int64, error) {
-	rows, err := tx.query(ctx, `SELECT cluster, COUNT(*) FROM inventory GROUP BY cluster`)
-	if err != nil {
-		return nil, fmt.Errorf("count inventory: %w", classify(err))
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var c string
-		var n int64
-		if err := rows.Scan(&c, &n); err != nil {
-			return nil, fmt.Errorf("count inventory: %w", classify(err))
-		}
-		out[c] = n
-	}
-	return out, classify(rows.Err())
-}

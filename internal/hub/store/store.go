@@ -290,6 +290,40 @@ func (tx *Tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return tx.tx.QueryRowContext(ctx, tx.s.d.rebind(q), args...)
 }
 
+// checkUpdated turns the outcome of an optimistic UPDATE into nil,
+// ErrConflict (the row moved on) or ErrNotFound (there is no row).
+func (tx *Tx) checkUpdated(ctx context.Context, res sql.Result, err error, table, keyColumn, key string, rv int64) error {
+	if err != nil {
+		return classify(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return classify(err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var current int64
+	err = tx.queryRow(ctx, `SELECT resource_version FROM `+table+` WHERE `+keyColumn+` = ?`, key).Scan(&current)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%s %s: %w", keyColumn, key, ErrNotFound)
+	case err != nil:
+		return classify(err)
+	}
+	return fmt.Errorf("resourceVersion %d is stale, current is %d: %w", rv, current, ErrConflict)
+}
+
+// mustExist returns ErrNotFound unless table has a row whose keyColumn is key.
+func (tx *Tx) mustExist(ctx context.Context, table, keyColumn, key string) error {
+	var one int
+	err := tx.queryRow(ctx, `SELECT 1 FROM `+table+` WHERE `+keyColumn+` = ?`, key).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s %s=%s: %w", table, keyColumn, key, ErrNotFound)
+	}
+	return classify(err)
+}
+
 // maxAttempts bounds how often Tx and Read run fn when the database asks
 // for a retry; contention that outlasts this is reported to the caller.
 const maxAttempts = 5

@@ -75,27 +75,3 @@ func (tx *Tx) DeleteLeftoverCopy(ctx context.Context, c *LeftoverCopy) error {
 	}
 	return nil
 }
-
-// ListRunnablesToRemove returns up to limit ended runnables whose
-// retention has passed at now, the longest overdue first.
-func (tx *Tx) ListRunnablesToRemove(ctx context.Context, now time.Time, limit int) ([]*Runnable, error) {
-	rows, err := tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables
-		WHERE remove_after IS NOT NULL AND remove_after <= ? ORDER BY remove_after, id LIMIT ?`,
-		tx.s.d.ts(now), pageLimit(limit))
-	if err != nil {
-		return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
-	}
-	defer rows.Close()
-	var out []*Runnable
-	for rows.Next() {
-		r, err := scanRunnable(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
-	}
-	return out, nil
-}
