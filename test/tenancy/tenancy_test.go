@@ -342,7 +342,7 @@ func testStoredBehindTheAPI(t *testing.T, f *farm) {
 	rdoc, _ := json.Marshal(store.Document[v1alpha1.RunnableSpec]{Spec: v1alpha1.RunnableSpec{Template: role}, Author: author})
 	ddoc, _ := json.Marshal(store.Document[v1alpha1.DeployableSpec]{Spec: v1alpha1.DeployableSpec{Template: role}, Author: author})
 	if err := f.store.Tx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateRunnable(ctx, &store.Runnable{Namespace: f.own, Name: "stored", UID: "stored-r-" + f.own, Generation: 1,
+		if err := tx.Runnables().Create(ctx, &store.Runnable{Namespace: f.own, Name: "stored", UID: "stored-r-" + f.own, Generation: 1,
 			Spec: rdoc, SpecHash: "x", Phase: string(v1alpha1.PhaseQueued), Submitter: "mallory"}); err != nil {
 			return err
 		}
@@ -355,7 +355,7 @@ func testStoredBehindTheAPI(t *testing.T, f *farm) {
 		var r *store.Runnable
 		var attempts []*store.Attempt
 		err := f.store.Read(ctx, func(tx *store.Tx) (err error) {
-			if r, err = tx.GetRunnable(ctx, f.own, "stored"); err != nil {
+			if r, err = tx.Runnables().Get(ctx, f.own, "stored"); err != nil {
 				return err
 			}
 			attempts, err = tx.ListAttempts(ctx, r.UID)

@@ -1076,12 +1076,12 @@ func testAttemptCounts(t *testing.T, h *harness) {
 		h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", name, "true")).want(t, http.StatusAccepted)
 	}
 	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
-		r, err := tx.GetRunnable(ctx, "team-a", "moved")
+		r, err := tx.Runnables().Get(ctx, "team-a", "moved")
 		if err != nil {
 			return err
 		}
 		r.Phase, r.Cluster = string(v1alpha1.PhaseRunning), "dc1-a"
-		if err := tx.UpdateRunnable(ctx, r); err != nil {
+		if err := tx.Runnables().Update(ctx, r); err != nil {
 			return err
 		}
 		ended := time.Now()

@@ -125,7 +125,7 @@ func seedRunnables(b *testing.B, h *harness, n int) {
 			for i := start; i < min(start+1000, n); i++ {
 				r := &store.Runnable{Namespace: fmt.Sprintf("team-%c", 'a'+i%3), Name: fmt.Sprintf("job-%06d", i),
 					UID: fmt.Sprintf("uid-%06d", i), Generation: 1, Spec: doc, SpecHash: "h", Phase: "Queued", Submitter: "alice"}
-				if err := tx.CreateRunnable(ctx, r); err != nil {
+				if err := tx.Runnables().Create(ctx, r); err != nil {
 					return err
 				}
 				if err := tx.AppendAudit(ctx, &audit.Entry{Actor: "alice", Action: "create", Kind: "Runnable", Namespace: r.Namespace, Name: r.Name, Summary: "seed", Outcome: "Queued"}); err != nil {

@@ -216,7 +216,7 @@ func (s *Server) readObservations(r *http.Request, tx *store.Tx) (observations, 
 	if o.capacity, err = tx.ClusterCapacity(r.Context()); err != nil {
 		return o, err
 	}
-	if o.runnables, err = tx.CountRunnablesByClusterPhase(r.Context()); err != nil {
+	if o.runnables, err = tx.Runnables().CountByClusterPhase(r.Context()); err != nil {
 		return o, err
 	}
 	views, _, err := tx.ListClusterViews(r.Context())

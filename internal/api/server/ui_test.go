@@ -209,12 +209,12 @@ func TestConsole(t *testing.T) {
 func setPhase(t *testing.T, h *harness, ns, name, phase string) {
 	t.Helper()
 	err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
-		r, err := tx.GetRunnable(context.Background(), ns, name)
+		r, err := tx.Runnables().Get(context.Background(), ns, name)
 		if err != nil {
 			return err
 		}
 		r.Phase = phase
-		return tx.UpdateRunnable(context.Background(), r)
+		return tx.Runnables().Update(context.Background(), r)
 	})
 	if err != nil {
 		t.Fatal(err)

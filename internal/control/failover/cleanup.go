@@ -63,7 +63,7 @@ func (c *Controller) purge(ctx context.Context, a *store.Attempt, view *clusterV
 	var rec *store.Runnable
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		rec, err = tx.GetRunnableByUID(ctx, a.RunnableUID)
+		rec, err = tx.Runnables().GetByUID(ctx, a.RunnableUID)
 		return err
 	})
 	if err != nil {
@@ -183,7 +183,7 @@ func (c *Controller) release(ctx context.Context, a *store.Attempt, view *cluste
 	var attempts []*store.Attempt
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if rec, err = tx.GetRunnableByUID(ctx, a.RunnableUID); err != nil {
+		if rec, err = tx.Runnables().GetByUID(ctx, a.RunnableUID); err != nil {
 			return err
 		}
 		attempts, err = tx.ListAttempts(ctx, a.RunnableUID)

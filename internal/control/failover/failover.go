@@ -212,7 +212,7 @@ func (c *Controller) scan(ctx context.Context, views map[string]*clusterView) er
 		var page []*store.Runnable
 		err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 			var err error
-			page, err = tx.ListRunnablesInPhases(ctx, occupying, after, pageSize)
+			page, err = tx.Runnables().ListInPhases(ctx, occupying, after, pageSize)
 			return err
 		})
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 func (c *Controller) retain(ctx context.Context) error {
 	var due []*store.Runnable
 	if err := c.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
-		due, err = tx.ListRunnablesToRemove(ctx, c.cfg.Now(), pageSize)
+		due, err = tx.Runnables().ListToRemove(ctx, c.cfg.Now(), pageSize)
 		return err
 	}); err != nil {
 		return err

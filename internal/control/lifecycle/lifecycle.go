@@ -45,7 +45,7 @@ func Decode(rec *store.Runnable) (*Runnable, error) {
 
 // Load reads the runnable uid in tx; store.ErrNotFound when it is gone.
 func Load(ctx context.Context, tx *store.Tx, uid string) (*Runnable, error) {
-	rec, err := tx.GetRunnableByUID(ctx, uid)
+	rec, err := tx.Runnables().GetByUID(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func Apply(ctx context.Context, tx *store.Tx, r *Runnable, t Transition) (*Runna
 	if rec.Status, err = encode(next.Status); err != nil {
 		return nil, err
 	}
-	if err := tx.UpdateRunnable(ctx, &rec); err != nil {
+	if err := tx.Runnables().Update(ctx, &rec); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil, store.ErrMoved
 		}
@@ -157,7 +157,7 @@ func Create(ctx context.Context, tx *store.Tx, rec *store.Runnable, t Transition
 	if rec.Status, err = encode(r.Status); err != nil {
 		return nil, err
 	}
-	if err := tx.CreateRunnable(ctx, rec); err != nil {
+	if err := tx.Runnables().Create(ctx, rec); err != nil {
 		return nil, err
 	}
 	if err := finish(ctx, tx, r, t); err != nil {
@@ -198,7 +198,7 @@ func Remove(ctx context.Context, tx *store.Tx, r *Runnable, by Cause, actor stri
 			return err
 		}
 	}
-	if err := tx.DeleteRunnable(ctx, r.Rec.UID, r.Rec.ResourceVersion); err != nil {
+	if err := tx.Runnables().Delete(ctx, r.Rec.UID, r.Rec.ResourceVersion); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return store.ErrMoved
 		}

@@ -55,7 +55,7 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 		if rows, err = tx.ListClusters(ctx); err != nil {
 			return err
 		}
-		if active, err = tx.CountRunnablesByCluster(ctx, activePhases...); err != nil {
+		if active, err = tx.Runnables().CountByCluster(ctx, activePhases...); err != nil {
 			return err
 		}
 		capacity, err = tx.ClusterCapacity(ctx)

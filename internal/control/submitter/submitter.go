@@ -216,7 +216,7 @@ func (s *Submitter) rescan(ctx context.Context) ([]string, error) {
 			var page []*store.Runnable
 			err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 				var err error
-				page, cont, err = tx.ListRunnables(ctx, store.RunnableFilter{Phase: string(phase), Continue: cont, Limit: 1000})
+				page, cont, err = tx.Runnables().List(ctx, store.RunnableFilter{Phase: string(phase), Continue: cont, Limit: 1000})
 				return err
 			})
 			if err != nil {
@@ -231,7 +231,7 @@ func (s *Submitter) rescan(ctx context.Context) ([]string, error) {
 		}
 	}
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-		cancelled, err := tx.ListRunnableUIDsWithOpenAttempt(ctx, string(v1alpha1.PhaseCancelled), 1000)
+		cancelled, err := tx.Runnables().UIDsWithOpenAttempt(ctx, string(v1alpha1.PhaseCancelled), 1000)
 		uids = append(uids, cancelled...)
 		return err
 	})

@@ -43,7 +43,7 @@ func testAuditConcurrentChain(t *testing.T, eng engine) {
 			for i := range perWorker {
 				r := newRunnable(fmt.Sprintf("ns-%d", w), fmt.Sprintf("r-%d", i))
 				errs <- s.Tx(ctx, func(tx *Tx) error {
-					if err := tx.CreateRunnable(ctx, r); err != nil {
+					if err := tx.Runnables().Create(ctx, r); err != nil {
 						return err
 					}
 					return tx.AppendAudit(ctx, &audit.Entry{Actor: "u", Action: "create", Kind: "Runnable",
@@ -70,7 +70,7 @@ func testAuditConcurrentChain(t *testing.T, eng engine) {
 		}
 		// Every entry describes a change that was committed with it.
 		for _, e := range entries {
-			if _, err := tx.GetRunnable(ctx, e.Namespace, e.Name); err != nil {
+			if _, err := tx.Runnables().Get(ctx, e.Namespace, e.Name); err != nil {
 				t.Errorf("seq %d records %s/%s, which is not there: %v", e.Seq, e.Namespace, e.Name, err)
 			}
 		}

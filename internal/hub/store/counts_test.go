@@ -19,7 +19,7 @@ func testCounts(t *testing.T, eng engine) {
 	}
 	mustTx(t, s, func(tx *Tx) error {
 		for _, r := range runnables {
-			if err := tx.CreateRunnable(ctx, r); err != nil {
+			if err := tx.Runnables().Create(ctx, r); err != nil {
 				return err
 			}
 		}
@@ -33,7 +33,7 @@ func testCounts(t *testing.T, eng engine) {
 	var byPhase map[string]map[string]int
 	var attempts map[string]int
 	mustRead(t, s, func(tx *Tx) (err error) {
-		if byPhase, err = tx.CountRunnablesByClusterPhase(ctx); err != nil {
+		if byPhase, err = tx.Runnables().CountByClusterPhase(ctx); err != nil {
 			return err
 		}
 		attempts, err = tx.CountAttempts(ctx, []string{runnables[0].UID, runnables[1].UID, runnables[2].UID})

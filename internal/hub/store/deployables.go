@@ -119,7 +119,7 @@ func (tx *Tx) GetDeployableByUID(ctx context.Context, uid string) (*Deployable, 
 
 // UpdateDeployable writes every mutable field of d (all but ID, Namespace,
 // Name, UID and CreatedAt) under the same optimistic rule as
-// UpdateRunnable: ErrConflict when d.ResourceVersion is stale.
+// Runnables.Update: ErrConflict when d.ResourceVersion is stale.
 func (tx *Tx) UpdateDeployable(ctx context.Context, d *Deployable) error {
 	now := tx.s.now()
 	res, err := tx.exec(ctx, `UPDATE deployables SET generation = ?, spec = ?, secret = ?, spec_hash = ?,
@@ -175,7 +175,7 @@ func (tx *Tx) GetDeployablesVersion(ctx context.Context) (DeployablesVersion, er
 }
 
 // ListDeployables returns one page of deployables ordered by (namespace,
-// name), paginated like ListRunnables.
+// name), paginated like Runnables.List.
 func (tx *Tx) ListDeployables(ctx context.Context, f DeployableFilter) ([]*Deployable, string, error) {
 	var (
 		conds []string

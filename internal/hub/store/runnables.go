@@ -27,7 +27,7 @@ type Runnable struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	// ResourceVersion is 1 on create and grows by one with every update;
-	// UpdateRunnable only succeeds against the current value.
+	// Runnables.Update only succeeds against the current value.
 	ResourceVersion int64
 	// EndedAt is when the runnable reached an ended phase; RemoveAfter,
 	// when retention removes it (nil: never).
@@ -35,7 +35,13 @@ type Runnable struct {
 	RemoveAfter *time.Time
 }
 
-// RunnableFilter selects runnables for ListRunnables; empty fields match
+// Runnables is the runnables table as one transaction reads and writes it.
+type Runnables struct{ tx *Tx }
+
+// Runnables returns the runnables as tx sees them.
+func (tx *Tx) Runnables() Runnables { return Runnables{tx} }
+
+// RunnableFilter selects runnables for Runnables.List; empty fields match
 // everything.
 type RunnableFilter struct {
 	Namespace string
@@ -56,25 +62,25 @@ func scanRunnable(row interface{ Scan(...any) error }) (*Runnable, error) {
 	return r, err
 }
 
-// CreateRunnable inserts r and fills its ID, CreatedAt, UpdatedAt and
+// Create inserts r and fills its ID, CreatedAt, UpdatedAt and
 // ResourceVersion. The caller chooses UID. It returns ErrConflict when
 // namespace/name or UID is taken.
-func (tx *Tx) CreateRunnable(ctx context.Context, r *Runnable) error {
+func (rs Runnables) Create(ctx context.Context, r *Runnable) error {
 	if r.UID == "" {
 		return fmt.Errorf("create runnable %s/%s: empty uid", r.Namespace, r.Name)
 	}
-	now := tx.s.now()
+	now := rs.tx.s.now()
 	// ON CONFLICT DO NOTHING instead of catching a unique violation: on
 	// PostgreSQL a violation would abort the whole transaction, and the
 	// caller may want to carry on (for example, read the existing object).
-	err := tx.queryRow(ctx, `INSERT INTO runnables (namespace, name, uid, generation, spec, spec_hash,
+	err := rs.tx.queryRow(ctx, `INSERT INTO runnables (namespace, name, uid, generation, spec, spec_hash,
 			phase, cluster, submitter, status, created_at, updated_at, resource_version, ended_at, remove_after)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
 		ON CONFLICT DO NOTHING
 		RETURNING id`,
 		r.Namespace, r.Name, r.UID, r.Generation, string(r.Spec), r.SpecHash,
-		r.Phase, r.Cluster, r.Submitter, nullText(r.Status), tx.s.d.ts(now), tx.s.d.ts(now),
-		tx.s.d.nullTS(r.EndedAt), tx.s.d.nullTS(r.RemoveAfter),
+		r.Phase, r.Cluster, r.Submitter, nullText(r.Status), rs.tx.s.d.ts(now), rs.tx.s.d.ts(now),
+		rs.tx.s.d.nullTS(r.EndedAt), rs.tx.s.d.nullTS(r.RemoveAfter),
 	).Scan(&r.ID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("create runnable %s/%s (uid %s): name or uid already exists: %w", r.Namespace, r.Name, r.UID, ErrConflict)
@@ -90,9 +96,9 @@ func (tx *Tx) CreateRunnable(ctx context.Context, r *Runnable) error {
 // longer as the caller read it.
 var ErrMoved = errors.New("runnable changed since it was read")
 
-// GetRunnable returns the runnable namespace/name, or ErrNotFound.
-func (tx *Tx) GetRunnable(ctx context.Context, namespace, name string) (*Runnable, error) {
-	r, err := scanRunnable(tx.queryRow(ctx,
+// Get returns the runnable namespace/name, or ErrNotFound.
+func (rs Runnables) Get(ctx context.Context, namespace, name string) (*Runnable, error) {
+	r, err := scanRunnable(rs.tx.queryRow(ctx,
 		`SELECT `+runnableColumns+` FROM runnables WHERE namespace = ? AND name = ?`, namespace, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("runnable %s/%s: %w", namespace, name, ErrNotFound)
@@ -103,9 +109,9 @@ func (tx *Tx) GetRunnable(ctx context.Context, namespace, name string) (*Runnabl
 	return r, nil
 }
 
-// GetRunnableByUID returns the runnable with that UID, or ErrNotFound.
-func (tx *Tx) GetRunnableByUID(ctx context.Context, uid string) (*Runnable, error) {
-	r, err := scanRunnable(tx.queryRow(ctx,
+// GetByUID returns the runnable with that UID, or ErrNotFound.
+func (rs Runnables) GetByUID(ctx context.Context, uid string) (*Runnable, error) {
+	r, err := scanRunnable(rs.tx.queryRow(ctx,
 		`SELECT `+runnableColumns+` FROM runnables WHERE uid = ?`, uid))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("runnable uid %s: %w", uid, ErrNotFound)
@@ -116,20 +122,20 @@ func (tx *Tx) GetRunnableByUID(ctx context.Context, uid string) (*Runnable, erro
 	return r, nil
 }
 
-// UpdateRunnable writes every mutable field of r (all but ID, Namespace,
+// Update writes every mutable field of r (all but ID, Namespace,
 // Name, UID and CreatedAt) to the row with r's UID, provided its
 // ResourceVersion is still r.ResourceVersion. On success it bumps
 // r.ResourceVersion and sets r.UpdatedAt; a stale r yields ErrConflict, a
 // missing row ErrNotFound.
-func (tx *Tx) UpdateRunnable(ctx context.Context, r *Runnable) error {
-	now := tx.s.now()
-	res, err := tx.exec(ctx, `UPDATE runnables SET generation = ?, spec = ?, spec_hash = ?, phase = ?,
+func (rs Runnables) Update(ctx context.Context, r *Runnable) error {
+	now := rs.tx.s.now()
+	res, err := rs.tx.exec(ctx, `UPDATE runnables SET generation = ?, spec = ?, spec_hash = ?, phase = ?,
 			cluster = ?, submitter = ?, status = ?, updated_at = ?, resource_version = resource_version + 1,
 			ended_at = ?, remove_after = ?
 		WHERE uid = ? AND resource_version = ?`,
 		r.Generation, string(r.Spec), r.SpecHash, r.Phase, r.Cluster, r.Submitter, nullText(r.Status),
-		tx.s.d.ts(now), tx.s.d.nullTS(r.EndedAt), tx.s.d.nullTS(r.RemoveAfter), r.UID, r.ResourceVersion)
-	if err := tx.checkUpdated(ctx, res, err, "runnables", "uid", r.UID, r.ResourceVersion); err != nil {
+		rs.tx.s.d.ts(now), rs.tx.s.d.nullTS(r.EndedAt), rs.tx.s.d.nullTS(r.RemoveAfter), r.UID, r.ResourceVersion)
+	if err := rs.tx.checkUpdated(ctx, res, err, "runnables", "uid", r.UID, r.ResourceVersion); err != nil {
 		return fmt.Errorf("update runnable %s/%s: %w", r.Namespace, r.Name, err)
 	}
 	r.ResourceVersion++
@@ -137,23 +143,23 @@ func (tx *Tx) UpdateRunnable(ctx context.Context, r *Runnable) error {
 	return nil
 }
 
-// DeleteRunnable removes the runnable uid, and with it (the foreign key
+// Delete removes the runnable uid, and with it (the foreign key
 // cascades) its attempts, provided its ResourceVersion is still rv:
 // ErrConflict when it moved on, ErrNotFound when it is gone.
-func (tx *Tx) DeleteRunnable(ctx context.Context, uid string, rv int64) error {
-	res, err := tx.exec(ctx, `DELETE FROM runnables WHERE uid = ? AND resource_version = ?`, uid, rv)
-	if err := tx.checkUpdated(ctx, res, err, "runnables", "uid", uid, rv); err != nil {
+func (rs Runnables) Delete(ctx context.Context, uid string, rv int64) error {
+	res, err := rs.tx.exec(ctx, `DELETE FROM runnables WHERE uid = ? AND resource_version = ?`, uid, rv)
+	if err := rs.tx.checkUpdated(ctx, res, err, "runnables", "uid", uid, rv); err != nil {
 		return fmt.Errorf("delete runnable %s: %w", uid, err)
 	}
 	return nil
 }
 
-// ListRunnables returns one page of runnables ordered by (namespace, name)
+// List returns one page of runnables ordered by (namespace, name)
 // and the token for the next page, "" on the last. Pages are keyed by the
 // last row's position, so rows inserted or deleted between calls never make
 // a page repeat or skip an unchanged row. A token this package did not make
 // yields ErrBadContinue.
-func (tx *Tx) ListRunnables(ctx context.Context, f RunnableFilter) ([]*Runnable, string, error) {
+func (rs Runnables) List(ctx context.Context, f RunnableFilter) ([]*Runnable, string, error) {
 	var (
 		conds []string
 		args  []any
@@ -167,7 +173,7 @@ func (tx *Tx) ListRunnables(ctx context.Context, f RunnableFilter) ([]*Runnable,
 	if f.Cluster != "" {
 		conds, args = append(conds, "cluster = ?"), append(args, f.Cluster)
 	}
-	return listPage(ctx, tx, "runnables", runnableColumns, conds, args, f.Continue, pageLimit(f.Limit), scanRunnable,
+	return listPage(ctx, rs.tx, "runnables", runnableColumns, conds, args, f.Continue, pageLimit(f.Limit), scanRunnable,
 		func(r *Runnable) (string, string) { return r.Namespace, r.Name })
 }
 
@@ -190,11 +196,11 @@ func mapJSON(s string) (map[string]string, error) {
 	return m, err
 }
 
-// ListRunnablesInPhases returns up to limit runnables (<= 0: 500, capped
+// ListInPhases returns up to limit runnables (<= 0: 500, capped
 // at 1000) in any of phases whose ID is above afterID, ordered by ID: the
 // controller's scan of the work that occupies clusters, resumed from the
 // last ID of the previous page.
-func (tx *Tx) ListRunnablesInPhases(ctx context.Context, phases []string, afterID int64, limit int) ([]*Runnable, error) {
+func (rs Runnables) ListInPhases(ctx context.Context, phases []string, afterID int64, limit int) ([]*Runnable, error) {
 	if len(phases) == 0 {
 		return nil, nil
 	}
@@ -204,7 +210,7 @@ func (tx *Tx) ListRunnablesInPhases(ctx context.Context, phases []string, afterI
 		args = append(args, p)
 	}
 	args = append(args, limit)
-	rows, err := tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables
+	rows, err := rs.tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables
 		WHERE id > ? AND phase IN (?`+strings.Repeat(", ?", len(phases)-1)+`)
 		ORDER BY id LIMIT ?`, args...)
 	if err != nil {
@@ -225,12 +231,12 @@ func (tx *Tx) ListRunnablesInPhases(ctx context.Context, phases []string, afterI
 	return out, nil
 }
 
-// ListRunnablesToRemove returns up to limit ended runnables whose
+// ListToRemove returns up to limit ended runnables whose
 // retention has passed at now, the longest overdue first.
-func (tx *Tx) ListRunnablesToRemove(ctx context.Context, now time.Time, limit int) ([]*Runnable, error) {
-	rows, err := tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables
+func (rs Runnables) ListToRemove(ctx context.Context, now time.Time, limit int) ([]*Runnable, error) {
+	rows, err := rs.tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables
 		WHERE remove_after IS NOT NULL AND remove_after <= ? ORDER BY remove_after, id LIMIT ?`,
-		tx.s.d.ts(now), pageLimit(limit))
+		rs.tx.s.d.ts(now), pageLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
 	}
@@ -249,11 +255,11 @@ func (tx *Tx) ListRunnablesToRemove(ctx context.Context, now time.Time, limit in
 	return out, nil
 }
 
-// CountRunnablesByCluster returns, per cluster, how many runnables are in
+// CountByCluster returns, per cluster, how many runnables are in
 // one of phases. The submitter weighs clusters by it on every placement,
 // so it is one aggregate query rather than pages of whole rows.
 // Runnables with no cluster are not counted.
-func (tx *Tx) CountRunnablesByCluster(ctx context.Context, phases ...string) (map[string]int, error) {
+func (rs Runnables) CountByCluster(ctx context.Context, phases ...string) (map[string]int, error) {
 	out := map[string]int{}
 	if len(phases) == 0 {
 		return out, nil
@@ -264,7 +270,7 @@ func (tx *Tx) CountRunnablesByCluster(ctx context.Context, phases ...string) (ma
 	}
 	q := `SELECT cluster, COUNT(*) FROM runnables WHERE cluster <> '' AND phase IN (?` +
 		strings.Repeat(", ?", len(phases)-1) + `) GROUP BY cluster`
-	rows, err := tx.query(ctx, q, args...)
+	rows, err := rs.tx.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count runnables by cluster: %w", classify(err))
 	}
@@ -283,13 +289,13 @@ func (tx *Tx) CountRunnablesByCluster(ctx context.Context, phases ...string) (ma
 	return out, nil
 }
 
-// ListRunnableUIDsWithOpenAttempt returns the uids of runnables in phase
+// UIDsWithOpenAttempt returns the uids of runnables in phase
 // with an attempt that has not ended, at most limit of them. The submitter
 // uses it to find cancelled runnables whose object may still be on a
 // cluster, so that a cancellation never depends on one message arriving.
-func (tx *Tx) ListRunnableUIDsWithOpenAttempt(ctx context.Context, phase string, limit int) ([]string, error) {
+func (rs Runnables) UIDsWithOpenAttempt(ctx context.Context, phase string, limit int) ([]string, error) {
 	limit = pageLimit(limit)
-	rows, err := tx.query(ctx, `SELECT DISTINCT r.uid FROM runnables r
+	rows, err := rs.tx.query(ctx, `SELECT DISTINCT r.uid FROM runnables r
 		JOIN attempts a ON a.runnable_uid = r.uid
 		WHERE r.phase = ? AND a.ended_at IS NULL
 		ORDER BY r.uid LIMIT ?`, phase, limit)
@@ -311,11 +317,11 @@ func (tx *Tx) ListRunnableUIDsWithOpenAttempt(ctx context.Context, phase string,
 	return out, nil
 }
 
-// CountRunnablesByClusterPhase counts the runnables placed on each cluster
+// CountByClusterPhase counts the runnables placed on each cluster
 // (their current cluster), by phase: what the console's farm view draws.
 // One grouped scan of the runnables' cluster index.
-func (tx *Tx) CountRunnablesByClusterPhase(ctx context.Context) (map[string]map[string]int, error) {
-	rows, err := tx.query(ctx, `SELECT cluster, phase, COUNT(*) FROM runnables WHERE cluster <> '' GROUP BY cluster, phase`)
+func (rs Runnables) CountByClusterPhase(ctx context.Context) (map[string]map[string]int, error) {
+	rows, err := rs.tx.query(ctx, `SELECT cluster, phase, COUNT(*) FROM runnables WHERE cluster <> '' GROUP BY cluster, phase`)
 	if err != nil {
 		return nil, fmt.Errorf("count runnables by cluster and phase: %w", classify(err))
 	}

@@ -32,7 +32,7 @@ func TestReopenCleanups(t *testing.T) {
 			}
 			if err := s.Tx(ctx, func(tx *store.Tx) error {
 				for _, uid := range []string{"r1", "r2", "r3"} {
-					if err := tx.CreateRunnable(ctx, &store.Runnable{Namespace: "ns", Name: uid, UID: uid, Spec: []byte(`{}`), Phase: "Running"}); err != nil {
+					if err := tx.Runnables().Create(ctx, &store.Runnable{Namespace: "ns", Name: uid, UID: uid, Spec: []byte(`{}`), Phase: "Running"}); err != nil {
 						return err
 					}
 				}
