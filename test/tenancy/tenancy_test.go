@@ -358,7 +358,7 @@ func testStoredBehindTheAPI(t *testing.T, f *farm) {
 			if r, err = tx.Runnables().Get(ctx, f.own, "stored"); err != nil {
 				return err
 			}
-			attempts, err = tx.ListAttempts(ctx, r.UID)
+			attempts, err = tx.Attempts().List(ctx, r.UID)
 			return err
 		})
 		if err != nil {

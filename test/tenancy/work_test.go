@@ -83,7 +83,7 @@ func testWhatTheWorkMayDo(t *testing.T, f *farm) {
 			if r, err = tx.Runnables().Get(ctx, f.own, "stored-priv"); err != nil {
 				return err
 			}
-			attempts, err = tx.ListAttempts(ctx, r.UID)
+			attempts, err = tx.Attempts().List(ctx, r.UID)
 			return err
 		})
 		if err != nil {

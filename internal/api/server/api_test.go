@@ -1085,11 +1085,11 @@ func testAttemptCounts(t *testing.T, h *harness) {
 			return err
 		}
 		ended := time.Now()
-		if err := tx.PutAttempt(ctx, &store.Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc2-a", StartedAt: ended.Add(-time.Minute),
+		if err := tx.Attempts().Put(ctx, &store.Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc2-a", StartedAt: ended.Add(-time.Minute),
 			EndedAt: &ended, Result: "Evicted", Reason: "ClusterUnreachable"}); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, &store.Attempt{RunnableUID: r.UID, Number: 2, Cluster: "dc1-a", StartedAt: ended})
+		return tx.Attempts().Put(ctx, &store.Attempt{RunnableUID: r.UID, Number: 2, Cluster: "dc1-a", StartedAt: ended})
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -131,7 +131,7 @@ func (s *Server) getRunnable(r *http.Request, u auth.User) (int, any, error) {
 		if rec, err = tx.Runnables().Get(r.Context(), ns, name); err != nil {
 			return err
 		}
-		attempts, err = tx.ListAttempts(r.Context(), rec.UID)
+		attempts, err = tx.Attempts().List(r.Context(), rec.UID)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -170,7 +170,7 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 		for i, rec := range recs {
 			uids[i] = rec.UID
 		}
-		attempts, err = tx.CountAttempts(r.Context(), uids)
+		attempts, err = tx.Attempts().Count(r.Context(), uids)
 		return err
 	}); err != nil {
 		return 0, nil, err
@@ -221,7 +221,7 @@ func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) 
 		if err != nil {
 			return err
 		}
-		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		attempts, err := tx.Attempts().List(r.Context(), rec.UID)
 		if err != nil {
 			return err
 		}
@@ -312,7 +312,7 @@ func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) 
 		if err != nil {
 			return err
 		}
-		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		attempts, err := tx.Attempts().List(r.Context(), rec.UID)
 		if err != nil {
 			return err
 		}

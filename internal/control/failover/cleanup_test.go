@@ -50,11 +50,11 @@ func TestLeftoverOfAnUnreachableAttemptIsRemoved(t *testing.T) {
 		if err := tx.Runnables().Create(ctx, rec); err != nil {
 			return err
 		}
-		if err := tx.PutAttempt(ctx, &store.Attempt{RunnableUID: uid, Number: 1, Cluster: "b", StartedAt: now, EndedAt: &now,
+		if err := tx.Attempts().Put(ctx, &store.Attempt{RunnableUID: uid, Number: 1, Cluster: "b", StartedAt: now, EndedAt: &now,
 			Result: "Failed", Reason: "ClusterUnreachable", Cleanup: store.CleanupPending}); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, &store.Attempt{RunnableUID: uid, Number: 2, Cluster: "a", StartedAt: now})
+		return tx.Attempts().Put(ctx, &store.Attempt{RunnableUID: uid, Number: 2, Cluster: "a", StartedAt: now})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -344,7 +344,7 @@ func (c *Controller) openAttempt(ctx context.Context, rec *store.Runnable) (*sto
 	var attempts []*store.Attempt
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		attempts, err = tx.ListAttempts(ctx, rec.UID)
+		attempts, err = tx.Attempts().List(ctx, rec.UID)
 		return err
 	})
 	if err != nil {

@@ -176,7 +176,7 @@ func Remove(ctx context.Context, tx *store.Tx, r *Runnable, by Cause, actor stri
 		return fmt.Errorf("runnable %s/%s: %s may not remove it while it is %s: %w",
 			r.Rec.Namespace, r.Rec.Name, by, from, ErrNotAllowed)
 	}
-	attempts, err := tx.ListAttempts(ctx, r.Rec.UID)
+	attempts, err := tx.Attempts().List(ctx, r.Rec.UID)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func stampEnd(rec *store.Runnable) error {
 // finish writes what comes with a move besides the runnable's row.
 func finish(ctx context.Context, tx *store.Tx, r *Runnable, t Transition) error {
 	if t.Attempt != nil {
-		if err := tx.PutAttempt(ctx, t.Attempt); err != nil {
+		if err := tx.Attempts().Put(ctx, t.Attempt); err != nil {
 			return err
 		}
 	}

@@ -227,7 +227,7 @@ func (f *fixture) get(name string) (*store.Runnable, string, []*store.Attempt) {
 		if rec, err = tx.Runnables().Get(context.Background(), f.ns, name); err != nil {
 			return err
 		}
-		attempts, err = tx.ListAttempts(context.Background(), rec.UID)
+		attempts, err = tx.Attempts().List(context.Background(), rec.UID)
 		return err
 	})
 	if err != nil {

@@ -33,9 +33,15 @@ type Attempt struct {
 	Note      string
 	// CreateLandedBy is the latest moment a create the submitter sent for
 	// the object can take effect on the cluster (nil: none was sent). Only
-	// SetCreateLandedBy sets it; PutAttempt leaves it as it is.
+	// Attempts.SetCreateLandedBy sets it; Attempts.Put leaves it as it is.
 	CreateLandedBy *time.Time
 }
+
+// Attempts is the attempts table as one transaction reads and writes it.
+type Attempts struct{ tx *Tx }
+
+// Attempts returns the attempts as tx sees them.
+func (tx *Tx) Attempts() Attempts { return Attempts{tx} }
 
 // Attempt cleanup states.
 const (
@@ -43,12 +49,12 @@ const (
 	CleanupDone    = "Done"
 )
 
-// PutAttempt inserts or replaces attempt (RunnableUID, Number). It returns
+// Put inserts or replaces attempt (RunnableUID, Number). It returns
 // ErrNotFound when the runnable does not exist.
-func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
+func (at Attempts) Put(ctx context.Context, a *Attempt) error {
 	// Checked first, rather than left to the foreign key, because a
 	// violation would abort a PostgreSQL transaction.
-	if err := tx.mustExist(ctx, "runnables", "uid", a.RunnableUID); err != nil {
+	if err := at.tx.mustExist(ctx, "runnables", "uid", a.RunnableUID); err != nil {
 		return fmt.Errorf("put attempt %d: %w", a.Number, err)
 	}
 	carried, err := jsonMap(a.CarriedIn)
@@ -59,7 +65,7 @@ func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
 	if err != nil {
 		return fmt.Errorf("put attempt %d: reported: %w", a.Number, err)
 	}
-	_, err = tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
+	_, err = at.tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
 			ended_at, result, reason, message, cleanup, cleanup_after, carried_in, reported, note)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (runnable_uid, number) DO UPDATE SET cluster = excluded.cluster,
@@ -67,8 +73,8 @@ func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
 			ended_at = excluded.ended_at, result = excluded.result, reason = excluded.reason,
 			message = excluded.message, cleanup = excluded.cleanup, cleanup_after = excluded.cleanup_after,
 			carried_in = excluded.carried_in, reported = excluded.reported, note = excluded.note`,
-		a.RunnableUID, a.Number, a.Cluster, a.ObjectUID, tx.s.d.ts(a.StartedAt), tx.s.d.nullTS(a.EndedAt),
-		a.Result, a.Reason, a.Message, a.Cleanup, tx.s.d.nullTS(a.CleanupAfter), carried, reported, a.Note)
+		a.RunnableUID, a.Number, a.Cluster, a.ObjectUID, at.tx.s.d.ts(a.StartedAt), at.tx.s.d.nullTS(a.EndedAt),
+		a.Result, a.Reason, a.Message, a.Cleanup, at.tx.s.d.nullTS(a.CleanupAfter), carried, reported, a.Note)
 	if err != nil {
 		return fmt.Errorf("put attempt %d of runnable %s: %w", a.Number, a.RunnableUID, classify(err))
 	}
@@ -81,11 +87,11 @@ func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
 // when the attempt has ended: a create must not be sent then, since the
 // runnable may be on its way elsewhere. Recorded in the row the attempt's
 // end is written to, the two are ordered: a controller that ends the
-// attempt sees every send that may still land (LockCreateLandedBy).
-func (tx *Tx) SetCreateLandedBy(ctx context.Context, runnableUID string, number int, landedBy time.Time) (bool, error) {
-	res, err := tx.exec(ctx, `UPDATE attempts SET create_landed_by = ?
+// attempt sees every send that may still land (Attempts.LockCreateLandedBy).
+func (at Attempts) SetCreateLandedBy(ctx context.Context, runnableUID string, number int, landedBy time.Time) (bool, error) {
+	res, err := at.tx.exec(ctx, `UPDATE attempts SET create_landed_by = ?
 		WHERE runnable_uid = ? AND number = ? AND ended_at IS NULL`,
-		tx.s.d.ts(landedBy), runnableUID, number)
+		at.tx.s.d.ts(landedBy), runnableUID, number)
 	if err != nil {
 		return false, fmt.Errorf("mark the create of attempt %d of %s: %w", number, runnableUID, classify(err))
 	}
@@ -99,10 +105,10 @@ func (tx *Tx) SetCreateLandedBy(ctx context.Context, runnableUID string, number 
 // UndoCreateLandedBy puts back prev (nil: none) after a send recorded as
 // mark was found never to have left, unless another write replaced mark
 // meanwhile.
-func (tx *Tx) UndoCreateLandedBy(ctx context.Context, runnableUID string, number int, mark time.Time, prev *time.Time) error {
-	_, err := tx.exec(ctx, `UPDATE attempts SET create_landed_by = ?
+func (at Attempts) UndoCreateLandedBy(ctx context.Context, runnableUID string, number int, mark time.Time, prev *time.Time) error {
+	_, err := at.tx.exec(ctx, `UPDATE attempts SET create_landed_by = ?
 		WHERE runnable_uid = ? AND number = ? AND create_landed_by = ?`,
-		tx.s.d.nullTS(prev), runnableUID, number, tx.s.d.ts(mark))
+		at.tx.s.d.nullTS(prev), runnableUID, number, at.tx.s.d.ts(mark))
 	if err != nil {
 		return fmt.Errorf("undo the create mark of attempt %d of %s: %w", number, runnableUID, classify(err))
 	}
@@ -113,13 +119,13 @@ func (tx *Tx) UndoCreateLandedBy(ctx context.Context, runnableUID string, number
 // PostgreSQL the row stays locked to the end of the transaction, so that a
 // SetCreateLandedBy waits for it and then sees whether it ended the
 // attempt. SQLite has a single writer anyway.
-func (tx *Tx) LockCreateLandedBy(ctx context.Context, runnableUID string, number int) (*time.Time, error) {
+func (at Attempts) LockCreateLandedBy(ctx context.Context, runnableUID string, number int) (*time.Time, error) {
 	q := `SELECT create_landed_by FROM attempts WHERE runnable_uid = ? AND number = ?`
-	if tx.s.d.engine == EnginePostgres {
+	if at.tx.s.d.engine == EnginePostgres {
 		q += " FOR UPDATE"
 	}
 	var landedBy *time.Time
-	err := tx.queryRow(ctx, q, runnableUID, number).Scan(nullTimeCol{&landedBy})
+	err := at.tx.queryRow(ctx, q, runnableUID, number).Scan(nullTimeCol{&landedBy})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("attempt %d of %s: %w", number, runnableUID, ErrNotFound)
 	}
@@ -129,9 +135,9 @@ func (tx *Tx) LockCreateLandedBy(ctx context.Context, runnableUID string, number
 	return landedBy, nil
 }
 
-// ListAttempts returns the attempts of a runnable ordered by Number.
-func (tx *Tx) ListAttempts(ctx context.Context, runnableUID string) ([]*Attempt, error) {
-	out, err := tx.scanAttempts(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE runnable_uid = ? ORDER BY number`,
+// List returns the attempts of a runnable ordered by Number.
+func (at Attempts) List(ctx context.Context, runnableUID string) ([]*Attempt, error) {
+	out, err := at.scan(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE runnable_uid = ? ORDER BY number`,
 		runnableUID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of %s: %w", runnableUID, err)
@@ -142,8 +148,8 @@ func (tx *Tx) ListAttempts(ctx context.Context, runnableUID string) ([]*Attempt,
 const attemptColumns = `runnable_uid, number, cluster, object_uid, started_at, ended_at,
 	result, reason, message, cleanup, cleanup_after, carried_in, reported, note, create_landed_by`
 
-func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*Attempt, error) {
-	rows, err := tx.query(ctx, query, args...)
+func (at Attempts) scan(ctx context.Context, query string, args ...any) ([]*Attempt, error) {
+	rows, err := at.tx.query(ctx, query, args...)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -172,10 +178,10 @@ func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*A
 	return out, nil
 }
 
-// CountAttempts returns how many attempts each of the given runnables has
+// Count returns how many attempts each of the given runnables has
 // (by uid; a runnable with none is absent), for the lists that do not
 // carry the attempts themselves.
-func (tx *Tx) CountAttempts(ctx context.Context, uids []string) (map[string]int, error) {
+func (at Attempts) Count(ctx context.Context, uids []string) (map[string]int, error) {
 	out := map[string]int{}
 	for start := 0; start < len(uids); start += inChunk {
 		part := uids[start:min(start+inChunk, len(uids))]
@@ -183,7 +189,7 @@ func (tx *Tx) CountAttempts(ctx context.Context, uids []string) (map[string]int,
 		for i, u := range part {
 			args[i] = u
 		}
-		rows, err := tx.query(ctx, `SELECT runnable_uid, COUNT(*) FROM attempts WHERE runnable_uid IN (?`+
+		rows, err := at.tx.query(ctx, `SELECT runnable_uid, COUNT(*) FROM attempts WHERE runnable_uid IN (?`+
 			strings.Repeat(", ?", len(part)-1)+`) GROUP BY runnable_uid`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("count attempts: %w", classify(err))
@@ -208,8 +214,8 @@ func (tx *Tx) CountAttempts(ctx context.Context, uids []string) (map[string]int,
 
 // ListPendingCleanups returns up to limit attempts (<= 0: 500, capped at
 // 1000) whose object is still to be removed, oldest end first.
-func (tx *Tx) ListPendingCleanups(ctx context.Context, limit int) ([]*Attempt, error) {
-	out, err := tx.scanAttempts(ctx, `SELECT `+attemptColumns+` FROM attempts
+func (at Attempts) ListPendingCleanups(ctx context.Context, limit int) ([]*Attempt, error) {
+	out, err := at.scan(ctx, `SELECT `+attemptColumns+` FROM attempts
 		WHERE cleanup = ? ORDER BY ended_at, runnable_uid, number LIMIT ?`, CleanupPending, pageLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list pending cleanups: %w", err)

@@ -24,11 +24,11 @@ func testCounts(t *testing.T, eng engine) {
 			}
 		}
 		for n := 1; n <= 2; n++ {
-			if err := tx.PutAttempt(ctx, &Attempt{RunnableUID: runnables[0].UID, Number: n, Cluster: "dc1", StartedAt: at}); err != nil {
+			if err := tx.Attempts().Put(ctx, &Attempt{RunnableUID: runnables[0].UID, Number: n, Cluster: "dc1", StartedAt: at}); err != nil {
 				return err
 			}
 		}
-		return tx.PutAttempt(ctx, &Attempt{RunnableUID: runnables[2].UID, Number: 1, Cluster: "dc2", StartedAt: at})
+		return tx.Attempts().Put(ctx, &Attempt{RunnableUID: runnables[2].UID, Number: 1, Cluster: "dc2", StartedAt: at})
 	})
 	var byPhase map[string]map[string]int
 	var attempts map[string]int
@@ -36,7 +36,7 @@ func testCounts(t *testing.T, eng engine) {
 		if byPhase, err = tx.Runnables().CountByClusterPhase(ctx); err != nil {
 			return err
 		}
-		attempts, err = tx.CountAttempts(ctx, []string{runnables[0].UID, runnables[1].UID, runnables[2].UID})
+		attempts, err = tx.Attempts().Count(ctx, []string{runnables[0].UID, runnables[1].UID, runnables[2].UID})
 		return err
 	})
 	if want := map[string]map[string]int{"dc1": {"Running": 2}, "dc2": {"Succeeded": 1}}; !reflect.DeepEqual(byPhase, want) {

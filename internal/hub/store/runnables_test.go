@@ -167,7 +167,7 @@ func testDeleteRunnable(t *testing.T, eng engine) {
 		if err := tx.Runnables().Create(ctx, r); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", StartedAt: time.Now()})
+		return tx.Attempts().Put(ctx, &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", StartedAt: time.Now()})
 	})
 	err := s.Tx(ctx, func(tx *Tx) error { return tx.Runnables().Delete(ctx, r.UID, r.ResourceVersion+1) })
 	wantErr(t, err, ErrConflict)
@@ -176,7 +176,7 @@ func testDeleteRunnable(t *testing.T, eng engine) {
 		if _, err := tx.Runnables().GetByUID(ctx, r.UID); !errors.Is(err, ErrNotFound) {
 			t.Errorf("after delete: %v, want ErrNotFound", err)
 		}
-		attempts, err := tx.ListAttempts(ctx, r.UID)
+		attempts, err := tx.Attempts().List(ctx, r.UID)
 		if len(attempts) != 0 {
 			t.Errorf("attempts left after delete: %d", len(attempts))
 		}
@@ -354,7 +354,7 @@ func testAttempts(t *testing.T, eng engine) {
 			return err
 		}
 		for _, n := range []int{2, 1} {
-			if err := tx.PutAttempt(ctx, &Attempt{RunnableUID: r.UID, Number: n, Cluster: fmt.Sprintf("dc%d", n),
+			if err := tx.Attempts().Put(ctx, &Attempt{RunnableUID: r.UID, Number: n, Cluster: fmt.Sprintf("dc%d", n),
 				ObjectUID: fmt.Sprintf("obj-%d", n), StartedAt: start.Add(time.Duration(n) * time.Minute)}); err != nil {
 				return err
 			}
@@ -368,21 +368,21 @@ func testAttempts(t *testing.T, eng engine) {
 		Reported:  map[string]string{"flink.apache.org/job-id": "9f1e"},
 		Note:      "attempt 1 never ran Healthy"}
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.PutAttempt(ctx, first); err != nil {
+		if err := tx.Attempts().Put(ctx, first); err != nil {
 			return err
 		}
 		// Unknown runnable: ErrNotFound, and the transaction carries on.
-		wantErr(t, tx.PutAttempt(ctx, &Attempt{RunnableUID: "nope", Number: 1, StartedAt: start}), ErrNotFound)
+		wantErr(t, tx.Attempts().Put(ctx, &Attempt{RunnableUID: "nope", Number: 1, StartedAt: start}), ErrNotFound)
 		_, err := tx.Runnables().GetByUID(ctx, r.UID)
 		return err
 	})
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.ListAttempts(ctx, r.UID)
+		got, err := tx.Attempts().List(ctx, r.UID)
 		if err != nil {
 			return err
 		}
 		if len(got) != 2 || got[0].Number != 1 || got[1].Number != 2 {
-			t.Fatalf("ListAttempts = %+v, want numbers 1, 2", got)
+			t.Fatalf("Attempts.List = %+v, want numbers 1, 2", got)
 		}
 		if !reflect.DeepEqual(got[0], first) {
 			t.Errorf("upserted attempt:\n got %+v\nwant %+v", got[0], first)
@@ -390,9 +390,9 @@ func testAttempts(t *testing.T, eng engine) {
 		if got[1].EndedAt != nil || got[1].Result != "" {
 			t.Errorf("open attempt: %+v", got[1])
 		}
-		none, err := tx.ListAttempts(ctx, "nope")
+		none, err := tx.Attempts().List(ctx, "nope")
 		if err != nil || len(none) != 0 {
-			t.Errorf("ListAttempts(unknown) = %v, %v", none, err)
+			t.Errorf("Attempts.List(unknown) = %v, %v", none, err)
 		}
 		return nil
 	})
@@ -410,7 +410,7 @@ func testCreateLandedBy(t *testing.T, eng engine) {
 		if err := tx.Runnables().Create(ctx, r); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, a)
+		return tx.Attempts().Put(ctx, a)
 	})
 	landed := start.Add(30 * time.Second)
 	// The submitter's write of the created object, from a copy read
@@ -418,33 +418,33 @@ func testCreateLandedBy(t *testing.T, eng engine) {
 	created := *a
 	created.ObjectUID = "obj-1"
 	mustTx(t, s, func(tx *Tx) error {
-		ok, err := tx.SetCreateLandedBy(ctx, r.UID, 1, landed)
+		ok, err := tx.Attempts().SetCreateLandedBy(ctx, r.UID, 1, landed)
 		if err != nil || !ok {
-			t.Errorf("SetCreateLandedBy on the open attempt = %v, %v; want true", ok, err)
+			t.Errorf("Attempts.SetCreateLandedBy on the open attempt = %v, %v; want true", ok, err)
 		}
-		return tx.PutAttempt(ctx, &created)
+		return tx.Attempts().Put(ctx, &created)
 	})
 	mustTx(t, s, func(tx *Tx) error {
-		got, err := tx.LockCreateLandedBy(ctx, r.UID, 1)
+		got, err := tx.Attempts().LockCreateLandedBy(ctx, r.UID, 1)
 		if err != nil || got == nil || !got.Equal(landed) {
-			t.Errorf("LockCreateLandedBy = %v, %v; want %s", got, err, landed)
+			t.Errorf("Attempts.LockCreateLandedBy = %v, %v; want %s", got, err, landed)
 		}
-		_, err = tx.LockCreateLandedBy(ctx, r.UID, 2)
+		_, err = tx.Attempts().LockCreateLandedBy(ctx, r.UID, 2)
 		wantErr(t, err, ErrNotFound)
 		ended := created
 		end := start.Add(time.Minute)
 		ended.EndedAt, ended.Result = &end, "Evicted"
-		return tx.PutAttempt(ctx, &ended)
+		return tx.Attempts().Put(ctx, &ended)
 	})
 	mustTx(t, s, func(tx *Tx) error {
-		ok, err := tx.SetCreateLandedBy(ctx, r.UID, 1, landed.Add(time.Hour))
+		ok, err := tx.Attempts().SetCreateLandedBy(ctx, r.UID, 1, landed.Add(time.Hour))
 		if err != nil || ok {
-			t.Errorf("SetCreateLandedBy on the ended attempt = %v, %v; want false", ok, err)
+			t.Errorf("Attempts.SetCreateLandedBy on the ended attempt = %v, %v; want false", ok, err)
 		}
 		return nil
 	})
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.ListAttempts(ctx, r.UID)
+		got, err := tx.Attempts().List(ctx, r.UID)
 		if err != nil {
 			return err
 		}
@@ -467,10 +467,10 @@ func testTimestamps(t *testing.T, eng engine) {
 		if err := tx.Runnables().Create(ctx, r); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, &Attempt{RunnableUID: r.UID, Number: 1, StartedAt: in, EndedAt: &in})
+		return tx.Attempts().Put(ctx, &Attempt{RunnableUID: r.UID, Number: 1, StartedAt: in, EndedAt: &in})
 	})
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.ListAttempts(ctx, r.UID)
+		got, err := tx.Attempts().List(ctx, r.UID)
 		if err != nil {
 			return err
 		}

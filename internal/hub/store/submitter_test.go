@@ -28,7 +28,7 @@ func TestSubmitterQueries(t *testing.T) {
 						now := time.Now()
 						a.EndedAt, a.Result = &now, "Cancelled"
 					}
-					return tx.PutAttempt(ctx, a)
+					return tx.Attempts().Put(ctx, a)
 				})
 			}
 			put("a", "Scheduled", "c1", false)
