@@ -190,7 +190,7 @@ func Remove(ctx context.Context, tx *store.Tx, r *Runnable, by Cause, actor stri
 		if a.Cleanup == store.CleanupDone || (a.ObjectUID == "" && a.Cleanup != store.CleanupPending) {
 			continue // nothing of it can be on its cluster
 		}
-		if err := tx.PutLeftoverCopy(ctx, &store.LeftoverCopy{
+		if err := tx.LeftoverCopies().Put(ctx, &store.LeftoverCopy{
 			RunnableUID: r.Rec.UID, Attempt: a.Number, Cluster: a.Cluster,
 			APIVersion: apiVersion, Kind: kind, Namespace: r.Rec.Namespace,
 			Name: v1alpha1.ObjectName(doc.Spec.Template, r.Rec.Name), Runnable: r.Rec.Namespace + "/" + r.Rec.Name,
