@@ -248,7 +248,7 @@ func testRevive(t *testing.T, f *farm) {
 	read := func() *store.Deployable {
 		var d *store.Deployable
 		if err := f.store.Read(context.Background(), func(tx *store.Tx) (err error) {
-			d, err = tx.GetDeployable(context.Background(), f.approval, "old")
+			d, err = tx.Deployables().Get(context.Background(), f.approval, "old")
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -346,7 +346,7 @@ func testStoredBehindTheAPI(t *testing.T, f *farm) {
 			Spec: rdoc, SpecHash: "x", Phase: string(v1alpha1.PhaseQueued), Submitter: "mallory"}); err != nil {
 			return err
 		}
-		return tx.CreateDeployable(ctx, &store.Deployable{Namespace: f.own, Name: "stored", UID: "stored-d-" + f.own, Generation: 1,
+		return tx.Deployables().Create(ctx, &store.Deployable{Namespace: f.own, Name: "stored", UID: "stored-d-" + f.own, Generation: 1,
 			Spec: ddoc, SpecHash: "x"})
 	}); err != nil {
 		t.Fatal(err)
@@ -372,7 +372,7 @@ func testStoredBehindTheAPI(t *testing.T, f *farm) {
 	eventually(t, "the stored deployable refused by the syncer", func() error {
 		var sts []*store.DeployableClusterStatus
 		if err := f.store.Read(ctx, func(tx *store.Tx) (err error) {
-			sts, err = tx.ListDeployableStatus(ctx, "stored-d-"+f.own)
+			sts, err = tx.Deployables().ListStatus(ctx, "stored-d-"+f.own)
 			return err
 		}); err != nil {
 			return err

@@ -226,11 +226,11 @@ func reportSynced(t *testing.T, h *harness, ns, name, cluster string) {
 	t.Helper()
 	now := time.Now()
 	err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
-		d, err := tx.GetDeployable(context.Background(), ns, name)
+		d, err := tx.Deployables().Get(context.Background(), ns, name)
 		if err != nil {
 			return err
 		}
-		return tx.PutDeployableStatus(context.Background(), &store.DeployableClusterStatus{
+		return tx.Deployables().PutStatus(context.Background(), &store.DeployableClusterStatus{
 			DeployableUID: d.UID, Cluster: cluster, State: "Synced", SyncedGeneration: d.Generation, LastSyncedAt: &now,
 		})
 	})

@@ -233,7 +233,7 @@ func (s *Syncer) poll(ctx context.Context, full bool) error {
 		if cls, err = tx.ListClusters(ctx); err != nil {
 			return err
 		}
-		if version, err = tx.GetDeployablesVersion(ctx); err != nil {
+		if version, err = tx.Deployables().Version(ctx); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -245,7 +245,7 @@ func (s *Syncer) poll(ctx context.Context, full bool) error {
 		recs = recs[:0]
 		cont := ""
 		for {
-			page, next, err := tx.ListDeployables(ctx, store.DeployableFilter{IncludeDeleted: true, Limit: 1000, Continue: cont})
+			page, next, err := tx.Deployables().List(ctx, store.DeployableFilter{IncludeDeleted: true, Limit: 1000, Continue: cont})
 			if err != nil {
 				return err
 			}
@@ -461,7 +461,7 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 	purged := false
 	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		purged = false
-		rec, err := tx.GetDeployableByUID(ctx, uid)
+		rec, err := tx.Deployables().GetByUID(ctx, uid)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -476,7 +476,7 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 		if err != nil {
 			return err
 		}
-		sts, err := tx.ListDeployableStatus(ctx, uid)
+		sts, err := tx.Deployables().ListStatus(ctx, uid)
 		if err != nil {
 			return err
 		}
@@ -492,7 +492,7 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 			}
 		}
 		purged = true
-		return tx.PurgeDeployable(ctx, uid)
+		return tx.Deployables().Purge(ctx, uid)
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("cannot purge deleted deployable", "uid", uid, "error", err)
