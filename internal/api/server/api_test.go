@@ -863,7 +863,7 @@ func testInventory(t *testing.T, h *harness) {
 			ResourceVersion: "7", Labels: l, Health: health, ObservedAt: old, Object: []byte(`{"metadata":{"name":"` + name + `"},"data":{"k":"v"}}`)}
 	}
 	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
-		if _, err := tx.UpsertInventory(ctx, []store.InventoryRow{
+		if _, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{
 			row("dc1-a", "team-a", "web", "Healthy", map[string]string{"app": "web", "tier": "prod"}),
 			row("dc1-a", "team-a", "db", "Unhealthy", map[string]string{"app": "db", "tier": "prod"}),
 			row("dc2-a", "team-a", "web", "Healthy", map[string]string{"app": "web"}),
@@ -998,7 +998,7 @@ func testInventoryWatch(t *testing.T, h *harness) {
 		}
 	}
 	write(func(tx *store.Tx) error {
-		_, err := tx.UpsertInventory(ctx, []store.InventoryRow{row("a", "1", "Healthy")})
+		_, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{row("a", "1", "Healthy")})
 		return err
 	})
 
@@ -1048,17 +1048,17 @@ func testInventoryWatch(t *testing.T, h *harness) {
 	}
 	next("ADDED a 1 Healthy")
 	write(func(tx *store.Tx) error {
-		_, err := tx.UpsertInventory(ctx, []store.InventoryRow{row("b", "2", "Healthy")})
+		_, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{row("b", "2", "Healthy")})
 		return err
 	})
 	next("ADDED b 2 Healthy")
 	write(func(tx *store.Tx) error {
-		_, err := tx.UpsertInventory(ctx, []store.InventoryRow{row("a", "3", "Unhealthy")})
+		_, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{row("a", "3", "Unhealthy")})
 		return err
 	})
 	next("MODIFIED a 3 Unhealthy")
 	write(func(tx *store.Tx) error {
-		_, err := tx.DeleteInventory(ctx, []store.InventoryTombstone{{Cluster: "dc1-a", UID: "u-b", ResourceVersion: "4", DeletedAt: time.Now()}})
+		_, err := tx.Inventory().Delete(ctx, []store.InventoryTombstone{{Cluster: "dc1-a", UID: "u-b", ResourceVersion: "4", DeletedAt: time.Now()}})
 		return err
 	})
 	next("DELETED b 2 Healthy")

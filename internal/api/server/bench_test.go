@@ -152,7 +152,7 @@ func seedInventory(b *testing.B, h *harness, n int) {
 				ResourceVersion: "1", Labels: map[string]string{"app": fmt.Sprintf("web-%d", i%100)}, Health: "Healthy", ObservedAt: now,
 				Object: []byte(`{"data":{"k":"v"}}`)})
 		}
-		if err := h.store.Tx(ctx, func(tx *store.Tx) error { _, err := tx.UpsertInventory(ctx, rows); return err }); err != nil {
+		if err := h.store.Tx(ctx, func(tx *store.Tx) error { _, err := tx.Inventory().Upsert(ctx, rows); return err }); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -210,7 +210,7 @@ func (s *Server) readObservations(r *http.Request, tx *store.Tx) (observations, 
 	if o.fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
 		return o, err
 	}
-	if o.counts, err = tx.CountInventoryByCluster(r.Context()); err != nil {
+	if o.counts, err = tx.Inventory().CountByCluster(r.Context()); err != nil {
 		return o, err
 	}
 	if o.capacity, err = tx.ClusterCapacity(r.Context()); err != nil {

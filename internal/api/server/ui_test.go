@@ -71,7 +71,7 @@ func TestConsole(t *testing.T) {
 	// cluster's records are.
 	now := time.Now().UTC()
 	if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
-		if _, err := tx.UpsertInventory(context.Background(), []store.InventoryRow{
+		if _, err := tx.Inventory().Upsert(context.Background(), []store.InventoryRow{
 			{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-config", UID: "u1",
 				ResourceVersion: "3", Labels: map[string]string{"app": "web"}, Health: "Healthy", ObservedAt: now},
 			{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "db-config", UID: "u2",
@@ -92,7 +92,7 @@ func TestConsole(t *testing.T) {
 	}
 	// A record that appears later shows up without a reload (the watch).
 	if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
-		_, err := tx.UpsertInventory(context.Background(), []store.InventoryRow{{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap",
+		_, err := tx.Inventory().Upsert(context.Background(), []store.InventoryRow{{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap",
 			Namespace: "team-a", Name: "web-config-2", UID: "u3", ResourceVersion: "9", Labels: map[string]string{"app": "web"},
 			Health: "Unhealthy", ObservedAt: time.Now()}})
 		return err

@@ -299,7 +299,7 @@ func (p *watchPoller) read(ctx context.Context) (map[string]InventoryItem, error
 		}
 		f.Continue = ""
 		for {
-			rows, next, err := tx.ListInventory(ctx, f)
+			rows, next, err := tx.Inventory().List(ctx, f)
 			if err != nil {
 				return err
 			}

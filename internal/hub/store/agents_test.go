@@ -26,7 +26,7 @@ func testAgentFreshness(t *testing.T, eng engine) {
 		t.Fatalf("freshness %+v", f)
 	}
 	mustTx(t, s, func(tx *Tx) error {
-		_, err := tx.UpsertInventory(ctx, []InventoryRow{
+		_, err := tx.Inventory().Upsert(ctx, []InventoryRow{
 			{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "a", Name: "x", UID: "u1", ResourceVersion: "5", ObservedAt: t0},
 			{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "a", Name: "y", UID: "u2", ResourceVersion: "6", ObservedAt: t0},
 			{Cluster: "dc2-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "a", Name: "x", UID: "u3", ResourceVersion: "7", ObservedAt: t0},
@@ -56,7 +56,7 @@ func testAgentFreshness(t *testing.T, eng engine) {
 	}
 
 	var counts map[string]int64
-	mustRead(t, s, func(tx *Tx) (err error) { counts, err = tx.CountInventoryByCluster(ctx); return })
+	mustRead(t, s, func(tx *Tx) (err error) { counts, err = tx.Inventory().CountByCluster(ctx); return })
 	if counts["dc1-a"] != 2 || counts["dc2-a"] != 1 {
 		t.Fatalf("counts %v", counts)
 	}
@@ -71,7 +71,7 @@ func testInventoryLabelSelector(t *testing.T, eng engine) {
 			ResourceVersion: "1", Labels: l, Health: "Healthy", ObservedAt: at}
 	}
 	mustTx(t, s, func(tx *Tx) error {
-		_, err := tx.UpsertInventory(ctx, []InventoryRow{
+		_, err := tx.Inventory().Upsert(ctx, []InventoryRow{
 			row("web", map[string]string{"app.kubernetes.io/name": "web", "tier": "prod"}),
 			row("db", map[string]string{"app.kubernetes.io/name": "db", "tier": "prod"}),
 			row("dev", map[string]string{"tier": "dev"}),
@@ -94,7 +94,7 @@ func testInventoryLabelSelector(t *testing.T, eng engine) {
 		}
 		var items []InventoryRow
 		mustRead(t, s, func(tx *Tx) (err error) {
-			items, _, err = tx.ListInventory(ctx, InventoryFilter{Selector: parsed, WithoutObject: true})
+			items, _, err = tx.Inventory().List(ctx, InventoryFilter{Selector: parsed, WithoutObject: true})
 			return
 		})
 		var names []string

@@ -161,7 +161,7 @@ func BenchmarkClusterCapacity(b *testing.B) {
 			}
 			for start := 0; start < len(rows); start += 5000 {
 				part := rows[start:min(start+5000, len(rows))]
-				if err := s.Tx(ctx, func(tx *Tx) error { _, err := tx.UpsertInventory(ctx, part); return err }); err != nil {
+				if err := s.Tx(ctx, func(tx *Tx) error { _, err := tx.Inventory().Upsert(ctx, part); return err }); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -66,11 +66,11 @@ func testInventorySystem(t *testing.T, eng engine) {
 		row("Node", "", "node-1", nil),
 		row("Job", "team-a", "default", map[string]string{"purser.io/runnable-uid": "u"}),
 	}
-	mustTx(t, s, func(tx *Tx) error { _, err := tx.UpsertInventory(ctx, rows); return err })
+	mustTx(t, s, func(tx *Tx) error { _, err := tx.Inventory().Upsert(ctx, rows); return err })
 	for _, system := range []bool{false, true} {
 		var items []InventoryRow
 		mustRead(t, s, func(tx *Tx) (err error) {
-			items, _, err = tx.ListInventory(ctx, InventoryFilter{System: system, WithoutObject: true})
+			items, _, err = tx.Inventory().List(ctx, InventoryFilter{System: system, WithoutObject: true})
 			return
 		})
 		var got []string

@@ -166,11 +166,11 @@ func secretRecord(obj []byte, fingerprint func([]byte) string) []byte {
 // runnable or reopen a clean-up: an older state redelivered is not among
 // them, so it never moves a runnable back.
 func storeEvents(ctx context.Context, tx *store.Tx, b eventBatch) ([]store.InventoryRow, error) {
-	stored, err := tx.UpsertInventory(ctx, b.rows)
+	stored, err := tx.Inventory().Upsert(ctx, b.rows)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.DeleteInventory(ctx, b.tombs); err != nil {
+	if _, err := tx.Inventory().Delete(ctx, b.tombs); err != nil {
 		return nil, err
 	}
 	return stored, nil

@@ -179,7 +179,7 @@ func (in *Ingester) pipelines(ctx context.Context) ([]runner, error) {
 func (in *Ingester) prune(ctx context.Context) {
 	cutoff := time.Now().Add(-in.cfg.TombstoneTTL)
 	err := in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		_, err := tx.PruneInventoryTombstones(ctx, cutoff)
+		_, err := tx.Inventory().PruneTombstones(ctx, cutoff)
 		return err
 	})
 	if err != nil && ctx.Err() == nil {

@@ -114,7 +114,7 @@ func startAgent(t *testing.T, h *hub, c *sandbox.Cluster) (stop func()) {
 func (h *hub) record(ctx context.Context, cluster, kind, namespace, name string) (*store.InventoryRow, error) {
 	var rows []store.InventoryRow
 	err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
-		rows, _, err = tx.ListInventory(ctx, store.InventoryFilter{Cluster: cluster, Kind: kind, Namespace: namespace, Name: name})
+		rows, _, err = tx.Inventory().List(ctx, store.InventoryFilter{Cluster: cluster, Kind: kind, Namespace: namespace, Name: name})
 		return err
 	})
 	if err != nil || len(rows) == 0 {

@@ -146,7 +146,7 @@ func assemble(cluster string, p *pendingSnapshot) []store.InventorySnapshot {
 func reconcileSnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch) ([]store.Reconciliation, error) {
 	recs := make([]store.Reconciliation, 0, len(b.snaps))
 	for _, snap := range b.snaps {
-		rec, err := tx.ReconcileInventory(ctx, snap)
+		rec, err := tx.Inventory().Reconcile(ctx, snap)
 		if err != nil {
 			return nil, err
 		}
