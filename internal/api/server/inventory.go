@@ -120,7 +120,7 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 		if fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
 			return err
 		}
-		clusters, err = tx.ListClusters(r.Context())
+		clusters, err = tx.Clusters().List(r.Context())
 		return err
 	})
 	if err != nil {

@@ -403,7 +403,7 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 	var agents map[string]store.AgentFreshness
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if rows, err = tx.ListClusters(ctx); err != nil {
+		if rows, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
 		agents, err = tx.ListAgentFreshness(ctx)

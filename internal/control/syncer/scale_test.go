@@ -335,12 +335,12 @@ func TestTaintedClusterLosesUntoleratedDeployables(t *testing.T) {
 
 	ctx := context.Background()
 	err := f.store.Tx(ctx, func(tx *store.Tx) error {
-		c, err := tx.GetCluster(ctx, s3)
+		c, err := tx.Clusters().Get(ctx, s3)
 		if err != nil {
 			return err
 		}
 		c.Spec = []byte(`{"spec":{"taints":[{"key":"maintenance","effect":"NoSchedule"}]}}`)
-		return tx.UpdateCluster(ctx, c)
+		return tx.Clusters().Update(ctx, c)
 	})
 	if err != nil {
 		t.Fatal(err)

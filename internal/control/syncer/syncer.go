@@ -230,7 +230,7 @@ func (s *Syncer) poll(ctx context.Context, full bool) error {
 	)
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if cls, err = tx.ListClusters(ctx); err != nil {
+		if cls, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
 		if version, err = tx.Deployables().Version(ctx); err != nil {
@@ -472,7 +472,7 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 			// Revived, or a revive waits for approval: kept.
 			return nil
 		}
-		cls, err := tx.ListClusters(ctx)
+		cls, err := tx.Clusters().List(ctx)
 		if err != nil {
 			return err
 		}

@@ -24,10 +24,10 @@ func testDeployables(t *testing.T, eng engine) {
 	ctx := t.Context()
 	d := newDeployable("team-a", "app-secret")
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.CreateCluster(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)}); err != nil {
+		if err := tx.Clusters().Create(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)}); err != nil {
 			return err
 		}
-		if err := tx.CreateCluster(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}); err != nil {
+		if err := tx.Clusters().Create(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}); err != nil {
 			return err
 		}
 		return tx.Deployables().Create(ctx, d)
@@ -173,24 +173,24 @@ func testClusters(t *testing.T, eng engine) {
 		Kubeconfig: []byte{0xde, 0xad, 0xbe, 0xef},
 	}
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.CreateCluster(ctx, c); err != nil {
+		if err := tx.Clusters().Create(ctx, c); err != nil {
 			return err
 		}
-		return tx.CreateCluster(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)})
+		return tx.Clusters().Create(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)})
 	})
 	if c.ResourceVersion != 1 || c.CreatedAt.IsZero() {
 		t.Fatalf("create did not fill times and ResourceVersion: %+v", c)
 	}
 	mustTx(t, s, func(tx *Tx) error {
-		wantErr(t, tx.CreateCluster(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}), ErrConflict)
-		got, err := tx.GetCluster(ctx, "dc2-a")
+		wantErr(t, tx.Clusters().Create(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}), ErrConflict)
+		got, err := tx.Clusters().Get(ctx, "dc2-a")
 		if err != nil {
 			return err
 		}
 		if !reflect.DeepEqual(got, c) {
-			t.Errorf("GetCluster:\n got %+v\nwant %+v", got, c)
+			t.Errorf("Clusters.Get:\n got %+v\nwant %+v", got, c)
 		}
-		_, err = tx.GetCluster(ctx, "nope")
+		_, err = tx.Clusters().Get(ctx, "nope")
 		wantErr(t, err, ErrNotFound)
 		return nil
 	})
@@ -201,20 +201,20 @@ func testClusters(t *testing.T, eng engine) {
 	// The status is the controller's: an update of the rest leaves it as
 	// stored.
 	c.Status = []byte(`{"conditions":[{"type":"Ready","status":"True"}]}`)
-	mustTx(t, s, func(tx *Tx) error { return tx.UpdateCluster(ctx, c) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Clusters().Update(ctx, c) })
 	c.Status = nil
-	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.UpdateCluster(ctx, &stale) }), ErrConflict)
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.Clusters().Update(ctx, &stale) }), ErrConflict)
 	wantErr(t, s.Tx(ctx, func(tx *Tx) error {
-		return tx.UpdateCluster(ctx, &Cluster{Name: "nope", ResourceVersion: 1})
+		return tx.Clusters().Update(ctx, &Cluster{Name: "nope", ResourceVersion: 1})
 	}), ErrNotFound)
 
 	mustRead(t, s, func(tx *Tx) error {
-		all, err := tx.ListClusters(ctx)
+		all, err := tx.Clusters().List(ctx)
 		if err != nil {
 			return err
 		}
 		if len(all) != 2 || all[0].Name != "dc1-a" || all[1].Name != "dc2-a" {
-			t.Fatalf("ListClusters = %+v, want dc1-a, dc2-a", all)
+			t.Fatalf("Clusters.List = %+v, want dc1-a, dc2-a", all)
 		}
 		if !reflect.DeepEqual(all[1], c) {
 			t.Errorf("after update:\n got %+v\nwant %+v", all[1], c)
@@ -230,14 +230,14 @@ func testClusters(t *testing.T, eng engine) {
 		}
 		return tx.Deployables().PutStatus(ctx, &DeployableClusterStatus{DeployableUID: d.UID, Cluster: "dc2-a", State: "Synced"})
 	})
-	mustTx(t, s, func(tx *Tx) error { return tx.DeleteCluster(ctx, "dc2-a") })
-	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.DeleteCluster(ctx, "dc2-a") }), ErrNotFound)
+	mustTx(t, s, func(tx *Tx) error { return tx.Clusters().Delete(ctx, "dc2-a") })
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.Clusters().Delete(ctx, "dc2-a") }), ErrNotFound)
 	mustRead(t, s, func(tx *Tx) error {
 		st, err := tx.Deployables().ListStatus(ctx, d.UID)
 		if err != nil || len(st) != 0 {
 			t.Errorf("status after cluster deletion = %v, %v", st, err)
 		}
-		_, err = tx.GetCluster(ctx, "dc2-a")
+		_, err = tx.Clusters().Get(ctx, "dc2-a")
 		wantErr(t, err, ErrNotFound)
 		return nil
 	})

@@ -12,7 +12,7 @@ func testClusterKinds(t *testing.T, eng engine) {
 	ctx := t.Context()
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	for _, name := range []string{"dc1-a", "dc2-a"} {
-		mustTx(t, s, func(tx *Tx) error { return tx.CreateCluster(ctx, &Cluster{Name: name, Spec: []byte("{}")}) })
+		mustTx(t, s, func(tx *Tx) error { return tx.Clusters().Create(ctx, &Cluster{Name: name, Spec: []byte("{}")}) })
 	}
 	crb := ServedKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}
 	widget := func(namespaced bool) ServedKind {

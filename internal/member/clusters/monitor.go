@@ -210,13 +210,13 @@ func (m *HealthMonitor) pass(ctx context.Context, probed bool) (time.Time, error
 	var dbNow time.Time
 	err := m.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if rows, err = tx.ListClusters(ctx); err != nil {
+		if rows, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
 		if fresh, err = tx.ListAgentFreshness(ctx); err != nil {
 			return err
 		}
-		stored, dbNow, err = tx.ListClusterViews(ctx)
+		stored, dbNow, err = tx.Clusters().ListViews(ctx)
 		return err
 	})
 	if err != nil {
@@ -384,7 +384,7 @@ func (m *HealthMonitor) write(ctx context.Context, name string, s State) error {
 	var entry *audit.Entry
 	err := m.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		entry = nil
-		row, err := tx.GetCluster(ctx, name)
+		row, err := tx.Clusters().Get(ctx, name)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // removed meanwhile
 		}
@@ -396,7 +396,7 @@ func (m *HealthMonitor) write(ctx context.Context, name string, s State) error {
 		if !changed {
 			return nil
 		}
-		if err := tx.UpdateClusterStatus(ctx, name, out); err != nil {
+		if err := tx.Clusters().UpdateStatus(ctx, name, out); err != nil {
 			return err
 		}
 		entry = auditEntry(name, stored, s)

@@ -360,7 +360,7 @@ func (m *monitor) waitPasses(t *testing.T, n int) {
 func readRow(t *testing.T, st *store.Store, name string) *store.Cluster {
 	t.Helper()
 	var row *store.Cluster
-	if err := st.Read(t.Context(), func(tx *store.Tx) (err error) { row, err = tx.GetCluster(t.Context(), name); return }); err != nil {
+	if err := st.Read(t.Context(), func(tx *store.Tx) (err error) { row, err = tx.Clusters().Get(t.Context(), name); return }); err != nil {
 		t.Fatal(err)
 	}
 	return row
