@@ -100,7 +100,7 @@ subjects: [{kind: User, name: mallory, apiGroup: rbac.authorization.k8s.io}]
 	eventually(t, "the cluster's kinds reported", func() error {
 		var scopes []bool
 		err := f.store.Read(context.Background(), func(tx *store.Tx) (err error) {
-			scopes, err = tx.KindScopes(context.Background(), "apiextensions.k8s.io", "CustomResourceDefinition")
+			scopes, err = tx.Kinds().Scopes(context.Background(), "apiextensions.k8s.io", "CustomResourceDefinition")
 			return err
 		})
 		if err != nil {

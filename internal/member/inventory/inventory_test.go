@@ -188,7 +188,7 @@ func TestObjectsFollowTheCluster(t *testing.T) {
 			// for the API to authorize with.
 			sandboxtest.Eventually(t, wait, "the cluster's kinds recorded", func(ctx context.Context) error {
 				var kinds []store.ServedKind
-				if err := h.store.Read(ctx, func(tx *store.Tx) (err error) { kinds, err = tx.ListClusterKinds(ctx, c.Name()); return }); err != nil {
+				if err := h.store.Read(ctx, func(tx *store.Tx) (err error) { kinds, err = tx.Kinds().List(ctx, c.Name()); return }); err != nil {
 					return err
 				}
 				want := map[string]bool{"/Namespace": false, "batch/Job": true, "argoproj.io/Workflow": true, "rbac.authorization.k8s.io/ClusterRole": false}
