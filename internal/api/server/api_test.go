@@ -872,21 +872,21 @@ func testInventory(t *testing.T, h *harness) {
 		}); err != nil {
 			return err
 		}
-		if err := tx.TouchAgent(ctx, "dc1-a", nil, &now, &now); err != nil {
+		if err := tx.Agents().Touch(ctx, "dc1-a", nil, &now, &now); err != nil {
 			return err
 		}
-		if err := tx.RecordHeartbeat(ctx, "dc1-a", now, []byte(`{"connected":true,"synced":true}`), true); err != nil {
+		if err := tx.Agents().RecordHeartbeat(ctx, "dc1-a", now, []byte(`{"connected":true,"synced":true}`), true); err != nil {
 			return err
 		}
 		// A cluster whose agent heartbeats but cannot reach its
 		// kube-apiserver: its records are not fresh, whatever the beat.
-		if err := tx.TouchAgent(ctx, "dc2-a", nil, &old, &old); err != nil {
+		if err := tx.Agents().Touch(ctx, "dc2-a", nil, &old, &old); err != nil {
 			return err
 		}
-		if err := tx.RecordHeartbeat(ctx, "dc2-a", old, []byte(`{"connected":true,"synced":true}`), true); err != nil {
+		if err := tx.Agents().RecordHeartbeat(ctx, "dc2-a", old, []byte(`{"connected":true,"synced":true}`), true); err != nil {
 			return err
 		}
-		return tx.RecordHeartbeat(ctx, "dc2-a", now, []byte(`{"connected":false,"synced":true,"error":"connection refused"}`), false)
+		return tx.Agents().RecordHeartbeat(ctx, "dc2-a", now, []byte(`{"connected":false,"synced":true,"error":"connection refused"}`), false)
 	}); err != nil {
 		t.Fatal(err)
 	}

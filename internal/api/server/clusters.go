@@ -207,7 +207,7 @@ type observations struct {
 func (s *Server) readObservations(r *http.Request, tx *store.Tx) (observations, error) {
 	o := observations{now: s.now()}
 	var err error
-	if o.fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
+	if o.fresh, err = tx.Agents().ListFreshness(r.Context()); err != nil {
 		return o, err
 	}
 	if o.counts, err = tx.Inventory().CountByCluster(r.Context()); err != nil {

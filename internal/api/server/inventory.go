@@ -117,7 +117,7 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 		if rows, next, err = tx.Inventory().List(r.Context(), f); err != nil {
 			return err
 		}
-		if fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
+		if fresh, err = tx.Agents().ListFreshness(r.Context()); err != nil {
 			return err
 		}
 		clusters, err = tx.Clusters().List(r.Context())

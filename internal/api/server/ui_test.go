@@ -79,7 +79,7 @@ func TestConsole(t *testing.T) {
 		}); err != nil {
 			return err
 		}
-		return tx.TouchAgent(context.Background(), "dc1-a", &now, &now, &now)
+		return tx.Agents().Touch(context.Background(), "dc1-a", &now, &now, &now)
 	}); err != nil {
 		t.Fatal(err)
 	}

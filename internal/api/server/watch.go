@@ -289,7 +289,7 @@ func (p *watchPoller) read(ctx context.Context) (map[string]InventoryItem, error
 	out := map[string]InventoryItem{}
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		clear(out)
-		fresh, err := tx.ListAgentFreshness(ctx)
+		fresh, err := tx.Agents().ListFreshness(ctx)
 		if err != nil {
 			return err
 		}

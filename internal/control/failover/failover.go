@@ -406,7 +406,7 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 		if rows, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
-		agents, err = tx.ListAgentFreshness(ctx)
+		agents, err = tx.Agents().ListFreshness(ctx)
 		return err
 	})
 	if err != nil {

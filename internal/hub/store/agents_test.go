@@ -14,10 +14,10 @@ func testAgentFreshness(t *testing.T, eng engine) {
 	ctx := t.Context()
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	t1 := t0.Add(time.Minute)
-	mustTx(t, s, func(tx *Tx) error { return tx.TouchAgent(ctx, "dc1-a", nil, nil, &t1) })
-	mustTx(t, s, func(tx *Tx) error { return tx.TouchAgent(ctx, "dc1-a", nil, &t0, &t0) }) // a late batch
+	mustTx(t, s, func(tx *Tx) error { return tx.Agents().Touch(ctx, "dc1-a", nil, nil, &t1) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Agents().Touch(ctx, "dc1-a", nil, &t0, &t0) }) // a late batch
 	var got map[string]AgentFreshness
-	mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.ListAgentFreshness(ctx); return })
+	mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.Agents().ListFreshness(ctx); return })
 	f := got["dc1-a"]
 	if f.LastEvent == nil || !f.LastEvent.Equal(t1) {
 		t.Fatalf("last event %v, want %v: a late batch moved it back", f.LastEvent, t1)
@@ -37,20 +37,22 @@ func testAgentFreshness(t *testing.T, eng engine) {
 	// current one stays through beats that are not current.
 	t2, t3 := t1.Add(10*time.Second), t1.Add(20*time.Second)
 	mustTx(t, s, func(tx *Tx) error {
-		return tx.RecordHeartbeat(ctx, "dc1-a", t2, []byte(`{"connected":true,"synced":true}`), true)
+		return tx.Agents().RecordHeartbeat(ctx, "dc1-a", t2, []byte(`{"connected":true,"synced":true}`), true)
 	})
 	mustTx(t, s, func(tx *Tx) error {
-		return tx.RecordHeartbeat(ctx, "dc1-a", t3, []byte(`{"connected":false,"synced":true}`), false)
+		return tx.Agents().RecordHeartbeat(ctx, "dc1-a", t3, []byte(`{"connected":false,"synced":true}`), false)
 	})
-	mustTx(t, s, func(tx *Tx) error { return tx.RecordHeartbeat(ctx, "dc1-a", t2, []byte(`{"late":true}`), true) }) // redelivered
-	mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.ListAgentFreshness(ctx); return })
+	mustTx(t, s, func(tx *Tx) error {
+		return tx.Agents().RecordHeartbeat(ctx, "dc1-a", t2, []byte(`{"late":true}`), true)
+	}) // redelivered
+	mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.Agents().ListFreshness(ctx); return })
 	f = got["dc1-a"]
 	if f.LastHeartbeat == nil || !f.LastHeartbeat.Equal(t3) || f.CurrentUntil == nil || !f.CurrentUntil.Equal(t2) ||
 		string(f.KubeAPI) != `{"connected":false,"synced":true}` || !f.LastEvent.Equal(t1) || !f.LastSnapshot.Equal(t0) {
 		t.Fatalf("after heartbeats: %+v (kubeAPI %s)", f, f.KubeAPI)
 	}
-	mustTx(t, s, func(tx *Tx) error { return tx.RecordHeartbeat(ctx, "dc9", t3, nil, false) }) // an agent that says nothing
-	mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.ListAgentFreshness(ctx); return })
+	mustTx(t, s, func(tx *Tx) error { return tx.Agents().RecordHeartbeat(ctx, "dc9", t3, nil, false) }) // an agent that says nothing
+	mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.Agents().ListFreshness(ctx); return })
 	if f := got["dc9"]; f.KubeAPI != nil || f.CurrentUntil != nil || !f.LastHeartbeat.Equal(t3) {
 		t.Fatalf("a heartbeat without a report: %+v", f)
 	}

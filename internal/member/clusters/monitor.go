@@ -213,7 +213,7 @@ func (m *HealthMonitor) pass(ctx context.Context, probed bool) (time.Time, error
 		if rows, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
-		if fresh, err = tx.ListAgentFreshness(ctx); err != nil {
+		if fresh, err = tx.Agents().ListFreshness(ctx); err != nil {
 			return err
 		}
 		stored, dbNow, err = tx.Clusters().ListViews(ctx)

@@ -85,7 +85,7 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	register("flappy", "https://"+proxy.Addr(), "")
 	register("with-agent", "", "")
 	stale := time.Now().Add(-time.Minute)
-	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.TouchAgent(ctx, "with-agent", &stale, nil, nil) }); err != nil {
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Agents().Touch(ctx, "with-agent", &stale, nil, nil) }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -125,7 +125,7 @@ func testHealthMonitor(t *testing.T, dsn string) {
 		t.Fatalf("with-agent, lease expired: taints %+v", got)
 	}
 	fresh := time.Now()
-	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.TouchAgent(ctx, "with-agent", &fresh, nil, nil) }); err != nil {
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Agents().Touch(ctx, "with-agent", &fresh, nil, nil) }); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, st, "with-agent", metav1.ConditionTrue, ReasonReady)

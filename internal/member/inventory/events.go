@@ -180,7 +180,7 @@ func storeEvents(ctx context.Context, tx *store.Tx, b eventBatch) ([]store.Inven
 // its newest event in the batch.
 func touchAgentsByEvents(ctx context.Context, tx *store.Tx, b eventBatch, _ []store.InventoryRow) error {
 	for cluster, at := range b.lastEvent {
-		if err := tx.TouchAgent(ctx, cluster, nil, nil, &at); err != nil {
+		if err := tx.Agents().Touch(ctx, cluster, nil, nil, &at); err != nil {
 			return err
 		}
 	}

@@ -589,7 +589,7 @@ func (h *hub) heartbeatSays(t *testing.T, cluster string, since time.Time, conne
 	sandboxtest.Eventually(t, wait, fmt.Sprintf("a heartbeat of %s saying connected=%v", cluster, connected), func(ctx context.Context) error {
 		var fresh map[string]store.AgentFreshness
 		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
-			fresh, err = tx.ListAgentFreshness(ctx)
+			fresh, err = tx.Agents().ListFreshness(ctx)
 			return err
 		})
 		if err != nil {
@@ -617,7 +617,7 @@ func (h *hub) snapshotApplied(t *testing.T, cluster string, since time.Time) tim
 	sandboxtest.Eventually(t, wait, "a snapshot of "+cluster+" applied", func(ctx context.Context) error {
 		var fresh map[string]store.AgentFreshness
 		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
-			fresh, err = tx.ListAgentFreshness(ctx)
+			fresh, err = tx.Agents().ListFreshness(ctx)
 			return err
 		})
 		if err != nil {
@@ -656,7 +656,7 @@ func TestHeartbeatTimedByTheServer(t *testing.T) {
 			sandboxtest.Eventually(t, wait, "the heartbeat recorded", func(ctx context.Context) error {
 				var fresh map[string]store.AgentFreshness
 				if err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
-					fresh, err = tx.ListAgentFreshness(ctx)
+					fresh, err = tx.Agents().ListFreshness(ctx)
 					return err
 				}); err != nil {
 					return err
