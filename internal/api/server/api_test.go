@@ -696,7 +696,7 @@ func testTamperDetected(t *testing.T, h *harness) {
 	// chain verifies on its own, not against the published head.
 	var entries []*audit.Entry
 	if err := h.store.Read(t.Context(), func(tx *store.Tx) (err error) {
-		entries, err = tx.ListAudit(t.Context(), store.AuditFilter{})
+		entries, err = tx.Audit().List(t.Context(), store.AuditFilter{})
 		return err
 	}); err != nil {
 		t.Fatal(err)

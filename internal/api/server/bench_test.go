@@ -128,7 +128,7 @@ func seedRunnables(b *testing.B, h *harness, n int) {
 				if err := tx.Runnables().Create(ctx, r); err != nil {
 					return err
 				}
-				if err := tx.AppendAudit(ctx, &audit.Entry{Actor: "alice", Action: "create", Kind: "Runnable", Namespace: r.Namespace, Name: r.Name, Summary: "seed", Outcome: "Queued"}); err != nil {
+				if err := tx.Audit().Append(ctx, &audit.Entry{Actor: "alice", Action: "create", Kind: "Runnable", Namespace: r.Namespace, Name: r.Name, Summary: "seed", Outcome: "Queued"}); err != nil {
 					return err
 				}
 			}

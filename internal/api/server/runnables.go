@@ -516,7 +516,7 @@ func appendAudit(ctx context.Context, tx *store.Tx, u auth.User, action, kind, n
 		}
 		e.Details = data
 	}
-	return tx.AppendAudit(ctx, e)
+	return tx.Audit().Append(ctx, e)
 }
 
 func templateKind(t map[string]any) string {

@@ -106,7 +106,7 @@ func (c *Controller) forgetLeftover(ctx context.Context, lc *store.LeftoverCopy,
 		if err := tx.LeftoverCopies().Delete(ctx, lc); err != nil {
 			return err
 		}
-		return tx.AppendAudit(ctx, &audit.Entry{Actor: Actor, Action: "purge", Kind: v1alpha1.KindRunnable,
+		return tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: "purge", Kind: v1alpha1.KindRunnable,
 			Namespace: ns, Name: name, Summary: msg + " (the runnable was removed)", Outcome: "Removed"})
 	})
 	if errors.Is(err, store.ErrNotFound) {

@@ -256,7 +256,7 @@ func appendAudit(ctx context.Context, tx *store.Tx, rec *store.Runnable, by Caus
 	if to == Removed {
 		e.Outcome = "Removed"
 	}
-	return tx.AppendAudit(ctx, &e)
+	return tx.Audit().Append(ctx, &e)
 }
 
 // enqueue writes the outbox row that tells the submitters to look at the

@@ -277,7 +277,7 @@ func (f *fixture) audit(name string) []*audit.Entry {
 	var out []*audit.Entry
 	err := f.store.Read(context.Background(), func(tx *store.Tx) error {
 		var err error
-		out, err = tx.ListAudit(context.Background(), store.AuditFilter{Namespace: f.ns, Name: name})
+		out, err = tx.Audit().List(context.Background(), store.AuditFilter{Namespace: f.ns, Name: name})
 		return err
 	})
 	if err != nil {

@@ -226,7 +226,7 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 	var seq int64
 	var hash string
 	if err := p.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
-		seq, hash, err = tx.AuditHead(ctx)
+		seq, hash, err = tx.Audit().Head(ctx)
 		return err
 	}); err != nil {
 		return fmt.Errorf("read the audit chain's head: %w", err)
@@ -254,7 +254,7 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 		if last.anchor.Seq > 0 {
 			var at string
 			if err := p.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
-				at, err = tx.AuditHash(ctx, last.anchor.Seq)
+				at, err = tx.Audit().Hash(ctx, last.anchor.Seq)
 				return err
 			}); err != nil {
 				return fmt.Errorf("read audit entry %d: %w", last.anchor.Seq, err)

@@ -35,7 +35,7 @@ func BenchmarkInsertRunnableWithAuditAndOutbox(b *testing.B) {
 							if err := tx.EnqueueOutbox(ctx, &OutboxMessage{Subject: "purser.submissions", MsgID: r.UID, Data: benchSpec}); err != nil {
 								return err
 							}
-							return tx.AppendAudit(ctx, &audit.Entry{Actor: "bench", Action: "create", Kind: "Runnable",
+							return tx.Audit().Append(ctx, &audit.Entry{Actor: "bench", Action: "create", Kind: "Runnable",
 								Namespace: r.Namespace, Name: r.Name, Summary: "submitted", Outcome: "Success"})
 						})
 					}

@@ -35,7 +35,7 @@ func testGroupCommit(t *testing.T, eng engine) {
 				if err := tx.Clusters().Create(ctx, &Cluster{Name: name, Spec: []byte(`{}`)}); err != nil {
 					return err
 				}
-				if err := tx.AppendAudit(ctx, &audit.Entry{Actor: "test", Action: "create", Kind: "Cluster", Name: name}); err != nil {
+				if err := tx.Audit().Append(ctx, &audit.Entry{Actor: "test", Action: "create", Kind: "Cluster", Name: name}); err != nil {
 					return err
 				}
 				if i%10 == 3 {
@@ -69,7 +69,7 @@ func testGroupCommit(t *testing.T, eng engine) {
 		if clusters, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
-		entries, err = tx.ListAudit(ctx, AuditFilter{Actor: "test", Limit: 1000})
+		entries, err = tx.Audit().List(ctx, AuditFilter{Actor: "test", Limit: 1000})
 		return err
 	})
 	if len(clusters) != ok+1 || len(entries) != ok {

@@ -272,7 +272,7 @@ func asUnavailable(err error) error {
 type Tx struct {
 	tx      *sql.Tx
 	s       *Store
-	audited bool // AppendAudit was called
+	audited bool // AuditLog.Append was called
 	// auditBuf, in a GroupCommit's transaction, collects the audit
 	// entries to append at the group's end.
 	auditBuf *[]*audit.Entry

@@ -29,7 +29,7 @@ func testRollbackLeavesNothing(t *testing.T, eng engine) {
 		if err := tx.Runnables().Create(ctx, newRunnable("team-a", "doomed")); err != nil {
 			return err
 		}
-		if err := tx.AppendAudit(ctx, &audit.Entry{Actor: "alice", Action: "create"}); err != nil {
+		if err := tx.Audit().Append(ctx, &audit.Entry{Actor: "alice", Action: "create"}); err != nil {
 			return err
 		}
 		if err := tx.EnqueueOutbox(ctx, &OutboxMessage{Subject: "submissions", MsgID: "m1", Data: []byte("x")}); err != nil {
@@ -61,7 +61,7 @@ func testRollbackLeavesNothing(t *testing.T, eng engine) {
 			_, err := tx.Runnables().Get(ctx, "team-a", name)
 			wantErr(t, err, ErrNotFound)
 		}
-		entries, err := tx.ListAudit(ctx, AuditFilter{})
+		entries, err := tx.Audit().List(ctx, AuditFilter{})
 		if err != nil || len(entries) != 0 {
 			t.Errorf("audit after rollback = %v, %v", entries, err)
 		}

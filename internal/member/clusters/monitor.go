@@ -401,7 +401,7 @@ func (m *HealthMonitor) write(ctx context.Context, name string, s State) error {
 		}
 		entry = auditEntry(name, stored, s)
 		// Last: the audit entry holds the chain's lock until commit.
-		return tx.AppendAudit(ctx, entry)
+		return tx.Audit().Append(ctx, entry)
 	})
 	if err != nil {
 		return fmt.Errorf("write health of cluster %s: %w", name, err)

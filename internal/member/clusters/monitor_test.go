@@ -408,7 +408,7 @@ func auditOf(t *testing.T, st *store.Store, name string) []*audit.Entry {
 	t.Helper()
 	var out []*audit.Entry
 	err := st.Read(t.Context(), func(tx *store.Tx) (err error) {
-		out, err = tx.ListAudit(t.Context(), store.AuditFilter{Kind: v1alpha1.KindCluster, Name: name})
+		out, err = tx.Audit().List(t.Context(), store.AuditFilter{Kind: v1alpha1.KindCluster, Name: name})
 		return err
 	})
 	if err != nil {
