@@ -269,7 +269,7 @@ func enqueue(ctx context.Context, tx *store.Tx, rec *store.Runnable, event strin
 	if err != nil {
 		return err
 	}
-	return tx.EnqueueOutbox(ctx, &store.OutboxMessage{Subject: stream.SubjectSubmissions, MsgID: msg.ID(), Data: data})
+	return tx.Outbox().Enqueue(ctx, &store.OutboxMessage{Subject: stream.SubjectSubmissions, MsgID: msg.ID(), Data: data})
 }
 
 func encode(st v1alpha1.RunnableStatus) ([]byte, error) {

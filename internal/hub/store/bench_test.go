@@ -32,7 +32,7 @@ func BenchmarkInsertRunnableWithAuditAndOutbox(b *testing.B) {
 							if err := tx.Runnables().Create(ctx, r); err != nil {
 								return err
 							}
-							if err := tx.EnqueueOutbox(ctx, &OutboxMessage{Subject: "purser.submissions", MsgID: r.UID, Data: benchSpec}); err != nil {
+							if err := tx.Outbox().Enqueue(ctx, &OutboxMessage{Subject: "purser.submissions", MsgID: r.UID, Data: benchSpec}); err != nil {
 								return err
 							}
 							return tx.Audit().Append(ctx, &audit.Entry{Actor: "bench", Action: "create", Kind: "Runnable",

@@ -32,7 +32,7 @@ func testRollbackLeavesNothing(t *testing.T, eng engine) {
 		if err := tx.Audit().Append(ctx, &audit.Entry{Actor: "alice", Action: "create"}); err != nil {
 			return err
 		}
-		if err := tx.EnqueueOutbox(ctx, &OutboxMessage{Subject: "submissions", MsgID: "m1", Data: []byte("x")}); err != nil {
+		if err := tx.Outbox().Enqueue(ctx, &OutboxMessage{Subject: "submissions", MsgID: "m1", Data: []byte("x")}); err != nil {
 			return err
 		}
 		return boom
