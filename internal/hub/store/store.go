@@ -269,6 +269,11 @@ func asUnavailable(err error) error {
 
 // Tx is a database transaction handed to the function given to Store.Tx or
 // Store.Read. It must not be used after that function returns.
+//
+// The tables are reached through it by aggregate (Runnables, Attempts,
+// LeftoverCopies, Deployables, Inventory, Clusters, Kinds, Agents, Audit,
+// Outbox, Leases), each a small value holding the transaction, so that the
+// code of a component says which parts of the state it touches.
 type Tx struct {
 	tx      *sql.Tx
 	s       *Store
@@ -340,10 +345,10 @@ const maxAttempts = 5
 // COMMIT is not retried, since the outcome is then unknown.
 //
 // PostgreSQL runs it at READ COMMITTED (CockroachDB at SERIALIZABLE): the
-// methods of Tx are written so that their guarantees (optimistic updates,
-// unique names, one audit chain) hold at either level. fn must not call
-// Tx on the same Store: on SQLite the single write connection is taken,
-// so a nested Tx waits for itself until ctx ends.
+// methods of the aggregates are written so that their guarantees
+// (optimistic updates, unique names, one audit chain) hold at either level.
+// fn must not call Tx on the same Store: on SQLite the single write
+// connection is taken, so a nested Tx waits for itself until ctx ends.
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	return s.run(ctx, s.write, nil, fn)
 }
