@@ -47,9 +47,15 @@ const (
 	DefaultEvictionRate  = 20.0 // evictions per second
 )
 
+// Store is the database as the failover controller uses it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config is what the failover controller needs.
 type Config struct {
-	Store *store.Store
+	Store Store
 	// Objects deletes the copies left on clusters.
 	Objects *clusters.Objects
 	// Interval between passes. Default 1 s.

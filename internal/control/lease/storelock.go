@@ -33,7 +33,7 @@ var leasesResource = schema.GroupResource{Group: "purser.io", Resource: "leases"
 // the database file). A take-over therefore needs both client-go's wait
 // and the database's expiry.
 type StoreLock struct {
-	store          *store.Store
+	store          Store
 	name, identity string
 	duration       time.Duration
 
@@ -43,7 +43,7 @@ type StoreLock struct {
 
 // NewStoreLock returns the lock of the lease name, for identity, whose
 // writes last d.
-func NewStoreLock(s *store.Store, name, identity string, d time.Duration) *StoreLock {
+func NewStoreLock(s Store, name, identity string, d time.Duration) *StoreLock {
 	return &StoreLock{store: s, name: name, identity: identity, duration: d}
 }
 

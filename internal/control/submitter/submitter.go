@@ -44,9 +44,15 @@ import (
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
+// Store is the database as the submitter uses it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config configures a Submitter.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Sealer *seal.Sealer
 	// Stream is where the submissions come from. Nil runs on the rescan
 	// alone, which is correct but slower to react.

@@ -39,9 +39,15 @@ import (
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
+// Store is the database as the syncer uses it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config says what a Syncer works with.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Sealer *seal.Sealer
 	// Stream shares clusters among replicas through leases; nil means no
 	// sharding: this replica owns every cluster.

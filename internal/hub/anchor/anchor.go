@@ -38,9 +38,16 @@ const DefaultInterval = 2 * time.Second
 // that the AUDIT stream grows by at most one anchor a second.
 const DefaultSpacing = time.Second
 
+// Store is the database as a Publisher uses it: it reads the chain's head
+// and checks what was appended since the last anchor.
+type Store interface {
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+	CheckAuditAppended(ctx context.Context, after int64, afterHash string, upto, macsFrom int64) (int64, error)
+}
+
 // Config is what a Publisher needs.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Stream *stream.Client
 	// Key signs the anchors (LoadKeyFile, EnsureKeyFile).
 	Key ed25519.PrivateKey

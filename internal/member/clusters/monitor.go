@@ -47,11 +47,17 @@ const (
 	DefaultObserverExpiry = 2 * time.Minute
 )
 
+// Store is the database as cluster health uses it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config says what cluster health works with: the HealthMonitor, and the
 // Observer, which reads only the fields it needs (Store, Sealer, DC,
 // Interval, ProbeTimeout, Workers, Logger).
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Sealer *seal.Sealer // opens the clusters' kubeconfigs
 	// Policy holds the thresholds, the NoExecute grace and the agent
 	// lease; its zero value means the defaults.

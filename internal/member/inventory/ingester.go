@@ -29,9 +29,14 @@ import (
 // see internal/member/health. Without one, records are "Unknown" with no phase.
 type HealthFunc func(apiVersion, kind string, object []byte) (health, phase string)
 
+// Store is the database as the ingester uses it: it only writes.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config configures an Ingester.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Stream *stream.Client
 	Logger *slog.Logger
 	// Batch is the most events applied in one transaction (400, the most).
