@@ -180,7 +180,7 @@ func (f *verifyFarm) entries() []*audit.Entry {
 	defer func() { _ = db.Close() }() // only read from
 	var out []*audit.Entry
 	if err := db.Read(f.t.Context(), func(tx *store.Tx) (err error) {
-		out, err = tx.ListAudit(f.t.Context(), store.AuditFilter{})
+		out, err = tx.Audit().List(f.t.Context(), store.AuditFilter{})
 		return err
 	}); err != nil {
 		f.t.Fatal(err)

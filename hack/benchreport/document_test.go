@@ -154,7 +154,7 @@ func TestGenerate(t *testing.T) {
 		"| ingest, events/s (stream → batch → one transaction → ack) | 51,620 | skipped | ≥ 10,000/s on PostgreSQL |",
 		"| ceiling: raw batched upsert of the same rows, rows/s | 48,540 | skipped |  |",
 		"| ingest / ceiling, same run | 1.06 | skipped | ≥ 0.5 |",
-		"| `store.UpsertInventory` alone, 500 new rows per transaction, rows/s | failed | failed |  |",
+		"| `store.Inventory.Upsert` alone, 500 new rows per transaction, rows/s | failed | failed |  |",
 		"| snapshot reconciliation of 100,000 records (1,000 zombies) | 0.13 s | — | < 2 s |",
 		"Measured by `go test ingest` (1 min 10 s) and `go test upsert` (5 s).",
 		"Skipped: `inventory.BenchmarkIngestEvents/postgres` (PostgreSQL half skipped: set PURSER_TEST_POSTGRES).",

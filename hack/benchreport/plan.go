@@ -170,7 +170,7 @@ var sections = []section{
 				ratio(metric("inventory.BenchmarkIngestEvents/sqlite", "events/s", 0, ""), metric("inventory.BenchmarkRawUpsert/sqlite", "rows/s", 0, ""), 2),
 				ratio(metric("inventory.BenchmarkIngestEvents/postgres", "events/s", 0, ""), metric("inventory.BenchmarkRawUpsert/postgres", "rows/s", 0, ""), 2),
 				lit("≥ 0.5")},
-			{lit("`store.UpsertInventory` alone, 500 new rows per transaction, rows/s"),
+			{lit("`store.Inventory.Upsert` alone, 500 new rows per transaction, rows/s"),
 				metric("store.BenchmarkUpsertInventory/sqlite", "rows/s", 0, ""), metric("store.BenchmarkUpsertInventory/postgres", "rows/s", 0, ""), lit("")},
 			{lit("snapshot reconciliation of 100,000 records (1,000 zombies)"),
 				secs("inventory.BenchmarkReconcileSnapshot/sqlite", 2), secs("inventory.BenchmarkReconcileSnapshot/postgres", 2), lit("< 2 s")},

@@ -100,7 +100,7 @@ subjects: [{kind: User, name: mallory, apiGroup: rbac.authorization.k8s.io}]
 	eventually(t, "the cluster's kinds reported", func() error {
 		var scopes []bool
 		err := f.store.Read(context.Background(), func(tx *store.Tx) (err error) {
-			scopes, err = tx.KindScopes(context.Background(), "apiextensions.k8s.io", "CustomResourceDefinition")
+			scopes, err = tx.Kinds().Scopes(context.Background(), "apiextensions.k8s.io", "CustomResourceDefinition")
 			return err
 		})
 		if err != nil {
@@ -248,7 +248,7 @@ func testRevive(t *testing.T, f *farm) {
 	read := func() *store.Deployable {
 		var d *store.Deployable
 		if err := f.store.Read(context.Background(), func(tx *store.Tx) (err error) {
-			d, err = tx.GetDeployable(context.Background(), f.approval, "old")
+			d, err = tx.Deployables().Get(context.Background(), f.approval, "old")
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -342,11 +342,11 @@ func testStoredBehindTheAPI(t *testing.T, f *farm) {
 	rdoc, _ := json.Marshal(store.Document[v1alpha1.RunnableSpec]{Spec: v1alpha1.RunnableSpec{Template: role}, Author: author})
 	ddoc, _ := json.Marshal(store.Document[v1alpha1.DeployableSpec]{Spec: v1alpha1.DeployableSpec{Template: role}, Author: author})
 	if err := f.store.Tx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateRunnable(ctx, &store.Runnable{Namespace: f.own, Name: "stored", UID: "stored-r-" + f.own, Generation: 1,
+		if err := tx.Runnables().Create(ctx, &store.Runnable{Namespace: f.own, Name: "stored", UID: "stored-r-" + f.own, Generation: 1,
 			Spec: rdoc, SpecHash: "x", Phase: string(v1alpha1.PhaseQueued), Submitter: "mallory"}); err != nil {
 			return err
 		}
-		return tx.CreateDeployable(ctx, &store.Deployable{Namespace: f.own, Name: "stored", UID: "stored-d-" + f.own, Generation: 1,
+		return tx.Deployables().Create(ctx, &store.Deployable{Namespace: f.own, Name: "stored", UID: "stored-d-" + f.own, Generation: 1,
 			Spec: ddoc, SpecHash: "x"})
 	}); err != nil {
 		t.Fatal(err)
@@ -355,10 +355,10 @@ func testStoredBehindTheAPI(t *testing.T, f *farm) {
 		var r *store.Runnable
 		var attempts []*store.Attempt
 		err := f.store.Read(ctx, func(tx *store.Tx) (err error) {
-			if r, err = tx.GetRunnable(ctx, f.own, "stored"); err != nil {
+			if r, err = tx.Runnables().Get(ctx, f.own, "stored"); err != nil {
 				return err
 			}
-			attempts, err = tx.ListAttempts(ctx, r.UID)
+			attempts, err = tx.Attempts().List(ctx, r.UID)
 			return err
 		})
 		if err != nil {
@@ -372,7 +372,7 @@ func testStoredBehindTheAPI(t *testing.T, f *farm) {
 	eventually(t, "the stored deployable refused by the syncer", func() error {
 		var sts []*store.DeployableClusterStatus
 		if err := f.store.Read(ctx, func(tx *store.Tx) (err error) {
-			sts, err = tx.ListDeployableStatus(ctx, "stored-d-"+f.own)
+			sts, err = tx.Deployables().ListStatus(ctx, "stored-d-"+f.own)
 			return err
 		}); err != nil {
 			return err

@@ -71,7 +71,7 @@ func testWhatTheWorkMayDo(t *testing.T, f *farm) {
 	}
 	doc, _ := json.Marshal(store.Document[v1alpha1.RunnableSpec]{Spec: v1alpha1.RunnableSpec{Template: tmpl}, Author: &store.Author{Name: "mallory"}})
 	if err := f.store.Tx(ctx, func(tx *store.Tx) error {
-		return tx.CreateRunnable(ctx, &store.Runnable{Namespace: f.own, Name: "stored-priv", UID: "stored-priv-" + f.own, Generation: 1,
+		return tx.Runnables().Create(ctx, &store.Runnable{Namespace: f.own, Name: "stored-priv", UID: "stored-priv-" + f.own, Generation: 1,
 			Spec: doc, SpecHash: "x", Phase: string(v1alpha1.PhaseQueued), Submitter: "mallory"})
 	}); err != nil {
 		t.Fatal(err)
@@ -80,10 +80,10 @@ func testWhatTheWorkMayDo(t *testing.T, f *farm) {
 		var r *store.Runnable
 		var attempts []*store.Attempt
 		err := f.store.Read(ctx, func(tx *store.Tx) (err error) {
-			if r, err = tx.GetRunnable(ctx, f.own, "stored-priv"); err != nil {
+			if r, err = tx.Runnables().Get(ctx, f.own, "stored-priv"); err != nil {
 				return err
 			}
-			attempts, err = tx.ListAttempts(ctx, r.UID)
+			attempts, err = tx.Attempts().List(ctx, r.UID)
 			return err
 		})
 		if err != nil {

@@ -83,7 +83,7 @@ func (s *Server) verifyHistory(r *http.Request, u auth.User) (int, any, error) {
 	// chain's end that the walk reads.
 	var headSeq int64
 	if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
-		headSeq, _, err = tx.AuditHead(ctx)
+		headSeq, _, err = tx.Audit().Head(ctx)
 		return err
 	}); err != nil {
 		return 0, nil, err

@@ -696,7 +696,7 @@ func testTamperDetected(t *testing.T, h *harness) {
 	// chain verifies on its own, not against the published head.
 	var entries []*audit.Entry
 	if err := h.store.Read(t.Context(), func(tx *store.Tx) (err error) {
-		entries, err = tx.ListAudit(t.Context(), store.AuditFilter{})
+		entries, err = tx.Audit().List(t.Context(), store.AuditFilter{})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -863,7 +863,7 @@ func testInventory(t *testing.T, h *harness) {
 			ResourceVersion: "7", Labels: l, Health: health, ObservedAt: old, Object: []byte(`{"metadata":{"name":"` + name + `"},"data":{"k":"v"}}`)}
 	}
 	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
-		if _, err := tx.UpsertInventory(ctx, []store.InventoryRow{
+		if _, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{
 			row("dc1-a", "team-a", "web", "Healthy", map[string]string{"app": "web", "tier": "prod"}),
 			row("dc1-a", "team-a", "db", "Unhealthy", map[string]string{"app": "db", "tier": "prod"}),
 			row("dc2-a", "team-a", "web", "Healthy", map[string]string{"app": "web"}),
@@ -872,21 +872,21 @@ func testInventory(t *testing.T, h *harness) {
 		}); err != nil {
 			return err
 		}
-		if err := tx.TouchAgent(ctx, "dc1-a", nil, &now, &now); err != nil {
+		if err := tx.Agents().Touch(ctx, "dc1-a", nil, &now, &now); err != nil {
 			return err
 		}
-		if err := tx.RecordHeartbeat(ctx, "dc1-a", now, []byte(`{"connected":true,"synced":true}`), true); err != nil {
+		if err := tx.Agents().RecordHeartbeat(ctx, "dc1-a", now, []byte(`{"connected":true,"synced":true}`), true); err != nil {
 			return err
 		}
 		// A cluster whose agent heartbeats but cannot reach its
 		// kube-apiserver: its records are not fresh, whatever the beat.
-		if err := tx.TouchAgent(ctx, "dc2-a", nil, &old, &old); err != nil {
+		if err := tx.Agents().Touch(ctx, "dc2-a", nil, &old, &old); err != nil {
 			return err
 		}
-		if err := tx.RecordHeartbeat(ctx, "dc2-a", old, []byte(`{"connected":true,"synced":true}`), true); err != nil {
+		if err := tx.Agents().RecordHeartbeat(ctx, "dc2-a", old, []byte(`{"connected":true,"synced":true}`), true); err != nil {
 			return err
 		}
-		return tx.RecordHeartbeat(ctx, "dc2-a", now, []byte(`{"connected":false,"synced":true,"error":"connection refused"}`), false)
+		return tx.Agents().RecordHeartbeat(ctx, "dc2-a", now, []byte(`{"connected":false,"synced":true,"error":"connection refused"}`), false)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -998,7 +998,7 @@ func testInventoryWatch(t *testing.T, h *harness) {
 		}
 	}
 	write(func(tx *store.Tx) error {
-		_, err := tx.UpsertInventory(ctx, []store.InventoryRow{row("a", "1", "Healthy")})
+		_, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{row("a", "1", "Healthy")})
 		return err
 	})
 
@@ -1048,17 +1048,17 @@ func testInventoryWatch(t *testing.T, h *harness) {
 	}
 	next("ADDED a 1 Healthy")
 	write(func(tx *store.Tx) error {
-		_, err := tx.UpsertInventory(ctx, []store.InventoryRow{row("b", "2", "Healthy")})
+		_, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{row("b", "2", "Healthy")})
 		return err
 	})
 	next("ADDED b 2 Healthy")
 	write(func(tx *store.Tx) error {
-		_, err := tx.UpsertInventory(ctx, []store.InventoryRow{row("a", "3", "Unhealthy")})
+		_, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{row("a", "3", "Unhealthy")})
 		return err
 	})
 	next("MODIFIED a 3 Unhealthy")
 	write(func(tx *store.Tx) error {
-		_, err := tx.DeleteInventory(ctx, []store.InventoryTombstone{{Cluster: "dc1-a", UID: "u-b", ResourceVersion: "4", DeletedAt: time.Now()}})
+		_, err := tx.Inventory().Delete(ctx, []store.InventoryTombstone{{Cluster: "dc1-a", UID: "u-b", ResourceVersion: "4", DeletedAt: time.Now()}})
 		return err
 	})
 	next("DELETED b 2 Healthy")
@@ -1076,20 +1076,20 @@ func testAttemptCounts(t *testing.T, h *harness) {
 		h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", name, "true")).want(t, http.StatusAccepted)
 	}
 	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
-		r, err := tx.GetRunnable(ctx, "team-a", "moved")
+		r, err := tx.Runnables().Get(ctx, "team-a", "moved")
 		if err != nil {
 			return err
 		}
 		r.Phase, r.Cluster = string(v1alpha1.PhaseRunning), "dc1-a"
-		if err := tx.UpdateRunnable(ctx, r); err != nil {
+		if err := tx.Runnables().Update(ctx, r); err != nil {
 			return err
 		}
 		ended := time.Now()
-		if err := tx.PutAttempt(ctx, &store.Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc2-a", StartedAt: ended.Add(-time.Minute),
+		if err := tx.Attempts().Put(ctx, &store.Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc2-a", StartedAt: ended.Add(-time.Minute),
 			EndedAt: &ended, Result: "Evicted", Reason: "ClusterUnreachable"}); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, &store.Attempt{RunnableUID: r.UID, Number: 2, Cluster: "dc1-a", StartedAt: ended})
+		return tx.Attempts().Put(ctx, &store.Attempt{RunnableUID: r.UID, Number: 2, Cluster: "dc1-a", StartedAt: ended})
 	}); err != nil {
 		t.Fatal(err)
 	}

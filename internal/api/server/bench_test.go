@@ -125,10 +125,10 @@ func seedRunnables(b *testing.B, h *harness, n int) {
 			for i := start; i < min(start+1000, n); i++ {
 				r := &store.Runnable{Namespace: fmt.Sprintf("team-%c", 'a'+i%3), Name: fmt.Sprintf("job-%06d", i),
 					UID: fmt.Sprintf("uid-%06d", i), Generation: 1, Spec: doc, SpecHash: "h", Phase: "Queued", Submitter: "alice"}
-				if err := tx.CreateRunnable(ctx, r); err != nil {
+				if err := tx.Runnables().Create(ctx, r); err != nil {
 					return err
 				}
-				if err := tx.AppendAudit(ctx, &audit.Entry{Actor: "alice", Action: "create", Kind: "Runnable", Namespace: r.Namespace, Name: r.Name, Summary: "seed", Outcome: "Queued"}); err != nil {
+				if err := tx.Audit().Append(ctx, &audit.Entry{Actor: "alice", Action: "create", Kind: "Runnable", Namespace: r.Namespace, Name: r.Name, Summary: "seed", Outcome: "Queued"}); err != nil {
 					return err
 				}
 			}
@@ -152,7 +152,7 @@ func seedInventory(b *testing.B, h *harness, n int) {
 				ResourceVersion: "1", Labels: map[string]string{"app": fmt.Sprintf("web-%d", i%100)}, Health: "Healthy", ObservedAt: now,
 				Object: []byte(`{"data":{"k":"v"}}`)})
 		}
-		if err := h.store.Tx(ctx, func(tx *store.Tx) error { _, err := tx.UpsertInventory(ctx, rows); return err }); err != nil {
+		if err := h.store.Tx(ctx, func(tx *store.Tx) error { _, err := tx.Inventory().Upsert(ctx, rows); return err }); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -42,7 +42,7 @@ func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, err
 	}
 	err = s.tx(r.Context(), func(tx *store.Tx) error {
-		if err := tx.CreateCluster(r.Context(), rec); err != nil {
+		if err := tx.Clusters().Create(r.Context(), rec); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return errConflict("cluster %s is already registered; update it with PUT /api/v1/clusters/%s", rec.Name, rec.Name)
 			}
@@ -85,7 +85,7 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 	}
 	var rec *store.Cluster
 	err = s.tx(r.Context(), func(tx *store.Tx) error {
-		old, err := tx.GetCluster(r.Context(), name)
+		old, err := tx.Clusters().Get(r.Context(), name)
 		if err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 			rec = old
 			return err
 		}
-		if err := tx.UpdateCluster(r.Context(), rec); err != nil {
+		if err := tx.Clusters().Update(r.Context(), rec); err != nil {
 			return err
 		}
 		summary := fmt.Sprintf("updated cluster %s (labels %s, %d taints", name, formatLabels(rec.Labels), len(obj.Spec.Taints))
@@ -124,7 +124,7 @@ func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, errForbidden("user %q may not remove clusters; only admins may", u.Name)
 	}
 	err := s.tx(r.Context(), func(tx *store.Tx) error {
-		if err := tx.DeleteCluster(r.Context(), name); err != nil {
+		if err := tx.Clusters().Delete(r.Context(), name); err != nil {
 			return err
 		}
 		return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindCluster, "", name, "removed cluster "+name, "Removed", nil)
@@ -146,7 +146,7 @@ func (s *Server) getCluster(r *http.Request, _ auth.User) (int, any, error) {
 	var obs observations
 	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		if rec, err = tx.GetCluster(r.Context(), name); err != nil {
+		if rec, err = tx.Clusters().Get(r.Context(), name); err != nil {
 			return err
 		}
 		obs, err = s.readObservations(r, tx)
@@ -171,7 +171,7 @@ func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
 	var obs observations
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		if recs, err = tx.ListClusters(r.Context()); err != nil {
+		if recs, err = tx.Clusters().List(r.Context()); err != nil {
 			return err
 		}
 		obs, err = s.readObservations(r, tx)
@@ -207,19 +207,19 @@ type observations struct {
 func (s *Server) readObservations(r *http.Request, tx *store.Tx) (observations, error) {
 	o := observations{now: s.now()}
 	var err error
-	if o.fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
+	if o.fresh, err = tx.Agents().ListFreshness(r.Context()); err != nil {
 		return o, err
 	}
-	if o.counts, err = tx.CountInventoryByCluster(r.Context()); err != nil {
+	if o.counts, err = tx.Inventory().CountByCluster(r.Context()); err != nil {
 		return o, err
 	}
-	if o.capacity, err = tx.ClusterCapacity(r.Context()); err != nil {
+	if o.capacity, err = tx.Clusters().Capacity(r.Context()); err != nil {
 		return o, err
 	}
-	if o.runnables, err = tx.CountRunnablesByClusterPhase(r.Context()); err != nil {
+	if o.runnables, err = tx.Runnables().CountByClusterPhase(r.Context()); err != nil {
 		return o, err
 	}
-	views, _, err := tx.ListClusterViews(r.Context())
+	views, _, err := tx.Clusters().ListViews(r.Context())
 	o.views = map[string][]v1alpha1.ClusterView{}
 	for _, v := range views {
 		o.views[v.Cluster] = append(o.views[v.Cluster], v1alpha1.ClusterView{

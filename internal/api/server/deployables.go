@@ -91,7 +91,7 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 		status = http.StatusOK
 		revive := false
 		var err error
-		rec, err = tx.GetDeployable(r.Context(), ns, name)
+		rec, err = tx.Deployables().Get(r.Context(), ns, name)
 		create := errors.Is(err, store.ErrNotFound)
 		if err != nil && !create {
 			return err
@@ -122,11 +122,11 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
 		}
 		if create {
-			if err = tx.CreateDeployable(r.Context(), rec); errors.Is(err, store.ErrConflict) {
+			if err = tx.Deployables().Create(r.Context(), rec); errors.Is(err, store.ErrConflict) {
 				return errCreatedMeanwhile
 			}
 		} else {
-			err = tx.UpdateDeployable(r.Context(), rec)
+			err = tx.Deployables().Update(r.Context(), rec)
 		}
 		if err != nil {
 			return err
@@ -189,7 +189,7 @@ func (s *Server) getDeployable(r *http.Request, u auth.User) (int, any, error) {
 	var rec *store.Deployable
 	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		rec, err = tx.GetDeployable(r.Context(), ns, name)
+		rec, err = tx.Deployables().Get(r.Context(), ns, name)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !visible(rec)) {
@@ -210,7 +210,7 @@ func (s *Server) deployableResponse(r *http.Request, status int, rec *store.Depl
 	var clusters []*store.DeployableClusterStatus
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		clusters, err = tx.ListDeployableStatus(r.Context(), rec.UID)
+		clusters, err = tx.Deployables().ListStatus(r.Context(), rec.UID)
 		return err
 	}); err != nil {
 		return 0, nil, err
@@ -234,7 +234,7 @@ func (s *Server) listDeployables(r *http.Request, u auth.User) (int, any, error)
 	out := List[*v1alpha1.Deployable]{Items: []*v1alpha1.Deployable{}}
 	err = s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		out.Items = out.Items[:0]
-		recs, next, err := tx.ListDeployables(r.Context(), f)
+		recs, next, err := tx.Deployables().List(r.Context(), f)
 		if err != nil {
 			return err
 		}
@@ -243,7 +243,7 @@ func (s *Server) listDeployables(r *http.Request, u auth.User) (int, any, error)
 			if !visible(rec) {
 				continue
 			}
-			clusters, err := tx.ListDeployableStatus(r.Context(), rec.UID)
+			clusters, err := tx.Deployables().ListStatus(r.Context(), rec.UID)
 			if err != nil {
 				return err
 			}
@@ -275,7 +275,7 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 	err := s.tx(r.Context(), func(tx *store.Tx) error {
 		withdrawn = false
 		var err error
-		if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {
+		if rec, err = tx.Deployables().Get(r.Context(), ns, name); err != nil {
 			return err
 		}
 		if rec.DeletedAt != nil && rec.Pending == nil {
@@ -286,7 +286,7 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 			// again withdraws the revive, back to the deletion that was
 			// decided.
 			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
-			if err := tx.UpdateDeployable(r.Context(), rec); err != nil {
+			if err := tx.Deployables().Update(r.Context(), rec); err != nil {
 				return err
 			}
 			withdrawn = true
@@ -301,7 +301,7 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 			now := s.now().UTC()
 			rec.DeletedAt = &now
 		}
-		if err := tx.UpdateDeployable(r.Context(), rec); err != nil {
+		if err := tx.Deployables().Update(r.Context(), rec); err != nil {
 			return err
 		}
 		return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindDeployable, ns, name, summary, outcome, nil)
@@ -338,7 +338,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 		var rec *store.Deployable
 		if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 			var err error
-			rec, err = tx.GetDeployable(r.Context(), ns, name)
+			rec, err = tx.Deployables().Get(r.Context(), ns, name)
 			return err
 		}); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
@@ -368,7 +368,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 		err = s.tx(r.Context(), func(tx *store.Tx) error {
 			purged = false
 			var err error
-			if rec, err = tx.GetDeployable(r.Context(), ns, name); err != nil {
+			if rec, err = tx.Deployables().Get(r.Context(), ns, name); err != nil {
 				return err
 			}
 			if err := checkPendingVersion(reviewed, rec.ResourceVersion, ref); err != nil {
@@ -394,11 +394,11 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
 			if !approve && rec.Generation == 0 {
 				// Rejected before it was ever live: nothing to keep.
-				if err := tx.PurgeDeployable(r.Context(), rec.UID); err != nil {
+				if err := tx.Deployables().Purge(r.Context(), rec.UID); err != nil {
 					return err
 				}
 				purged = true
-			} else if err := tx.UpdateDeployable(r.Context(), rec); err != nil {
+			} else if err := tx.Deployables().Update(r.Context(), rec); err != nil {
 				return err
 			}
 			return appendAudit(r.Context(), tx, u, action, v1alpha1.KindDeployable, ns, name,

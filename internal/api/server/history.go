@@ -89,7 +89,7 @@ func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
 	}
 	var entries []*audit.Entry
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
-		entries, err = tx.ListAudit(r.Context(), f)
+		entries, err = tx.Audit().List(r.Context(), f)
 		return err
 	}); err != nil {
 		return 0, nil, err

@@ -114,13 +114,13 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 	var clusters []*store.Cluster
 	err = s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		if rows, next, err = tx.ListInventory(r.Context(), f); err != nil {
+		if rows, next, err = tx.Inventory().List(r.Context(), f); err != nil {
 			return err
 		}
-		if fresh, err = tx.ListAgentFreshness(r.Context()); err != nil {
+		if fresh, err = tx.Agents().ListFreshness(r.Context()); err != nil {
 			return err
 		}
-		clusters, err = tx.ListClusters(r.Context())
+		clusters, err = tx.Clusters().List(r.Context())
 		return err
 	})
 	if err != nil {

@@ -390,7 +390,7 @@ func inventoryVersions(ctx context.Context, s *store.Store) (map[string]string, 
 		var rows []store.InventoryRow
 		var next string
 		err := s.Read(ctx, func(tx *store.Tx) (err error) {
-			rows, next, err = tx.ListInventory(ctx, f)
+			rows, next, err = tx.Inventory().List(ctx, f)
 			return err
 		})
 		if err != nil {

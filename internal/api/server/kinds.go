@@ -35,7 +35,7 @@ func (s *Server) authorizeKindAt(ctx context.Context, u auth.User, ns string, tm
 	var reported []bool
 	if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		reported, err = tx.KindScopes(ctx, gk.Group, gk.Kind)
+		reported, err = tx.Kinds().Scopes(ctx, gk.Group, gk.Kind)
 		return err
 	}); err != nil {
 		return err

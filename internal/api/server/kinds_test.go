@@ -102,7 +102,7 @@ func TestKindAuthorization(t *testing.T) {
 			// Once a registered cluster's discovery says it is
 			// cluster-scoped, it is refused.
 			if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
-				return tx.ReplaceClusterKinds(context.Background(), "dc1-a", time.Now(),
+				return tx.Kinds().Replace(context.Background(), "dc1-a", time.Now(),
 					[]store.ServedKind{{Group: "example.com", Version: "v1", Kind: "Gizmo", Namespaced: false}})
 			}); err != nil {
 				t.Fatal(err)

@@ -260,7 +260,7 @@ func TestWatchLimits(t *testing.T) {
 	now := time.Now().UTC()
 	put := func(rows ...store.InventoryRow) {
 		t.Helper()
-		if err := h.store.Tx(ctx, func(tx *store.Tx) error { _, err := tx.UpsertInventory(ctx, rows); return err }); err != nil {
+		if err := h.store.Tx(ctx, func(tx *store.Tx) error { _, err := tx.Inventory().Upsert(ctx, rows); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -351,7 +351,7 @@ func TestWatchesLoseTheirRights(t *testing.T) {
 	ctx := context.Background()
 	row := store.InventoryRow{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "first", UID: "u1",
 		ResourceVersion: "1", Health: "Healthy", ObservedAt: time.Now().UTC()}
-	if err := h.store.Tx(ctx, func(tx *store.Tx) error { _, err := tx.UpsertInventory(ctx, []store.InventoryRow{row}); return err }); err != nil {
+	if err := h.store.Tx(ctx, func(tx *store.Tx) error { _, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{row}); return err }); err != nil {
 		t.Fatal(err)
 	}
 

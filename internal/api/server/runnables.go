@@ -110,7 +110,7 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 func freeRunnableName(ctx context.Context, tx *store.Tx, ns, prefix string) (string, error) {
 	for range 8 {
 		name := v1alpha1.GenerateName(prefix)
-		if _, err := tx.GetRunnable(ctx, ns, name); errors.Is(err, store.ErrNotFound) {
+		if _, err := tx.Runnables().Get(ctx, ns, name); errors.Is(err, store.ErrNotFound) {
 			return name, nil
 		} else if err != nil {
 			return "", err
@@ -128,10 +128,10 @@ func (s *Server) getRunnable(r *http.Request, u auth.User) (int, any, error) {
 	var attempts []*store.Attempt
 	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
+		if rec, err = tx.Runnables().Get(r.Context(), ns, name); err != nil {
 			return err
 		}
-		attempts, err = tx.ListAttempts(r.Context(), rec.UID)
+		attempts, err = tx.Attempts().List(r.Context(), rec.UID)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -163,14 +163,14 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 	var next string
 	var attempts map[string]int
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
-		if recs, next, err = tx.ListRunnables(r.Context(), f); err != nil {
+		if recs, next, err = tx.Runnables().List(r.Context(), f); err != nil {
 			return err
 		}
 		uids := make([]string, len(recs))
 		for i, rec := range recs {
 			uids[i] = rec.UID
 		}
-		attempts, err = tx.CountAttempts(r.Context(), uids)
+		attempts, err = tx.Attempts().Count(r.Context(), uids)
 		return err
 	}); err != nil {
 		return 0, nil, err
@@ -217,11 +217,11 @@ func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) 
 	cancelled := false
 	err := s.tx(r.Context(), func(tx *store.Tx) error {
 		cancelled = false
-		rec, err := tx.GetRunnable(r.Context(), ns, name)
+		rec, err := tx.Runnables().Get(r.Context(), ns, name)
 		if err != nil {
 			return err
 		}
-		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		attempts, err := tx.Attempts().List(r.Context(), rec.UID)
 		if err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) 
 // hash (a submission sent again), nil when there is none, and a conflict
 // when it exists with another spec.
 func sameRunnable(ctx context.Context, tx *store.Tx, ns, name, hash string) (*store.Runnable, error) {
-	existing, err := tx.GetRunnable(ctx, ns, name)
+	existing, err := tx.Runnables().Get(ctx, ns, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, nil
@@ -304,7 +304,7 @@ func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) 
 	}
 	var out *v1alpha1.Runnable
 	err := s.tx(r.Context(), func(tx *store.Tx) error {
-		rec, err := tx.GetRunnable(r.Context(), ns, name)
+		rec, err := tx.Runnables().Get(r.Context(), ns, name)
 		if err != nil {
 			return err
 		}
@@ -312,7 +312,7 @@ func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) 
 		if err != nil {
 			return err
 		}
-		attempts, err := tx.ListAttempts(r.Context(), rec.UID)
+		attempts, err := tx.Attempts().List(r.Context(), rec.UID)
 		if err != nil {
 			return err
 		}
@@ -381,7 +381,7 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 		var rec *store.Runnable
 		err = s.tx(r.Context(), func(tx *store.Tx) error {
 			var err error
-			if rec, err = tx.GetRunnable(r.Context(), ns, name); err != nil {
+			if rec, err = tx.Runnables().Get(r.Context(), ns, name); err != nil {
 				return err
 			}
 			if v1alpha1.Phase(rec.Phase) != v1alpha1.PhasePendingApproval {
@@ -433,7 +433,7 @@ func (s *Server) authorizeRunnableAuthor(r *http.Request, ns, name string, revie
 	var rec *store.Runnable
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		rec, err = tx.GetRunnable(r.Context(), ns, name)
+		rec, err = tx.Runnables().Get(r.Context(), ns, name)
 		return err
 	}); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -516,7 +516,7 @@ func appendAudit(ctx context.Context, tx *store.Tx, u auth.User, action, kind, n
 		}
 		e.Details = data
 	}
-	return tx.AppendAudit(ctx, e)
+	return tx.Audit().Append(ctx, e)
 }
 
 func templateKind(t map[string]any) string {

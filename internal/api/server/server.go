@@ -19,6 +19,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -39,9 +40,18 @@ type Notifier interface {
 	Notify()
 }
 
+// Store is the database as the server uses it: its transactions, the
+// readiness probe's ping and the audit chain's verification.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+	Ping(ctx context.Context) error
+	VerifyAuditAnchored(ctx context.Context, anchors []audit.Anchor) (store.VerifyResult, error)
+}
+
 // Config holds the server's dependencies.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Stream Checker // nil: /readyz checks the database only
 	// Anchors keeps the record of the audit chain's heads outside the
 	// database (*anchor.Publisher); nil: the chain is verified on its own.

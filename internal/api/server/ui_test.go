@@ -71,7 +71,7 @@ func TestConsole(t *testing.T) {
 	// cluster's records are.
 	now := time.Now().UTC()
 	if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
-		if _, err := tx.UpsertInventory(context.Background(), []store.InventoryRow{
+		if _, err := tx.Inventory().Upsert(context.Background(), []store.InventoryRow{
 			{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-config", UID: "u1",
 				ResourceVersion: "3", Labels: map[string]string{"app": "web"}, Health: "Healthy", ObservedAt: now},
 			{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "db-config", UID: "u2",
@@ -79,7 +79,7 @@ func TestConsole(t *testing.T) {
 		}); err != nil {
 			return err
 		}
-		return tx.TouchAgent(context.Background(), "dc1-a", &now, &now, &now)
+		return tx.Agents().Touch(context.Background(), "dc1-a", &now, &now, &now)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestConsole(t *testing.T) {
 	}
 	// A record that appears later shows up without a reload (the watch).
 	if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
-		_, err := tx.UpsertInventory(context.Background(), []store.InventoryRow{{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap",
+		_, err := tx.Inventory().Upsert(context.Background(), []store.InventoryRow{{Cluster: "dc1-a", APIVersion: "v1", Kind: "ConfigMap",
 			Namespace: "team-a", Name: "web-config-2", UID: "u3", ResourceVersion: "9", Labels: map[string]string{"app": "web"},
 			Health: "Unhealthy", ObservedAt: time.Now()}})
 		return err
@@ -209,12 +209,12 @@ func TestConsole(t *testing.T) {
 func setPhase(t *testing.T, h *harness, ns, name, phase string) {
 	t.Helper()
 	err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
-		r, err := tx.GetRunnable(context.Background(), ns, name)
+		r, err := tx.Runnables().Get(context.Background(), ns, name)
 		if err != nil {
 			return err
 		}
 		r.Phase = phase
-		return tx.UpdateRunnable(context.Background(), r)
+		return tx.Runnables().Update(context.Background(), r)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -226,11 +226,11 @@ func reportSynced(t *testing.T, h *harness, ns, name, cluster string) {
 	t.Helper()
 	now := time.Now()
 	err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
-		d, err := tx.GetDeployable(context.Background(), ns, name)
+		d, err := tx.Deployables().Get(context.Background(), ns, name)
 		if err != nil {
 			return err
 		}
-		return tx.PutDeployableStatus(context.Background(), &store.DeployableClusterStatus{
+		return tx.Deployables().PutStatus(context.Background(), &store.DeployableClusterStatus{
 			DeployableUID: d.UID, Cluster: cluster, State: "Synced", SyncedGeneration: d.Generation, LastSyncedAt: &now,
 		})
 	})

@@ -289,7 +289,7 @@ func (p *watchPoller) read(ctx context.Context) (map[string]InventoryItem, error
 	out := map[string]InventoryItem{}
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		clear(out)
-		fresh, err := tx.ListAgentFreshness(ctx)
+		fresh, err := tx.Agents().ListFreshness(ctx)
 		if err != nil {
 			return err
 		}
@@ -299,7 +299,7 @@ func (p *watchPoller) read(ctx context.Context) (map[string]InventoryItem, error
 		}
 		f.Continue = ""
 		for {
-			rows, next, err := tx.ListInventory(ctx, f)
+			rows, next, err := tx.Inventory().List(ctx, f)
 			if err != nil {
 				return err
 			}

@@ -94,7 +94,7 @@ func (a *agents) sync(ctx context.Context, live map[string]*runningAgent) {
 	var rows []*store.Cluster
 	err := a.hub.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		rows, err = tx.ListClusters(ctx)
+		rows, err = tx.Clusters().List(ctx)
 		return err
 	})
 	if err != nil {

@@ -24,10 +24,17 @@ import (
 	"github.com/purser-io/purser/internal/member/clusters"
 )
 
+// Store is the database as the controller's parts (cluster health,
+// failover, the lease) use it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config is what the controller runs with. Zero values take the defaults
 // of clusters.Policy and failover.Config.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Sealer *seal.Sealer
 	// Health is the hysteresis of cluster health; its AgentLease is taken
 	// from Failover.AgentLease, so that both halves agree.

@@ -63,7 +63,7 @@ func TestControllerLeaderElection(t *testing.T) {
 				for range 300 {
 					var l store.Lease
 					err := observer.Read(t.Context(), func(tx *store.Tx) (err error) {
-						l, err = tx.GetLease(t.Context(), LeaseName)
+						l, err = tx.Leases().Get(t.Context(), LeaseName)
 						return err
 					})
 					if err != nil && !errors.Is(err, store.ErrNotFound) {

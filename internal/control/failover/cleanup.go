@@ -30,7 +30,7 @@ func (c *Controller) cleanup(ctx context.Context, views map[string]*clusterView)
 	var pending []*store.Attempt
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		pending, err = tx.ListPendingCleanups(ctx, 1000)
+		pending, err = tx.Attempts().ListPendingCleanups(ctx, 1000)
 		return err
 	})
 	if err != nil {
@@ -63,7 +63,7 @@ func (c *Controller) purge(ctx context.Context, a *store.Attempt, view *clusterV
 	var rec *store.Runnable
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		rec, err = tx.GetRunnableByUID(ctx, a.RunnableUID)
+		rec, err = tx.Runnables().GetByUID(ctx, a.RunnableUID)
 		return err
 	})
 	if err != nil {
@@ -122,7 +122,7 @@ func nextIsHealthy(rec *store.Runnable, r *runnable) bool {
 // waiting for exactly that (FailingOver), queues it for placement.
 func (c *Controller) purged(ctx context.Context, rec *store.Runnable, a *store.Attempt, msg string) error {
 	err := c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		attempts, err := tx.ListAttempts(ctx, rec.UID)
+		attempts, err := tx.Attempts().List(ctx, rec.UID)
 		if err != nil {
 			return err
 		}
@@ -137,7 +137,7 @@ func (c *Controller) purged(ctx context.Context, rec *store.Runnable, a *store.A
 		}
 		cur.Cleanup, cur.CleanupAfter = store.CleanupDone, nil
 		cur.Message = joinMessage(cur.Message, msg)
-		if err := tx.PutAttempt(ctx, cur); err != nil {
+		if err := tx.Attempts().Put(ctx, cur); err != nil {
 			return err
 		}
 		run, err := lifecycle.Load(ctx, tx, rec.UID)
@@ -183,10 +183,10 @@ func (c *Controller) release(ctx context.Context, a *store.Attempt, view *cluste
 	var attempts []*store.Attempt
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if rec, err = tx.GetRunnableByUID(ctx, a.RunnableUID); err != nil {
+		if rec, err = tx.Runnables().GetByUID(ctx, a.RunnableUID); err != nil {
 			return err
 		}
-		attempts, err = tx.ListAttempts(ctx, a.RunnableUID)
+		attempts, err = tx.Attempts().List(ctx, a.RunnableUID)
 		return err
 	})
 	if err != nil {

@@ -47,14 +47,14 @@ func TestLeftoverOfAnUnreachableAttemptIsRemoved(t *testing.T) {
 	err := f.store.Tx(ctx, func(tx *store.Tx) error {
 		rec := &store.Runnable{Namespace: f.ns, Name: "report", UID: uid, Generation: 1, Spec: spec, SpecHash: "h",
 			Phase: string(v1alpha1.PhaseRunning), Cluster: "a", Submitter: "alice"}
-		if err := tx.CreateRunnable(ctx, rec); err != nil {
+		if err := tx.Runnables().Create(ctx, rec); err != nil {
 			return err
 		}
-		if err := tx.PutAttempt(ctx, &store.Attempt{RunnableUID: uid, Number: 1, Cluster: "b", StartedAt: now, EndedAt: &now,
+		if err := tx.Attempts().Put(ctx, &store.Attempt{RunnableUID: uid, Number: 1, Cluster: "b", StartedAt: now, EndedAt: &now,
 			Result: "Failed", Reason: "ClusterUnreachable", Cleanup: store.CleanupPending}); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, &store.Attempt{RunnableUID: uid, Number: 2, Cluster: "a", StartedAt: now})
+		return tx.Attempts().Put(ctx, &store.Attempt{RunnableUID: uid, Number: 2, Cluster: "a", StartedAt: now})
 	})
 	if err != nil {
 		t.Fatal(err)

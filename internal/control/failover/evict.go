@@ -31,7 +31,7 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 	}
 
 	err := c.runnableTx(ctx, rec, func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
-		attempts, err := tx.ListAttempts(ctx, rec.UID)
+		attempts, err := tx.Attempts().List(ctx, rec.UID)
 		if err != nil {
 			return nil, err
 		}
@@ -42,8 +42,8 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 		a := attempts[n-1]
 		if v.TrustsFencing {
 			// Read again under a lock that orders this end of the attempt
-			// with the submitter's next send (store.SetCreateLandedBy).
-			landedBy, err := tx.LockCreateLandedBy(ctx, a.RunnableUID, a.Number)
+			// with the submitter's next send (store.Attempts.SetCreateLandedBy).
+			landedBy, err := tx.Attempts().LockCreateLandedBy(ctx, a.RunnableUID, a.Number)
 			if err != nil {
 				return nil, err
 			}
@@ -63,7 +63,7 @@ func (c *Controller) evict(ctx context.Context, rec *store.Runnable, r *runnable
 				a.CleanupAfter = &after
 			}
 		}
-		if err := tx.PutAttempt(ctx, a); err != nil {
+		if err := tx.Attempts().Put(ctx, a); err != nil {
 			return nil, err
 		}
 

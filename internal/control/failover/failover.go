@@ -47,9 +47,15 @@ const (
 	DefaultEvictionRate  = 20.0 // evictions per second
 )
 
+// Store is the database as the failover controller uses it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config is what the failover controller needs.
 type Config struct {
-	Store *store.Store
+	Store Store
 	// Objects deletes the copies left on clusters.
 	Objects *clusters.Objects
 	// Interval between passes. Default 1 s.
@@ -212,7 +218,7 @@ func (c *Controller) scan(ctx context.Context, views map[string]*clusterView) er
 		var page []*store.Runnable
 		err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 			var err error
-			page, err = tx.ListRunnablesInPhases(ctx, occupying, after, pageSize)
+			page, err = tx.Runnables().ListInPhases(ctx, occupying, after, pageSize)
 			return err
 		})
 		if err != nil {
@@ -344,7 +350,7 @@ func (c *Controller) openAttempt(ctx context.Context, rec *store.Runnable) (*sto
 	var attempts []*store.Attempt
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		attempts, err = tx.ListAttempts(ctx, rec.UID)
+		attempts, err = tx.Attempts().List(ctx, rec.UID)
 		return err
 	})
 	if err != nil {
@@ -403,10 +409,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 	var agents map[string]store.AgentFreshness
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if rows, err = tx.ListClusters(ctx); err != nil {
+		if rows, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
-		agents, err = tx.ListAgentFreshness(ctx)
+		agents, err = tx.Agents().ListFreshness(ctx)
 		return err
 	})
 	if err != nil {

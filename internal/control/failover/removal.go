@@ -19,7 +19,7 @@ import (
 func (c *Controller) retain(ctx context.Context) error {
 	var due []*store.Runnable
 	if err := c.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
-		due, err = tx.ListRunnablesToRemove(ctx, c.cfg.Now(), pageSize)
+		due, err = tx.Runnables().ListToRemove(ctx, c.cfg.Now(), pageSize)
 		return err
 	}); err != nil {
 		return err
@@ -55,7 +55,7 @@ func (c *Controller) retain(ctx context.Context) error {
 func (c *Controller) removeLeftovers(ctx context.Context, views map[string]*clusterView) error {
 	var copies []*store.LeftoverCopy
 	if err := c.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
-		copies, err = tx.ListLeftoverCopies(ctx, 1000)
+		copies, err = tx.LeftoverCopies().List(ctx, 1000)
 		return err
 	}); err != nil {
 		return err
@@ -103,10 +103,10 @@ func (c *Controller) removeLeftovers(ctx context.Context, views map[string]*clus
 func (c *Controller) forgetLeftover(ctx context.Context, lc *store.LeftoverCopy, msg string) error {
 	ns, name := splitRef(lc.Runnable)
 	err := c.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		if err := tx.DeleteLeftoverCopy(ctx, lc); err != nil {
+		if err := tx.LeftoverCopies().Delete(ctx, lc); err != nil {
 			return err
 		}
-		return tx.AppendAudit(ctx, &audit.Entry{Actor: Actor, Action: "purge", Kind: v1alpha1.KindRunnable,
+		return tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: "purge", Kind: v1alpha1.KindRunnable,
 			Namespace: ns, Name: name, Summary: msg + " (the runnable was removed)", Outcome: "Removed"})
 	})
 	if errors.Is(err, store.ErrNotFound) {

@@ -93,7 +93,7 @@ func (c *Controller) reportedSnapshots(ctx context.Context, cluster, namespace, 
 	var rows []store.InventoryRow
 	err = c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		rows, _, err = tx.ListInventory(ctx, store.InventoryFilter{Cluster: cluster, APIVersion: flink.APIVersion,
+		rows, _, err = tx.Inventory().List(ctx, store.InventoryFilter{Cluster: cluster, APIVersion: flink.APIVersion,
 			Kind: flink.KindStateSnapshot, Namespace: namespace, Selector: sel, Limit: 1000})
 		return err
 	})

@@ -27,7 +27,7 @@ func (c *Controller) resume(ctx context.Context, rec *store.Runnable, r *runnabl
 	}
 	var attempts []*store.Attempt
 	if err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-		attempts, err = tx.ListAttempts(ctx, rec.UID)
+		attempts, err = tx.Attempts().List(ctx, rec.UID)
 		return err
 	}); err != nil {
 		return err
@@ -72,7 +72,7 @@ func (c *Controller) resume(ctx context.Context, rec *store.Runnable, r *runnabl
 		if err != nil {
 			return err
 		}
-		latest, err := tx.ListAttempts(ctx, rec.UID)
+		latest, err := tx.Attempts().List(ctx, rec.UID)
 		if err != nil {
 			return err
 		}

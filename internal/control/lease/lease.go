@@ -62,12 +62,18 @@ type Lock interface {
 	Release(ctx context.Context) error
 }
 
+// Store is the database as a StoreLock uses it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config is one election.
 type Config struct {
 	// Lock holds the election's record; nil: a StoreLock on Store's row
 	// Name for Identity.
 	Lock  Lock
-	Store *store.Store
+	Store Store
 	// Name names the lease, one per component ("controller").
 	Name string
 	// Identity names this replica in the StoreLock built from Store

@@ -159,7 +159,7 @@ func readLease(t *testing.T, s *store.Store) store.Lease {
 	t.Helper()
 	var l store.Lease
 	err := s.Read(t.Context(), func(tx *store.Tx) (err error) {
-		l, err = tx.GetLease(t.Context(), "controller")
+		l, err = tx.Leases().Get(t.Context(), "controller")
 		return err
 	})
 	if err != nil {
@@ -341,7 +341,7 @@ func TestLeaseWorkEndsRun(t *testing.T) {
 		}
 		var ok bool
 		err := c.store.Tx(t.Context(), func(tx *store.Tx) (err error) {
-			_, ok, err = tx.TryLease(t.Context(), "controller", "b", time.Hour, false)
+			_, ok, err = tx.Leases().Try(t.Context(), "controller", "b", time.Hour, false)
 			return err
 		})
 		if err != nil || !ok {
@@ -363,7 +363,7 @@ func TestLeaseOfAnEarlierLifeIsWaitedOut(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		var earlier store.Lease
 		err = s.Tx(t.Context(), func(tx *store.Tx) (err error) {
-			earlier, _, err = tx.TryLease(t.Context(), "controller", "a", d, false)
+			earlier, _, err = tx.Leases().Try(t.Context(), "controller", "a", d, false)
 			return err
 		})
 		if err != nil {

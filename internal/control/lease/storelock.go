@@ -22,7 +22,7 @@ import (
 var leasesResource = schema.GroupResource{Group: "purser.io", Resource: "leases"}
 
 // StoreLock holds an election in a row of the hub database's leases
-// table (store.Tx.TryLease), so that leader election needs no
+// table (store.Leases.Try), so that leader election needs no
 // infrastructure beyond what every component already talks to.
 //
 // Besides client-go's own clock, the database's decides: a lease is
@@ -33,7 +33,7 @@ var leasesResource = schema.GroupResource{Group: "purser.io", Resource: "leases"
 // the database file). A take-over therefore needs both client-go's wait
 // and the database's expiry.
 type StoreLock struct {
-	store          *store.Store
+	store          Store
 	name, identity string
 	duration       time.Duration
 
@@ -43,7 +43,7 @@ type StoreLock struct {
 
 // NewStoreLock returns the lock of the lease name, for identity, whose
 // writes last d.
-func NewStoreLock(s *store.Store, name, identity string, d time.Duration) *StoreLock {
+func NewStoreLock(s Store, name, identity string, d time.Duration) *StoreLock {
 	return &StoreLock{store: s, name: name, identity: identity, duration: d}
 }
 
@@ -55,7 +55,7 @@ func NewStoreLock(s *store.Store, name, identity string, d time.Duration) *Store
 func (l *StoreLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	var lease store.Lease
 	err := l.store.Read(ctx, func(tx *store.Tx) (err error) {
-		lease, err = tx.GetLease(ctx, l.name)
+		lease, err = tx.Leases().Get(ctx, l.name)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -107,7 +107,7 @@ func (l *StoreLock) Update(ctx context.Context, ler resourcelock.LeaderElectionR
 	var lease store.Lease
 	var ok bool
 	err := l.store.Tx(ctx, func(tx *store.Tx) (err error) {
-		lease, ok, err = tx.TryLease(ctx, l.name, l.identity, l.duration, renew)
+		lease, ok, err = tx.Leases().Try(ctx, l.name, l.identity, l.duration, renew)
 		return err
 	})
 	if err != nil {
@@ -132,7 +132,7 @@ func (l *StoreLock) Release(ctx context.Context) error {
 	if !holding {
 		return nil
 	}
-	return l.store.Tx(ctx, func(tx *store.Tx) error { return tx.ReleaseLease(ctx, l.name, l.identity) })
+	return l.store.Tx(ctx, func(tx *store.Tx) error { return tx.Leases().Release(ctx, l.name, l.identity) })
 }
 
 // RecordEvent does nothing: the election logs its own events.

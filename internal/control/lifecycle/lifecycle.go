@@ -45,7 +45,7 @@ func Decode(rec *store.Runnable) (*Runnable, error) {
 
 // Load reads the runnable uid in tx; store.ErrNotFound when it is gone.
 func Load(ctx context.Context, tx *store.Tx, uid string) (*Runnable, error) {
-	rec, err := tx.GetRunnableByUID(ctx, uid)
+	rec, err := tx.Runnables().GetByUID(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func Apply(ctx context.Context, tx *store.Tx, r *Runnable, t Transition) (*Runna
 	if rec.Status, err = encode(next.Status); err != nil {
 		return nil, err
 	}
-	if err := tx.UpdateRunnable(ctx, &rec); err != nil {
+	if err := tx.Runnables().Update(ctx, &rec); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil, store.ErrMoved
 		}
@@ -157,7 +157,7 @@ func Create(ctx context.Context, tx *store.Tx, rec *store.Runnable, t Transition
 	if rec.Status, err = encode(r.Status); err != nil {
 		return nil, err
 	}
-	if err := tx.CreateRunnable(ctx, rec); err != nil {
+	if err := tx.Runnables().Create(ctx, rec); err != nil {
 		return nil, err
 	}
 	if err := finish(ctx, tx, r, t); err != nil {
@@ -176,7 +176,7 @@ func Remove(ctx context.Context, tx *store.Tx, r *Runnable, by Cause, actor stri
 		return fmt.Errorf("runnable %s/%s: %s may not remove it while it is %s: %w",
 			r.Rec.Namespace, r.Rec.Name, by, from, ErrNotAllowed)
 	}
-	attempts, err := tx.ListAttempts(ctx, r.Rec.UID)
+	attempts, err := tx.Attempts().List(ctx, r.Rec.UID)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func Remove(ctx context.Context, tx *store.Tx, r *Runnable, by Cause, actor stri
 		if a.Cleanup == store.CleanupDone || (a.ObjectUID == "" && a.Cleanup != store.CleanupPending) {
 			continue // nothing of it can be on its cluster
 		}
-		if err := tx.PutLeftoverCopy(ctx, &store.LeftoverCopy{
+		if err := tx.LeftoverCopies().Put(ctx, &store.LeftoverCopy{
 			RunnableUID: r.Rec.UID, Attempt: a.Number, Cluster: a.Cluster,
 			APIVersion: apiVersion, Kind: kind, Namespace: r.Rec.Namespace,
 			Name: v1alpha1.ObjectName(doc.Spec.Template, r.Rec.Name), Runnable: r.Rec.Namespace + "/" + r.Rec.Name,
@@ -198,7 +198,7 @@ func Remove(ctx context.Context, tx *store.Tx, r *Runnable, by Cause, actor stri
 			return err
 		}
 	}
-	if err := tx.DeleteRunnable(ctx, r.Rec.UID, r.Rec.ResourceVersion); err != nil {
+	if err := tx.Runnables().Delete(ctx, r.Rec.UID, r.Rec.ResourceVersion); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return store.ErrMoved
 		}
@@ -230,7 +230,7 @@ func stampEnd(rec *store.Runnable) error {
 // finish writes what comes with a move besides the runnable's row.
 func finish(ctx context.Context, tx *store.Tx, r *Runnable, t Transition) error {
 	if t.Attempt != nil {
-		if err := tx.PutAttempt(ctx, t.Attempt); err != nil {
+		if err := tx.Attempts().Put(ctx, t.Attempt); err != nil {
 			return err
 		}
 	}
@@ -256,7 +256,7 @@ func appendAudit(ctx context.Context, tx *store.Tx, rec *store.Runnable, by Caus
 	if to == Removed {
 		e.Outcome = "Removed"
 	}
-	return tx.AppendAudit(ctx, &e)
+	return tx.Audit().Append(ctx, &e)
 }
 
 // enqueue writes the outbox row that tells the submitters to look at the
@@ -269,7 +269,7 @@ func enqueue(ctx context.Context, tx *store.Tx, rec *store.Runnable, event strin
 	if err != nil {
 		return err
 	}
-	return tx.EnqueueOutbox(ctx, &store.OutboxMessage{Subject: stream.SubjectSubmissions, MsgID: msg.ID(), Data: data})
+	return tx.Outbox().Enqueue(ctx, &store.OutboxMessage{Subject: stream.SubjectSubmissions, MsgID: msg.ID(), Data: data})
 }
 
 func encode(st v1alpha1.RunnableStatus) ([]byte, error) {

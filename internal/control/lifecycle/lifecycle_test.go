@@ -183,7 +183,7 @@ func TestApply(t *testing.T) {
 
 			var entries []*audit.Entry
 			if err := s.Read(ctx, func(tx *store.Tx) (err error) {
-				entries, err = tx.ListAudit(ctx, store.AuditFilter{Kind: v1alpha1.KindRunnable, Name: "report"})
+				entries, err = tx.Audit().List(ctx, store.AuditFilter{Kind: v1alpha1.KindRunnable, Name: "report"})
 				return err
 			}); err != nil {
 				t.Fatal(err)

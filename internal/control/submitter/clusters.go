@@ -52,13 +52,13 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 	var capacity map[string]store.Capacity
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if rows, err = tx.ListClusters(ctx); err != nil {
+		if rows, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
-		if active, err = tx.CountRunnablesByCluster(ctx, activePhases...); err != nil {
+		if active, err = tx.Runnables().CountByCluster(ctx, activePhases...); err != nil {
 			return err
 		}
-		capacity, err = tx.ClusterCapacity(ctx)
+		capacity, err = tx.Clusters().Capacity(ctx)
 		return err
 	})
 	if err != nil {
@@ -114,7 +114,7 @@ func (s *Submitter) clusterRow(ctx context.Context, name string) (*store.Cluster
 	var row *store.Cluster
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		row, err = tx.GetCluster(ctx, name)
+		row, err = tx.Clusters().Get(ctx, name)
 		return err
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {

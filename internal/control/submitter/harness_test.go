@@ -169,7 +169,7 @@ func (f *fixture) submit(name string, spec runnableSpec) string {
 		Namespace: f.ns, Name: name, UID: "uid-" + randomHex(8), Generation: 1, Spec: doc, SpecHash: randomHex(8),
 		Phase: string(v1alpha1.PhaseQueued), Submitter: "alice", Status: []byte(`{"message":"waiting for a cluster"}`),
 	}
-	err = f.store.Tx(context.Background(), func(tx *store.Tx) error { return tx.CreateRunnable(context.Background(), rec) })
+	err = f.store.Tx(context.Background(), func(tx *store.Tx) error { return tx.Runnables().Create(context.Background(), rec) })
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -205,11 +205,11 @@ func (f *fixture) cancel(name string) {
 	var rec *store.Runnable
 	err := f.store.Tx(context.Background(), func(tx *store.Tx) error {
 		var err error
-		if rec, err = tx.GetRunnable(context.Background(), f.ns, name); err != nil {
+		if rec, err = tx.Runnables().Get(context.Background(), f.ns, name); err != nil {
 			return err
 		}
 		rec.Phase = string(v1alpha1.PhaseCancelled)
-		return tx.UpdateRunnable(context.Background(), rec)
+		return tx.Runnables().Update(context.Background(), rec)
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -224,10 +224,10 @@ func (f *fixture) get(name string) (*store.Runnable, string, []*store.Attempt) {
 	var attempts []*store.Attempt
 	err := f.store.Read(context.Background(), func(tx *store.Tx) error {
 		var err error
-		if rec, err = tx.GetRunnable(context.Background(), f.ns, name); err != nil {
+		if rec, err = tx.Runnables().Get(context.Background(), f.ns, name); err != nil {
 			return err
 		}
-		attempts, err = tx.ListAttempts(context.Background(), rec.UID)
+		attempts, err = tx.Attempts().List(context.Background(), rec.UID)
 		return err
 	})
 	if err != nil {
@@ -281,7 +281,7 @@ func (f *fixture) audit(name string) []*audit.Entry {
 	var out []*audit.Entry
 	err := f.store.Read(context.Background(), func(tx *store.Tx) error {
 		var err error
-		out, err = tx.ListAudit(context.Background(), store.AuditFilter{Namespace: f.ns, Name: name})
+		out, err = tx.Audit().List(context.Background(), store.AuditFilter{Namespace: f.ns, Name: name})
 		return err
 	})
 	if err != nil {

@@ -75,7 +75,7 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 		if r, err = lifecycle.Load(ctx, tx, uid); err != nil {
 			return err
 		}
-		attempts, err = tx.ListAttempts(ctx, uid)
+		attempts, err = tx.Attempts().List(ctx, uid)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -332,7 +332,7 @@ func (s *Submitter) markSending(ctx context.Context, a *store.Attempt, mark time
 	var open bool
 	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		open, err = tx.SetCreateLandedBy(ctx, a.RunnableUID, a.Number, mark)
+		open, err = tx.Attempts().SetCreateLandedBy(ctx, a.RunnableUID, a.Number, mark)
 		return err
 	})
 	if err == nil && !open {
@@ -353,7 +353,7 @@ func (s *Submitter) mayLand(ctx context.Context, a *store.Attempt, mark time.Tim
 		return true, nil
 	}
 	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		return tx.UndoCreateLandedBy(ctx, a.RunnableUID, a.Number, mark, a.CreateLandedBy)
+		return tx.Attempts().UndoCreateLandedBy(ctx, a.RunnableUID, a.Number, mark, a.CreateLandedBy)
 	})
 	return a.CreateLandedBy != nil, err
 }
@@ -546,7 +546,7 @@ func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transit
 			Attempt: t.attempt, Audit: t.audit,
 		})
 		if err == nil && t.landedBy != nil {
-			_, err = tx.SetCreateLandedBy(ctx, t.attempt.RunnableUID, t.attempt.Number, *t.landedBy)
+			_, err = tx.Attempts().SetCreateLandedBy(ctx, t.attempt.RunnableUID, t.attempt.Number, *t.landedBy)
 		}
 		return err
 	})

@@ -44,9 +44,15 @@ import (
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
+// Store is the database as the submitter uses it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config configures a Submitter.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Sealer *seal.Sealer
 	// Stream is where the submissions come from. Nil runs on the rescan
 	// alone, which is correct but slower to react.
@@ -216,7 +222,7 @@ func (s *Submitter) rescan(ctx context.Context) ([]string, error) {
 			var page []*store.Runnable
 			err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 				var err error
-				page, cont, err = tx.ListRunnables(ctx, store.RunnableFilter{Phase: string(phase), Continue: cont, Limit: 1000})
+				page, cont, err = tx.Runnables().List(ctx, store.RunnableFilter{Phase: string(phase), Continue: cont, Limit: 1000})
 				return err
 			})
 			if err != nil {
@@ -231,7 +237,7 @@ func (s *Submitter) rescan(ctx context.Context) ([]string, error) {
 		}
 	}
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-		cancelled, err := tx.ListRunnableUIDsWithOpenAttempt(ctx, string(v1alpha1.PhaseCancelled), 1000)
+		cancelled, err := tx.Runnables().UIDsWithOpenAttempt(ctx, string(v1alpha1.PhaseCancelled), 1000)
 		uids = append(uids, cancelled...)
 		return err
 	})

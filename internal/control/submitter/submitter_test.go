@@ -148,7 +148,7 @@ func TestStreamOutage(t *testing.T) {
 	// Stored as the API would, but its message cannot be published.
 	doc := `{"spec":{"template":{"apiVersion":"batch/v1","kind":"Job","spec":{"backoffLimit":0,"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"main","image":"busybox"}]}}}}}}`
 	err := f.store.Tx(t.Context(), func(tx *store.Tx) error {
-		return tx.CreateRunnable(t.Context(), &store.Runnable{
+		return tx.Runnables().Create(t.Context(), &store.Runnable{
 			Namespace: f.ns, Name: "during", UID: "uid-during-" + randomHex(4), Generation: 1, Spec: []byte(doc),
 			SpecHash: "h", Phase: string(v1alpha1.PhaseQueued), Submitter: "alice",
 		})

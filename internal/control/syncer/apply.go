@@ -203,7 +203,7 @@ func (w *clusterWorker) removeOrphan(ctx context.Context, uid string) error {
 		return nil
 	}
 	err := w.s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-		_, err := tx.GetDeployableByUID(ctx, uid)
+		_, err := tx.Deployables().GetByUID(ctx, uid)
 		return err
 	})
 	switch {

@@ -42,7 +42,7 @@ func BenchmarkSyncer(b *testing.B) {
 			for i := range n {
 				rec := &store.Deployable{Namespace: f.ns, Name: fmt.Sprintf("cm-%05d", i), UID: randomHex(16), Generation: 1,
 					Spec: doc(i), SpecHash: randomHex(8)}
-				if err := tx.CreateDeployable(ctx, rec); err != nil {
+				if err := tx.Deployables().Create(ctx, rec); err != nil {
 					return err
 				}
 			}
@@ -138,7 +138,7 @@ func BenchmarkPoll(b *testing.B) {
 					doc := fmt.Sprintf(`{"spec":{"template":{"apiVersion":"v1","kind":"ConfigMap","data":{"i":"%d"}}}}`, i)
 					rec := &store.Deployable{Namespace: "bench", Name: fmt.Sprintf("cm-%05d", i), UID: randomHex(16),
 						Generation: 1, Spec: []byte(doc), SpecHash: randomHex(8)}
-					if err := tx.CreateDeployable(ctx, rec); err != nil {
+					if err := tx.Deployables().Create(ctx, rec); err != nil {
 						return err
 					}
 				}

@@ -197,17 +197,17 @@ func (f *fixture) putAs(author *store.Author, name string, tmpl map[string]any, 
 	ctx := context.Background()
 	err = f.store.Tx(ctx, func(tx *store.Tx) error {
 		var err error
-		rec, err = tx.GetDeployable(ctx, f.ns, name)
+		rec, err = tx.Deployables().Get(ctx, f.ns, name)
 		if errors.Is(err, store.ErrNotFound) {
 			rec = &store.Deployable{Namespace: f.ns, Name: name, UID: randomHex(16), Generation: 1, Spec: doc, Secret: secret, SpecHash: hash}
-			return tx.CreateDeployable(ctx, rec)
+			return tx.Deployables().Create(ctx, rec)
 		}
 		if err != nil {
 			return err
 		}
 		rec.Spec, rec.Secret, rec.SpecHash, rec.DeletedAt = doc, secret, hash, nil
 		rec.Generation++
-		return tx.UpdateDeployable(ctx, rec)
+		return tx.Deployables().Update(ctx, rec)
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -220,13 +220,13 @@ func (f *fixture) del(name string) {
 	f.t.Helper()
 	ctx := context.Background()
 	err := f.store.Tx(ctx, func(tx *store.Tx) error {
-		rec, err := tx.GetDeployable(ctx, f.ns, name)
+		rec, err := tx.Deployables().Get(ctx, f.ns, name)
 		if err != nil {
 			return err
 		}
 		now := time.Now()
 		rec.DeletedAt = &now
-		return tx.UpdateDeployable(ctx, rec)
+		return tx.Deployables().Update(ctx, rec)
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -236,7 +236,7 @@ func (f *fixture) del(name string) {
 func (f *fixture) statuses(ctx context.Context, uid string) (map[string]*store.DeployableClusterStatus, error) {
 	out := map[string]*store.DeployableClusterStatus{}
 	err := f.store.Read(ctx, func(tx *store.Tx) error {
-		all, err := tx.ListDeployableStatus(ctx, uid)
+		all, err := tx.Deployables().ListStatus(ctx, uid)
 		for _, st := range all {
 			out[st.Cluster] = st
 		}
@@ -321,7 +321,7 @@ func (f *fixture) waitPurged(rec *store.Deployable) {
 	f.t.Helper()
 	sandboxtest.Eventually(f.t, wait, rec.Name+" purged", func(ctx context.Context) error {
 		return f.store.Read(ctx, func(tx *store.Tx) error {
-			_, err := tx.GetDeployableByUID(ctx, rec.UID)
+			_, err := tx.Deployables().GetByUID(ctx, rec.UID)
 			if errors.Is(err, store.ErrNotFound) {
 				return nil
 			}

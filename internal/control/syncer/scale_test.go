@@ -279,7 +279,7 @@ func TestClusterDownDoesNotHoldOthersUp(t *testing.T) {
 
 	// Waiting for approval: stored with generation 0 and a pending change.
 	err := f.store.Tx(ctx, func(tx *store.Tx) error {
-		return tx.CreateDeployable(ctx, &store.Deployable{Namespace: f.ns, Name: "unapproved", UID: randomHex(16),
+		return tx.Deployables().Create(ctx, &store.Deployable{Namespace: f.ns, Name: "unapproved", UID: randomHex(16),
 			Spec: []byte("{}"), Pending: []byte(`{"spec":{"template":{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}}}}`), PendingBy: "alice"})
 	})
 	if err != nil {
@@ -335,12 +335,12 @@ func TestTaintedClusterLosesUntoleratedDeployables(t *testing.T) {
 
 	ctx := context.Background()
 	err := f.store.Tx(ctx, func(tx *store.Tx) error {
-		c, err := tx.GetCluster(ctx, s3)
+		c, err := tx.Clusters().Get(ctx, s3)
 		if err != nil {
 			return err
 		}
 		c.Spec = []byte(`{"spec":{"taints":[{"key":"maintenance","effect":"NoSchedule"}]}}`)
-		return tx.UpdateCluster(ctx, c)
+		return tx.Clusters().Update(ctx, c)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestRecreatedDeployableReplacesOrphanPromptly(t *testing.T) {
 	stop1()
 	f.del("recreated")
 	ctx := context.Background()
-	err := f.store.Tx(ctx, func(tx *store.Tx) error { return tx.PurgeDeployable(ctx, old.UID) })
+	err := f.store.Tx(ctx, func(tx *store.Tx) error { return tx.Deployables().Purge(ctx, old.UID) })
 	if err != nil {
 		t.Fatal(err)
 	}

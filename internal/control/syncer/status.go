@@ -24,7 +24,7 @@ func (w *clusterWorker) currentStatus(ctx context.Context, uid string) (*store.D
 	var found *store.DeployableClusterStatus
 	err := w.s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		found = nil
-		all, err := tx.ListDeployableStatus(ctx, uid)
+		all, err := tx.Deployables().ListStatus(ctx, uid)
 		for _, x := range all {
 			if x.Cluster == w.name {
 				found = x
@@ -84,7 +84,7 @@ func (w *clusterWorker) writeStatus(ctx context.Context, d *deployable, state v1
 		next.LastSyncedAt = &now
 	}
 	w.s.statusWrites.Add(1)
-	err = w.s.cfg.Store.Tx(ctx, func(tx *store.Tx) error { return tx.PutDeployableStatus(ctx, next) })
+	err = w.s.cfg.Store.Tx(ctx, func(tx *store.Tx) error { return tx.Deployables().PutStatus(ctx, next) })
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil // purged or deregistered meanwhile: nothing to report on
 	}

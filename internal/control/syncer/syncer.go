@@ -39,9 +39,15 @@ import (
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
+// Store is the database as the syncer uses it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config says what a Syncer works with.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Sealer *seal.Sealer
 	// Stream shares clusters among replicas through leases; nil means no
 	// sharding: this replica owns every cluster.
@@ -230,10 +236,10 @@ func (s *Syncer) poll(ctx context.Context, full bool) error {
 	)
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if cls, err = tx.ListClusters(ctx); err != nil {
+		if cls, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
-		if version, err = tx.GetDeployablesVersion(ctx); err != nil {
+		if version, err = tx.Deployables().Version(ctx); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -245,7 +251,7 @@ func (s *Syncer) poll(ctx context.Context, full bool) error {
 		recs = recs[:0]
 		cont := ""
 		for {
-			page, next, err := tx.ListDeployables(ctx, store.DeployableFilter{IncludeDeleted: true, Limit: 1000, Continue: cont})
+			page, next, err := tx.Deployables().List(ctx, store.DeployableFilter{IncludeDeleted: true, Limit: 1000, Continue: cont})
 			if err != nil {
 				return err
 			}
@@ -461,7 +467,7 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 	purged := false
 	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		purged = false
-		rec, err := tx.GetDeployableByUID(ctx, uid)
+		rec, err := tx.Deployables().GetByUID(ctx, uid)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -472,11 +478,11 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 			// Revived, or a revive waits for approval: kept.
 			return nil
 		}
-		cls, err := tx.ListClusters(ctx)
+		cls, err := tx.Clusters().List(ctx)
 		if err != nil {
 			return err
 		}
-		sts, err := tx.ListDeployableStatus(ctx, uid)
+		sts, err := tx.Deployables().ListStatus(ctx, uid)
 		if err != nil {
 			return err
 		}
@@ -492,7 +498,7 @@ func (s *Syncer) tryPurge(ctx context.Context, uid string) {
 			}
 		}
 		purged = true
-		return tx.PurgeDeployable(ctx, uid)
+		return tx.Deployables().Purge(ctx, uid)
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("cannot purge deleted deployable", "uid", uid, "error", err)

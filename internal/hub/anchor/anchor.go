@@ -38,9 +38,16 @@ const DefaultInterval = 2 * time.Second
 // that the AUDIT stream grows by at most one anchor a second.
 const DefaultSpacing = time.Second
 
+// Store is the database as a Publisher uses it: it reads the chain's head
+// and checks what was appended since the last anchor.
+type Store interface {
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+	CheckAuditAppended(ctx context.Context, after int64, afterHash string, upto, macsFrom int64) (int64, error)
+}
+
 // Config is what a Publisher needs.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Stream *stream.Client
 	// Key signs the anchors (LoadKeyFile, EnsureKeyFile).
 	Key ed25519.PrivateKey
@@ -226,7 +233,7 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 	var seq int64
 	var hash string
 	if err := p.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
-		seq, hash, err = tx.AuditHead(ctx)
+		seq, hash, err = tx.Audit().Head(ctx)
 		return err
 	}); err != nil {
 		return fmt.Errorf("read the audit chain's head: %w", err)
@@ -254,7 +261,7 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 		if last.anchor.Seq > 0 {
 			var at string
 			if err := p.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
-				at, err = tx.AuditHash(ctx, last.anchor.Seq)
+				at, err = tx.Audit().Hash(ctx, last.anchor.Seq)
 				return err
 			}); err != nil {
 				return fmt.Errorf("read audit entry %d: %w", last.anchor.Seq, err)

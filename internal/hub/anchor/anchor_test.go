@@ -70,7 +70,7 @@ func (f *fixture) append(from, n int) {
 	f.t.Helper()
 	for i := range n {
 		err := f.db.Tx(f.t.Context(), func(tx *store.Tx) error {
-			return tx.AppendAudit(f.t.Context(), &audit.Entry{Actor: "alice", Action: "create", Kind: "Runnable",
+			return tx.Audit().Append(f.t.Context(), &audit.Entry{Actor: "alice", Action: "create", Kind: "Runnable",
 				Namespace: "team-a", Name: fmt.Sprintf("r-%d", from+i), Summary: "submitted", Outcome: "Queued"})
 		})
 		if err != nil {
@@ -83,7 +83,7 @@ func (f *fixture) head() int64 {
 	f.t.Helper()
 	var seq int64
 	if err := f.db.Read(f.t.Context(), func(tx *store.Tx) (err error) {
-		seq, _, err = tx.AuditHead(f.t.Context())
+		seq, _, err = tx.Audit().Head(f.t.Context())
 		return err
 	}); err != nil {
 		f.t.Fatal(err)
@@ -154,7 +154,7 @@ func TestAnchors(t *testing.T) {
 
 			var entries []*audit.Entry
 			if err := f.db.Read(t.Context(), func(tx *store.Tx) (err error) {
-				entries, err = tx.ListAudit(t.Context(), store.AuditFilter{})
+				entries, err = tx.Audit().List(t.Context(), store.AuditFilter{})
 				return err
 			}); err != nil {
 				t.Fatal(err)

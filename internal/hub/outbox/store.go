@@ -6,10 +6,17 @@ import (
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
-// StoreSource is the database outbox as a relay Source.
-func StoreSource(s *store.Store) Source { return storeSource{s} }
+// Store is the database as the relay reads it: the outbox's rows outside
+// any writer's transaction.
+type Store interface {
+	PendingOutbox(ctx context.Context, limit int) ([]*store.OutboxMessage, error)
+	DeleteOutbox(ctx context.Context, ids []int64) error
+}
 
-type storeSource struct{ s *store.Store }
+// StoreSource is the database outbox as a relay Source.
+func StoreSource(s Store) Source { return storeSource{s} }
+
+type storeSource struct{ s Store }
 
 func (src storeSource) Pending(ctx context.Context, limit int) ([]Message, error) {
 	rows, err := src.s.PendingOutbox(ctx, limit)

@@ -21,12 +21,19 @@ type AgentFreshness struct {
 	CurrentUntil *time.Time
 }
 
-// TouchAgent records that a cluster's agent was heard from; each given
+// Agents is what purser heard from each cluster's agent, as one
+// transaction reads and writes it.
+type Agents struct{ tx *Tx }
+
+// Agents returns the agents as tx sees them.
+func (tx *Tx) Agents() Agents { return Agents{tx} }
+
+// Touch records that a cluster's agent was heard from; each given
 // time only ever moves forward, so a late batch cannot make a cluster look
 // staler than it is. Nil times are left as they are.
-func (tx *Tx) TouchAgent(ctx context.Context, cluster string, heartbeat, snapshot, event *time.Time) error {
+func (ag Agents) Touch(ctx context.Context, cluster string, heartbeat, snapshot, event *time.Time) error {
 	var cur AgentFreshness
-	err := tx.queryRow(ctx, `SELECT last_heartbeat, last_snapshot, last_event FROM cluster_agents WHERE cluster = ?`, cluster).
+	err := ag.tx.queryRow(ctx, `SELECT last_heartbeat, last_snapshot, last_event FROM cluster_agents WHERE cluster = ?`, cluster).
 		Scan(nullTimeCol{&cur.LastHeartbeat}, nullTimeCol{&cur.LastSnapshot}, nullTimeCol{&cur.LastEvent})
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("agent freshness of %s: %w", cluster, classify(err))
@@ -41,10 +48,10 @@ func (tx *Tx) TouchAgent(ctx context.Context, cluster string, heartbeat, snapsho
 	if hb == cur.LastHeartbeat && sn == cur.LastSnapshot && ev == cur.LastEvent {
 		return nil
 	}
-	_, err = tx.exec(ctx, `INSERT INTO cluster_agents (cluster, last_heartbeat, last_snapshot, last_event) VALUES (?, ?, ?, ?)
+	_, err = ag.tx.exec(ctx, `INSERT INTO cluster_agents (cluster, last_heartbeat, last_snapshot, last_event) VALUES (?, ?, ?, ?)
 		ON CONFLICT (cluster) DO UPDATE SET last_heartbeat = excluded.last_heartbeat,
 			last_snapshot = excluded.last_snapshot, last_event = excluded.last_event`,
-		cluster, tx.s.d.nullTS(hb), tx.s.d.nullTS(sn), tx.s.d.nullTS(ev))
+		cluster, ag.tx.s.d.nullTS(hb), ag.tx.s.d.nullTS(sn), ag.tx.s.d.nullTS(ev))
 	if err != nil {
 		return fmt.Errorf("touch agent of %s: %w", cluster, classify(err))
 	}
@@ -57,9 +64,9 @@ func (tx *Tx) TouchAgent(ctx context.Context, cluster string, heartbeat, snapsho
 // seen, so that a beat redelivered late cannot put back an older report;
 // current says the report found the caches synced and connected, which
 // moves CurrentUntil to at.
-func (tx *Tx) RecordHeartbeat(ctx context.Context, cluster string, at time.Time, kubeAPI []byte, current bool) error {
+func (ag Agents) RecordHeartbeat(ctx context.Context, cluster string, at time.Time, kubeAPI []byte, current bool) error {
 	var last *time.Time
-	err := tx.queryRow(ctx, `SELECT last_heartbeat FROM cluster_agents WHERE cluster = ?`, cluster).Scan(nullTimeCol{&last})
+	err := ag.tx.queryRow(ctx, `SELECT last_heartbeat FROM cluster_agents WHERE cluster = ?`, cluster).Scan(nullTimeCol{&last})
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("agent freshness of %s: %w", cluster, classify(err))
 	}
@@ -68,23 +75,23 @@ func (tx *Tx) RecordHeartbeat(ctx context.Context, cluster string, at time.Time,
 	}
 	var currentUntil any
 	if current {
-		currentUntil = tx.s.d.ts(at)
+		currentUntil = ag.tx.s.d.ts(at)
 	}
 	// COALESCE keeps the last current time through beats that are not.
-	_, err = tx.exec(ctx, `INSERT INTO cluster_agents (cluster, last_heartbeat, kube_api, current_until) VALUES (?, ?, ?, ?)
+	_, err = ag.tx.exec(ctx, `INSERT INTO cluster_agents (cluster, last_heartbeat, kube_api, current_until) VALUES (?, ?, ?, ?)
 		ON CONFLICT (cluster) DO UPDATE SET last_heartbeat = excluded.last_heartbeat, kube_api = excluded.kube_api,
 			current_until = COALESCE(excluded.current_until, cluster_agents.current_until)`,
-		cluster, tx.s.d.ts(at), nullText(kubeAPI), currentUntil)
+		cluster, ag.tx.s.d.ts(at), nullText(kubeAPI), currentUntil)
 	if err != nil {
 		return fmt.Errorf("record heartbeat of %s: %w", cluster, classify(err))
 	}
 	return nil
 }
 
-// ListAgentFreshness returns the freshness of every agent heard from, by
+// ListFreshness returns the freshness of every agent heard from, by
 // cluster name.
-func (tx *Tx) ListAgentFreshness(ctx context.Context) (map[string]AgentFreshness, error) {
-	rows, err := tx.query(ctx, `SELECT cluster, last_heartbeat, last_snapshot, last_event, kube_api, current_until FROM cluster_agents`)
+func (ag Agents) ListFreshness(ctx context.Context) (map[string]AgentFreshness, error) {
+	rows, err := ag.tx.query(ctx, `SELECT cluster, last_heartbeat, last_snapshot, last_event, kube_api, current_until FROM cluster_agents`)
 	if err != nil {
 		return nil, fmt.Errorf("list agent freshness: %w", classify(err))
 	}
@@ -97,25 +104,6 @@ func (tx *Tx) ListAgentFreshness(ctx context.Context) (map[string]AgentFreshness
 			return nil, fmt.Errorf("list agent freshness: %w", classify(err))
 		}
 		out[f.Cluster] = f
-	}
-	return out, classify(rows.Err())
-}
-
-// CountInventoryByCluster returns how many records each cluster has.
-func (tx *Tx) CountInventoryByCluster(ctx context.Context) (map[string]int64, error) {
-	rows, err := tx.query(ctx, `SELECT cluster, COUNT(*) FROM inventory GROUP BY cluster`)
-	if err != nil {
-		return nil, fmt.Errorf("count inventory: %w", classify(err))
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var c string
-		var n int64
-		if err := rows.Scan(&c, &n); err != nil {
-			return nil, fmt.Errorf("count inventory: %w", classify(err))
-		}
-		out[c] = n
 	}
 	return out, classify(rows.Err())
 }

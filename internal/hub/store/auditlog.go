@@ -10,7 +10,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/audit"
 )
 
-// AuditFilter selects audit entries for ListAudit; empty fields match
+// AuditFilter selects audit entries for AuditLog.List; empty fields match
 // everything.
 type AuditFilter struct {
 	Namespace string
@@ -47,7 +47,14 @@ type VerifyResult struct {
 // (or, on SQLite, blocks WAL checkpoints) for long.
 const verifyBatch = 1000
 
-// AppendAudit appends e to the audit chain, in the same transaction as the
+// AuditLog is the hash-chained audit log as one transaction appends to and
+// reads it.
+type AuditLog struct{ tx *Tx }
+
+// Audit returns the audit log as tx sees it.
+func (tx *Tx) Audit() AuditLog { return AuditLog{tx} }
+
+// Append appends e to the audit chain, in the same transaction as the
 // change it records. It sets e.Seq to the next number (1, 2, 3, ... with no
 // gaps, since a rolled-back transaction also rolls back its number),
 // e.PrevHash to the previous entry's Hash, e.Time to now if zero (always
@@ -61,15 +68,15 @@ const verifyBatch = 1000
 // In a transaction of a GroupCommit, the entry is appended with the
 // group's others at the group's end, just before its commit: Seq, PrevHash
 // and Hash are set then.
-func (tx *Tx) AppendAudit(ctx context.Context, e *audit.Entry) error {
+func (al AuditLog) Append(ctx context.Context, e *audit.Entry) error {
 	if e.Time.IsZero() {
-		e.Time = tx.s.now()
+		e.Time = al.tx.s.now()
 	}
-	if tx.auditBuf != nil {
-		*tx.auditBuf = append(*tx.auditBuf, e)
+	if al.tx.auditBuf != nil {
+		*al.tx.auditBuf = append(*al.tx.auditBuf, e)
 		return nil
 	}
-	return tx.appendAudit(ctx, []*audit.Entry{e})
+	return al.tx.appendAudit(ctx, []*audit.Entry{e})
 }
 
 // appendAudit appends entries to the chain, in order, in three
@@ -145,9 +152,9 @@ func (tx *Tx) queryAudit(ctx context.Context, q string, args ...any) ([]*audit.E
 	return out, nil
 }
 
-// ListAudit returns entries matching f, oldest first. To page, pass the
+// List returns entries matching f, oldest first. To page, pass the
 // last returned Seq as the next call's AfterSeq.
-func (tx *Tx) ListAudit(ctx context.Context, f AuditFilter) ([]*audit.Entry, error) {
+func (al AuditLog) List(ctx context.Context, f AuditFilter) ([]*audit.Entry, error) {
 	conds := []string{"seq > ?"}
 	args := []any{f.AfterSeq}
 	order := "seq"
@@ -165,13 +172,13 @@ func (tx *Tx) ListAudit(ctx context.Context, f AuditFilter) ([]*audit.Entry, err
 		}
 	}
 	if !f.Since.IsZero() {
-		conds, args = append(conds, "logged_at >= ?"), append(args, tx.s.d.ts(f.Since))
+		conds, args = append(conds, "logged_at >= ?"), append(args, al.tx.s.d.ts(f.Since))
 	}
 	if !f.Until.IsZero() {
-		conds, args = append(conds, "logged_at < ?"), append(args, tx.s.d.ts(f.Until))
+		conds, args = append(conds, "logged_at < ?"), append(args, al.tx.s.d.ts(f.Until))
 	}
 	q := `SELECT ` + auditColumns + ` FROM audit_log WHERE ` + strings.Join(conds, " AND ") + ` ORDER BY ` + order + ` LIMIT ?`
-	out, err := tx.queryAudit(ctx, q, append(args, pageLimit(f.Limit))...)
+	out, err := al.tx.queryAudit(ctx, q, append(args, pageLimit(f.Limit))...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
 	}
@@ -275,21 +282,21 @@ func (s *Store) VerifyAuditAnchored(ctx context.Context, anchors []audit.Anchor)
 	return VerifyResult{Entries: v.Count(), OK: true, Anchors: len(anchors), Unsigned: w.Unsigned(), MACsChecked: s.mac.Load() != nil}, nil
 }
 
-// AuditHead returns the seq and hash of the newest audit entry (0 and the
+// Head returns the seq and hash of the newest audit entry (0 and the
 // genesis hash for an empty log).
-func (tx *Tx) AuditHead(ctx context.Context) (int64, string, error) {
+func (al AuditLog) Head(ctx context.Context) (int64, string, error) {
 	var seq int64
 	var hash string
-	if err := tx.queryRow(ctx, `SELECT last_seq, last_hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash); err != nil {
+	if err := al.tx.queryRow(ctx, `SELECT last_seq, last_hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash); err != nil {
 		return 0, "", fmt.Errorf("audit head: %w", classify(err))
 	}
 	return seq, hash, nil
 }
 
-// AuditHash returns the hash of entry seq, or ErrNotFound.
-func (tx *Tx) AuditHash(ctx context.Context, seq int64) (string, error) {
+// Hash returns the hash of entry seq, or ErrNotFound.
+func (al AuditLog) Hash(ctx context.Context, seq int64) (string, error) {
 	var hash string
-	if err := tx.queryRow(ctx, `SELECT hash FROM audit_log WHERE seq = ?`, seq).Scan(&hash); err != nil {
+	if err := al.tx.queryRow(ctx, `SELECT hash FROM audit_log WHERE seq = ?`, seq).Scan(&hash); err != nil {
 		return "", fmt.Errorf("audit entry %d: %w", seq, classify(err))
 	}
 	return hash, nil

@@ -20,7 +20,7 @@ func appendEntries(t *testing.T, s *Store, n int) []*audit.Entry {
 		for i := range n {
 			e := &audit.Entry{Actor: "alice", Action: "create", Kind: "Runnable", Namespace: "team-a",
 				Name: fmt.Sprintf("r-%d", i), Summary: "submitted", Outcome: "Success"}
-			if err := tx.AppendAudit(t.Context(), e); err != nil {
+			if err := tx.Audit().Append(t.Context(), e); err != nil {
 				return err
 			}
 			out = append(out, e)
@@ -43,10 +43,10 @@ func testAuditConcurrentChain(t *testing.T, eng engine) {
 			for i := range perWorker {
 				r := newRunnable(fmt.Sprintf("ns-%d", w), fmt.Sprintf("r-%d", i))
 				errs <- s.Tx(ctx, func(tx *Tx) error {
-					if err := tx.CreateRunnable(ctx, r); err != nil {
+					if err := tx.Runnables().Create(ctx, r); err != nil {
 						return err
 					}
-					return tx.AppendAudit(ctx, &audit.Entry{Actor: "u", Action: "create", Kind: "Runnable",
+					return tx.Audit().Append(ctx, &audit.Entry{Actor: "u", Action: "create", Kind: "Runnable",
 						Namespace: r.Namespace, Name: r.Name, Summary: "submitted", Outcome: "Success",
 						Details: json.RawMessage(`{"uid":"` + r.UID + `"}`)})
 				})
@@ -64,13 +64,13 @@ func testAuditConcurrentChain(t *testing.T, eng engine) {
 	var entries []*audit.Entry
 	mustRead(t, s, func(tx *Tx) error {
 		var err error
-		entries, err = tx.ListAudit(ctx, AuditFilter{Limit: 1000})
+		entries, err = tx.Audit().List(ctx, AuditFilter{Limit: 1000})
 		if err != nil {
 			return err
 		}
 		// Every entry describes a change that was committed with it.
 		for _, e := range entries {
-			if _, err := tx.GetRunnable(ctx, e.Namespace, e.Name); err != nil {
+			if _, err := tx.Runnables().Get(ctx, e.Namespace, e.Name); err != nil {
 				t.Errorf("seq %d records %s/%s, which is not there: %v", e.Seq, e.Namespace, e.Name, err)
 			}
 		}
@@ -214,7 +214,7 @@ func testListAudit(t *testing.T, eng engine) {
 	mustTx(t, s, func(tx *Tx) error {
 		for i := range specs {
 			e := specs[i]
-			if err := tx.AppendAudit(ctx, &e); err != nil {
+			if err := tx.Audit().Append(ctx, &e); err != nil {
 				return err
 			}
 		}
@@ -223,7 +223,7 @@ func testListAudit(t *testing.T, eng engine) {
 	seqs := func(f AuditFilter) string {
 		var got []string
 		mustRead(t, s, func(tx *Tx) error {
-			entries, err := tx.ListAudit(ctx, f)
+			entries, err := tx.Audit().List(ctx, f)
 			for _, e := range entries {
 				got = append(got, fmt.Sprint(e.Seq))
 			}
@@ -249,11 +249,11 @@ func testListAudit(t *testing.T, eng engine) {
 		{AuditFilter{Newest: true, Actor: "alice"}, "4,3,1"},
 	} {
 		if got := seqs(tc.f); got != tc.want {
-			t.Errorf("ListAudit(%+v) = %q, want %q", tc.f, got, tc.want)
+			t.Errorf("AuditLog.List(%+v) = %q, want %q", tc.f, got, tc.want)
 		}
 	}
 	mustRead(t, s, func(tx *Tx) error {
-		entries, err := tx.ListAudit(ctx, AuditFilter{AfterSeq: 4})
+		entries, err := tx.Audit().List(ctx, AuditFilter{AfterSeq: 4})
 		if err != nil {
 			return err
 		}

@@ -29,13 +29,13 @@ func BenchmarkInsertRunnableWithAuditAndOutbox(b *testing.B) {
 						r := newRunnable("bench", fmt.Sprintf("r-%09d", i))
 						r.Spec = benchSpec
 						return s.Tx(ctx, func(tx *Tx) error {
-							if err := tx.CreateRunnable(ctx, r); err != nil {
+							if err := tx.Runnables().Create(ctx, r); err != nil {
 								return err
 							}
-							if err := tx.EnqueueOutbox(ctx, &OutboxMessage{Subject: "purser.submissions", MsgID: r.UID, Data: benchSpec}); err != nil {
+							if err := tx.Outbox().Enqueue(ctx, &OutboxMessage{Subject: "purser.submissions", MsgID: r.UID, Data: benchSpec}); err != nil {
 								return err
 							}
-							return tx.AppendAudit(ctx, &audit.Entry{Actor: "bench", Action: "create", Kind: "Runnable",
+							return tx.Audit().Append(ctx, &audit.Entry{Actor: "bench", Action: "create", Kind: "Runnable",
 								Namespace: r.Namespace, Name: r.Name, Summary: "submitted", Outcome: "Success"})
 						})
 					}

@@ -105,7 +105,7 @@ func TestClusterCapacity(t *testing.T) {
 			upsert(t, s, rows...)
 
 			var got map[string]Capacity
-			mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.ClusterCapacity(t.Context()); return err })
+			mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.Clusters().Capacity(t.Context()); return err })
 			const ki, gi = 1024, 1024 * 1024 * 1024
 			want := map[string]Capacity{
 				"a": {MilliCPU: 2*15890 + 4000, Memory: 2*61847500*ki + 16*gi, Pods: 2*110 + 58, Nodes: 3, Unschedulable: 1},
@@ -125,7 +125,7 @@ func TestClusterCapacity(t *testing.T) {
 			a := nodeRow("a", "pool1-cordoned", "15890m", "61847500Ki", "110", false)
 			a.ResourceVersion = "101"
 			upsert(t, s, a)
-			mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.ClusterCapacity(t.Context()); return err })
+			mustRead(t, s, func(tx *Tx) (err error) { got, err = tx.Clusters().Capacity(t.Context()); return err })
 			if c := got["a"]; c.Nodes != 4 || c.Unschedulable != 0 || c.MilliCPU != 3*15890+4000 {
 				t.Errorf("after uncordon: %+v", c)
 			}
@@ -161,14 +161,14 @@ func BenchmarkClusterCapacity(b *testing.B) {
 			}
 			for start := 0; start < len(rows); start += 5000 {
 				part := rows[start:min(start+5000, len(rows))]
-				if err := s.Tx(ctx, func(tx *Tx) error { _, err := tx.UpsertInventory(ctx, part); return err }); err != nil {
+				if err := s.Tx(ctx, func(tx *Tx) error { _, err := tx.Inventory().Upsert(ctx, part); return err }); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ResetTimer()
 			for b.Loop() {
 				var got map[string]Capacity
-				if err := s.Read(ctx, func(tx *Tx) (err error) { got, err = tx.ClusterCapacity(ctx); return err }); err != nil {
+				if err := s.Read(ctx, func(tx *Tx) (err error) { got, err = tx.Clusters().Capacity(ctx); return err }); err != nil {
 					b.Fatal(err)
 				}
 				if len(got) != clusters {

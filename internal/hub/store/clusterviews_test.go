@@ -9,21 +9,21 @@ func testClusterViews(t *testing.T, eng engine) {
 	s := eng.open(t)
 	ctx := t.Context()
 	mustTx(t, s, func(tx *Tx) error {
-		return tx.RecordClusterViews(ctx, "dc-1", []ViewRecord{
+		return tx.Clusters().RecordViews(ctx, "dc-1", []ViewRecord{
 			{Cluster: "a", Outcome: "ok"},
 			{Cluster: "b", Outcome: "unreachable", Detail: "connection refused", Failing: true, FailingFor: 90 * time.Second},
 		})
 	})
 	mustTx(t, s, func(tx *Tx) error {
-		return tx.RecordClusterViews(ctx, "dc-2", []ViewRecord{{Cluster: "b", Outcome: "ok"}})
+		return tx.Clusters().RecordViews(ctx, "dc-2", []ViewRecord{{Cluster: "b", Outcome: "ok"}})
 	})
 	// A second write of the same observer replaces its view.
 	mustTx(t, s, func(tx *Tx) error {
-		return tx.RecordClusterViews(ctx, "dc-1", []ViewRecord{{Cluster: "a", Outcome: "not-ready", Detail: "500", Failing: true}})
+		return tx.Clusters().RecordViews(ctx, "dc-1", []ViewRecord{{Cluster: "a", Outcome: "not-ready", Detail: "500", Failing: true}})
 	})
 	var views []ClusterView
 	var now time.Time
-	mustRead(t, s, func(tx *Tx) (err error) { views, now, err = tx.ListClusterViews(ctx); return })
+	mustRead(t, s, func(tx *Tx) (err error) { views, now, err = tx.Clusters().ListViews(ctx); return })
 	if len(views) != 3 {
 		t.Fatalf("views %+v", views)
 	}
@@ -38,7 +38,7 @@ func testClusterViews(t *testing.T, eng engine) {
 	if b2.Observer != "dc-2" || b2.Outcome != "ok" || b2.FailingSince != nil {
 		t.Errorf("b from dc-2: %+v", b2)
 	}
-	// The views are stamped by the clock ListClusterViews reads.
+	// The views are stamped by the clock Clusters.ListViews reads.
 	for _, v := range views {
 		if age := now.Sub(v.ObservedAt); age < 0 || age > time.Minute {
 			t.Errorf("view of %s from %s is %s old by the database's clock", v.Cluster, v.Observer, age)

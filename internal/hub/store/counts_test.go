@@ -19,24 +19,24 @@ func testCounts(t *testing.T, eng engine) {
 	}
 	mustTx(t, s, func(tx *Tx) error {
 		for _, r := range runnables {
-			if err := tx.CreateRunnable(ctx, r); err != nil {
+			if err := tx.Runnables().Create(ctx, r); err != nil {
 				return err
 			}
 		}
 		for n := 1; n <= 2; n++ {
-			if err := tx.PutAttempt(ctx, &Attempt{RunnableUID: runnables[0].UID, Number: n, Cluster: "dc1", StartedAt: at}); err != nil {
+			if err := tx.Attempts().Put(ctx, &Attempt{RunnableUID: runnables[0].UID, Number: n, Cluster: "dc1", StartedAt: at}); err != nil {
 				return err
 			}
 		}
-		return tx.PutAttempt(ctx, &Attempt{RunnableUID: runnables[2].UID, Number: 1, Cluster: "dc2", StartedAt: at})
+		return tx.Attempts().Put(ctx, &Attempt{RunnableUID: runnables[2].UID, Number: 1, Cluster: "dc2", StartedAt: at})
 	})
 	var byPhase map[string]map[string]int
 	var attempts map[string]int
 	mustRead(t, s, func(tx *Tx) (err error) {
-		if byPhase, err = tx.CountRunnablesByClusterPhase(ctx); err != nil {
+		if byPhase, err = tx.Runnables().CountByClusterPhase(ctx); err != nil {
 			return err
 		}
-		attempts, err = tx.CountAttempts(ctx, []string{runnables[0].UID, runnables[1].UID, runnables[2].UID})
+		attempts, err = tx.Attempts().Count(ctx, []string{runnables[0].UID, runnables[1].UID, runnables[2].UID})
 		return err
 	})
 	if want := map[string]map[string]int{"dc1": {"Running": 2}, "dc2": {"Succeeded": 1}}; !reflect.DeepEqual(byPhase, want) {
@@ -66,11 +66,11 @@ func testInventorySystem(t *testing.T, eng engine) {
 		row("Node", "", "node-1", nil),
 		row("Job", "team-a", "default", map[string]string{"purser.io/runnable-uid": "u"}),
 	}
-	mustTx(t, s, func(tx *Tx) error { _, err := tx.UpsertInventory(ctx, rows); return err })
+	mustTx(t, s, func(tx *Tx) error { _, err := tx.Inventory().Upsert(ctx, rows); return err })
 	for _, system := range []bool{false, true} {
 		var items []InventoryRow
 		mustRead(t, s, func(tx *Tx) (err error) {
-			items, _, err = tx.ListInventory(ctx, InventoryFilter{System: system, WithoutObject: true})
+			items, _, err = tx.Inventory().List(ctx, InventoryFilter{System: system, WithoutObject: true})
 			return
 		})
 		var got []string

@@ -26,14 +26,21 @@ type Deployable struct {
 	PendingBy     string
 	PendingDelete bool
 	// DeletedAt marks a tombstone: the syncer removes the object from the
-	// clusters and then calls PurgeDeployable.
+	// clusters and then calls Deployables.Purge.
 	DeletedAt       *time.Time
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	ResourceVersion int64
 }
 
-// DeployableFilter selects deployables for ListDeployables.
+// Deployables is the deployables table, with the per-cluster sync state of
+// each, as one transaction reads and writes them.
+type Deployables struct{ tx *Tx }
+
+// Deployables returns the deployables as tx sees them.
+func (tx *Tx) Deployables() Deployables { return Deployables{tx} }
+
+// DeployableFilter selects deployables for Deployables.List.
 type DeployableFilter struct {
 	Namespace      string
 	IncludeDeleted bool // also return tombstones
@@ -62,15 +69,15 @@ func scanDeployable(row interface{ Scan(...any) error }) (*Deployable, error) {
 	return d, err
 }
 
-// CreateDeployable inserts d and fills its ID, CreatedAt, UpdatedAt and
+// Create inserts d and fills its ID, CreatedAt, UpdatedAt and
 // ResourceVersion. It returns ErrConflict when namespace/name or UID is
 // taken, tombstones included.
-func (tx *Tx) CreateDeployable(ctx context.Context, d *Deployable) error {
+func (ds Deployables) Create(ctx context.Context, d *Deployable) error {
 	if d.UID == "" {
 		return fmt.Errorf("create deployable %s/%s: empty uid", d.Namespace, d.Name)
 	}
-	now := tx.s.now()
-	err := tx.queryRow(ctx, `INSERT INTO deployables (namespace, name, uid, generation, spec, secret,
+	now := ds.tx.s.now()
+	err := ds.tx.queryRow(ctx, `INSERT INTO deployables (namespace, name, uid, generation, spec, secret,
 			spec_hash, pending, pending_secret, pending_by, pending_delete, deleted_at, created_at,
 			updated_at, resource_version)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
@@ -78,7 +85,7 @@ func (tx *Tx) CreateDeployable(ctx context.Context, d *Deployable) error {
 		RETURNING id`,
 		d.Namespace, d.Name, d.UID, d.Generation, string(d.Spec), nullBlob(d.Secret), d.SpecHash,
 		nullText(d.Pending), nullBlob(d.PendingSecret), d.PendingBy, d.PendingDelete,
-		tx.s.d.nullTS(d.DeletedAt), tx.s.d.ts(now), tx.s.d.ts(now),
+		ds.tx.s.d.nullTS(d.DeletedAt), ds.tx.s.d.ts(now), ds.tx.s.d.ts(now),
 	).Scan(&d.ID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("create deployable %s/%s (uid %s): name or uid already exists: %w", d.Namespace, d.Name, d.UID, ErrConflict)
@@ -90,10 +97,10 @@ func (tx *Tx) CreateDeployable(ctx context.Context, d *Deployable) error {
 	return nil
 }
 
-// GetDeployable returns the deployable namespace/name, tombstoned or not,
+// Get returns the deployable namespace/name, tombstoned or not,
 // or ErrNotFound.
-func (tx *Tx) GetDeployable(ctx context.Context, namespace, name string) (*Deployable, error) {
-	d, err := scanDeployable(tx.queryRow(ctx,
+func (ds Deployables) Get(ctx context.Context, namespace, name string) (*Deployable, error) {
+	d, err := scanDeployable(ds.tx.queryRow(ctx,
 		`SELECT `+deployableColumns+` FROM deployables WHERE namespace = ? AND name = ?`, namespace, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("deployable %s/%s: %w", namespace, name, ErrNotFound)
@@ -104,9 +111,9 @@ func (tx *Tx) GetDeployable(ctx context.Context, namespace, name string) (*Deplo
 	return d, nil
 }
 
-// GetDeployableByUID returns the deployable with that UID, or ErrNotFound.
-func (tx *Tx) GetDeployableByUID(ctx context.Context, uid string) (*Deployable, error) {
-	d, err := scanDeployable(tx.queryRow(ctx,
+// GetByUID returns the deployable with that UID, or ErrNotFound.
+func (ds Deployables) GetByUID(ctx context.Context, uid string) (*Deployable, error) {
+	d, err := scanDeployable(ds.tx.queryRow(ctx,
 		`SELECT `+deployableColumns+` FROM deployables WHERE uid = ?`, uid))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("deployable uid %s: %w", uid, ErrNotFound)
@@ -117,19 +124,19 @@ func (tx *Tx) GetDeployableByUID(ctx context.Context, uid string) (*Deployable, 
 	return d, nil
 }
 
-// UpdateDeployable writes every mutable field of d (all but ID, Namespace,
+// Update writes every mutable field of d (all but ID, Namespace,
 // Name, UID and CreatedAt) under the same optimistic rule as
-// UpdateRunnable: ErrConflict when d.ResourceVersion is stale.
-func (tx *Tx) UpdateDeployable(ctx context.Context, d *Deployable) error {
-	now := tx.s.now()
-	res, err := tx.exec(ctx, `UPDATE deployables SET generation = ?, spec = ?, secret = ?, spec_hash = ?,
+// Runnables.Update: ErrConflict when d.ResourceVersion is stale.
+func (ds Deployables) Update(ctx context.Context, d *Deployable) error {
+	now := ds.tx.s.now()
+	res, err := ds.tx.exec(ctx, `UPDATE deployables SET generation = ?, spec = ?, secret = ?, spec_hash = ?,
 			pending = ?, pending_secret = ?, pending_by = ?, pending_delete = ?, deleted_at = ?,
 			updated_at = ?, resource_version = resource_version + 1
 		WHERE uid = ? AND resource_version = ?`,
 		d.Generation, string(d.Spec), nullBlob(d.Secret), d.SpecHash, nullText(d.Pending),
-		nullBlob(d.PendingSecret), d.PendingBy, d.PendingDelete, tx.s.d.nullTS(d.DeletedAt),
-		tx.s.d.ts(now), d.UID, d.ResourceVersion)
-	if err := tx.checkUpdated(ctx, res, err, "deployables", "uid", d.UID, d.ResourceVersion); err != nil {
+		nullBlob(d.PendingSecret), d.PendingBy, d.PendingDelete, ds.tx.s.d.nullTS(d.DeletedAt),
+		ds.tx.s.d.ts(now), d.UID, d.ResourceVersion)
+	if err := ds.tx.checkUpdated(ctx, res, err, "deployables", "uid", d.UID, d.ResourceVersion); err != nil {
 		return fmt.Errorf("update deployable %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	d.ResourceVersion++
@@ -137,10 +144,10 @@ func (tx *Tx) UpdateDeployable(ctx context.Context, d *Deployable) error {
 	return nil
 }
 
-// PurgeDeployable removes the deployable and its per-cluster status for
+// Purge removes the deployable and its per-cluster status for
 // good, once the syncer has removed it from every cluster.
-func (tx *Tx) PurgeDeployable(ctx context.Context, uid string) error {
-	res, err := tx.exec(ctx, `DELETE FROM deployables WHERE uid = ?`, uid)
+func (ds Deployables) Purge(ctx context.Context, uid string) error {
+	res, err := ds.tx.exec(ctx, `DELETE FROM deployables WHERE uid = ?`, uid)
 	if err != nil {
 		return fmt.Errorf("purge deployable %s: %w", uid, classify(err))
 	}
@@ -162,11 +169,11 @@ type DeployablesVersion struct {
 	Count, VersionSum, MaxID int64
 }
 
-// GetDeployablesVersion returns the table's fingerprint, tombstones
+// Version returns the table's fingerprint, tombstones
 // included.
-func (tx *Tx) GetDeployablesVersion(ctx context.Context) (DeployablesVersion, error) {
+func (ds Deployables) Version(ctx context.Context) (DeployablesVersion, error) {
 	var v DeployablesVersion
-	err := tx.queryRow(ctx, `SELECT COUNT(*), COALESCE(SUM(resource_version), 0), COALESCE(MAX(id), 0) FROM deployables`).
+	err := ds.tx.queryRow(ctx, `SELECT COUNT(*), COALESCE(SUM(resource_version), 0), COALESCE(MAX(id), 0) FROM deployables`).
 		Scan(&v.Count, &v.VersionSum, &v.MaxID)
 	if err != nil {
 		return v, fmt.Errorf("deployables version: %w", classify(err))
@@ -174,9 +181,9 @@ func (tx *Tx) GetDeployablesVersion(ctx context.Context) (DeployablesVersion, er
 	return v, nil
 }
 
-// ListDeployables returns one page of deployables ordered by (namespace,
-// name), paginated like ListRunnables.
-func (tx *Tx) ListDeployables(ctx context.Context, f DeployableFilter) ([]*Deployable, string, error) {
+// List returns one page of deployables ordered by (namespace,
+// name), paginated like Runnables.List.
+func (ds Deployables) List(ctx context.Context, f DeployableFilter) ([]*Deployable, string, error) {
 	var (
 		conds []string
 		args  []any
@@ -187,38 +194,38 @@ func (tx *Tx) ListDeployables(ctx context.Context, f DeployableFilter) ([]*Deplo
 	if !f.IncludeDeleted {
 		conds = append(conds, "deleted_at IS NULL")
 	}
-	return listPage(ctx, tx, "deployables", deployableColumns, conds, args, f.Continue, pageLimit(f.Limit), scanDeployable,
+	return listPage(ctx, ds.tx, "deployables", deployableColumns, conds, args, f.Continue, pageLimit(f.Limit), scanDeployable,
 		func(d *Deployable) (string, string) { return d.Namespace, d.Name })
 }
 
-// PutDeployableStatus inserts or replaces the status of (DeployableUID,
+// PutStatus inserts or replaces the status of (DeployableUID,
 // Cluster). Both must exist, else ErrNotFound.
-func (tx *Tx) PutDeployableStatus(ctx context.Context, st *DeployableClusterStatus) error {
+func (ds Deployables) PutStatus(ctx context.Context, st *DeployableClusterStatus) error {
 	// Checked first, rather than left to the foreign keys, because a
 	// violation would abort a PostgreSQL transaction.
-	if err := tx.mustExist(ctx, "deployables", "uid", st.DeployableUID); err != nil {
+	if err := ds.tx.mustExist(ctx, "deployables", "uid", st.DeployableUID); err != nil {
 		return fmt.Errorf("put deployable status: %w", err)
 	}
-	if err := tx.mustExist(ctx, "clusters", "name", st.Cluster); err != nil {
+	if err := ds.tx.mustExist(ctx, "clusters", "name", st.Cluster); err != nil {
 		return fmt.Errorf("put deployable status: %w", err)
 	}
-	_, err := tx.exec(ctx, `INSERT INTO deployable_status (deployable_uid, cluster, state,
+	_, err := ds.tx.exec(ctx, `INSERT INTO deployable_status (deployable_uid, cluster, state,
 			synced_generation, last_synced_at, message)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (deployable_uid, cluster) DO UPDATE SET state = excluded.state,
 			synced_generation = excluded.synced_generation, last_synced_at = excluded.last_synced_at,
 			message = excluded.message`,
-		st.DeployableUID, st.Cluster, st.State, st.SyncedGeneration, tx.s.d.nullTS(st.LastSyncedAt), st.Message)
+		st.DeployableUID, st.Cluster, st.State, st.SyncedGeneration, ds.tx.s.d.nullTS(st.LastSyncedAt), st.Message)
 	if err != nil {
 		return fmt.Errorf("put deployable status %s on %s: %w", st.DeployableUID, st.Cluster, classify(err))
 	}
 	return nil
 }
 
-// ListDeployableStatus returns the per-cluster status of a deployable
+// ListStatus returns the per-cluster status of a deployable
 // ordered by cluster name.
-func (tx *Tx) ListDeployableStatus(ctx context.Context, deployableUID string) ([]*DeployableClusterStatus, error) {
-	rows, err := tx.query(ctx, `SELECT deployable_uid, cluster, state, synced_generation, last_synced_at, message
+func (ds Deployables) ListStatus(ctx context.Context, deployableUID string) ([]*DeployableClusterStatus, error) {
+	rows, err := ds.tx.query(ctx, `SELECT deployable_uid, cluster, state, synced_generation, last_synced_at, message
 		FROM deployable_status WHERE deployable_uid = ? ORDER BY cluster`, deployableUID)
 	if err != nil {
 		return nil, fmt.Errorf("list deployable status of %s: %w", deployableUID, classify(err))

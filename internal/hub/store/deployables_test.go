@@ -24,13 +24,13 @@ func testDeployables(t *testing.T, eng engine) {
 	ctx := t.Context()
 	d := newDeployable("team-a", "app-secret")
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.CreateCluster(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)}); err != nil {
+		if err := tx.Clusters().Create(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)}); err != nil {
 			return err
 		}
-		if err := tx.CreateCluster(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}); err != nil {
+		if err := tx.Clusters().Create(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}); err != nil {
 			return err
 		}
-		return tx.CreateDeployable(ctx, d)
+		return tx.Deployables().Create(ctx, d)
 	})
 	if d.ID == 0 || d.ResourceVersion != 1 || d.CreatedAt.IsZero() {
 		t.Fatalf("create did not fill ID, times and ResourceVersion: %+v", d)
@@ -38,19 +38,19 @@ func testDeployables(t *testing.T, eng engine) {
 	mustTx(t, s, func(tx *Tx) error {
 		dup := newDeployable("team-a", "app-secret")
 		dup.UID = "other"
-		wantErr(t, tx.CreateDeployable(ctx, dup), ErrConflict)
-		_, err := tx.GetDeployable(ctx, "team-a", "missing")
+		wantErr(t, tx.Deployables().Create(ctx, dup), ErrConflict)
+		_, err := tx.Deployables().Get(ctx, "team-a", "missing")
 		wantErr(t, err, ErrNotFound)
-		got, err := tx.GetDeployable(ctx, "team-a", "app-secret")
+		got, err := tx.Deployables().Get(ctx, "team-a", "app-secret")
 		if err != nil {
 			return err
 		}
 		if !reflect.DeepEqual(got, d) {
-			t.Errorf("GetDeployable:\n got %+v\nwant %+v", got, d)
+			t.Errorf("Deployables.Get:\n got %+v\nwant %+v", got, d)
 		}
-		byUID, err := tx.GetDeployableByUID(ctx, d.UID)
+		byUID, err := tx.Deployables().GetByUID(ctx, d.UID)
 		if err == nil && !reflect.DeepEqual(byUID, d) {
-			t.Errorf("GetDeployableByUID:\n got %+v\nwant %+v", byUID, d)
+			t.Errorf("Deployables.GetByUID:\n got %+v\nwant %+v", byUID, d)
 		}
 		return err
 	})
@@ -61,17 +61,17 @@ func testDeployables(t *testing.T, eng engine) {
 	d.PendingSecret = []byte{9, 9}
 	d.PendingBy = "alice"
 	d.PendingDelete = true
-	mustTx(t, s, func(tx *Tx) error { return tx.UpdateDeployable(ctx, d) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Deployables().Update(ctx, d) })
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.GetDeployable(ctx, "team-a", "app-secret")
+		got, err := tx.Deployables().Get(ctx, "team-a", "app-secret")
 		if err == nil && !reflect.DeepEqual(got, d) {
 			t.Errorf("after update:\n got %+v\nwant %+v", got, d)
 		}
 		return err
 	})
-	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.UpdateDeployable(ctx, &stale) }), ErrConflict)
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.Deployables().Update(ctx, &stale) }), ErrConflict)
 	ghost := newDeployable("team-a", "ghost")
-	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.UpdateDeployable(ctx, ghost) }), ErrNotFound)
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.Deployables().Update(ctx, ghost) }), ErrNotFound)
 
 	// Per-cluster status: upsert, unknown deployable or cluster.
 	synced := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
@@ -81,16 +81,16 @@ func testDeployables(t *testing.T, eng engine) {
 			{DeployableUID: d.UID, Cluster: "dc1-a", State: "OutOfSync"},
 			{DeployableUID: d.UID, Cluster: "dc1-a", State: "Synced", SyncedGeneration: 1, LastSyncedAt: &synced, Message: "ok"},
 		} {
-			if err := tx.PutDeployableStatus(ctx, st); err != nil {
+			if err := tx.Deployables().PutStatus(ctx, st); err != nil {
 				return err
 			}
 		}
-		wantErr(t, tx.PutDeployableStatus(ctx, &DeployableClusterStatus{DeployableUID: "nope", Cluster: "dc1-a"}), ErrNotFound)
-		wantErr(t, tx.PutDeployableStatus(ctx, &DeployableClusterStatus{DeployableUID: d.UID, Cluster: "nope"}), ErrNotFound)
+		wantErr(t, tx.Deployables().PutStatus(ctx, &DeployableClusterStatus{DeployableUID: "nope", Cluster: "dc1-a"}), ErrNotFound)
+		wantErr(t, tx.Deployables().PutStatus(ctx, &DeployableClusterStatus{DeployableUID: d.UID, Cluster: "nope"}), ErrNotFound)
 		return nil
 	})
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.ListDeployableStatus(ctx, d.UID)
+		got, err := tx.Deployables().ListStatus(ctx, d.UID)
 		if err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func testDeployables(t *testing.T, eng engine) {
 			{DeployableUID: d.UID, Cluster: "dc2-a", State: "OutOfSync"},
 		}
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("ListDeployableStatus:\n got %+v\nwant %+v", got, want)
+			t.Errorf("Deployables.ListStatus:\n got %+v\nwant %+v", got, want)
 		}
 		return nil
 	})
@@ -107,19 +107,19 @@ func testDeployables(t *testing.T, eng engine) {
 	// Tombstones are hidden from lists unless asked for.
 	mustTx(t, s, func(tx *Tx) error {
 		for i := range 5 {
-			if err := tx.CreateDeployable(ctx, newDeployable(fmt.Sprintf("ns-%d", i%2), fmt.Sprintf("cm-%d", i))); err != nil {
+			if err := tx.Deployables().Create(ctx, newDeployable(fmt.Sprintf("ns-%d", i%2), fmt.Sprintf("cm-%d", i))); err != nil {
 				return err
 			}
 		}
 		now := time.Now()
 		d.DeletedAt = &now
-		return tx.UpdateDeployable(ctx, d)
+		return tx.Deployables().Update(ctx, d)
 	})
 	list := func(f DeployableFilter) []string {
 		var names []string
 		mustRead(t, s, func(tx *Tx) error {
 			for {
-				items, next, err := tx.ListDeployables(ctx, f)
+				items, next, err := tx.Deployables().List(ctx, f)
 				if err != nil {
 					return err
 				}
@@ -144,23 +144,23 @@ func testDeployables(t *testing.T, eng engine) {
 		t.Errorf("namespace filter = %v", got)
 	}
 	mustRead(t, s, func(tx *Tx) error {
-		_, _, err := tx.ListDeployables(ctx, DeployableFilter{Continue: "%%%"})
+		_, _, err := tx.Deployables().List(ctx, DeployableFilter{Continue: "%%%"})
 		wantErr(t, err, ErrBadContinue)
 		return nil
 	})
 
 	// Purge removes the row and its status rows.
-	mustTx(t, s, func(tx *Tx) error { return tx.PurgeDeployable(ctx, d.UID) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Deployables().Purge(ctx, d.UID) })
 	mustRead(t, s, func(tx *Tx) error {
-		_, err := tx.GetDeployable(ctx, "team-a", "app-secret")
+		_, err := tx.Deployables().Get(ctx, "team-a", "app-secret")
 		wantErr(t, err, ErrNotFound)
-		st, err := tx.ListDeployableStatus(ctx, d.UID)
+		st, err := tx.Deployables().ListStatus(ctx, d.UID)
 		if err != nil || len(st) != 0 {
 			t.Errorf("status after purge = %v, %v", st, err)
 		}
 		return nil
 	})
-	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.PurgeDeployable(ctx, d.UID) }), ErrNotFound)
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.Deployables().Purge(ctx, d.UID) }), ErrNotFound)
 }
 
 func testClusters(t *testing.T, eng engine) {
@@ -173,24 +173,24 @@ func testClusters(t *testing.T, eng engine) {
 		Kubeconfig: []byte{0xde, 0xad, 0xbe, 0xef},
 	}
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.CreateCluster(ctx, c); err != nil {
+		if err := tx.Clusters().Create(ctx, c); err != nil {
 			return err
 		}
-		return tx.CreateCluster(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)})
+		return tx.Clusters().Create(ctx, &Cluster{Name: "dc1-a", Spec: []byte(`{}`)})
 	})
 	if c.ResourceVersion != 1 || c.CreatedAt.IsZero() {
 		t.Fatalf("create did not fill times and ResourceVersion: %+v", c)
 	}
 	mustTx(t, s, func(tx *Tx) error {
-		wantErr(t, tx.CreateCluster(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}), ErrConflict)
-		got, err := tx.GetCluster(ctx, "dc2-a")
+		wantErr(t, tx.Clusters().Create(ctx, &Cluster{Name: "dc2-a", Spec: []byte(`{}`)}), ErrConflict)
+		got, err := tx.Clusters().Get(ctx, "dc2-a")
 		if err != nil {
 			return err
 		}
 		if !reflect.DeepEqual(got, c) {
-			t.Errorf("GetCluster:\n got %+v\nwant %+v", got, c)
+			t.Errorf("Clusters.Get:\n got %+v\nwant %+v", got, c)
 		}
-		_, err = tx.GetCluster(ctx, "nope")
+		_, err = tx.Clusters().Get(ctx, "nope")
 		wantErr(t, err, ErrNotFound)
 		return nil
 	})
@@ -201,20 +201,20 @@ func testClusters(t *testing.T, eng engine) {
 	// The status is the controller's: an update of the rest leaves it as
 	// stored.
 	c.Status = []byte(`{"conditions":[{"type":"Ready","status":"True"}]}`)
-	mustTx(t, s, func(tx *Tx) error { return tx.UpdateCluster(ctx, c) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Clusters().Update(ctx, c) })
 	c.Status = nil
-	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.UpdateCluster(ctx, &stale) }), ErrConflict)
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.Clusters().Update(ctx, &stale) }), ErrConflict)
 	wantErr(t, s.Tx(ctx, func(tx *Tx) error {
-		return tx.UpdateCluster(ctx, &Cluster{Name: "nope", ResourceVersion: 1})
+		return tx.Clusters().Update(ctx, &Cluster{Name: "nope", ResourceVersion: 1})
 	}), ErrNotFound)
 
 	mustRead(t, s, func(tx *Tx) error {
-		all, err := tx.ListClusters(ctx)
+		all, err := tx.Clusters().List(ctx)
 		if err != nil {
 			return err
 		}
 		if len(all) != 2 || all[0].Name != "dc1-a" || all[1].Name != "dc2-a" {
-			t.Fatalf("ListClusters = %+v, want dc1-a, dc2-a", all)
+			t.Fatalf("Clusters.List = %+v, want dc1-a, dc2-a", all)
 		}
 		if !reflect.DeepEqual(all[1], c) {
 			t.Errorf("after update:\n got %+v\nwant %+v", all[1], c)
@@ -225,19 +225,19 @@ func testClusters(t *testing.T, eng engine) {
 	// Deleting a cluster takes the deployables' status on it along.
 	d := newDeployable("team-a", "cm")
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.CreateDeployable(ctx, d); err != nil {
+		if err := tx.Deployables().Create(ctx, d); err != nil {
 			return err
 		}
-		return tx.PutDeployableStatus(ctx, &DeployableClusterStatus{DeployableUID: d.UID, Cluster: "dc2-a", State: "Synced"})
+		return tx.Deployables().PutStatus(ctx, &DeployableClusterStatus{DeployableUID: d.UID, Cluster: "dc2-a", State: "Synced"})
 	})
-	mustTx(t, s, func(tx *Tx) error { return tx.DeleteCluster(ctx, "dc2-a") })
-	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.DeleteCluster(ctx, "dc2-a") }), ErrNotFound)
+	mustTx(t, s, func(tx *Tx) error { return tx.Clusters().Delete(ctx, "dc2-a") })
+	wantErr(t, s.Tx(ctx, func(tx *Tx) error { return tx.Clusters().Delete(ctx, "dc2-a") }), ErrNotFound)
 	mustRead(t, s, func(tx *Tx) error {
-		st, err := tx.ListDeployableStatus(ctx, d.UID)
+		st, err := tx.Deployables().ListStatus(ctx, d.UID)
 		if err != nil || len(st) != 0 {
 			t.Errorf("status after cluster deletion = %v, %v", st, err)
 		}
-		_, err = tx.GetCluster(ctx, "dc2-a")
+		_, err = tx.Clusters().Get(ctx, "dc2-a")
 		wantErr(t, err, ErrNotFound)
 		return nil
 	})
@@ -251,7 +251,7 @@ func testDeployablesVersion(t *testing.T, eng engine) {
 	version := func() DeployablesVersion {
 		var v DeployablesVersion
 		mustRead(t, s, func(tx *Tx) (err error) {
-			v, err = tx.GetDeployablesVersion(ctx)
+			v, err = tx.Deployables().Version(ctx)
 			return err
 		})
 		return v
@@ -268,19 +268,19 @@ func testDeployablesVersion(t *testing.T, eng engine) {
 	}
 	seen[version()] = "the start"
 	a, b := newDeployable("team-a", "a"), newDeployable("team-a", "b")
-	step("a create", func(tx *Tx) error { return tx.CreateDeployable(ctx, a) })
-	step("another create", func(tx *Tx) error { return tx.CreateDeployable(ctx, b) })
+	step("a create", func(tx *Tx) error { return tx.Deployables().Create(ctx, a) })
+	step("another create", func(tx *Tx) error { return tx.Deployables().Create(ctx, b) })
 	if v := version(); seen[v] != "another create" {
 		t.Errorf("the fingerprint moved without a change: %+v", v)
 	}
 	step("an update", func(tx *Tx) error {
 		a.Generation++
-		return tx.UpdateDeployable(ctx, a)
+		return tx.Deployables().Update(ctx, a)
 	})
 	step("a tombstone", func(tx *Tx) error {
 		now := time.Now()
 		b.DeletedAt = &now
-		return tx.UpdateDeployable(ctx, b)
+		return tx.Deployables().Update(ctx, b)
 	})
-	step("a purge", func(tx *Tx) error { return tx.PurgeDeployable(ctx, b.UID) })
+	step("a purge", func(tx *Tx) error { return tx.Deployables().Purge(ctx, b.UID) })
 }

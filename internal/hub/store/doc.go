@@ -16,7 +16,8 @@
 //
 // Errors that callers act on are values: ErrNotFound, ErrConflict,
 // ErrBadContinue and ErrUnavailable, tested with errors.Is. ErrNotFound and
-// ErrConflict returned by a Tx method leave the transaction usable, so a
-// caller can, for example, try a create and fall back to reading the
-// existing object within the same transaction.
+// ErrConflict returned by an aggregate's method (tx.Runnables().Create, ...)
+// leave the transaction usable, so a caller can, for example, try a create
+// and fall back to reading the existing object within the same
+// transaction.
 package store

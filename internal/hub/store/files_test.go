@@ -21,7 +21,7 @@ func TestSQLiteFilesOwnerOnly(t *testing.T) {
 	}
 	s := openDSN(t, path)
 	mustTx(t, s, func(tx *Tx) error {
-		return tx.CreateCluster(context.Background(), &Cluster{Name: "c", Spec: []byte("{}")})
+		return tx.Clusters().Create(context.Background(), &Cluster{Name: "c", Spec: []byte("{}")})
 	})
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		st, err := os.Stat(p)

@@ -18,7 +18,7 @@ import (
 func testGroupCommit(t *testing.T, eng engine) {
 	s := eng.open(t)
 	ctx := t.Context()
-	mustTx(t, s, func(tx *Tx) error { return tx.CreateCluster(ctx, &Cluster{Name: "taken", Spec: []byte(`{}`)}) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Clusters().Create(ctx, &Cluster{Name: "taken", Spec: []byte(`{}`)}) })
 	g := NewGroupCommit(s, 2, 8)
 	defer g.Close()
 	errOwn := errors.New("refused by the caller")
@@ -32,10 +32,10 @@ func testGroupCommit(t *testing.T, eng engine) {
 				if i%10 == 7 {
 					name = "taken" // a unique key another holds
 				}
-				if err := tx.CreateCluster(ctx, &Cluster{Name: name, Spec: []byte(`{}`)}); err != nil {
+				if err := tx.Clusters().Create(ctx, &Cluster{Name: name, Spec: []byte(`{}`)}); err != nil {
 					return err
 				}
-				if err := tx.AppendAudit(ctx, &audit.Entry{Actor: "test", Action: "create", Kind: "Cluster", Name: name}); err != nil {
+				if err := tx.Audit().Append(ctx, &audit.Entry{Actor: "test", Action: "create", Kind: "Cluster", Name: name}); err != nil {
 					return err
 				}
 				if i%10 == 3 {
@@ -66,10 +66,10 @@ func testGroupCommit(t *testing.T, eng engine) {
 	var clusters []*Cluster
 	var entries []*audit.Entry
 	mustRead(t, s, func(tx *Tx) (err error) {
-		if clusters, err = tx.ListClusters(ctx); err != nil {
+		if clusters, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
-		entries, err = tx.ListAudit(ctx, AuditFilter{Actor: "test", Limit: 1000})
+		entries, err = tx.Audit().List(ctx, AuditFilter{Actor: "test", Limit: 1000})
 		return err
 	})
 	if len(clusters) != ok+1 || len(entries) != ok {

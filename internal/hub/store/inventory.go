@@ -17,6 +17,13 @@ import (
 	"github.com/purser-io/purser/internal/platform/resourceversion"
 )
 
+// Inventory is the inventory and its tombstones as one transaction reads
+// and writes them.
+type Inventory struct{ tx *Tx }
+
+// Inventory returns the inventory as tx sees it.
+func (tx *Tx) Inventory() Inventory { return Inventory{tx} }
+
 // InventoryRow is purser's copy of one object in one member cluster, keyed
 // by (Cluster, UID).
 type InventoryRow struct {
@@ -61,20 +68,20 @@ func supersedes(incoming, current string) bool {
 // below both engines' parameter limits and small enough to plan quickly.
 const inChunk = 500
 
-// inventoryVersions returns the resourceVersion of each of uids in table
+// versions returns the resourceVersion of each of uids in table
 // (inventory or inventory_tombstones) for cluster. On PostgreSQL the rows
 // are locked, so that two ingesters sharing a cluster cannot interleave
 // their read-compare-write; SQLite has a single writer anyway.
-func (tx *Tx) inventoryVersions(ctx context.Context, table, cluster string, uids []string) (map[string]string, error) {
+func (inv Inventory) versions(ctx context.Context, table, cluster string, uids []string) (map[string]string, error) {
 	out := make(map[string]string, len(uids))
 	for start := 0; start < len(uids); start += inChunk {
 		part := uids[start:min(start+inChunk, len(uids))]
-		in, args := tx.uidsIn(cluster, part)
+		in, args := inv.uidsIn(cluster, part)
 		q := `SELECT uid, resource_version FROM ` + table + ` WHERE cluster = ? AND ` + in
-		if tx.s.d.engine == EnginePostgres {
+		if inv.tx.s.d.engine == EnginePostgres {
 			q += " FOR UPDATE"
 		}
-		rows, err := tx.query(ctx, q, args...)
+		rows, err := inv.tx.query(ctx, q, args...)
 		if err != nil {
 			return nil, classify(err)
 		}
@@ -98,8 +105,8 @@ func (tx *Tx) inventoryVersions(ctx context.Context, table, cluster string, uids
 // uidsIn is the condition "uid is one of uids" and the arguments for
 // "cluster = ? AND " followed by it. PostgreSQL gets one array parameter
 // rather than hundreds.
-func (tx *Tx) uidsIn(cluster string, uids []string) (string, []any) {
-	if tx.s.d.engine == EnginePostgres {
+func (inv Inventory) uidsIn(cluster string, uids []string) (string, []any) {
+	if inv.tx.s.d.engine == EnginePostgres {
 		// QueryExecModeExec plans the statement with its actual values
 		// each time: the cached generic plan of this query, chosen before
 		// the table has statistics, scans the cluster's whole key range
@@ -118,29 +125,29 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-// UpsertInventory writes rows whose resourceVersion is newer than both the
+// Upsert writes rows whose resourceVersion is newer than both the
 // stored record and any tombstone of the same uid, and skips the others,
 // so that a replayed or reordered event never puts an older state over a
 // newer one. rows must hold at most one row per (cluster, uid): the caller
 // collapses a batch to the newest state of each object first. It returns
 // the rows it wrote, in the order given: what the inventory now holds, so
 // that whoever acts on an observation acts only on one that was stored.
-func (tx *Tx) UpsertInventory(ctx context.Context, rows []InventoryRow) ([]InventoryRow, error) {
+func (inv Inventory) Upsert(ctx context.Context, rows []InventoryRow) ([]InventoryRow, error) {
 	var written []InventoryRow
 	for cluster, group := range groupByCluster(rows, func(r InventoryRow) string { return r.Cluster },
 		func(r InventoryRow) string { return r.UID }) {
-		if err := tx.lockInventory(ctx, cluster); err != nil {
+		if err := inv.lock(ctx, cluster); err != nil {
 			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
 		}
 		uids := make([]string, len(group))
 		for i, r := range group {
 			uids[i] = r.UID
 		}
-		current, err := tx.inventoryVersions(ctx, "inventory", cluster, uids)
+		current, err := inv.versions(ctx, "inventory", cluster, uids)
 		if err != nil {
 			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
 		}
-		tombs, err := tx.inventoryVersions(ctx, "inventory_tombstones", cluster, uids)
+		tombs, err := inv.versions(ctx, "inventory_tombstones", cluster, uids)
 		if err != nil {
 			return nil, fmt.Errorf("upsert inventory of %s: tombstones: %w", cluster, err)
 		}
@@ -154,7 +161,7 @@ func (tx *Tx) UpsertInventory(ctx context.Context, rows []InventoryRow) ([]Inven
 			}
 			fresh = append(fresh, r)
 		}
-		stored, err := tx.writeInventory(ctx, fresh)
+		stored, err := inv.write(ctx, fresh)
 		if err != nil {
 			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
 		}
@@ -167,11 +174,11 @@ func (tx *Tx) UpsertInventory(ctx context.Context, rows []InventoryRow) ([]Inven
 	return written, nil
 }
 
-// writeInventory inserts or replaces rows, in multi-row statements: one
+// write inserts or replaces rows, in multi-row statements: one
 // round trip per chunk is what makes a batch cheap. It returns the uids it
 // wrote; a row is not written when a newer version got there first (see
 // newerVersionSQL).
-func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) (map[string]bool, error) {
+func (inv Inventory) write(ctx context.Context, rows []InventoryRow) (map[string]bool, error) {
 	const cols = 12
 	stored := make(map[string]bool, len(rows))
 	for start := 0; start < len(rows); start += inChunk {
@@ -186,9 +193,9 @@ func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) (map[stri
 			}
 			values[i] = tuple
 			args = append(args, r.Cluster, r.APIVersion, r.Kind, r.Namespace, r.Name, r.UID, r.ResourceVersion,
-				labelDoc, r.Health, r.Phase, tx.s.d.ts(r.ObservedAt), nullText(r.Object))
+				labelDoc, r.Health, r.Phase, inv.tx.s.d.ts(r.ObservedAt), nullText(r.Object))
 		}
-		res, err := tx.query(ctx, `INSERT INTO inventory (cluster, api_version, kind, namespace, name, uid,
+		res, err := inv.tx.query(ctx, `INSERT INTO inventory (cluster, api_version, kind, namespace, name, uid,
 				resource_version, labels, health, phase, observed_at, object)
 			VALUES `+strings.Join(values, ", ")+`
 			ON CONFLICT (cluster, uid) DO UPDATE SET api_version = excluded.api_version, kind = excluded.kind,
@@ -196,7 +203,7 @@ func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) (map[stri
 				resource_version = excluded.resource_version, labels = excluded.labels,
 				health = excluded.health, phase = excluded.phase, observed_at = excluded.observed_at,
 				object = excluded.object
-			WHERE `+tx.newerVersionSQL("excluded.resource_version", "inventory.resource_version")+`
+			WHERE `+inv.newerVersionSQL("excluded.resource_version", "inventory.resource_version")+`
 			RETURNING uid`, args...)
 		if err != nil {
 			return nil, classify(err)
@@ -225,15 +232,15 @@ func (tx *Tx) writeInventory(ctx context.Context, rows []InventoryRow) (map[stri
 // the same new uid at once, where the loser's insert becomes an update
 // after the winner commits. Digit strings without leading zeros (etcd's
 // versions) compare as integers by length, then bytewise.
-func (tx *Tx) newerVersionSQL(incoming, current string) string {
+func (inv Inventory) newerVersionSQL(incoming, current string) string {
 	nonNumeric := func(col string) string {
-		if tx.s.d.engine == EnginePostgres {
+		if inv.tx.s.d.engine == EnginePostgres {
 			return col + ` !~ '^[0-9]+$'`
 		}
 		return "(" + col + ` = '' OR ` + col + ` GLOB '*[^0-9]*')`
 	}
 	collate := ""
-	if tx.s.d.engine == EnginePostgres {
+	if inv.tx.s.d.engine == EnginePostgres {
 		collate = ` COLLATE "C"`
 	}
 	return "(" + nonNumeric(incoming) + " OR " + nonNumeric(current) +
@@ -241,7 +248,7 @@ func (tx *Tx) newerVersionSQL(incoming, current string) string {
 		" OR (length(" + incoming + ") = length(" + current + ") AND " + incoming + collate + " > " + current + collate + "))"
 }
 
-// lockInventory serializes, until commit, the transactions that change one
+// lock serializes, until commit, the transactions that change one
 // cluster's inventory. Each compares versions in Go before it writes; on
 // PostgreSQL at READ COMMITTED, two ingesters sharing a cluster's events
 // could otherwise both read before either commits, and an upsert of an
@@ -250,30 +257,30 @@ func (tx *Tx) newerVersionSQL(incoming, current string) string {
 // Clusters are taken in sorted order (groupByCluster), so two batches wait
 // for each other rather than deadlock, but for a batch whose deletions
 // come after its upserts; a deadlock there is retried by Tx.
-func (tx *Tx) lockInventory(ctx context.Context, cluster string) error {
-	if tx.s.d.engine != EnginePostgres {
+func (inv Inventory) lock(ctx context.Context, cluster string) error {
+	if inv.tx.s.d.engine != EnginePostgres {
 		return nil
 	}
-	_, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('purser.inventory'), hashtext(?))`, cluster)
+	_, err := inv.tx.exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('purser.inventory'), hashtext(?))`, cluster)
 	return classify(err)
 }
 
-// DeleteInventory removes the records named by tombs unless the stored
+// Delete removes the records named by tombs unless the stored
 // record is newer than the deletion, and keeps each tombstone (the newest
 // per uid) so that a late event of an older state cannot resurrect the
 // object. It returns how many records were removed.
-func (tx *Tx) DeleteInventory(ctx context.Context, tombs []InventoryTombstone) (int, error) {
+func (inv Inventory) Delete(ctx context.Context, tombs []InventoryTombstone) (int, error) {
 	removed := 0
 	for cluster, group := range groupByCluster(tombs, func(t InventoryTombstone) string { return t.Cluster },
 		func(t InventoryTombstone) string { return t.UID }) {
-		if err := tx.lockInventory(ctx, cluster); err != nil {
+		if err := inv.lock(ctx, cluster); err != nil {
 			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
 		}
 		uids := make([]string, len(group))
 		for i, t := range group {
 			uids[i] = t.UID
 		}
-		current, err := tx.inventoryVersions(ctx, "inventory", cluster, uids)
+		current, err := inv.versions(ctx, "inventory", cluster, uids)
 		if err != nil {
 			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
 		}
@@ -283,24 +290,24 @@ func (tx *Tx) DeleteInventory(ctx context.Context, tombs []InventoryTombstone) (
 				gone = append(gone, t.UID)
 			}
 		}
-		n, err := tx.removeInventory(ctx, cluster, gone)
+		n, err := inv.remove(ctx, cluster, gone)
 		removed += n
 		if err != nil {
 			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
 		}
-		if err := tx.putTombstones(ctx, cluster, group); err != nil {
+		if err := inv.putTombstones(ctx, cluster, group); err != nil {
 			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
 		}
 	}
 	return removed, nil
 }
 
-func (tx *Tx) removeInventory(ctx context.Context, cluster string, uids []string) (int, error) {
+func (inv Inventory) remove(ctx context.Context, cluster string, uids []string) (int, error) {
 	removed := 0
 	for start := 0; start < len(uids); start += inChunk {
 		part := uids[start:min(start+inChunk, len(uids))]
-		in, args := tx.uidsIn(cluster, part)
-		res, err := tx.exec(ctx, `DELETE FROM inventory WHERE cluster = ? AND `+in, args...)
+		in, args := inv.uidsIn(cluster, part)
+		res, err := inv.tx.exec(ctx, `DELETE FROM inventory WHERE cluster = ? AND `+in, args...)
 		if err != nil {
 			return removed, classify(err)
 		}
@@ -315,12 +322,12 @@ func (tx *Tx) removeInventory(ctx context.Context, cluster string, uids []string
 
 // putTombstones stores tombs of one cluster, keeping the newer version
 // when a uid already has one.
-func (tx *Tx) putTombstones(ctx context.Context, cluster string, tombs []InventoryTombstone) error {
+func (inv Inventory) putTombstones(ctx context.Context, cluster string, tombs []InventoryTombstone) error {
 	uids := make([]string, len(tombs))
 	for i, t := range tombs {
 		uids[i] = t.UID
 	}
-	existing, err := tx.inventoryVersions(ctx, "inventory_tombstones", cluster, uids)
+	existing, err := inv.versions(ctx, "inventory_tombstones", cluster, uids)
 	if err != nil {
 		return fmt.Errorf("tombstones: %w", err)
 	}
@@ -345,9 +352,9 @@ func (tx *Tx) putTombstones(ctx context.Context, cluster string, tombs []Invento
 		args := make([]any, 0, 4*len(part))
 		for i, t := range part {
 			values[i] = "(?, ?, ?, ?)"
-			args = append(args, cluster, t.UID, t.ResourceVersion, tx.s.d.ts(t.DeletedAt))
+			args = append(args, cluster, t.UID, t.ResourceVersion, inv.tx.s.d.ts(t.DeletedAt))
 		}
-		if _, err := tx.exec(ctx, `INSERT INTO inventory_tombstones (cluster, uid, resource_version, deleted_at)
+		if _, err := inv.tx.exec(ctx, `INSERT INTO inventory_tombstones (cluster, uid, resource_version, deleted_at)
 			VALUES `+strings.Join(values, ", ")+`
 			ON CONFLICT (cluster, uid) DO UPDATE SET resource_version = excluded.resource_version,
 				deleted_at = excluded.deleted_at`, args...); err != nil {
@@ -357,11 +364,11 @@ func (tx *Tx) putTombstones(ctx context.Context, cluster string, tombs []Invento
 	return nil
 }
 
-// PruneInventoryTombstones forgets deletions recorded before cutoff and
+// PruneTombstones forgets deletions recorded before cutoff and
 // returns how many it forgot. Past the stream's redelivery horizon no late
 // event can arrive, so tombstones need not grow forever.
-func (tx *Tx) PruneInventoryTombstones(ctx context.Context, cutoff time.Time) (int, error) {
-	res, err := tx.exec(ctx, `DELETE FROM inventory_tombstones WHERE deleted_at < ?`, tx.s.d.ts(cutoff))
+func (inv Inventory) PruneTombstones(ctx context.Context, cutoff time.Time) (int, error) {
+	res, err := inv.tx.exec(ctx, `DELETE FROM inventory_tombstones WHERE deleted_at < ?`, inv.tx.s.d.ts(cutoff))
 	if err != nil {
 		return 0, fmt.Errorf("prune inventory tombstones: %w", classify(err))
 	}
@@ -400,20 +407,20 @@ type Reconciliation struct {
 	Kept int
 }
 
-// ReconcileInventory removes the zombie records of one cluster and kind: a
+// Reconcile removes the zombie records of one cluster and kind: a
 // record whose uid is absent from snap and that was last observed at a
 // resourceVersion not newer than snap's list (or, when versions do not
 // compare, observed before the snapshot was taken). A record newer than the
 // list belongs to an object created after the list was taken and stays.
 // Each removal leaves a tombstone at the list's version, since an object
 // absent from that list was deleted before it.
-func (tx *Tx) ReconcileInventory(ctx context.Context, snap InventorySnapshot) (Reconciliation, error) {
+func (inv Inventory) Reconcile(ctx context.Context, snap InventorySnapshot) (Reconciliation, error) {
 	var rec Reconciliation
 	what := fmt.Sprintf("reconcile inventory of %s %s %s", snap.Cluster, snap.APIVersion, snap.Kind)
-	if err := tx.lockInventory(ctx, snap.Cluster); err != nil {
+	if err := inv.lock(ctx, snap.Cluster); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
 	}
-	rows, err := tx.query(ctx, `SELECT uid, resource_version, observed_at FROM inventory
+	rows, err := inv.tx.query(ctx, `SELECT uid, resource_version, observed_at FROM inventory
 		WHERE cluster = ? AND kind = ? AND api_version = ?`, snap.Cluster, snap.Kind, snap.APIVersion)
 	if err != nil {
 		return rec, fmt.Errorf("%s: %w", what, classify(err))
@@ -450,17 +457,17 @@ func (tx *Tx) ReconcileInventory(ctx context.Context, snap InventorySnapshot) (R
 	}
 	rec.Missing = len(snap.Items) - seen
 	slices.Sort(zombies)
-	if rec.Removed, err = tx.removeInventory(ctx, snap.Cluster, zombies); err != nil {
+	if rec.Removed, err = inv.remove(ctx, snap.Cluster, zombies); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
 	}
 	// Tombstones age by this clock, the one that prunes them, not by the
 	// agent's.
-	now := tx.s.now()
+	now := inv.tx.s.now()
 	tombs := make([]InventoryTombstone, len(zombies))
 	for i, uid := range zombies {
 		tombs[i] = InventoryTombstone{Cluster: snap.Cluster, UID: uid, ResourceVersion: snap.ListResourceVersion, DeletedAt: now}
 	}
-	if err := tx.putTombstones(ctx, snap.Cluster, tombs); err != nil {
+	if err := inv.putTombstones(ctx, snap.Cluster, tombs); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
 	}
 	return rec, nil
@@ -481,20 +488,20 @@ type InventoryFilter struct {
 	Continue string
 }
 
-// ListInventory returns one page of records ordered by (kind, namespace,
+// List returns one page of records ordered by (kind, namespace,
 // name, cluster, uid), and the token of the next page or "".
-func (tx *Tx) ListInventory(ctx context.Context, f InventoryFilter) ([]InventoryRow, string, error) {
-	q, args, limit, err := tx.s.d.listInventoryQuery(f)
+func (inv Inventory) List(ctx context.Context, f InventoryFilter) ([]InventoryRow, string, error) {
+	q, args, limit, err := inv.tx.s.d.listInventoryQuery(f)
 	if err != nil {
 		return nil, "", err
 	}
-	if tx.s.d.engine == EnginePostgres && f.Selector != nil {
+	if inv.tx.s.d.engine == EnginePostgres && f.Selector != nil {
 		// Planned with the selector's values each time: whether a label
 		// is rare (use the GIN index) or common (scan in order) is in
 		// the values, which a cached generic plan would not see.
 		args = append([]any{pgx.QueryExecModeExec}, args...)
 	}
-	rows, err := tx.query(ctx, q, args...)
+	rows, err := inv.tx.query(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list inventory: %w", classify(err))
 	}
@@ -531,7 +538,7 @@ func (tx *Tx) ListInventory(ctx context.Context, f InventoryFilter) ([]Inventory
 	return items, next, nil
 }
 
-// listInventoryQuery is the query of one page of ListInventory; it asks
+// listInventoryQuery is the query of one page of Inventory.List; it asks
 // for limit+1 rows, the last telling that there is a next page. Its order
 // is that of the index inventory_list_order, (kind, namespace, name,
 // cluster, uid, ...), so that a page is a range scan of the index from the
@@ -685,4 +692,23 @@ func groupByCluster[T any](items []T, cluster func(T) string, uidOf func(T) stri
 			}
 		}
 	}
+}
+
+// CountByCluster returns how many records each cluster has.
+func (inv Inventory) CountByCluster(ctx context.Context) (map[string]int64, error) {
+	rows, err := inv.tx.query(ctx, `SELECT cluster, COUNT(*) FROM inventory GROUP BY cluster`)
+	if err != nil {
+		return nil, fmt.Errorf("count inventory: %w", classify(err))
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var c string
+		var n int64
+		if err := rows.Scan(&c, &n); err != nil {
+			return nil, fmt.Errorf("count inventory: %w", classify(err))
+		}
+		out[c] = n
+	}
+	return out, classify(rows.Err())
 }

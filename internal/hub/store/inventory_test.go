@@ -48,7 +48,7 @@ func storedRV(t *testing.T, s *Store, cluster, uid string) string {
 	t.Helper()
 	var rv string
 	mustRead(t, s, func(tx *Tx) error {
-		rows, _, err := tx.ListInventory(t.Context(), InventoryFilter{Cluster: cluster, Name: "cm-" + uid})
+		rows, _, err := tx.Inventory().List(t.Context(), InventoryFilter{Cluster: cluster, Name: "cm-" + uid})
 		if err != nil || len(rows) == 0 {
 			rv = ""
 			return err
@@ -65,7 +65,7 @@ func storedRV(t *testing.T, s *Store, cluster, uid string) string {
 func upsert(t *testing.T, s *Store, rows ...InventoryRow) int {
 	t.Helper()
 	var written []InventoryRow
-	mustTx(t, s, func(tx *Tx) (err error) { written, err = tx.UpsertInventory(t.Context(), rows); return err })
+	mustTx(t, s, func(tx *Tx) (err error) { written, err = tx.Inventory().Upsert(t.Context(), rows); return err })
 	return len(written)
 }
 
@@ -91,7 +91,7 @@ func testInventoryOrdering(t *testing.T, eng engine) {
 	// The SQL guard alone, as when another ingester inserted the row
 	// between this one's read and its write.
 	mustTx(t, s, func(tx *Tx) error {
-		_, err := tx.writeInventory(t.Context(), []InventoryRow{invRow("c1", "a", "3")})
+		_, err := tx.Inventory().write(t.Context(), []InventoryRow{invRow("c1", "a", "3")})
 		return err
 	})
 	if got := storedRV(t, s, "c1", "a"); got != "11" {
@@ -109,7 +109,7 @@ func testInventoryTombstones(t *testing.T, eng engine) {
 	mustTx(t, s, func(tx *Tx) error {
 		// A deletion older than the record (impossible from a real
 		// cluster, possible from a replay) leaves the record.
-		n, err := tx.DeleteInventory(ctx, []InventoryTombstone{
+		n, err := tx.Inventory().Delete(ctx, []InventoryTombstone{
 			{Cluster: "c1", UID: "a", ResourceVersion: "12", DeletedAt: time.Now()},
 			{Cluster: "c1", UID: "b", ResourceVersion: "15", DeletedAt: time.Now()},
 		})
@@ -129,7 +129,7 @@ func testInventoryTombstones(t *testing.T, eng engine) {
 		t.Errorf("late event resurrected a deleted object")
 	}
 	mustTx(t, s, func(tx *Tx) error {
-		n, err := tx.PruneInventoryTombstones(ctx, time.Now().Add(time.Minute))
+		n, err := tx.Inventory().PruneTombstones(ctx, time.Now().Add(time.Minute))
 		if n != 2 {
 			t.Errorf("pruned %d tombstones, want 2", n)
 		}
@@ -149,7 +149,7 @@ func testInventoryReconcile(t *testing.T, eng engine) {
 
 	var rec Reconciliation
 	mustTx(t, s, func(tx *Tx) (err error) {
-		rec, err = tx.ReconcileInventory(ctx, InventorySnapshot{
+		rec, err = tx.Inventory().Reconcile(ctx, InventorySnapshot{
 			Cluster: "c1", APIVersion: "v1", Kind: "ConfigMap", ListResourceVersion: "100", TakenAt: time.Now(),
 			Items: map[string]string{"live": "40", "stale": "35", "new": "90"},
 		})
@@ -166,7 +166,7 @@ func testInventoryReconcile(t *testing.T, eng engine) {
 	}
 	// Another kind is not the snapshot's business.
 	mustRead(t, s, func(tx *Tx) error {
-		rows, _, err := tx.ListInventory(ctx, InventoryFilter{Kind: "Secret"})
+		rows, _, err := tx.Inventory().List(ctx, InventoryFilter{Kind: "Secret"})
 		if len(rows) != 1 {
 			t.Errorf("a snapshot of ConfigMaps removed a Secret record")
 		}
@@ -197,7 +197,7 @@ func testInventoryList(t *testing.T, eng engine) {
 			next string
 		)
 		mustRead(t, s, func(tx *Tx) (err error) {
-			page, next, err = tx.ListInventory(ctx, InventoryFilter{Kind: "ConfigMap", Limit: 4, Continue: cont, WithoutObject: true})
+			page, next, err = tx.Inventory().List(ctx, InventoryFilter{Kind: "ConfigMap", Limit: 4, Continue: cont, WithoutObject: true})
 			return err
 		})
 		pages++
@@ -219,7 +219,7 @@ func testInventoryList(t *testing.T, eng engine) {
 		t.Errorf("listed %d records in %d pages, want 25 in 7", len(seen), pages)
 	}
 	mustRead(t, s, func(tx *Tx) error {
-		got, _, err := tx.ListInventory(ctx, InventoryFilter{Cluster: "c1", Namespace: "ns0"})
+		got, _, err := tx.Inventory().List(ctx, InventoryFilter{Cluster: "c1", Namespace: "ns0"})
 		for _, r := range got {
 			if r.Cluster != "c1" || r.Namespace != "ns0" {
 				t.Errorf("filter let through %s %s", r.Cluster, r.Namespace)
@@ -228,7 +228,7 @@ func testInventoryList(t *testing.T, eng engine) {
 		if len(got) != 4 {
 			t.Errorf("filtered list: %d records, want 4", len(got))
 		}
-		_, _, err2 := tx.ListInventory(ctx, InventoryFilter{Continue: "garbage!"})
+		_, _, err2 := tx.Inventory().List(ctx, InventoryFilter{Continue: "garbage!"})
 		if err2 == nil {
 			t.Errorf("bad continue token accepted")
 		}
@@ -299,7 +299,7 @@ func testInventorySelectors(t *testing.T, eng engine) {
 				delete(records, r.Cluster+"/"+r.UID)
 			}
 		}
-		_, err := tx.DeleteInventory(ctx, tombs)
+		_, err := tx.Inventory().Delete(ctx, tombs)
 		return err
 	})
 	// Labels no Kubernetes object can have, whose JSON holds the text of
@@ -311,7 +311,7 @@ func testInventorySelectors(t *testing.T, eng engine) {
 	guarded := all[31]
 	guarded.ResourceVersion, guarded.Labels = "1", map[string]string{"app": "guarded"}
 	mustTx(t, s, func(tx *Tx) error {
-		stored, err := tx.writeInventory(ctx, []InventoryRow{guarded})
+		stored, err := tx.Inventory().write(ctx, []InventoryRow{guarded})
 		if err == nil && stored[guarded.UID] {
 			t.Errorf("an older version of %s was written over a newer one", guarded.UID)
 		}
@@ -328,7 +328,7 @@ func testInventorySelectors(t *testing.T, eng engine) {
 				delete(records, key)
 			}
 		}
-		_, err := tx.ReconcileInventory(ctx, InventorySnapshot{Cluster: "c2", APIVersion: "v1", Kind: "ConfigMap",
+		_, err := tx.Inventory().Reconcile(ctx, InventorySnapshot{Cluster: "c2", APIVersion: "v1", Kind: "ConfigMap",
 			ListResourceVersion: "100", TakenAt: time.Now(), Items: items})
 		return err
 	})
@@ -338,7 +338,7 @@ func testInventorySelectors(t *testing.T, eng engine) {
 		for pages := 0; ; pages++ {
 			var page []InventoryRow
 			var next string
-			mustRead(t, s, func(tx *Tx) (err error) { page, next, err = tx.ListInventory(ctx, f); return err })
+			mustRead(t, s, func(tx *Tx) (err error) { page, next, err = tx.Inventory().List(ctx, f); return err })
 			for _, r := range page {
 				got = append(got, r.Cluster+"/"+r.UID)
 			}
@@ -392,11 +392,11 @@ func testInventorySelectors(t *testing.T, eng engine) {
 	// A continue token is of one listing.
 	var next string
 	mustRead(t, s, func(tx *Tx) (err error) {
-		_, next, err = tx.ListInventory(ctx, InventoryFilter{Kind: "ConfigMap", Namespace: "ns0", Limit: 2})
+		_, next, err = tx.Inventory().List(ctx, InventoryFilter{Kind: "ConfigMap", Namespace: "ns0", Limit: 2})
 		return err
 	})
 	mustRead(t, s, func(tx *Tx) error {
-		_, _, err := tx.ListInventory(ctx, InventoryFilter{Kind: "ConfigMap", Namespace: "ns1", Limit: 2, Continue: next})
+		_, _, err := tx.Inventory().List(ctx, InventoryFilter{Kind: "ConfigMap", Namespace: "ns1", Limit: 2, Continue: next})
 		if !errors.Is(err, ErrBadContinue) {
 			t.Errorf("token of namespace ns0 used for ns1: %v, want ErrBadContinue", err)
 		}
@@ -417,7 +417,7 @@ func BenchmarkUpsertInventory(b *testing.B) {
 					rows[i] = invRow("c1", fmt.Sprintf("u-%08d", n), "5")
 					n++
 				}
-				if err := s.Tx(b.Context(), func(tx *Tx) error { _, err := tx.UpsertInventory(b.Context(), rows); return err }); err != nil {
+				if err := s.Tx(b.Context(), func(tx *Tx) error { _, err := tx.Inventory().Upsert(b.Context(), rows); return err }); err != nil {
 					b.Fatal(err)
 				}
 			}

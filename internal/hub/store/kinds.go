@@ -14,21 +14,28 @@ type ServedKind struct {
 	Namespaced           bool
 }
 
-// ReplaceClusterKinds records the kinds cluster serves, as discovered at
+// Kinds is the kinds each member cluster serves, as one transaction reads
+// and writes them.
+type Kinds struct{ tx *Tx }
+
+// Kinds returns the served kinds as tx sees them.
+func (tx *Tx) Kinds() Kinds { return Kinds{tx} }
+
+// Replace records the kinds cluster serves, as discovered at
 // observedAt, in place of what was recorded before. A report older than
 // the recorded one changes nothing, so that replicas and replays can write
 // in any order.
-func (tx *Tx) ReplaceClusterKinds(ctx context.Context, cluster string, observedAt time.Time, kinds []ServedKind) error {
+func (ks Kinds) Replace(ctx context.Context, cluster string, observedAt time.Time, kinds []ServedKind) error {
 	var newest int
-	err := tx.queryRow(ctx, `SELECT COUNT(*) FROM cluster_kinds WHERE cluster = ? AND observed_at > ?`,
-		cluster, tx.s.d.ts(observedAt)).Scan(&newest)
+	err := ks.tx.queryRow(ctx, `SELECT COUNT(*) FROM cluster_kinds WHERE cluster = ? AND observed_at > ?`,
+		cluster, ks.tx.s.d.ts(observedAt)).Scan(&newest)
 	if err != nil {
 		return fmt.Errorf("served kinds of %s: %w", cluster, classify(err))
 	}
 	if newest > 0 {
 		return nil
 	}
-	if _, err := tx.exec(ctx, `DELETE FROM cluster_kinds WHERE cluster = ?`, cluster); err != nil {
+	if _, err := ks.tx.exec(ctx, `DELETE FROM cluster_kinds WHERE cluster = ?`, cluster); err != nil {
 		return fmt.Errorf("replace served kinds of %s: %w", cluster, classify(err))
 	}
 	// A few hundred kinds at most, written only when they change: rows of
@@ -45,21 +52,21 @@ func (tx *Tx) ReplaceClusterKinds(ctx context.Context, cluster string, observedA
 				q.WriteString(", ")
 			}
 			q.WriteString("(?, ?, ?, ?, ?, ?)")
-			args = append(args, cluster, k.Group, k.Kind, k.Version, k.Namespaced, tx.s.d.ts(observedAt))
+			args = append(args, cluster, k.Group, k.Kind, k.Version, k.Namespaced, ks.tx.s.d.ts(observedAt))
 		}
 		// A kind listed twice keeps its first entry.
 		q.WriteString(` ON CONFLICT DO NOTHING`)
-		if _, err := tx.exec(ctx, q.String(), args...); err != nil {
+		if _, err := ks.tx.exec(ctx, q.String(), args...); err != nil {
 			return fmt.Errorf("replace served kinds of %s: %w", cluster, classify(err))
 		}
 	}
 	return nil
 }
 
-// KindScopes returns, for each registered cluster whose discovery lists
+// Scopes returns, for each registered cluster whose discovery lists
 // the kind, whether it is namespaced there.
-func (tx *Tx) KindScopes(ctx context.Context, group, kind string) ([]bool, error) {
-	rows, err := tx.query(ctx, `SELECT k.namespaced FROM cluster_kinds k JOIN clusters c ON c.name = k.cluster
+func (ks Kinds) Scopes(ctx context.Context, group, kind string) ([]bool, error) {
+	rows, err := ks.tx.query(ctx, `SELECT k.namespaced FROM cluster_kinds k JOIN clusters c ON c.name = k.cluster
 		WHERE k.api_group = ? AND k.kind = ?`, group, kind)
 	if err != nil {
 		return nil, fmt.Errorf("scope of %s.%s: %w", kind, group, classify(err))
@@ -76,10 +83,10 @@ func (tx *Tx) KindScopes(ctx context.Context, group, kind string) ([]bool, error
 	return out, classify(rows.Err())
 }
 
-// ListClusterKinds returns the kinds recorded for cluster, ordered by
+// List returns the kinds recorded for cluster, ordered by
 // group and kind.
-func (tx *Tx) ListClusterKinds(ctx context.Context, cluster string) ([]ServedKind, error) {
-	rows, err := tx.query(ctx, `SELECT api_group, version, kind, namespaced FROM cluster_kinds
+func (ks Kinds) List(ctx context.Context, cluster string) ([]ServedKind, error) {
+	rows, err := ks.tx.query(ctx, `SELECT api_group, version, kind, namespaced FROM cluster_kinds
 		WHERE cluster = ? ORDER BY api_group, kind`, cluster)
 	if err != nil {
 		return nil, fmt.Errorf("served kinds of %s: %w", cluster, classify(err))

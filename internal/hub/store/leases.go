@@ -47,7 +47,13 @@ func intervalArg(d time.Duration) string {
 
 const leaseColumns = "name, holder, renewed_at, expires_at, transitions"
 
-// TryLease makes holder the holder of the lease name until d after now by
+// Leases is the leases table as one transaction reads and writes it.
+type Leases struct{ tx *Tx }
+
+// Leases returns the leases as tx sees them.
+func (tx *Tx) Leases() Leases { return Leases{tx} }
+
+// Try makes holder the holder of the lease name until d after now by
 // the database's clock, and reports whether it did, with the lease as it
 // then stands. It succeeds when the lease is free (missing, or expired by
 // the database's clock) and, if renew is set, when holder holds it
@@ -57,10 +63,10 @@ const leaseColumns = "name, holder, renewed_at, expires_at, transitions"
 // One conditional statement decides, so of two callers racing for a free
 // lease exactly one wins, on either engine. Run it alone in its
 // transaction: PostgreSQL's clock is the transaction's start.
-func (tx *Tx) TryLease(ctx context.Context, name, holder string, d time.Duration, renew bool) (Lease, bool, error) {
-	now, until := tx.s.d.dbNow(), tx.s.d.dbNowPlus()
+func (ls Leases) Try(ctx context.Context, name, holder string, d time.Duration, renew bool) (Lease, bool, error) {
+	now, until := ls.tx.s.d.dbNow(), ls.tx.s.d.dbNowPlus()
 	var l Lease
-	err := tx.queryRow(ctx, `INSERT INTO leases (`+leaseColumns+`) VALUES (?, ?, `+now+`, `+until+`, 0)
+	err := ls.tx.queryRow(ctx, `INSERT INTO leases (`+leaseColumns+`) VALUES (?, ?, `+now+`, `+until+`, 0)
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, renewed_at = excluded.renewed_at,
 			expires_at = excluded.expires_at,
 			transitions = leases.transitions + CASE WHEN leases.holder = excluded.holder THEN 0 ELSE 1 END
@@ -74,16 +80,16 @@ func (tx *Tx) TryLease(ctx context.Context, name, holder string, d time.Duration
 		return Lease{}, false, fmt.Errorf("take lease %s for %s: %w", name, holder, classify(err))
 	}
 	// Someone else holds it.
-	l, err = tx.GetLease(ctx, name)
+	l, err = ls.Get(ctx, name)
 	return l, false, err
 }
 
-// ReleaseLease ends holder's lease name at once, so that another replica
+// Release ends holder's lease name at once, so that another replica
 // may take it without waiting for it to expire. A lease that holder does
 // not hold, or that has expired, is left as it is.
-func (tx *Tx) ReleaseLease(ctx context.Context, name, holder string) error {
-	now := tx.s.d.dbNow()
-	_, err := tx.exec(ctx, `UPDATE leases SET expires_at = `+now+`
+func (ls Leases) Release(ctx context.Context, name, holder string) error {
+	now := ls.tx.s.d.dbNow()
+	_, err := ls.tx.exec(ctx, `UPDATE leases SET expires_at = `+now+`
 		WHERE name = ? AND holder = ? AND expires_at > `+now, name, holder)
 	if err != nil {
 		return fmt.Errorf("release lease %s of %s: %w", name, holder, classify(err))
@@ -91,10 +97,10 @@ func (tx *Tx) ReleaseLease(ctx context.Context, name, holder string) error {
 	return nil
 }
 
-// GetLease returns the lease name; ErrNotFound if it was never taken.
-func (tx *Tx) GetLease(ctx context.Context, name string) (Lease, error) {
+// Get returns the lease name; ErrNotFound if it was never taken.
+func (ls Leases) Get(ctx context.Context, name string) (Lease, error) {
 	var l Lease
-	err := tx.queryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE name = ?`, name).
+	err := ls.tx.queryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE name = ?`, name).
 		Scan(&l.Name, &l.Holder, timeCol{&l.RenewedAt}, timeCol{&l.ExpiresAt}, &l.Transitions)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Lease{}, fmt.Errorf("lease %s: %w", name, ErrNotFound)

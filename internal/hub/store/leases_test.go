@@ -25,7 +25,7 @@ func tryLease(t *testing.T, s *Store, name, holder string, d time.Duration, rene
 	var l Lease
 	var ok bool
 	mustTx(t, s, func(tx *Tx) (err error) {
-		l, ok, err = tx.TryLease(t.Context(), name, holder, d, renew)
+		l, ok, err = tx.Leases().Try(t.Context(), name, holder, d, renew)
 		return err
 	})
 	return l, ok
@@ -34,7 +34,7 @@ func tryLease(t *testing.T, s *Store, name, holder string, d time.Duration, rene
 func testLeaseTakeRenewRelease(t *testing.T, eng engine) {
 	s := eng.open(t)
 	ctx := t.Context()
-	err := s.Read(ctx, func(tx *Tx) error { _, err := tx.GetLease(ctx, "controller"); return err })
+	err := s.Read(ctx, func(tx *Tx) error { _, err := tx.Leases().Get(ctx, "controller"); return err })
 	wantErr(t, err, ErrNotFound)
 
 	l, ok := tryLease(t, s, "controller", "a", time.Hour, false)
@@ -74,13 +74,13 @@ func testLeaseTakeRenewRelease(t *testing.T, eng engine) {
 	}
 
 	// Releasing someone else's lease changes nothing.
-	mustTx(t, s, func(tx *Tx) error { return tx.ReleaseLease(ctx, "controller", "b") })
+	mustTx(t, s, func(tx *Tx) error { return tx.Leases().Release(ctx, "controller", "b") })
 	if _, ok := tryLease(t, s, "controller", "b", time.Hour, false); ok {
 		t.Fatal("b's release freed a's lease")
 	}
-	mustTx(t, s, func(tx *Tx) error { return tx.ReleaseLease(ctx, "controller", "a") })
+	mustTx(t, s, func(tx *Tx) error { return tx.Leases().Release(ctx, "controller", "a") })
 	var released Lease
-	mustRead(t, s, func(tx *Tx) (err error) { released, err = tx.GetLease(ctx, "controller"); return })
+	mustRead(t, s, func(tx *Tx) (err error) { released, err = tx.Leases().Get(ctx, "controller"); return })
 	if released.Holder != "a" || released.ExpiresAt.After(time.Now().Add(time.Hour)) {
 		t.Fatalf("released lease %+v", released)
 	}
@@ -93,8 +93,8 @@ func testLeaseTakeRenewRelease(t *testing.T, eng engine) {
 		t.Fatalf("a renewed a lease it lost: %+v ok=%v", got, ok)
 	}
 	// A second release by a is a no-op, and so is one of an expired lease.
-	mustTx(t, s, func(tx *Tx) error { return tx.ReleaseLease(ctx, "controller", "a") })
-	mustTx(t, s, func(tx *Tx) error { return tx.ReleaseLease(ctx, "never-taken", "a") })
+	mustTx(t, s, func(tx *Tx) error { return tx.Leases().Release(ctx, "controller", "a") })
+	mustTx(t, s, func(tx *Tx) error { return tx.Leases().Release(ctx, "never-taken", "a") })
 }
 
 func testLeaseExpiry(t *testing.T, eng engine) {
@@ -138,7 +138,7 @@ func testLeaseOneWinner(t *testing.T, eng engine) {
 				<-start
 				var ok bool
 				err := s.Tx(t.Context(), func(tx *Tx) (err error) {
-					_, ok, err = tx.TryLease(t.Context(), name, holder, time.Hour, true)
+					_, ok, err = tx.Leases().Try(t.Context(), name, holder, time.Hour, true)
 					return err
 				})
 				if err != nil {
@@ -157,7 +157,7 @@ func testLeaseOneWinner(t *testing.T, eng engine) {
 			t.Fatalf("round %d: winners %v, want exactly one", round, winners)
 		}
 		var l Lease
-		mustRead(t, stores[0], func(tx *Tx) (err error) { l, err = tx.GetLease(t.Context(), name); return })
+		mustRead(t, stores[0], func(tx *Tx) (err error) { l, err = tx.Leases().Get(t.Context(), name); return })
 		if l.Holder != winners[0] {
 			t.Fatalf("round %d: lease held by %q, winner %q", round, l.Holder, winners[0])
 		}

@@ -20,15 +20,23 @@ type OutboxMessage struct {
 	CreatedAt time.Time
 }
 
-// EnqueueOutbox adds m to the outbox and fills its ID and CreatedAt.
-func (tx *Tx) EnqueueOutbox(ctx context.Context, m *OutboxMessage) error {
-	now := tx.s.now()
+// Outbox is the outbox as one transaction writes to it; the relay reads
+// and deletes its rows outside any caller's transaction (Store.PendingOutbox,
+// Store.DeleteOutbox).
+type Outbox struct{ tx *Tx }
+
+// Outbox returns the outbox as tx sees it.
+func (tx *Tx) Outbox() Outbox { return Outbox{tx} }
+
+// Enqueue adds m to the outbox and fills its ID and CreatedAt.
+func (ob Outbox) Enqueue(ctx context.Context, m *OutboxMessage) error {
+	now := ob.tx.s.now()
 	data := m.Data
 	if data == nil {
 		data = []byte{} // the column is NOT NULL; an empty payload is still a message
 	}
-	if err := tx.queryRow(ctx, `INSERT INTO outbox (subject, msg_id, data, created_at) VALUES (?, ?, ?, ?)
-		RETURNING id`, m.Subject, m.MsgID, data, tx.s.d.ts(now)).Scan(&m.ID); err != nil {
+	if err := ob.tx.queryRow(ctx, `INSERT INTO outbox (subject, msg_id, data, created_at) VALUES (?, ?, ?, ?)
+		RETURNING id`, m.Subject, m.MsgID, data, ob.tx.s.d.ts(now)).Scan(&m.ID); err != nil {
 		return fmt.Errorf("enqueue outbox %s: %w", m.Subject, classify(err))
 	}
 	m.CreatedAt = now

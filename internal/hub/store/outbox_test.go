@@ -11,14 +11,14 @@ func testOutbox(t *testing.T, eng engine) {
 	var msgs []*OutboxMessage
 	for i := range 3 {
 		m := &OutboxMessage{Subject: "submissions", MsgID: fmt.Sprintf("msg-%d", i), Data: []byte(fmt.Sprintf(`{"n":%d}`, i))}
-		mustTx(t, s, func(tx *Tx) error { return tx.EnqueueOutbox(ctx, m) })
+		mustTx(t, s, func(tx *Tx) error { return tx.Outbox().Enqueue(ctx, m) })
 		if m.ID == 0 || m.CreatedAt.IsZero() {
 			t.Fatalf("enqueue did not fill ID and CreatedAt: %+v", m)
 		}
 		msgs = append(msgs, m)
 	}
 	empty := &OutboxMessage{Subject: "events", MsgID: "empty"}
-	mustTx(t, s, func(tx *Tx) error { return tx.EnqueueOutbox(ctx, empty) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Outbox().Enqueue(ctx, empty) })
 
 	pending, err := s.PendingOutbox(ctx, 2)
 	if err != nil {
@@ -50,7 +50,7 @@ func testOutbox(t *testing.T, eng engine) {
 		ids = ids[:0]
 		for i := range 1200 {
 			m := &OutboxMessage{Subject: "bulk", MsgID: fmt.Sprint(i), Data: []byte("x")}
-			if err := tx.EnqueueOutbox(ctx, m); err != nil {
+			if err := tx.Outbox().Enqueue(ctx, m); err != nil {
 				return err
 			}
 			ids = append(ids, m.ID)

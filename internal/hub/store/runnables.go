@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -26,7 +27,7 @@ type Runnable struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	// ResourceVersion is 1 on create and grows by one with every update;
-	// UpdateRunnable only succeeds against the current value.
+	// Runnables.Update only succeeds against the current value.
 	ResourceVersion int64
 	// EndedAt is when the runnable reached an ended phase; RemoveAfter,
 	// when retention removes it (nil: never).
@@ -34,41 +35,13 @@ type Runnable struct {
 	RemoveAfter *time.Time
 }
 
-// Attempt is one placement of a runnable on one cluster.
-type Attempt struct {
-	RunnableUID string
-	Number      int
-	Cluster     string
-	ObjectUID   string
-	StartedAt   time.Time
-	EndedAt     *time.Time
-	Result      string
-	Reason      string
-	Message     string
-	// Cleanup is what is left to remove of an ended attempt's object:
-	// "" nothing, CleanupPending, CleanupDone.
-	Cleanup string
-	// CleanupAfter holds a pending cleanup back until then (nil: at once).
-	CleanupAfter *time.Time
-	// CarriedIn is what the attempt started with: preserved values and the
-	// restore point's path. Reported is what its object reported when it
-	// was left. Note says why something reported was not carried on.
-	CarriedIn map[string]string
-	Reported  map[string]string
-	Note      string
-	// CreateLandedBy is the latest moment a create the submitter sent for
-	// the object can take effect on the cluster (nil: none was sent). Only
-	// SetCreateLandedBy sets it; PutAttempt leaves it as it is.
-	CreateLandedBy *time.Time
-}
+// Runnables is the runnables table as one transaction reads and writes it.
+type Runnables struct{ tx *Tx }
 
-// Attempt cleanup states.
-const (
-	CleanupPending = "Pending"
-	CleanupDone    = "Done"
-)
+// Runnables returns the runnables as tx sees them.
+func (tx *Tx) Runnables() Runnables { return Runnables{tx} }
 
-// RunnableFilter selects runnables for ListRunnables; empty fields match
+// RunnableFilter selects runnables for Runnables.List; empty fields match
 // everything.
 type RunnableFilter struct {
 	Namespace string
@@ -89,25 +62,25 @@ func scanRunnable(row interface{ Scan(...any) error }) (*Runnable, error) {
 	return r, err
 }
 
-// CreateRunnable inserts r and fills its ID, CreatedAt, UpdatedAt and
+// Create inserts r and fills its ID, CreatedAt, UpdatedAt and
 // ResourceVersion. The caller chooses UID. It returns ErrConflict when
 // namespace/name or UID is taken.
-func (tx *Tx) CreateRunnable(ctx context.Context, r *Runnable) error {
+func (rs Runnables) Create(ctx context.Context, r *Runnable) error {
 	if r.UID == "" {
 		return fmt.Errorf("create runnable %s/%s: empty uid", r.Namespace, r.Name)
 	}
-	now := tx.s.now()
+	now := rs.tx.s.now()
 	// ON CONFLICT DO NOTHING instead of catching a unique violation: on
 	// PostgreSQL a violation would abort the whole transaction, and the
 	// caller may want to carry on (for example, read the existing object).
-	err := tx.queryRow(ctx, `INSERT INTO runnables (namespace, name, uid, generation, spec, spec_hash,
+	err := rs.tx.queryRow(ctx, `INSERT INTO runnables (namespace, name, uid, generation, spec, spec_hash,
 			phase, cluster, submitter, status, created_at, updated_at, resource_version, ended_at, remove_after)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
 		ON CONFLICT DO NOTHING
 		RETURNING id`,
 		r.Namespace, r.Name, r.UID, r.Generation, string(r.Spec), r.SpecHash,
-		r.Phase, r.Cluster, r.Submitter, nullText(r.Status), tx.s.d.ts(now), tx.s.d.ts(now),
-		tx.s.d.nullTS(r.EndedAt), tx.s.d.nullTS(r.RemoveAfter),
+		r.Phase, r.Cluster, r.Submitter, nullText(r.Status), rs.tx.s.d.ts(now), rs.tx.s.d.ts(now),
+		rs.tx.s.d.nullTS(r.EndedAt), rs.tx.s.d.nullTS(r.RemoveAfter),
 	).Scan(&r.ID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("create runnable %s/%s (uid %s): name or uid already exists: %w", r.Namespace, r.Name, r.UID, ErrConflict)
@@ -123,9 +96,9 @@ func (tx *Tx) CreateRunnable(ctx context.Context, r *Runnable) error {
 // longer as the caller read it.
 var ErrMoved = errors.New("runnable changed since it was read")
 
-// GetRunnable returns the runnable namespace/name, or ErrNotFound.
-func (tx *Tx) GetRunnable(ctx context.Context, namespace, name string) (*Runnable, error) {
-	r, err := scanRunnable(tx.queryRow(ctx,
+// Get returns the runnable namespace/name, or ErrNotFound.
+func (rs Runnables) Get(ctx context.Context, namespace, name string) (*Runnable, error) {
+	r, err := scanRunnable(rs.tx.queryRow(ctx,
 		`SELECT `+runnableColumns+` FROM runnables WHERE namespace = ? AND name = ?`, namespace, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("runnable %s/%s: %w", namespace, name, ErrNotFound)
@@ -136,9 +109,9 @@ func (tx *Tx) GetRunnable(ctx context.Context, namespace, name string) (*Runnabl
 	return r, nil
 }
 
-// GetRunnableByUID returns the runnable with that UID, or ErrNotFound.
-func (tx *Tx) GetRunnableByUID(ctx context.Context, uid string) (*Runnable, error) {
-	r, err := scanRunnable(tx.queryRow(ctx,
+// GetByUID returns the runnable with that UID, or ErrNotFound.
+func (rs Runnables) GetByUID(ctx context.Context, uid string) (*Runnable, error) {
+	r, err := scanRunnable(rs.tx.queryRow(ctx,
 		`SELECT `+runnableColumns+` FROM runnables WHERE uid = ?`, uid))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("runnable uid %s: %w", uid, ErrNotFound)
@@ -149,20 +122,20 @@ func (tx *Tx) GetRunnableByUID(ctx context.Context, uid string) (*Runnable, erro
 	return r, nil
 }
 
-// UpdateRunnable writes every mutable field of r (all but ID, Namespace,
+// Update writes every mutable field of r (all but ID, Namespace,
 // Name, UID and CreatedAt) to the row with r's UID, provided its
 // ResourceVersion is still r.ResourceVersion. On success it bumps
 // r.ResourceVersion and sets r.UpdatedAt; a stale r yields ErrConflict, a
 // missing row ErrNotFound.
-func (tx *Tx) UpdateRunnable(ctx context.Context, r *Runnable) error {
-	now := tx.s.now()
-	res, err := tx.exec(ctx, `UPDATE runnables SET generation = ?, spec = ?, spec_hash = ?, phase = ?,
+func (rs Runnables) Update(ctx context.Context, r *Runnable) error {
+	now := rs.tx.s.now()
+	res, err := rs.tx.exec(ctx, `UPDATE runnables SET generation = ?, spec = ?, spec_hash = ?, phase = ?,
 			cluster = ?, submitter = ?, status = ?, updated_at = ?, resource_version = resource_version + 1,
 			ended_at = ?, remove_after = ?
 		WHERE uid = ? AND resource_version = ?`,
 		r.Generation, string(r.Spec), r.SpecHash, r.Phase, r.Cluster, r.Submitter, nullText(r.Status),
-		tx.s.d.ts(now), tx.s.d.nullTS(r.EndedAt), tx.s.d.nullTS(r.RemoveAfter), r.UID, r.ResourceVersion)
-	if err := tx.checkUpdated(ctx, res, err, "runnables", "uid", r.UID, r.ResourceVersion); err != nil {
+		rs.tx.s.d.ts(now), rs.tx.s.d.nullTS(r.EndedAt), rs.tx.s.d.nullTS(r.RemoveAfter), r.UID, r.ResourceVersion)
+	if err := rs.tx.checkUpdated(ctx, res, err, "runnables", "uid", r.UID, r.ResourceVersion); err != nil {
 		return fmt.Errorf("update runnable %s/%s: %w", r.Namespace, r.Name, err)
 	}
 	r.ResourceVersion++
@@ -170,47 +143,23 @@ func (tx *Tx) UpdateRunnable(ctx context.Context, r *Runnable) error {
 	return nil
 }
 
-// DeleteRunnable removes the runnable uid, and with it (the foreign key
+// Delete removes the runnable uid, and with it (the foreign key
 // cascades) its attempts, provided its ResourceVersion is still rv:
 // ErrConflict when it moved on, ErrNotFound when it is gone.
-func (tx *Tx) DeleteRunnable(ctx context.Context, uid string, rv int64) error {
-	res, err := tx.exec(ctx, `DELETE FROM runnables WHERE uid = ? AND resource_version = ?`, uid, rv)
-	if err := tx.checkUpdated(ctx, res, err, "runnables", "uid", uid, rv); err != nil {
+func (rs Runnables) Delete(ctx context.Context, uid string, rv int64) error {
+	res, err := rs.tx.exec(ctx, `DELETE FROM runnables WHERE uid = ? AND resource_version = ?`, uid, rv)
+	if err := rs.tx.checkUpdated(ctx, res, err, "runnables", "uid", uid, rv); err != nil {
 		return fmt.Errorf("delete runnable %s: %w", uid, err)
 	}
 	return nil
 }
 
-// checkUpdated turns the outcome of an optimistic UPDATE into nil,
-// ErrConflict (the row moved on) or ErrNotFound (there is no row).
-func (tx *Tx) checkUpdated(ctx context.Context, res sql.Result, err error, table, keyColumn, key string, rv int64) error {
-	if err != nil {
-		return classify(err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return classify(err)
-	}
-	if n == 1 {
-		return nil
-	}
-	var current int64
-	err = tx.queryRow(ctx, `SELECT resource_version FROM `+table+` WHERE `+keyColumn+` = ?`, key).Scan(&current)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("%s %s: %w", keyColumn, key, ErrNotFound)
-	case err != nil:
-		return classify(err)
-	}
-	return fmt.Errorf("resourceVersion %d is stale, current is %d: %w", rv, current, ErrConflict)
-}
-
-// ListRunnables returns one page of runnables ordered by (namespace, name)
+// List returns one page of runnables ordered by (namespace, name)
 // and the token for the next page, "" on the last. Pages are keyed by the
 // last row's position, so rows inserted or deleted between calls never make
 // a page repeat or skip an unchanged row. A token this package did not make
 // yields ErrBadContinue.
-func (tx *Tx) ListRunnables(ctx context.Context, f RunnableFilter) ([]*Runnable, string, error) {
+func (rs Runnables) List(ctx context.Context, f RunnableFilter) ([]*Runnable, string, error) {
 	var (
 		conds []string
 		args  []any
@@ -224,147 +173,8 @@ func (tx *Tx) ListRunnables(ctx context.Context, f RunnableFilter) ([]*Runnable,
 	if f.Cluster != "" {
 		conds, args = append(conds, "cluster = ?"), append(args, f.Cluster)
 	}
-	return listPage(ctx, tx, "runnables", runnableColumns, conds, args, f.Continue, pageLimit(f.Limit), scanRunnable,
+	return listPage(ctx, rs.tx, "runnables", runnableColumns, conds, args, f.Continue, pageLimit(f.Limit), scanRunnable,
 		func(r *Runnable) (string, string) { return r.Namespace, r.Name })
-}
-
-// PutAttempt inserts or replaces attempt (RunnableUID, Number). It returns
-// ErrNotFound when the runnable does not exist.
-func (tx *Tx) PutAttempt(ctx context.Context, a *Attempt) error {
-	// Checked first, rather than left to the foreign key, because a
-	// violation would abort a PostgreSQL transaction.
-	if err := tx.mustExist(ctx, "runnables", "uid", a.RunnableUID); err != nil {
-		return fmt.Errorf("put attempt %d: %w", a.Number, err)
-	}
-	carried, err := jsonMap(a.CarriedIn)
-	if err != nil {
-		return fmt.Errorf("put attempt %d: carried in: %w", a.Number, err)
-	}
-	reported, err := jsonMap(a.Reported)
-	if err != nil {
-		return fmt.Errorf("put attempt %d: reported: %w", a.Number, err)
-	}
-	_, err = tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
-			ended_at, result, reason, message, cleanup, cleanup_after, carried_in, reported, note)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (runnable_uid, number) DO UPDATE SET cluster = excluded.cluster,
-			object_uid = excluded.object_uid, started_at = excluded.started_at,
-			ended_at = excluded.ended_at, result = excluded.result, reason = excluded.reason,
-			message = excluded.message, cleanup = excluded.cleanup, cleanup_after = excluded.cleanup_after,
-			carried_in = excluded.carried_in, reported = excluded.reported, note = excluded.note`,
-		a.RunnableUID, a.Number, a.Cluster, a.ObjectUID, tx.s.d.ts(a.StartedAt), tx.s.d.nullTS(a.EndedAt),
-		a.Result, a.Reason, a.Message, a.Cleanup, tx.s.d.nullTS(a.CleanupAfter), carried, reported, a.Note)
-	if err != nil {
-		return fmt.Errorf("put attempt %d of runnable %s: %w", a.Number, a.RunnableUID, classify(err))
-	}
-	return nil
-}
-
-// SetCreateLandedBy records when a create of attempt number's object can
-// last take effect: before a send, the send's bound; once the cluster
-// answered, the time of the answer. It reports false, and records nothing,
-// when the attempt has ended: a create must not be sent then, since the
-// runnable may be on its way elsewhere. Recorded in the row the attempt's
-// end is written to, the two are ordered: a controller that ends the
-// attempt sees every send that may still land (LockCreateLandedBy).
-func (tx *Tx) SetCreateLandedBy(ctx context.Context, runnableUID string, number int, landedBy time.Time) (bool, error) {
-	res, err := tx.exec(ctx, `UPDATE attempts SET create_landed_by = ?
-		WHERE runnable_uid = ? AND number = ? AND ended_at IS NULL`,
-		tx.s.d.ts(landedBy), runnableUID, number)
-	if err != nil {
-		return false, fmt.Errorf("mark the create of attempt %d of %s: %w", number, runnableUID, classify(err))
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("mark the create of attempt %d of %s: %w", number, runnableUID, classify(err))
-	}
-	return n == 1, nil
-}
-
-// UndoCreateLandedBy puts back prev (nil: none) after a send recorded as
-// mark was found never to have left, unless another write replaced mark
-// meanwhile.
-func (tx *Tx) UndoCreateLandedBy(ctx context.Context, runnableUID string, number int, mark time.Time, prev *time.Time) error {
-	_, err := tx.exec(ctx, `UPDATE attempts SET create_landed_by = ?
-		WHERE runnable_uid = ? AND number = ? AND create_landed_by = ?`,
-		tx.s.d.nullTS(prev), runnableUID, number, tx.s.d.ts(mark))
-	if err != nil {
-		return fmt.Errorf("undo the create mark of attempt %d of %s: %w", number, runnableUID, classify(err))
-	}
-	return nil
-}
-
-// LockCreateLandedBy reads CreateLandedBy of attempt number; on
-// PostgreSQL the row stays locked to the end of the transaction, so that a
-// SetCreateLandedBy waits for it and then sees whether it ended the
-// attempt. SQLite has a single writer anyway.
-func (tx *Tx) LockCreateLandedBy(ctx context.Context, runnableUID string, number int) (*time.Time, error) {
-	q := `SELECT create_landed_by FROM attempts WHERE runnable_uid = ? AND number = ?`
-	if tx.s.d.engine == EnginePostgres {
-		q += " FOR UPDATE"
-	}
-	var landedBy *time.Time
-	err := tx.queryRow(ctx, q, runnableUID, number).Scan(nullTimeCol{&landedBy})
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("attempt %d of %s: %w", number, runnableUID, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the create of attempt %d of %s: %w", number, runnableUID, classify(err))
-	}
-	return landedBy, nil
-}
-
-// ListAttempts returns the attempts of a runnable ordered by Number.
-func (tx *Tx) ListAttempts(ctx context.Context, runnableUID string) ([]*Attempt, error) {
-	out, err := tx.scanAttempts(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE runnable_uid = ? ORDER BY number`,
-		runnableUID)
-	if err != nil {
-		return nil, fmt.Errorf("list attempts of %s: %w", runnableUID, err)
-	}
-	return out, nil
-}
-
-const attemptColumns = `runnable_uid, number, cluster, object_uid, started_at, ended_at,
-	result, reason, message, cleanup, cleanup_after, carried_in, reported, note, create_landed_by`
-
-func (tx *Tx) scanAttempts(ctx context.Context, query string, args ...any) ([]*Attempt, error) {
-	rows, err := tx.query(ctx, query, args...)
-	if err != nil {
-		return nil, classify(err)
-	}
-	defer rows.Close()
-	var out []*Attempt
-	for rows.Next() {
-		a := &Attempt{}
-		var carried, reported string
-		if err := rows.Scan(&a.RunnableUID, &a.Number, &a.Cluster, &a.ObjectUID, timeCol{&a.StartedAt},
-			nullTimeCol{&a.EndedAt}, &a.Result, &a.Reason, &a.Message, &a.Cleanup,
-			nullTimeCol{&a.CleanupAfter}, &carried, &reported, &a.Note, nullTimeCol{&a.CreateLandedBy}); err != nil {
-			return nil, classify(err)
-		}
-		var err error
-		if a.CarriedIn, err = mapJSON(carried); err != nil {
-			return nil, fmt.Errorf("attempt %d of %s: carried_in: %w", a.Number, a.RunnableUID, err)
-		}
-		if a.Reported, err = mapJSON(reported); err != nil {
-			return nil, fmt.Errorf("attempt %d of %s: reported: %w", a.Number, a.RunnableUID, err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify(err)
-	}
-	return out, nil
-}
-
-// mustExist returns ErrNotFound unless table has a row whose keyColumn is key.
-func (tx *Tx) mustExist(ctx context.Context, table, keyColumn, key string) error {
-	var one int
-	err := tx.queryRow(ctx, `SELECT 1 FROM `+table+` WHERE `+keyColumn+` = ?`, key).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s %s=%s: %w", table, keyColumn, key, ErrNotFound)
-	}
-	return classify(err)
 }
 
 // jsonMap encodes a string map for a TEXT column; empty is "".
@@ -384,4 +194,152 @@ func mapJSON(s string) (map[string]string, error) {
 	var m map[string]string
 	err := json.Unmarshal([]byte(s), &m)
 	return m, err
+}
+
+// ListInPhases returns up to limit runnables (<= 0: 500, capped
+// at 1000) in any of phases whose ID is above afterID, ordered by ID: the
+// controller's scan of the work that occupies clusters, resumed from the
+// last ID of the previous page.
+func (rs Runnables) ListInPhases(ctx context.Context, phases []string, afterID int64, limit int) ([]*Runnable, error) {
+	if len(phases) == 0 {
+		return nil, nil
+	}
+	limit = pageLimit(limit)
+	args := []any{afterID}
+	for _, p := range phases {
+		args = append(args, p)
+	}
+	args = append(args, limit)
+	rows, err := rs.tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables
+		WHERE id > ? AND phase IN (?`+strings.Repeat(", ?", len(phases)-1)+`)
+		ORDER BY id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runnables in phases %v: %w", phases, classify(err))
+	}
+	defer rows.Close()
+	var out []*Runnable
+	for rows.Next() {
+		r, err := scanRunnable(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list runnables in phases %v: %w", phases, classify(err))
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runnables in phases %v: %w", phases, classify(err))
+	}
+	return out, nil
+}
+
+// ListToRemove returns up to limit ended runnables whose
+// retention has passed at now, the longest overdue first.
+func (rs Runnables) ListToRemove(ctx context.Context, now time.Time, limit int) ([]*Runnable, error) {
+	rows, err := rs.tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables
+		WHERE remove_after IS NOT NULL AND remove_after <= ? ORDER BY remove_after, id LIMIT ?`,
+		rs.tx.s.d.ts(now), pageLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []*Runnable
+	for rows.Next() {
+		r, err := scanRunnable(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
+	}
+	return out, nil
+}
+
+// CountByCluster returns, per cluster, how many runnables are in
+// one of phases. The submitter weighs clusters by it on every placement,
+// so it is one aggregate query rather than pages of whole rows.
+// Runnables with no cluster are not counted.
+func (rs Runnables) CountByCluster(ctx context.Context, phases ...string) (map[string]int, error) {
+	out := map[string]int{}
+	if len(phases) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(phases))
+	for i, p := range phases {
+		args[i] = p
+	}
+	q := `SELECT cluster, COUNT(*) FROM runnables WHERE cluster <> '' AND phase IN (?` +
+		strings.Repeat(", ?", len(phases)-1) + `) GROUP BY cluster`
+	rows, err := rs.tx.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count runnables by cluster: %w", classify(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var cluster string
+		var n int
+		if err := rows.Scan(&cluster, &n); err != nil {
+			return nil, fmt.Errorf("count runnables by cluster: %w", classify(err))
+		}
+		out[cluster] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count runnables by cluster: %w", classify(err))
+	}
+	return out, nil
+}
+
+// UIDsWithOpenAttempt returns the uids of runnables in phase
+// with an attempt that has not ended, at most limit of them. The submitter
+// uses it to find cancelled runnables whose object may still be on a
+// cluster, so that a cancellation never depends on one message arriving.
+func (rs Runnables) UIDsWithOpenAttempt(ctx context.Context, phase string, limit int) ([]string, error) {
+	limit = pageLimit(limit)
+	rows, err := rs.tx.query(ctx, `SELECT DISTINCT r.uid FROM runnables r
+		JOIN attempts a ON a.runnable_uid = r.uid
+		WHERE r.phase = ? AND a.ended_at IS NULL
+		ORDER BY r.uid LIMIT ?`, phase, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list %s runnables with an open attempt: %w", phase, classify(err))
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var uid string
+		if err := rows.Scan(&uid); err != nil {
+			return nil, fmt.Errorf("list %s runnables with an open attempt: %w", phase, classify(err))
+		}
+		out = append(out, uid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %s runnables with an open attempt: %w", phase, classify(err))
+	}
+	return out, nil
+}
+
+// CountByClusterPhase counts the runnables placed on each cluster
+// (their current cluster), by phase: what the console's farm view draws.
+// One grouped scan of the runnables' cluster index.
+func (rs Runnables) CountByClusterPhase(ctx context.Context) (map[string]map[string]int, error) {
+	rows, err := rs.tx.query(ctx, `SELECT cluster, phase, COUNT(*) FROM runnables WHERE cluster <> '' GROUP BY cluster, phase`)
+	if err != nil {
+		return nil, fmt.Errorf("count runnables by cluster and phase: %w", classify(err))
+	}
+	defer rows.Close()
+	out := map[string]map[string]int{}
+	for rows.Next() {
+		var cluster, phase string
+		var n int
+		if err := rows.Scan(&cluster, &phase, &n); err != nil {
+			return nil, fmt.Errorf("count runnables by cluster and phase: %w", classify(err))
+		}
+		if out[cluster] == nil {
+			out[cluster] = map[string]int{}
+		}
+		out[cluster][phase] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count runnables by cluster and phase: %w", classify(err))
+	}
+	return out, nil
 }

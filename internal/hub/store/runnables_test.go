@@ -27,34 +27,34 @@ func testRunnables(t *testing.T, eng engine) {
 	s := eng.open(t)
 	ctx := t.Context()
 	r := newRunnable("team-a", "nightly")
-	mustTx(t, s, func(tx *Tx) error { return tx.CreateRunnable(ctx, r) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Runnables().Create(ctx, r) })
 	if r.ID == 0 || r.ResourceVersion != 1 || r.CreatedAt.IsZero() || !r.UpdatedAt.Equal(r.CreatedAt) {
 		t.Fatalf("create did not fill ID, times and ResourceVersion: %+v", r)
 	}
 
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.GetRunnable(ctx, "team-a", "nightly")
+		got, err := tx.Runnables().Get(ctx, "team-a", "nightly")
 		if err != nil {
 			return err
 		}
 		if !reflect.DeepEqual(got, r) {
-			t.Errorf("GetRunnable:\n got %+v\nwant %+v", got, r)
+			t.Errorf("Runnables.Get:\n got %+v\nwant %+v", got, r)
 		}
 		// Specs are hashed by callers, so they must come back byte for byte
 		// (key order included), which JSONB would not do.
 		if !bytes.Equal(got.Spec, r.Spec) {
 			t.Errorf("spec changed in storage: %s", got.Spec)
 		}
-		byUID, err := tx.GetRunnableByUID(ctx, r.UID)
+		byUID, err := tx.Runnables().GetByUID(ctx, r.UID)
 		if err != nil {
 			return err
 		}
 		if !reflect.DeepEqual(byUID, r) {
-			t.Errorf("GetRunnableByUID:\n got %+v\nwant %+v", byUID, r)
+			t.Errorf("Runnables.GetByUID:\n got %+v\nwant %+v", byUID, r)
 		}
-		_, err = tx.GetRunnable(ctx, "team-a", "missing")
+		_, err = tx.Runnables().Get(ctx, "team-a", "missing")
 		wantErr(t, err, ErrNotFound)
-		_, err = tx.GetRunnableByUID(ctx, "missing")
+		_, err = tx.Runnables().GetByUID(ctx, "missing")
 		wantErr(t, err, ErrNotFound)
 		return nil
 	})
@@ -64,18 +64,18 @@ func testRunnables(t *testing.T, eng engine) {
 	mustTx(t, s, func(tx *Tx) error {
 		dupName := newRunnable("team-a", "nightly")
 		dupName.UID = "another-uid"
-		wantErr(t, tx.CreateRunnable(ctx, dupName), ErrConflict)
+		wantErr(t, tx.Runnables().Create(ctx, dupName), ErrConflict)
 		dupUID := newRunnable("team-a", "other-name")
 		dupUID.UID = r.UID
-		wantErr(t, tx.CreateRunnable(ctx, dupUID), ErrConflict)
-		_, err := tx.GetRunnable(ctx, "team-a", "nightly")
+		wantErr(t, tx.Runnables().Create(ctx, dupUID), ErrConflict)
+		_, err := tx.Runnables().Get(ctx, "team-a", "nightly")
 		if err != nil {
 			return fmt.Errorf("transaction unusable after a conflict: %w", err)
 		}
-		return tx.CreateRunnable(ctx, newRunnable("team-a", "after-conflict"))
+		return tx.Runnables().Create(ctx, newRunnable("team-a", "after-conflict"))
 	})
 	mustRead(t, s, func(tx *Tx) error {
-		_, err := tx.GetRunnable(ctx, "team-a", "after-conflict")
+		_, err := tx.Runnables().Get(ctx, "team-a", "after-conflict")
 		return err
 	})
 
@@ -89,12 +89,12 @@ func testRunnables(t *testing.T, eng engine) {
 	r.Submitter = "bob"
 	r.Status = []byte(`{"phase":"Running"}`)
 	time.Sleep(2 * time.Microsecond)
-	mustTx(t, s, func(tx *Tx) error { return tx.UpdateRunnable(ctx, r) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Runnables().Update(ctx, r) })
 	if r.ResourceVersion != 2 || !r.UpdatedAt.After(before.UpdatedAt) {
 		t.Fatalf("update did not bump ResourceVersion/UpdatedAt: %+v", r)
 	}
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.GetRunnableByUID(ctx, r.UID)
+		got, err := tx.Runnables().GetByUID(ctx, r.UID)
 		if err != nil {
 			return err
 		}
@@ -105,16 +105,16 @@ func testRunnables(t *testing.T, eng engine) {
 	})
 
 	// Stale ResourceVersion and unknown UID.
-	err := s.Tx(ctx, func(tx *Tx) error { return tx.UpdateRunnable(ctx, &before) })
+	err := s.Tx(ctx, func(tx *Tx) error { return tx.Runnables().Update(ctx, &before) })
 	wantErr(t, err, ErrConflict)
 	ghost := newRunnable("team-a", "ghost")
 	ghost.ResourceVersion = 1
-	err = s.Tx(ctx, func(tx *Tx) error { return tx.UpdateRunnable(ctx, ghost) })
+	err = s.Tx(ctx, func(tx *Tx) error { return tx.Runnables().Update(ctx, ghost) })
 	wantErr(t, err, ErrNotFound)
 
-	err = s.Tx(ctx, func(tx *Tx) error { return tx.CreateRunnable(ctx, &Runnable{Namespace: "a", Name: "b"}) })
+	err = s.Tx(ctx, func(tx *Tx) error { return tx.Runnables().Create(ctx, &Runnable{Namespace: "a", Name: "b"}) })
 	if err == nil {
-		t.Fatal("CreateRunnable accepted an empty UID")
+		t.Fatal("Runnables.Create accepted an empty UID")
 	}
 }
 
@@ -123,7 +123,7 @@ func testRunnableOptimisticConcurrency(t *testing.T, eng engine) {
 	s := eng.open(t)
 	ctx := t.Context()
 	r := newRunnable("team-a", "contended")
-	mustTx(t, s, func(tx *Tx) error { return tx.CreateRunnable(ctx, r) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Runnables().Create(ctx, r) })
 
 	const writers = 8
 	errs := make([]error, writers)
@@ -132,7 +132,7 @@ func testRunnableOptimisticConcurrency(t *testing.T, eng engine) {
 		wg.Go(func() {
 			mine := *r // every writer holds ResourceVersion 1
 			mine.Phase = fmt.Sprintf("Writer%d", i)
-			errs[i] = s.Tx(ctx, func(tx *Tx) error { return tx.UpdateRunnable(ctx, &mine) })
+			errs[i] = s.Tx(ctx, func(tx *Tx) error { return tx.Runnables().Update(ctx, &mine) })
 		})
 	}
 	wg.Wait()
@@ -149,7 +149,7 @@ func testRunnableOptimisticConcurrency(t *testing.T, eng engine) {
 		t.Fatalf("%d writers succeeded, want exactly 1", won)
 	}
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.GetRunnableByUID(ctx, r.UID)
+		got, err := tx.Runnables().GetByUID(ctx, r.UID)
 		if err == nil && got.ResourceVersion != 2 {
 			t.Errorf("ResourceVersion = %d, want 2", got.ResourceVersion)
 		}
@@ -157,32 +157,32 @@ func testRunnableOptimisticConcurrency(t *testing.T, eng engine) {
 	})
 }
 
-// DeleteRunnable removes a runnable and its attempts only while it is at
+// Runnables.Delete removes a runnable and its attempts only while it is at
 // the version the caller read.
 func testDeleteRunnable(t *testing.T, eng engine) {
 	s := eng.open(t)
 	ctx := t.Context()
 	r := newRunnable("team-a", "removed")
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.CreateRunnable(ctx, r); err != nil {
+		if err := tx.Runnables().Create(ctx, r); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", StartedAt: time.Now()})
+		return tx.Attempts().Put(ctx, &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", StartedAt: time.Now()})
 	})
-	err := s.Tx(ctx, func(tx *Tx) error { return tx.DeleteRunnable(ctx, r.UID, r.ResourceVersion+1) })
+	err := s.Tx(ctx, func(tx *Tx) error { return tx.Runnables().Delete(ctx, r.UID, r.ResourceVersion+1) })
 	wantErr(t, err, ErrConflict)
-	mustTx(t, s, func(tx *Tx) error { return tx.DeleteRunnable(ctx, r.UID, r.ResourceVersion) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Runnables().Delete(ctx, r.UID, r.ResourceVersion) })
 	mustRead(t, s, func(tx *Tx) error {
-		if _, err := tx.GetRunnableByUID(ctx, r.UID); !errors.Is(err, ErrNotFound) {
+		if _, err := tx.Runnables().GetByUID(ctx, r.UID); !errors.Is(err, ErrNotFound) {
 			t.Errorf("after delete: %v, want ErrNotFound", err)
 		}
-		attempts, err := tx.ListAttempts(ctx, r.UID)
+		attempts, err := tx.Attempts().List(ctx, r.UID)
 		if len(attempts) != 0 {
 			t.Errorf("attempts left after delete: %d", len(attempts))
 		}
 		return err
 	})
-	err = s.Tx(ctx, func(tx *Tx) error { return tx.DeleteRunnable(ctx, r.UID, r.ResourceVersion) })
+	err = s.Tx(ctx, func(tx *Tx) error { return tx.Runnables().Delete(ctx, r.UID, r.ResourceVersion) })
 	wantErr(t, err, ErrNotFound)
 }
 
@@ -195,7 +195,7 @@ func testListRunnables(t *testing.T, eng engine) {
 			r := newRunnable(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("r-%02d", i))
 			r.Phase = phases[i%len(phases)]
 			r.Cluster = fmt.Sprintf("dc%d", i%2)
-			if err := tx.CreateRunnable(ctx, r); err != nil {
+			if err := tx.Runnables().Create(ctx, r); err != nil {
 				return err
 			}
 		}
@@ -207,7 +207,7 @@ func testListRunnables(t *testing.T, eng engine) {
 		n := 0
 		mustRead(t, s, func(tx *Tx) error {
 			for {
-				items, next, err := tx.ListRunnables(ctx, f)
+				items, next, err := tx.Runnables().List(ctx, f)
 				if err != nil {
 					return err
 				}
@@ -249,7 +249,7 @@ func testListRunnables(t *testing.T, eng engine) {
 	mustRead(t, s, func(tx *Tx) error {
 		// An exactly full last page has no next token, so clients never
 		// fetch an empty page.
-		items, next, err := tx.ListRunnables(ctx, RunnableFilter{Namespace: "ns-2", Limit: 10})
+		items, next, err := tx.Runnables().List(ctx, RunnableFilter{Namespace: "ns-2", Limit: 10})
 		if err != nil {
 			return err
 		}
@@ -257,7 +257,7 @@ func testListRunnables(t *testing.T, eng engine) {
 			t.Errorf("exact page: %d items, next %q", len(items), next)
 		}
 		// Order is (namespace, name).
-		items, _, err = tx.ListRunnables(ctx, RunnableFilter{})
+		items, _, err = tx.Runnables().List(ctx, RunnableFilter{})
 		if err != nil {
 			return err
 		}
@@ -268,7 +268,7 @@ func testListRunnables(t *testing.T, eng engine) {
 			}
 		}
 		for _, bad := range []string{"!!!", encodeContinue("a", "b")[1:], "WzFd" /* [1] */, "bnVsbA" /* null */} {
-			_, _, err := tx.ListRunnables(ctx, RunnableFilter{Continue: bad})
+			_, _, err := tx.Runnables().List(ctx, RunnableFilter{Continue: bad})
 			wantErr(t, err, ErrBadContinue)
 		}
 		return nil
@@ -291,7 +291,7 @@ func testListRunnablesStableUnderInserts(t *testing.T, eng engine) {
 		for i := range 40 {
 			r := newRunnable("ns", fmt.Sprintf("r-%03d", i*10))
 			original[r.Name] = false
-			if err := tx.CreateRunnable(ctx, r); err != nil {
+			if err := tx.Runnables().Create(ctx, r); err != nil {
 				return err
 			}
 		}
@@ -306,7 +306,7 @@ func testListRunnablesStableUnderInserts(t *testing.T, eng engine) {
 		var next string
 		mustRead(t, s, func(tx *Tx) error {
 			var err error
-			items, next, err = tx.ListRunnables(ctx, f)
+			items, next, err = tx.Runnables().List(ctx, f)
 			return err
 		})
 		for _, it := range items {
@@ -329,7 +329,7 @@ func testListRunnablesStableUnderInserts(t *testing.T, eng engine) {
 				last + "-x",                 // right after the cursor
 				fmt.Sprintf("z-%02d", page), // after everything
 			} {
-				if err := tx.CreateRunnable(ctx, newRunnable("ns", name)); err != nil {
+				if err := tx.Runnables().Create(ctx, newRunnable("ns", name)); err != nil {
 					return err
 				}
 			}
@@ -350,11 +350,11 @@ func testAttempts(t *testing.T, eng engine) {
 	r := newRunnable("team-a", "flink")
 	start := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.CreateRunnable(ctx, r); err != nil {
+		if err := tx.Runnables().Create(ctx, r); err != nil {
 			return err
 		}
 		for _, n := range []int{2, 1} {
-			if err := tx.PutAttempt(ctx, &Attempt{RunnableUID: r.UID, Number: n, Cluster: fmt.Sprintf("dc%d", n),
+			if err := tx.Attempts().Put(ctx, &Attempt{RunnableUID: r.UID, Number: n, Cluster: fmt.Sprintf("dc%d", n),
 				ObjectUID: fmt.Sprintf("obj-%d", n), StartedAt: start.Add(time.Duration(n) * time.Minute)}); err != nil {
 				return err
 			}
@@ -368,21 +368,21 @@ func testAttempts(t *testing.T, eng engine) {
 		Reported:  map[string]string{"flink.apache.org/job-id": "9f1e"},
 		Note:      "attempt 1 never ran Healthy"}
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.PutAttempt(ctx, first); err != nil {
+		if err := tx.Attempts().Put(ctx, first); err != nil {
 			return err
 		}
 		// Unknown runnable: ErrNotFound, and the transaction carries on.
-		wantErr(t, tx.PutAttempt(ctx, &Attempt{RunnableUID: "nope", Number: 1, StartedAt: start}), ErrNotFound)
-		_, err := tx.GetRunnableByUID(ctx, r.UID)
+		wantErr(t, tx.Attempts().Put(ctx, &Attempt{RunnableUID: "nope", Number: 1, StartedAt: start}), ErrNotFound)
+		_, err := tx.Runnables().GetByUID(ctx, r.UID)
 		return err
 	})
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.ListAttempts(ctx, r.UID)
+		got, err := tx.Attempts().List(ctx, r.UID)
 		if err != nil {
 			return err
 		}
 		if len(got) != 2 || got[0].Number != 1 || got[1].Number != 2 {
-			t.Fatalf("ListAttempts = %+v, want numbers 1, 2", got)
+			t.Fatalf("Attempts.List = %+v, want numbers 1, 2", got)
 		}
 		if !reflect.DeepEqual(got[0], first) {
 			t.Errorf("upserted attempt:\n got %+v\nwant %+v", got[0], first)
@@ -390,9 +390,9 @@ func testAttempts(t *testing.T, eng engine) {
 		if got[1].EndedAt != nil || got[1].Result != "" {
 			t.Errorf("open attempt: %+v", got[1])
 		}
-		none, err := tx.ListAttempts(ctx, "nope")
+		none, err := tx.Attempts().List(ctx, "nope")
 		if err != nil || len(none) != 0 {
-			t.Errorf("ListAttempts(unknown) = %v, %v", none, err)
+			t.Errorf("Attempts.List(unknown) = %v, %v", none, err)
 		}
 		return nil
 	})
@@ -407,10 +407,10 @@ func testCreateLandedBy(t *testing.T, eng engine) {
 	start := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	a := &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", StartedAt: start}
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.CreateRunnable(ctx, r); err != nil {
+		if err := tx.Runnables().Create(ctx, r); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, a)
+		return tx.Attempts().Put(ctx, a)
 	})
 	landed := start.Add(30 * time.Second)
 	// The submitter's write of the created object, from a copy read
@@ -418,33 +418,33 @@ func testCreateLandedBy(t *testing.T, eng engine) {
 	created := *a
 	created.ObjectUID = "obj-1"
 	mustTx(t, s, func(tx *Tx) error {
-		ok, err := tx.SetCreateLandedBy(ctx, r.UID, 1, landed)
+		ok, err := tx.Attempts().SetCreateLandedBy(ctx, r.UID, 1, landed)
 		if err != nil || !ok {
-			t.Errorf("SetCreateLandedBy on the open attempt = %v, %v; want true", ok, err)
+			t.Errorf("Attempts.SetCreateLandedBy on the open attempt = %v, %v; want true", ok, err)
 		}
-		return tx.PutAttempt(ctx, &created)
+		return tx.Attempts().Put(ctx, &created)
 	})
 	mustTx(t, s, func(tx *Tx) error {
-		got, err := tx.LockCreateLandedBy(ctx, r.UID, 1)
+		got, err := tx.Attempts().LockCreateLandedBy(ctx, r.UID, 1)
 		if err != nil || got == nil || !got.Equal(landed) {
-			t.Errorf("LockCreateLandedBy = %v, %v; want %s", got, err, landed)
+			t.Errorf("Attempts.LockCreateLandedBy = %v, %v; want %s", got, err, landed)
 		}
-		_, err = tx.LockCreateLandedBy(ctx, r.UID, 2)
+		_, err = tx.Attempts().LockCreateLandedBy(ctx, r.UID, 2)
 		wantErr(t, err, ErrNotFound)
 		ended := created
 		end := start.Add(time.Minute)
 		ended.EndedAt, ended.Result = &end, "Evicted"
-		return tx.PutAttempt(ctx, &ended)
+		return tx.Attempts().Put(ctx, &ended)
 	})
 	mustTx(t, s, func(tx *Tx) error {
-		ok, err := tx.SetCreateLandedBy(ctx, r.UID, 1, landed.Add(time.Hour))
+		ok, err := tx.Attempts().SetCreateLandedBy(ctx, r.UID, 1, landed.Add(time.Hour))
 		if err != nil || ok {
-			t.Errorf("SetCreateLandedBy on the ended attempt = %v, %v; want false", ok, err)
+			t.Errorf("Attempts.SetCreateLandedBy on the ended attempt = %v, %v; want false", ok, err)
 		}
 		return nil
 	})
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.ListAttempts(ctx, r.UID)
+		got, err := tx.Attempts().List(ctx, r.UID)
 		if err != nil {
 			return err
 		}
@@ -464,13 +464,13 @@ func testTimestamps(t *testing.T, eng engine) {
 	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
 	in := time.Date(2026, 7, 1, 12, 30, 45, 123456789, zone)
 	mustTx(t, s, func(tx *Tx) error {
-		if err := tx.CreateRunnable(ctx, r); err != nil {
+		if err := tx.Runnables().Create(ctx, r); err != nil {
 			return err
 		}
-		return tx.PutAttempt(ctx, &Attempt{RunnableUID: r.UID, Number: 1, StartedAt: in, EndedAt: &in})
+		return tx.Attempts().Put(ctx, &Attempt{RunnableUID: r.UID, Number: 1, StartedAt: in, EndedAt: &in})
 	})
 	mustRead(t, s, func(tx *Tx) error {
-		got, err := tx.ListAttempts(ctx, r.UID)
+		got, err := tx.Attempts().List(ctx, r.UID)
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ func testReadInfo(t *testing.T, eng engine) {
 	before := time.Now().Add(-time.Minute)
 	read := func() {
 		t.Helper()
-		if err := s.Read(ctx, func(tx *Tx) error { _, err := tx.ListClusters(ctx); return err }); err != nil {
+		if err := s.Read(ctx, func(tx *Tx) error { _, err := tx.Clusters().List(ctx); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}

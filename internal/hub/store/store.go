@@ -269,10 +269,15 @@ func asUnavailable(err error) error {
 
 // Tx is a database transaction handed to the function given to Store.Tx or
 // Store.Read. It must not be used after that function returns.
+//
+// The tables are reached through it by aggregate (Runnables, Attempts,
+// LeftoverCopies, Deployables, Inventory, Clusters, Kinds, Agents, Audit,
+// Outbox, Leases), each a small value holding the transaction, so that the
+// code of a component says which parts of the state it touches.
 type Tx struct {
 	tx      *sql.Tx
 	s       *Store
-	audited bool // AppendAudit was called
+	audited bool // AuditLog.Append was called
 	// auditBuf, in a GroupCommit's transaction, collects the audit
 	// entries to append at the group's end.
 	auditBuf *[]*audit.Entry
@@ -288,6 +293,40 @@ func (tx *Tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, erro
 
 func (tx *Tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return tx.tx.QueryRowContext(ctx, tx.s.d.rebind(q), args...)
+}
+
+// checkUpdated turns the outcome of an optimistic UPDATE into nil,
+// ErrConflict (the row moved on) or ErrNotFound (there is no row).
+func (tx *Tx) checkUpdated(ctx context.Context, res sql.Result, err error, table, keyColumn, key string, rv int64) error {
+	if err != nil {
+		return classify(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return classify(err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var current int64
+	err = tx.queryRow(ctx, `SELECT resource_version FROM `+table+` WHERE `+keyColumn+` = ?`, key).Scan(&current)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%s %s: %w", keyColumn, key, ErrNotFound)
+	case err != nil:
+		return classify(err)
+	}
+	return fmt.Errorf("resourceVersion %d is stale, current is %d: %w", rv, current, ErrConflict)
+}
+
+// mustExist returns ErrNotFound unless table has a row whose keyColumn is key.
+func (tx *Tx) mustExist(ctx context.Context, table, keyColumn, key string) error {
+	var one int
+	err := tx.queryRow(ctx, `SELECT 1 FROM `+table+` WHERE `+keyColumn+` = ?`, key).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s %s=%s: %w", table, keyColumn, key, ErrNotFound)
+	}
+	return classify(err)
 }
 
 // maxAttempts bounds how often Tx and Read run fn when the database asks
@@ -306,10 +345,10 @@ const maxAttempts = 5
 // COMMIT is not retried, since the outcome is then unknown.
 //
 // PostgreSQL runs it at READ COMMITTED (CockroachDB at SERIALIZABLE): the
-// methods of Tx are written so that their guarantees (optimistic updates,
-// unique names, one audit chain) hold at either level. fn must not call
-// Tx on the same Store: on SQLite the single write connection is taken,
-// so a nested Tx waits for itself until ctx ends.
+// methods of the aggregates are written so that their guarantees
+// (optimistic updates, unique names, one audit chain) hold at either level.
+// fn must not call Tx on the same Store: on SQLite the single write
+// connection is taken, so a nested Tx waits for itself until ctx ends.
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	return s.run(ctx, s.write, nil, fn)
 }

@@ -17,7 +17,7 @@ func TestSubmitterQueries(t *testing.T) {
 				r := newRunnable("team-a", name)
 				r.Phase, r.Cluster = phase, cluster
 				mustTx(t, s, func(tx *Tx) error {
-					if err := tx.CreateRunnable(ctx, r); err != nil {
+					if err := tx.Runnables().Create(ctx, r); err != nil {
 						return err
 					}
 					if cluster == "" {
@@ -28,7 +28,7 @@ func TestSubmitterQueries(t *testing.T) {
 						now := time.Now()
 						a.EndedAt, a.Result = &now, "Cancelled"
 					}
-					return tx.PutAttempt(ctx, a)
+					return tx.Attempts().Put(ctx, a)
 				})
 			}
 			put("a", "Scheduled", "c1", false)
@@ -40,22 +40,22 @@ func TestSubmitterQueries(t *testing.T) {
 			put("g", "Cancelled", "c2", true)  // settled
 
 			mustRead(t, s, func(tx *Tx) error {
-				got, err := tx.CountRunnablesByCluster(ctx, "Scheduled", "Submitted", "Running")
+				got, err := tx.Runnables().CountByCluster(ctx, "Scheduled", "Submitted", "Running")
 				if err != nil {
 					return err
 				}
 				if want := map[string]int{"c1": 2, "c2": 1}; !reflect.DeepEqual(got, want) {
-					t.Errorf("CountRunnablesByCluster = %v, want %v", got, want)
+					t.Errorf("Runnables.CountByCluster = %v, want %v", got, want)
 				}
-				if got, err := tx.CountRunnablesByCluster(ctx); err != nil || len(got) != 0 {
-					t.Errorf("CountRunnablesByCluster() = %v, %v; want empty", got, err)
+				if got, err := tx.Runnables().CountByCluster(ctx); err != nil || len(got) != 0 {
+					t.Errorf("Runnables.CountByCluster = %v, %v; want empty", got, err)
 				}
-				uids, err := tx.ListRunnableUIDsWithOpenAttempt(ctx, "Cancelled", 0)
+				uids, err := tx.Runnables().UIDsWithOpenAttempt(ctx, "Cancelled", 0)
 				if err != nil {
 					return err
 				}
 				if want := []string{"uid-team-a-f"}; !slices.Equal(uids, want) {
-					t.Errorf("ListRunnableUIDsWithOpenAttempt = %v, want %v", uids, want)
+					t.Errorf("Runnables.UIDsWithOpenAttempt = %v, want %v", uids, want)
 				}
 				return nil
 			})

@@ -26,13 +26,13 @@ func testRollbackLeavesNothing(t *testing.T, eng engine) {
 	ctx := t.Context()
 	boom := errors.New("validation failed after the writes")
 	err := s.Tx(ctx, func(tx *Tx) error {
-		if err := tx.CreateRunnable(ctx, newRunnable("team-a", "doomed")); err != nil {
+		if err := tx.Runnables().Create(ctx, newRunnable("team-a", "doomed")); err != nil {
 			return err
 		}
-		if err := tx.AppendAudit(ctx, &audit.Entry{Actor: "alice", Action: "create"}); err != nil {
+		if err := tx.Audit().Append(ctx, &audit.Entry{Actor: "alice", Action: "create"}); err != nil {
 			return err
 		}
-		if err := tx.EnqueueOutbox(ctx, &OutboxMessage{Subject: "submissions", MsgID: "m1", Data: []byte("x")}); err != nil {
+		if err := tx.Outbox().Enqueue(ctx, &OutboxMessage{Subject: "submissions", MsgID: "m1", Data: []byte("x")}); err != nil {
 			return err
 		}
 		return boom
@@ -49,7 +49,7 @@ func testRollbackLeavesNothing(t *testing.T, eng engine) {
 			}
 		}()
 		_ = s.Tx(ctx, func(tx *Tx) error {
-			if err := tx.CreateRunnable(ctx, newRunnable("team-a", "panicked")); err != nil {
+			if err := tx.Runnables().Create(ctx, newRunnable("team-a", "panicked")); err != nil {
 				return err
 			}
 			panic("bug")
@@ -58,10 +58,10 @@ func testRollbackLeavesNothing(t *testing.T, eng engine) {
 
 	mustRead(t, s, func(tx *Tx) error {
 		for _, name := range []string{"doomed", "panicked"} {
-			_, err := tx.GetRunnable(ctx, "team-a", name)
+			_, err := tx.Runnables().Get(ctx, "team-a", name)
 			wantErr(t, err, ErrNotFound)
 		}
-		entries, err := tx.ListAudit(ctx, AuditFilter{})
+		entries, err := tx.Audit().List(ctx, AuditFilter{})
 		if err != nil || len(entries) != 0 {
 			t.Errorf("audit after rollback = %v, %v", entries, err)
 		}
@@ -88,7 +88,7 @@ func testRetry(t *testing.T, eng engine) {
 		calls++
 		// The create of a failed attempt is rolled back, so it does not
 		// conflict with the create of the next one.
-		if err := tx.CreateRunnable(ctx, newRunnable("team-a", "retried")); err != nil {
+		if err := tx.Runnables().Create(ctx, newRunnable("team-a", "retried")); err != nil {
 			return err
 		}
 		if calls == 1 {
@@ -187,7 +187,7 @@ func TestPostgresPoolSize(t *testing.T) {
 		if n := s.write.Stats().MaxOpenConnections; n != 2 {
 			t.Errorf("max open connections %d, want 2", n)
 		}
-		mustTx(t, s, func(tx *Tx) error { return tx.CreateRunnable(t.Context(), newRunnable("team-a", "pooled")) })
+		mustTx(t, s, func(tx *Tx) error { return tx.Runnables().Create(t.Context(), newRunnable("team-a", "pooled")) })
 	}
 }
 
@@ -197,7 +197,7 @@ func testMigrationsIdempotent(t *testing.T, eng engine) {
 	dsn := eng.newDSN(t)
 	ctx := t.Context()
 	first := openDSN(t, dsn)
-	mustTx(t, first, func(tx *Tx) error { return tx.CreateRunnable(ctx, newRunnable("team-a", "kept")) })
+	mustTx(t, first, func(tx *Tx) error { return tx.Runnables().Create(ctx, newRunnable("team-a", "kept")) })
 	appendEntries(t, first, 3)
 
 	second := openDSN(t, dsn) // while the first is still open
@@ -207,7 +207,7 @@ func testMigrationsIdempotent(t *testing.T, eng engine) {
 	third := openDSN(t, dsn)
 	for _, s := range []*Store{second, third} {
 		mustRead(t, s, func(tx *Tx) error {
-			_, err := tx.GetRunnable(ctx, "team-a", "kept")
+			_, err := tx.Runnables().Get(ctx, "team-a", "kept")
 			return err
 		})
 		var version int64
@@ -261,7 +261,7 @@ func TestPostgresConnectionsDropped(t *testing.T) {
 	eng := engines(t)[1]
 	s := eng.open(t)
 	ctx := t.Context()
-	mustTx(t, s, func(tx *Tx) error { return tx.CreateRunnable(ctx, newRunnable("team-a", "before")) })
+	mustTx(t, s, func(tx *Tx) error { return tx.Runnables().Create(ctx, newRunnable("team-a", "before")) })
 
 	admin, err := sql.Open("pgx", os.Getenv("PURSER_TEST_POSTGRES"))
 	if err != nil {
@@ -294,7 +294,7 @@ func TestPostgresConnectionsDropped(t *testing.T) {
 	}
 	get := func() error {
 		return s.Tx(ctx, func(tx *Tx) error {
-			_, err := tx.GetRunnable(ctx, "team-a", "before")
+			_, err := tx.Runnables().Get(ctx, "team-a", "before")
 			return err
 		})
 	}

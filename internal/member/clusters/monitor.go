@@ -47,11 +47,17 @@ const (
 	DefaultObserverExpiry = 2 * time.Minute
 )
 
+// Store is the database as cluster health uses it: its transactions.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config says what cluster health works with: the HealthMonitor, and the
 // Observer, which reads only the fields it needs (Store, Sealer, DC,
 // Interval, ProbeTimeout, Workers, Logger).
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Sealer *seal.Sealer // opens the clusters' kubeconfigs
 	// Policy holds the thresholds, the NoExecute grace and the agent
 	// lease; its zero value means the defaults.
@@ -210,13 +216,13 @@ func (m *HealthMonitor) pass(ctx context.Context, probed bool) (time.Time, error
 	var dbNow time.Time
 	err := m.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		if rows, err = tx.ListClusters(ctx); err != nil {
+		if rows, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
-		if fresh, err = tx.ListAgentFreshness(ctx); err != nil {
+		if fresh, err = tx.Agents().ListFreshness(ctx); err != nil {
 			return err
 		}
-		stored, dbNow, err = tx.ListClusterViews(ctx)
+		stored, dbNow, err = tx.Clusters().ListViews(ctx)
 		return err
 	})
 	if err != nil {
@@ -384,7 +390,7 @@ func (m *HealthMonitor) write(ctx context.Context, name string, s State) error {
 	var entry *audit.Entry
 	err := m.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		entry = nil
-		row, err := tx.GetCluster(ctx, name)
+		row, err := tx.Clusters().Get(ctx, name)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // removed meanwhile
 		}
@@ -396,12 +402,12 @@ func (m *HealthMonitor) write(ctx context.Context, name string, s State) error {
 		if !changed {
 			return nil
 		}
-		if err := tx.UpdateClusterStatus(ctx, name, out); err != nil {
+		if err := tx.Clusters().UpdateStatus(ctx, name, out); err != nil {
 			return err
 		}
 		entry = auditEntry(name, stored, s)
 		// Last: the audit entry holds the chain's lock until commit.
-		return tx.AppendAudit(ctx, entry)
+		return tx.Audit().Append(ctx, entry)
 	})
 	if err != nil {
 		return fmt.Errorf("write health of cluster %s: %w", name, err)

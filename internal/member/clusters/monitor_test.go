@@ -85,7 +85,7 @@ func testHealthMonitor(t *testing.T, dsn string) {
 	register("flappy", "https://"+proxy.Addr(), "")
 	register("with-agent", "", "")
 	stale := time.Now().Add(-time.Minute)
-	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.TouchAgent(ctx, "with-agent", &stale, nil, nil) }); err != nil {
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Agents().Touch(ctx, "with-agent", &stale, nil, nil) }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -125,7 +125,7 @@ func testHealthMonitor(t *testing.T, dsn string) {
 		t.Fatalf("with-agent, lease expired: taints %+v", got)
 	}
 	fresh := time.Now()
-	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.TouchAgent(ctx, "with-agent", &fresh, nil, nil) }); err != nil {
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Agents().Touch(ctx, "with-agent", &fresh, nil, nil) }); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, st, "with-agent", metav1.ConditionTrue, ReasonReady)
@@ -360,7 +360,7 @@ func (m *monitor) waitPasses(t *testing.T, n int) {
 func readRow(t *testing.T, st *store.Store, name string) *store.Cluster {
 	t.Helper()
 	var row *store.Cluster
-	if err := st.Read(t.Context(), func(tx *store.Tx) (err error) { row, err = tx.GetCluster(t.Context(), name); return }); err != nil {
+	if err := st.Read(t.Context(), func(tx *store.Tx) (err error) { row, err = tx.Clusters().Get(t.Context(), name); return }); err != nil {
 		t.Fatal(err)
 	}
 	return row
@@ -408,7 +408,7 @@ func auditOf(t *testing.T, st *store.Store, name string) []*audit.Entry {
 	t.Helper()
 	var out []*audit.Entry
 	err := st.Read(t.Context(), func(tx *store.Tx) (err error) {
-		out, err = tx.ListAudit(t.Context(), store.AuditFilter{Kind: v1alpha1.KindCluster, Name: name})
+		out, err = tx.Audit().List(t.Context(), store.AuditFilter{Kind: v1alpha1.KindCluster, Name: name})
 		return err
 	})
 	if err != nil {

@@ -43,7 +43,7 @@ func parseOutcome(s string) probe.Outcome {
 
 // Observer is one DC's eyes on the farm: every Interval it probes each
 // registered cluster's kube-apiserver and records what it saw as its
-// DC's view of the cluster (store.RecordClusterViews), with when its
+// DC's view of the cluster (store.Clusters.RecordViews), with when its
 // current run of failures began. Every controller replica runs one,
 // leader or not, so that the leader's HealthMonitor can judge each
 // cluster by a quorum of DCs.
@@ -126,7 +126,7 @@ func (o *Observer) Pass(ctx context.Context) error {
 	var rows []*store.Cluster
 	if err := o.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		rows, err = tx.ListClusters(ctx)
+		rows, err = tx.Clusters().List(ctx)
 		return err
 	}); err != nil {
 		return err
@@ -170,7 +170,7 @@ func (o *Observer) Pass(ctx context.Context) error {
 		}
 		views[i] = v
 	}
-	if err := o.cfg.Store.Tx(ctx, func(tx *store.Tx) error { return tx.RecordClusterViews(ctx, o.cfg.DC, views) }); err != nil {
+	if err := o.cfg.Store.Tx(ctx, func(tx *store.Tx) error { return tx.Clusters().RecordViews(ctx, o.cfg.DC, views) }); err != nil {
 		return fmt.Errorf("record the views of %s: %w", observerName(o.cfg.DC), err)
 	}
 	select {

@@ -64,7 +64,7 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	ready := fmt.Sprintf(`{"conditions":[{"type":"Ready","status":"True","lastTransitionTime":%q,"reason":"ClusterReady","message":"kube-apiserver ready; no agent has reported yet"}]}`, since)
 	row := &store.Cluster{Name: "far", Spec: []byte(`{"spec":{}}`), Kubeconfig: sealed, Labels: map[string]string{"dc": "dc-3"}, Status: []byte(ready)}
-	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.CreateCluster(ctx, row) }); err != nil {
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Clusters().Create(ctx, row) }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -75,7 +75,7 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 		reconcile.Every(others, 100*time.Millisecond, func(ctx context.Context) {
 			for _, dc := range []string{"dc-2", "dc-3"} {
 				err := st.Tx(ctx, func(tx *store.Tx) error {
-					return tx.RecordClusterViews(ctx, dc, []store.ViewRecord{{Cluster: "far", Outcome: "ok"}})
+					return tx.Clusters().RecordViews(ctx, dc, []store.ViewRecord{{Cluster: "far", Outcome: "ok"}})
 				})
 				if err != nil && ctx.Err() == nil {
 					t.Errorf("record %s's view: %v", dc, err)
@@ -121,7 +121,7 @@ func testHealthMonitorQuorum(t *testing.T, dsn string) {
 		t.Errorf("judgement %+v: want OK, naming dc-1's failure", last)
 	}
 	var views []store.ClusterView
-	if err := st.Read(ctx, func(tx *store.Tx) (err error) { views, _, err = tx.ListClusterViews(ctx); return }); err != nil {
+	if err := st.Read(ctx, func(tx *store.Tx) (err error) { views, _, err = tx.Clusters().ListViews(ctx); return }); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}

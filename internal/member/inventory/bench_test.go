@@ -208,7 +208,7 @@ func BenchmarkReconcileSnapshot(b *testing.B) {
 			write := func(rows []store.InventoryRow) {
 				for start := 0; start < len(rows); start += 5000 {
 					part := rows[start:min(start+5000, len(rows))]
-					if err := s.Tx(ctx, func(tx *store.Tx) error { _, err := tx.UpsertInventory(ctx, part); return err }); err != nil {
+					if err := s.Tx(ctx, func(tx *store.Tx) error { _, err := tx.Inventory().Upsert(ctx, part); return err }); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -226,7 +226,7 @@ func BenchmarkReconcileSnapshot(b *testing.B) {
 				b.StartTimer()
 				var rec store.Reconciliation
 				err := s.Tx(ctx, func(tx *store.Tx) (err error) {
-					rec, err = tx.ReconcileInventory(ctx, store.InventorySnapshot{Cluster: "bench", APIVersion: "v1",
+					rec, err = tx.Inventory().Reconcile(ctx, store.InventorySnapshot{Cluster: "bench", APIVersion: "v1",
 						Kind: "ConfigMap", ListResourceVersion: "999999999", TakenAt: time.Now(), Items: items})
 					return err
 				})

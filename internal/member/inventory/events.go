@@ -166,11 +166,11 @@ func secretRecord(obj []byte, fingerprint func([]byte) string) []byte {
 // runnable or reopen a clean-up: an older state redelivered is not among
 // them, so it never moves a runnable back.
 func storeEvents(ctx context.Context, tx *store.Tx, b eventBatch) ([]store.InventoryRow, error) {
-	stored, err := tx.UpsertInventory(ctx, b.rows)
+	stored, err := tx.Inventory().Upsert(ctx, b.rows)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.DeleteInventory(ctx, b.tombs); err != nil {
+	if _, err := tx.Inventory().Delete(ctx, b.tombs); err != nil {
 		return nil, err
 	}
 	return stored, nil
@@ -180,7 +180,7 @@ func storeEvents(ctx context.Context, tx *store.Tx, b eventBatch) ([]store.Inven
 // its newest event in the batch.
 func touchAgentsByEvents(ctx context.Context, tx *store.Tx, b eventBatch, _ []store.InventoryRow) error {
 	for cluster, at := range b.lastEvent {
-		if err := tx.TouchAgent(ctx, cluster, nil, nil, &at); err != nil {
+		if err := tx.Agents().Touch(ctx, cluster, nil, nil, &at); err != nil {
 			return err
 		}
 	}

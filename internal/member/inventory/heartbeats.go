@@ -64,7 +64,7 @@ func (c *heartbeatConverter) convert(entries []jetstream.KeyValueEntry) ([]heart
 // recordHeartbeats is the heartbeats' sink.
 func recordHeartbeats(ctx context.Context, tx *store.Tx, beats []heartbeat) (struct{}, error) {
 	for _, b := range beats {
-		if err := tx.RecordHeartbeat(ctx, b.cluster, b.at, b.kubeAPI, b.current); err != nil {
+		if err := tx.Agents().RecordHeartbeat(ctx, b.cluster, b.at, b.kubeAPI, b.current); err != nil {
 			return struct{}{}, err
 		}
 	}

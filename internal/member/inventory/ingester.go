@@ -29,9 +29,14 @@ import (
 // see internal/member/health. Without one, records are "Unknown" with no phase.
 type HealthFunc func(apiVersion, kind string, object []byte) (health, phase string)
 
+// Store is the database as the ingester uses it: it only writes.
+type Store interface {
+	Tx(ctx context.Context, fn func(*store.Tx) error) error
+}
+
 // Config configures an Ingester.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Stream *stream.Client
 	Logger *slog.Logger
 	// Batch is the most events applied in one transaction (400, the most).
@@ -179,7 +184,7 @@ func (in *Ingester) pipelines(ctx context.Context) ([]runner, error) {
 func (in *Ingester) prune(ctx context.Context) {
 	cutoff := time.Now().Add(-in.cfg.TombstoneTTL)
 	err := in.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		_, err := tx.PruneInventoryTombstones(ctx, cutoff)
+		_, err := tx.Inventory().PruneTombstones(ctx, cutoff)
 		return err
 	})
 	if err != nil && ctx.Err() == nil {

@@ -114,7 +114,7 @@ func startAgent(t *testing.T, h *hub, c *sandbox.Cluster) (stop func()) {
 func (h *hub) record(ctx context.Context, cluster, kind, namespace, name string) (*store.InventoryRow, error) {
 	var rows []store.InventoryRow
 	err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
-		rows, _, err = tx.ListInventory(ctx, store.InventoryFilter{Cluster: cluster, Kind: kind, Namespace: namespace, Name: name})
+		rows, _, err = tx.Inventory().List(ctx, store.InventoryFilter{Cluster: cluster, Kind: kind, Namespace: namespace, Name: name})
 		return err
 	})
 	if err != nil || len(rows) == 0 {
@@ -188,7 +188,7 @@ func TestObjectsFollowTheCluster(t *testing.T) {
 			// for the API to authorize with.
 			sandboxtest.Eventually(t, wait, "the cluster's kinds recorded", func(ctx context.Context) error {
 				var kinds []store.ServedKind
-				if err := h.store.Read(ctx, func(tx *store.Tx) (err error) { kinds, err = tx.ListClusterKinds(ctx, c.Name()); return }); err != nil {
+				if err := h.store.Read(ctx, func(tx *store.Tx) (err error) { kinds, err = tx.Kinds().List(ctx, c.Name()); return }); err != nil {
 					return err
 				}
 				want := map[string]bool{"/Namespace": false, "batch/Job": true, "argoproj.io/Workflow": true, "rbac.authorization.k8s.io/ClusterRole": false}
@@ -589,7 +589,7 @@ func (h *hub) heartbeatSays(t *testing.T, cluster string, since time.Time, conne
 	sandboxtest.Eventually(t, wait, fmt.Sprintf("a heartbeat of %s saying connected=%v", cluster, connected), func(ctx context.Context) error {
 		var fresh map[string]store.AgentFreshness
 		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
-			fresh, err = tx.ListAgentFreshness(ctx)
+			fresh, err = tx.Agents().ListFreshness(ctx)
 			return err
 		})
 		if err != nil {
@@ -617,7 +617,7 @@ func (h *hub) snapshotApplied(t *testing.T, cluster string, since time.Time) tim
 	sandboxtest.Eventually(t, wait, "a snapshot of "+cluster+" applied", func(ctx context.Context) error {
 		var fresh map[string]store.AgentFreshness
 		err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
-			fresh, err = tx.ListAgentFreshness(ctx)
+			fresh, err = tx.Agents().ListFreshness(ctx)
 			return err
 		})
 		if err != nil {
@@ -656,7 +656,7 @@ func TestHeartbeatTimedByTheServer(t *testing.T) {
 			sandboxtest.Eventually(t, wait, "the heartbeat recorded", func(ctx context.Context) error {
 				var fresh map[string]store.AgentFreshness
 				if err := h.store.Read(ctx, func(tx *store.Tx) (err error) {
-					fresh, err = tx.ListAgentFreshness(ctx)
+					fresh, err = tx.Agents().ListFreshness(ctx)
 					return err
 				}); err != nil {
 					return err

@@ -65,7 +65,7 @@ func (c *kindsConverter) convert(entries []jetstream.KeyValueEntry) ([]servedKin
 // recordKinds is the served kinds' sink.
 func recordKinds(ctx context.Context, tx *store.Tx, reports []servedKinds) (struct{}, error) {
 	for _, r := range reports {
-		if err := tx.ReplaceClusterKinds(ctx, r.cluster, r.at, r.kinds); err != nil {
+		if err := tx.Kinds().Replace(ctx, r.cluster, r.at, r.kinds); err != nil {
 			return struct{}{}, err
 		}
 	}

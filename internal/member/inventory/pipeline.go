@@ -82,7 +82,7 @@ type pipeline[M, W, S any] struct {
 	// committed, when set, is told what was stored once it is committed
 	// (to log what a snapshot removed, once it is true).
 	committed func(work W, stored S)
-	store     *store.Store
+	store     Store
 	log       *slog.Logger
 }
 

@@ -102,7 +102,7 @@ func TestPipelineSettlesAfterCommit(t *testing.T) {
 		src:     src,
 		convert: uidConverter{},
 		sink: func(ctx context.Context, tx *store.Tx, rows []store.InventoryRow) ([]store.InventoryRow, error) {
-			return tx.UpsertInventory(ctx, rows)
+			return tx.Inventory().Upsert(ctx, rows)
 		},
 		then: []step[[]store.InventoryRow, []store.InventoryRow]{{"fail once", func(_ context.Context, _ *store.Tx, _, stored []store.InventoryRow) error {
 			mu.Lock()
@@ -146,7 +146,7 @@ func TestPipelineSettlesAfterCommit(t *testing.T) {
 	mu.Unlock()
 	var rows []store.InventoryRow
 	if err := s.Read(ctx, func(tx *store.Tx) (err error) {
-		rows, _, err = tx.ListInventory(ctx, store.InventoryFilter{Cluster: "c"})
+		rows, _, err = tx.Inventory().List(ctx, store.InventoryFilter{Cluster: "c"})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -54,7 +54,7 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 	if !lifecycle.Allowed(current, current, lifecycle.ByIngester) {
 		return nil // not the ingester's to follow any more
 	}
-	attempts, err := tx.ListAttempts(ctx, uid)
+	attempts, err := tx.Attempts().List(ctx, uid)
 	if err != nil || len(attempts) == 0 {
 		return err
 	}

@@ -146,7 +146,7 @@ func assemble(cluster string, p *pendingSnapshot) []store.InventorySnapshot {
 func reconcileSnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch) ([]store.Reconciliation, error) {
 	recs := make([]store.Reconciliation, 0, len(b.snaps))
 	for _, snap := range b.snaps {
-		rec, err := tx.ReconcileInventory(ctx, snap)
+		rec, err := tx.Inventory().Reconcile(ctx, snap)
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +161,7 @@ func reconcileSnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch) ([]s
 func touchAgentsBySnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch, _ []store.Reconciliation) error {
 	for _, snap := range b.snaps {
 		taken := snap.TakenAt
-		if err := tx.TouchAgent(ctx, snap.Cluster, nil, &taken, nil); err != nil {
+		if err := tx.Agents().Touch(ctx, snap.Cluster, nil, &taken, nil); err != nil {
 			return err
 		}
 	}

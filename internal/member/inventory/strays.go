@@ -29,7 +29,7 @@ func reopenCleanups(ctx context.Context, tx *store.Tx, _ eventBatch, rows []stor
 		if uid == "" || err != nil || beingDeleted(row.Object) {
 			continue
 		}
-		attempts, err := tx.ListAttempts(ctx, uid)
+		attempts, err := tx.Attempts().List(ctx, uid)
 		if err != nil {
 			return err
 		}
@@ -38,7 +38,7 @@ func reopenCleanups(ctx context.Context, tx *store.Tx, _ eventBatch, rows []stor
 				continue
 			}
 			a.Cleanup, a.CleanupAfter = store.CleanupPending, nil
-			if err := tx.PutAttempt(ctx, a); err != nil {
+			if err := tx.Attempts().Put(ctx, a); err != nil {
 				return err
 			}
 		}

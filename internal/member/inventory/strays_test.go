@@ -32,12 +32,12 @@ func TestReopenCleanups(t *testing.T) {
 			}
 			if err := s.Tx(ctx, func(tx *store.Tx) error {
 				for _, uid := range []string{"r1", "r2", "r3"} {
-					if err := tx.CreateRunnable(ctx, &store.Runnable{Namespace: "ns", Name: uid, UID: uid, Spec: []byte(`{}`), Phase: "Running"}); err != nil {
+					if err := tx.Runnables().Create(ctx, &store.Runnable{Namespace: "ns", Name: uid, UID: uid, Spec: []byte(`{}`), Phase: "Running"}); err != nil {
 						return err
 					}
 				}
 				for _, a := range attempts {
-					if err := tx.PutAttempt(ctx, a); err != nil {
+					if err := tx.Attempts().Put(ctx, a); err != nil {
 						return err
 					}
 				}
@@ -61,7 +61,7 @@ func TestReopenCleanups(t *testing.T) {
 			want := map[string]string{"r1/1": store.CleanupPending, "r1/2": "", "r2/1": store.CleanupDone, "r3/1": ""}
 			if err := s.Read(ctx, func(tx *store.Tx) error {
 				for _, uid := range []string{"r1", "r2", "r3"} {
-					as, err := tx.ListAttempts(ctx, uid)
+					as, err := tx.Attempts().List(ctx, uid)
 					if err != nil {
 						return err
 					}

@@ -25,7 +25,7 @@ func Register(t testing.TB, st *store.Store, sealer *seal.Sealer, row store.Clus
 		row.Spec = []byte(`{"spec":{}}`)
 	}
 	ctx := context.Background()
-	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.CreateCluster(ctx, &row) }); err != nil {
+	if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Clusters().Create(ctx, &row) }); err != nil {
 		t.Fatalf("register cluster %s: %v", row.Name, err)
 	}
 }

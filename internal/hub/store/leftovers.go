@@ -22,24 +22,31 @@ type LeftoverCopy struct {
 	CreatedAt time.Time
 }
 
-// PutLeftoverCopy records c; recording it again changes nothing.
-func (tx *Tx) PutLeftoverCopy(ctx context.Context, c *LeftoverCopy) error {
-	_, err := tx.exec(ctx, `INSERT INTO leftover_copies (runnable_uid, attempt, cluster, api_version, kind,
+// LeftoverCopies is the leftover_copies table as one transaction reads and
+// writes it.
+type LeftoverCopies struct{ tx *Tx }
+
+// LeftoverCopies returns the leftover copies as tx sees them.
+func (tx *Tx) LeftoverCopies() LeftoverCopies { return LeftoverCopies{tx} }
+
+// Put records c; recording it again changes nothing.
+func (lc LeftoverCopies) Put(ctx context.Context, c *LeftoverCopy) error {
+	_, err := lc.tx.exec(ctx, `INSERT INTO leftover_copies (runnable_uid, attempt, cluster, api_version, kind,
 			namespace, name, runnable, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (runnable_uid, attempt) DO NOTHING`,
 		c.RunnableUID, c.Attempt, c.Cluster, c.APIVersion, c.Kind, c.Namespace, c.Name, c.Runnable,
-		tx.s.d.ts(tx.s.now()))
+		lc.tx.s.d.ts(lc.tx.s.now()))
 	if err != nil {
 		return fmt.Errorf("record leftover copy of %s attempt %d: %w", c.Runnable, c.Attempt, classify(err))
 	}
 	return nil
 }
 
-// ListLeftoverCopies returns up to limit copies (<= 0: 500, capped at
+// List returns up to limit copies (<= 0: 500, capped at
 // 1000), oldest first.
-func (tx *Tx) ListLeftoverCopies(ctx context.Context, limit int) ([]*LeftoverCopy, error) {
-	rows, err := tx.query(ctx, `SELECT runnable_uid, attempt, cluster, api_version, kind, namespace, name,
+func (lc LeftoverCopies) List(ctx context.Context, limit int) ([]*LeftoverCopy, error) {
+	rows, err := lc.tx.query(ctx, `SELECT runnable_uid, attempt, cluster, api_version, kind, namespace, name,
 			runnable, created_at
 		FROM leftover_copies ORDER BY created_at, runnable_uid, attempt LIMIT ?`, pageLimit(limit))
 	if err != nil {
@@ -61,10 +68,10 @@ func (tx *Tx) ListLeftoverCopies(ctx context.Context, limit int) ([]*LeftoverCop
 	return out, nil
 }
 
-// DeleteLeftoverCopy drops the row of c; ErrNotFound when it is gone
+// Delete drops the row of c; ErrNotFound when it is gone
 // already (another controller got there first).
-func (tx *Tx) DeleteLeftoverCopy(ctx context.Context, c *LeftoverCopy) error {
-	res, err := tx.exec(ctx, `DELETE FROM leftover_copies WHERE runnable_uid = ? AND attempt = ?`, c.RunnableUID, c.Attempt)
+func (lc LeftoverCopies) Delete(ctx context.Context, c *LeftoverCopy) error {
+	res, err := lc.tx.exec(ctx, `DELETE FROM leftover_copies WHERE runnable_uid = ? AND attempt = ?`, c.RunnableUID, c.Attempt)
 	if err != nil {
 		return fmt.Errorf("drop leftover copy of %s attempt %d: %w", c.Runnable, c.Attempt, classify(err))
 	}
@@ -74,28 +81,4 @@ func (tx *Tx) DeleteLeftoverCopy(ctx context.Context, c *LeftoverCopy) error {
 		return fmt.Errorf("leftover copy of %s attempt %d: %w", c.Runnable, c.Attempt, ErrNotFound)
 	}
 	return nil
-}
-
-// ListRunnablesToRemove returns up to limit ended runnables whose
-// retention has passed at now, the longest overdue first.
-func (tx *Tx) ListRunnablesToRemove(ctx context.Context, now time.Time, limit int) ([]*Runnable, error) {
-	rows, err := tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables
-		WHERE remove_after IS NOT NULL AND remove_after <= ? ORDER BY remove_after, id LIMIT ?`,
-		tx.s.d.ts(now), pageLimit(limit))
-	if err != nil {
-		return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
-	}
-	defer rows.Close()
-	var out []*Runnable
-	for rows.Next() {
-		r, err := scanRunnable(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list runnables to remove: %w", classify(err))
-	}
-	return out, nil
 }
