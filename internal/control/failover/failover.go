@@ -158,7 +158,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
 		}
 		return reconcile.Result{RequeueAfter: wait}, nil
-	}, reconcile.Options[struct{}]{Name: "failover"})
+	}, reconcile.Config[struct{}]{Name: "failover"})
 	c.queue.Store(q)
 	defer c.queue.CompareAndSwap(q, nil)
 	q.Add(struct{}{})

@@ -180,7 +180,7 @@ func New(cfg Config) *Submitter {
 	if cfg.Guard != nil {
 		gate = cfg.Guard
 	}
-	s.queue = reconcile.New(s.reconcile, reconcile.Options[string]{
+	s.queue = reconcile.New(s.reconcile, reconcile.Config[string]{
 		Name:         "submitter",
 		Workers:      cfg.Workers,
 		Resync:       s.rescan,

@@ -111,7 +111,7 @@ func newClusterWorker(s *Syncer, c *store.Cluster) (*clusterWorker, error) {
 		// from it.
 		gate = s.cfg.Guard
 	}
-	w.queue = reconcile.New(w.syncKey, reconcile.Options[string]{
+	w.queue = reconcile.New(w.syncKey, reconcile.Config[string]{
 		Name:         "syncer-" + c.Name,
 		Workers:      s.cfg.Workers,
 		Resync:       w.resync,

@@ -99,7 +99,7 @@ func New(cfg Config) (*Publisher, error) {
 		cfg.Now = time.Now
 	}
 	p := &Publisher{cfg: cfg}
-	p.queue = reconcile.New(p.reconcile, reconcile.Options[headKey]{
+	p.queue = reconcile.New(p.reconcile, reconcile.Config[headKey]{
 		Name:         "anchor",
 		Resync:       func(context.Context) ([]headKey, error) { return []headKey{{}}, nil },
 		ResyncPeriod: cfg.Interval,

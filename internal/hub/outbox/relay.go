@@ -171,7 +171,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer r.running.Store(false)
 	r.failing.Store(false) // a failure of an earlier Run is not this one's to wait out
-	q := reconcile.New(r.reconcile, reconcile.Options[relayKey]{
+	q := reconcile.New(r.reconcile, reconcile.Config[relayKey]{
 		Name:         "outbox relay",
 		Resync:       func(context.Context) ([]relayKey, error) { return []relayKey{{}}, nil },
 		ResyncPeriod: r.interval,

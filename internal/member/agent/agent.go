@@ -454,7 +454,7 @@ func (a *Agent) snapshots() *reconcile.Queue[snapshotKey] {
 		// A snapshot asked for early leaves this schedule as it is: the
 		// queue keeps the earlier of two times a key is due.
 		return reconcile.Result{RequeueAfter: a.cfg.SnapshotInterval}, nil
-	}, reconcile.Options[snapshotKey]{Name: "snapshots", Logger: a.log})
+	}, reconcile.Config[snapshotKey]{Name: "snapshots", Logger: a.log})
 	q.Add(snapshotKey{})
 	return q
 }

@@ -125,7 +125,7 @@ func (a *Agent) fenceLoop(ctx context.Context) {
 			left = a.fenceRepeat()
 		}
 		return reconcile.Result{RequeueAfter: max(left, time.Nanosecond)}, nil
-	}, reconcile.Options[struct{}]{Name: "fencing"})
+	}, reconcile.Config[struct{}]{Name: "fencing"})
 	q.Add(struct{}{})
 	// The loop waits until the lease would run out, which on a new term
 	// is a whole lease away: a return found meanwhile must not wait for

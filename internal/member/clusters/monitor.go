@@ -176,7 +176,7 @@ func (m *HealthMonitor) Run(ctx context.Context) error {
 			q.AddAfter(graceEnded, max(time.Until(next), 0))
 		}
 		return res, nil
-	}, reconcile.Options[monitorPass]{Name: "cluster-health"})
+	}, reconcile.Config[monitorPass]{Name: "cluster-health"})
 	q.Add(afterProbes)
 	var wg sync.WaitGroup
 	defer wg.Wait()

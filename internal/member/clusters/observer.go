@@ -90,7 +90,7 @@ func (o *Observer) Run(ctx context.Context) error {
 			o.log.Warn("cluster observation failed", "error", err)
 		}
 		return probeAgain(start, o.cfg.Interval), nil
-	}, reconcile.Options[struct{}]{Name: "cluster-observer"})
+	}, reconcile.Config[struct{}]{Name: "cluster-observer"})
 	q.Add(struct{}{})
 	return q.Run(ctx)
 }

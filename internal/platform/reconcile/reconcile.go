@@ -43,8 +43,8 @@ type Gate interface {
 	Err() error
 }
 
-// Options configure a Queue. The zero value of each field is usable.
-type Options[K comparable] struct {
+// Config configures a Queue. The zero value of each field is usable.
+type Config[K comparable] struct {
 	// Name names the loop in its log lines.
 	Name string
 	// Workers is how many keys are reconciled at once; default 1.
@@ -71,7 +71,7 @@ type Options[K comparable] struct {
 	Done func(key K, err error, again time.Duration)
 }
 
-// Defaults of Options.
+// Defaults of Config.
 const (
 	DefaultResyncPeriod = 30 * time.Second
 	DefaultRetryBase    = 500 * time.Millisecond
@@ -81,7 +81,7 @@ const (
 // Queue runs a Func over keys.
 type Queue[K comparable] struct {
 	fn      Func[K]
-	opts    Options[K]
+	cfg     Config[K]
 	log     *slog.Logger
 	queue   workqueue.TypedRateLimitingInterface[K]
 	limiter workqueue.TypedRateLimiter[K]
@@ -92,34 +92,34 @@ type Queue[K comparable] struct {
 
 // New returns a Queue; nothing runs until Run, but keys may be added
 // before it.
-func New[K comparable](fn Func[K], opts Options[K]) *Queue[K] {
-	if opts.Workers <= 0 {
-		opts.Workers = 1
+func New[K comparable](fn Func[K], cfg Config[K]) *Queue[K] {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
 	}
-	if opts.ResyncPeriod <= 0 {
-		opts.ResyncPeriod = DefaultResyncPeriod
+	if cfg.ResyncPeriod <= 0 {
+		cfg.ResyncPeriod = DefaultResyncPeriod
 	}
-	if opts.RetryBase <= 0 {
-		opts.RetryBase = DefaultRetryBase
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = DefaultRetryBase
 	}
-	if opts.RetryMax <= 0 {
-		opts.RetryMax = DefaultRetryMax
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = DefaultRetryMax
 	}
-	log := opts.Logger
+	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// Per key only: a bucket shared by every key (controller-runtime's
 	// default adds one) would slow a farm's worth of keys that failed
 	// together far beyond their own backoff.
-	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[K](opts.RetryBase, opts.RetryMax)
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[K](cfg.RetryBase, cfg.RetryMax)
 	return &Queue[K]{
 		fn:      fn,
-		opts:    opts,
+		cfg:     cfg,
 		log:     log,
 		limiter: limiter,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[K]{
-			Name: opts.Name,
+			Name: cfg.Name,
 		}),
 		retryAt: map[K]time.Time{},
 	}
@@ -144,14 +144,14 @@ func (q *Queue[K]) Len() int { return q.queue.Len() }
 // reconciles under way and returns.
 func (q *Queue[K]) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for range q.opts.Workers {
+	for range q.cfg.Workers {
 		wg.Go(func() {
 			for q.next(ctx) {
 			}
 		})
 	}
-	if q.opts.Resync != nil {
-		wg.Go(func() { Every(ctx, q.opts.ResyncPeriod, q.resync) })
+	if q.cfg.Resync != nil {
+		wg.Go(func() { Every(ctx, q.cfg.ResyncPeriod, q.resync) })
 	}
 	<-ctx.Done()
 	q.queue.ShutDown()
@@ -160,10 +160,10 @@ func (q *Queue[K]) Run(ctx context.Context) error {
 }
 
 func (q *Queue[K]) resync(ctx context.Context) {
-	keys, err := q.opts.Resync(ctx)
+	keys, err := q.cfg.Resync(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			q.log.Warn("resync failed", "loop", q.opts.Name, "error", err)
+			q.log.Warn("resync failed", "loop", q.cfg.Name, "error", err)
 		}
 		return
 	}
@@ -187,21 +187,21 @@ func (q *Queue[K]) next(ctx context.Context) bool {
 	defer q.queue.Done(key)
 	res, err := q.run(ctx, key)
 	again := q.settle(ctx, key, res, err)
-	if q.opts.Done != nil {
-		q.opts.Done(key, err, again)
+	if q.cfg.Done != nil {
+		q.cfg.Done(key, err, again)
 	}
 	return true
 }
 
 func (q *Queue[K]) run(ctx context.Context, key K) (res Result, err error) {
-	if q.opts.Gate != nil {
-		if err := q.opts.Gate.Err(); err != nil {
+	if q.cfg.Gate != nil {
+		if err := q.cfg.Gate.Err(); err != nil {
 			return Result{}, err
 		}
 	}
-	if q.opts.Timeout > 0 {
+	if q.cfg.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, q.opts.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, q.cfg.Timeout)
 		defer cancel()
 	}
 	defer func() {
@@ -218,7 +218,7 @@ func (q *Queue[K]) settle(ctx context.Context, key K, res Result, err error) tim
 	switch {
 	case err == nil || IsTerminal(err):
 		if err != nil {
-			q.log.Error("reconcile failed for good", "loop", q.opts.Name, "key", key, "error", err)
+			q.log.Error("reconcile failed for good", "loop", q.cfg.Name, "key", key, "error", err)
 		}
 		q.queue.Forget(key)
 		q.mu.Lock()
@@ -238,8 +238,8 @@ func (q *Queue[K]) settle(ctx context.Context, key K, res Result, err error) tim
 	// Keys that failed together must not retry in step against a
 	// recovering peer.
 	delay = wait.Jitter(delay, jitterFactor)
-	if q.opts.Gate == nil || !errors.Is(err, q.opts.Gate.Err()) {
-		q.log.Warn("reconcile failed; retrying", "loop", q.opts.Name, "key", key, "in", delay.Round(time.Millisecond), "error", err)
+	if q.cfg.Gate == nil || !errors.Is(err, q.cfg.Gate.Err()) {
+		q.log.Warn("reconcile failed; retrying", "loop", q.cfg.Name, "key", key, "in", delay.Round(time.Millisecond), "error", err)
 	}
 	q.mu.Lock()
 	q.retryAt[key] = time.Now().Add(delay)

@@ -75,7 +75,7 @@ func TestOutcomes(t *testing.T) {
 				n := int(calls.Add(1))
 				err := tc.results[min(n, len(tc.results))-1]
 				return Result{RequeueAfter: tc.requeue}, err
-			}, Options[string]{RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond,
+			}, Config[string]{RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond,
 				Done: func(key string, err error, again time.Duration) {
 					mu.Lock()
 					outcomes = append(outcomes, outcome{err, again})
@@ -117,7 +117,7 @@ func TestOneWorkerPerKey(t *testing.T) {
 			<-release
 		}
 		return Result{}, nil
-	}, Options[string]{Workers: 4})
+	}, Config[string]{Workers: 4})
 	run(t, q)
 	q.Add("k")
 	waitFor(t, "calls", &calls, 1)
@@ -152,7 +152,7 @@ func TestGateHoldsKeys(t *testing.T) {
 	q := New(func(ctx context.Context, key string) (Result, error) {
 		calls.Add(1)
 		return Result{}, nil
-	}, Options[string]{Gate: g, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
+	}, Config[string]{Gate: g, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
 		Done: func(key string, err error, again time.Duration) {
 			if errors.Is(err, closed) {
 				held.Add(1)
@@ -179,7 +179,7 @@ func TestResync(t *testing.T) {
 		}
 		b.Add(1)
 		return Result{}, errors.New("b fails")
-	}, Options[string]{
+	}, Config[string]{
 		Resync:       func(ctx context.Context) ([]string, error) { return []string{"a", "b"}, nil },
 		ResyncPeriod: 10 * time.Millisecond,
 		RetryBase:    time.Hour, RetryMax: time.Hour,
@@ -207,7 +207,7 @@ func TestRetryAfter(t *testing.T) {
 			second = time.Now()
 		}
 		return Result{}, nil
-	}, Options[string]{RetryBase: time.Millisecond, RetryMax: time.Millisecond})
+	}, Config[string]{RetryBase: time.Millisecond, RetryMax: time.Millisecond})
 	run(t, q)
 	q.Add("k")
 	waitFor(t, "calls", &calls, 2)
@@ -228,7 +228,7 @@ func TestPanicIsTerminal(t *testing.T) {
 			panic("bad key")
 		}
 		return Result{}, nil
-	}, Options[string]{Done: func(key string, err error, again time.Duration) {
+	}, Config[string]{Done: func(key string, err error, again time.Duration) {
 		if key == "bad" && IsTerminal(err) && again == 0 {
 			terminal.Store(true)
 		}
@@ -251,7 +251,7 @@ func TestRunWaitsForReconciles(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		finished.Add(1)
 		return Result{}, ctx.Err()
-	}, Options[string]{})
+	}, Config[string]{})
 	stop := run(t, q)
 	q.Add("k")
 	waitFor(t, "started", &started, 1)
