@@ -22,7 +22,7 @@ func (f *fileFlags) register(cmd *cobra.Command, what string) {
 }
 
 func (f *fileFlags) read(cmd *cobra.Command) ([]*manifest.Object, error) {
-	objs, err := manifest.Read(f.files, manifest.Options{Recursive: f.recursive, Stdin: cmd.InOrStdin()})
+	objs, err := manifest.Read(f.files, manifest.Config{Recursive: f.recursive, Stdin: cmd.InOrStdin()})
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ objects, at the same addresses when those ports are still free.`,
 			}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			bins, err := sandbox.Ensure(ctx, sandbox.BuildOptions{Progress: out})
+			bins, err := sandbox.Ensure(ctx, sandbox.BuildConfig{Progress: out})
 			if err != nil {
 				return err
 			}
@@ -114,14 +114,14 @@ func newSandboxBuildCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
-			bins, err := sandbox.Ensure(cmd.Context(), sandbox.BuildOptions{Progress: cmd.OutOrStdout()})
+			bins, err := sandbox.Ensure(cmd.Context(), sandbox.BuildConfig{Progress: cmd.OutOrStdout()})
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "sandbox binaries ready in %s (%s)\n", bins.Dir, time.Since(start).Round(time.Second))
 			if dex {
 				start := time.Now()
-				path, err := sandbox.EnsureDex(cmd.Context(), sandbox.BuildOptions{Progress: cmd.OutOrStdout()})
+				path, err := sandbox.EnsureDex(cmd.Context(), sandbox.BuildConfig{Progress: cmd.OutOrStdout()})
 				if err != nil {
 					return err
 				}

@@ -33,7 +33,7 @@ import (
 func TestSingleSignOn(t *testing.T) {
 	tab := browsertest.Browser(t)
 	const ttl = 20 * time.Second
-	dex := oidctest.Start(t, oidctest.Options{IDTokenTTL: ttl,
+	dex := oidctest.Start(t, oidctest.Config{IDTokenTTL: ttl,
 		Users: []oidctest.User{{Email: "erin@example.com", Password: "erin-pw", Groups: []string{"team-a"}}}})
 	bin := buildPurser(t)
 	data := filepath.Join(t.TempDir(), "data")

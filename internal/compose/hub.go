@@ -114,7 +114,7 @@ func OpenHub(ctx context.Context, cfg HubConfig) (_ *Hub, err error) {
 		})
 	}
 	if cfg.NATS != "" || cfg.Embedded != nil {
-		opts := stream.Options{Name: "purser-" + cfg.Name, Replicas: cfg.StreamReplicas, Security: cfg.Security}
+		opts := stream.Config{Name: "purser-" + cfg.Name, Replicas: cfg.StreamReplicas, Security: cfg.Security}
 		if cfg.Embedded != nil {
 			h.Stream, err = cfg.Embedded.Connect(ctx, opts)
 		} else {

@@ -82,8 +82,8 @@ func (b *Binaries) KwokStages() string { return filepath.Join(b.modules["kwok"],
 // ArgoCRDs is the folder holding the Argo Workflows CRD manifests.
 func (b *Binaries) ArgoCRDs() string { return filepath.Join(b.modules["argo"], argoCRDsDir) }
 
-// BuildOptions say where the sandbox binaries are built and cached.
-type BuildOptions struct {
+// BuildConfig say where the sandbox binaries are built and cached.
+type BuildConfig struct {
 	// ToolsDir is a tools/ folder laid out as purser's, whose pins replace
 	// the ones built into purser. Empty: $PURSER_TOOLS_DIR, else the
 	// built-in pins.
@@ -100,7 +100,7 @@ type BuildOptions struct {
 // pins, so that changing or adding one module builds that module alone.
 // Concurrent callers, in this process or another, wait for one build
 // instead of building twice.
-func Ensure(ctx context.Context, opts BuildOptions) (*Binaries, error) {
+func Ensure(ctx context.Context, opts BuildConfig) (*Binaries, error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard

@@ -28,7 +28,7 @@ var dexModule = toolModule{
 // EnsureDex returns the path of the Dex binary pinned by tools/dex,
 // building it on first use into its module's cache folder, as Ensure does
 // for the clusters' binaries.
-func EnsureDex(ctx context.Context, opts BuildOptions) (string, error) {
+func EnsureDex(ctx context.Context, opts BuildConfig) (string, error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard

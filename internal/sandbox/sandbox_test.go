@@ -26,7 +26,7 @@ import (
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 2, Argo: true})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 2, Argo: true})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 

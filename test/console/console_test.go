@@ -45,7 +45,7 @@ import (
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 1})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 1})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
@@ -267,7 +267,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 		if err := c.EnsureNamespace(ctx, "reports"); err != nil {
 			t.Fatal(err)
 		}
-		agentStream, err := stream.Connect(ctx, nats.URL, stream.Options{Name: "agent-" + name})
+		agentStream, err := stream.Connect(ctx, nats.URL, stream.Config{Name: "agent-" + name})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,7 +35,7 @@ var (
 	soakKeep = flag.Bool("soak.keep", false, "keep the farm's folder (logs) after a passing run too")
 )
 
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 3})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 3})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 

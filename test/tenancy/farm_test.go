@@ -33,7 +33,7 @@ import (
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 1})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 1})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 

@@ -23,7 +23,7 @@ import (
 // a token of another audience, an expired-looking forgery, or garbage
 // authenticate no one.
 func TestOIDCTokensOfDex(t *testing.T) {
-	dex := oidctest.Start(t, oidctest.Options{Users: []oidctest.User{{Email: "erin@example.com", Password: "erin-pw", Groups: []string{"team-a", "auditors"}}}})
+	dex := oidctest.Start(t, oidctest.Config{Users: []oidctest.User{{Email: "erin@example.com", Password: "erin-pw", Groups: []string{"team-a", "auditors"}}}})
 	dir := t.TempDir()
 	tokensPath, policyPath := filepath.Join(dir, "tokens.yaml"), filepath.Join(dir, "policy.yaml")
 	write(t, tokensPath, "tokens: []\n")

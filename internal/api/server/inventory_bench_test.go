@@ -32,7 +32,7 @@ import (
 
 // sandboxes holds the one cluster of BenchmarkInventoryList; nothing starts
 // unless that benchmark runs.
-var sandboxes = sandboxtest.New(sandboxtest.Options{Clusters: 1})
+var sandboxes = sandboxtest.New(sandboxtest.Config{Clusters: 1})
 
 func TestMain(m *testing.M) { os.Exit(sandboxes.Run(m)) }
 

@@ -81,8 +81,8 @@ func (o *Object) Name() string { return o.Str("metadata", "name") }
 // Namespace is the object's metadata.namespace.
 func (o *Object) Namespace() string { return o.Str("metadata", "namespace") }
 
-// Options change how Read finds its input.
-type Options struct {
+// Config change how Read finds its input.
+type Config struct {
 	// Recursive also reads the subfolders of a folder (kubectl's -R).
 	Recursive bool
 	// Stdin is what "-" reads; nil: os.Stdin.
@@ -97,7 +97,7 @@ var Extensions = []string{".json", ".yaml", ".yml"}
 // everything before returning, and returns every problem found (each with
 // its file and document) joined in one error, so that nothing is applied
 // from input that is partly wrong.
-func Read(paths []string, opts Options) ([]*Object, error) {
+func Read(paths []string, opts Config) ([]*Object, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no input: give -f FILE, -f DIR or -f - for standard input")
 	}

@@ -147,14 +147,14 @@ func TestRead(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		paths []string
-		opts  Options
+		opts  Config
 		want  string
 		err   string
 	}{
 		{name: "a folder, in lexical order, without subfolders", paths: []string{dir}, want: "a,a2,b,c"},
-		{name: "-R reads the subfolders", paths: []string{dir}, opts: Options{Recursive: true}, want: "a,a2,b,c,d"},
+		{name: "-R reads the subfolders", paths: []string{dir}, opts: Config{Recursive: true}, want: "a,a2,b,c,d"},
 		{name: "several -f, in order", paths: []string{filepath.Join(dir, "c.json"), filepath.Join(dir, "b.yaml")}, want: "c,b"},
-		{name: "standard input", paths: []string{"-", filepath.Join(dir, "b.yaml")}, opts: Options{Stdin: strings.NewReader(obj("Runnable", "in"))}, want: "in,b"},
+		{name: "standard input", paths: []string{"-", filepath.Join(dir, "b.yaml")}, opts: Config{Stdin: strings.NewReader(obj("Runnable", "in"))}, want: "in,b"},
 		{name: "standard input twice", paths: []string{"-", "-"}, err: "standard input can be read once"},
 		{name: "a missing file", paths: []string{filepath.Join(dir, "nope.yaml")}, err: "no such file"},
 		{name: "an empty folder", paths: []string{empty}, err: "holds no .json, .yaml, .yml file (add -R"},
@@ -179,7 +179,7 @@ func TestRead(t *testing.T) {
 
 	// One bad file: nothing is returned, and the error names the file.
 	bad := write("bad/x.yaml", obj("Runnable", "x")+"---\nkind: [\n")
-	objs, err := Read([]string{filepath.Join(dir, "b.yaml"), bad}, Options{})
+	objs, err := Read([]string{filepath.Join(dir, "b.yaml"), bad}, Config{})
 	if err == nil || objs != nil || !strings.Contains(err.Error(), bad+": document 2: not valid YAML") {
 		t.Fatalf("Read with a bad file = %v, %v", names(objs), err)
 	}

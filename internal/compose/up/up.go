@@ -248,7 +248,7 @@ func waitReady(ctx context.Context, url string) error {
 // and supervises their kube-apiservers: one killed by hand or crashed is
 // said and started again. stop stops the supervisor, then the clusters.
 func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer, admin *client.Client, log *slog.Logger) (stop func(), err error) {
-	bins, err := sandbox.Ensure(ctx, sandbox.BuildOptions{Progress: out})
+	bins, err := sandbox.Ensure(ctx, sandbox.BuildConfig{Progress: out})
 	if err != nil {
 		return nil, err
 	}

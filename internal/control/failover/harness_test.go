@@ -57,7 +57,7 @@ import (
 
 // Two shared clusters for the tests that leave them running; tests that
 // stop a kube-apiserver or cut an agent off take dedicated ones.
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 2})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 2})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
@@ -336,7 +336,7 @@ func (f *farm) register(m cluster, p periods) {
 			f.t.Fatal(err)
 		}
 	}
-	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Options{StartDelay: 300 * time.Millisecond, Logger: f.log,
+	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Config{StartDelay: 300 * time.Millisecond, Logger: f.log,
 		Checkpoints: f.writeCheckpoint, StateSnapshots: p.stateSnapshots, ReconcileInterval: p.reconcile})
 	if err != nil {
 		f.t.Fatal(err)
@@ -356,7 +356,7 @@ func (f *farm) startAgent(name string, cfg *rest.Config, natsURL string) {
 	if natsURL == "" {
 		natsURL = f.nats.URL
 	}
-	streams, err := stream.Connect(f.ctx, natsURL, stream.Options{Name: "agent-" + name})
+	streams, err := stream.Connect(f.ctx, natsURL, stream.Config{Name: "agent-" + name})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestSubmitterProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = db.Close() }()
-	streams, err := stream.Connect(ctx, os.Getenv(helperNATS), stream.Options{Name: "submitter-helper"})
+	streams, err := stream.Connect(ctx, os.Getenv(helperNATS), stream.Config{Name: "submitter-helper"})
 	if err != nil {
 		t.Fatal(err)
 	}

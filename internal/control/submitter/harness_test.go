@@ -34,7 +34,7 @@ import (
 // Two shared clusters, sandbox-1 and sandbox-2 (dc=dc-1, dc=dc-2), with
 // Argo Workflows. Each test works in its own namespace and database, so
 // tests never see each other's runnables.
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 2, Argo: true})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 2, Argo: true})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 

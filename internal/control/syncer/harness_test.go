@@ -34,7 +34,7 @@ import (
 // Three shared clusters, sandbox-1..3 labelled dc=dc-1..3. Tests that use
 // them run one at a time (none is parallel): a syncer treats objects with
 // its label that its database does not know as orphans.
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 3})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 3})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 

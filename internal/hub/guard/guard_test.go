@@ -23,7 +23,7 @@ func TestGuard(t *testing.T) {
 	}
 	defer func() { _ = db.Close() }() // for an early failure: the test closes it below
 	srv := streamtest.Start(t, "")
-	streams, err := stream.Connect(ctx, srv.URL, stream.Options{Name: "guard-test"})
+	streams, err := stream.Connect(ctx, srv.URL, stream.Config{Name: "guard-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ import (
 // before is deduplicated by message id.
 var ErrUnavailable = errors.New("stream unavailable")
 
-// Options configures a Client.
-type Options struct {
+// Config configures a Client.
+type Config struct {
 	// Name identifies the connection in the server's monitoring, e.g.
 	// "purser-submitter".
 	Name string
@@ -101,7 +101,7 @@ const (
 // cluster). It waits for the first connection until ctx is done; after
 // that the connection reconnects forever with backoff, so a component
 // survives any stream restart without being restarted itself.
-func Connect(ctx context.Context, url string, opts Options) (*Client, error) {
+func Connect(ctx context.Context, url string, opts Config) (*Client, error) {
 	replicas := opts.Replicas
 	switch {
 	case replicas == 0:

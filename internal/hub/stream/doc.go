@@ -12,6 +12,6 @@
 // durable consumer names declared here.
 //
 // For one machine, [StartEmbedded] runs nats-server inside the purser
-// process; beyond it, [Connect] talks to a NATS cluster and [Options]
+// process; beyond it, [Connect] talks to a NATS cluster and [Config]
 // asks for replicated streams.
 package stream

@@ -101,7 +101,7 @@ func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
 
 // Connect connects to the server inside this process, without a socket
 // (nats-server's InProcessConn), which works with NoListen too.
-func (e *Embedded) Connect(ctx context.Context, opts Options) (*Client, error) {
+func (e *Embedded) Connect(ctx context.Context, opts Config) (*Client, error) {
 	opts.inProcess = e.srv
 	return Connect(ctx, "", opts)
 }

@@ -173,7 +173,7 @@ func startServer(t *testing.T, opts *server.Options) string {
 
 func connect(t *testing.T, url string, sec stream.Security) *stream.Client {
 	t.Helper()
-	c, err := stream.Connect(streamtest.Context(t), url, stream.Options{Name: t.Name(), Security: sec})
+	c, err := stream.Connect(streamtest.Context(t), url, stream.Config{Name: t.Name(), Security: sec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func connect(t *testing.T, url string, sec stream.Security) *stream.Client {
 func tryConnect(url string, sec stream.Security) (*stream.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	c, err := stream.Connect(ctx, url, stream.Options{Name: "refused", Security: sec})
+	c, err := stream.Connect(ctx, url, stream.Config{Name: "refused", Security: sec})
 	if err == nil {
 		c.Close()
 	}

@@ -277,7 +277,7 @@ func TestConnectNoServer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	if c, err := stream.Connect(ctx, srv.URL, stream.Options{}); !errors.Is(err, stream.ErrUnavailable) {
+	if c, err := stream.Connect(ctx, srv.URL, stream.Config{}); !errors.Is(err, stream.ErrUnavailable) {
 		if c != nil {
 			c.Close()
 		}
@@ -294,7 +294,7 @@ func TestConnectWaitsForServer(t *testing.T) {
 	connected := make(chan error, 1)
 	ctx := streamtest.Context(t)
 	go func() {
-		c, err := stream.Connect(ctx, srv.URL, stream.Options{})
+		c, err := stream.Connect(ctx, srv.URL, stream.Config{})
 		if err == nil {
 			c.Close()
 		}

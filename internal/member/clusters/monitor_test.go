@@ -30,7 +30,7 @@ import (
 
 // The health tests stop kube-apiservers, so each uses a dedicated cluster;
 // no shared one is ever started.
-var env = sandboxtest.New(sandboxtest.Options{})
+var env = sandboxtest.New(sandboxtest.Config{})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 

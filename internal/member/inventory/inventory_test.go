@@ -34,7 +34,7 @@ import (
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 1, Argo: true})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 1, Argo: true})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 

@@ -24,7 +24,7 @@ import (
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 0})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 0})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 

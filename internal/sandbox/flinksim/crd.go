@@ -40,7 +40,7 @@ func InstallCRD(ctx context.Context, cfg *rest.Config) error {
 }
 
 // InstallSnapshotCRD installs the FlinkStateSnapshot CRD (operator 1.10+),
-// for a simulator with Options.StateSnapshots.
+// for a simulator with Config.StateSnapshots.
 func InstallSnapshotCRD(ctx context.Context, cfg *rest.Config) error {
 	return install(ctx, cfg, crd(snapshotCRDName, "FlinkStateSnapshot", SnapshotResource.Resource, "flinkstatesnapshot", "flinksnp"), SnapshotResource)
 }

@@ -89,9 +89,9 @@ func (f Fault) String() string {
 	return "none"
 }
 
-// Options tune a Simulator. The zero value is a current operator (1.10+)
+// Config tune a Simulator. The zero value is a current operator (1.10+)
 // without the FlinkStateSnapshot CRD.
-type Options struct {
+type Config struct {
 	// StartDelay is how long a new JobManager takes to serve; default 500ms.
 	StartDelay time.Duration
 	// ReconcileInterval is how often the operator looks at a deployment
@@ -124,7 +124,7 @@ type Simulator struct {
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
 	log      *slog.Logger
-	opts     Options
+	opts     Config
 	wg       sync.WaitGroup
 
 	mu     sync.Mutex
@@ -137,7 +137,7 @@ type Simulator struct {
 // Start runs a simulator on the cluster of cfg until ctx is done, named
 // name in its logs. It returns once its informer has listed every
 // FlinkDeployment, so InstallCRD must have run; Wait waits for it to stop.
-func Start(ctx context.Context, name string, cfg *rest.Config, opts Options) (*Simulator, error) {
+func Start(ctx context.Context, name string, cfg *rest.Config, opts Config) (*Simulator, error) {
 	if opts.StartDelay <= 0 {
 		opts.StartDelay = 500 * time.Millisecond
 	}

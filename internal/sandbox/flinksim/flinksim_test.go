@@ -24,7 +24,7 @@ import (
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
-var env = sandboxtest.New(sandboxtest.Options{Clusters: 1})
+var env = sandboxtest.New(sandboxtest.Config{Clusters: 1})
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
@@ -39,7 +39,7 @@ type fixture struct {
 	client dynamic.ResourceInterface
 }
 
-func setup(t *testing.T, opts flinksim.Options) *fixture {
+func setup(t *testing.T, opts flinksim.Config) *fixture {
 	t.Helper()
 	c := env.Clusters(t)[0]
 	cfg := c.RESTConfig()
@@ -259,7 +259,7 @@ func reconciledJobState(t *testing.T, o *unstructured.Unstructured) string {
 }
 
 func TestNewDeploymentRuns(t *testing.T) {
-	f := setup(t, flinksim.Options{})
+	f := setup(t, flinksim.Config{})
 	f.create(t, "fresh", nil, map[string]any{"jarURI": "local:///opt/flink/job.jar"})
 	id := f.waitRunning(t, "fresh")
 	if !jobIDPattern.MatchString(id) {
@@ -288,7 +288,7 @@ func TestNewDeploymentRuns(t *testing.T) {
 
 func TestDeployingUntilStartDelay(t *testing.T) {
 	// An hour: the test sees the deploying state however slow the machine.
-	f := setup(t, flinksim.Options{StartDelay: time.Hour})
+	f := setup(t, flinksim.Config{StartDelay: time.Hour})
 	f.create(t, "slow", nil, map[string]any{})
 	obj := f.waitStatus(t, "slow", map[string]string{
 		"lifecycleState": "DEPLOYED", "jobManagerDeploymentStatus": "DEPLOYING",
@@ -306,7 +306,7 @@ func TestDeployingUntilStartDelay(t *testing.T) {
 // The initial savepoint is restored at the first deployment only; later
 // deployments restore from the savepoint the operator took.
 func TestRestoreFromInitialSavepointOnlyAtFirstDeploy(t *testing.T) {
-	f := setup(t, flinksim.Options{})
+	f := setup(t, flinksim.Config{})
 	const initial = "s3://bucket/savepoints/savepoint-0123ab-456789abcdef"
 	f.create(t, "restored", map[string]any{"state.savepoints.dir": "s3://sp"},
 		map[string]any{"initialSavepointPath": initial, "upgradeMode": "savepoint", "parallelism": int64(1)})
@@ -349,7 +349,7 @@ func TestRestoreFromInitialSavepointOnlyAtFirstDeploy(t *testing.T) {
 }
 
 func TestSuspendResume(t *testing.T) {
-	f := setup(t, flinksim.Options{})
+	f := setup(t, flinksim.Config{})
 	f.create(t, "pausable", nil, map[string]any{"state": "running", "upgradeMode": "savepoint"})
 	id := f.waitRunning(t, "pausable")
 	f.waitStatus(t, "pausable", map[string]string{"lifecycleState": "STABLE"})
@@ -387,7 +387,7 @@ func TestSuspendResume(t *testing.T) {
 // marks it suspended and redeploys it (JobStatusObserver.updateJobStatus,
 // markSuspended).
 func TestCancelFromUIIsRedeployed(t *testing.T) {
-	f := setup(t, flinksim.Options{})
+	f := setup(t, flinksim.Config{})
 	f.create(t, "cancelled", map[string]any{"state.savepoints.dir": "s3://sp", "kubernetes.operator.periodic.savepoint.interval": "100ms"},
 		map[string]any{"upgradeMode": "savepoint"})
 	id := f.waitRunning(t, "cancelled")
@@ -418,7 +418,7 @@ func TestCancelFromUIIsRedeployed(t *testing.T) {
 }
 
 func TestJobManagerLoss(t *testing.T) {
-	f := setup(t, flinksim.Options{})
+	f := setup(t, flinksim.Config{})
 	// With HA the operator recovers the JobManager, the same job from its
 	// latest checkpoint (shouldRecoverDeployment, resubmitJob).
 	f.create(t, "ha", map[string]any{"high-availability.type": "kubernetes", "execution.checkpointing.interval": "50ms",
@@ -463,7 +463,7 @@ func TestSavepointsReported(t *testing.T) {
 	if err := flinksim.InstallSnapshotCRD(t.Context(), c.RESTConfig()); err != nil {
 		t.Fatal(err)
 	}
-	f := setup(t, flinksim.Options{StateSnapshots: true})
+	f := setup(t, flinksim.Config{StateSnapshots: true})
 	f.create(t, "snapshots", map[string]any{"state.savepoints.dir": "s3://sp", "kubernetes.operator.periodic.savepoint.interval": "100ms"},
 		map[string]any{"upgradeMode": "savepoint"})
 	id := f.waitRunning(t, "snapshots")
@@ -497,7 +497,7 @@ func TestSavepointsReported(t *testing.T) {
 }
 
 func TestSessionCluster(t *testing.T) {
-	f := setup(t, flinksim.Options{})
+	f := setup(t, flinksim.Config{})
 	f.create(t, "session", nil, nil)
 	obj := f.waitStatus(t, "session", map[string]string{"jobManagerDeploymentStatus": "READY", "lifecycleState": "STABLE"})
 	judge(t, obj, v1alpha1.HealthHealthy, health.PhaseRunning)
@@ -527,7 +527,7 @@ func TestSessionCluster(t *testing.T) {
 
 // Operators before 1.4 write no lifecycleState and status.error as text.
 func TestLegacyStatus(t *testing.T) {
-	f := setup(t, flinksim.Options{LegacyStatus: true})
+	f := setup(t, flinksim.Config{LegacyStatus: true})
 	f.create(t, "old", nil, map[string]any{"upgradeMode": "savepoint"})
 	f.waitRunning(t, "old")
 	obj := f.waitStatus(t, "old", map[string]string{"lifecycleState": "", "jobManagerDeploymentStatus": "READY"})
@@ -546,7 +546,7 @@ func TestLegacyStatus(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
-	f := setup(t, flinksim.Options{})
+	f := setup(t, flinksim.Config{})
 	f.create(t, "faulty", nil, map[string]any{})
 	id := f.waitRunning(t, "faulty")
 	f.waitStatus(t, "faulty", map[string]string{"lifecycleState": "STABLE"})
@@ -594,7 +594,7 @@ func TestStartWithoutCRD(t *testing.T) {
 	c := env.Dedicated(t, false)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	sim, err := flinksim.Start(ctx, c.Name(), c.RESTConfig(), flinksim.Options{})
+	sim, err := flinksim.Start(ctx, c.Name(), c.RESTConfig(), flinksim.Config{})
 	if err == nil {
 		sim.Wait()
 		t.Fatal("Start succeeded on a cluster without the FlinkDeployment CRD")
@@ -617,7 +617,7 @@ func TestCheckpointsBetweenPasses(t *testing.T) {
 		defer mu.Unlock()
 		return len(written)
 	}
-	f := setup(t, flinksim.Options{ReconcileInterval: time.Hour, Checkpoints: func(_ context.Context, path string) error {
+	f := setup(t, flinksim.Config{ReconcileInterval: time.Hour, Checkpoints: func(_ context.Context, path string) error {
 		mu.Lock()
 		written = append(written, path)
 		mu.Unlock()

@@ -87,7 +87,7 @@ type effects struct {
 	snapshots []snapshotRecord // FlinkStateSnapshots to create (1.10+)
 	requeue   time.Duration    // >0: pass again after this
 	again     bool             // pass again at once (a second reconcile step)
-	files     []string         // completed savepoints, for Options.Checkpoints
+	files     []string         // completed savepoints, for Config.Checkpoints
 	taken     events           // the injected events this pass acted on
 }
 
@@ -102,7 +102,7 @@ type snapshotRecord struct {
 
 // pass is one operator pass.
 type pass struct {
-	opts    Options
+	opts    Config
 	name    string
 	gen     int64
 	spec    spec

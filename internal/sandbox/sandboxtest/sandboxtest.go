@@ -3,7 +3,7 @@
 // are stopped, with a check that no sandbox process is left, when the
 // binary ends:
 //
-//	var env = sandboxtest.New(sandboxtest.Options{Clusters: 2, Argo: true})
+//	var env = sandboxtest.New(sandboxtest.Config{Clusters: 2, Argo: true})
 //
 //	func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 //
@@ -28,15 +28,15 @@ import (
 	"github.com/purser-io/purser/internal/sandbox"
 )
 
-// Options say what the shared clusters of a test binary look like.
-type Options struct {
+// Config say what the shared clusters of a test binary look like.
+type Config struct {
 	Clusters int  // default 1
 	Argo     bool // install Argo Workflows in each
 }
 
 // Env owns the sandbox clusters of one test binary.
 type Env struct {
-	opts Options
+	opts Config
 
 	mu       sync.Mutex
 	root     string // every cluster of this binary lives under it
@@ -47,7 +47,7 @@ type Env struct {
 }
 
 // New returns an Env; nothing starts until a test asks for clusters.
-func New(opts Options) *Env {
+func New(opts Config) *Env {
 	if opts.Clusters < 1 {
 		opts.Clusters = 1
 	}
@@ -109,7 +109,7 @@ func (e *Env) prepareLocked() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	bins, err := sandbox.Ensure(ctx, sandbox.BuildOptions{Progress: os.Stderr})
+	bins, err := sandbox.Ensure(ctx, sandbox.BuildConfig{Progress: os.Stderr})
 	if err != nil {
 		return err
 	}

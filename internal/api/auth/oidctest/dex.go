@@ -36,8 +36,8 @@ type User struct {
 	Groups          []string
 }
 
-// Options are the provider's users and how long its ID tokens last.
-type Options struct {
+// Config are the provider's users and how long its ID tokens last.
+type Config struct {
 	Users []User
 	// IDTokenTTL is the ID tokens' lifetime; 0: Dex's default (24 h).
 	IDTokenTTL time.Duration
@@ -55,11 +55,11 @@ type Dex struct {
 
 // Start builds Dex on first use (minutes, once per machine) and starts it
 // on a free loopback port; it is stopped when the test ends.
-func Start(t testing.TB, opts Options) *Dex {
+func Start(t testing.TB, opts Config) *Dex {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	bin, err := sandbox.EnsureDex(ctx, sandbox.BuildOptions{})
+	bin, err := sandbox.EnsureDex(ctx, sandbox.BuildConfig{})
 	if err != nil {
 		t.Fatalf("build dex: %v", err)
 	}

@@ -108,7 +108,7 @@ func Connect(t testing.TB, serverURL string) *stream.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	c, err := stream.Connect(ctx, serverURL, stream.Options{Name: t.Name()})
+	c, err := stream.Connect(ctx, serverURL, stream.Config{Name: t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
