@@ -43,8 +43,7 @@ type Notifier interface {
 // Store is the database as the server uses it: its transactions, the
 // readiness probe's ping and the audit chain's verification.
 type Store interface {
-	Tx(ctx context.Context, fn func(*store.Tx) error) error
-	Read(ctx context.Context, fn func(*store.Tx) error) error
+	store.Transactor
 	Ping(ctx context.Context) error
 	VerifyAuditAnchored(ctx context.Context, anchors []audit.Anchor) (store.VerifyResult, error)
 }

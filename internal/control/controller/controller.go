@@ -26,10 +26,7 @@ import (
 
 // Store is the database as the controller's parts (cluster health,
 // failover, the lease) use it: its transactions.
-type Store interface {
-	Tx(ctx context.Context, fn func(*store.Tx) error) error
-	Read(ctx context.Context, fn func(*store.Tx) error) error
-}
+type Store = store.Transactor
 
 // Config is what the controller runs with. Zero values take the defaults
 // of clusters.Policy and failover.Config.

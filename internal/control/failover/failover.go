@@ -48,10 +48,7 @@ const (
 )
 
 // Store is the database as the failover controller uses it: its transactions.
-type Store interface {
-	Tx(ctx context.Context, fn func(*store.Tx) error) error
-	Read(ctx context.Context, fn func(*store.Tx) error) error
-}
+type Store = store.Transactor
 
 // Config is what the failover controller needs.
 type Config struct {

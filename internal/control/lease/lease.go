@@ -63,10 +63,7 @@ type Lock interface {
 }
 
 // Store is the database as a StoreLock uses it: its transactions.
-type Store interface {
-	Tx(ctx context.Context, fn func(*store.Tx) error) error
-	Read(ctx context.Context, fn func(*store.Tx) error) error
-}
+type Store = store.Transactor
 
 // Config is one election.
 type Config struct {

@@ -45,10 +45,7 @@ import (
 )
 
 // Store is the database as the submitter uses it: its transactions.
-type Store interface {
-	Tx(ctx context.Context, fn func(*store.Tx) error) error
-	Read(ctx context.Context, fn func(*store.Tx) error) error
-}
+type Store = store.Transactor
 
 // Config configures a Submitter.
 type Config struct {

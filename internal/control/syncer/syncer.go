@@ -40,10 +40,7 @@ import (
 )
 
 // Store is the database as the syncer uses it: its transactions.
-type Store interface {
-	Tx(ctx context.Context, fn func(*store.Tx) error) error
-	Read(ctx context.Context, fn func(*store.Tx) error) error
-}
+type Store = store.Transactor
 
 // Config says what a Syncer works with.
 type Config struct {

@@ -22,6 +22,15 @@ import (
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
+// Transactor is the database as a component sees it: transactions that
+// write (Tx) and transactions that only read (Read). Components take it,
+// not *Store, so that their tests and the composition root may hand in
+// what they like; each then uses only the aggregates of Tx it needs.
+type Transactor interface {
+	Tx(ctx context.Context, fn func(*Tx) error) error
+	Read(ctx context.Context, fn func(*Tx) error) error
+}
+
 // Store is a handle on purser's database. It is safe for concurrent use.
 type Store struct {
 	d dialect

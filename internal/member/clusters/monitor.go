@@ -48,10 +48,7 @@ const (
 )
 
 // Store is the database as cluster health uses it: its transactions.
-type Store interface {
-	Tx(ctx context.Context, fn func(*store.Tx) error) error
-	Read(ctx context.Context, fn func(*store.Tx) error) error
-}
+type Store = store.Transactor
 
 // Config says what cluster health works with: the HealthMonitor, and the
 // Observer, which reads only the fields it needs (Store, Sealer, DC,
