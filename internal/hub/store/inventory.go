@@ -254,15 +254,46 @@ func (inv Inventory) newerVersionSQL(incoming, current string) string {
 // could otherwise both read before either commits, and an upsert of an
 // older state would insert a record that a concurrent deletion's newer
 // tombstone had already ruled out. SQLite has one writer: nothing to do.
-// Clusters are taken in sorted order (groupByCluster), so two batches wait
-// for each other rather than deadlock, but for a batch whose deletions
-// come after its upserts; a deadlock there is retried by Tx.
+// A transaction that changes several clusters must take them all at once,
+// in one order, before it changes any (LockClusters); lock alone, taking
+// one more cluster after others, is for a transaction of one.
 func (inv Inventory) lock(ctx context.Context, cluster string) error {
-	if inv.tx.s.d.engine != EnginePostgres {
+	if inv.tx.s.d.engine != EnginePostgres || inv.tx.clustersLocked[cluster] {
 		return nil
 	}
-	_, err := inv.tx.exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('purser.inventory'), hashtext(?))`, cluster)
-	return classify(err)
+	if _, err := inv.tx.exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('purser.inventory'), hashtext(?))`, cluster); err != nil {
+		return classify(err)
+	}
+	if inv.tx.clustersLocked == nil {
+		inv.tx.clustersLocked = make(map[string]bool)
+	}
+	inv.tx.clustersLocked[cluster] = true
+	return nil
+}
+
+// LockClusters takes, in name order, the inventory lock of every cluster a
+// transaction is about to change, records, tombstones and agents' rows
+// alike. Two ingesters sharing clusters then wait for each other instead
+// of deadlocking: a batch that upserted cluster b and then deleted in a
+// held every lock of b while it waited for a, and the batch that did the
+// opposite held a, so both held what the other waited for (the chaos soak
+// saw six such deadlocks in 30 minutes, each rolled back and retried).
+func (inv Inventory) LockClusters(ctx context.Context, clusters []string) error {
+	for _, c := range SortedClusters(clusters) {
+		if err := inv.lock(ctx, c); err != nil {
+			return fmt.Errorf("lock inventory of %s: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// SortedClusters returns the distinct names of clusters in name order:
+// the one order in which transactions take what belongs to several
+// clusters (their inventory locks, their agents' rows).
+func SortedClusters(clusters []string) []string {
+	out := slices.Clone(clusters)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Delete removes the records named by tombs unless the stored

@@ -290,6 +290,10 @@ type Tx struct {
 	// auditBuf, in a GroupCommit's transaction, collects the audit
 	// entries to append at the group's end.
 	auditBuf *[]*audit.Entry
+	// clustersLocked are the clusters whose inventory this transaction
+	// holds the lock of (Inventory.LockClusters): taken once, held until
+	// the end.
+	clustersLocked map[string]bool
 }
 
 func (tx *Tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {

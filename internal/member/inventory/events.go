@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -166,6 +168,9 @@ func secretRecord(obj []byte, fingerprint func([]byte) string) []byte {
 // runnable or reopen a clean-up: an older state redelivered is not among
 // them, so it never moves a runnable back.
 func storeEvents(ctx context.Context, tx *store.Tx, b eventBatch) ([]store.InventoryRow, error) {
+	if err := tx.Inventory().LockClusters(ctx, b.clusters()); err != nil {
+		return nil, err
+	}
 	stored, err := tx.Inventory().Upsert(ctx, b.rows)
 	if err != nil {
 		return nil, err
@@ -179,10 +184,27 @@ func storeEvents(ctx context.Context, tx *store.Tx, b eventBatch) ([]store.Inven
 // touchAgentsByEvents records how fresh each cluster's records are, by
 // its newest event in the batch.
 func touchAgentsByEvents(ctx context.Context, tx *store.Tx, b eventBatch, _ []store.InventoryRow) error {
-	for cluster, at := range b.lastEvent {
+	for _, cluster := range store.SortedClusters(slices.Collect(maps.Keys(b.lastEvent))) {
+		at := b.lastEvent[cluster]
 		if err := tx.Agents().Touch(ctx, cluster, nil, nil, &at); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// clusters names every cluster the batch changes: those of its records,
+// its tombstones and its agents' freshness.
+func (b eventBatch) clusters() []string {
+	names := make([]string, 0, len(b.lastEvent))
+	for _, r := range b.rows {
+		names = append(names, r.Cluster)
+	}
+	for _, t := range b.tombs {
+		names = append(names, t.Cluster)
+	}
+	for c := range b.lastEvent {
+		names = append(names, c)
+	}
+	return names
 }

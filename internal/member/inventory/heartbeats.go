@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,6 +65,10 @@ func (c *heartbeatConverter) convert(entries []jetstream.KeyValueEntry) ([]heart
 
 // recordHeartbeats is the heartbeats' sink.
 func recordHeartbeats(ctx context.Context, tx *store.Tx, beats []heartbeat) (struct{}, error) {
+	// In the clusters' order, as every transaction takes agents' rows: a
+	// batch of events holds its clusters' rows while it touches them.
+	beats = slices.Clone(beats)
+	slices.SortStableFunc(beats, func(x, y heartbeat) int { return strings.Compare(x.cluster, y.cluster) })
 	for _, b := range beats {
 		if err := tx.Agents().RecordHeartbeat(ctx, b.cluster, b.at, b.kubeAPI, b.current); err != nil {
 			return struct{}{}, err

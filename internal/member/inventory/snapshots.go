@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -145,6 +147,13 @@ func assemble(cluster string, p *pendingSnapshot) []store.InventorySnapshot {
 // returns what each reconciliation found, in the order of b.snaps.
 func reconcileSnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch) ([]store.Reconciliation, error) {
 	recs := make([]store.Reconciliation, 0, len(b.snaps))
+	clusters := make([]string, len(b.snaps))
+	for i, snap := range b.snaps {
+		clusters[i] = snap.Cluster
+	}
+	if err := tx.Inventory().LockClusters(ctx, clusters); err != nil {
+		return nil, err
+	}
 	for _, snap := range b.snaps {
 		rec, err := tx.Inventory().Reconcile(ctx, snap)
 		if err != nil {
@@ -159,7 +168,10 @@ func reconcileSnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch) ([]s
 // just applied: a snapshot counts once the ingester has applied it, not
 // when the agent sent it, so it is recorded with the records it removed.
 func touchAgentsBySnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch, _ []store.Reconciliation) error {
-	for _, snap := range b.snaps {
+	// In the clusters' order, as every transaction takes agents' rows.
+	snaps := slices.Clone(b.snaps)
+	slices.SortStableFunc(snaps, func(x, y store.InventorySnapshot) int { return strings.Compare(x.Cluster, y.Cluster) })
+	for _, snap := range snaps {
 		taken := snap.TakenAt
 		if err := tx.Agents().Touch(ctx, snap.Cluster, nil, &taken, nil); err != nil {
 			return err
