@@ -46,8 +46,8 @@ type Report struct {
 	// StateGeneration is the generation State is about (the one last
 	// attempted): an Error about an older generation is not this one's.
 	StateGeneration int64
-	SyncedAt         time.Time
-	Message          string
+	SyncedAt        time.Time
+	Message         string
 	// AgentReportAt is the time of the latest report of the cluster's
 	// agent. Gates judge objects from the agent's reports, so a cluster
 	// whose agent has not reported since the generation landed is not
@@ -90,8 +90,8 @@ type Input struct {
 	// PriorResumes the Resumes of that decision.
 	Prior        *v1alpha1.RolloutStatus
 	PriorResumes int
-	Control Control
-	Now     time.Time
+	Control      Control
+	Now          time.Time
 }
 
 // Decision is what Decide returns.
