@@ -103,6 +103,26 @@ type RolloutStatus struct {
 	// AwaitingApproval names the wave that waits for an approver.
 	AwaitingApproval string                 `json:"awaitingApproval,omitempty"`
 	Clusters         []RolloutClusterStatus `json:"clusters,omitempty"`
+	// ObservedResumes is how many resumes (RolloutControl.Resumes) the
+	// status took into account: each acts once.
+	ObservedResumes int `json:"observedResumes,omitempty"`
+	// Control is what people set on this generation's rollout.
+	Control *RolloutControl `json:"control,omitempty"`
+}
+
+// RolloutControl is what people set on the rollout of one generation
+// (POST .../pause, .../resume, .../rollback, .../approve?generation=):
+// it applies to that generation only.
+type RolloutControl struct {
+	Generation int64 `json:"generation"`
+	Paused     bool  `json:"paused,omitempty"`
+	Rollback   bool  `json:"rollback,omitempty"`
+	// Resumes counts the resumes of a halted or rolled back rollout; each
+	// retries it from the wave where it stopped (from the first after a
+	// rollback).
+	Resumes int `json:"resumes,omitempty"`
+	// Approved names the waves an approver let start.
+	Approved []string `json:"approved,omitempty"`
 }
 
 // RolloutClusterStatus is one cluster in a rollout.

@@ -53,6 +53,9 @@ type Report struct {
 	// whose agent has not reported since the generation landed is not
 	// healthy yet: what is known of it may describe the old generation.
 	AgentReportAt time.Time
+	// NoAgent: the cluster has no agent, so no gate can judge it; the
+	// syncer's own observation (Synced at the generation) is all there is.
+	NoAgent bool
 	// Problems are objects that gates found unhealthy, with when each was
 	// observed; one observed before the generation landed does not count.
 	Problems []Problem
@@ -65,19 +68,8 @@ type Problem struct {
 	At     time.Time
 }
 
-// Control is what people set on the rollout of Generation: it applies
-// only to that generation.
-type Control struct {
-	Generation int64 `json:"generation"`
-	Paused     bool  `json:"paused,omitempty"`
-	Rollback   bool  `json:"rollback,omitempty"`
-	// Resumes counts the resumes of a halted or rolled back rollout;
-	// each one retries it from the wave where it stopped (from the first
-	// after a rollback).
-	Resumes int `json:"resumes,omitempty"`
-	// Approved names the waves an approver let start.
-	Approved []string `json:"approved,omitempty"`
-}
+// Control is what people set on the rollout of one generation.
+type Control = v1alpha1.RolloutControl
 
 // Input is everything Decide looks at.
 type Input struct {
@@ -86,10 +78,8 @@ type Input struct {
 	Previous   int64 // the generation the others keep; 0: none (not applied)
 	Clusters   []Cluster
 	Reports    map[string]Report
-	// Prior is the status Decide returned last, nil for none, and
-	// PriorResumes the Resumes of that decision.
-	Prior        *v1alpha1.RolloutStatus
-	PriorResumes int
+	// Prior is the status Decide returned last, nil for none.
+	Prior *v1alpha1.RolloutStatus
 	Control      Control
 	Now          time.Time
 }
@@ -103,8 +93,6 @@ type Decision struct {
 	// Events are the transitions to audit, oldest first; none when
 	// nothing but the clock moved.
 	Events []string
-	// Resumes is the count of resumes the status has taken into account.
-	Resumes int
 	// After is when to decide again at the latest, for a clock-driven
 	// step (minSuccessSeconds or a deadline); 0 means no deadline.
 	After time.Duration
@@ -130,7 +118,7 @@ func Decide(in Input) Decision {
 		st = *in.Prior
 		st.PreviousGeneration = in.Previous
 		st.Clusters = nil
-		resumes = in.PriorResumes
+		resumes = in.Prior.ObservedResumes
 	}
 	ctl := in.Control
 	if ctl.Generation != in.Generation {
@@ -344,7 +332,9 @@ func Decide(in Input) Decision {
 		targets[m.name] = cs.Generation
 		st.Clusters = append(st.Clusters, cs)
 	}
-	return Decision{Status: st, Targets: targets, Events: events, Resumes: resumes, After: after}
+	st.ObservedResumes = resumes
+	st.Control = nil
+	return Decision{Status: st, Targets: targets, Events: events, After: after}
 }
 
 // judge says how a cluster given the generation stands, from what it
@@ -362,7 +352,7 @@ func judge(gen int64, r Report) (v1alpha1.ClusterHealth, string) {
 			return v1alpha1.WaveFailed, fmt.Sprintf("%s unhealthy after generation %d landed: %s", p.Object, gen, p.Reason)
 		}
 	}
-	if r.AgentReportAt.Before(r.SyncedAt) {
+	if !r.NoAgent && r.AgentReportAt.Before(r.SyncedAt) {
 		return v1alpha1.WaveProgressing, fmt.Sprintf("generation %d applied; waiting for the agent to report since", gen)
 	}
 	return v1alpha1.WaveHealthy, ""

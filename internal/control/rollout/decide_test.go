@@ -56,7 +56,7 @@ func (s *sim) at(d time.Duration) Decision {
 	s.dec = Decide(s.in)
 	s.all = append(s.all, s.dec.Events...)
 	st := s.dec.Status
-	s.in.Prior, s.in.PriorResumes = &st, s.dec.Resumes
+	s.in.Prior = &st
 	return s.dec
 }
 

@@ -37,6 +37,7 @@ const (
 type deployable struct {
 	rec       *store.Deployable
 	placement v1alpha1.Placement
+	rollout   *v1alpha1.Rollout // nil: every cluster gets each generation at once
 	template  map[string]any
 	gvk       schema.GroupVersionKind
 	author    auth.User // who wrote the spec, whom the policy is asked about
@@ -60,7 +61,7 @@ func decodeDeployable(rec *store.Deployable) *deployable {
 		d.err = fmt.Errorf("stored spec does not decode: %w", err)
 		return d
 	}
-	d.placement, d.template = doc.Spec.Placement, doc.Spec.Template
+	d.placement, d.template, d.rollout = doc.Spec.Placement, doc.Spec.Template, doc.Spec.Rollout
 	if doc.Author != nil {
 		d.author, d.authored = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}, true
 	}

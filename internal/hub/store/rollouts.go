@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -108,4 +109,40 @@ func (ds Deployables) PutRollout(ctx context.Context, r *DeployableRollout) erro
 	}
 	r.ResourceVersion++
 	return nil
+}
+
+// KeepPrevious runs in the transaction that replaces the live spec of
+// rec, before rec is changed, when the new spec rolls out in waves: the
+// generation being replaced becomes the one that the clusters the rollout
+// has not reached keep, and that a rollback returns to, unless it rolled
+// out in waves itself (oldRollsOut) and did not complete, in which case
+// the generation kept before it stays, so that a change made mid-rollout
+// never makes a half-rolled generation the fallback. Secret values stay
+// sealed as the deployables table holds them.
+func (ds Deployables) KeepPrevious(ctx context.Context, rec *Deployable, oldRollsOut bool) error {
+	if rec.Generation == 0 || rec.DeletedAt != nil {
+		return nil
+	}
+	r, err := ds.GetRollout(ctx, rec.UID)
+	if errors.Is(err, ErrNotFound) {
+		r, err = &DeployableRollout{DeployableUID: rec.UID}, nil
+	}
+	if err != nil {
+		return err
+	}
+	done := !oldRollsOut
+	if oldRollsOut && len(r.Status) > 0 {
+		// The decision's own JSON (v1alpha1.RolloutStatus); only these two
+		// fields matter here.
+		var st struct {
+			Generation int64  `json:"generation"`
+			State      string `json:"state"`
+		}
+		done = json.Unmarshal(r.Status, &st) == nil && st.Generation == rec.Generation && st.State == "Complete"
+	}
+	if !done {
+		return nil
+	}
+	r.PreviousGeneration, r.PreviousSpec, r.PreviousSecret, r.PreviousSpecHash = rec.Generation, rec.Spec, rec.Secret, rec.SpecHash
+	return ds.PutRollout(ctx, r)
 }

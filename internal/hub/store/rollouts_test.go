@@ -59,6 +59,40 @@ func TestRollouts(t *testing.T) {
 				return err
 			})
 
+			// The previous generation moves only past a completed rollout.
+			keep := func(gen int64, oldRollsOut bool, status string) int64 {
+				t.Helper()
+				var prev int64
+				mustTx(t, s, func(tx *Tx) error {
+					r, err := tx.Deployables().GetRollout(ctx, d.UID)
+					if err != nil {
+						return err
+					}
+					r.Status = []byte(status)
+					if err := tx.Deployables().PutRollout(ctx, r); err != nil {
+						return err
+					}
+					rec := *d
+					rec.Generation = gen
+					if err := tx.Deployables().KeepPrevious(ctx, &rec, oldRollsOut); err != nil {
+						return err
+					}
+					r, err = tx.Deployables().GetRollout(ctx, d.UID)
+					prev = r.PreviousGeneration
+					return err
+				})
+				return prev
+			}
+			if got := keep(5, false, ``); got != 5 {
+				t.Fatalf("replacing generation 5, which did not roll out: previous %d, want 5", got)
+			}
+			if got := keep(6, true, `{"generation":6,"state":"Halted"}`); got != 5 {
+				t.Fatalf("replacing generation 6 halted mid-rollout: previous %d, want 5", got)
+			}
+			if got := keep(7, true, `{"generation":7,"state":"Complete"}`); got != 7 {
+				t.Fatalf("replacing generation 7 rolled out: previous %d, want 7", got)
+			}
+
 			mustTx(t, s, func(tx *Tx) error { return tx.Deployables().Purge(ctx, d.UID) })
 			err := s.Read(ctx, func(tx *Tx) error { _, err := tx.Deployables().GetRollout(ctx, d.UID); return err })
 			if !errors.Is(err, ErrNotFound) {

@@ -1,0 +1,260 @@
+package syncer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/control/rollout"
+	"github.com/purser-io/purser/internal/hub/audit"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/reconcile"
+)
+
+// notReachedMessage is the status of a cluster that a rollout has not
+// reached, where no previous generation is kept.
+const notReachedMessage = "not applied: the rollout has not reached this cluster, and no previous generation is kept"
+
+// Actor names the syncer in the audit log, for the rollout steps it takes.
+const Actor = "syncer"
+
+// rolloutState is a deployable's rollout row as the latest poll read it,
+// decoded once per change: the previous generation, ready to apply, and
+// the latest decision.
+type rolloutState struct {
+	row      *store.DeployableRollout
+	recRV    int64 // the deployable's ResourceVersion previous was built from
+	previous *deployable // nil: no previous generation (0)
+	status   *v1alpha1.RolloutStatus
+}
+
+func decodeRollout(d *deployable, row *store.DeployableRollout) *rolloutState {
+	rs := &rolloutState{row: row}
+	if d != nil {
+		rs.recRV = d.rec.ResourceVersion
+	}
+	if row.PreviousGeneration > 0 && d != nil {
+		rec := *d.rec
+		rec.Generation, rec.Spec, rec.Secret, rec.SpecHash = row.PreviousGeneration, row.PreviousSpec, row.PreviousSecret, row.PreviousSpecHash
+		rs.previous = decodeDeployable(&rec)
+		// The previous generation goes where the deployable is placed now,
+		// and is never rolled out itself.
+		rs.previous.placement, rs.previous.rollout = d.placement, nil
+	}
+	if len(row.Status) > 0 {
+		var st v1alpha1.RolloutStatus
+		if json.Unmarshal(row.Status, &st) == nil {
+			rs.status = &st
+		}
+	}
+	return rs
+}
+
+// forCluster is the version of d that cluster should hold: d itself
+// without a rollout, else the generation the latest decision gives the
+// cluster. Until a decision about d's generation names the cluster (a new
+// generation not decided on yet, a cluster that just joined), it keeps the
+// previous generation. nil means none: not applied.
+func (s *Syncer) forCluster(d *deployable, cluster string) *deployable {
+	if d.rollout == nil || !d.live() {
+		return d
+	}
+	s.mu.RLock()
+	rs := s.rollouts[d.rec.UID]
+	s.mu.RUnlock()
+	var prev *deployable
+	if rs != nil {
+		prev = rs.previous
+		if rs.status != nil && rs.status.Generation == d.rec.Generation {
+			for _, c := range rs.status.Clusters {
+				if c.Cluster == cluster && c.Generation == d.rec.Generation {
+					return d
+				}
+			}
+		}
+	}
+	return prev
+}
+
+// rolloutLoop decides, every PollInterval, the next step of every
+// deployable that rolls out in waves (internal/control/rollout), and
+// stores each decision that moved with its audit entries in one
+// transaction. Every replica decides; the decisions are deterministic and
+// the write optimistic, so concurrent replicas agree and one write wins.
+func (s *Syncer) rolloutLoop(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-s.polled:
+	}
+	failing := false
+	reconcile.Every(ctx, s.cfg.PollInterval, func(ctx context.Context) {
+		err := s.decideRollouts(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if !failing {
+				s.log.Warn("cannot decide rollouts; retrying", "error", err)
+			}
+			failing = true
+		case failing:
+			s.log.Info("deciding rollouts again")
+			failing = false
+		}
+	})
+}
+
+func (s *Syncer) decideRollouts(ctx context.Context) error {
+	s.mu.RLock()
+	var ds []*deployable
+	for _, d := range s.deployables {
+		if d.rollout != nil && d.live() && d.err == nil {
+			ds = append(ds, d)
+		}
+	}
+	cls := make([]*store.Cluster, 0, len(s.clusters))
+	for _, c := range s.clusters {
+		cls = append(cls, c)
+	}
+	s.mu.RUnlock()
+	if len(ds) == 0 {
+		return nil
+	}
+	var fresh map[string]store.AgentFreshness
+	if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		fresh, err = tx.Agents().ListFreshness(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range ds {
+		if err := s.decideRollout(ctx, d, cls, fresh); err != nil {
+			errs = append(errs, fmt.Errorf("rollout of %s/%s: %w", d.rec.Namespace, d.rec.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// decideRollout decides the step of one deployable, and writes it when
+// it moved.
+func (s *Syncer) decideRollout(ctx context.Context, d *deployable, cls []*store.Cluster, fresh map[string]store.AgentFreshness) error {
+	var (
+		row *store.DeployableRollout
+		sts []*store.DeployableClusterStatus
+	)
+	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		row, err = tx.Deployables().GetRollout(ctx, d.rec.UID)
+		if errors.Is(err, store.ErrNotFound) {
+			row, err = &store.DeployableRollout{DeployableUID: d.rec.UID}, nil
+		}
+		if err != nil {
+			return err
+		}
+		sts, err = tx.Deployables().ListStatus(ctx, d.rec.UID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	in := rollout.Input{Spec: *d.rollout, Generation: d.rec.Generation, Previous: row.PreviousGeneration,
+		Reports: map[string]rollout.Report{}, Now: time.Now()}
+	for _, c := range cls {
+		info := placement.Cluster{Name: c.Name, Labels: c.Labels}
+		var doc store.Document[v1alpha1.ClusterSpec]
+		if json.Unmarshal(c.Spec, &doc) == nil {
+			info.Taints = doc.Spec.Taints
+		}
+		if ok, _ := placement.Matches(d.placement, info); ok {
+			in.Clusters = append(in.Clusters, rollout.Cluster{Name: c.Name, Labels: c.Labels})
+		}
+	}
+	for _, st := range sts {
+		r := rollout.Report{State: v1alpha1.SyncState(st.State), SyncedGeneration: st.SyncedGeneration,
+			StateGeneration: st.StateGeneration, Message: st.Message}
+		if st.LastSyncedAt != nil {
+			r.SyncedAt = *st.LastSyncedAt
+		}
+		r.AgentReportAt, r.NoAgent = agentReport(fresh, st.Cluster)
+		in.Reports[st.Cluster] = r
+	}
+	for _, c := range in.Clusters {
+		if _, ok := in.Reports[c.Name]; !ok {
+			r := rollout.Report{}
+			r.AgentReportAt, r.NoAgent = agentReport(fresh, c.Name)
+			in.Reports[c.Name] = r
+		}
+	}
+	if len(row.Status) > 0 {
+		var prior v1alpha1.RolloutStatus
+		if json.Unmarshal(row.Status, &prior) == nil {
+			in.Prior = &prior
+		}
+	}
+	if len(row.Control) > 0 {
+		_ = json.Unmarshal(row.Control, &in.Control) // unreadable: no control
+	}
+	dec := rollout.Decide(in)
+	next, err := json.Marshal(dec.Status)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(next, row.Status) {
+		return nil // nothing moved: nothing written
+	}
+	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		cur, err := tx.Deployables().GetRollout(ctx, d.rec.UID)
+		switch {
+		case errors.Is(err, store.ErrNotFound) && row.ResourceVersion == 0:
+			cur = &store.DeployableRollout{DeployableUID: d.rec.UID}
+		case err != nil:
+			return err
+		case cur.ResourceVersion != row.ResourceVersion:
+			return errRolloutMoved // decided on an old row: the next pass decides again
+		}
+		cur.Status = next
+		if err := tx.Deployables().PutRollout(ctx, cur); err != nil {
+			return err
+		}
+		for _, e := range dec.Events {
+			if err := tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: "rollout", Kind: v1alpha1.KindDeployable,
+				Namespace: d.rec.Namespace, Name: d.rec.Name, Summary: e, Outcome: string(dec.Status.State)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errRolloutMoved) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err == nil {
+		s.statusWrites.Add(1)
+		for _, e := range dec.Events {
+			s.log.Info("rollout", "deployable", d.rec.Namespace+"/"+d.rec.Name, "generation", d.rec.Generation, "step", e)
+		}
+	}
+	return err
+}
+
+var errRolloutMoved = errors.New("rollout row moved since it was read")
+
+// agentReport is the time up to which the cluster's agent reported its
+// view current (its latest heartbeat with synced caches), and whether the
+// cluster has no agent at all, in which case the syncer's own observation
+// (Synced) is all there is to judge by.
+func agentReport(fresh map[string]store.AgentFreshness, cluster string) (time.Time, bool) {
+	f, ok := fresh[cluster]
+	if !ok {
+		return time.Time{}, true
+	}
+	if f.CurrentUntil != nil {
+		return *f.CurrentUntil, false
+	}
+	return time.Time{}, false
+}
