@@ -79,9 +79,9 @@ type Input struct {
 	Clusters   []Cluster
 	Reports    map[string]Report
 	// Prior is the status Decide returned last, nil for none.
-	Prior *v1alpha1.RolloutStatus
-	Control      Control
-	Now          time.Time
+	Prior   *v1alpha1.RolloutStatus
+	Control Control
+	Now     time.Time
 }
 
 // Decision is what Decide returns.

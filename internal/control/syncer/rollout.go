@@ -28,7 +28,7 @@ const Actor = "syncer"
 // the latest decision.
 type rolloutState struct {
 	row      *store.DeployableRollout
-	recRV    int64 // the deployable's ResourceVersion previous was built from
+	recRV    int64       // the deployable's ResourceVersion previous was built from
 	previous *deployable // nil: no previous generation (0)
 	status   *v1alpha1.RolloutStatus
 }

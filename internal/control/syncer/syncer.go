@@ -104,8 +104,8 @@ type Syncer struct {
 	clusters     map[string]*store.Cluster
 	// rollouts are the rollout rows at the latest poll, by deployable uid.
 	rollouts map[string]*rolloutState
-	workers      map[string]*clusterWorker // the clusters this replica works on
-	polled       chan struct{}             // closed after the first successful poll
+	workers  map[string]*clusterWorker // the clusters this replica works on
+	polled   chan struct{}             // closed after the first successful poll
 	// badKubeconfig remembers, per cluster, the sealed kubeconfig that
 	// could not be used (guarded by mu).
 	badKubeconfig map[string]string
