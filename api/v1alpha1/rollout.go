@@ -204,7 +204,7 @@ func (v *validator) rollout(path string, r *Rollout) {
 	}
 }
 
-func (v *validator) overrides(path string, os []Override) {
+func (v *validator) overrides(path string, os []Override, tmpl map[string]any) {
 	for i, o := range os {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		if o.ClusterSelector != nil {
@@ -219,6 +219,12 @@ func (v *validator) overrides(path string, os []Override) {
 		}
 		switch patch.(type) {
 		case map[string]any, []any:
+			// Tried on the template, so that a patch that cannot apply
+			// (a JSON patch's path missing) is refused here rather than
+			// on the clusters it selects.
+			if _, err := ApplyOverrides(tmpl, os, []int{i}); err != nil {
+				v.add(p+".patch", "does not apply to the template: %s", err.Error())
+			}
 		default:
 			v.add(p+".patch", "must be an object (JSON merge patch) or a list (JSON patch)")
 		}

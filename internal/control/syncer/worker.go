@@ -247,6 +247,9 @@ func (w *clusterWorker) sync(ctx context.Context, uid string) error {
 		}
 	}
 	switch {
+	case d.observe && !placed:
+		// Observe writes nothing, removals included.
+		out = outcome{}
 	case withheld:
 		// No previous generation to keep: nothing here until the rollout
 		// reaches the cluster. Recorded as OutOfSync, never as Synced, so
