@@ -11,7 +11,9 @@ import (
 
 func TestOverrides(t *testing.T) {
 	tmpl := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"endpoint": "default", "replicas": "1"}}
-	dc := func(v string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{"dc": v}} }
+	dc := func(v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"dc": v}}
+	}
 	os := []Override{
 		{ClusterSelector: dc("dc-2"), Patch: json.RawMessage(`{"data":{"endpoint":"dc2.example","replicas":null}}`)},
 		{ClusterSelector: dc("dc-3"), Patch: json.RawMessage(`[{"op":"replace","path":"/data/endpoint","value":"dc3.example"}]`)},

@@ -23,11 +23,11 @@ import (
 // the informers select on it. The annotations let an operator looking at a
 // member cluster tell where an object comes from and which version it is.
 const (
-	LabelDeployable      = "purser.io/deployable" // the deployable's uid
-	AnnotationDeployable = "purser.io/deployable" // namespace/name
-	AnnotationGeneration = "purser.io/generation" // the deployable's generation
-	AnnotationSpecHash   = "purser.io/spec-hash"  // see specHash
-	FieldManager         = "purser"               // server-side apply manager
+	LabelDeployable      = v1alpha1.LabelDeployable      // the deployable's uid
+	AnnotationDeployable = v1alpha1.AnnotationDeployable // namespace/name
+	AnnotationGeneration = v1alpha1.AnnotationGeneration // the deployable's generation
+	AnnotationSpecHash   = v1alpha1.AnnotationSpecHash   // see specHash
+	FieldManager         = "purser"                      // server-side apply manager
 )
 
 // deployable is one row of the source of truth, decoded once per change

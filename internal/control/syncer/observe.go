@@ -3,8 +3,6 @@ package syncer
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/rollout"
 )
 
 // maxDriftPaths bounds the fields a drift message names.
@@ -53,7 +52,7 @@ func (w *clusterWorker) observe(ctx context.Context, d *deployable, ri dynamic.R
 	case cur == nil:
 		return outcome{state: v1alpha1.StateOutOfSync, message: "observed: missing on the cluster"}
 	}
-	if paths := Drift(cur.Object, would.Object); len(paths) > 0 {
+	if paths := rollout.Drift(cur.Object, would.Object); len(paths) > 0 {
 		return outcome{state: v1alpha1.StateOutOfSync, message: "observed drift, not repaired (mode Observe): " + summarize(paths)}
 	}
 	return synced("observed: in sync (mode Observe)")
@@ -64,64 +63,4 @@ func summarize(paths []string) string {
 		return strings.Join(paths[:maxDriftPaths], ", ") + fmt.Sprintf(" and %d more", len(paths)-maxDriftPaths)
 	}
 	return strings.Join(paths, ", ")
-}
-
-// Drift lists the field paths where two versions of an object differ,
-// leaving out what the server keeps for itself (resourceVersion,
-// managedFields, generation, timestamps) and purser's own marks, whose
-// change alone is no drift. Only paths are returned, never values.
-func Drift(cur, would map[string]any) []string {
-	var out []string
-	diff("", strip(cur), strip(would), &out)
-	sort.Strings(out)
-	return out
-}
-
-func strip(obj map[string]any) map[string]any {
-	if obj == nil {
-		return nil
-	}
-	c := (&unstructured.Unstructured{Object: obj}).DeepCopy()
-	for _, f := range []string{"resourceVersion", "managedFields", "generation", "creationTimestamp", "uid"} {
-		unstructured.RemoveNestedField(c.Object, "metadata", f)
-	}
-	for _, k := range []string{AnnotationDeployable, AnnotationGeneration, AnnotationSpecHash} {
-		unstructured.RemoveNestedField(c.Object, "metadata", "annotations", k)
-	}
-	unstructured.RemoveNestedField(c.Object, "metadata", "labels", LabelDeployable)
-	for _, f := range []string{"labels", "annotations"} {
-		if m, ok, _ := unstructured.NestedMap(c.Object, "metadata", f); ok && len(m) == 0 {
-			unstructured.RemoveNestedField(c.Object, "metadata", f)
-		}
-	}
-	delete(c.Object, "status")
-	return c.Object
-}
-
-func diff(path string, a, b any, out *[]string) {
-	am, aok := a.(map[string]any)
-	bm, bok := b.(map[string]any)
-	if aok && bok {
-		keys := map[string]bool{}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range bm {
-			keys[k] = true
-		}
-		for k := range keys {
-			p := k
-			if path != "" {
-				p = path + "." + k
-			}
-			diff(p, am[k], bm[k], out)
-		}
-		return
-	}
-	if !reflect.DeepEqual(a, b) {
-		if path == "" {
-			path = "."
-		}
-		*out = append(*out, path)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/rollout"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
@@ -22,10 +23,10 @@ func TestDriftPaths(t *testing.T) {
 		"data": map[string]any{"k": "old", "same": "x"}}
 	would := map[string]any{"metadata": map[string]any{"name": "a", "resourceVersion": "8"},
 		"data": map[string]any{"k": "new", "same": "x", "added": "y"}}
-	if got := Drift(cur, would); !slices.Equal(got, []string{"data.added", "data.k"}) {
+	if got := rollout.Drift(cur, would); !slices.Equal(got, []string{"data.added", "data.k"}) {
 		t.Fatalf("drift %v", got)
 	}
-	if got := Drift(cur, cur); len(got) != 0 {
+	if got := rollout.Drift(cur, cur); len(got) != 0 {
 		t.Fatalf("no drift expected, got %v", got)
 	}
 }
@@ -41,7 +42,9 @@ func TestOverridesAndObserve(t *testing.T) {
 	// A short resync: an object made by hand carries no label, so only a
 	// resync looks at it.
 	f.start(syncerOpts{resync: 2 * time.Second})
-	dc := func(v string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{"dc": v}} }
+	dc := func(v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"dc": v}}
+	}
 	rec := f.putSpec("endpoints", v1alpha1.DeployableSpec{
 		Template: configMapTemplate(map[string]any{"endpoint": "default.example"}),
 		Overrides: []v1alpha1.Override{
