@@ -55,4 +55,7 @@ const (
 	AnnotationDeployable = "purser.io/deployable" // namespace/name
 	AnnotationGeneration = "purser.io/generation" // the deployable's generation
 	AnnotationSpecHash   = "purser.io/spec-hash"  // a hash of the desired object, safe to show
+	// FieldManager is the server-side apply field manager of purser's
+	// writes (and dry runs) of deployables.
+	FieldManager = "purser"
 )

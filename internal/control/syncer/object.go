@@ -27,7 +27,7 @@ const (
 	AnnotationDeployable = v1alpha1.AnnotationDeployable // namespace/name
 	AnnotationGeneration = v1alpha1.AnnotationGeneration // the deployable's generation
 	AnnotationSpecHash   = v1alpha1.AnnotationSpecHash   // see specHash
-	FieldManager         = "purser"                      // server-side apply manager
+	FieldManager         = v1alpha1.FieldManager         // server-side apply manager
 )
 
 // deployable is one row of the source of truth, decoded once per change
