@@ -112,9 +112,9 @@ func TestDiffThroughTheAPI(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, d := range res.Clusters {
-		got[d.Cluster] = fmt.Sprint(d.Create, d.Changes, d.Error)
+		got[d.Cluster] = fmt.Sprintf("create=%v changes=%v error=%q", d.Create, d.Changes, d.Error)
 	}
-	want := map[string]string{s1: "false [] ", s2: "false [data.endpoint] ", s3: "false [] "}
+	want := map[string]string{s1: `create=false changes=[] error=""`, s2: `create=false changes=[data.endpoint] error=""`, s3: `create=false changes=[] error=""`}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("diff per cluster: %v, want %v (%s)", got, want, raw)
 	}
