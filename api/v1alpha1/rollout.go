@@ -35,6 +35,9 @@ type Rollout struct {
 	// ApproveBetweenWaves makes each wave after the first wait for an
 	// approver (POST .../approve?generation=G).
 	ApproveBetweenWaves bool `json:"approveBetweenWaves,omitempty"`
+	// Gates judge the objects that use the deployable on each cluster,
+	// beyond its being Synced (gates.go).
+	Gates []Gate `json:"gates,omitempty"`
 }
 
 // Wave is one step of a rollout: the clusters it names or selects.
@@ -188,6 +191,7 @@ func (v *validator) rollout(path string, r *Rollout) {
 			}
 		}
 	}
+	v.gates(path+".gates", r.Gates)
 	if r.MinSuccessSeconds < 0 {
 		v.add(path+".minSuccessSeconds", "must not be negative")
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,6 +41,10 @@ type deployable struct {
 	rollout   *v1alpha1.Rollout // nil: every cluster gets each generation at once
 	overrides []v1alpha1.Override
 	observe   bool // spec.mode Observe: report drift, never write
+	// gates are the rollout's compiled gates (rollout.go), built once.
+	gatesOnce sync.Once
+	gates     []gate
+	gatesErr  error
 	template  map[string]any
 	gvk       schema.GroupVersionKind
 	author    auth.User // who wrote the spec, whom the policy is asked about

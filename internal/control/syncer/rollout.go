@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"time"
 
+	"cel.dev/cel-go/cel"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/control/rollout"
@@ -163,6 +167,10 @@ func (s *Syncer) decideRollout(ctx context.Context, d *deployable, cls []*store.
 	if err != nil {
 		return err
 	}
+	problems, err := s.gateProblems(ctx, d, cls)
+	if err != nil {
+		return err
+	}
 	in := rollout.Input{Spec: *d.rollout, Generation: d.rec.Generation, Previous: row.PreviousGeneration,
 		Reports: map[string]rollout.Report{}, Now: time.Now()}
 	for _, c := range cls {
@@ -182,6 +190,7 @@ func (s *Syncer) decideRollout(ctx context.Context, d *deployable, cls []*store.
 			r.SyncedAt = *st.LastSyncedAt
 		}
 		r.AgentReportAt, r.NoAgent = agentReport(fresh, st.Cluster)
+		r.Problems = problems[st.Cluster]
 		in.Reports[st.Cluster] = r
 	}
 	for _, c := range in.Clusters {
@@ -243,6 +252,95 @@ func (s *Syncer) decideRollout(ctx context.Context, d *deployable, cls []*store.
 }
 
 var errRolloutMoved = errors.New("rollout row moved since it was read")
+
+// gate is a compiled spec.rollout.gates entry.
+type gate struct {
+	v1alpha1.Gate
+	selector labels.Selector // nil: every object
+	rule     cel.Program     // nil: purser's health judgement
+}
+
+// gates compiles the deployable's gates once per decoded deployable.
+func (d *deployable) compiledGates() ([]gate, error) {
+	d.gatesOnce.Do(func() {
+		for _, g := range d.rollout.Gates {
+			cg := gate{Gate: g}
+			if g.Selector != nil {
+				if cg.selector, d.gatesErr = metav1.LabelSelectorAsSelector(g.Selector); d.gatesErr != nil {
+					return
+				}
+			}
+			if g.Unhealthy != "" {
+				if cg.rule, d.gatesErr = v1alpha1.CompileGate(g.Unhealthy); d.gatesErr != nil {
+					d.gatesErr = fmt.Errorf("gate %s: %w", g.Name, d.gatesErr)
+					return
+				}
+			}
+			d.gates = append(d.gates, cg)
+		}
+	})
+	return d.gates, d.gatesErr
+}
+
+// gateProblems reads, for every cluster, the inventory records the gates
+// select in the deployable's namespace (a tenant's gate sees nothing
+// beyond it), and returns those judged unhealthy, with the time the agent
+// observed them, by cluster.
+func (s *Syncer) gateProblems(ctx context.Context, d *deployable, cls []*store.Cluster) (map[string][]rollout.Problem, error) {
+	if len(d.rollout.Gates) == 0 {
+		return nil, nil
+	}
+	gates, err := d.compiledGates()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]rollout.Problem{}
+	err = s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		clear(out)
+		for _, c := range cls {
+			for _, g := range gates {
+				rows, _, err := tx.Inventory().List(ctx, store.InventoryFilter{Cluster: c.Name, APIVersion: g.APIVersion, Kind: g.Kind,
+					Namespace: d.rec.Namespace, Selector: g.selector, WithoutObject: g.rule == nil, Limit: maxGateObjects})
+				if err != nil {
+					return err
+				}
+				for _, row := range rows {
+					if why := judgeGate(g, row); why != "" {
+						out[c.Name] = append(out[c.Name], rollout.Problem{
+							Object: row.Kind + "/" + row.Namespace + "/" + row.Name, Reason: "gate " + g.Name + ": " + why, At: row.ObservedAt})
+					}
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// maxGateObjects bounds the objects one gate reads on one cluster.
+const maxGateObjects = 1000
+
+// judgeGate says why a gate finds a recorded object unhealthy, or "".
+func judgeGate(g gate, row store.InventoryRow) string {
+	if g.rule == nil {
+		if row.Health == string(v1alpha1.HealthUnhealthy) {
+			return "health Unhealthy"
+		}
+		return ""
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(row.Object, &obj); err != nil {
+		return ""
+	}
+	val, _, err := g.rule.Eval(map[string]any{v1alpha1.GateVariable: obj})
+	if err != nil {
+		return "" // a field the rule needs is not there yet: no verdict
+	}
+	if b, ok := val.Value().(bool); ok && b {
+		return "unhealthy by its rule"
+	}
+	return ""
+}
 
 // agentReport is the time up to which the cluster's agent reported its
 // view current (its latest heartbeat with synced caches), and whether the

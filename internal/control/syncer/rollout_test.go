@@ -262,3 +262,57 @@ func TestRolloutInWaves(t *testing.T) {
 		})
 	}
 }
+
+// TestGateHaltsBeforeTheNextWave: a gate's CEL rule over the inventory
+// (Deployments losing availability) halts the rollout at the first wave
+// when an object turns unhealthy after the generation landed there; the
+// same object found unhealthy before it landed did not count. The
+// inventory rows are written as the ingester writes what agents report.
+func TestGateHaltsBeforeTheNextWave(t *testing.T) {
+	f := newFixture(t, storetest.Engines()[0].NewDSN(t))
+	s1, s2, s3 := f.clusters[0].Name(), f.clusters[1].Name(), f.clusters[2].Name()
+	f.startAgents(s1, s2, s3)
+	f.start(syncerOpts{})
+	ctx := context.Background()
+	deployment := func(rv string, available int, at time.Time) {
+		t.Helper()
+		obj := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":%q},"spec":{"replicas":2},"status":{"availableReplicas":%d}}`, f.ns, available)
+		if err := f.store.Tx(ctx, func(tx *store.Tx) error {
+			_, err := tx.Inventory().Upsert(ctx, []store.InventoryRow{{Cluster: s1, APIVersion: "apps/v1", Kind: "Deployment", Namespace: f.ns, Name: "web",
+				UID: "web-" + f.ns, ResourceVersion: rv, Health: "Unknown", ObservedAt: at, Object: []byte(obj)}})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Unavailable an hour ago, before any of this: not this generation's doing.
+	deployment("1", 0, time.Now().Add(-time.Hour))
+
+	var waves []v1alpha1.Wave
+	for _, dc := range []string{"dc-1", "dc-2", "dc-3"} {
+		waves = append(waves, v1alpha1.Wave{Name: dc, ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"dc": dc}}})
+	}
+	ro := &v1alpha1.Rollout{Waves: waves, MinSuccessSeconds: 3600, Gates: []v1alpha1.Gate{{Name: "web-available",
+		APIVersion: "apps/v1", Kind: "Deployment", Unhealthy: "object.?status.?availableReplicas.orValue(0) < object.spec.replicas"}}}
+	rec := f.putSpec("web-config", v1alpha1.DeployableSpec{Template: configMapTemplate(map[string]any{"v": "1"})})
+	f.waitSynced(rec, s1, s2, s3)
+	rec = f.putSpec("web-config", v1alpha1.DeployableSpec{Template: configMapTemplate(map[string]any{"v": "2"}), Rollout: ro})
+	f.waitRollout(rec, "dc-1 healthy, soaking", func(st *v1alpha1.RolloutStatus) bool {
+		return clusterOf(st, s1).Health == v1alpha1.WaveHealthy
+	})
+	f.waitConfigMapData(s1, "web-config", "v", "2")
+
+	// Now it loses availability: the rollout halts at dc-1.
+	deployment("2", 1, time.Now())
+	st := f.waitRollout(rec, "halted", func(st *v1alpha1.RolloutStatus) bool { return st.State == v1alpha1.RolloutHalted })
+	if !strings.Contains(st.Message, "Deployment/"+f.ns+"/web") || !strings.Contains(st.Message, "web-available") || st.Wave != "dc-1" {
+		t.Fatalf("halted status does not say why: %+v", st)
+	}
+	for _, c := range []string{s2, s3} {
+		if got := clusterOf(st, c).Generation; got != 1 {
+			t.Errorf("%s should keep generation 1, holds %d", c, got)
+		}
+		f.waitConfigMapData(c, "web-config", "v", "1")
+	}
+	f.waitConfigMapData(s1, "web-config", "v", "2") // Halt keeps what was applied
+}
