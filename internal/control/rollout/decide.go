@@ -167,8 +167,9 @@ func Decide(in Input) Decision {
 	// Each cluster's wave and its health at the generation.
 	members := make([]*member, 0, len(in.Clusters))
 	byWave := make([][]*member, len(waves))
+	selectors := waveSelectors(waves)
 	for _, c := range in.Clusters {
-		m := &member{name: c.Name, wave: waveOf(waves, c), rep: in.Reports[c.Name]}
+		m := &member{name: c.Name, wave: waveOf(waves, selectors, c), rep: in.Reports[c.Name]}
 		p, seen := prior[c.Name]
 		m.given = (seen && p.Generation == in.Generation) || m.wave < st.WaveIndex ||
 			(st.State == v1alpha1.RolloutComplete && m.wave <= st.WaveIndex)
@@ -386,17 +387,28 @@ func countHealthy(ms []*member) int {
 	return n
 }
 
+// waveSelectors parses each wave's selector once per decision; nil for a
+// wave without one (or one that does not parse: validation refuses it).
+func waveSelectors(waves []v1alpha1.Wave) []labels.Selector {
+	out := make([]labels.Selector, len(waves))
+	for i, w := range waves {
+		if w.ClusterSelector != nil {
+			if sel, err := metav1.LabelSelectorAsSelector(w.ClusterSelector); err == nil {
+				out[i] = sel
+			}
+		}
+	}
+	return out
+}
+
 // waveOf is the first wave that names or selects c, else the last.
-func waveOf(waves []v1alpha1.Wave, c Cluster) int {
+func waveOf(waves []v1alpha1.Wave, selectors []labels.Selector, c Cluster) int {
 	for i, w := range waves {
 		if slices.Contains(w.Clusters, c.Name) {
 			return i
 		}
-		if w.ClusterSelector != nil {
-			sel, err := metav1.LabelSelectorAsSelector(w.ClusterSelector)
-			if err == nil && sel.Matches(labels.Set(c.Labels)) {
-				return i
-			}
+		if selectors[i] != nil && selectors[i].Matches(labels.Set(c.Labels)) {
+			return i
 		}
 		if w.ClusterSelector == nil && len(w.Clusters) == 0 {
 			return i // a wave that selects nothing in particular takes all
