@@ -521,6 +521,16 @@ function deployableDetail(ns, name) {
       const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
       actions.push(act("approve", "Approve change", "", "POST", "/approve" + rv, "approved"), act("reject", "Reject change", "danger", "POST", "/reject" + rv, "rejected"));
     }
+    // A rollout in waves is steered from here as with purser rollout.
+    const ro = d.status.rollout;
+    if (ro && ro.awaitingApproval && may(ns, "approve")) {
+      actions.push(act("rollout-approve", "Approve wave " + ro.awaitingApproval, "", "POST", "/approve?generation=" + encodeURIComponent(ro.generation), "wave approved"));
+    }
+    if (ro && may(ns, "write")) {
+      actions.push(act("rollout-pause", "Pause rollout", "", "POST", "/pause", "rollout paused"),
+        act("rollout-resume", "Resume rollout", "", "POST", "/resume", "rollout resumed"),
+        act("rollout-rollback", "Roll back", "danger", "POST", "/rollback", "rolled back", "Return every cluster of " + ns + "/" + name + " to generation " + (ro.previousGeneration || 0) + "?"));
+    }
     if (may(ns, "write")) actions.push(act("delete", "Delete", "danger", "DELETE", "", "deleted", "Delete " + ns + "/" + name + "? Purser removes it from every cluster."));
     // Clusters in data-center order, as the farm shows them.
     const clusters = cl.items.slice().sort((a, b) => ((a.metadata.labels || {}).dc || "~").localeCompare((b.metadata.labels || {}).dc || "~") || a.metadata.name.localeCompare(b.metadata.name));
@@ -529,6 +539,12 @@ function deployableDetail(ns, name) {
       el("div", { class: "actions" }, actions),
       el("h2", {}, "Rollout (generation " + (d.status.generation || 0) + ")"),
       el("div", { class: "chart" }, rolloutChart(d, clusters, hist.items, Date.now())),
+      ro ? el("div", { id: "waves" },
+        el("p", {}, badge(ro.state), " generation " + ro.generation + " (previous " + (ro.previousGeneration || "none") + "), wave " + ro.wave + (ro.reason ? " · " + ro.reason : ""), el("br", {}), el("span", { class: "message" }, ro.message || "")),
+        el("table", { id: "rollout" }, el("thead", {}, el("tr", {}, ["Cluster", "Wave", "Generation", "Applied", "Health", "Since", "Message"].map(h => el("th", {}, h)))),
+          el("tbody", {}, (ro.clusters || []).map(c => el("tr", { "data-cluster": c.cluster }, el("td", { class: "nowrap" }, link(clusterPath(c.cluster), c.cluster)), el("td", {}, c.wave),
+            el("td", { class: "num" }, c.generation || ""), el("td", { class: "num" }, c.generationApplied || ""), el("td", {}, badge(c.health)),
+            el("td", { class: "nowrap" }, when(c.since)), el("td", { class: "message" }, c.message || "")))))) : null,
       el("table", { id: "sync" }, el("thead", {}, el("tr", {}, ["Cluster", "State", "Synced generation", "Last synced", "Message"].map(h => el("th", {}, h)))),
         el("tbody", {}, (d.status.clusters || []).length ? d.status.clusters.map(c => el("tr", { "data-cluster": c.cluster }, el("td", { class: "nowrap" }, link(clusterPath(c.cluster), c.cluster)), el("td", {}, badge(c.state)),
           el("td", { class: "num" }, c.syncedGeneration || ""), el("td", { class: "nowrap" }, when(c.lastSyncedAt)), el("td", { class: "message" }, c.message || "")))

@@ -56,6 +56,10 @@ type Report struct {
 	// NoAgent: the cluster has no agent, so no gate can judge it; the
 	// syncer's own observation (Synced at the generation) is all there is.
 	NoAgent bool
+	// Unreachable: purser judges the cluster NotReady. An Error there is
+	// the cluster's absence, not a refusal of the generation: it is left
+	// to progressDeadlineSeconds, as a cluster that left would be.
+	Unreachable bool
 	// Problems are objects that gates found unhealthy, with when each was
 	// observed; one observed before the generation landed does not count.
 	Problems []Problem
@@ -342,6 +346,9 @@ func Decide(in Input) Decision {
 // reported. Only health observed after the generation landed counts.
 func judge(gen int64, r Report) (v1alpha1.ClusterHealth, string) {
 	landed := r.State == v1alpha1.StateSynced && r.SyncedGeneration == gen
+	if r.State == v1alpha1.StateError && r.StateGeneration == gen && r.Unreachable {
+		return v1alpha1.WaveProgressing, "the cluster is unreachable: " + r.Message
+	}
 	if r.State == v1alpha1.StateError && r.StateGeneration == gen {
 		return v1alpha1.WaveFailed, "the cluster refused generation " + fmt.Sprint(gen) + ": " + r.Message
 	}

@@ -173,7 +173,12 @@ func (s *Syncer) decideRollout(ctx context.Context, d *deployable, cls []*store.
 	}
 	in := rollout.Input{Spec: *d.rollout, Generation: d.rec.Generation, Previous: row.PreviousGeneration,
 		Reports: map[string]rollout.Report{}, Now: time.Now()}
+	unreachable := map[string]bool{}
 	for _, c := range cls {
+		var cst v1alpha1.ClusterStatus
+		if len(c.Status) > 0 && json.Unmarshal(c.Status, &cst) == nil {
+			unreachable[c.Name] = v1alpha1.ClusterState(cst) == v1alpha1.ClusterNotReady
+		}
 		info := placement.Cluster{Name: c.Name, Labels: c.Labels}
 		var doc store.Document[v1alpha1.ClusterSpec]
 		if json.Unmarshal(c.Spec, &doc) == nil {
@@ -190,7 +195,7 @@ func (s *Syncer) decideRollout(ctx context.Context, d *deployable, cls []*store.
 			r.SyncedAt = *st.LastSyncedAt
 		}
 		r.AgentReportAt, r.NoAgent = agentReport(fresh, st.Cluster)
-		r.Problems = problems[st.Cluster]
+		r.Problems, r.Unreachable = problems[st.Cluster], unreachable[st.Cluster]
 		in.Reports[st.Cluster] = r
 	}
 	for _, c := range in.Clusters {
