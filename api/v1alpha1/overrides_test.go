@@ -1,8 +1,8 @@
 package v1alpha1
 
 import (
+	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -34,7 +34,7 @@ func TestOverrides(t *testing.T) {
 		}
 		a, _ := json.Marshal(got["data"])
 		b, _ := json.Marshal(c.want)
-		if string(a) != string(b) {
+		if !bytes.Equal(a, b) {
 			t.Errorf("%s: data %s, want %s", c.dc, a, b)
 		}
 	}
@@ -49,7 +49,7 @@ func TestOverrides(t *testing.T) {
 			{Patch: json.RawMessage(`"text"`)},
 		}}}
 	errs := ValidateDeployable(d)
-	msg := fmt.Sprint(errs)
+	msg := errs.String()
 	if !strings.Contains(msg, "spec.overrides[0].patch") || !strings.Contains(msg, "spec.overrides[1].patch") {
 		t.Fatalf("validation: %v", errs)
 	}

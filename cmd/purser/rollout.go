@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"

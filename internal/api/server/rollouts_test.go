@@ -30,7 +30,7 @@ func TestRolloutControl(t *testing.T) {
 			h.yaml("alice", "PUT", path, configMapDeployable("team-a", "waves", "v1")).want(t, http.StatusCreated)
 			h.yaml("alice", "PUT", path, rolledDeployable("team-a", "waves", "v2", dcRollout)).want(t, http.StatusOK)
 			var prev int
-			if err := h.raw.QueryRow(`SELECT previous_generation FROM deployable_rollouts`).Scan(&prev); err != nil || prev != 1 {
+			if err := h.raw.QueryRowContext(t.Context(), `SELECT previous_generation FROM deployable_rollouts`).Scan(&prev); err != nil || prev != 1 {
 				t.Fatalf("previous generation kept: %d, %v; want 1", prev, err)
 			}
 

@@ -95,8 +95,8 @@ func TestDiffThroughTheAPI(t *testing.T) {
 	rows := func() string {
 		raw := storetest.RawDB(t, f.dsn)
 		var n, a int
-		_ = raw.QueryRow(`SELECT COUNT(*) FROM audit_log`).Scan(&a)
-		_ = raw.QueryRow(`SELECT resource_version FROM deployables`).Scan(&n)
+		_ = raw.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM audit_log`).Scan(&a)
+		_ = raw.QueryRowContext(context.Background(), `SELECT resource_version FROM deployables`).Scan(&n)
 		return fmt.Sprintf("audit %d, deployable version %d", a, n)
 	}
 	beforeKube, beforeRows := versions(), rows()

@@ -44,7 +44,7 @@ func TestRollouts(t *testing.T) {
 				all, err = tx.Deployables().ListRollouts(ctx)
 				return err
 			})
-			if !bytes.Equal(got.PreviousSecret, d.Secret) || string(got.PreviousSpec) != string(d.Spec) ||
+			if !bytes.Equal(got.PreviousSecret, d.Secret) || !bytes.Equal(got.PreviousSpec, d.Spec) ||
 				string(got.Status) != `{"state":"Progressing"}` || string(got.Control) != `{"paused":true}` || got.ResourceVersion != 2 || len(all) != 1 {
 				t.Fatalf("read back %+v (%d rows)", got, len(all))
 			}
