@@ -112,6 +112,11 @@ func (s *Syncer) rolloutLoop(ctx context.Context) {
 	})
 }
 
+// decideRollouts is one pass over every deployable that rolls out: one
+// read transaction for what the decisions look at, and one write
+// transaction for the decisions that moved, each written under its row's
+// optimistic check (a row that moved since it was read is decided again
+// at the next pass), with its audit entries.
 func (s *Syncer) decideRollouts(ctx context.Context) error {
 	s.mu.RLock()
 	var ds []*deployable
@@ -128,57 +133,122 @@ func (s *Syncer) decideRollouts(ctx context.Context) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	var fresh map[string]store.AgentFreshness
-	if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		fresh, err = tx.Agents().ListFreshness(ctx)
-		return err
-	}); err != nil {
-		return err
-	}
-	var errs []error
-	for _, d := range ds {
-		if err := s.decideRollout(ctx, d, cls, fresh); err != nil {
-			errs = append(errs, fmt.Errorf("rollout of %s/%s: %w", d.rec.Namespace, d.rec.Name, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// decideRollout decides the step of one deployable, and writes it when
-// it moved.
-func (s *Syncer) decideRollout(ctx context.Context, d *deployable, cls []*store.Cluster, fresh map[string]store.AgentFreshness) error {
 	var (
-		row *store.DeployableRollout
-		sts []*store.DeployableClusterStatus
+		fresh map[string]store.AgentFreshness
+		rows  map[string]*store.DeployableRollout
+		sts   map[string][]*store.DeployableClusterStatus
 	)
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		row, err = tx.Deployables().GetRollout(ctx, d.rec.UID)
-		if errors.Is(err, store.ErrNotFound) {
-			row, err = &store.DeployableRollout{DeployableUID: d.rec.UID}, nil
+		if fresh, err = tx.Agents().ListFreshness(ctx); err != nil {
+			return err
 		}
+		all, err := tx.Deployables().ListRollouts(ctx)
 		if err != nil {
 			return err
 		}
-		sts, err = tx.Deployables().ListStatus(ctx, d.rec.UID)
-		return err
+		rows = make(map[string]*store.DeployableRollout, len(all))
+		for _, r := range all {
+			rows[r.DeployableUID] = r
+		}
+		sts = make(map[string][]*store.DeployableClusterStatus, len(ds))
+		for _, d := range ds {
+			if sts[d.rec.UID], err = tx.Deployables().ListStatus(ctx, d.rec.UID); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	problems, err := s.gateProblems(ctx, d, cls)
-	if err != nil {
-		return err
-	}
-	in := rollout.Input{Spec: *d.rollout, Generation: d.rec.Generation, Previous: row.PreviousGeneration,
-		Reports: map[string]rollout.Report{}, Now: time.Now()}
 	unreachable := map[string]bool{}
 	for _, c := range cls {
 		var cst v1alpha1.ClusterStatus
 		if len(c.Status) > 0 && json.Unmarshal(c.Status, &cst) == nil {
 			unreachable[c.Name] = v1alpha1.ClusterState(cst) == v1alpha1.ClusterNotReady
 		}
+	}
+	type moved struct {
+		d    *deployable
+		row  *store.DeployableRollout
+		next []byte
+		dec  rollout.Decision
+	}
+	var todo []moved
+	var errs []error
+	for _, d := range ds {
+		row := rows[d.rec.UID]
+		if row == nil {
+			row = &store.DeployableRollout{DeployableUID: d.rec.UID}
+		}
+		problems, err := s.gateProblems(ctx, d, cls)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rollout of %s/%s: %w", d.rec.Namespace, d.rec.Name, err))
+			continue
+		}
+		dec := decide(d, row, sts[d.rec.UID], cls, fresh, unreachable, problems)
+		next, err := json.Marshal(dec.Status)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(next, row.Status) {
+			todo = append(todo, moved{d, row, next, dec})
+		}
+	}
+	if len(todo) == 0 {
+		return errors.Join(errs...)
+	}
+	var written []moved
+	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		written = written[:0]
+		for _, m := range todo {
+			cur, err := tx.Deployables().GetRollout(ctx, m.d.rec.UID)
+			switch {
+			case errors.Is(err, store.ErrNotFound) && m.row.ResourceVersion == 0:
+				cur = &store.DeployableRollout{DeployableUID: m.d.rec.UID}
+			case errors.Is(err, store.ErrNotFound):
+				continue // purged meanwhile
+			case err != nil:
+				return err
+			case cur.ResourceVersion != m.row.ResourceVersion:
+				continue // moved since it was read: decided again at the next pass
+			}
+			cur.Status = m.next
+			if err := tx.Deployables().PutRollout(ctx, cur); errors.Is(err, store.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			for _, e := range m.dec.Events {
+				if err := tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: "rollout", Kind: v1alpha1.KindDeployable,
+					Namespace: m.d.rec.Namespace, Name: m.d.rec.Name, Summary: e, Outcome: string(m.dec.Status.State)}); err != nil {
+					return err
+				}
+			}
+			written = append(written, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	s.statusWrites.Add(int64(len(written)))
+	for _, m := range written {
+		for _, e := range m.dec.Events {
+			s.log.Info("rollout", "deployable", m.d.rec.Namespace+"/"+m.d.rec.Name, "generation", m.d.rec.Generation, "step", e)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// decide builds the input of one deployable's decision from what the
+// pass read, and decides.
+func decide(d *deployable, row *store.DeployableRollout, sts []*store.DeployableClusterStatus, cls []*store.Cluster,
+	fresh map[string]store.AgentFreshness, unreachable map[string]bool, problems map[string][]rollout.Problem) rollout.Decision {
+	in := rollout.Input{Spec: *d.rollout, Generation: d.rec.Generation, Previous: row.PreviousGeneration,
+		Reports: map[string]rollout.Report{}, Now: time.Now()}
+	for _, c := range cls {
 		info := placement.Cluster{Name: c.Name, Labels: c.Labels}
 		var doc store.Document[v1alpha1.ClusterSpec]
 		if json.Unmarshal(c.Spec, &doc) == nil {
@@ -200,7 +270,7 @@ func (s *Syncer) decideRollout(ctx context.Context, d *deployable, cls []*store.
 	}
 	for _, c := range in.Clusters {
 		if _, ok := in.Reports[c.Name]; !ok {
-			r := rollout.Report{}
+			r := rollout.Report{Unreachable: unreachable[c.Name]}
 			r.AgentReportAt, r.NoAgent = agentReport(fresh, c.Name)
 			in.Reports[c.Name] = r
 		}
@@ -214,49 +284,10 @@ func (s *Syncer) decideRollout(ctx context.Context, d *deployable, cls []*store.
 	if len(row.Control) > 0 {
 		_ = json.Unmarshal(row.Control, &in.Control) // unreadable: no control
 	}
-	dec := rollout.Decide(in)
-	next, err := json.Marshal(dec.Status)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(next, row.Status) {
-		return nil // nothing moved: nothing written
-	}
-	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		cur, err := tx.Deployables().GetRollout(ctx, d.rec.UID)
-		switch {
-		case errors.Is(err, store.ErrNotFound) && row.ResourceVersion == 0:
-			cur = &store.DeployableRollout{DeployableUID: d.rec.UID}
-		case err != nil:
-			return err
-		case cur.ResourceVersion != row.ResourceVersion:
-			return errRolloutMoved // decided on an old row: the next pass decides again
-		}
-		cur.Status = next
-		if err := tx.Deployables().PutRollout(ctx, cur); err != nil {
-			return err
-		}
-		for _, e := range dec.Events {
-			if err := tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: "rollout", Kind: v1alpha1.KindDeployable,
-				Namespace: d.rec.Namespace, Name: d.rec.Name, Summary: e, Outcome: string(dec.Status.State)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, errRolloutMoved) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err == nil {
-		s.statusWrites.Add(1)
-		for _, e := range dec.Events {
-			s.log.Info("rollout", "deployable", d.rec.Namespace+"/"+d.rec.Name, "generation", d.rec.Generation, "step", e)
-		}
-	}
-	return err
+	return rollout.Decide(in)
 }
 
-var errRolloutMoved = errors.New("rollout row moved since it was read")
+
 
 // gate is a compiled spec.rollout.gates entry.
 type gate struct {
