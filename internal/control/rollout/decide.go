@@ -254,6 +254,7 @@ func Decide(in Input) Decision {
 		if st.AwaitingApproval != "" {
 			events = append(events, fmt.Sprintf("wave %s approved", st.AwaitingApproval))
 			st.AwaitingApproval = ""
+			st.WaveStartedAt = &now // the deadline counts from the approval
 		}
 		// Give the generation to as many clusters of the wave as
 		// maxUnavailable allows: those not yet healthy hold the slots.

@@ -218,7 +218,7 @@ func TestMaxUnavailable(t *testing.T) {
 }
 
 func TestApprovalBetweenWaves(t *testing.T) {
-	s := newSim(t, v1alpha1.Rollout{Waves: dcWaves(), ApproveBetweenWaves: true}, farm("a-dc-1", "b-dc-2"))
+	s := newSim(t, v1alpha1.Rollout{Waves: dcWaves(), ApproveBetweenWaves: true, ProgressDeadlineSeconds: 60}, farm("a-dc-1", "b-dc-2"))
 	s.at(0)
 	s.report("a-dc-1", synced(2, t0.Add(time.Second), t0.Add(time.Second)))
 	d := s.at(2 * time.Second)
@@ -229,8 +229,11 @@ func TestApprovalBetweenWaves(t *testing.T) {
 	// An approval of another generation does not count.
 	s.in.Control = Control{Generation: 3, Approved: []string{"dc-2"}}
 	expect(t, s.at(3*time.Second), v1alpha1.RolloutPaused, "dc-2", "a-dc-1")
+	// Approved an hour later: the deadline counts from the approval.
 	s.in.Control = Control{Generation: 2, Approved: []string{"dc-2"}}
-	expect(t, s.at(4*time.Second), v1alpha1.RolloutProgressing, "dc-2", "a-dc-1", "b-dc-2")
+	expect(t, s.at(time.Hour), v1alpha1.RolloutProgressing, "dc-2", "a-dc-1", "b-dc-2")
+	expect(t, s.at(time.Hour+59*time.Second), v1alpha1.RolloutProgressing, "dc-2", "a-dc-1", "b-dc-2")
+	expect(t, s.at(time.Hour+60*time.Second), v1alpha1.RolloutHalted, "dc-2", "a-dc-1", "b-dc-2")
 }
 
 func TestPauseResumeRollbackByHand(t *testing.T) {
