@@ -287,8 +287,6 @@ func decide(d *deployable, row *store.DeployableRollout, sts []*store.Deployable
 	return rollout.Decide(in)
 }
 
-
-
 // gate is a compiled spec.rollout.gates entry.
 type gate struct {
 	v1alpha1.Gate
