@@ -220,13 +220,17 @@ func (s *Syncer) decideRollouts(ctx context.Context) error {
 			} else if err != nil {
 				return err
 			}
+			written = append(written, m)
+		}
+		// Appended last: the audit chain's head stays locked from the
+		// first append to the commit (store.AuditLog.Append).
+		for _, m := range written {
 			for _, e := range m.dec.Events {
 				if err := tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: "rollout", Kind: v1alpha1.KindDeployable,
 					Namespace: m.d.rec.Namespace, Name: m.d.rec.Name, Summary: e, Outcome: string(m.dec.Status.State)}); err != nil {
 					return err
 				}
 			}
-			written = append(written, m)
 		}
 		return nil
 	})
