@@ -477,17 +477,26 @@ function deployables() {
     const [list, cl] = await Promise.all([api("GET", "/api/v1/deployables?" + q), api("GET", "/api/v1/clusters")]);
     const names = cl.items.map(c => c.metadata.name);
     if (!changed(holder, [list, names])) return;
-    head.replaceChildren(el("tr", {}, ["Namespace", "Name", "Kind", "Generation", "Phase"].map(h => el("th", {}, h)),
+    head.replaceChildren(el("tr", {}, ["Namespace", "Name", "Kind", "Generation", "Phase", "Rollout"].map(h => el("th", {}, h)),
       names.map(n => el("th", { class: "nowrap" }, link(clusterPath(n), n)))));
     body.replaceChildren(...list.items.map(d => {
       const byCluster = Object.fromEntries((d.status.clusters || []).map(c => [c.cluster, c]));
+      // Where a rollout in waves stands, and each cluster's wave in it.
+      const ro = d.status.rollout;
+      const inWave = Object.fromEntries(((ro && ro.clusters) || []).map(c => [c.cluster, c]));
+      const cell = n => {
+        const c = byCluster[n], w = inWave[n];
+        const title = [(c || {}).message || "", w ? "wave " + w.wave + ": " + w.health + " (generation " + w.generation + ")" : ""].filter(Boolean).join(" · ");
+        return el("td", { "data-cluster": n, title }, c ? badge(c.state) : el("span", { class: "muted" }, "—"), w ? el("span", { class: "muted" }, " " + w.wave) : null);
+      };
       return el("tr", { class: "linked", "data-name": d.metadata.name },
         el("td", {}, d.metadata.namespace), el("td", { class: "nowrap" }, rowLink(deployablePath(d.metadata.namespace, d.metadata.name), d.metadata.name)),
         el("td", {}, (d.spec.template || {}).kind || ""),
         el("td", { class: "num" }, d.status.generation || 0), el("td", {}, badge(d.status.phase)),
-        names.map(n => el("td", { "data-cluster": n, title: (byCluster[n] || {}).message || "" }, byCluster[n] ? badge(byCluster[n].state) : el("span", { class: "muted" }, "—"))));
+        el("td", { class: "nowrap", title: ro ? ro.message || "" : "" }, ro ? [badge(ro.state), " " + ro.wave] : el("span", { class: "muted" }, "—")),
+        names.map(cell));
     }));
-    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 5 + names.length, class: "muted" }, "No deployables.")));
+    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 6 + names.length, class: "muted" }, "No deployables.")));
   });
 }
 
