@@ -45,3 +45,17 @@ const AnnotationFenced = "purser.io/fenced"
 // (`purser cordon` and `drain`, the console's buttons): NoSchedule keeps
 // new work away, NoExecute also moves the work that runs there.
 const TaintCordon = "purser.io/cordon"
+
+// What purser writes on every object of a deployable on a member
+// cluster: the label makes it purser's (only objects carrying it are ever
+// updated or deleted); the annotations say where it comes from and which
+// version it is.
+const (
+	LabelDeployable      = "purser.io/deployable" // the deployable's uid
+	AnnotationDeployable = "purser.io/deployable" // namespace/name
+	AnnotationGeneration = "purser.io/generation" // the deployable's generation
+	AnnotationSpecHash   = "purser.io/spec-hash"  // a hash of the desired object, safe to show
+	// FieldManager is the server-side apply field manager of purser's
+	// writes (and dry runs) of deployables.
+	FieldManager = "purser"
+)

@@ -367,6 +367,13 @@ type DeployableSpec struct {
 	// Template follows the rules of RunnableSpec.Template.
 	Template  map[string]any `json:"template,omitempty"`
 	Placement Placement      `json:"placement,omitzero"`
+	// Rollout, when set, brings each new generation to the clusters wave
+	// by wave (rollout.go); without it every cluster gets it at once.
+	Rollout *Rollout `json:"rollout,omitempty"`
+	// Overrides patch the template per cluster.
+	Overrides []Override `json:"overrides,omitempty"`
+	// Mode Observe reports drift and never writes; default Apply.
+	Mode DeployableMode `json:"mode,omitempty"`
 }
 
 // SyncState is how a cluster's copy of a Deployable compares with its spec.
@@ -388,6 +395,9 @@ type DeployableStatus struct {
 	// PendingChange is the change waiting for approval, beside the live
 	// spec.
 	PendingChange *PendingChange[DeployableSpec] `json:"pendingChange,omitempty"`
+	// Rollout is where the rollout of the generation stands, for a
+	// deployable with spec.rollout.
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // DeployableClusterStatus is the state of one cluster's copy.

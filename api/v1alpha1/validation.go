@@ -74,6 +74,9 @@ func ValidateDeployable(d *Deployable) FieldErrors {
 	}
 	v.secretData(d.Spec.Template)
 	v.placement("spec.placement", d.Spec.Placement)
+	v.rollout("spec.rollout", d.Spec.Rollout)
+	v.overrides("spec.overrides", d.Spec.Overrides, d.Spec.Template)
+	v.mode("spec.mode", d.Spec.Mode)
 	return v.errs
 }
 

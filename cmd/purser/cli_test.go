@@ -427,5 +427,45 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 		})
 		matches(t, "a wrong token", alice.fail("get", "clusters", "--server", firstURL, "--token", strings.Repeat("0", 64)), `401`)
 	})
+
+	t.Run("rollout", func(t *testing.T) {
+		me.t = t
+		file := filepath.Join(dir, "rolled.yaml")
+		dp := func(v, rollout string) {
+			body := fmt.Sprintf("apiVersion: purser.io/v1alpha1\nkind: Deployable\nmetadata: {name: rolled, namespace: team-a}\nspec:\n  template: {apiVersion: v1, kind: ConfigMap, data: {v: %q}}\n%s", v, rollout)
+			if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dp("1", "")
+		me.ok("apply", "-f", file)
+		// One wave; far-away (unreachable) is in it and never turns
+		// healthy, so the rollout stays where a user can steer it.
+		dp("2", "  rollout: {waves: [{name: all}]}\n")
+		me.ok("apply", "-f", file)
+		status := func(want ...string) {
+			t.Helper()
+			sandboxtest.Eventually(t, time.Minute, "rollout status", func(context.Context) error {
+				out := me.ok("rollout", "status", "rolled", "-n", "team-a")
+				for _, w := range want {
+					if !regexp.MustCompile(w).MatchString(out) {
+						return fmt.Errorf("%q not in:\n%s", w, out)
+					}
+				}
+				return nil
+			})
+		}
+		status(`generation 2 \(previous 1\): Progressing at wave all`, `(?m)^far-away\s+all\s+2\s`)
+		matches(t, "pause", me.ok("rollout", "pause", "rolled", "-n", "team-a"), `pause asked for generation 2`)
+		status(`Paused at wave all \(PausedByUser\)`)
+		me.ok("rollout", "resume", "rolled", "-n", "team-a")
+		status(`Progressing at wave all`)
+		me.ok("rollout", "rollback", "rolled", "-n", "team-a")
+		status(`RolledBack`, `(?m)^far-away\s+all\s+1\s+\S*\s*Previous`)
+		matches(t, "rollout history", me.ok("rollout", "history", "rolled", "-n", "team-a"),
+			`rollout-pause`, `rollout-resume`, `rollout-rollback`, `rollout of generation 2 started \(previous 1\)`, `rolled back by hand to generation 1`)
+		matches(t, "a deployable without a rollout", me.fail("rollout", "pause", "cfg-a", "-n", "team-a"), `no spec.rollout`)
+		matches(t, "diff", me.ok("diff", "-f", file), `deployable/team-a/rolled`, `far-away: cannot tell`)
+	})
 	stopUp(t, first)
 }

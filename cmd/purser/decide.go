@@ -44,6 +44,16 @@ server refuses (409) and nothing is decided.`,
 			// The version reviewed (status.pendingChange): the server
 			// decides only on that one, and refuses a decision naming none.
 			rv := printer.Field(cur, "status", "pendingChange", "resourceVersion")
+			if wave := printer.Field(cur, "status", "rollout", "awaitingApproval"); rv == "" && wave != "" && verb == "approve" {
+				// No change waits, but a wave of the rollout does: the
+				// approval binds to the generation read.
+				gen := printer.Field(cur, "status", "rollout", "generation")
+				if _, err := c.Do(cmd.Context(), http.MethodPost, t.res.Path(namespace, t.name)+"/approve", url.Values{"generation": {gen}}, nil, "", nil); err != nil {
+					return named(c, err)
+				}
+				fmt.Fprintf(stdout(cmd), "%s/%s/%s: wave %s of generation %s approved\n", t.res.Singular(), namespace, t.name, wave, gen)
+				return nil
+			}
 			if rv == "" {
 				return fmt.Errorf("%s/%s/%s has no change waiting for approval", t.res.Singular(), namespace, t.name)
 			}

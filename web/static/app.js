@@ -477,17 +477,26 @@ function deployables() {
     const [list, cl] = await Promise.all([api("GET", "/api/v1/deployables?" + q), api("GET", "/api/v1/clusters")]);
     const names = cl.items.map(c => c.metadata.name);
     if (!changed(holder, [list, names])) return;
-    head.replaceChildren(el("tr", {}, ["Namespace", "Name", "Kind", "Generation", "Phase"].map(h => el("th", {}, h)),
+    head.replaceChildren(el("tr", {}, ["Namespace", "Name", "Kind", "Generation", "Phase", "Rollout"].map(h => el("th", {}, h)),
       names.map(n => el("th", { class: "nowrap" }, link(clusterPath(n), n)))));
     body.replaceChildren(...list.items.map(d => {
       const byCluster = Object.fromEntries((d.status.clusters || []).map(c => [c.cluster, c]));
+      // Where a rollout in waves stands, and each cluster's wave in it.
+      const ro = d.status.rollout;
+      const inWave = Object.fromEntries(((ro && ro.clusters) || []).map(c => [c.cluster, c]));
+      const cell = n => {
+        const c = byCluster[n], w = inWave[n];
+        const title = [(c || {}).message || "", w ? "wave " + w.wave + ": " + w.health + " (generation " + w.generation + ")" : ""].filter(Boolean).join(" · ");
+        return el("td", { "data-cluster": n, title }, c ? badge(c.state) : el("span", { class: "muted" }, "—"), w ? el("span", { class: "muted" }, " " + w.wave) : null);
+      };
       return el("tr", { class: "linked", "data-name": d.metadata.name },
         el("td", {}, d.metadata.namespace), el("td", { class: "nowrap" }, rowLink(deployablePath(d.metadata.namespace, d.metadata.name), d.metadata.name)),
         el("td", {}, (d.spec.template || {}).kind || ""),
         el("td", { class: "num" }, d.status.generation || 0), el("td", {}, badge(d.status.phase)),
-        names.map(n => el("td", { "data-cluster": n, title: (byCluster[n] || {}).message || "" }, byCluster[n] ? badge(byCluster[n].state) : el("span", { class: "muted" }, "—"))));
+        el("td", { class: "nowrap", title: ro ? ro.message || "" : "" }, ro ? [badge(ro.state), " " + ro.wave] : el("span", { class: "muted" }, "—")),
+        names.map(cell));
     }));
-    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 5 + names.length, class: "muted" }, "No deployables.")));
+    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 6 + names.length, class: "muted" }, "No deployables.")));
   });
 }
 
@@ -521,6 +530,16 @@ function deployableDetail(ns, name) {
       const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
       actions.push(act("approve", "Approve change", "", "POST", "/approve" + rv, "approved"), act("reject", "Reject change", "danger", "POST", "/reject" + rv, "rejected"));
     }
+    // A rollout in waves is steered from here as with purser rollout.
+    const ro = d.status.rollout;
+    if (ro && ro.awaitingApproval && may(ns, "approve")) {
+      actions.push(act("rollout-approve", "Approve wave " + ro.awaitingApproval, "", "POST", "/approve?generation=" + encodeURIComponent(ro.generation), "wave approved"));
+    }
+    if (ro && may(ns, "write")) {
+      actions.push(act("rollout-pause", "Pause rollout", "", "POST", "/pause", "rollout paused"),
+        act("rollout-resume", "Resume rollout", "", "POST", "/resume", "rollout resumed"),
+        act("rollout-rollback", "Roll back", "danger", "POST", "/rollback", "rolled back", "Return every cluster of " + ns + "/" + name + " to generation " + (ro.previousGeneration || 0) + "?"));
+    }
     if (may(ns, "write")) actions.push(act("delete", "Delete", "danger", "DELETE", "", "deleted", "Delete " + ns + "/" + name + "? Purser removes it from every cluster."));
     // Clusters in data-center order, as the farm shows them.
     const clusters = cl.items.slice().sort((a, b) => ((a.metadata.labels || {}).dc || "~").localeCompare((b.metadata.labels || {}).dc || "~") || a.metadata.name.localeCompare(b.metadata.name));
@@ -529,6 +548,12 @@ function deployableDetail(ns, name) {
       el("div", { class: "actions" }, actions),
       el("h2", {}, "Rollout (generation " + (d.status.generation || 0) + ")"),
       el("div", { class: "chart" }, rolloutChart(d, clusters, hist.items, Date.now())),
+      ro ? el("div", { id: "waves" },
+        el("p", {}, badge(ro.state), " generation " + ro.generation + " (previous " + (ro.previousGeneration || "none") + "), wave " + ro.wave + (ro.reason ? " · " + ro.reason : ""), el("br", {}), el("span", { class: "message" }, ro.message || "")),
+        el("table", { id: "rollout" }, el("thead", {}, el("tr", {}, ["Cluster", "Wave", "Generation", "Applied", "Health", "Since", "Message"].map(h => el("th", {}, h)))),
+          el("tbody", {}, (ro.clusters || []).map(c => el("tr", { "data-cluster": c.cluster }, el("td", { class: "nowrap" }, link(clusterPath(c.cluster), c.cluster)), el("td", {}, c.wave),
+            el("td", { class: "num" }, c.generation || ""), el("td", { class: "num" }, c.generationApplied || ""), el("td", {}, badge(c.health)),
+            el("td", { class: "nowrap" }, when(c.since)), el("td", { class: "message" }, c.message || "")))))) : null,
       el("table", { id: "sync" }, el("thead", {}, el("tr", {}, ["Cluster", "State", "Synced generation", "Last synced", "Message"].map(h => el("th", {}, h)))),
         el("tbody", {}, (d.status.clusters || []).length ? d.status.clusters.map(c => el("tr", { "data-cluster": c.cluster }, el("td", { class: "nowrap" }, link(clusterPath(c.cluster), c.cluster)), el("td", {}, badge(c.state)),
           el("td", { class: "num" }, c.syncedGeneration || ""), el("td", { class: "nowrap" }, when(c.lastSyncedAt)), el("td", { class: "message" }, c.message || "")))

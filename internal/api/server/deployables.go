@@ -117,6 +117,9 @@ func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
 			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = sealed.doc, sealed.secret, u.Name, false
 			outcome = string(v1alpha1.PhasePendingApproval)
 		} else {
+			if err := keepPrevious(r.Context(), tx, rec, &obj.Spec); err != nil {
+				return err
+			}
 			rec.Spec, rec.Secret, rec.SpecHash = sealed.doc, sealed.secret, sealed.hash
 			rec.Generation++
 			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
@@ -207,15 +210,24 @@ func (s *Server) getDeployable(r *http.Request, u auth.User) (int, any, error) {
 func visible(rec *store.Deployable) bool { return rec.DeletedAt == nil || rec.Pending != nil }
 
 func (s *Server) deployableResponse(r *http.Request, status int, rec *store.Deployable) (int, any, error) {
-	var clusters []*store.DeployableClusterStatus
+	var (
+		clusters []*store.DeployableClusterStatus
+		ro       *v1alpha1.RolloutStatus
+	)
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		clusters, err = tx.Deployables().ListStatus(r.Context(), rec.UID)
+		if clusters, err = tx.Deployables().ListStatus(r.Context(), rec.UID); err != nil {
+			return err
+		}
+		ro, err = rolloutOf(r.Context(), tx, rec)
 		return err
 	}); err != nil {
 		return 0, nil, err
 	}
 	out, err := deployableFromRecord(rec, clusters)
+	if out != nil {
+		out.Status.Rollout = ro
+	}
 	return status, out, err
 }
 
@@ -249,6 +261,9 @@ func (s *Server) listDeployables(r *http.Request, u auth.User) (int, any, error)
 			}
 			obj, err := deployableFromRecord(rec, clusters)
 			if err != nil {
+				return err
+			}
+			if obj.Status.Rollout, err = rolloutOf(r.Context(), tx, rec); err != nil {
 				return err
 			}
 			out.Items = append(out.Items, obj)
@@ -324,6 +339,9 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 // authorized again for its author under the policy as it is now.
 func (s *Server) decideDeployable(approve bool) apiHandler {
 	return func(r *http.Request, u auth.User) (int, any, error) {
+		if approve && r.URL.Query().Has("generation") {
+			return s.approveWave(r, u) // a wave of a rollout, not a pending change
+		}
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
 		ref := "deployable " + ns + "/" + name
 		if !s.policy().Allowed(u, ns, auth.VerbApprove) {
@@ -384,6 +402,13 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 			case approve:
 				hash, err := s.pendingHash(rec)
 				if err != nil {
+					return err
+				}
+				var next storedDeployable
+				if err := json.Unmarshal(rec.Pending, &next); err != nil {
+					return fmt.Errorf("%s: pending spec: %w", ref, err)
+				}
+				if err := keepPrevious(r.Context(), tx, rec, &next.Spec); err != nil {
 					return err
 				}
 				rec.Spec, rec.Secret, rec.SpecHash = rec.Pending, rec.PendingSecret, hash

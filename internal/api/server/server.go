@@ -154,6 +154,10 @@ func New(cfg Config) *Server {
 	s.handle("DELETE /api/v1/deployables/{namespace}/{name}", s.deleteDeployable)
 	s.handle("POST /api/v1/deployables/{namespace}/{name}/approve", s.decideDeployable(true))
 	s.handle("POST /api/v1/deployables/{namespace}/{name}/reject", s.decideDeployable(false))
+	s.handle("POST /api/v1/deployables/{namespace}/{name}/pause", s.controlRollout(pauseRollout))
+	s.handle("POST /api/v1/deployables/{namespace}/{name}/resume", s.controlRollout(resumeRollout))
+	s.handle("POST /api/v1/deployables/{namespace}/{name}/rollback", s.controlRollout(rollbackRollout))
+	s.handle("POST /api/v1/deployables/{namespace}/{name}/diff", s.diffDeployable)
 
 	s.handle("POST /api/v1/clusters", s.createCluster)
 	s.handle("GET /api/v1/clusters", s.listClusters)

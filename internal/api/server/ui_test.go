@@ -62,6 +62,41 @@ func TestConsole(t *testing.T) {
 	browsertest.WaitText(alice, t, `#deployables td[data-cluster="dc1-a"]`, "Synced")
 	browsertest.Screenshot(alice, t, "deployables-matrix")
 
+	// A rollout in waves shows where it stands, in the matrix and on the
+	// deployable's page, and is paused from there.
+	h.yaml("alice", "PUT", "/api/v1/deployables/team-a/waved", configMapDeployable("team-a", "waved", "v1")).want(t, http.StatusCreated)
+	h.yaml("alice", "PUT", "/api/v1/deployables/team-a/waved", rolledDeployable("team-a", "waved", "v2", `{waves: [{name: dc-1}]}`)).want(t, http.StatusOK)
+	if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
+		rec, err := tx.Deployables().Get(context.Background(), "team-a", "waved")
+		if err != nil {
+			return err
+		}
+		r, err := tx.Deployables().GetRollout(context.Background(), rec.UID)
+		if err != nil {
+			return err
+		}
+		r.Status = []byte(`{"generation":2,"previousGeneration":1,"wave":"dc-1","waveIndex":0,"state":"Progressing","reason":"WaveProgressing","clusters":[{"cluster":"dc1-a","wave":"dc-1","generation":2,"generationApplied":1,"health":"Progressing"}]}`)
+		return tx.Deployables().PutRollout(context.Background(), r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Do(alice, t, "open deployables", browsertest.GoTo("#/deployables"), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="waved"] td[data-cluster="dc1-a"]`)))
+	browsertest.WaitText(alice, t, `tr[data-name="waved"]`, "Progressing dc-1")
+	browsertest.Do(alice, t, "open the rolled deployable", browsertest.GoTo("#/deployables/team-a/waved"), chromedp.WaitVisible(chromedp.CSS(`#rollout td`)))
+	browsertest.WaitText(alice, t, `#rollout tr[data-cluster="dc1-a"]`, "Progressing")
+	browsertest.Screenshot(alice, t, "deployable-rollout")
+	browsertest.Do(alice, t, "pause the rollout", chromedp.Click(chromedp.CSS("#rollout-pause")))
+	sandboxtest.Eventually(t, 30*time.Second, "the pause recorded", func(ctx context.Context) error {
+		var control string
+		if err := h.raw.QueryRowContext(ctx, `SELECT COALESCE(control, '') FROM deployable_rollouts`).Scan(&control); err != nil {
+			return err
+		}
+		if !strings.Contains(control, `"paused":true`) {
+			return fmt.Errorf("control %q", control)
+		}
+		return nil
+	})
+
 	// History shows the submission. alice reads team-a only.
 	browsertest.Do(alice, t, "open history", browsertest.GoTo("#/history"), chromedp.WaitVisible(chromedp.CSS("#history")))
 	browsertest.WaitText(alice, t, "#history", "Runnable/team-a/ui-job")

@@ -67,6 +67,10 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 	if namespaced {
 		ns, key = d.rec.Namespace, d.rec.Namespace+"/"+d.name
 	}
+	if d.observe {
+		ri := w.dyn.Resource(mapping.Resource).Namespace(ns)
+		return w.observe(ctx, d, ri, namespaced)
+	}
 
 	w.mu.Lock()
 	last := w.lastWrite[uid]
@@ -75,7 +79,7 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 	if item, ok, _ := inf.GetIndexer().GetByKey(key); ok {
 		cur := item.(*unstructured.Unstructured)
 		ours = cur.GetLabels()[LabelDeployable] == uid
-		if ours && last != "" && cur.GetAnnotations()[AnnotationSpecHash] == d.hash && cur.GetResourceVersion() == last {
+		if ours && last != "" && cur.GetAnnotations()[AnnotationSpecHash] == w.hashOf(d) && cur.GetResourceVersion() == last {
 			// Unchanged since our last apply, by us or anyone: nothing
 			// to write. This is what keeps an idle resync silent.
 			if err := w.removeStrays(ctx, uid, mapping.Resource, key); err != nil {
@@ -151,11 +155,16 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 	return synced("")
 }
 
+// hashOf is the spec hash of d's object on this cluster.
+func (w *clusterWorker) hashOf(d *deployable) string {
+	return d.hashFor(v1alpha1.OverridesFor(d.overrides, w.info.Load().Labels))
+}
+
 // applyObject builds the object (opening a Secret's values) and applies
 // it; the built object goes out of scope with this call, so a Secret's
 // values live only as long as the request.
 func (w *clusterWorker) applyObject(ctx context.Context, d *deployable, ri dynamic.ResourceInterface, namespaced bool) (*unstructured.Unstructured, error) {
-	obj, err := d.object(w.s.cfg.Sealer, namespaced)
+	obj, err := d.object(w.s.cfg.Sealer, namespaced, w.info.Load().Labels)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}

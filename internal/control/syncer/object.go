@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,11 +24,11 @@ import (
 // the informers select on it. The annotations let an operator looking at a
 // member cluster tell where an object comes from and which version it is.
 const (
-	LabelDeployable      = "purser.io/deployable" // the deployable's uid
-	AnnotationDeployable = "purser.io/deployable" // namespace/name
-	AnnotationGeneration = "purser.io/generation" // the deployable's generation
-	AnnotationSpecHash   = "purser.io/spec-hash"  // see specHash
-	FieldManager         = "purser"               // server-side apply manager
+	LabelDeployable      = v1alpha1.LabelDeployable      // the deployable's uid
+	AnnotationDeployable = v1alpha1.AnnotationDeployable // namespace/name
+	AnnotationGeneration = v1alpha1.AnnotationGeneration // the deployable's generation
+	AnnotationSpecHash   = v1alpha1.AnnotationSpecHash   // see specHash
+	FieldManager         = v1alpha1.FieldManager         // server-side apply manager
 )
 
 // deployable is one row of the source of truth, decoded once per change
@@ -37,6 +38,13 @@ const (
 type deployable struct {
 	rec       *store.Deployable
 	placement v1alpha1.Placement
+	rollout   *v1alpha1.Rollout // nil: every cluster gets each generation at once
+	overrides []v1alpha1.Override
+	observe   bool // spec.mode Observe: report drift, never write
+	// gates are the rollout's compiled gates (rollout.go), built once.
+	gatesOnce sync.Once
+	gates     []gate
+	gatesErr  error
 	template  map[string]any
 	gvk       schema.GroupVersionKind
 	author    auth.User // who wrote the spec, whom the policy is asked about
@@ -60,7 +68,8 @@ func decodeDeployable(rec *store.Deployable) *deployable {
 		d.err = fmt.Errorf("stored spec does not decode: %w", err)
 		return d
 	}
-	d.placement, d.template = doc.Spec.Placement, doc.Spec.Template
+	d.placement, d.template, d.rollout = doc.Spec.Placement, doc.Spec.Template, doc.Spec.Rollout
+	d.overrides, d.observe = doc.Spec.Overrides, doc.Spec.Mode == v1alpha1.ModeObserve
 	if doc.Author != nil {
 		d.author, d.authored = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}, true
 	}
@@ -96,12 +105,32 @@ func specHash(rec *store.Deployable) string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
+// hashFor is the spec hash of the object of a cluster that the overrides
+// named by which select: a cluster whose labels change to select other
+// overrides needs another object, though the spec did not change.
+func (d *deployable) hashFor(which []int) string {
+	if len(which) == 0 {
+		return d.hash
+	}
+	h := sha256.New()
+	h.Write([]byte(d.hash))
+	for _, i := range which {
+		h.Write([]byte{'/'})
+		h.Write([]byte(strconv.Itoa(i)))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
 // object builds the object to apply. namespaced comes from the cluster's
 // RESTMapper: a cluster-scoped kind (ClusterWorkflowTemplate) gets no
 // namespace. For a Secret, the sealed values are opened and joined to the
 // template here; the result must only be applied and then dropped, never
 // logged or stored.
-func (d *deployable) object(sealer *seal.Sealer, namespaced bool) (*unstructured.Unstructured, error) {
+//
+// The overrides whose clusterSelector matches clusterLabels are applied to
+// the template first (Secret values joined), so that the object compared
+// and repaired on each cluster is that cluster's own.
+func (d *deployable) object(sealer *seal.Sealer, namespaced bool, clusterLabels map[string]string) (*unstructured.Unstructured, error) {
 	tmpl := d.template
 	if d.gvk.Group == "" && d.gvk.Kind == "Secret" && len(d.rec.Secret) > 0 {
 		values, err := sealer.Open(d.rec.Secret, seal.SecretBinding(d.rec.Namespace, d.rec.Name))
@@ -113,6 +142,13 @@ func (d *deployable) object(sealer *seal.Sealer, namespaced bool) (*unstructured
 		if err != nil {
 			// JoinSecret's message names the field, never a value.
 			return nil, err
+		}
+	}
+	which := v1alpha1.OverridesFor(d.overrides, clusterLabels)
+	if len(which) > 0 {
+		var err error
+		if tmpl, err = v1alpha1.ApplyOverrides(tmpl, d.overrides, which); err != nil {
+			return nil, err // names the override, never a value
 		}
 	}
 	obj := &unstructured.Unstructured{Object: maps.Clone(tmpl)}
@@ -139,7 +175,7 @@ func (d *deployable) object(sealer *seal.Sealer, namespaced bool) (*unstructured
 	}
 	annotations[AnnotationDeployable] = d.rec.Namespace + "/" + d.rec.Name
 	annotations[AnnotationGeneration] = strconv.FormatInt(d.rec.Generation, 10)
-	annotations[AnnotationSpecHash] = d.hash
+	annotations[AnnotationSpecHash] = d.hashFor(which)
 	obj.SetAnnotations(annotations)
 	delete(obj.Object, "status")
 	return obj, nil

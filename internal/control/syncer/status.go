@@ -69,14 +69,16 @@ func (w *clusterWorker) writeStatus(ctx context.Context, d *deployable, state v1
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage]
 	}
-	next := &store.DeployableClusterStatus{DeployableUID: d.rec.UID, Cluster: w.name, State: stateOf(state), Message: msg}
+	next := &store.DeployableClusterStatus{DeployableUID: d.rec.UID, Cluster: w.name, State: stateOf(state), Message: msg,
+		StateGeneration: d.rec.Generation}
 	if cur != nil {
 		next.SyncedGeneration, next.LastSyncedAt = cur.SyncedGeneration, cur.LastSyncedAt
 	}
 	if state == v1alpha1.StateSynced {
 		next.SyncedGeneration = d.rec.Generation
 	}
-	if cur != nil && cur.State == next.State && cur.SyncedGeneration == next.SyncedGeneration && cur.Message == next.Message {
+	if cur != nil && cur.State == next.State && cur.SyncedGeneration == next.SyncedGeneration && cur.Message == next.Message &&
+		cur.StateGeneration == next.StateGeneration {
 		return false, nil
 	}
 	if state == v1alpha1.StateSynced {

@@ -102,8 +102,10 @@ type Syncer struct {
 	version      store.DeployablesVersion
 	versionKnown bool
 	clusters     map[string]*store.Cluster
-	workers      map[string]*clusterWorker // the clusters this replica works on
-	polled       chan struct{}             // closed after the first successful poll
+	// rollouts are the rollout rows at the latest poll, by deployable uid.
+	rollouts map[string]*rolloutState
+	workers  map[string]*clusterWorker // the clusters this replica works on
+	polled   chan struct{}             // closed after the first successful poll
 	// badKubeconfig remembers, per cluster, the sealed kubeconfig that
 	// could not be used (guarded by mu).
 	badKubeconfig map[string]string
@@ -141,6 +143,7 @@ func New(cfg Config) *Syncer {
 		pods:        admission.DefaultChecker(),
 		deployables: map[string]*deployable{},
 		clusters:    map[string]*store.Cluster{},
+		rollouts:    map[string]*rolloutState{},
 		workers:     map[string]*clusterWorker{},
 		polled:      make(chan struct{}),
 
@@ -171,6 +174,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.pollLoop(ctx) })
 	wg.Go(func() { s.ownLoop(ctx, leases) })
+	wg.Go(func() { s.rolloutLoop(ctx) })
 	if leases != nil {
 		wg.Go(func() { s.enforceLoop(ctx, leases) })
 	}
@@ -228,12 +232,16 @@ func (s *Syncer) poll(ctx context.Context, full bool) error {
 	var (
 		recs    []*store.Deployable
 		cls     []*store.Cluster
+		ros     []*store.DeployableRollout
 		version store.DeployablesVersion
 		reread  bool
 	)
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if cls, err = tx.Clusters().List(ctx); err != nil {
+			return err
+		}
+		if ros, err = tx.Deployables().ListRollouts(ctx); err != nil {
 			return err
 		}
 		if version, err = tx.Deployables().Version(ctx); err != nil {
@@ -285,6 +293,26 @@ func (s *Syncer) poll(ctx context.Context, full bool) error {
 		}
 		s.deployables = next
 	}
+	// A rollout row that moved (a decision, a control, a previous
+	// generation kept), or whose deployable did, changes what some
+	// clusters should hold.
+	nextRollouts := make(map[string]*rolloutState, len(ros))
+	for _, row := range ros {
+		d := next[row.DeployableUID]
+		old := s.rollouts[row.DeployableUID]
+		if old != nil && old.row.ResourceVersion == row.ResourceVersion && (d == nil || old.recRV == d.rec.ResourceVersion) {
+			nextRollouts[row.DeployableUID] = old
+			continue
+		}
+		nextRollouts[row.DeployableUID] = decodeRollout(d, row)
+		changed = append(changed, row.DeployableUID)
+	}
+	for uid := range s.rollouts {
+		if nextRollouts[uid] == nil {
+			changed = append(changed, uid)
+		}
+	}
+	s.rollouts = nextRollouts
 	nextClusters := make(map[string]*store.Cluster, len(cls))
 	for _, c := range cls {
 		nextClusters[c.Name] = c

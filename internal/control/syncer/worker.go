@@ -235,8 +235,29 @@ func (w *clusterWorker) sync(ctx context.Context, uid string) error {
 		return w.removeOrphan(ctx, uid) // no deployable, no status row
 	}
 	var out outcome
+	placed := d.live() && w.info.Load().matches(d.placement)
+	withheld := false
+	if placed && d.rollout != nil {
+		// Rolled out in waves: the generation the rollout gives this
+		// cluster, perhaps the previous one, perhaps none yet.
+		if v := w.s.forCluster(d, w.name); v != nil {
+			d = v
+		} else {
+			placed, withheld = false, true
+		}
+	}
 	switch {
-	case !d.live() || !w.info.Load().matches(d.placement):
+	case d.observe && !placed:
+		// Observe writes nothing, removals included.
+		out = outcome{}
+	case withheld:
+		// No previous generation to keep: nothing here until the rollout
+		// reaches the cluster. Recorded as OutOfSync, never as Synced, so
+		// that no earlier Synced row passes for the generation later.
+		if out = w.remove(ctx, d); out.err == nil && out.state != "" {
+			out = outcome{state: v1alpha1.StateOutOfSync, message: notReachedMessage}
+		}
+	case !placed:
 		out = w.remove(ctx, d)
 	case d.err != nil:
 		out = outcome{state: v1alpha1.StateError, message: d.err.Error()}

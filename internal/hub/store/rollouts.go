@@ -1,0 +1,148 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// DeployableRollout is the rollout state of one deployable: the previous
+// generation that clusters a rollout has not reached keep (its Secret
+// values sealed as in the deployables table), the syncer's latest
+// decision (Status) and what people set (Control), both JSON.
+type DeployableRollout struct {
+	DeployableUID      string
+	PreviousGeneration int64 // 0: none
+	PreviousSpec       []byte
+	PreviousSecret     []byte
+	PreviousSpecHash   string
+	Status             []byte
+	Control            []byte
+	// ResourceVersion is 0 for a row not stored yet.
+	ResourceVersion int64
+}
+
+const rolloutColumns = `deployable_uid, previous_generation, previous_spec, previous_secret, previous_spec_hash,
+	status, control, resource_version`
+
+func scanRollout(row interface{ Scan(...any) error }) (*DeployableRollout, error) {
+	r := &DeployableRollout{}
+	var spec, status, control sql.NullString
+	err := row.Scan(&r.DeployableUID, &r.PreviousGeneration, &spec, &r.PreviousSecret, &r.PreviousSpecHash,
+		&status, &control, &r.ResourceVersion)
+	if spec.Valid {
+		r.PreviousSpec = []byte(spec.String)
+	}
+	if status.Valid {
+		r.Status = []byte(status.String)
+	}
+	if control.Valid {
+		r.Control = []byte(control.String)
+	}
+	return r, err
+}
+
+// GetRollout returns the rollout row of a deployable, or ErrNotFound.
+func (ds Deployables) GetRollout(ctx context.Context, uid string) (*DeployableRollout, error) {
+	r, err := scanRollout(ds.tx.queryRow(ctx, `SELECT `+rolloutColumns+` FROM deployable_rollouts WHERE deployable_uid = ?`, uid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("rollout of deployable %s: %w", uid, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get rollout of deployable %s: %w", uid, classify(err))
+	}
+	return r, nil
+}
+
+// ListRollouts returns every rollout row.
+func (ds Deployables) ListRollouts(ctx context.Context) ([]*DeployableRollout, error) {
+	rows, err := ds.tx.query(ctx, `SELECT `+rolloutColumns+` FROM deployable_rollouts ORDER BY deployable_uid`)
+	if err != nil {
+		return nil, fmt.Errorf("list rollouts: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []*DeployableRollout
+	for rows.Next() {
+		r, err := scanRollout(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list rollouts: %w", classify(err))
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list rollouts: %w", classify(err))
+	}
+	return out, nil
+}
+
+// PutRollout writes r: inserted when r.ResourceVersion is 0 (ErrConflict
+// if a row exists), else updated under the optimistic rule (ErrConflict
+// when stale). Its deployable must exist, else ErrNotFound.
+func (ds Deployables) PutRollout(ctx context.Context, r *DeployableRollout) error {
+	if err := ds.tx.mustExist(ctx, "deployables", "uid", r.DeployableUID); err != nil {
+		return fmt.Errorf("put rollout: %w", err)
+	}
+	if r.ResourceVersion == 0 {
+		var uid string
+		err := ds.tx.queryRow(ctx, `INSERT INTO deployable_rollouts (`+rolloutColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING RETURNING deployable_uid`,
+			r.DeployableUID, r.PreviousGeneration, nullText(r.PreviousSpec), nullBlob(r.PreviousSecret), r.PreviousSpecHash,
+			nullText(r.Status), nullText(r.Control)).Scan(&uid)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("create rollout of deployable %s: it exists already: %w", r.DeployableUID, ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("create rollout of deployable %s: %w", r.DeployableUID, classify(err))
+		}
+		r.ResourceVersion = 1
+		return nil
+	}
+	res, err := ds.tx.exec(ctx, `UPDATE deployable_rollouts SET previous_generation = ?, previous_spec = ?,
+			previous_secret = ?, previous_spec_hash = ?, status = ?, control = ?, resource_version = resource_version + 1
+		WHERE deployable_uid = ? AND resource_version = ?`,
+		r.PreviousGeneration, nullText(r.PreviousSpec), nullBlob(r.PreviousSecret), r.PreviousSpecHash,
+		nullText(r.Status), nullText(r.Control), r.DeployableUID, r.ResourceVersion)
+	if err := ds.tx.checkUpdated(ctx, res, err, "deployable_rollouts", "deployable_uid", r.DeployableUID, r.ResourceVersion); err != nil {
+		return fmt.Errorf("update rollout of deployable %s: %w", r.DeployableUID, err)
+	}
+	r.ResourceVersion++
+	return nil
+}
+
+// KeepPrevious runs in the transaction that replaces the live spec of
+// rec, before rec is changed, when the new spec rolls out in waves: the
+// generation being replaced becomes the one that the clusters the rollout
+// has not reached keep, and that a rollback returns to, unless it rolled
+// out in waves itself (oldRollsOut) and did not complete, in which case
+// the generation kept before it stays, so that a change made mid-rollout
+// never makes a half-rolled generation the fallback. Secret values stay
+// sealed as the deployables table holds them.
+func (ds Deployables) KeepPrevious(ctx context.Context, rec *Deployable, oldRollsOut bool) error {
+	if rec.Generation == 0 || rec.DeletedAt != nil {
+		return nil
+	}
+	r, err := ds.GetRollout(ctx, rec.UID)
+	if errors.Is(err, ErrNotFound) {
+		r, err = &DeployableRollout{DeployableUID: rec.UID}, nil
+	}
+	if err != nil {
+		return err
+	}
+	done := !oldRollsOut
+	if oldRollsOut && len(r.Status) > 0 {
+		// The decision's own JSON (v1alpha1.RolloutStatus); only these two
+		// fields matter here.
+		var st struct {
+			Generation int64  `json:"generation"`
+			State      string `json:"state"`
+		}
+		done = json.Unmarshal(r.Status, &st) == nil && st.Generation == rec.Generation && st.State == "Complete"
+	}
+	if !done {
+		return nil
+	}
+	r.PreviousGeneration, r.PreviousSpec, r.PreviousSecret, r.PreviousSpecHash = rec.Generation, rec.Spec, rec.Secret, rec.SpecHash
+	return ds.PutRollout(ctx, r)
+}
