@@ -38,7 +38,7 @@ type InventoryChange struct {
 	// from before it sees the record ADDED, else MODIFIED.
 	CreatedSeq int64
 	Deleted    bool
-	Row     InventoryRow
+	Row        InventoryRow
 }
 
 // lockFeed takes the sequence's row lock until commit (PostgreSQL), first
@@ -167,7 +167,7 @@ func (inv Inventory) Changes(ctx context.Context, after int64, limit int, system
 			if obj != nil {
 				r.Object = []byte(*obj)
 			}
-			c.Deleted = q.deleted
+			c.Deleted, r.Seq = q.deleted, c.Seq
 			out = append(out, c)
 		}
 		err = rows.Err()
@@ -183,4 +183,28 @@ func (inv Inventory) Changes(ctx context.Context, after int64, limit int, system
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// InventoryKind is a kind the inventory holds records of, in a cluster.
+type InventoryKind struct {
+	Cluster, APIVersion, Kind string
+}
+
+// Kinds returns every (cluster, apiVersion, kind) the inventory holds
+// records of. It reads the whole table: callers cache it.
+func (inv Inventory) Kinds(ctx context.Context) ([]InventoryKind, error) {
+	rows, err := inv.tx.query(ctx, `SELECT DISTINCT cluster, api_version, kind FROM inventory`)
+	if err != nil {
+		return nil, fmt.Errorf("inventory kinds: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []InventoryKind
+	for rows.Next() {
+		var k InventoryKind
+		if err := rows.Scan(&k.Cluster, &k.APIVersion, &k.Kind); err != nil {
+			return nil, fmt.Errorf("inventory kinds: %w", classify(err))
+		}
+		out = append(out, k)
+	}
+	return out, classify(rows.Err())
 }
