@@ -3,6 +3,7 @@ package kubeapi_test
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -85,7 +86,7 @@ func newFarm(t testing.TB, eng storetest.Engine) *farm {
 		},
 		BookmarkInterval: 200 * time.Millisecond,
 	})
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		kind := "get"
 		switch {
@@ -123,6 +124,12 @@ func newFarm(t testing.TB, eng storetest.Engine) *farm {
 	return f
 }
 
+// caPEM is the certificate of the test server: kubectl sends credentials
+// only over TLS (client-go's clientcmd, DirectClientConfig.ClientConfig).
+func (f *farm) caPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw})
+}
+
 func (f *farm) count(kind string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -146,7 +153,8 @@ func (f *farm) heartbeat(cluster string, at time.Time) {
 // config is a client-go configuration for user at path (under the
 // server's URL: /k8s or /k8s/clusters/NAME).
 func (f *farm) config(user, path string) *rest.Config {
-	return &rest.Config{Host: f.url + path, BearerToken: f.tokens[user], QPS: 1000, Burst: 1000}
+	return &rest.Config{Host: f.url + path, BearerToken: f.tokens[user], QPS: 1000, Burst: 1000,
+		TLSClientConfig: rest.TLSClientConfig{CAData: f.caPEM()}}
 }
 
 // object is one member-cluster object as the agent reports it.

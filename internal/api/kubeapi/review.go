@@ -1,7 +1,6 @@
 package kubeapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +8,8 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	"github.com/purser-io/purser/internal/api/auth"
 )
@@ -26,26 +27,40 @@ func (a *API) review(w http.ResponseWriter, req *request) error {
 	if err != nil {
 		return badRequest("the review could not be read: " + err.Error())
 	}
+	// kubectl sends the typed reviews as protobuf, other clients JSON:
+	// apimachinery's universal deserializer reads both.
+	obj, _, err := reviewCodecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err != nil {
+		return badRequest("the body is not a self review of authorization.k8s.io/v1: " + err.Error())
+	}
 	if p[3] == "selfsubjectrulesreviews" {
-		var rr authorizationv1.SelfSubjectRulesReview
-		if err := json.Unmarshal(body, &rr); err != nil {
-			return badRequest("the body is not a SelfSubjectRulesReview: " + err.Error())
+		rr, ok := obj.(*authorizationv1.SelfSubjectRulesReview)
+		if !ok {
+			return badRequest("the body is not a SelfSubjectRulesReview")
 		}
 		rr.TypeMeta = metav1.TypeMeta{Kind: "SelfSubjectRulesReview", APIVersion: "authorization.k8s.io/v1"}
 		rr.Status = a.rules(req.user, rr.Spec.Namespace)
-		return writeJSON(w, http.StatusCreated, &rr)
+		return writeJSON(w, http.StatusCreated, rr)
 	}
-	var ar authorizationv1.SelfSubjectAccessReview
-	if err := json.Unmarshal(body, &ar); err != nil {
-		return badRequest("the body is not a SelfSubjectAccessReview: " + err.Error())
+	ar, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
+	if !ok {
+		return badRequest("the body is not a SelfSubjectAccessReview")
 	}
 	ar.TypeMeta = metav1.TypeMeta{Kind: "SelfSubjectAccessReview", APIVersion: "authorization.k8s.io/v1"}
 	ar.Status, err = a.access(req, ar.Spec)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, &ar)
+	return writeJSON(w, http.StatusCreated, ar)
 }
+
+var reviewCodecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	if err := authorizationv1.AddToScheme(scheme); err != nil {
+		panic(err) // the library's own types
+	}
+	return serializer.NewCodecFactory(scheme)
+}()
 
 var readVerbs = []string{"get", "list", "watch"}
 
