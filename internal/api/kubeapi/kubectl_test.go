@@ -136,10 +136,29 @@ func TestKubectl(t *testing.T) {
 		"status": map[string]any{"succeeded": 1, "startTime": "2026-12-01T10:00:00Z", "completionTime": "2026-12-01T10:00:42Z",
 			"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}},
 	}})
+	// A Workflow, and its CRD as the agent reports it, whose columns
+	// (those of Argo's CRD) the Table follows.
+	f.put(object{cluster: "c1", apiVersion: "apiextensions.k8s.io/v1", kind: "CustomResourceDefinition", name: "workflows.argoproj.io",
+		body: map[string]any{"spec": map[string]any{"group": "argoproj.io", "scope": "Namespaced",
+			"names": map[string]any{"kind": "Workflow", "plural": "workflows", "singular": "workflow", "shortNames": []any{"wf"}},
+			"versions": []any{map[string]any{"name": "v1alpha1", "additionalPrinterColumns": []any{
+				map[string]any{"name": "Status", "type": "string", "jsonPath": ".status.phase"},
+				map[string]any{"name": "Age", "type": "date", "jsonPath": ".status.startedAt"},
+				map[string]any{"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
+			}}}}}})
+	f.put(object{cluster: "c2", apiVersion: "argoproj.io/v1alpha1", kind: "Workflow", namespace: "team-a", name: "etl",
+		body: map[string]any{"status": map[string]any{"phase": "Running", "startedAt": time.Now().Add(-3 * time.Minute).UTC().Format(time.RFC3339), "message": "step 2 of 3"}}})
 	admin := newKubectl(t, f, "admin")
+	header, rows := table(t, admin.ok("get", "wf", "-A", "-o", "wide"))
+	if want := "NAMESPACE,NAME,CLUSTER,STATUS,AGE,MESSAGE"; strings.Join(header, ",") != want {
+		t.Errorf("kubectl get wf -A -o wide: columns %v, want %s", header, want)
+	}
+	if len(rows) != 1 || rows[0]["STATUS"] != "Running" || rows[0]["AGE"] != "3m" || rows[0]["MESSAGE"] != "step 2 of 3" || rows[0]["CLUSTER"] != "c2" {
+		t.Errorf("kubectl get wf -A -o wide: rows %v", rows)
+	}
 
 	// Across the farm: the same name in both clusters is two rows.
-	header, rows := table(t, admin.ok("get", "configmaps", "-A"))
+	header, rows = table(t, admin.ok("get", "configmaps", "-A"))
 	if want := []string{"NAMESPACE", "NAME", "CLUSTER", "DATA", "AGE"}; strings.Join(header, ",") != strings.Join(want, ",") {
 		t.Errorf("kubectl get cm -A: columns %v, want %v", header, want)
 	}

@@ -297,8 +297,10 @@ func columnsOf(res *resource) []column {
 	if len(res.columns) == 0 {
 		return []column{nameCol, clusterCol, ageCol}
 	}
+	// A CRD without columns of its own gets AGE by the API's defaulting
+	// (apiextensions' SetDefaults_CustomResourceDefinitionSpec); one with
+	// columns shows them alone.
 	cols := []column{nameCol, clusterCol}
-	hasAge := false
 	for _, pc := range res.columns {
 		pc := pc
 		jp := jsonpath.New(pc.Name).AllowMissingKeys(true)
@@ -308,9 +310,6 @@ func columnsOf(res *resource) []column {
 		typ := pc.Type
 		if typ == "date" {
 			typ = "string"
-		}
-		if pc.Name == "Age" && pc.JSONPath == ".metadata.creationTimestamp" {
-			hasAge = true
 		}
 		cols = append(cols, column{def: metav1.TableColumnDefinition{Name: pc.Name, Type: typ, Format: pc.Format, Description: pc.Description, Priority: pc.Priority},
 			cell: func(o *decoded) any {
@@ -335,9 +334,6 @@ func columnsOf(res *resource) []column {
 				}
 				return v
 			}})
-	}
-	if !hasAge {
-		cols = append(cols, ageCol)
 	}
 	return cols
 }
