@@ -34,13 +34,15 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 // farm is the API over a real database of one engine, whose inventory the
 // test writes as the ingester would.
 type farm struct {
-	t      testing.TB
-	store  *store.Store
-	url    string
-	srv    *httptest.Server
-	tokens map[string]string
-	feed   *feed.Feed
-	clock  atomic.Int64 // member clusters' resourceVersions, one counter for both
+	t     testing.TB
+	store *store.Store
+	url   string
+	srv   *httptest.Server
+	// handler is the API with the test's counting, which srv serves over TLS.
+	handler http.Handler
+	tokens  map[string]string
+	feed    *feed.Feed
+	clock   atomic.Int64 // member clusters' resourceVersions, one counter for both
 
 	// requests counts what reached the API, by kind of request.
 	mu       sync.Mutex
@@ -86,7 +88,7 @@ func newFarm(t testing.TB, eng storetest.Engine) *farm {
 		},
 		BookmarkInterval: 200 * time.Millisecond,
 	})
-	f.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		kind := "get"
 		switch {
@@ -113,7 +115,8 @@ func newFarm(t testing.TB, eng storetest.Engine) *farm {
 			f.requests["gone"]++
 			f.mu.Unlock()
 		}
-	}))
+	})
+	f.srv = httptest.NewTLSServer(f.handler)
 	t.Cleanup(f.srv.Close)
 	f.url = f.srv.URL
 	for _, c := range []string{"c1", "c2"} {

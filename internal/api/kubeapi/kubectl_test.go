@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
-	"fmt"
+	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/cli/client"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 )
@@ -29,27 +30,21 @@ type kubectl struct {
 
 func newKubectl(t *testing.T, f *farm, user string) *kubectl {
 	t.Helper()
+	return newKubectlWith(t, client.KubeconfigOptions{Server: f.url, Name: "purser",
+		Clusters: []string{"c1", "c2"}, Token: f.tokens[user], CAData: f.caPEM()})
+}
+
+func newKubectlWith(t *testing.T, opts client.KubeconfigOptions) *kubectl {
+	t.Helper()
 	home := t.TempDir()
 	kc := filepath.Join(home, "kubeconfig")
-	// Contexts as `purser kubeconfig` writes them: the farm, and a cluster.
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: purser
-  cluster: {server: %[1]s/k8s, certificate-authority-data: %[4]s}
-- name: purser-c1
-  cluster: {server: %[1]s/k8s/clusters/c1, certificate-authority-data: %[4]s}
-users:
-- name: %[2]s
-  user: {token: %[3]q}
-contexts:
-- name: purser
-  context: {cluster: purser, user: %[2]s}
-- name: purser-c1
-  context: {cluster: purser-c1, user: %[2]s}
-current-context: purser
-`, f.url, user, f.tokens[user], base64.StdEncoding.EncodeToString(f.caPEM()))
-	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+	// What `purser kubeconfig` writes: the farm's context, and each
+	// cluster's.
+	data, err := client.WriteKubeconfig(client.Kubeconfig(opts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kc, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return &kubectl{t: t, bin: env.Binaries(t).Kubectl(), kubeconfig: kc, home: home}
@@ -147,13 +142,13 @@ func TestKubectl(t *testing.T) {
 				map[string]any{"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
 			}}}}}})
 	f.put(object{cluster: "c2", apiVersion: "argoproj.io/v1alpha1", kind: "Workflow", namespace: "team-a", name: "etl",
-		body: map[string]any{"status": map[string]any{"phase": "Running", "startedAt": time.Now().Add(-3 * time.Minute).UTC().Format(time.RFC3339), "message": "step 2 of 3"}}})
+		body: map[string]any{"status": map[string]any{"phase": "Running", "startedAt": time.Now().Add(-20 * time.Minute).UTC().Format(time.RFC3339), "message": "step 2 of 3"}}})
 	admin := newKubectl(t, f, "admin")
 	header, rows := table(t, admin.ok("get", "wf", "-A", "-o", "wide"))
 	if want := "NAMESPACE,NAME,CLUSTER,STATUS,AGE,MESSAGE"; strings.Join(header, ",") != want {
 		t.Errorf("kubectl get wf -A -o wide: columns %v, want %s", header, want)
 	}
-	if len(rows) != 1 || rows[0]["STATUS"] != "Running" || rows[0]["AGE"] != "3m" || rows[0]["MESSAGE"] != "step 2 of 3" || rows[0]["CLUSTER"] != "c2" {
+	if len(rows) != 1 || rows[0]["STATUS"] != "Running" || rows[0]["AGE"] != "20m" || rows[0]["MESSAGE"] != "step 2 of 3" || rows[0]["CLUSTER"] != "c2" {
 		t.Errorf("kubectl get wf -A -o wide: rows %v", rows)
 	}
 
@@ -301,7 +296,9 @@ func TestKubectl(t *testing.T) {
 
 	// A cluster whose agent went silent is named in a warning, which
 	// kubectl prints, and its records are still listed.
-	f.tx(func(tx *store.Tx) error { return tx.Clusters().Create(context.Background(), &store.Cluster{Name: "c3"}) })
+	f.tx(func(tx *store.Tx) error {
+		return tx.Clusters().Create(context.Background(), &store.Cluster{Name: "c3"})
+	})
 	f.heartbeat("c3", time.Now().Add(-5*time.Minute))
 	f.put(configMap("c3", "team-b", "kept", nil, nil))
 	out, errOut, failed = admin.run("get", "cm", "-n", "team-b")
@@ -310,6 +307,38 @@ func TestKubectl(t *testing.T) {
 	}
 	if strings.Contains(errOut, "cluster c1") || strings.Contains(errOut, "cluster c2") {
 		t.Errorf("kubectl get cm: warnings name fresh clusters: %s", errOut)
+	}
+}
+
+// TestKubectlThroughProxy: kubectl sends no credential to an http://
+// server, so a purser served over plain HTTP is read through the proxy of
+// `purser kubeconfig --proxy`, which adds the user's.
+func TestKubectlThroughProxy(t *testing.T) {
+	f := newFarm(t, storetest.Engines()[0])
+	f.put(configMap("c1", "team-a", "settings", nil, nil))
+	f.put(configMap("c2", "team-b", "settings", nil, nil))
+	plain := httptest.NewServer(f.handler)
+	t.Cleanup(plain.Close)
+	if !client.NeedsProxy(plain.URL) {
+		t.Fatalf("%s needs no proxy, says NeedsProxy", plain.URL)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- client.KubeProxy(ctx, ln, plain.URL, func(context.Context) (string, error) { return f.tokens["bob"], nil })
+	}()
+	defer func() { stop(); <-done }()
+	bob := newKubectlWith(t, client.KubeconfigOptions{Server: "http://" + ln.Addr().String(), Name: "purser", Clusters: []string{"c1", "c2"}})
+	_, rows := table(t, bob.ok("get", "cm", "-n", "team-a"))
+	if got := strings.Join(rowNames(rows), " "); got != "c1//settings" {
+		t.Errorf("through the proxy, bob: kubectl get cm -n team-a: rows %s", got)
+	}
+	if _, errOut, failed := bob.run("--context", "purser-c2", "get", "cm", "-n", "team-b"); !failed || !strings.Contains(errOut, "Forbidden") {
+		t.Errorf("through the proxy, bob: kubectl get cm -n team-b: failed=%v %s; want Forbidden (bob's credential, not more)", failed, errOut)
 	}
 }
 
