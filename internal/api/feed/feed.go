@@ -44,6 +44,9 @@ type Batch struct {
 	// Head is the position the subscriber stands at after this batch;
 	// a batch without changes still moves it (bookmarks).
 	Head int64
+	// Memo is shared by every subscriber of the batch: what one of them
+	// made of a change (its encoding), the others reuse.
+	Memo *sync.Map
 }
 
 // ErrBehind ends a subscription whose reader fell behind.
@@ -180,7 +183,7 @@ func (f *Feed) poll(ctx context.Context) {
 	f.mu.Unlock()
 	var b Batch
 	err := f.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-		b = Batch{}
+		b = Batch{Memo: &sync.Map{}}
 		h, err := tx.Inventory().FeedHead(ctx)
 		if err != nil {
 			return err

@@ -6,10 +6,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/purser-io/purser/internal/api/auth"
@@ -206,7 +206,7 @@ func (a *API) watch(w http.ResponseWriter, req *request, q sel) error {
 				if c.Seq <= pos || !q.matches(&c.Row) {
 					continue
 				}
-				if enc.send(eventType(c, pos), &c.Row) != nil {
+				if enc.sendShared(eventType(c, pos), &c.Row, b.Memo) != nil {
 					return nil
 				}
 				sent = true
@@ -245,13 +245,35 @@ type eventWriter struct {
 }
 
 func (e *eventWriter) write(t watch.EventType, obj []byte) error {
-	ev := metav1.WatchEvent{Type: string(t), Object: runtime.RawExtension{Raw: obj}}
-	b, err := json.Marshal(ev)
+	// What json.Marshal of a metav1.WatchEvent writes, without it
+	// scanning and compacting the object again: it is compact JSON.
+	b := make([]byte, 0, len(obj)+32)
+	b = append(b, `{"type":"`...)
+	b = append(b, t...)
+	b = append(b, `","object":`...)
+	b = append(b, obj...)
+	b = append(b, "}\n"...)
+	_, err := e.w.Write(b)
+	return err
+}
+
+// sendShared is send, the object's encoding shared with the batch's other
+// watchers (memo), so that a change seen by a thousand watches is encoded
+// once.
+func (e *eventWriter) sendShared(t watch.EventType, row *store.InventoryRow, memo *sync.Map) error {
+	if e.table != "" || memo == nil {
+		return e.send(t, row)
+	}
+	key := row.Seq
+	if v, ok := memo.Load(key); ok {
+		return e.write(t, v.([]byte))
+	}
+	obj, err := appendObject(nil, row, row.Seq)
 	if err != nil {
 		return err
 	}
-	_, err = e.w.Write(append(b, '\n'))
-	return err
+	memo.Store(key, obj)
+	return e.write(t, obj)
 }
 
 func (e *eventWriter) send(t watch.EventType, row *store.InventoryRow) error {
