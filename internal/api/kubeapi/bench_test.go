@@ -73,8 +73,11 @@ func BenchmarkK8sList(b *testing.B) {
 				b.Run(lc.name, func(b *testing.B) {
 					objects := 0
 					for b.Loop() {
+						// The kube-apiserver's list also holds the
+						// namespace's kube-root-ca.crt, a system object
+						// purser leaves out.
 						n := listAll(b, side.client, side.base+"/api/v1/namespaces/"+benchNamespace+"/configmaps", side.token, lc.accept, lc.selector)
-						if n != lc.want {
+						if n != lc.want && !(side.name == "kube-apiserver" && n == lc.want+1 && lc.selector == "") {
 							b.Fatalf("%d objects, want %d", n, lc.want)
 						}
 						objects += n

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -362,85 +361,4 @@ func (a *API) get(w http.ResponseWriter, req *request, q sel) error {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 	return nil
-}
-
-// appendObject appends the record's object as the API serves it: its
-// resourceVersion purser's (rv), its cluster and its own resourceVersion
-// in annotations, a Secret's data left out (the inventory keeps none, and
-// this says so twice).
-func appendObject(b []byte, r *store.InventoryRow, rv int64) ([]byte, error) {
-	top := map[string]json.RawMessage{}
-	if len(r.Object) > 0 {
-		if err := json.Unmarshal(r.Object, &top); err != nil {
-			return nil, fmt.Errorf("object %s/%s of %s: %w", r.Namespace, r.Name, r.Cluster, err)
-		}
-	}
-	md := map[string]json.RawMessage{}
-	if raw, ok := top["metadata"]; ok {
-		if err := json.Unmarshal(raw, &md); err != nil {
-			return nil, fmt.Errorf("metadata of %s/%s of %s: %w", r.Namespace, r.Name, r.Cluster, err)
-		}
-	}
-	ann := map[string]string{}
-	if raw, ok := md["annotations"]; ok {
-		_ = json.Unmarshal(raw, &ann)
-	}
-	ann[ClusterAnnotation] = r.Cluster
-	ann[ClusterResourceVersionAnnotation] = r.ResourceVersion
-	md["annotations"], _ = json.Marshal(ann)
-	md["resourceVersion"] = json.RawMessage(`"` + strconv.FormatInt(rv, 10) + `"`)
-	md["name"], _ = json.Marshal(r.Name)
-	md["uid"], _ = json.Marshal(r.UID)
-	if r.Namespace != "" {
-		md["namespace"], _ = json.Marshal(r.Namespace)
-	}
-	if len(r.Labels) > 0 {
-		md["labels"], _ = json.Marshal(r.Labels)
-	}
-	if _, ok := md["creationTimestamp"]; !ok {
-		md["creationTimestamp"], _ = json.Marshal(r.ObservedAt.UTC().Format(time.RFC3339))
-	}
-	if r.APIVersion == "v1" && r.Kind == "Secret" {
-		delete(top, "data")
-		delete(top, "stringData")
-	}
-	delete(top, "apiVersion")
-	delete(top, "kind")
-	delete(top, "metadata")
-	b = append(b, `{"apiVersion":`...)
-	b = strconv.AppendQuote(b, r.APIVersion)
-	b = append(b, `,"kind":`...)
-	b = strconv.AppendQuote(b, r.Kind)
-	b = append(b, `,"metadata":`...)
-	b = appendSorted(b, md)
-	for _, k := range sortedKeys(top) {
-		b = append(b, ',')
-		b = strconv.AppendQuote(b, k)
-		b = append(b, ':')
-		b = append(b, top[k]...)
-	}
-	return append(b, '}'), nil
-}
-
-func appendSorted(b []byte, m map[string]json.RawMessage) []byte {
-	b = append(b, '{')
-	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		kb, _ := json.Marshal(k)
-		b = append(b, kb...)
-		b = append(b, ':')
-		b = append(b, m[k]...)
-	}
-	return append(b, '}')
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

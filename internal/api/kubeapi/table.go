@@ -48,8 +48,19 @@ type column struct {
 // decoded is a record as a printer reads it.
 type decoded struct {
 	row *store.InventoryRow
-	raw map[string]any
+	md  map[string]json.RawMessage // as served
 	now time.Time
+	raw map[string]any // the served object, decoded on first use (CRD columns)
+}
+
+func (d *decoded) object() map[string]any {
+	if d.raw == nil {
+		d.raw = map[string]any{}
+		if obj, err := appendObject(nil, d.row, d.row.Seq); err == nil {
+			_ = json.Unmarshal(obj, &d.raw)
+		}
+	}
+	return d.raw
 }
 
 func (d *decoded) into(v any) {
@@ -59,8 +70,8 @@ func (d *decoded) into(v any) {
 }
 
 func (d *decoded) age() string {
-	md, _ := d.raw["metadata"].(map[string]any)
-	ts, _ := md["creationTimestamp"].(string)
+	var ts string
+	_ = json.Unmarshal(d.md["creationTimestamp"], &ts)
 	t, err := time.Parse(time.RFC3339, ts)
 	if err != nil {
 		return "<unknown>"
@@ -313,7 +324,7 @@ func columnsOf(res *resource) []column {
 		}
 		cols = append(cols, column{def: metav1.TableColumnDefinition{Name: pc.Name, Type: typ, Format: pc.Format, Description: pc.Description, Priority: pc.Priority},
 			cell: func(o *decoded) any {
-				results, err := jp.FindResults(o.raw)
+				results, err := jp.FindResults(o.object())
 				if err != nil || len(results) == 0 || len(results[0]) == 0 {
 					return nil
 				}
@@ -362,22 +373,24 @@ func (a *API) table(res *resource, rows []store.InventoryRow, r *http.Request, l
 }
 
 func tableRow(res *resource, cols []column, row *store.InventoryRow, include string, now time.Time) metav1.TableRow {
-	obj, err := appendObject(nil, row, row.Seq)
-	d := &decoded{row: row, now: now, raw: map[string]any{}}
-	if err == nil {
-		_ = json.Unmarshal(obj, &d.raw)
+	d := &decoded{row: row, now: now}
+	md, _, err := servedMetadata(row, row.Seq)
+	if err != nil {
+		md = map[string]json.RawMessage{}
 	}
-	tr := metav1.TableRow{}
+	d.md = md
+	tr := metav1.TableRow{Cells: make([]any, 0, len(cols))}
 	for _, c := range cols {
 		tr.Cells = append(tr.Cells, c.cell(d))
 	}
 	switch include {
 	case "None":
 	case "Object":
+		obj, _ := appendObject(nil, row, row.Seq)
 		tr.Object = runtime.RawExtension{Raw: obj}
 	default:
-		md, _ := json.Marshal(d.raw["metadata"])
-		tr.Object = runtime.RawExtension{Raw: []byte(`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":` + string(md) + `}`)}
+		b := append([]byte(`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":`), appendSorted(nil, md)...)
+		tr.Object = runtime.RawExtension{Raw: append(b, '}')}
 	}
 	return tr
 }
