@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -41,9 +40,11 @@ func splitTop(obj []byte) ([]member, error) {
 		if err != nil {
 			return nil, err
 		}
-		var key string
-		if err := json.Unmarshal(obj[i:end], &key); err != nil {
-			return nil, err
+		key := string(obj[i+1 : end-1])
+		if bytes.IndexByte(obj[i:end], '\\') >= 0 {
+			if err := json.Unmarshal(obj[i:end], &key); err != nil {
+				return nil, err
+			}
 		}
 		i = skipSpace(obj, end)
 		if obj[i] != ':' {
@@ -122,8 +123,9 @@ func skipValue(b []byte, i int) (int, error) {
 
 // servedMetadata is the record's metadata as the API serves it: its
 // resourceVersion purser's (rv), its cluster and its own resourceVersion in
-// annotations; the rest of the object's members beside it.
-func servedMetadata(r *store.InventoryRow, rv int64) (map[string]json.RawMessage, []member, error) {
+// annotations; and the rest of the object's members, as stored. The
+// metadata's members are copied as stored too, but for those two.
+func servedMetadata(r *store.InventoryRow, rv int64) ([]byte, []member, error) {
 	var top []member
 	if len(r.Object) > 0 {
 		var err error
@@ -131,12 +133,13 @@ func servedMetadata(r *store.InventoryRow, rv int64) (map[string]json.RawMessage
 			return nil, nil, fmt.Errorf("object %s/%s of %s: %w", r.Namespace, r.Name, r.Cluster, err)
 		}
 	}
-	md := map[string]json.RawMessage{}
+	var mdMembers []member
 	rest := top[:0:0]
 	for _, m := range top {
 		switch m.key {
 		case "metadata":
-			if err := json.Unmarshal(m.val, &md); err != nil {
+			var err error
+			if mdMembers, err = splitTop(m.val); err != nil {
 				return nil, nil, fmt.Errorf("metadata of %s/%s of %s: %w", r.Namespace, r.Name, r.Cluster, err)
 			}
 		case "apiVersion", "kind":
@@ -151,26 +154,80 @@ func servedMetadata(r *store.InventoryRow, rv int64) (map[string]json.RawMessage
 			rest = append(rest, m)
 		}
 	}
-	ann := map[string]string{}
-	if raw, ok := md["annotations"]; ok {
-		_ = json.Unmarshal(raw, &ann)
+	ours := appendQuoted(nil, ClusterAnnotation)
+	ours = append(ours, ':')
+	ours = appendQuoted(ours, r.Cluster)
+	ours = append(ours, ',')
+	ours = appendQuoted(ours, ClusterResourceVersionAnnotation)
+	ours = append(ours, ':')
+	ours = appendQuoted(ours, r.ResourceVersion)
+	b := make([]byte, 0, 256)
+	b = append(b, '{')
+	seen := map[string]bool{}
+	add := func(key string, val []byte) {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = appendQuoted(b, key)
+		b = append(b, ':')
+		b = append(b, val...)
+		seen[key] = true
 	}
-	ann[ClusterAnnotation] = r.Cluster
-	ann[ClusterResourceVersionAnnotation] = r.ResourceVersion
-	md["annotations"], _ = json.Marshal(ann)
-	md["resourceVersion"] = json.RawMessage(`"` + strconv.FormatInt(rv, 10) + `"`)
-	md["name"], _ = json.Marshal(r.Name)
-	md["uid"], _ = json.Marshal(r.UID)
+	for _, m := range mdMembers {
+		switch m.key {
+		case "resourceVersion", "name", "uid", "namespace", "labels":
+			continue // from the record, below
+		case "annotations":
+			ann := map[string]string{}
+			if json.Unmarshal(m.val, &ann) != nil {
+				ann = map[string]string{}
+			}
+			delete(ann, ClusterAnnotation)
+			delete(ann, ClusterResourceVersionAnnotation)
+			v := append([]byte{'{'}, ours...)
+			if len(ann) > 0 {
+				others, _ := json.Marshal(ann)
+				v = append(v, ',')
+				v = append(v, others[1:]...)
+			} else {
+				v = append(v, '}')
+			}
+			add("annotations", v)
+		default:
+			add(m.key, m.val)
+		}
+	}
+	if !seen["annotations"] {
+		add("annotations", append(append([]byte{'{'}, ours...), '}'))
+	}
+	add("name", appendQuoted(nil, r.Name))
 	if r.Namespace != "" {
-		md["namespace"], _ = json.Marshal(r.Namespace)
+		add("namespace", appendQuoted(nil, r.Namespace))
 	}
+	add("uid", appendQuoted(nil, r.UID))
+	add("resourceVersion", append(strconv.AppendInt([]byte{'"'}, rv, 10), '"'))
 	if len(r.Labels) > 0 {
-		md["labels"], _ = json.Marshal(r.Labels)
+		lb, _ := json.Marshal(r.Labels)
+		add("labels", lb)
 	}
-	if _, ok := md["creationTimestamp"]; !ok {
-		md["creationTimestamp"], _ = json.Marshal(r.ObservedAt.UTC().Format(time.RFC3339))
+	if !seen["creationTimestamp"] {
+		add("creationTimestamp", appendQuoted(nil, r.ObservedAt.UTC().Format(time.RFC3339)))
 	}
-	return md, rest, nil
+	return append(b, '}'), rest, nil
+}
+
+// appendQuoted appends s as a JSON string: plain ASCII as it is, anything
+// else through encoding/json.
+func appendQuoted(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // appendObject appends the record's object as the API serves it
@@ -182,40 +239,16 @@ func appendObject(b []byte, r *store.InventoryRow, rv int64) ([]byte, error) {
 		return nil, err
 	}
 	b = append(b, `{"apiVersion":`...)
-	b = strconv.AppendQuote(b, r.APIVersion)
+	b = appendQuoted(b, r.APIVersion)
 	b = append(b, `,"kind":`...)
-	b = strconv.AppendQuote(b, r.Kind)
+	b = appendQuoted(b, r.Kind)
 	b = append(b, `,"metadata":`...)
-	b = appendSorted(b, md)
+	b = append(b, md...)
 	for _, m := range rest {
 		b = append(b, ',')
-		kb, _ := json.Marshal(m.key)
-		b = append(b, kb...)
+		b = appendQuoted(b, m.key)
 		b = append(b, ':')
 		b = append(b, m.val...)
 	}
 	return append(b, '}'), nil
-}
-
-func appendSorted(b []byte, m map[string]json.RawMessage) []byte {
-	b = append(b, '{')
-	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		kb, _ := json.Marshal(k)
-		b = append(b, kb...)
-		b = append(b, ':')
-		b = append(b, m[k]...)
-	}
-	return append(b, '}')
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -48,7 +48,7 @@ type column struct {
 // decoded is a record as a printer reads it.
 type decoded struct {
 	row *store.InventoryRow
-	md  map[string]json.RawMessage // as served
+	md  []byte // the metadata, as served
 	now time.Time
 	raw map[string]any // the served object, decoded on first use (CRD columns)
 }
@@ -71,7 +71,13 @@ func (d *decoded) into(v any) {
 
 func (d *decoded) age() string {
 	var ts string
-	_ = json.Unmarshal(d.md["creationTimestamp"], &ts)
+	if members, err := splitTop(d.md); err == nil {
+		for _, m := range members {
+			if m.key == "creationTimestamp" {
+				_ = json.Unmarshal(m.val, &ts)
+			}
+		}
+	}
 	t, err := time.Parse(time.RFC3339, ts)
 	if err != nil {
 		return "<unknown>"
@@ -97,9 +103,17 @@ func strCol(name string, priority int32, desc string, cell func(o *decoded) any)
 // shows those of priority 0, and the others with -o wide.
 var builtinColumns = map[string][]column{
 	"/ConfigMap": {nameCol, clusterCol, strCol("Data", 0, "Number of data entries.", func(o *decoded) any {
-		var cm corev1.ConfigMap
-		o.into(&cm)
-		return int64(len(cm.Data) + len(cm.BinaryData))
+		// Counted without decoding the values: a list's Table is
+		// thousands of these.
+		n := int64(0)
+		top, _ := splitTop(o.row.Object)
+		for _, m := range top {
+			if m.key == "data" || m.key == "binaryData" {
+				entries, _ := splitTop(m.val)
+				n += int64(len(entries))
+			}
+		}
+		return n
 	}), ageCol},
 	"/Secret": {nameCol, clusterCol, strCol("Type", 0, "The type of the secret.", func(o *decoded) any {
 		var s corev1.Secret
@@ -376,7 +390,7 @@ func tableRow(res *resource, cols []column, row *store.InventoryRow, include str
 	d := &decoded{row: row, now: now}
 	md, _, err := servedMetadata(row, row.Seq)
 	if err != nil {
-		md = map[string]json.RawMessage{}
+		md = []byte("{}")
 	}
 	d.md = md
 	tr := metav1.TableRow{Cells: make([]any, 0, len(cols))}
@@ -389,7 +403,7 @@ func tableRow(res *resource, cols []column, row *store.InventoryRow, include str
 		obj, _ := appendObject(nil, row, row.Seq)
 		tr.Object = runtime.RawExtension{Raw: obj}
 	default:
-		b := append([]byte(`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":`), appendSorted(nil, md)...)
+		b := append([]byte(`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":`), md...)
 		tr.Object = runtime.RawExtension{Raw: append(b, '}')}
 	}
 	return tr
