@@ -261,6 +261,17 @@ func setWarnings(w http.ResponseWriter, warnings []string) {
 	}
 }
 
+func writeTable(w http.ResponseWriter, t *metav1.Table) error {
+	b, err := encodeTable(t)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	return nil
+}
+
 func parseLimit(r *http.Request) (int64, error) {
 	s := r.URL.Query().Get("limit")
 	if s == "" {
@@ -290,7 +301,7 @@ func (a *API) list(w http.ResponseWriter, req *request, q sel) error {
 	}
 	setWarnings(w, p.warnings)
 	if asTable(req.r) != "" {
-		return writeJSON(w, http.StatusOK, a.table(q.res, p.rows, req.r, metav1.ListMeta{
+		return writeTable(w, a.table(q.res, p.rows, req.r, metav1.ListMeta{
 			ResourceVersion: strconv.FormatInt(p.rv, 10), Continue: p.next}))
 	}
 	b := make([]byte, 0, 256+len(p.rows)*512)
@@ -351,7 +362,7 @@ func (a *API) get(w http.ResponseWriter, req *request, q sel) error {
 	}
 	setWarnings(w, p.warnings)
 	if asTable(req.r) != "" {
-		return writeJSON(w, http.StatusOK, a.table(q.res, p.rows, req.r, metav1.ListMeta{ResourceVersion: strconv.FormatInt(p.rv, 10)}))
+		return writeTable(w, a.table(q.res, p.rows, req.r, metav1.ListMeta{ResourceVersion: strconv.FormatInt(p.rv, 10)}))
 	}
 	b, err := appendObject(nil, &p.rows[0], p.rows[0].Seq)
 	if err != nil {

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -62,5 +65,22 @@ func TestAppendObject(t *testing.T) {
 			}
 			tc.check(t, obj)
 		})
+	}
+}
+
+// TestEncodeTable: the hand-made encoding is what encoding/json writes.
+func TestEncodeTable(t *testing.T) {
+	tbl := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"},
+		ListMeta:          metav1.ListMeta{ResourceVersion: "9", Continue: "tok"},
+		ColumnDefinitions: []metav1.TableColumnDefinition{{Name: "Name", Type: "string", Format: "name"}},
+		Rows: []metav1.TableRow{{Cells: []any{"a", int64(2), nil}, Object: runtime.RawExtension{Raw: []byte(`{"kind":"X"}`)}},
+			{Cells: []any{"b"}}}}
+	got, err := encodeTable(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(tbl)
+	if string(got) != string(want) {
+		t.Errorf("encodeTable:\n%s\nencoding/json:\n%s", got, want)
 	}
 }
