@@ -80,7 +80,7 @@ The kubeconfig goes to standard output, or to --output (mode 0600).`,
 				if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 					return fmt.Errorf("--proxy %q: the proxy adds your credential to every request, so it listens on a loopback address only, such as 127.0.0.1:8001", proxy)
 				}
-				if ln, err = net.Listen("tcp", proxy); err != nil {
+				if ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", proxy); err != nil {
 					return err
 				}
 				defer ln.Close()

@@ -12,6 +12,7 @@ package kubeapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -199,7 +200,7 @@ func (a *API) route(w http.ResponseWriter, req *request) error {
 }
 
 // serveResource serves what follows a group version: [namespaces/NS/]RESOURCE[/NAME].
-func (a *API) serveResource(w http.ResponseWriter, req *request, group, version string, p []string) error {
+func (a *API) serveResource(w http.ResponseWriter, req *request, group, gv string, p []string) error {
 	ns := ""
 	if len(p) >= 3 && p[0] == "namespaces" {
 		ns, p = p[1], p[2:]
@@ -211,7 +212,7 @@ func (a *API) serveResource(w http.ResponseWriter, req *request, group, version 
 	if err != nil {
 		return err
 	}
-	res := cat.byResource(group, version, p[0])
+	res := cat.byResource(group, gv, p[0])
 	if res == nil {
 		gr := p[0]
 		if group != "" {
@@ -252,15 +253,16 @@ func kubeVersion() version.Info {
 	info := version.Info{Major: "1", GitVersion: "v1.0.0+purser", Platform: "purser"}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, m := range bi.Deps {
-			if m.Path == "k8s.io/apimachinery" && strings.HasPrefix(m.Version, "v0.") {
-				parts := strings.SplitN(strings.TrimPrefix(m.Version, "v0."), ".", 2)
-				info.Minor = parts[0]
-				patch := "0"
-				if len(parts) == 2 {
-					patch = parts[1]
-				}
-				info.GitVersion = "v1." + parts[0] + "." + patch + "+purser"
+			if m.Path != "k8s.io/apimachinery" || !strings.HasPrefix(m.Version, "v0.") {
+				continue
 			}
+			parts := strings.SplitN(strings.TrimPrefix(m.Version, "v0."), ".", 2)
+			info.Minor = parts[0]
+			patch := "0"
+			if len(parts) == 2 {
+				patch = parts[1]
+			}
+			info.GitVersion = "v1." + parts[0] + "." + patch + "+purser"
 		}
 	}
 	return info
@@ -272,6 +274,10 @@ type statusError struct{ st metav1.Status }
 func (e *statusError) Error() string { return e.st.Message }
 
 func statusErr(code int, reason metav1.StatusReason, msg string) error {
+	return newStatus(code, reason, msg)
+}
+
+func newStatus(code int, reason metav1.StatusReason, msg string) *statusError {
 	return &statusError{st: metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status: metav1.StatusFailure, Message: msg, Reason: reason, Code: int32(code)}}
 }
@@ -285,19 +291,12 @@ func badRequest(msg string) error {
 }
 
 func writeStatus(w http.ResponseWriter, err error) {
-	se, ok := err.(*statusError)
-	if !ok {
-		var st *statusError
-		if e, ok := err.(interface{ Unwrap() error }); ok {
-			st, _ = e.Unwrap().(*statusError)
+	var se *statusError
+	if !errors.As(err, &se) {
+		se = newStatus(http.StatusInternalServerError, metav1.StatusReasonInternalError, "reading the inventory failed: "+err.Error())
+		if errors.Is(err, store.ErrBadContinue) {
+			se = newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
 		}
-		if st == nil {
-			st = statusErr(http.StatusInternalServerError, metav1.StatusReasonInternalError, "reading the inventory failed: "+err.Error()).(*statusError)
-			if strings.Contains(err.Error(), store.ErrBadContinue.Error()) {
-				st = statusErr(http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error()).(*statusError)
-			}
-		}
-		se = st
 	}
 	_ = writeJSON(w, int(se.st.Code), se.st)
 }

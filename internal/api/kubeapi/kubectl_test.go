@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -66,10 +67,9 @@ func (k *kubectl) run(args ...string) (stdout, stderr string, failed bool) {
 	var out, errOut bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errOut
 	err := c.Run()
-	if err != nil {
-		if _, ok := err.(*exec.ExitError); !ok {
-			k.t.Fatalf("kubectl %v: %v", args, err)
-		}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		k.t.Fatalf("kubectl %v: %v", args, err)
 	}
 	return out.String(), errOut.String(), err != nil
 }
@@ -322,7 +322,7 @@ func TestKubectlThroughProxy(t *testing.T) {
 	if !client.NeedsProxy(plain.URL) {
 		t.Fatalf("%s needs no proxy, says NeedsProxy", plain.URL)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,12 @@ func TestKubectlThroughProxy(t *testing.T) {
 	go func() {
 		done <- client.KubeProxy(ctx, ln, plain.URL, func(context.Context) (string, error) { return f.tokens["bob"], nil })
 	}()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("the proxy: %v", err)
+		}
+	}()
 	bob := newKubectlWith(t, client.KubeconfigOptions{Server: "http://" + ln.Addr().String(), Name: "purser", Clusters: []string{"c1", "c2"}})
 	_, rows := table(t, bob.ok("get", "cm", "-n", "team-a"))
 	if got := strings.Join(rowNames(rows), " "); got != "c1//settings" {

@@ -1,6 +1,7 @@
 package kubeapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestEncodeTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := json.Marshal(tbl)
-	if string(got) != string(want) {
+	if !bytes.Equal(got, want) {
 		t.Errorf("encodeTable:\n%s\nencoding/json:\n%s", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -68,7 +69,7 @@ func (a *API) watch(w http.ResponseWriter, req *request, q sel) error {
 	var first []watch.EventType
 	var firstRows []store.InventoryRow
 	var bookmarkEnd int64 = -1
-	pos := sub.From
+	var pos int64
 	if initial {
 		p, err := a.read(req, &q, 0, "")
 		if err != nil {
@@ -319,8 +320,8 @@ func (e *eventWriter) bookmark(rv int64, end bool) error {
 }
 
 func (e *eventWriter) status(err error) error {
-	se, ok := err.(*statusError)
-	if !ok {
+	var se *statusError
+	if !errors.As(err, &se) {
 		return nil
 	}
 	b, _ := json.Marshal(se.st)
