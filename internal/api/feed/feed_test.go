@@ -21,7 +21,7 @@ func TestFeed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer st.Close()
+			defer func() { _ = st.Close() }()
 			put := func(uid, rv string) {
 				t.Helper()
 				if err := st.Tx(ctx, func(tx *store.Tx) error {
