@@ -79,6 +79,10 @@ var plan = []entry{
 		Bench: "^BenchmarkConsolePages$", Benchtime: "20x", Timeout: 20 * time.Minute, Estimate: 45 * time.Second},
 	{ID: "inventory-list", Section: "inventory-list", Pkg: "./internal/api/server/",
 		Bench: "^BenchmarkInventoryList$", Timeout: 40 * time.Minute, Estimate: 90 * time.Second},
+	{ID: "k8s-list", Section: "k8s-list", Pkg: "./internal/api/kubeapi/",
+		Bench: "^BenchmarkK8sList$", Timeout: 30 * time.Minute, Estimate: 4 * time.Minute},
+	{ID: "k8s-watch", Section: "k8s-watch", Pkg: "./internal/api/kubeapi/",
+		Bench: "^BenchmarkK8sWatches$", Benchtime: "1x", Timeout: 10 * time.Minute, Estimate: 40 * time.Second},
 	{ID: "capacity", Section: "capacity", Pkg: "./internal/hub/store/",
 		Bench: "^BenchmarkClusterCapacity$", Timeout: 10 * time.Minute, Estimate: 30 * time.Second},
 	{ID: "health", Section: "health", Pkg: "./internal/member/health/",
@@ -227,6 +231,19 @@ var sections = []section{
 				metric("server.BenchmarkInventoryList/kube-apiserver/all", "B/object", 0, ""), metric("server.BenchmarkInventoryList/purser-sqlite/all", "B/object", 0, ""), lit(""),
 				metric("server.BenchmarkInventoryList/purser-postgres/all", "B/object", 0, ""), lit("")},
 		}},
+	{ID: "k8s-list",
+		Columns: []string{"listing, every page of 500 (`kubectl get --raw`)", "kube-apiserver", "purser `/k8s`, SQLite", "ratio"},
+		Rows: [][]cell{
+			k8sListRow("10,000 ConfigMaps as JSON", "json"),
+			k8sListRow("10,000 ConfigMaps as a Table (what `kubectl get` asks for)", "table"),
+			k8sListRow("`labelSelector=shard=7` (100 matches)", "selector"),
+		}},
+	{ID: "k8s-watch",
+		Columns: []string{"open watches of one selection", "change to its event at the last watcher, p50 / max", "database reads/s", "CPU of the process (API and watchers)"},
+		Rows: [][]cell{
+			k8sWatchRow("1", "watches=1"),
+			k8sWatchRow("1,000", "watches=1000"),
+		}},
 	{ID: "capacity",
 		Columns: []string{"engine", "per placement"},
 		Rows: [][]cell{
@@ -308,6 +325,24 @@ func listRow(label, listing string, rate bool) []cell {
 		}
 	}
 	return row
+}
+
+// k8sListRow is one listing of BenchmarkK8sList: each side's time and
+// objects/s, and purser's time over the kube-apiserver's.
+func k8sListRow(label, listing string) []cell {
+	kube := millis("kubeapi.BenchmarkK8sList/kube-apiserver/"+listing, 1)
+	purser := millis("kubeapi.BenchmarkK8sList/purser/"+listing, 1)
+	rate := func(side string) cell {
+		return join("", lit("("), metric("kubeapi.BenchmarkK8sList/"+side+"/"+listing, "objects/s", 0, "/s"), lit(")"))
+	}
+	return []cell{lit(label), join(" ", kube, rate("kube-apiserver")), join(" ", purser, rate("purser")), ratio(purser, kube, 2)}
+}
+
+func k8sWatchRow(label, sub string) []cell {
+	name := "kubeapi.BenchmarkK8sWatches/" + sub
+	return []cell{lit(label),
+		join(" / ", metric(name, "ms-p50-to-last-watcher", 1, " ms"), metric(name, "ms-max-to-last-watcher", 0, " ms")),
+		metric(name, "db-reads/s", 1, ""), metric(name, "cpu-%", 0, " %")}
 }
 
 func healthRow(object, interpreter, sub string) []cell {

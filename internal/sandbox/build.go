@@ -24,6 +24,8 @@ const (
 	EtcdVersion       = "v3.7.3"
 	KwokVersion       = "v0.8.0"
 	ArgoVersion       = "v4.0.5"
+	// KubectlVersion is k8s.io/kubectl's version of KubernetesVersion.
+	KubectlVersion = "v0.37.2"
 )
 
 // Binary names inside a Binaries directory.
@@ -34,6 +36,7 @@ const (
 	binScheduler          = "kube-scheduler"
 	binKwok               = "kwok"
 	binWorkflowController = "workflow-controller"
+	binKubectl            = "kubectl"
 )
 
 // toolModule is one Go module under tools/ and what is built from it.
@@ -62,6 +65,9 @@ var toolModules = []toolModule{
 	{dir: "etcd", version: EtcdVersion, binaries: map[string]string{binEtcd: "./cmd/etcd"}, estimate: "about 30 s"},
 	{dir: "kwok", version: KwokVersion, binaries: map[string]string{binKwok: "sigs.k8s.io/kwok/cmd/kwok"}, estimate: "about 30 s", assets: writeKwokStages},
 	{dir: "argo", version: ArgoVersion, binaries: map[string]string{binWorkflowController: "github.com/argoproj/argo-workflows/v4/cmd/workflow-controller"}, estimate: "about 3 min", assets: copyArgoCRDs},
+	// kubectl, for the tests that read purser's Kubernetes-shaped API as
+	// users do; a module of its own, so that adding it rebuilt nothing else.
+	{dir: "kubectl", version: KubectlVersion, binaries: map[string]string{binKubectl: "./cmd/kubectl"}, estimate: "about 3 min"},
 }
 
 // Binaries is a complete, built set of sandbox binaries and the assets that
@@ -75,6 +81,10 @@ type Binaries struct {
 
 // Path returns the path of the named binary.
 func (b *Binaries) Path(name string) string { return b.paths[name] }
+
+// Kubectl returns the path of the kubectl binary built at the pinned
+// version (never the machine's own, which a fresh machine lacks).
+func (b *Binaries) Kubectl() string { return b.paths[binKubectl] }
 
 // KwokStages is the kwok configuration with every stage the sandbox uses.
 func (b *Binaries) KwokStages() string { return filepath.Join(b.modules["kwok"], kwokStagesFile) }

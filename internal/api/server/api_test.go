@@ -44,6 +44,7 @@ var cases = []struct {
 	{"HealthAndMetrics", testHealthAndMetrics},
 	{"Inventory", testInventory},
 	{"InventoryWatch", testInventoryWatch},
+	{"KubeAPI", testKubeAPI},
 	{"AttemptCounts", testAttemptCounts},
 }
 

@@ -19,6 +19,8 @@ import (
 
 	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/api/feed"
+	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
@@ -97,6 +99,8 @@ type Server struct {
 	users, failed *limiterSet
 	watches       *watchHub
 	pods          *admission.Checker // judges the pods of every template
+	feed          *feed.Feed         // the inventory's changes, for every /k8s watch
+	kube          *kubeapi.API
 }
 
 // apiFallback is the pattern that answers API paths no route serves.
@@ -166,6 +170,7 @@ func New(cfg Config) *Server {
 	s.handle("DELETE /api/v1/clusters/{name}", s.deleteCluster)
 
 	s.handle("GET /api/v1/inventory", s.listInventory)
+	s.mountKube()
 	s.handle("GET /api/v1/whoami", s.whoami)
 	s.mux.HandleFunc("GET /api/v1/auth/config", s.authConfig)
 	s.mux.HandleFunc("POST /api/v1/auth/token", s.exchangeCode)

@@ -6,20 +6,25 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/api/feed"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
-// Watch limits: a watch's selection is re-read every watchPoll (lengthened
-// by up to a fifth) and what changed is reported, so it is offered for
-// selections of at most watchMax records; a wider one is refused with a
-// hint to narrow it.
+// Watch limits: a watch's selection is re-read whenever the inventory's
+// feed reports a change that may be in it, and what changed is reported,
+// so it is offered for selections of at most watchMax records; a wider
+// one is refused with a hint to narrow it. watchPoll is the wait before
+// following the feed again after a failure.
 const (
 	watchPoll      = time.Second
 	watchMax       = 10_000
@@ -49,8 +54,8 @@ type WatchEvent struct {
 }
 
 // watchHub runs one poll per distinct selection, shared by every watch of
-// it, so that a hundred consoles open on the same page cost one read a
-// second rather than a hundred; and it caps how many watches are open,
+// it, so that a hundred consoles open on the same page cost one read per
+// change rather than a hundred; and it caps how many watches are open,
 // per user and in all.
 type watchHub struct {
 	s              *Server
@@ -143,7 +148,7 @@ func (h *watchHub) subscribe(ctx context.Context, f store.InventoryFilter) (map[
 	}
 }
 
-// watchPoller reads one selection every watchPoll and sends what changed
+// watchPoller reads one selection when the feed says it may have changed, and sends what changed
 // to its watchers. It stops when its last watcher leaves.
 type watchPoller struct {
 	hub    *watchHub
@@ -171,9 +176,16 @@ func (p *watchPoller) start(ctx context.Context) {
 	// The first read runs in the request that started the poll, so that
 	// its error is that request's answer, but is not cut short if that
 	// client leaves, since others may wait for it; the loop belongs to no
-	// request.
+	// request. The feed is joined first: what changes after the read is
+	// in its batches.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	seen, err := p.read(rctx)
+	sub, err := p.hub.s.feed.Subscribe(rctx)
+	var seen map[string]InventoryItem
+	if err == nil {
+		if seen, err = p.read(rctx); err != nil {
+			sub.Close()
+		}
+	}
 	cancel()
 	if err != nil {
 		p.err = err
@@ -189,7 +201,7 @@ func (p *watchPoller) start(ctx context.Context) {
 	p.seen, p.cancel = seen, stop
 	p.mu.Unlock()
 	close(p.ready)
-	go p.loop(loopCtx)
+	go p.loop(loopCtx, sub)
 }
 
 func (p *watchPoller) join() (map[string]InventoryItem, *watcher, bool) {
@@ -233,12 +245,53 @@ func (p *watchPoller) stop() {
 	p.hub.mu.Unlock()
 }
 
-func (p *watchPoller) loop(ctx context.Context) {
-	// The first read was start's: the loop's begins a period later.
-	if !reconcile.Sleep(ctx, watchPoll) {
-		return
+// loop re-reads the selection when the inventory's shared feed
+// (internal/api/feed) reports a change that may be in it, rather than on a
+// timer: an idle selection costs no read, and a thousand selections cost
+// one feed. sub was taken before the first read, so no change after that
+// read is missed.
+func (p *watchPoller) loop(ctx context.Context, sub *feed.Subscription) {
+	defer func() { sub.Close() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b, ok := <-sub.Events():
+			if !ok {
+				// Fell behind the feed: read again, and follow it anew.
+				next, err := p.hub.s.feed.Subscribe(ctx)
+				if err != nil {
+					if !reconcile.Sleep(ctx, watchPoll) {
+						return
+					}
+					continue
+				}
+				sub = next
+				p.poll(ctx)
+				continue
+			}
+			if slices.ContainsFunc(b.Changes, func(c store.InventoryChange) bool { return mayMatch(p.filter, &c.Row) }) {
+				p.poll(ctx)
+			}
+		}
 	}
-	reconcile.Every(ctx, watchPoll, p.poll)
+}
+
+// mayMatch reports whether a change of r may concern the selection f
+// (a removal's record carries no health: it may).
+func mayMatch(f store.InventoryFilter, r *store.InventoryRow) bool {
+	switch {
+	case f.Cluster != "" && r.Cluster != f.Cluster, f.APIVersion != "" && r.APIVersion != f.APIVersion,
+		f.Kind != "" && r.Kind != f.Kind, f.Namespace != "" && r.Namespace != f.Namespace, f.Name != "" && r.Name != f.Name:
+		return false
+	case f.Health != "" && r.Health != "" && r.Health != f.Health:
+		return false
+	case !f.System && store.IsSystemObject(r.Kind, r.Namespace, r.Name, r.Labels):
+		return false
+	case f.Selector != nil && !f.Selector.Matches(labels.Set(r.Labels)):
+		return false
+	}
+	return true
 }
 
 // poll reads the selection once and sends what changed to the watchers.

@@ -44,6 +44,9 @@ type InventoryRow struct {
 	// Object is the trimmed object, valid JSON (the API copies it into
 	// its answers as it is); nil when listed without it.
 	Object []byte
+	// Seq is the number of the record's last change in the inventory's
+	// change sequence (inventory_feed.go), as listed; ignored on writes.
+	Seq int64
 }
 
 // InventoryTombstone records that an object was deleted at (or was absent
@@ -134,6 +137,11 @@ func placeholders(n int) string {
 // that whoever acts on an observation acts only on one that was stored.
 func (inv Inventory) Upsert(ctx context.Context, rows []InventoryRow) ([]InventoryRow, error) {
 	var written []InventoryRow
+	if len(rows) > 0 {
+		if err := inv.lockFeed(ctx); err != nil {
+			return nil, fmt.Errorf("upsert inventory: %w", err)
+		}
+	}
 	for cluster, group := range groupByCluster(rows, func(r InventoryRow) string { return r.Cluster },
 		func(r InventoryRow) string { return r.UID }) {
 		if err := inv.lock(ctx, cluster); err != nil {
@@ -179,10 +187,14 @@ func (inv Inventory) Upsert(ctx context.Context, rows []InventoryRow) ([]Invento
 // wrote; a row is not written when a newer version got there first (see
 // newerVersionSQL).
 func (inv Inventory) write(ctx context.Context, rows []InventoryRow) (map[string]bool, error) {
-	const cols = 12
+	const cols = 14
 	stored := make(map[string]bool, len(rows))
 	for start := 0; start < len(rows); start += inChunk {
 		part := rows[start:min(start+inChunk, len(rows))]
+		first, err := inv.nextSeqs(ctx, len(part))
+		if err != nil {
+			return nil, err
+		}
 		args := make([]any, 0, len(part)*cols)
 		values := make([]string, len(part))
 		tuple := "(" + placeholders(cols) + ")"
@@ -193,16 +205,18 @@ func (inv Inventory) write(ctx context.Context, rows []InventoryRow) (map[string
 			}
 			values[i] = tuple
 			args = append(args, r.Cluster, r.APIVersion, r.Kind, r.Namespace, r.Name, r.UID, r.ResourceVersion,
-				labelDoc, r.Health, r.Phase, inv.tx.s.d.ts(r.ObservedAt), nullText(r.Object))
+				labelDoc, r.Health, r.Phase, inv.tx.s.d.ts(r.ObservedAt), nullText(r.Object), first+int64(i), first+int64(i))
 		}
+		// created_seq is written by the insert only: an update keeps the
+		// number of the record's first change.
 		res, err := inv.tx.query(ctx, `INSERT INTO inventory (cluster, api_version, kind, namespace, name, uid,
-				resource_version, labels, health, phase, observed_at, object)
+				resource_version, labels, health, phase, observed_at, object, seq, created_seq)
 			VALUES `+strings.Join(values, ", ")+`
 			ON CONFLICT (cluster, uid) DO UPDATE SET api_version = excluded.api_version, kind = excluded.kind,
 				namespace = excluded.namespace, name = excluded.name,
 				resource_version = excluded.resource_version, labels = excluded.labels,
 				health = excluded.health, phase = excluded.phase, observed_at = excluded.observed_at,
-				object = excluded.object
+				object = excluded.object, seq = excluded.seq
 			WHERE `+inv.newerVersionSQL("excluded.resource_version", "inventory.resource_version")+`
 			RETURNING uid`, args...)
 		if err != nil {
@@ -271,14 +285,22 @@ func (inv Inventory) lock(ctx context.Context, cluster string) error {
 	return nil
 }
 
-// LockClusters takes, in name order, the inventory lock of every cluster a
-// transaction is about to change, records, tombstones and agents' rows
-// alike. Two ingesters sharing clusters then wait for each other instead
-// of deadlocking: a batch that upserted cluster b and then deleted in a
-// held every lock of b while it waited for a, and the batch that did the
-// opposite held a, so both held what the other waited for (the chaos soak
-// saw six such deadlocks in 30 minutes, each rolled back and retried).
+// LockClusters takes the change sequence's lock, then, in name order, the
+// inventory lock of every cluster a transaction is about to change
+// (records, tombstones and agents' rows alike). Two ingesters sharing
+// clusters then wait for each other instead of deadlocking: a batch that
+// upserted cluster b and then deleted in a held every lock of b while it
+// waited for a, and the batch that did the opposite held a, so both held
+// what the other waited for (the chaos soak saw six such deadlocks in 30
+// minutes, each rolled back and retried).
 func (inv Inventory) LockClusters(ctx context.Context, clusters []string) error {
+	// The change sequence's lock comes first, as in every writer of the
+	// inventory (lockFeed).
+	if len(clusters) > 0 {
+		if err := inv.lockFeed(ctx); err != nil {
+			return err
+		}
+	}
 	for _, c := range SortedClusters(clusters) {
 		if err := inv.lock(ctx, c); err != nil {
 			return fmt.Errorf("lock inventory of %s: %w", c, err)
@@ -302,6 +324,11 @@ func SortedClusters(clusters []string) []string {
 // object. It returns how many records were removed.
 func (inv Inventory) Delete(ctx context.Context, tombs []InventoryTombstone) (int, error) {
 	removed := 0
+	if len(tombs) > 0 {
+		if err := inv.lockFeed(ctx); err != nil {
+			return 0, fmt.Errorf("delete inventory: %w", err)
+		}
+	}
 	for cluster, group := range groupByCluster(tombs, func(t InventoryTombstone) string { return t.Cluster },
 		func(t InventoryTombstone) string { return t.UID }) {
 		if err := inv.lock(ctx, cluster); err != nil {
@@ -338,15 +365,36 @@ func (inv Inventory) remove(ctx context.Context, cluster string, uids []string) 
 	for start := 0; start < len(uids); start += inChunk {
 		part := uids[start:min(start+inChunk, len(uids))]
 		in, args := inv.uidsIn(cluster, part)
-		res, err := inv.tx.exec(ctx, `DELETE FROM inventory WHERE cluster = ? AND `+in, args...)
+		res, err := inv.tx.query(ctx, `DELETE FROM inventory WHERE cluster = ? AND `+in+`
+			RETURNING api_version, kind, namespace, name, uid, resource_version, labels, object`, args...)
 		if err != nil {
 			return removed, classify(err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
+		var gone []InventoryRow
+		for res.Next() {
+			r := InventoryRow{Cluster: cluster}
+			var labelDoc string
+			var obj *string
+			if err := res.Scan(&r.APIVersion, &r.Kind, &r.Namespace, &r.Name, &r.UID, &r.ResourceVersion, &labelDoc, &obj); err != nil {
+				res.Close()
+				return removed, classify(err)
+			}
+			if obj != nil {
+				r.Object = []byte(*obj)
+			}
+			r.Labels, _ = decodeLabels(labelDoc) // written by labelsJSON; kept as is below
+			gone = append(gone, r)
+		}
+		if err := res.Close(); err != nil {
 			return removed, classify(err)
 		}
-		removed += int(n)
+		if err := res.Err(); err != nil {
+			return removed, classify(err)
+		}
+		removed += len(gone)
+		if err := inv.recordDeletions(ctx, gone); err != nil {
+			return removed, err
+		}
 	}
 	return removed, nil
 }
@@ -399,6 +447,9 @@ func (inv Inventory) putTombstones(ctx context.Context, cluster string, tombs []
 // returns how many it forgot. Past the stream's redelivery horizon no late
 // event can arrive, so tombstones need not grow forever.
 func (inv Inventory) PruneTombstones(ctx context.Context, cutoff time.Time) (int, error) {
+	if err := inv.pruneDeletions(ctx, cutoff); err != nil {
+		return 0, fmt.Errorf("prune inventory tombstones: %w", err)
+	}
 	res, err := inv.tx.exec(ctx, `DELETE FROM inventory_tombstones WHERE deleted_at < ?`, inv.tx.s.d.ts(cutoff))
 	if err != nil {
 		return 0, fmt.Errorf("prune inventory tombstones: %w", classify(err))
@@ -448,6 +499,9 @@ type Reconciliation struct {
 func (inv Inventory) Reconcile(ctx context.Context, snap InventorySnapshot) (Reconciliation, error) {
 	var rec Reconciliation
 	what := fmt.Sprintf("reconcile inventory of %s %s %s", snap.Cluster, snap.APIVersion, snap.Kind)
+	if err := inv.lockFeed(ctx); err != nil {
+		return rec, fmt.Errorf("%s: %w", what, err)
+	}
 	if err := inv.lock(ctx, snap.Cluster); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
 	}
@@ -545,7 +599,7 @@ func (inv Inventory) List(ctx context.Context, f InventoryFilter) ([]InventoryRo
 			obj      *string
 		)
 		if err := rows.Scan(&r.Cluster, &r.APIVersion, &r.Kind, &r.Namespace, &r.Name, &r.UID, &r.ResourceVersion,
-			&labelDoc, &r.Health, &r.Phase, timeCol{&r.ObservedAt}, &obj); err != nil {
+			&labelDoc, &r.Health, &r.Phase, timeCol{&r.ObservedAt}, &obj, &r.Seq); err != nil {
 			return nil, "", fmt.Errorf("list inventory: %w", classify(err))
 		}
 		if r.Labels, err = decodeLabels(labelDoc); err != nil {
@@ -627,7 +681,7 @@ func (d dialect) listInventoryQuery(f InventoryFilter) (q string, args []any, li
 		object = "NULL"
 	}
 	q = `SELECT cluster, api_version, kind, namespace, name, uid, resource_version, labels, health, phase,
-		observed_at, ` + object + ` FROM inventory`
+		observed_at, ` + object + `, seq FROM inventory`
 	if len(conds) > 0 {
 		q += " WHERE " + strings.Join(conds, " AND ")
 	}

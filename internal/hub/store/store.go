@@ -294,6 +294,9 @@ type Tx struct {
 	// holds the lock of (Inventory.LockClusters): taken once, held until
 	// the end.
 	clustersLocked map[string]bool
+	// feedLocked: this transaction holds the row lock of the inventory's
+	// change sequence (Inventory.lockFeed), the first of its locks.
+	feedLocked bool
 }
 
 func (tx *Tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {

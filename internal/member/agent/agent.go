@@ -54,6 +54,10 @@ var DefaultKinds = []schema.GroupVersionKind{
 	{Version: "v1", Kind: "ConfigMap"},
 	{Version: "v1", Kind: "Secret"},
 	{Version: "v1", Kind: "Node"},
+	// The CRDs, trimmed of their schemas, so that the farm's Kubernetes
+	// API (internal/api/kubeapi) names custom kinds and prints their
+	// additionalPrinterColumns as their kube-apiserver does.
+	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
 }
 
 // Config configures an Agent. Zero durations take the defaults.

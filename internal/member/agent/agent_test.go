@@ -330,3 +330,30 @@ func TestAgentOnARealCluster(t *testing.T) {
 		return fmt.Errorf("%d chunks, none complete for ConfigMaps", len(got.snapshots))
 	})
 }
+
+// TestTrimCRD: a CRD keeps its names, scope and columns, not its schemas.
+func TestTrimCRD(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "workflows.argoproj.io"},
+		"spec": map[string]any{"group": "argoproj.io", "names": map[string]any{"kind": "Workflow", "plural": "workflows"},
+			"conversion": map[string]any{"strategy": "None"},
+			"versions": []any{map[string]any{"name": "v1alpha1", "schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object"}},
+				"additionalPrinterColumns": []any{map[string]any{"name": "Status", "jsonPath": ".status.phase", "type": "string"}}}}},
+	}}
+	out, err := Trim(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := out.(*unstructured.Unstructured).Object["spec"].(map[string]any)
+	v := spec["versions"].([]any)[0].(map[string]any)
+	if _, ok := v["schema"]; ok {
+		t.Errorf("the trimmed CRD keeps its schema")
+	}
+	if _, ok := spec["conversion"]; ok {
+		t.Errorf("the trimmed CRD keeps its conversion")
+	}
+	if cols := v["additionalPrinterColumns"].([]any); len(cols) != 1 || spec["names"].(map[string]any)["plural"] != "workflows" {
+		t.Errorf("the trimmed CRD lost its names or columns: %v", spec)
+	}
+}

@@ -18,7 +18,8 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // object shrinks. managedFields and the last-applied annotation are
 // bookkeeping of the writers (and the annotation of a Secret holds its
 // data in clear); a Secret (stream.IsSecret) keeps its metadata and a hash
-// of its data (stream.DataHashField); a Node loses the list of its images.
+// of its data (stream.DataHashField); a Node loses the list of its images;
+// a CustomResourceDefinition its versions' schemas and its conversion.
 // Trim may see an object it already trimmed, and leaves it unchanged.
 func Trim(obj any) (any, error) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -53,6 +54,20 @@ func Trim(obj any) (any, error) {
 		}
 		delete(u.Object, "data")
 		delete(u.Object, "stringData")
+	}
+	if u.GetAPIVersion() == "apiextensions.k8s.io/v1" && u.GetKind() == "CustomResourceDefinition" {
+		// A version's schema is most of a CRD (hundreds of kilobytes for
+		// Argo's and Flink's); what is read of it is its names, scope and
+		// columns.
+		if versions, ok, _ := unstructured.NestedSlice(u.Object, "spec", "versions"); ok {
+			for i := range versions {
+				if v, ok := versions[i].(map[string]any); ok {
+					delete(v, "schema")
+				}
+			}
+			_ = unstructured.SetNestedSlice(u.Object, versions, "spec", "versions")
+		}
+		unstructured.RemoveNestedField(u.Object, "spec", "conversion")
 	}
 	if u.GetAPIVersion() == "v1" && u.GetKind() == "Node" {
 		// The images a node holds are the bulk of its status, and nothing

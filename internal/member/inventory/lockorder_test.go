@@ -13,13 +13,11 @@ import (
 )
 
 // TestBatchesTakeTheirClustersInOneOrder: a batch of events waiting for a
-// cluster another ingester holds must hold no other cluster meanwhile. A
+// cluster another writer holds must hold no other cluster meanwhile. A
 // batch that stores records of cluster b and deletes records of cluster a
-// waits for a (held here by an open transaction, as by a second ingester
-// working on a batch of a and b) without holding b, so the other ingester
-// can take b and finish: on PostgreSQL, the two batches used to hold one
-// cluster each and wait for the other's (a deadlock, rolled back and
-// retried).
+// waits for a without holding b, so the holder of a can take b and finish:
+// on PostgreSQL, two batches crossing like this used to hold one cluster
+// each and wait for the other's (a deadlock, rolled back and retried).
 func TestBatchesTakeTheirClustersInOneOrder(t *testing.T) {
 	dsn := storetest.NewPostgresDatabase(t)
 	ctx := t.Context()
@@ -34,20 +32,16 @@ func TestBatchesTakeTheirClustersInOneOrder(t *testing.T) {
 	}
 	defer func() { _ = raw.Close() }()
 
-	// Another ingester's transaction holds cluster a.
-	holding, release := make(chan struct{}), make(chan struct{})
-	heldDone := make(chan error, 1)
-	go func() {
-		heldDone <- s.Tx(ctx, func(tx *store.Tx) error {
-			if err := tx.Inventory().LockClusters(ctx, []string{"a"}); err != nil {
-				return err
-			}
-			close(holding)
-			<-release
-			return nil
-		})
-	}()
-	<-holding
+	// Another transaction holds cluster a's lock (as a writer of a's
+	// inventory does until it commits).
+	holder, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Close() }()
+	if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_lock(hashtext('purser.inventory'), hashtext('a'))`); err != nil {
+		t.Fatal(err)
+	}
 
 	now := time.Now()
 	batch := eventBatch{
@@ -85,8 +79,7 @@ func TestBatchesTakeTheirClustersInOneOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	close(release)
-	if err := <-heldDone; err != nil {
+	if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_unlock(hashtext('purser.inventory'), hashtext('a'))`); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-batchDone; err != nil {

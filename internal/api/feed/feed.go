@@ -1,0 +1,232 @@
+// Package feed is the one reader of the inventory's change sequence that
+// every watch of the API shares: a single poller reads what changed since
+// its last position (store.Inventory.Changes) and hands each batch to
+// every subscriber, so a thousand open watches cost one query per period,
+// not a thousand. Subscribers filter what they were given; the feed knows
+// no selection and no user.
+package feed
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/reconcile"
+)
+
+// Reader is the database as the feed reads it.
+type Reader interface {
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
+// Config configures a Feed; zero values take the defaults.
+type Config struct {
+	Store Reader
+	// Poll is how often the sequence is read while anyone subscribes:
+	// 250ms, which bounds what a watch adds to an ingest's latency.
+	Poll time.Duration
+	// Backlog is how many batches a subscriber may fall behind before it
+	// is dropped (its channel closed, Err saying why): 64.
+	Backlog int
+	Logger  *slog.Logger // nil: discarded
+}
+
+// pageSize is how many changes one query of a poll reads.
+const pageSize = 1000
+
+// Batch is what one poll found: the changes after the previous batch's
+// Head, up to and including Head, in their order.
+type Batch struct {
+	Changes []store.InventoryChange
+	// Head is the position the subscriber stands at after this batch;
+	// a batch without changes still moves it (bookmarks).
+	Head int64
+	// Memo is shared by every subscriber of the batch: what one of them
+	// made of a change (its encoding), the others reuse.
+	Memo *sync.Map
+}
+
+// ErrBehind ends a subscription whose reader fell behind.
+var ErrBehind = errors.New("the watch read too slowly and fell behind; watch again")
+
+// Feed is the shared poller. Its loop runs while it has subscribers.
+type Feed struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	subs   map[*Subscription]bool
+	head   int64
+	cancel context.CancelFunc // of the running loop; nil when stopped
+	done   chan struct{}      // closed when the running loop returns
+	polls  int64
+}
+
+// New returns a feed; it reads nothing until someone subscribes.
+func New(cfg Config) *Feed {
+	if cfg.Poll <= 0 {
+		cfg.Poll = 250 * time.Millisecond
+	}
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = 64
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Feed{cfg: cfg, log: log, subs: map[*Subscription]bool{}}
+}
+
+// Subscription receives every batch after From.
+type Subscription struct {
+	f *Feed
+	// From is the position the subscription starts after: its first
+	// batch holds the changes numbered above it.
+	From   int64
+	events chan Batch
+	err    error // why events closed; set before it closes
+}
+
+// Events delivers the batches; it is closed when the subscription ends
+// otherwise than by Close (Err says why).
+func (s *Subscription) Events() <-chan Batch { return s.events }
+
+// Err says why Events was closed.
+func (s *Subscription) Err() error { return s.err }
+
+// Close ends the subscription; the last one out stops the poller.
+func (s *Subscription) Close() {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.subs[s] {
+		return
+	}
+	delete(f.subs, s)
+	f.stopIfIdle()
+}
+
+// Stats says how many subscribers the feed serves and how many polls it
+// made, for metrics and benchmarks.
+type Stats struct {
+	Subscribers int
+	Polls       int64
+}
+
+// Stats returns the feed's counts.
+func (f *Feed) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Stats{Subscribers: len(f.subs), Polls: f.polls}
+}
+
+// Subscribe joins the feed, starting the poller (after reading where the
+// sequence stands) when it is not running.
+func (f *Feed) Subscribe(ctx context.Context) (*Subscription, error) {
+	f.mu.Lock()
+	if f.cancel == nil {
+		// The first read runs under the lock: subscribers arriving meanwhile
+		// wait for it rather than start a second loop.
+		var h store.FeedHead
+		err := f.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			h, err = tx.Inventory().FeedHead(ctx)
+			return err
+		})
+		if err != nil {
+			f.mu.Unlock()
+			return nil, err
+		}
+		if f.done != nil {
+			// A loop stopping after the last subscriber left: wait for it,
+			// so that two loops never run at once.
+			done := f.done
+			f.mu.Unlock()
+			<-done
+			f.mu.Lock()
+		}
+		if f.cancel == nil {
+			f.head = max(f.head, h.Seq)
+			loopCtx, cancel := context.WithCancel(context.Background())
+			f.cancel, f.done = cancel, make(chan struct{})
+			go f.loop(loopCtx, f.done)
+		}
+	}
+	s := &Subscription{f: f, From: f.head, events: make(chan Batch, f.cfg.Backlog)}
+	f.subs[s] = true
+	f.mu.Unlock()
+	return s, nil
+}
+
+// stopIfIdle ends the loop when nobody listens; f.mu is held.
+func (f *Feed) stopIfIdle() {
+	if len(f.subs) == 0 && f.cancel != nil {
+		f.cancel()
+		f.cancel = nil
+	}
+}
+
+func (f *Feed) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	reconcile.Every(ctx, f.cfg.Poll, f.poll)
+}
+
+// poll reads every change after the feed's head, in one snapshot, and
+// hands it to every subscriber.
+func (f *Feed) poll(ctx context.Context) {
+	f.mu.Lock()
+	from := f.head
+	f.polls++
+	f.mu.Unlock()
+	var b Batch
+	err := f.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		b = Batch{Memo: &sync.Map{}}
+		h, err := tx.Inventory().FeedHead(ctx)
+		if err != nil {
+			return err
+		}
+		b.Head = h.Seq
+		after := from
+		for after < h.Seq {
+			page, err := tx.Inventory().Changes(ctx, after, pageSize, true)
+			if err != nil {
+				return err
+			}
+			for _, c := range page {
+				if c.Seq <= h.Seq {
+					b.Changes = append(b.Changes, c)
+				}
+			}
+			if len(page) < pageSize {
+				break
+			}
+			after = page[len(page)-1].Seq
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Warn("inventory feed: poll failed; trying again", "err", err)
+		}
+		return // the next poll reads from the same position
+	}
+	if b.Head <= from {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.head = b.Head
+	for s := range f.subs {
+		select {
+		case s.events <- b:
+		default:
+			s.err = ErrBehind
+			close(s.events)
+			delete(f.subs, s)
+		}
+	}
+	f.stopIfIdle()
+}

@@ -1,0 +1,315 @@
+// Package kubeapi is the Kubernetes-shaped read API over the inventory
+// (docs/api.md, "The Kubernetes API of the farm"): under /k8s (every
+// cluster) and /k8s/clusters/{cluster} (one) it answers discovery, list,
+// get and watch as a kube-apiserver does, from the database alone, so that
+// kubectl, client-go informers and other Kubernetes tools read the whole
+// farm, and keep reading it while a member cluster is down. It writes
+// nothing: every write is refused with a pointer to purser's own API.
+// Watches are served from one shared feed of the inventory's change
+// sequence (internal/api/feed), whose numbers are the resourceVersions.
+package kubeapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/api/feed"
+	"github.com/purser-io/purser/internal/hub/store"
+)
+
+// Prefix is where the API is served; PrefixCluster+{cluster} serves one
+// cluster's part of it.
+const (
+	Prefix        = "/k8s"
+	PrefixCluster = "/k8s/clusters/"
+)
+
+// Annotations purser adds to every object it serves.
+const (
+	// ClusterAnnotation names the member cluster the object is in.
+	ClusterAnnotation = "purser.io/cluster"
+	// ClusterResourceVersionAnnotation keeps the object's resourceVersion
+	// in its own cluster; metadata.resourceVersion is purser's.
+	ClusterResourceVersionAnnotation = "purser.io/cluster-resource-version"
+)
+
+// Reader is the database as the API reads it.
+type Reader interface {
+	Read(ctx context.Context, fn func(*store.Tx) error) error
+}
+
+// Config holds the API's dependencies.
+type Config struct {
+	Store Reader
+	Feed  *feed.Feed
+	// Authenticate names the request's user (the server's tokens and
+	// OIDC), false when it has no valid credential.
+	Authenticate func(r *http.Request) (auth.User, bool)
+	// Policy is the policy in force, read once per decision.
+	Policy func() *auth.Policy
+	// Reloads counts the reloads of the tokens and policy files, so that
+	// an open watch knows when to authorize again; nil: never reloaded.
+	Reloads func() int64
+	// Freshness judges a cluster's records by its agent's reports (the
+	// rule the clusters API serves).
+	Freshness func(store.AgentFreshness, time.Time) v1alpha1.Freshness
+	Logger    *slog.Logger     // nil: discarded
+	Now       func() time.Time // nil: time.Now
+	// BookmarkInterval is how often an open watch that asked for
+	// bookmarks gets one: 10s.
+	BookmarkInterval time.Duration
+	// WatchTimeout bounds a watch (lengthened at random by up to as much
+	// again), as the kube-apiserver's --min-request-timeout does: 30 min.
+	WatchTimeout time.Duration
+}
+
+// API is the handler of /k8s.
+type API struct {
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	kinds *catalogues
+}
+
+// New returns the API.
+func New(cfg Config) *API {
+	a := &API{cfg: cfg, log: cfg.Logger, now: cfg.Now}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.cfg.BookmarkInterval <= 0 {
+		a.cfg.BookmarkInterval = 10 * time.Second
+	}
+	if a.cfg.WatchTimeout <= 0 {
+		a.cfg.WatchTimeout = 30 * time.Minute
+	}
+	if a.cfg.Reloads == nil {
+		a.cfg.Reloads = func() int64 { return 0 }
+	}
+	a.kinds = &catalogues{s: cfg.Store, ttl: catalogueTTL}
+	return a
+}
+
+// request is one call, parsed.
+type request struct {
+	r       *http.Request
+	user    auth.User
+	cluster string // "" for every cluster
+	// base is the path the cluster's API is served at.
+	base string
+	rest []string // path segments after base
+}
+
+// ServeHTTP authenticates a request under /k8s and serves it.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u, ok := a.cfg.Authenticate(r)
+	if !ok {
+		Unauthorized(w)
+		return
+	}
+	a.Serve(w, r, u)
+}
+
+// Unauthorized answers a request without a valid credential.
+func Unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="purser"`)
+	writeStatus(w, statusErr(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized"))
+}
+
+// TooManyRequests answers a request past the user's rate.
+func TooManyRequests(w http.ResponseWriter, wait time.Duration, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+	writeStatus(w, statusErr(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, msg))
+}
+
+// Serve serves a request under /k8s of the authenticated user u.
+func (a *API) Serve(w http.ResponseWriter, r *http.Request, u auth.User) {
+	req := &request{r: r, user: u, base: Prefix}
+	path := strings.TrimPrefix(r.URL.Path, Prefix)
+	if rest, ok := strings.CutPrefix(r.URL.Path, PrefixCluster); ok {
+		name, after, _ := strings.Cut(rest, "/")
+		if name == "" {
+			writeStatus(w, statusErr(http.StatusNotFound, metav1.StatusReasonNotFound, "the path names no cluster: "+PrefixCluster+"{cluster}/..."))
+			return
+		}
+		req.cluster, req.base, path = name, PrefixCluster+name, "/"+after
+	}
+	for _, s := range strings.Split(strings.Trim(path, "/"), "/") {
+		if s != "" {
+			req.rest = append(req.rest, s)
+		}
+	}
+	if err := a.route(w, req); err != nil {
+		writeStatus(w, err)
+	}
+}
+
+func (a *API) route(w http.ResponseWriter, req *request) error {
+	r, p := req.r, req.rest
+	if len(p) >= 4 && p[0] == "apis" && p[1] == "authorization.k8s.io" && r.Method == http.MethodPost {
+		return a.review(w, req)
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			"the farm's Kubernetes API (/k8s) is read-only: "+r.Method+" is not served; change what runs on member clusters through purser's API, /api/v1 (runnables, deployables: `purser apply -f`)")
+	}
+	switch {
+	case len(p) == 0:
+		return writeJSON(w, http.StatusOK, map[string][]string{"paths": {req.base + "/api", req.base + "/api/v1", req.base + "/apis", req.base + "/version"}})
+	case len(p) == 1 && p[0] == "version":
+		return writeJSON(w, http.StatusOK, kubeVersion())
+	case p[0] == "api":
+		if len(p) == 1 {
+			return a.discoverCore(w, req)
+		}
+		if p[1] != "v1" {
+			return notFound(req)
+		}
+		if len(p) == 2 {
+			return a.resourceList(w, req, "", "v1")
+		}
+		return a.serveResource(w, req, "", "v1", p[2:])
+	case p[0] == "apis":
+		switch len(p) {
+		case 1:
+			return a.discoverGroups(w, req)
+		case 2:
+			return a.groupInfo(w, req, p[1])
+		case 3:
+			return a.resourceList(w, req, p[1], p[2])
+		}
+		return a.serveResource(w, req, p[1], p[2], p[3:])
+	}
+	return notFound(req)
+}
+
+// serveResource serves what follows a group version: [namespaces/NS/]RESOURCE[/NAME].
+func (a *API) serveResource(w http.ResponseWriter, req *request, group, gv string, p []string) error {
+	ns := ""
+	if len(p) >= 3 && p[0] == "namespaces" {
+		ns, p = p[1], p[2:]
+	}
+	if len(p) == 0 || len(p) > 2 {
+		return notFound(req)
+	}
+	cat, err := a.kinds.get(req.r.Context(), req.cluster)
+	if err != nil {
+		return err
+	}
+	res := cat.byResource(group, gv, p[0])
+	if res == nil {
+		gr := p[0]
+		if group != "" {
+			gr += "." + group
+		}
+		return statusErr(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource ("+gr+"): the inventory tracks no such kind"+clusterPhrase(req.cluster))
+	}
+	if ns != "" && !res.namespaced {
+		return notFound(req)
+	}
+	q := sel{res: res, cluster: req.cluster, namespace: ns}
+	if len(p) == 2 {
+		q.name = p[1]
+		return a.get(w, req, q)
+	}
+	if isTrue(req.r.URL.Query().Get("watch")) {
+		return a.watch(w, req, q)
+	}
+	return a.list(w, req, q)
+}
+
+func clusterPhrase(cluster string) string {
+	if cluster == "" {
+		return ""
+	}
+	return " in cluster " + cluster
+}
+
+func notFound(req *request) error {
+	return statusErr(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource: "+req.r.URL.Path)
+}
+
+func isTrue(v string) bool { return v == "true" || v == "1" }
+
+// kubeVersion is the Kubernetes version whose API purser serves: that of
+// the apimachinery it is built with (v0.X.Y is Kubernetes v1.X.Y).
+func kubeVersion() version.Info {
+	info := version.Info{Major: "1", GitVersion: "v1.0.0+purser", Platform: "purser"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path != "k8s.io/apimachinery" || !strings.HasPrefix(m.Version, "v0.") {
+				continue
+			}
+			parts := strings.SplitN(strings.TrimPrefix(m.Version, "v0."), ".", 2)
+			info.Minor = parts[0]
+			patch := "0"
+			if len(parts) == 2 {
+				patch = parts[1]
+			}
+			info.GitVersion = "v1." + parts[0] + "." + patch + "+purser"
+		}
+	}
+	return info
+}
+
+// statusError is an answer of the Kubernetes shape: a metav1.Status.
+type statusError struct{ st metav1.Status }
+
+func (e *statusError) Error() string { return e.st.Message }
+
+func statusErr(code int, reason metav1.StatusReason, msg string) error {
+	return newStatus(code, reason, msg)
+}
+
+func newStatus(code int, reason metav1.StatusReason, msg string) *statusError {
+	return &statusError{st: metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Message: msg, Reason: reason, Code: int32(code)}}
+}
+
+func forbidden(msg string) error {
+	return statusErr(http.StatusForbidden, metav1.StatusReasonForbidden, msg)
+}
+
+func badRequest(msg string) error {
+	return statusErr(http.StatusBadRequest, metav1.StatusReasonBadRequest, msg)
+}
+
+func writeStatus(w http.ResponseWriter, err error) {
+	var se *statusError
+	if !errors.As(err, &se) {
+		se = newStatus(http.StatusInternalServerError, metav1.StatusReasonInternalError, "reading the inventory failed: "+err.Error())
+		if errors.Is(err, store.ErrBadContinue) {
+			se = newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		}
+	}
+	_ = writeJSON(w, int(se.st.Code), se.st)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+	return nil
+}
