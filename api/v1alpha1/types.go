@@ -100,6 +100,19 @@ type RunnableSpec struct {
 	// of the same name); its history stays in the audit log. Unset: the
 	// namespace's default from the policy file, else kept for good.
 	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
+	// Resources declares what the runnable asks for in all (resource name
+	// -> Kubernetes quantity), for kinds whose pods purser cannot read
+	// from the template; when set it replaces what purser computes.
+	Resources map[string]string `json:"resources,omitempty"`
+	// DependsOn names deployables that must be Synced, at their current
+	// generation, on a cluster before the runnable may go there.
+	DependsOn []Dependency `json:"dependsOn,omitempty"`
+}
+
+// Dependency is one thing a runnable needs on its cluster.
+type Dependency struct {
+	// Deployable names a deployable of the runnable's namespace.
+	Deployable string `json:"deployable"`
 }
 
 // Placement says which clusters may receive an object.
@@ -243,6 +256,10 @@ type RunnableStatus struct {
 	// then, and again for each new attempt.
 	HealthySince *time.Time `json:"healthySince,omitempty"`
 	Message      string     `json:"message,omitempty"`
+	// Requests is what the runnable asks for in all (resource name ->
+	// Kubernetes quantity): each pod by Kubernetes' own rule, times the
+	// pods its kind runs, or spec.resources where given.
+	Requests map[string]string `json:"requests,omitempty"`
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once
 	// the cluster is Ready again and the runnable was not moved.

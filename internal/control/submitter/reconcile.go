@@ -534,6 +534,20 @@ type transition struct {
 	audit   *audit.Entry // Action, Summary
 	// landedBy, when set, is the attempt's new CreateLandedBy.
 	landedBy *time.Time
+	// requests, when set, is the runnable's new status.requests.
+	requests map[string]string
+}
+
+// edit is the change of status beyond phase, cluster and message; nil
+// when there is none.
+func (t *transition) edit() func(st *v1alpha1.RunnableStatus) error {
+	if t.requests == nil {
+		return nil
+	}
+	return func(st *v1alpha1.RunnableStatus) error {
+		st.Requests = t.requests
+		return nil
+	}
 }
 
 // write writes t if the runnable is still as r found it; otherwise it
@@ -543,7 +557,7 @@ func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transit
 	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		_, err := lifecycle.Apply(ctx, tx, r, lifecycle.Transition{
 			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
-			Attempt: t.attempt, Audit: t.audit,
+			Attempt: t.attempt, Audit: t.audit, Edit: t.edit(),
 		})
 		if err == nil && t.landedBy != nil {
 			_, err = tx.Attempts().SetCreateLandedBy(ctx, t.attempt.RunnableUID, t.attempt.Number, *t.landedBy)
