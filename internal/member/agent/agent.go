@@ -90,6 +90,7 @@ type Config struct {
 type Agent struct {
 	cfg    Config
 	log    *slog.Logger
+	rest   *rest.Config
 	dyn    dynamic.Interface
 	disc   *discovery.DiscoveryClient
 	access *access // which resources it may watch for purser's labels
@@ -132,6 +133,8 @@ type Agent struct {
 	lastBeat time.Time
 	// kubeAPI is the latest probe of the kube-apiserver (kubeapi.go).
 	kubeAPI kubeAPIState
+	// capacity holds the term's Node and Pod caches (capacity.go).
+	capacity *capacityCache
 }
 
 // New checks cfg and builds the clients; nothing runs until Run.
@@ -198,6 +201,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg:      cfg,
 		log:      log.With("cluster", cfg.Cluster),
+		rest:     rc,
 		dyn:      dyn,
 		disc:     disc,
 		access:   newAccess(authz.SelfSubjectAccessReviews()),
@@ -259,6 +263,7 @@ func (a *Agent) lead(ctx context.Context) {
 	}
 	snapshots := a.snapshots()
 	work.Go(func() { a.discoveryLoop(ctx, &informers) })
+	a.startCapacity(ctx, &informers)
 	work.Go(func() { _ = snapshots.Run(ctx) })
 	work.Go(func() { a.heartbeatLoop(ctx) })
 	work.Go(func() { a.fenceLoop(ctx) })
@@ -284,6 +289,7 @@ func (a *Agent) reset() {
 	a.reportedKinds = nil
 	a.lastSnapshot = time.Time{}
 	a.kubeAPI = kubeAPIState{}
+	a.capacity = nil
 	a.started = time.Now()
 	// The agent cannot know of beats before its term: its lease toward
 	// the control plane is counted from the term's start.
