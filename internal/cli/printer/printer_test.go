@@ -190,3 +190,15 @@ func TestDescribeRunnableRestorePoints(t *testing.T) {
 		t.Error("a history that could not be read is shown")
 	}
 }
+
+func TestDescribeRunnableRequests(t *testing.T) {
+	obj := decode(t, `{"kind": "Runnable", "metadata": {"name": "j"}, "status": {"phase": "Queued",
+	  "message": "asks for cpu 40; no cluster has it free now", "requests": {"cpu": "40", "memory": "3Gi"}}}`)
+	var out bytes.Buffer
+	if err := Describe(&out, "Runnable", obj, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Requests:      cpu=40,memory=3Gi") {
+		t.Errorf("describe lacks the requests:\n%s", out.String())
+	}
+}

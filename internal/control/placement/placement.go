@@ -39,6 +39,9 @@ type Cluster struct {
 	// Capacity is what its schedulable nodes can allocate, as the
 	// inventory knows it; nil when not known (no Node record yet).
 	Capacity *Capacity
+	// Free is what it has free, as its agent reported it; nil when its
+	// agent has not (ChooseFor).
+	Free *Free
 }
 
 // Capacity is the allocatable capacity of a cluster's schedulable
@@ -111,6 +114,9 @@ type Decision struct {
 	Rejected map[string]string
 	// Reason is one sentence for the attempt, the audit log and the user.
 	Reason string
+	// Never says that no eligible cluster could take the runnable even
+	// empty: it asks for more than any one's whole allocatable.
+	Never bool
 }
 
 // Choose picks a cluster for a runnable of kind gvk: among the Ready

@@ -50,6 +50,7 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 	var rows []*store.Cluster
 	var active map[string]int
 	var capacity map[string]store.Capacity
+	var free map[string]*placement.Free
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if rows, err = tx.Clusters().List(ctx); err != nil {
@@ -58,7 +59,10 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 		if active, err = tx.Runnables().CountByCluster(ctx, activePhases...); err != nil {
 			return err
 		}
-		capacity, err = tx.Clusters().Capacity(ctx)
+		if capacity, err = tx.Clusters().Capacity(ctx); err != nil {
+			return err
+		}
+		free, err = s.freeFigures(ctx, tx)
 		return err
 	})
 	if err != nil {
@@ -67,7 +71,7 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 	var returns time.Time
 	out := make([]placement.Cluster, 0, len(rows))
 	for _, row := range rows {
-		c := placement.Cluster{Name: row.Name, Labels: row.Labels, Active: active[row.Name]}
+		c := placement.Cluster{Name: row.Name, Labels: row.Labels, Active: active[row.Name], Free: free[row.Name]}
 		if nodes, ok := capacity[row.Name]; ok {
 			c.Capacity = &placement.Capacity{MilliCPU: nodes.MilliCPU}
 		}

@@ -87,6 +87,11 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 	var v verdict
 	switch r.Phase() {
 	case v1alpha1.PhaseQueued:
+		// One placement at a time, from reading the clusters' figures to
+		// writing the decision: each counts the ones before it in flight,
+		// so that a burst never overfills a cluster.
+		s.placing.Lock()
+		defer s.placing.Unlock()
 		v = s.place(ctx, r, attempts)
 	case v1alpha1.PhaseScheduled:
 		v = s.submit(ctx, r, attempts)
@@ -142,7 +147,19 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		evicted = attempts[n-1]
 		p = attempt.Excluding(p, evicted.Cluster)
 	}
-	decision := placement.Choose(p, gvk.String(), cands)
+	demand, err := placement.Requests(&doc.Spec)
+	if err != nil {
+		msg := "what it asks for cannot be read: " + err.Error()
+		return verdict{move: &transition{
+			phase: v1alpha1.PhaseFailed, message: msg,
+			audit: &audit.Entry{Action: "fail", Summary: "failed: " + msg},
+		}}
+	}
+	requests := placement.Strings(demand.Total)
+	if requests == nil {
+		requests = map[string]string{}
+	}
+	decision := placement.ChooseFor(p, gvk.String(), demand, s.cfg.Score, cands)
 	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
 
 	if decision.Cluster == "" {
@@ -157,9 +174,10 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		// or the rescan. The message is only written when it changes, so
 		// waiting costs no writes.
 		v := verdict{after: wake(now, deadline, heldUntil)}
-		if r.Status.Message != decision.Reason {
-			v.move = &transition{phase: v1alpha1.PhaseQueued, message: decision.Reason}
+		if r.Status.Message != decision.Reason || !maps.Equal(r.Status.Requests, requests) {
+			v.move = &transition{phase: v1alpha1.PhaseQueued, message: decision.Reason, requests: requests}
 		}
+		s.waitForCapacity(r.Rec.UID, decision)
 		return v
 	}
 
@@ -181,8 +199,9 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		entry.Details = failoverDetails(evicted, cluster, number, carried)
 	}
 	// The next step follows at once: the create on the chosen cluster.
+	s.placed(r.Rec.UID)
 	return verdict{next: true, move: &transition{
-		phase: v1alpha1.PhaseScheduled, cluster: &cluster,
+		phase: v1alpha1.PhaseScheduled, cluster: &cluster, requests: requests,
 		message: fmt.Sprintf("attempt %d placed on %s: %s", number, cluster, decision.Reason),
 		attempt: &store.Attempt{
 			RunnableUID: r.Rec.UID, Number: number, Cluster: cluster, StartedAt: now, Message: decision.Reason,
