@@ -33,6 +33,10 @@ type capacityWatch struct {
 	waiting map[string]bool   // runnable uids that fit no cluster now
 	seen    map[string][]byte // cluster -> the report last seen
 	rounds  int               // rescans so far
+	// lastPlaced is when this submitter last placed a runnable: until
+	// the margin has passed, the figures change without a new report, as
+	// the placement stops counting in flight.
+	lastPlaced time.Time
 }
 
 func newCapacityWatch() *capacityWatch {
@@ -53,6 +57,7 @@ func (s *Submitter) placed(uid string) {
 	s.capacity.mu.Lock()
 	defer s.capacity.mu.Unlock()
 	delete(s.capacity.waiting, uid)
+	s.capacity.lastPlaced = time.Now()
 }
 
 // followCapacity reads the agents' reports (one small query) and, when
@@ -76,6 +81,11 @@ func (s *Submitter) followCapacity(ctx context.Context) {
 			w.seen[cluster] = r.Report
 			changed = true
 		}
+	}
+	// Placements still in flight, or just out of it, change the figures
+	// without a new report.
+	if !w.lastPlaced.IsZero() && time.Since(w.lastPlaced) < 3*s.cfg.InFlightMargin+2*s.cfg.CapacityInterval {
+		changed = true
 	}
 	var wake []string
 	if changed {
@@ -129,13 +139,17 @@ func (s *Submitter) freeFigures(ctx context.Context, tx *store.Tx) (map[string]*
 			since = from
 		}
 	}
-	placed, err := tx.Runnables().ListPlaced(ctx, since, activePhases...)
+	placed, err := tx.Runnables().ListPlaced(ctx, since)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range placed {
 		f, ok := out[p.Cluster]
-		if !ok || !p.StartedAt.After(reports[p.Cluster].At.Add(-s.cfg.InFlightMargin)) {
+		if !ok {
+			continue
+		}
+		// Seen running before the report was made: its pods are in it.
+		if p.Phase == string(v1alpha1.PhaseRunning) && !p.UpdatedAt.After(reports[p.Cluster].At.Add(-s.cfg.InFlightMargin)) {
 			continue
 		}
 		var st v1alpha1.RunnableStatus

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -65,27 +64,22 @@ func (ag Agents) Capacities(ctx context.Context) (map[string]CapacityReport, err
 }
 
 // Placed is one runnable that occupies a cluster: its current attempt's
-// cluster and start, and its status (which holds its requests).
+// cluster, when it last changed, and its status (which holds its
+// requests).
 type Placed struct {
-	UID, Namespace, Cluster string
-	StartedAt               time.Time
-	Status                  []byte
+	UID, Namespace, Cluster, Phase string
+	UpdatedAt                      time.Time
+	Status                         []byte
 }
 
-// ListPlaced returns the runnables in one of phases whose open attempt
-// started after since: the placements an agent's report may not count
-// yet. Bounded by since, it reads the recent placements only.
-func (rs Runnables) ListPlaced(ctx context.Context, since time.Time, phases ...string) ([]Placed, error) {
-	if len(phases) == 0 {
-		return nil, nil
-	}
-	args := []any{rs.tx.s.d.ts(since)}
-	for _, p := range phases {
-		args = append(args, p)
-	}
-	rows, err := rs.tx.query(ctx, `SELECT r.uid, r.namespace, a.cluster, a.started_at, r.status FROM runnables r
+// ListPlaced returns the runnables an agent's report may not count yet:
+// those placed and not seen running (Scheduled, Submitted: their pods may
+// not exist yet), and those Running that changed after since. An open
+// attempt names the cluster.
+func (rs Runnables) ListPlaced(ctx context.Context, since time.Time) ([]Placed, error) {
+	rows, err := rs.tx.query(ctx, `SELECT r.uid, r.namespace, a.cluster, r.phase, r.updated_at, r.status FROM runnables r
 		JOIN attempts a ON a.runnable_uid = r.uid AND a.ended_at IS NULL
-		WHERE a.started_at > ? AND r.phase IN (?`+strings.Repeat(", ?", len(phases)-1)+`)`, args...)
+		WHERE r.phase IN ('Scheduled', 'Submitted') OR (r.phase = 'Running' AND r.updated_at > ?)`, rs.tx.s.d.ts(since))
 	if err != nil {
 		return nil, fmt.Errorf("list placed runnables: %w", classify(err))
 	}
@@ -93,13 +87,9 @@ func (rs Runnables) ListPlaced(ctx context.Context, since time.Time, phases ...s
 	var out []Placed
 	for rows.Next() {
 		var p Placed
-		var started *time.Time
 		var status sql.NullString
-		if err := rows.Scan(&p.UID, &p.Namespace, &p.Cluster, nullTimeCol{&started}, &status); err != nil {
+		if err := rows.Scan(&p.UID, &p.Namespace, &p.Cluster, &p.Phase, timeCol{&p.UpdatedAt}, &status); err != nil {
 			return nil, fmt.Errorf("list placed runnables: %w", classify(err))
-		}
-		if started != nil {
-			p.StartedAt = *started
 		}
 		if status.Valid {
 			p.Status = []byte(status.String)

@@ -24,32 +24,36 @@ func TestCapacityReports(t *testing.T) {
 				t.Fatalf("capacities %+v: want dc1's report of %s", got, t1)
 			}
 
-			old, recent, ended := newRunnable("a", "old"), newRunnable("a", "recent"), newRunnable("a", "ended")
-			for _, r := range []*Runnable{old, recent, ended} {
+			old, submitted, ended := newRunnable("a", "old"), newRunnable("a", "submitted"), newRunnable("a", "ended")
+			for _, r := range []*Runnable{old, submitted, ended} {
 				r.Phase, r.Cluster, r.Status = "Running", "dc1", []byte(`{"requests":{"cpu":"2"}}`)
 			}
-			ended.Phase = "Succeeded"
+			submitted.Phase, ended.Phase = "Submitted", "Succeeded"
 			mustTx(t, s, func(tx *Tx) error {
-				for _, r := range []*Runnable{old, recent, ended} {
+				for _, r := range []*Runnable{old, submitted, ended} {
 					if err := tx.Runnables().Create(ctx, r); err != nil {
 						return err
 					}
+					if err := tx.Attempts().Put(ctx, &Attempt{RunnableUID: r.UID, Number: 1, Cluster: "dc1", StartedAt: t0}); err != nil {
+						return err
+					}
 				}
-				if err := tx.Attempts().Put(ctx, &Attempt{RunnableUID: old.UID, Number: 1, Cluster: "dc1", StartedAt: t0}); err != nil {
-					return err
-				}
-				if err := tx.Attempts().Put(ctx, &Attempt{RunnableUID: ended.UID, Number: 1, Cluster: "dc1", StartedAt: t1.Add(time.Second)}); err != nil {
-					return err
-				}
-				return tx.Attempts().Put(ctx, &Attempt{RunnableUID: recent.UID, Number: 1, Cluster: "dc1", StartedAt: t1.Add(time.Second)})
+				return nil
 			})
 			var placed []Placed
 			mustRead(t, s, func(tx *Tx) (err error) {
-				placed, err = tx.Runnables().ListPlaced(ctx, t0.Add(time.Second), "Scheduled", "Submitted", "Running")
+				placed, err = tx.Runnables().ListPlaced(ctx, time.Now().Add(time.Hour))
 				return
 			})
-			if len(placed) != 1 || placed[0].UID != recent.UID || placed[0].Cluster != "dc1" || string(placed[0].Status) != `{"requests":{"cpu":"2"}}` {
-				t.Fatalf("placed %+v, want only %s", placed, recent.UID)
+			if len(placed) != 1 || placed[0].UID != submitted.UID || placed[0].Cluster != "dc1" || string(placed[0].Status) != `{"requests":{"cpu":"2"}}` {
+				t.Fatalf("placed %+v, want only %s", placed, submitted.UID)
+			}
+			mustRead(t, s, func(tx *Tx) (err error) {
+				placed, err = tx.Runnables().ListPlaced(ctx, time.Now().Add(-time.Hour))
+				return
+			})
+			if len(placed) != 2 {
+				t.Fatalf("placed %+v, want the submitted one and the one running since", placed)
 			}
 		})
 	}
