@@ -87,6 +87,11 @@ func ChooseFor(p v1alpha1.Placement, gvk string, demand Demand, score Score, clu
 			d.Rejected[c.Name] = "does not serve " + gvk
 			continue
 		}
+		if c.Lacks != "" {
+			d.Rejected[c.Name] = "lacks " + c.Lacks
+			d.Lacking = true
+			continue
+		}
 		if c.Free == nil {
 			unknown = append(unknown, c)
 		} else {
@@ -149,11 +154,12 @@ func ChooseFor(p v1alpha1.Placement, gvk string, demand Demand, score Score, clu
 		}
 	case len(known) == 0:
 		d.Reason = "no eligible cluster: " + rejections(d.Rejected)
-	case never:
+	case never && !d.Lacking:
 		d.Never = true
 		d.Reason = fmt.Sprintf("%s, more than any eligible cluster's whole allocatable; it cannot be placed until a cluster grows: %s",
 			asks, strings.Join(figures, "; "))
 	default:
+		d.Capacity = true
 		d.Reason = fmt.Sprintf("%s; no cluster has it free now, waiting for capacity: %s", asks, strings.Join(figures, "; "))
 	}
 	if len(fits) == 0 && len(ranked) == 0 && len(known) > 0 {

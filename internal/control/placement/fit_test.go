@@ -124,3 +124,23 @@ func TestChooseForUnreported(t *testing.T) {
 		t.Fatalf("decision %+v, want new", d)
 	}
 }
+
+// TestChooseForDependencies: a cluster that lacks a dependency is not
+// eligible, and the reason says what and where.
+func TestChooseForDependencies(t *testing.T) {
+	a, b := freeCluster("a", "32", "32", "32"), freeCluster("b", "32", "8", "8")
+	a.Lacks = "deployable cfg not synced there yet"
+	d := ChooseFor(v1alpha1.Placement{}, jobKind, cpuDemand("2", "2"), LeastAllocated, []Cluster{a, b})
+	if d.Cluster != "b" {
+		t.Fatalf("chose %q: %s", d.Cluster, d.Reason)
+	}
+	b.Lacks = "deployable cfg not synced at generation 2 (Synced at generation 1)"
+	d = ChooseFor(v1alpha1.Placement{}, jobKind, cpuDemand("2", "2"), LeastAllocated, []Cluster{a, b})
+	if d.Cluster != "" || d.Never || !d.Lacking || !strings.Contains(d.Reason, "a lacks deployable cfg not synced there yet") ||
+		!strings.Contains(d.Reason, "b lacks deployable cfg not synced at generation 2") {
+		t.Fatalf("decision %+v", d)
+	}
+	if d := Choose(v1alpha1.Placement{}, jobKind, []Cluster{a, b}); d.Cluster != "" || !strings.Contains(d.Reason, "lacks deployable cfg") {
+		t.Fatalf("failover's choice %+v", d)
+	}
+}

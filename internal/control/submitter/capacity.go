@@ -47,8 +47,10 @@ func newCapacityWatch() *capacityWatch {
 func (s *Submitter) waitForCapacity(uid string, d placement.Decision) {
 	s.capacity.mu.Lock()
 	defer s.capacity.mu.Unlock()
-	if d.Cluster == "" {
+	if d.Cluster == "" && (d.Capacity || d.Never) && !d.Lacking {
 		s.capacity.waiting[uid] = true
+	} else {
+		delete(s.capacity.waiting, uid)
 	}
 }
 

@@ -135,7 +135,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	}
 
 	start := time.Now()
-	cands, heldUntil, err := s.candidates(ctx, gvk)
+	cands, heldUntil, err := s.candidates(ctx, gvk, r.Rec.Namespace, doc.Spec.DependsOn)
 	if err != nil {
 		return retry(err)
 	}
