@@ -144,3 +144,24 @@ func TestChooseForDependencies(t *testing.T) {
 		t.Fatalf("failover's choice %+v", d)
 	}
 }
+
+// TestQuota: usage sums the active runnables' requests; one more that
+// would pass a limit is held, naming the quota and the figures.
+func TestQuota(t *testing.T) {
+	used := QuotaUsage([]map[string]string{{"cpu": "4", "memory": "1Gi"}, {"cpu": "6"}})
+	limits := map[string]string{"cpu": "12", "runnables": "3"}
+	if ok, why := QuotaAllows("team-a", limits, used, cpuDemand("2", "2")); !ok {
+		t.Fatalf("2 more cpu within 12 (10 used): %s", why)
+	}
+	ok, why := QuotaAllows("team-a", limits, used, cpuDemand("4", "4"))
+	if ok || why != "over quota team-a: cpu 10 of 12 used, asks for 4" {
+		t.Fatalf("allowed %v: %q", ok, why)
+	}
+	used = QuotaUsage([]map[string]string{{"cpu": "1"}, {"cpu": "1"}, {"cpu": "1"}})
+	if ok, why := QuotaAllows("team-a", limits, used, Demand{}); ok || !strings.Contains(why, "runnables 3 of 3 used, asks for 1") {
+		t.Fatalf("a fourth runnable: allowed %v: %q", ok, why)
+	}
+	if ok, _ := QuotaAllows("team-a", map[string]string{"nvidia.com/gpu": "0"}, used, cpuDemand("64", "64")); !ok {
+		t.Fatal("a limit on a resource the runnable does not ask for holds it")
+	}
+}

@@ -159,6 +159,20 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	if requests == nil {
 		requests = map[string]string{}
 	}
+	over, err := s.overQuota(ctx, r.Rec.Namespace, demand)
+	if err != nil {
+		return retry(err)
+	}
+	if over != "" {
+		// Held by its namespace's quota until some of its work ends: a
+		// wait like one for capacity, woken the same way.
+		v := verdict{after: wake(now, deadline, heldUntil)}
+		if r.Status.Message != over || !maps.Equal(r.Status.Requests, requests) {
+			v.move = &transition{phase: v1alpha1.PhaseQueued, message: over, requests: requests}
+		}
+		s.waitForCapacity(r.Rec.UID, placement.Decision{Capacity: true})
+		return v
+	}
 	decision := placement.ChooseFor(p, gvk.String(), demand, s.cfg.Score, cands)
 	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
 
