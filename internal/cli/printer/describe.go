@@ -30,6 +30,9 @@ func Describe(w io.Writer, kind string, obj Object, history []Object) error {
 		d.deployable(obj)
 	case v1alpha1.KindCluster:
 		d.cluster(obj)
+	case v1alpha1.KindQuota:
+		rows := [][]string{{"RESOURCE", "USED", "LIMIT"}}
+		d.section("Limits", append(rows, QuotaRows(obj)...))
 	}
 	if history != nil {
 		fmt.Fprintln(w, "History:")
