@@ -1,0 +1,25 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestValidateDemand(t *testing.T) {
+	r := validRunnable()
+	r.Spec.Resources = map[string]string{"cpu": "2500m", "nvidia.com/gpu": "1"}
+	r.Spec.DependsOn = []Dependency{{Deployable: "app-config"}}
+	if errs := ValidateRunnable(r, testNow); len(errs) > 0 {
+		t.Fatalf("valid demand refused: %v", errs)
+	}
+	r.Spec.Resources = map[string]string{"cpu": "lots", "memory": "-1Gi", "bad name!": "1"}
+	r.Spec.DependsOn = []Dependency{{Deployable: ""}, {Deployable: "a"}, {Deployable: "a"}}
+	got := fmt.Sprint(ValidateRunnable(r, testNow))
+	for _, want := range []string{"spec.resources[cpu]", "spec.resources[memory]: must not be negative", "spec.resources[bad name!]",
+		"spec.dependsOn[0].deployable", `spec.dependsOn[2].deployable: "a" is named twice`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors %q lack %q", got, want)
+		}
+	}
+}
