@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // GroupVersion is the apiVersion of every purser object.
@@ -107,6 +108,10 @@ type RunnableSpec struct {
 	// DependsOn names deployables that must be Synced, at their current
 	// generation, on a cluster before the runnable may go there.
 	DependsOn []Dependency `json:"dependsOn,omitempty"`
+	// Priority orders the runnables waiting for capacity: an integer, or
+	// the name of a class the policy defines (priorityClasses); higher
+	// goes first. Unset is 0.
+	Priority *intstr.IntOrString `json:"priority,omitempty"`
 }
 
 // Dependency is one thing a runnable needs on its cluster.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -25,6 +26,11 @@ func (v *validator) demand(spec *RunnableSpec) {
 		}
 		if parsed.Sign() < 0 {
 			v.add(path, "must not be negative")
+		}
+	}
+	if p := spec.Priority; p != nil && p.Type == intstr.String {
+		if errs := utilvalidation.IsDNS1123Label(p.StrVal); len(errs) > 0 {
+			v.add("spec.priority", "%q is neither an integer nor a priority class name", p.StrVal)
 		}
 	}
 	seen := map[string]bool{}

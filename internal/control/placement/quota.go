@@ -59,3 +59,23 @@ func QuotaAllows(namespace string, limits map[string]string, used corev1.Resourc
 	}
 	return false, fmt.Sprintf("over quota %s: %s", namespace, strings.Join(over, "; "))
 }
+
+// DominantShare is the largest, over the resources total has, of used
+// over total: the dominant resource share of dominant-resource fairness
+// (Ghodsi et al.; Armada's and Kueue's fair sharing).
+func DominantShare(used, total corev1.ResourceList) float64 {
+	var most float64
+	for name, t := range total {
+		if t.Sign() <= 0 {
+			continue
+		}
+		u, ok := used[name]
+		if !ok {
+			continue
+		}
+		if share := float64(u.MilliValue()) / float64(t.MilliValue()); share > most {
+			most = share
+		}
+	}
+	return most
+}

@@ -30,9 +30,9 @@ const (
 // rather than each polled on every rescan.
 type capacityWatch struct {
 	mu      sync.Mutex
-	waiting map[string]bool   // runnable uids that fit no cluster now
-	seen    map[string][]byte // cluster -> the report last seen
-	rounds  int               // rescans so far
+	waiting map[string]*waiter // by runnable uid: those that fit no cluster now
+	seen    map[string][]byte  // cluster -> the report last seen
+	rounds  int                // rescans so far
 	// lastPlaced is when this submitter last placed a runnable: until
 	// the margin has passed, the figures change without a new report, as
 	// the placement stops counting in flight.
@@ -40,18 +40,30 @@ type capacityWatch struct {
 }
 
 func newCapacityWatch() *capacityWatch {
-	return &capacityWatch{waiting: map[string]bool{}, seen: map[string][]byte{}}
+	return &capacityWatch{waiting: map[string]*waiter{}, seen: map[string][]byte{}}
 }
 
-// waitForCapacity notes that uid fits no cluster now (decision has none).
-func (s *Submitter) waitForCapacity(uid string, d placement.Decision) {
+// waitForCapacity notes that w.uid fits no cluster now (decision has
+// none), or is held by its quota (quota).
+func (s *Submitter) waitForCapacity(w *waiter, d placement.Decision, quota bool) {
 	s.capacity.mu.Lock()
 	defer s.capacity.mu.Unlock()
 	if d.Cluster == "" && (d.Capacity || d.Never) && !d.Lacking {
-		s.capacity.waiting[uid] = true
+		if old := s.capacity.waiting[w.uid]; old != nil {
+			w.since = old.since
+		}
+		w.quota = quota
+		s.capacity.waiting[w.uid] = w
 	} else {
-		delete(s.capacity.waiting, uid)
+		delete(s.capacity.waiting, w.uid)
 	}
+}
+
+// forget drops uid from the waiting: it is no longer Queued.
+func (s *Submitter) forget(uid string) {
+	s.capacity.mu.Lock()
+	defer s.capacity.mu.Unlock()
+	delete(s.capacity.waiting, uid)
 }
 
 // placed notes that uid no longer waits.
@@ -114,7 +126,7 @@ func (s *Submitter) skipWaiting(uids []string) []string {
 	}
 	out := uids[:0]
 	for _, uid := range uids {
-		if !w.waiting[uid] {
+		if w.waiting[uid] == nil {
 			out = append(out, uid)
 		}
 	}

@@ -252,3 +252,40 @@ func TestPlacementByFreeCapacity(t *testing.T) {
 		t.Errorf("a queued one of the burst says %q", st.Message)
 	}
 }
+
+// TestQuotaHoldsWork: a namespace over its quota queues, the message
+// naming the quota and its use, and is placed when its own work ends.
+func TestQuotaHoldsWork(t *testing.T) {
+	f := newFixture(t, sqliteDSN(t))
+	cs := f.registerShared()
+	f.runMembers(cs)
+	spec, _ := json.Marshal(v1alpha1.QuotaSpec{Limits: map[string]string{"cpu": "3", "runnables": "5"}})
+	if err := f.store.Tx(t.Context(), func(tx *store.Tx) error {
+		return tx.Quotas().Put(t.Context(), &store.Quota{Namespace: f.ns, Spec: spec})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.start(submitter.Config{})
+	cpuJob := func() map[string]any {
+		j := slotJob(1)
+		c := j["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		c["resources"] = map[string]any{"requests": map[string]any{"cpu": "1500m"}}
+		return j
+	}
+	f.submit("one", runnableSpec{template: cpuJob()})
+	f.waitPhase("one", v1alpha1.PhaseRunning)
+	f.submit("two", runnableSpec{template: cpuJob()})
+	f.waitPhase("two", v1alpha1.PhaseRunning)
+	f.submit("three", runnableSpec{template: cpuJob()})
+	want := "over quota " + f.ns + ": cpu 3 of 3 used, asks for 1500m"
+	sandboxtest.Eventually(t, wait, "three held by the quota", func(context.Context) error {
+		if st := f.status("three"); st.Phase != v1alpha1.PhaseQueued || st.Message != want {
+			return fmt.Errorf("%s: %q", st.Phase, st.Message)
+		}
+		return nil
+	})
+	f.cancel("one")
+	f.waitPhase("three", v1alpha1.PhaseRunning)
+	f.cancel("two")
+	f.cancel("three")
+}

@@ -79,10 +79,14 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
+		s.forget(uid)
 		return verdict{} // deleted: nothing to do
 	}
 	if err != nil {
 		return retry(err)
+	}
+	if r.Phase() != v1alpha1.PhaseQueued {
+		s.forget(uid)
 	}
 	var v verdict
 	switch r.Phase() {
@@ -170,7 +174,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		if r.Status.Message != over || !maps.Equal(r.Status.Requests, requests) {
 			v.move = &transition{phase: v1alpha1.PhaseQueued, message: over, requests: requests}
 		}
-		s.waitForCapacity(r.Rec.UID, placement.Decision{Capacity: true})
+		s.waitForCapacity(s.newWaiter(r, &doc.Spec, gvk.String(), demand), placement.Decision{Capacity: true}, true)
 		return v
 	}
 	decision := placement.ChooseFor(p, gvk.String(), demand, s.cfg.Score, cands)
@@ -191,7 +195,18 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		if r.Status.Message != decision.Reason || !maps.Equal(r.Status.Requests, requests) {
 			v.move = &transition{phase: v1alpha1.PhaseQueued, message: decision.Reason, requests: requests}
 		}
-		s.waitForCapacity(r.Rec.UID, decision)
+		s.waitForCapacity(s.newWaiter(r, &doc.Spec, gvk.String(), demand), decision, false)
+		return v
+	}
+	// It fits: unless a waiting runnable that fits too goes first (a
+	// higher priority, or its namespace further below its fair share, or
+	// waiting longer), which is woken instead.
+	if behind := s.behind(ctx, s.newWaiter(r, &doc.Spec, gvk.String(), demand), cands); behind != "" {
+		v := verdict{after: time.Second}
+		if r.Status.Message != behind || !maps.Equal(r.Status.Requests, requests) {
+			v.move = &transition{phase: v1alpha1.PhaseQueued, message: behind, requests: requests}
+		}
+		s.waitForCapacity(s.newWaiter(r, &doc.Spec, gvk.String(), demand), placement.Decision{Capacity: true}, false)
 		return v
 	}
 
