@@ -165,3 +165,17 @@ func TestQuota(t *testing.T) {
 		t.Fatal("a limit on a resource the runnable does not ask for holds it")
 	}
 }
+
+// TestDominantShare: the largest share over the resources the farm has.
+func TestDominantShare(t *testing.T) {
+	total := rlist("cpu", "100", "memory", "400Gi", "nvidia.com/gpu", "8")
+	if got := DominantShare(rlist("cpu", "10", "memory", "200Gi"), total); got != 0.5 {
+		t.Errorf("share %v, want 0.5 (memory)", got)
+	}
+	if got := DominantShare(rlist("cpu", "10", "nvidia.com/gpu", "6"), total); got != 0.75 {
+		t.Errorf("share %v, want 0.75 (gpu)", got)
+	}
+	if got := DominantShare(rlist("example.com/x", "10"), total); got != 0 {
+		t.Errorf("share %v of a resource the farm does not have", got)
+	}
+}
