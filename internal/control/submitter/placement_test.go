@@ -19,6 +19,7 @@ import (
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/agent"
+	"github.com/purser-io/purser/internal/member/health"
 	"github.com/purser-io/purser/internal/member/inventory"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
@@ -83,7 +84,11 @@ func (f *fixture) runMembers(cs []*sandbox.Cluster) {
 		}
 		wg.Go(func() { _ = a.Run(ctx) })
 	}
-	ing, err := inventory.New(inventory.Config{Store: f.store, Stream: f.streams, Logger: log})
+	interp, err := health.Load("")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ing, err := inventory.New(inventory.Config{Store: f.store, Stream: f.streams, Logger: log, Health: interp.InterpretJSON})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -117,6 +122,7 @@ func (f *fixture) status(name string) v1alpha1.RunnableStatus {
 	rec, _, _ := f.get(name)
 	var st v1alpha1.RunnableStatus
 	_ = json.Unmarshal(rec.Status, &st)
+	st.Phase = v1alpha1.Phase(rec.Phase) // a column of its own
 	return st
 }
 
