@@ -57,6 +57,9 @@ const (
 	BestFit Score = "BestFit"
 )
 
+// maxFigures bounds the clusters whose figures a reason gives.
+const maxFigures = 5
+
 // scoredResources are the resources the score averages.
 var scoredResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
 
@@ -103,21 +106,26 @@ func ChooseFor(p v1alpha1.Placement, gvk string, demand Demand, score Score, clu
 		score float64
 	}
 	var fits []fitted
-	var figures []string
+	type entry struct {
+		c     Cluster
+		ok    bool
+		why   string
+		share float64
+	}
+	entries := make([]entry, 0, len(known))
 	never := len(known) > 0 && len(unknown) == 0
 	for _, c := range known {
 		ok, ever, why := fit(demand, c.Free)
-		fig := c.Name + ": " + freeFigures(demand, c.Free)
+		share := leftShare(demand, c.Free)
 		if !ok {
 			d.Rejected[c.Name] = why
-			fig += ", does not fit (" + why + ")"
 		} else {
-			fits = append(fits, fitted{c, leftShare(demand, c.Free)})
+			fits = append(fits, fitted{c, share})
 		}
 		if ever {
 			never = false
 		}
-		figures = append(figures, fig)
+		entries = append(entries, entry{c, ok, why, share})
 	}
 	slices.SortFunc(fits, func(a, b fitted) int {
 		c := cmp.Compare(b.score, a.score) // most left free first
@@ -129,7 +137,37 @@ func ChooseFor(p v1alpha1.Placement, gvk string, demand Demand, score Score, clu
 		}
 		return strings.Compare(a.c.Name, b.c.Name)
 	})
-	slices.SortFunc(figures, func(a, b string) int { return strings.Compare(a, b) })
+	// The figures of the chosen cluster first, then of those with the
+	// most left free: the best figures, at most maxFigures of them, so
+	// that a farm of 100 clusters gives a sentence, not a page.
+	chosen := ""
+	if len(fits) > 0 {
+		chosen = fits[0].c.Name
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if (a.c.Name == chosen) != (b.c.Name == chosen) {
+			if a.c.Name == chosen {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(b.share, a.share); c != 0 {
+			return c
+		}
+		return strings.Compare(a.c.Name, b.c.Name)
+	})
+	var figures []string
+	for i, e := range entries {
+		if i == maxFigures {
+			figures = append(figures, fmt.Sprintf("and %d more", len(entries)-maxFigures))
+			break
+		}
+		fig := e.c.Name + ": " + freeFigures(demand, e.c.Free)
+		if !e.ok {
+			fig += ", does not fit (" + e.why + ")"
+		}
+		figures = append(figures, fig)
+	}
 	for _, f := range fits {
 		d.Eligible = append(d.Eligible, f.c.Name)
 	}
