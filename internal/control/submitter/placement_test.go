@@ -3,6 +3,7 @@ package submitter_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -24,6 +27,8 @@ import (
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
+
+var schemaNamespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 // slot is an extended resource only the test's own kwok nodes have, so
 // that the shared clusters get different free capacity without touching
@@ -294,4 +299,163 @@ func TestQuotaHoldsWork(t *testing.T) {
 	f.waitPhase("three", v1alpha1.PhaseRunning)
 	f.cancel("two")
 	f.cancel("three")
+}
+
+// submitIn stores a Queued runnable in namespace ns, as submit does in
+// the test's own.
+func (f *fixture) submitIn(ns, name string, spec v1alpha1.RunnableSpec) {
+	f.t.Helper()
+	doc, err := json.Marshal(store.Document[v1alpha1.RunnableSpec]{Spec: spec})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rec := &store.Runnable{Namespace: ns, Name: name, UID: "uid-" + randomHex(8), Generation: 1, Spec: doc, SpecHash: randomHex(8),
+		Phase: string(v1alpha1.PhaseQueued), Submitter: "alice"}
+	if err := f.store.Tx(context.Background(), func(tx *store.Tx) error { return tx.Runnables().Create(context.Background(), rec) }); err != nil {
+		f.t.Fatal(err)
+	}
+	f.publish(rec, "submit", "")
+}
+
+func (f *fixture) statusIn(ns, name string) (v1alpha1.Phase, string) {
+	f.t.Helper()
+	var rec *store.Runnable
+	if err := f.store.Read(context.Background(), func(tx *store.Tx) (err error) {
+		rec, err = tx.Runnables().Get(context.Background(), ns, name)
+		return err
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	var st v1alpha1.RunnableStatus
+	_ = json.Unmarshal(rec.Status, &st)
+	return v1alpha1.Phase(rec.Phase), st.Message
+}
+
+// TestQueueOrder: freed capacity goes to the higher priority first, then
+// to the namespace furthest below its fair share: a second namespace's
+// lone runnable is placed ahead of the first's backlog.
+func TestQueueOrder(t *testing.T) {
+	f := newFixture(t, sqliteDSN(t))
+	cs := f.registerShared()
+	addSlotNode(t, cs[0], "slots-"+f.ns, 2)
+	f.runMembers(cs)
+	f.slotsFree(map[string]int64{cs[0].Name(): 2})
+	f.start(submitter.Config{})
+	other := "o-" + f.ns
+	t.Cleanup(func() {
+		for _, dyn := range f.dyn {
+			_ = dyn.Resource(schemaNamespaces).Delete(context.Background(), other, metav1.DeleteOptions{})
+		}
+	})
+	one := func(priority *intstr.IntOrString) v1alpha1.RunnableSpec {
+		return v1alpha1.RunnableSpec{Template: slotJob(1), Priority: priority}
+	}
+	f.submitIn(f.ns, "hold-1", one(nil))
+	f.submitIn(f.ns, "hold-2", one(nil))
+	f.waitPhase("hold-1", v1alpha1.PhaseRunning)
+	f.waitPhase("hold-2", v1alpha1.PhaseRunning)
+	for i := range 4 {
+		f.submitIn(f.ns, fmt.Sprintf("backlog-%d", i), one(nil))
+	}
+	urgent := intstr.FromInt32(100)
+	f.submitIn(f.ns, "urgent", one(&urgent))
+	f.submitIn(other, "lone", one(nil))
+	waiting := func(ns string, names ...string) {
+		t.Helper()
+		sandboxtest.Eventually(t, wait, fmt.Sprintf("%v queued", names), func(context.Context) error {
+			for _, n := range names {
+				if phase, msg := f.statusIn(ns, n); phase != v1alpha1.PhaseQueued || msg == "" {
+					return fmt.Errorf("%s: %s %q", n, phase, msg)
+				}
+			}
+			return nil
+		})
+	}
+	backlog := []string{"backlog-0", "backlog-1", "backlog-2", "backlog-3"}
+	waiting(f.ns, append(backlog, "urgent")...)
+	waiting(other, "lone")
+
+	f.cancel("hold-1")
+	f.waitPhase("urgent", v1alpha1.PhaseRunning)
+	waiting(f.ns, backlog...)
+	waiting(other, "lone")
+
+	f.cancel("hold-2")
+	sandboxtest.Eventually(t, wait, "the lone runnable of the other namespace placed", func(context.Context) error {
+		if phase, msg := f.statusIn(other, "lone"); phase != v1alpha1.PhaseRunning {
+			return fmt.Errorf("%s %q", phase, msg)
+		}
+		return nil
+	})
+	waiting(f.ns, backlog...)
+	f.cancel("urgent")
+	sandboxtest.Eventually(t, wait, "one of the backlog placed next", func(context.Context) error {
+		running := 0
+		for _, n := range backlog {
+			if phase, _ := f.statusIn(f.ns, n); phase == v1alpha1.PhaseRunning {
+				running++
+			}
+		}
+		if running != 1 {
+			return fmt.Errorf("%d of the backlog running", running)
+		}
+		return nil
+	})
+}
+
+// TestDependsOnDeployables: a runnable goes only where the deployables it
+// depends on are Synced at their generation, and says which and where
+// while none is.
+func TestDependsOnDeployables(t *testing.T) {
+	f := newFixture(t, sqliteDSN(t))
+	cs := f.registerShared()
+	f.start(submitter.Config{})
+	ctx := context.Background()
+	deployable := func(name string, synced ...string) {
+		t.Helper()
+		err := f.store.Tx(ctx, func(tx *store.Tx) error {
+			d, err := tx.Deployables().Get(ctx, f.ns, name)
+			if errors.Is(err, store.ErrNotFound) {
+				d = &store.Deployable{Namespace: f.ns, Name: name, UID: "uid-" + randomHex(6), Generation: 2, Spec: []byte(`{}`), SpecHash: "h"}
+				err = tx.Deployables().Create(ctx, d)
+			}
+			if err != nil {
+				return err
+			}
+			for _, c := range synced {
+				// As the syncer records a sync.
+				if err := tx.Deployables().PutStatus(ctx, &store.DeployableClusterStatus{DeployableUID: d.UID, Cluster: c,
+					State: string(v1alpha1.StateSynced), SyncedGeneration: 2}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	small, big := cs[0].Name(), cs[1].Name()
+	deployable("app-config", big)
+	f.submitIn(f.ns, "needs-config", v1alpha1.RunnableSpec{Template: job(true), DependsOn: []v1alpha1.Dependency{{Deployable: "app-config"}}})
+	rec, msg, _ := f.waitPhase("needs-config", v1alpha1.PhaseSubmitted)
+	if rec.Cluster != big {
+		t.Fatalf("placed on %s, where app-config is not synced: %s", rec.Cluster, msg)
+	}
+	deployable("secret-config")
+	f.submitIn(f.ns, "waits", v1alpha1.RunnableSpec{Template: job(true), DependsOn: []v1alpha1.Dependency{{Deployable: "secret-config"}}})
+	sandboxtest.Eventually(t, wait, "waits names what it lacks where", func(context.Context) error {
+		phase, msg := f.statusIn(f.ns, "waits")
+		for _, want := range []string{small + " lacks deployable secret-config not synced there yet", big + " lacks deployable secret-config"} {
+			if phase != v1alpha1.PhaseQueued || !strings.Contains(msg, want) {
+				return fmt.Errorf("%s %q", phase, msg)
+			}
+		}
+		return nil
+	})
+	deployable("secret-config", small)
+	rec, msg, _ = f.waitPhase("waits", v1alpha1.PhaseSubmitted)
+	if rec.Cluster != small {
+		t.Fatalf("placed on %s: %s", rec.Cluster, msg)
+	}
 }
