@@ -1,11 +1,10 @@
 package v1alpha1
 
 import (
-	"fmt"
 	"strings"
+	"testing"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"testing"
 )
 
 func TestValidateDemand(t *testing.T) {
@@ -21,7 +20,7 @@ func TestValidateDemand(t *testing.T) {
 	r.Spec.DependsOn = []Dependency{{Deployable: ""}, {Deployable: "a"}, {Deployable: "a"}}
 	bad := intstr.FromString("Not A Class")
 	r.Spec.Priority = &bad
-	got := fmt.Sprint(ValidateRunnable(r, testNow))
+	got := ValidateRunnable(r, testNow).String()
 	for _, want := range []string{"spec.resources[cpu]", "spec.resources[memory]: must not be negative", "spec.resources[bad name!]",
 		"spec.dependsOn[0].deployable", `spec.dependsOn[2].deployable: "a" is named twice`, "spec.priority"} {
 		if !strings.Contains(got, want) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,7 +51,7 @@ func (s *Server) putQuota(r *http.Request, u auth.User) (int, any, error) {
 		if rv := obj.Metadata.ResourceVersion; rv != "" && (old == nil || rv != strconv.FormatInt(old.ResourceVersion, 10)) {
 			return errConflict("quota %s changed since resourceVersion %s; read it again and redo the change", ns, rv)
 		}
-		if old != nil && string(old.Spec) == string(spec) {
+		if old != nil && bytes.Equal(old.Spec, spec) {
 			rec = old
 			return nil
 		}

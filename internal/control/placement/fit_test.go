@@ -95,16 +95,17 @@ func TestChooseForBurst(t *testing.T) {
 		}
 		placed[d.Cluster]++
 		for i := range clusters {
-			if clusters[i].Name == d.Cluster {
-				f := clusters[i].Free
-				if f.InFlight == nil {
-					f.InFlight = corev1.ResourceList{}
-				}
-				q := f.InFlight[corev1.ResourceCPU]
-				q.Add(resource.MustParse("1"))
-				f.InFlight[corev1.ResourceCPU] = q
-				f.InFlightCount++
+			if clusters[i].Name != d.Cluster {
+				continue
 			}
+			f := clusters[i].Free
+			if f.InFlight == nil {
+				f.InFlight = corev1.ResourceList{}
+			}
+			q := f.InFlight[corev1.ResourceCPU]
+			q.Add(resource.MustParse("1"))
+			f.InFlight[corev1.ResourceCPU] = q
+			f.InFlightCount++
 		}
 	}
 	if placed["a"] != 8 || placed["b"] != 4 {

@@ -114,7 +114,7 @@ func (f *fixture) slotsFree(want map[string]int64) {
 				Free map[string]string `json:"free"`
 			}
 			_ = json.Unmarshal(reports[cluster].Report, &c)
-			if got := c.Free[slot]; got != fmt.Sprint(n) && !(n == 0 && got == "") {
+			if got := c.Free[slot]; got != fmt.Sprint(n) && (n != 0 || got != "") {
 				return fmt.Errorf("%s: %q free", cluster, got)
 			}
 		}
