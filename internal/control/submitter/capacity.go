@@ -33,10 +33,9 @@ type capacityWatch struct {
 	waiting map[string]*waiter // by runnable uid: those that fit no cluster now
 	seen    map[string][]byte  // cluster -> the report last seen
 	rounds  int                // rescans so far
-	// lastPlaced is when this submitter last placed a runnable: until
-	// the margin has passed, the figures change without a new report, as
-	// the placement stops counting in flight.
-	lastPlaced time.Time
+	// inFlightUntil is when the last placement counted in flight stops
+	// counting: until then the figures change without a new report.
+	inFlightUntil time.Time
 }
 
 func newCapacityWatch() *capacityWatch {
@@ -71,7 +70,17 @@ func (s *Submitter) placed(uid string) {
 	s.capacity.mu.Lock()
 	defer s.capacity.mu.Unlock()
 	delete(s.capacity.waiting, uid)
-	s.capacity.lastPlaced = time.Now()
+	// Placed now, it counts in flight at least until it is Running and a
+	// report made after that.
+	s.capacity.extendInFlight(time.Now().Add(2*s.cfg.InFlightMargin + 2*s.cfg.CapacityInterval))
+}
+
+// extendInFlight moves inFlightUntil to until when that is later; w.mu
+// held.
+func (w *capacityWatch) extendInFlight(until time.Time) {
+	if until.After(w.inFlightUntil) {
+		w.inFlightUntil = until
+	}
 }
 
 // followCapacity reads the agents' reports (one small query) and, when
@@ -96,9 +105,9 @@ func (s *Submitter) followCapacity(ctx context.Context) {
 			changed = true
 		}
 	}
-	// Placements still in flight, or just out of it, change the figures
-	// without a new report.
-	if !w.lastPlaced.IsZero() && time.Since(w.lastPlaced) < 3*s.cfg.InFlightMargin+2*s.cfg.CapacityInterval {
+	// Placements still counted in flight change the figures without a
+	// new report as they stop counting.
+	if time.Now().Before(w.inFlightUntil) {
 		changed = true
 	}
 	var wake []string
@@ -183,6 +192,12 @@ func (s *Submitter) freeFigures(ctx context.Context, tx *store.Tx) (map[string]*
 			f.InFlight[name] = cur
 		}
 		f.InFlightCount++
+		// While some placement still counts, the waiting are looked at
+		// again (each look extends this), so that they see it stop
+		// counting even when no report changes.
+		s.capacity.mu.Lock()
+		s.capacity.extendInFlight(time.Now().Add(s.cfg.InFlightMargin + 2*s.cfg.CapacityInterval))
+		s.capacity.mu.Unlock()
 	}
 	return out, nil
 }
