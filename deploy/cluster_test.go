@@ -387,6 +387,10 @@ func TestAgentPermissionsSuffice(t *testing.T) {
 		if hb.LastSnapshot.IsZero() {
 			return fmt.Errorf("no snapshot yet")
 		}
+		// The free capacity needs its watch of Nodes and Pods.
+		if hb.Capacity == nil || hb.Capacity.Nodes == 0 {
+			return fmt.Errorf("no capacity report: %+v", hb.Capacity)
+		}
 		return nil
 	})
 

@@ -35,6 +35,8 @@ func TestExamplesAreValid(t *testing.T) {
 			errs = v1alpha1.ValidateDeployable(o)
 		case *v1alpha1.Cluster:
 			errs = v1alpha1.ValidateCluster(o)
+		case *v1alpha1.Quota:
+			errs = v1alpha1.ValidateQuota(o, o.Metadata.Name)
 		}
 		if len(errs) > 0 {
 			t.Errorf("%s: %s", f, errs)

@@ -85,11 +85,13 @@ func decode(data []byte, contentType, wantKind string) (any, error) {
 		obj = &Deployable{}
 	case tm.Kind == KindCluster:
 		obj = &Cluster{}
+	case tm.Kind == KindQuota:
+		obj = &Quota{}
 	}
 	if obj == nil {
 		allowed := wantKind
 		if allowed == "" {
-			allowed = "Runnable, Deployable or Cluster"
+			allowed = "Runnable, Deployable, Cluster or Quota"
 		}
 		problems = append(problems, FieldError{Field: "kind", Message: "must be " + allowed})
 	}

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // GroupVersion is the apiVersion of every purser object.
@@ -100,6 +101,23 @@ type RunnableSpec struct {
 	// of the same name); its history stays in the audit log. Unset: the
 	// namespace's default from the policy file, else kept for good.
 	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
+	// Resources declares what the runnable asks for in all (resource name
+	// -> Kubernetes quantity), for kinds whose pods purser cannot read
+	// from the template; when set it replaces what purser computes.
+	Resources map[string]string `json:"resources,omitempty"`
+	// DependsOn names deployables that must be Synced, at their current
+	// generation, on a cluster before the runnable may go there.
+	DependsOn []Dependency `json:"dependsOn,omitempty"`
+	// Priority orders the runnables waiting for capacity: an integer, or
+	// the name of a class the policy defines (priorityClasses); higher
+	// goes first. Unset is 0.
+	Priority *intstr.IntOrString `json:"priority,omitempty"`
+}
+
+// Dependency is one thing a runnable needs on its cluster.
+type Dependency struct {
+	// Deployable names a deployable of the runnable's namespace.
+	Deployable string `json:"deployable"`
 }
 
 // Placement says which clusters may receive an object.
@@ -243,6 +261,10 @@ type RunnableStatus struct {
 	// then, and again for each new attempt.
 	HealthySince *time.Time `json:"healthySince,omitempty"`
 	Message      string     `json:"message,omitempty"`
+	// Requests is what the runnable asks for in all (resource name ->
+	// Kubernetes quantity): each pod by Kubernetes' own rule, times the
+	// pods its kind runs, or spec.resources where given.
+	Requests map[string]string `json:"requests,omitempty"`
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once
 	// the cluster is Ready again and the runnable was not moved.

@@ -83,6 +83,8 @@ type submitterFlags struct {
 func (f *submitterFlags) register(cmd *cobra.Command) {
 	f.hub.register(cmd, true, true)
 	cmd.Flags().StringVar(&f.submitter.PolicyFile, "policy", "purser-data/policy.yaml", policyHelp)
+	cmd.Flags().BoolVar(&f.submitter.BestFit, "best-fit", false,
+		"among the clusters a runnable fits, prefer the one left with the least free (packing) rather than the most (spreading)")
 }
 
 func (f *submitterFlags) config() (compose.Config, error) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
 	"github.com/purser-io/purser/internal/member/agent"
@@ -26,6 +27,9 @@ type SubmitterConfig struct {
 	// each namespace may put on member clusters are checked again before
 	// every create.
 	PolicyFile string
+	// BestFit scores the clusters a runnable fits by the smallest share
+	// left free (packing) rather than the largest (spreading, the default).
+	BestFit bool
 }
 
 // Submitter builds the submitter on h.
@@ -40,6 +44,9 @@ func Submitter(h *Hub, cfg SubmitterConfig) (*Component, error) {
 	}
 	scfg := submitter.Config{Store: h.Store, Sealer: h.Sealer, Stream: h.Stream, Logger: log, Registerer: h.Metrics,
 		Policy: policy, Guard: h.Guard}
+	if cfg.BestFit {
+		scfg.Score = placement.BestFit
+	}
 	s := submitter.New(scfg)
 	return &Component{
 		desc: Description{Component: "submitter", Guarded: scfg.Guard != nil, Metrics: scfg.Registerer != nil, Policy: scfg.Policy != nil},

@@ -158,6 +158,9 @@ type PolicyFile struct {
 	// workflows' resource templates) keep objects they make their cluster
 	// create: those are checked as top-level objects are.
 	Embedded []admission.EmbeddedRule `json:"embedded,omitempty"`
+	// PriorityClasses name the priorities a runnable's spec.priority may
+	// give by name (higher goes first).
+	PriorityClasses map[string]int32 `json:"priorityClasses,omitempty"`
 }
 
 // NamespacePolicy is the roles and approval rules of one namespace.
@@ -174,6 +177,10 @@ type NamespacePolicy struct {
 	// RBAC says what the namespace's RoleBindings may bind beyond its
 	// own Roles.
 	RBAC RBACRules `json:"rbac,omitempty"`
+	// FairShareWeight is the namespace's weight in the fair share of the
+	// farm among namespaces of equal priority (1 when unset): a namespace
+	// of weight 2 is entitled to twice the share of one of weight 1.
+	FairShareWeight float64 `json:"fairShareWeight,omitempty"`
 }
 
 // RBACRules widen what a namespace's RoleBindings may grant.
@@ -241,6 +248,9 @@ func NewPolicy(f PolicyFile) (*Policy, error) {
 		}
 		if err := checkKindRules(ns, np.Kinds); err != nil {
 			return nil, err
+		}
+		if np.FairShareWeight < 0 {
+			return nil, fmt.Errorf("policy: namespace %s: fairShareWeight must be more than 0", ns)
 		}
 		if np.PodSecurity != "" {
 			if _, err := admission.ParseLevel(np.PodSecurity); err != nil {

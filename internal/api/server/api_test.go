@@ -766,7 +766,7 @@ func testBadInput(t *testing.T, h *harness) {
 		{"empty body", "application/json", "", 400, ""},
 		{"a list, not an object", "application/json", `[1,2]`, 400, ""},
 		{"unknown field", "application/yaml", strings.Replace(valid, "kind: Runnable", "kind: Runnable\nspecc: {}", 1), 422, "specc"},
-		{"unknown spec field", "application/yaml", strings.Replace(valid, "spec:\n  template:", "spec:\n  priority: 3\n  template:", 1), 422, "spec.priority"},
+		{"unknown spec field", "application/yaml", strings.Replace(valid, "spec:\n  template:", "spec:\n  niceness: 3\n  template:", 1), 422, "spec.niceness"},
 		{"wrong apiVersion", "application/yaml", strings.Replace(valid, "purser.io/v1alpha1", "purser.io/v9", 1), 422, "apiVersion"},
 		{"template without kind", "application/yaml", strings.Replace(valid, "    kind: Job\n", "", 1), 422, "spec.template.kind"},
 		{"bad name", "application/yaml", strings.Replace(valid, "name: fresh", "name: Fresh_Report", 1), 422, "metadata.name"},

@@ -169,6 +169,11 @@ func New(cfg Config) *Server {
 	s.handle("PUT /api/v1/clusters/{name}", s.updateCluster)
 	s.handle("DELETE /api/v1/clusters/{name}", s.deleteCluster)
 
+	s.handle("PUT /api/v1/quotas/{namespace}", s.putQuota)
+	s.handle("GET /api/v1/quotas", s.listQuotas)
+	s.handle("GET /api/v1/quotas/{namespace}", s.getQuota)
+	s.handle("DELETE /api/v1/quotas/{namespace}", s.deleteQuota)
+
 	s.handle("GET /api/v1/inventory", s.listInventory)
 	s.mountKube()
 	s.handle("GET /api/v1/whoami", s.whoami)

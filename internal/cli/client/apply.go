@@ -70,7 +70,7 @@ func (c *Client) Apply(ctx context.Context, kind, ns, name string, body []byte, 
 		if kind == "" {
 			return Applied{}, errors.New("the object has no kind")
 		}
-		return Applied{}, fmt.Errorf("kind %q is not a purser kind (Runnable, Deployable, Cluster); wrap Kubernetes objects in spec.template", kind)
+		return Applied{}, fmt.Errorf("kind %q is not a purser kind (Runnable, Deployable, Cluster, Quota); wrap Kubernetes objects in spec.template", kind)
 	}
 	out := Applied{Resource: r, Namespace: ns, Name: name}
 	var ans answer
@@ -99,6 +99,19 @@ func (c *Client) Apply(ctx context.Context, kind, ns, name string, body []byte, 
 		}
 		out.Verb = changeVerb(before, ans.Metadata.ResourceVersion, VerbCreated)
 		out.Detail = fmt.Sprintf("generation %d, %s", ans.Status.Generation, ans.Status.Phase)
+		return out, nil
+	case v1alpha1.KindQuota:
+		if name == "" {
+			return out, errors.New("a Quota needs metadata.name: the namespace it bounds")
+		}
+		before, err := c.resourceVersion(ctx, r, "", name)
+		if err != nil {
+			return out, err
+		}
+		if _, err := c.Do(ctx, http.MethodPut, r.Path("", name), nil, body, contentType, &ans); err != nil {
+			return out, err
+		}
+		out.Verb = changeVerb(before, ans.Metadata.ResourceVersion, VerbCreated)
 		return out, nil
 	default: // Cluster
 		before := ""

@@ -27,6 +27,8 @@ var Resources = []Resource{
 	{v1alpha1.KindRunnable, "runnables", "rn", true},
 	{v1alpha1.KindDeployable, "deployables", "dp", true},
 	{v1alpha1.KindCluster, "clusters", "cl", false},
+	// A Quota is named after its namespace, and its path has no other.
+	{v1alpha1.KindQuota, "quotas", "quota", false},
 }
 
 // ParseResource accepts what kubectl users type: runnable, runnables,
@@ -38,7 +40,7 @@ func ParseResource(s string) (Resource, error) {
 			return r, nil
 		}
 	}
-	return Resource{}, fmt.Errorf("unknown kind %q: use runnables (rn), deployables (dp) or clusters (cl)", s)
+	return Resource{}, fmt.Errorf("unknown kind %q: use runnables (rn), deployables (dp), clusters (cl) or quotas", s)
 }
 
 // ResourceOfKind returns the resource of an object's kind.

@@ -30,6 +30,9 @@ func Describe(w io.Writer, kind string, obj Object, history []Object) error {
 		d.deployable(obj)
 	case v1alpha1.KindCluster:
 		d.cluster(obj)
+	case v1alpha1.KindQuota:
+		rows := [][]string{{"RESOURCE", "USED", "LIMIT"}}
+		d.section("Limits", append(rows, QuotaRows(obj)...))
 	}
 	if history != nil {
 		fmt.Fprintln(w, "History:")
@@ -81,6 +84,12 @@ func (d describer) runnable(obj Object) {
 	d.line("Cluster", Field(obj, "status", "cluster"))
 	d.line("Health", Field(obj, "status", "health"))
 	d.line("Message", Field(obj, "status", "message"))
+	if r, _ := Lookup(obj, "status", "requests").(map[string]any); len(r) > 0 {
+		d.line("Requests", JoinLabels(r))
+	}
+	if r, _ := Lookup(obj, "spec", "resources").(map[string]any); len(r) > 0 {
+		d.line("Declared", JoinLabels(r))
+	}
 	d.line("Waiting", Field(obj, "status", "waiting"))
 	d.line("Submitted by", Field(obj, "status", "submittedBy"))
 	d.line("Approved by", Field(obj, "status", "approvedBy"))

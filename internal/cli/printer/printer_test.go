@@ -190,3 +190,36 @@ func TestDescribeRunnableRestorePoints(t *testing.T) {
 		t.Error("a history that could not be read is shown")
 	}
 }
+
+func TestDescribeRunnableRequests(t *testing.T) {
+	obj := decode(t, `{"kind": "Runnable", "metadata": {"name": "j"}, "status": {"phase": "Queued",
+	  "message": "asks for cpu 40; no cluster has it free now", "requests": {"cpu": "40", "memory": "3Gi"}}}`)
+	var out bytes.Buffer
+	if err := Describe(&out, "Runnable", obj, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Requests:      cpu=40,memory=3Gi") {
+		t.Errorf("describe lacks the requests:\n%s", out.String())
+	}
+}
+
+func TestQuotaTableAndDescribe(t *testing.T) {
+	obj := decode(t, `{"kind": "Quota", "metadata": {"name": "team-a"},
+	  "spec": {"limits": {"cpu": "12", "runnables": "5"}}, "status": {"used": {"cpu": "6500m", "runnables": "2"}}}`)
+	var out bytes.Buffer
+	if err := Table(&out, "Quota", []Object{obj}, TableOptions{WithNamespace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "team-a   cpu 6500m/12, runnables 2/5") || strings.Contains(out.String(), "NAMESPACE") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	out.Reset()
+	if err := Describe(&out, "Quota", obj, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"RESOURCE   USED   LIMIT", "cpu        6500m  12", "runnables  2      5"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("describe lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -3,6 +3,7 @@ package printer
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -43,7 +44,7 @@ func Table(w io.Writer, kind string, items []Object, opts TableOptions) error {
 }
 
 func buildTable(kind string, items []Object, opts TableOptions) table {
-	namespaced := kind != v1alpha1.KindCluster
+	namespaced := kind != v1alpha1.KindCluster && kind != v1alpha1.KindQuota
 	var t table
 	if opts.WithNamespace && namespaced {
 		t.header = append(t.header, "NAMESPACE")
@@ -79,6 +80,8 @@ func header(kind string, wide bool) []string {
 			h = append(h, "REASON", "RECORDS", "TAINT-LIST", "LAST-HEARTBEAT")
 		}
 		return h
+	case v1alpha1.KindQuota:
+		return []string{"NAME", "USED / LIMIT", "AGE"}
 	}
 	return []string{"NAME", "AGE"}
 }
@@ -114,10 +117,35 @@ func cells(kind string, it Object, wide bool) []string {
 			row = append(row, orNone(Field(ready, "reason")), orNone(Field(it, "status", "agent", "freshness", "reason")),
 				orNone(strings.Join(tl, ",")), orNone(Timestamp(Field(it, "status", "agent", "lastHeartbeat"))))
 		}
+	case v1alpha1.KindQuota:
+		var parts []string
+		for _, r := range QuotaRows(it) {
+			parts = append(parts, r[0]+" "+r[1]+"/"+r[2])
+		}
+		row = append(row, orNone(strings.Join(parts, ", ")), created)
 	default:
 		row = append(row, created)
 	}
 	return row
+}
+
+// QuotaRows are a quota's limits in name order, each [name, used, limit].
+func QuotaRows(it Object) [][]string {
+	limits, _ := Lookup(it, "spec", "limits").(map[string]any)
+	names := make([]string, 0, len(limits))
+	for n := range limits {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	rows := make([][]string, 0, len(names))
+	for _, n := range names {
+		used := Field(it, "status", "used", n)
+		if used == "" {
+			used = "0"
+		}
+		rows = append(rows, []string{n, used, fmt.Sprint(limits[n])})
+	}
+	return rows
 }
 
 func syncSummary(obj Object) (synced, total int, perCluster string) {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/attempt"
+	"github.com/purser-io/purser/internal/control/dependson"
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/guard"
@@ -261,7 +262,11 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 		return err
 	}
 	p := attempt.Excluding(r.doc.Spec.Placement, rec.Cluster)
-	target := placement.Choose(p, gvk.String(), placementViews(views))
+	targets, err := c.withDependencies(ctx, rec.Namespace, r.doc.Spec.DependsOn, placementViews(views))
+	if err != nil {
+		return err
+	}
+	target := placement.Choose(p, gvk.String(), targets)
 	if target.Cluster == "" {
 		c.metrics.blocked.Inc()
 		return c.setWaiting(ctx, rec, r, v1alpha1.WaitingTarget, fmt.Sprintf("%s; it stays on %s because no other cluster is eligible (%s); it moves as soon as one is",
@@ -467,6 +472,32 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 		out[row.Name] = v
 	}
 	return out, nil
+}
+
+// withDependencies marks in cs what each cluster lacks of deps
+// (spec.dependsOn): a failover target must have them too, and a refused
+// move names what is missing where.
+func (c *Controller) withDependencies(ctx context.Context, namespace string, deps []v1alpha1.Dependency, cs []placement.Cluster) ([]placement.Cluster, error) {
+	if len(deps) == 0 {
+		return cs, nil
+	}
+	names := make([]string, len(cs))
+	for i := range cs {
+		names[i] = cs[i].Name
+	}
+	var lacks map[string]string
+	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		lacks, err = dependson.Lacks(ctx, tx, namespace, deps, names)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range cs {
+		cs[i].Lacks = lacks[cs[i].Name]
+	}
+	return cs, nil
 }
 
 func placementViews(views map[string]*clusterView) []placement.Cluster {

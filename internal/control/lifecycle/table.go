@@ -64,8 +64,8 @@ var Table = []Move{
 	{slices.Concat(placed, phases(v1alpha1.PhaseFailingOver)), Same, ByAPI, true, "a person confirms that the copy on an unreachable cluster stopped; the controller moves it at once"},
 	{ended, Removed, ByAPI, true, "an ended runnable deleted by a user; its history stays"},
 
-	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "no cluster can take it yet; the message says why"},
-	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on one cluster"},
+	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "waits for admission: no cluster fits what it requests now (or ever), a deployable it depends on is not Synced, or none matches; the message names the resource and the figures"},
+	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on the cluster that fits it best, its requests counted there in flight"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseExpired, BySubmitter, true, "its deadline passed before it was created"},
 	{phases(v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled), v1alpha1.PhaseFailed, BySubmitter, true, "it can never be created: invalid, or no cluster serves its kind"},
 	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseSubmitted, BySubmitter, true, "created on its attempt's cluster"},

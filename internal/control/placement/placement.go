@@ -39,6 +39,13 @@ type Cluster struct {
 	// Capacity is what its schedulable nodes can allocate, as the
 	// inventory knows it; nil when not known (no Node record yet).
 	Capacity *Capacity
+	// Free is what it has free, as its agent reported it; nil when its
+	// agent has not (ChooseFor).
+	Free *Free
+	// Lacks says what of the runnable's spec.dependsOn the cluster lacks
+	// (package dependson); "" when nothing. A cluster that lacks one is
+	// not eligible.
+	Lacks string
 }
 
 // Capacity is the allocatable capacity of a cluster's schedulable
@@ -111,6 +118,15 @@ type Decision struct {
 	Rejected map[string]string
 	// Reason is one sentence for the attempt, the audit log and the user.
 	Reason string
+	// Never says that no eligible cluster could take the runnable even
+	// empty: it asks for more than any one's whole allocatable.
+	Never bool
+	// Capacity says that clusters are eligible but none has the demand
+	// free now: it waits for an agent to report capacity freed.
+	Capacity bool
+	// Lacking says that a cluster was refused for lack of a deployable of
+	// spec.dependsOn.
+	Lacking bool
 }
 
 // Choose picks a cluster for a runnable of kind gvk: among the Ready
@@ -142,6 +158,10 @@ func Choose(p v1alpha1.Placement, gvk string, clusters []Cluster) Decision {
 		}
 		if c.Serves != nil && !c.Serves(gvk) {
 			d.Rejected[c.Name] = "does not serve " + gvk
+			continue
+		}
+		if c.Lacks != "" {
+			d.Rejected[c.Name] = "lacks " + c.Lacks
 			continue
 		}
 		eligible = append(eligible, c)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/dependson"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/clusters"
@@ -46,19 +47,31 @@ var activePhases = []string{string(v1alpha1.PhaseScheduled), string(v1alpha1.Pha
 // candidates describes every registered cluster for placement, and says
 // when the first of those this submitter holds out of placement (and the
 // controller judges Ready) returns; zero when it holds none.
-func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind) ([]placement.Cluster, time.Time, error) {
+func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind, namespace string, deps []v1alpha1.Dependency) ([]placement.Cluster, time.Time, error) {
 	var rows []*store.Cluster
 	var active map[string]int
 	var capacity map[string]store.Capacity
+	var free map[string]*placement.Free
+	var lacks map[string]string
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if rows, err = tx.Clusters().List(ctx); err != nil {
 			return err
 		}
+		names := make([]string, len(rows))
+		for i, row := range rows {
+			names[i] = row.Name
+		}
+		if lacks, err = dependson.Lacks(ctx, tx, namespace, deps, names); err != nil {
+			return err
+		}
 		if active, err = tx.Runnables().CountByCluster(ctx, activePhases...); err != nil {
 			return err
 		}
-		capacity, err = tx.Clusters().Capacity(ctx)
+		if capacity, err = tx.Clusters().Capacity(ctx); err != nil {
+			return err
+		}
+		free, err = s.freeFigures(ctx, tx)
 		return err
 	})
 	if err != nil {
@@ -67,7 +80,8 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind)
 	var returns time.Time
 	out := make([]placement.Cluster, 0, len(rows))
 	for _, row := range rows {
-		c := placement.Cluster{Name: row.Name, Labels: row.Labels, Active: active[row.Name]}
+		c := placement.Cluster{Name: row.Name, Labels: row.Labels, Active: active[row.Name], Free: free[row.Name],
+			Lacks: lacks[row.Name]}
 		if nodes, ok := capacity[row.Name]; ok {
 			c.Capacity = &placement.Capacity{MilliCPU: nodes.MilliCPU}
 		}

@@ -79,14 +79,23 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
+		s.forget(uid)
 		return verdict{} // deleted: nothing to do
 	}
 	if err != nil {
 		return retry(err)
 	}
+	if r.Phase() != v1alpha1.PhaseQueued {
+		s.forget(uid)
+	}
 	var v verdict
 	switch r.Phase() {
 	case v1alpha1.PhaseQueued:
+		// One placement at a time, from reading the clusters' figures to
+		// writing the decision: each counts the ones before it in flight,
+		// so that a burst never overfills a cluster.
+		s.placing.Lock()
+		defer s.placing.Unlock()
 		v = s.place(ctx, r, attempts)
 	case v1alpha1.PhaseScheduled:
 		v = s.submit(ctx, r, attempts)
@@ -130,7 +139,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	}
 
 	start := time.Now()
-	cands, heldUntil, err := s.candidates(ctx, gvk)
+	cands, heldUntil, err := s.candidates(ctx, gvk, r.Rec.Namespace, doc.Spec.DependsOn)
 	if err != nil {
 		return retry(err)
 	}
@@ -142,7 +151,33 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		evicted = attempts[n-1]
 		p = attempt.Excluding(p, evicted.Cluster)
 	}
-	decision := placement.Choose(p, gvk.String(), cands)
+	demand, err := placement.Requests(&doc.Spec)
+	if err != nil {
+		msg := "what it asks for cannot be read: " + err.Error()
+		return verdict{move: &transition{
+			phase: v1alpha1.PhaseFailed, message: msg,
+			audit: &audit.Entry{Action: "fail", Summary: "failed: " + msg},
+		}}
+	}
+	requests := placement.Strings(demand.Total)
+	if requests == nil {
+		requests = map[string]string{}
+	}
+	over, err := s.overQuota(ctx, r.Rec.Namespace, demand)
+	if err != nil {
+		return retry(err)
+	}
+	if over != "" {
+		// Held by its namespace's quota until some of its work ends: a
+		// wait like one for capacity, woken the same way.
+		v := verdict{after: wake(now, deadline, heldUntil)}
+		if r.Status.Message != over || !maps.Equal(r.Status.Requests, requests) {
+			v.move = &transition{phase: v1alpha1.PhaseQueued, message: over, requests: requests}
+		}
+		s.waitForCapacity(s.newWaiter(r, &doc.Spec, gvk.String(), demand), placement.Decision{Capacity: true}, true)
+		return v
+	}
+	decision := placement.ChooseFor(p, gvk.String(), demand, s.cfg.Score, cands)
 	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
 
 	if decision.Cluster == "" {
@@ -157,9 +192,21 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		// or the rescan. The message is only written when it changes, so
 		// waiting costs no writes.
 		v := verdict{after: wake(now, deadline, heldUntil)}
-		if r.Status.Message != decision.Reason {
-			v.move = &transition{phase: v1alpha1.PhaseQueued, message: decision.Reason}
+		if r.Status.Message != decision.Reason || !maps.Equal(r.Status.Requests, requests) {
+			v.move = &transition{phase: v1alpha1.PhaseQueued, message: decision.Reason, requests: requests}
 		}
+		s.waitForCapacity(s.newWaiter(r, &doc.Spec, gvk.String(), demand), decision, false)
+		return v
+	}
+	// It fits: unless a waiting runnable that fits too goes first (a
+	// higher priority, or its namespace further below its fair share, or
+	// waiting longer), which is woken instead.
+	if behind := s.behind(ctx, s.newWaiter(r, &doc.Spec, gvk.String(), demand), cands); behind != "" {
+		v := verdict{after: time.Second}
+		if r.Status.Message != behind || !maps.Equal(r.Status.Requests, requests) {
+			v.move = &transition{phase: v1alpha1.PhaseQueued, message: behind, requests: requests}
+		}
+		s.waitForCapacity(s.newWaiter(r, &doc.Spec, gvk.String(), demand), placement.Decision{Capacity: true}, false)
 		return v
 	}
 
@@ -181,8 +228,9 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		entry.Details = failoverDetails(evicted, cluster, number, carried)
 	}
 	// The next step follows at once: the create on the chosen cluster.
+	s.placed(r.Rec.UID)
 	return verdict{next: true, move: &transition{
-		phase: v1alpha1.PhaseScheduled, cluster: &cluster,
+		phase: v1alpha1.PhaseScheduled, cluster: &cluster, requests: requests,
 		message: fmt.Sprintf("attempt %d placed on %s: %s", number, cluster, decision.Reason),
 		attempt: &store.Attempt{
 			RunnableUID: r.Rec.UID, Number: number, Cluster: cluster, StartedAt: now, Message: decision.Reason,
@@ -534,6 +582,20 @@ type transition struct {
 	audit   *audit.Entry // Action, Summary
 	// landedBy, when set, is the attempt's new CreateLandedBy.
 	landedBy *time.Time
+	// requests, when set, is the runnable's new status.requests.
+	requests map[string]string
+}
+
+// edit is the change of status beyond phase, cluster and message; nil
+// when there is none.
+func (t *transition) edit() func(st *v1alpha1.RunnableStatus) error {
+	if t.requests == nil {
+		return nil
+	}
+	return func(st *v1alpha1.RunnableStatus) error {
+		st.Requests = t.requests
+		return nil
+	}
 }
 
 // write writes t if the runnable is still as r found it; otherwise it
@@ -543,7 +605,7 @@ func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transit
 	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		_, err := lifecycle.Apply(ctx, tx, r, lifecycle.Transition{
 			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
-			Attempt: t.attempt, Audit: t.audit,
+			Attempt: t.attempt, Audit: t.audit, Edit: t.edit(),
 		})
 		if err == nil && t.landedBy != nil {
 			_, err = tx.Attempts().SetCreateLandedBy(ctx, t.attempt.RunnableUID, t.attempt.Number, *t.landedBy)

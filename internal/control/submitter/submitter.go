@@ -36,6 +36,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -73,6 +74,16 @@ type Config struct {
 	// not reach the hub's majority: no create, no delete, no phase change
 	// on what may be stale state.
 	Guard *guard.Guard
+	// Score orders the clusters a runnable fits: placement.LeastAllocated
+	// (the default) or placement.BestFit.
+	Score placement.Score
+	// InFlightMargin is how long before an agent's report a placement
+	// still counts as not in it (its pods may not exist yet): default 5s.
+	InFlightMargin time.Duration
+	// CapacityInterval is how often the agents' reports are read for a
+	// change that may let waiting runnables in: default 1s (one small
+	// query, not one per runnable).
+	CapacityInterval time.Duration
 	// Policy decides, right before each create, whether the runnable's
 	// author may put its kind on the cluster (tenancy.go). Nil is a policy
 	// with no admins and no rules: namespaced kinds only.
@@ -130,6 +141,12 @@ type Submitter struct {
 	queue   *reconcile.Queue[string] // runnable uids
 	slots   chan struct{}            // one per held message
 
+	// placing serialises placements (reconcile.go, step).
+	placing sync.Mutex
+	// capacity follows the agents' reports, to place the runnables that
+	// wait for capacity when a cluster's figure changes (capacity.go).
+	capacity *capacityWatch
+
 	mu          sync.Mutex
 	held        map[string]*heldMessages // by runnable uid
 	failures    map[attemptKey]int       // transient failures in a row per attempt
@@ -153,6 +170,15 @@ func New(cfg Config) *Submitter {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Score == "" {
+		cfg.Score = placement.LeastAllocated
+	}
+	if cfg.InFlightMargin <= 0 {
+		cfg.InFlightMargin = DefaultInFlightMargin
+	}
+	if cfg.CapacityInterval <= 0 {
+		cfg.CapacityInterval = DefaultCapacityInterval
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -169,6 +195,7 @@ func New(cfg Config) *Submitter {
 		held:        map[string]*heldMessages{},
 		failures:    map[attemptKey]int{},
 		unreachable: map[string]time.Time{},
+		capacity:    newCapacityWatch(),
 	}
 	s.clients.NamespaceLabels = func(ns string) map[string]string {
 		return admission.NamespaceLabels(s.policy.PodSecurityLevel(ns))
@@ -202,6 +229,7 @@ func (s *Submitter) Run(ctx context.Context) error {
 		wg.Go(func() { s.consume(ctx) })
 		wg.Go(func() { reconcile.Every(ctx, progressInterval, s.reportProgress) })
 	}
+	wg.Go(func() { reconcile.Every(ctx, s.cfg.CapacityInterval, s.followCapacity) })
 	s.log.Info("submitter started", "workers", s.cfg.Workers, "rescan", s.cfg.RescanInterval)
 	wg.Wait()
 	s.releaseAll()
@@ -242,5 +270,5 @@ func (s *Submitter) rescan(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	s.metrics.backlog.Set(float64(len(uids)))
-	return uids, nil
+	return s.skipWaiting(uids), nil
 }

@@ -3,6 +3,8 @@ package stream
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 )
 
@@ -36,4 +38,30 @@ type Heartbeat struct {
 	// answered the probe sent just before this beat; absent from agents
 	// that predate it.
 	KubeAPI *v1alpha1.AgentKubeAPI `json:"kubeAPI,omitempty"`
+	// Capacity is what the cluster has free, from the agent's caches of
+	// its Nodes and Pods; absent until those caches are synced, and from
+	// agents that predate it.
+	Capacity *Capacity `json:"capacity,omitempty"`
+}
+
+// Capacity is a cluster's free capacity as its agent computes it: the
+// aggregate, never one entry per pod. Resource names and quantities as
+// in Kubernetes (cpu, memory, pods, ephemeral-storage, nvidia.com/gpu).
+type Capacity struct {
+	// Allocatable sums the allocatable of the nodes that can take pods:
+	// Ready, not cordoned, and with no NoSchedule or NoExecute taint.
+	Allocatable corev1.ResourceList `json:"allocatable"`
+	// Free is Allocatable less what the cluster's non-terminal pods
+	// request (by Kubernetes' pod rule, and one "pods" each): those bound
+	// to the nodes counted, and those not bound to any node yet, which
+	// will take their share somewhere. Never below zero.
+	Free corev1.ResourceList `json:"free"`
+	// NodeMax is, per resource, the most free on any one of those nodes:
+	// a pod asking for more fits no node.
+	NodeMax corev1.ResourceList `json:"nodeMax,omitempty"`
+	// Nodes counts the nodes that can take pods, of NodesTotal.
+	Nodes      int `json:"nodes"`
+	NodesTotal int `json:"nodesTotal"`
+	// Pods counts the non-terminal pods subtracted.
+	Pods int `json:"pods"`
 }

@@ -94,6 +94,7 @@ type Config struct {
 type Agent struct {
 	cfg    Config
 	log    *slog.Logger
+	rest   *rest.Config
 	dyn    dynamic.Interface
 	disc   *discovery.DiscoveryClient
 	access *access // which resources it may watch for purser's labels
@@ -136,6 +137,8 @@ type Agent struct {
 	lastBeat time.Time
 	// kubeAPI is the latest probe of the kube-apiserver (kubeapi.go).
 	kubeAPI kubeAPIState
+	// capacity holds the term's Node and Pod caches (capacity.go).
+	capacity *capacityCache
 }
 
 // New checks cfg and builds the clients; nothing runs until Run.
@@ -202,6 +205,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg:      cfg,
 		log:      log.With("cluster", cfg.Cluster),
+		rest:     rc,
 		dyn:      dyn,
 		disc:     disc,
 		access:   newAccess(authz.SelfSubjectAccessReviews()),
@@ -263,6 +267,7 @@ func (a *Agent) lead(ctx context.Context) {
 	}
 	snapshots := a.snapshots()
 	work.Go(func() { a.discoveryLoop(ctx, &informers) })
+	a.startCapacity(ctx, &informers)
 	work.Go(func() { _ = snapshots.Run(ctx) })
 	work.Go(func() { a.heartbeatLoop(ctx) })
 	work.Go(func() { a.fenceLoop(ctx) })
@@ -288,6 +293,7 @@ func (a *Agent) reset() {
 	a.reportedKinds = nil
 	a.lastSnapshot = time.Time{}
 	a.kubeAPI = kubeAPIState{}
+	a.capacity = nil
 	a.started = time.Now()
 	// The agent cannot know of beats before its term: its lease toward
 	// the control plane is counted from the term's start.

@@ -146,6 +146,7 @@ func (a *Agent) heartbeatMessage(now time.Time) *stream.Heartbeat {
 		hb.Objects[kindKey(w.gvk.GroupVersion().String(), w.gvk.Kind)] = w.count()
 	}
 	hb.KubeAPI = a.kubeAPIReport()
+	hb.Capacity = a.capacityReport()
 	a.mu.Lock()
 	hb.Started = a.started.UTC()
 	hb.LastSnapshot = a.lastSnapshot

@@ -33,6 +33,9 @@ type heartbeat struct {
 	at      time.Time
 	kubeAPI []byte // the agent's word on its kube-apiserver, JSON; nil without one
 	current bool
+	// capacity is the cluster's free capacity (stream.Capacity), JSON;
+	// nil when the beat carries none.
+	capacity []byte
 }
 
 // convert skips a malformed heartbeat: the next beat of its agent
@@ -57,6 +60,14 @@ func (c *heartbeatConverter) convert(entries []jetstream.KeyValueEntry) ([]heart
 			}
 			beat.kubeAPI = report
 		}
+		if hb.Capacity != nil {
+			report, err := json.Marshal(hb.Capacity)
+			if err != nil {
+				c.log.Error("dropping heartbeat", "cluster", e.Key(), "error", err)
+				continue
+			}
+			beat.capacity = report
+		}
 		beats = append(beats, beat)
 		ready = append(ready, e)
 	}
@@ -72,6 +83,11 @@ func recordHeartbeats(ctx context.Context, tx *store.Tx, beats []heartbeat) (str
 	for _, b := range beats {
 		if err := tx.Agents().RecordHeartbeat(ctx, b.cluster, b.at, b.kubeAPI, b.current); err != nil {
 			return struct{}{}, err
+		}
+		if b.capacity != nil {
+			if err := tx.Agents().RecordCapacity(ctx, b.cluster, b.at, b.capacity); err != nil {
+				return struct{}{}, err
+			}
 		}
 	}
 	return struct{}{}, nil

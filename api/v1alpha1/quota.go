@@ -1,0 +1,94 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+)
+
+// KindQuota is the kind of a namespace's quota.
+const KindQuota = "Quota"
+
+// QuotaRunnables is the limit on a namespace's active runnables, beside
+// the resource names in Quota.Spec.Limits.
+const QuotaRunnables = "runnables"
+
+// Quota bounds what one namespace's runnables may hold across the farm at
+// once. Its name is the namespace's; it has no namespace of its own.
+type Quota struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta  `json:"metadata"`
+	Spec     QuotaSpec   `json:"spec"`
+	Status   QuotaStatus `json:"status,omitzero"`
+}
+
+// QuotaSpec is what an admin allows.
+type QuotaSpec struct {
+	// Limits: resource name (cpu, memory, nvidia.com/gpu, ...) or
+	// "runnables" -> a Kubernetes quantity (a whole number for runnables).
+	Limits map[string]string `json:"limits"`
+}
+
+// QuotaStatus is what the namespace uses now: the status.requests of its
+// active (Scheduled, Submitted, Running) runnables, summed, and their
+// number under "runnables".
+type QuotaStatus struct {
+	Used map[string]string `json:"used,omitempty"`
+}
+
+// ValidateQuota returns every problem with q as written; name is the
+// namespace of the URL.
+func ValidateQuota(q *Quota, name string) FieldErrors {
+	var v validator
+	v.typeMeta(q.TypeMeta, KindQuota)
+	if q.Metadata.Name == "" {
+		v.add("metadata.name", "must be the namespace the quota is for")
+	} else if q.Metadata.Name != name {
+		v.add("metadata.name", "is %q but the URL names %q", q.Metadata.Name, name)
+	}
+	if errs := utilvalidation.IsDNS1123Label(q.Metadata.Name); q.Metadata.Name != "" && len(errs) > 0 {
+		v.add("metadata.name", "is not a namespace name: %s", errs[0])
+	}
+	if q.Metadata.Namespace != "" {
+		v.add("metadata.namespace", "must be empty: a Quota is named after its namespace")
+	}
+	if len(q.Spec.Limits) == 0 {
+		v.add("spec.limits", "must name at least one limit (runnables, cpu, memory, or an extended resource)")
+	}
+	names := make([]string, 0, len(q.Spec.Limits))
+	for name := range q.Spec.Limits {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		val := q.Spec.Limits[name]
+		path := fmt.Sprintf("spec.limits[%s]", name)
+		if name != QuotaRunnables {
+			if errs := utilvalidation.IsQualifiedName(name); len(errs) > 0 {
+				v.add(path, "is not a resource name: %s", errs[0])
+				continue
+			}
+		}
+		parsed, err := resource.ParseQuantity(val)
+		switch {
+		case err != nil:
+			v.add(path, "%q is not a Kubernetes quantity (e.g. 64, 500m, 256Gi)", val)
+		case parsed.Sign() < 0:
+			v.add(path, "must not be negative")
+		case name == QuotaRunnables && parsed.MilliValue()%1000 != 0:
+			v.add(path, "must be a whole number of runnables")
+		}
+	}
+	return v.errs
+}
+
+// DecodeQuota decodes a Quota strictly, as the other kinds.
+func DecodeQuota(data []byte, contentType string) (*Quota, error) {
+	obj, err := decode(data, contentType, KindQuota)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*Quota), nil
+}

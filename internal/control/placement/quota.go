@@ -1,0 +1,81 @@
+package placement
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+// QuotaUsage sums what a namespace's active runnables request (their
+// status.requests) and counts them under "runnables".
+func QuotaUsage(requests []map[string]string) corev1.ResourceList {
+	used := corev1.ResourceList{v1alpha1.QuotaRunnables: *resource.NewQuantity(int64(len(requests)), resource.DecimalSI)}
+	for _, r := range requests {
+		l, err := ParseList(r)
+		if err != nil {
+			continue // written by the submitter from a valid list
+		}
+		for name, q := range l {
+			cur := used[name]
+			cur.Add(q)
+			used[name] = cur
+		}
+	}
+	return used
+}
+
+// QuotaAllows reports whether one more runnable asking for demand keeps
+// namespace within limits, given what it uses; when not, why, naming the
+// quota and the figures of every limit it would pass.
+func QuotaAllows(namespace string, limits map[string]string, used corev1.ResourceList, demand Demand) (bool, string) {
+	ask := demand.Total.DeepCopy()
+	if ask == nil {
+		ask = corev1.ResourceList{}
+	}
+	ask[v1alpha1.QuotaRunnables] = *resource.NewQuantity(1, resource.DecimalSI)
+	lim, err := ParseList(limits)
+	if err != nil {
+		return false, fmt.Sprintf("quota %s does not parse: %v", namespace, err)
+	}
+	var over []string
+	for _, name := range sortedNames(lim) {
+		want, asks := ask[name]
+		if !asks || want.Sign() <= 0 {
+			continue
+		}
+		after := used[name].DeepCopy()
+		after.Add(want)
+		if l := lim[name]; after.Cmp(l) > 0 {
+			u := used[name]
+			over = append(over, fmt.Sprintf("%s %s of %s used, asks for %s", name, u.String(), l.String(), want.String()))
+		}
+	}
+	if len(over) == 0 {
+		return true, ""
+	}
+	return false, fmt.Sprintf("over quota %s: %s", namespace, strings.Join(over, "; "))
+}
+
+// DominantShare is the largest, over the resources total has, of used
+// over total: the dominant resource share of dominant-resource fairness
+// (Ghodsi et al.; Armada's and Kueue's fair sharing).
+func DominantShare(used, total corev1.ResourceList) float64 {
+	var most float64
+	for name, t := range total {
+		if t.Sign() <= 0 {
+			continue
+		}
+		u, ok := used[name]
+		if !ok {
+			continue
+		}
+		if share := float64(u.MilliValue()) / float64(t.MilliValue()); share > most {
+			most = share
+		}
+	}
+	return most
+}

@@ -1,0 +1,342 @@
+package placement
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/flink"
+	"github.com/purser-io/purser/internal/platform/fields"
+)
+
+// Demand is what a runnable asks of the cluster it goes to.
+type Demand struct {
+	// Total is what all its pods request together: status.requests.
+	Total corev1.ResourceList
+	// Pod is, per resource, the most one of its pods requests: what a
+	// single node must have free.
+	Pod corev1.ResourceList
+	// Pods is how many pods it runs at once (0 when declared).
+	Pods int64
+	// Source says in words where the figures come from.
+	Source string
+}
+
+// Strings is a resource list as status.requests shows it: resource name ->
+// canonical Kubernetes quantity.
+func Strings(l corev1.ResourceList) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(l))
+	for name, q := range l {
+		out[string(name)] = q.String()
+	}
+	return out
+}
+
+// ParseList reads a resource list from status.requests' form.
+func ParseList(m map[string]string) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	for name, s := range m {
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a quantity", name, s)
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	return out, nil
+}
+
+// Requests is what spec asks for: spec.resources where given (then the
+// single pod is taken to be all of it); otherwise each pod of its template
+// by Kubernetes' own rule (PodRequests), times the pods its kind runs at
+// once:
+//
+//   - a Pod: one;
+//   - a Job: spec.parallelism (1 by default), at most spec.completions;
+//     a CronJob: that of its jobTemplate;
+//   - a Deployment, ReplicaSet or StatefulSet: spec.replicas (1 by default);
+//   - an Argo Workflow: its largest template's pod, one step at a time;
+//   - a FlinkDeployment: its JobManager and TaskManagers (flink.Pods);
+//   - any other kind: every pod template found in it, one pod each.
+//
+// A template with no pod purser can read asks for nothing, and says so in
+// Source.
+func Requests(spec *v1alpha1.RunnableSpec) (Demand, error) {
+	if len(spec.Resources) > 0 {
+		l, err := ParseList(spec.Resources)
+		if err != nil {
+			return Demand{}, fmt.Errorf("spec.resources: %w", err)
+		}
+		return Demand{Total: l, Pod: l.DeepCopy(), Source: "spec.resources"}, nil
+	}
+	groups, err := podGroups(spec.Template)
+	if err != nil {
+		return Demand{}, err
+	}
+	d := Demand{Total: corev1.ResourceList{}, Pod: corev1.ResourceList{}}
+	var parts []string
+	for _, g := range groups {
+		pod := &corev1.Pod{Spec: g.spec}
+		DefaultRequests(pod)
+		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+		if g.count > 0 {
+			for name, q := range req {
+				total := d.Total[name]
+				total.Add(times(q, g.count))
+				d.Total[name] = total
+				if cur, ok := d.Pod[name]; !ok || q.Cmp(cur) > 0 {
+					d.Pod[name] = q.DeepCopy()
+				}
+			}
+		}
+		d.Pods += g.count
+		parts = append(parts, fmt.Sprintf("%d %s", g.count, g.what))
+	}
+	if len(groups) == 0 {
+		d.Source = "no pod template found; declare spec.resources"
+	} else {
+		d.Source = strings.Join(parts, " + ")
+	}
+	return d, nil
+}
+
+// DefaultRequests applies to pod the API server's defaults that bear on
+// its requests (kubernetes pkg/apis/core/v1/defaults.go, SetDefaults_Pod
+// and defaultPodRequests), so that PodRequests sees the pod as the
+// scheduler will: a container's limit stands in for a request it does not
+// set; pod-level requests not set default to the containers' for the
+// resources pod-level resources support, and then to the pod-level limits.
+func DefaultRequests(pod *corev1.Pod) {
+	defaultContainers := func(cs []corev1.Container) {
+		for i := range cs {
+			r := &cs[i].Resources
+			for name, limit := range r.Limits {
+				if _, ok := r.Requests[name]; !ok {
+					if r.Requests == nil {
+						r.Requests = corev1.ResourceList{}
+					}
+					r.Requests[name] = limit.DeepCopy()
+				}
+			}
+		}
+	}
+	defaultContainers(pod.Spec.Containers)
+	defaultContainers(pod.Spec.InitContainers)
+	res := pod.Spec.Resources
+	if res == nil || len(res.Limits) == 0 {
+		return
+	}
+	reqs := res.Requests
+	if reqs == nil {
+		reqs = corev1.ResourceList{}
+	}
+	containers := resourcehelper.AggregateContainerRequests(pod, resourcehelper.PodResourcesOptions{})
+	for name, q := range containers {
+		if _, ok := reqs[name]; !ok && resourcehelper.IsSupportedPodLevelResource(name) {
+			reqs[name] = q.DeepCopy()
+		}
+	}
+	for name, q := range res.Limits {
+		if _, ok := reqs[name]; !ok && resourcehelper.IsSupportedPodLevelResource(name) {
+			reqs[name] = q.DeepCopy()
+		}
+	}
+	res.Requests = reqs
+}
+
+// times is q*n, exact: in millis when q has a fraction of a unit.
+func times(q resource.Quantity, n int64) resource.Quantity {
+	if v, ok := q.AsInt64(); ok {
+		return *resource.NewQuantity(v*n, q.Format)
+	}
+	return *resource.NewMilliQuantity(q.MilliValue()*n, q.Format)
+}
+
+// podGroup is count pods with one spec.
+type podGroup struct {
+	what  string
+	count int64
+	spec  corev1.PodSpec
+}
+
+func podGroups(tmpl map[string]any) ([]podGroup, error) {
+	apiVersion, _ := tmpl["apiVersion"].(string)
+	kind, _ := tmpl["kind"].(string)
+	group, _, _ := strings.Cut(apiVersion, "/")
+	if !strings.Contains(apiVersion, "/") {
+		group = ""
+	}
+	one := func(what string, count int64, path ...string) ([]podGroup, error) {
+		spec, ok, err := podSpecAt(tmpl, path...)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return []podGroup{{what: what, count: count, spec: spec}}, nil
+	}
+	switch {
+	case group == "" && kind == "Pod":
+		return one("pod", 1, "spec")
+	case group == "batch" && kind == "Job":
+		return one("pods (parallelism)", jobPods(tmpl, "spec"), "spec", "template", "spec")
+	case group == "batch" && kind == "CronJob":
+		return one("pods (parallelism)", jobPods(tmpl, "spec", "jobTemplate", "spec"), "spec", "jobTemplate", "spec", "template", "spec")
+	case group == "apps" && (kind == "Deployment" || kind == "ReplicaSet" || kind == "StatefulSet"):
+		n, ok := fields.Int(tmpl, "spec", "replicas")
+		if !ok {
+			n = 1
+		}
+		return one("pods (replicas)", n, "spec", "template", "spec")
+	case group == "argoproj.io" && kind == "Workflow":
+		return workflowPods(tmpl)
+	case group == flink.Group && kind == flink.KindDeployment:
+		fg, err := flink.Pods(tmpl)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]podGroup, len(fg))
+		for i, g := range fg {
+			out[i] = podGroup{what: g.Role, count: g.Count, spec: g.Spec}
+		}
+		return out, nil
+	}
+	var out []podGroup
+	findPodSpecs(tmpl, func(spec corev1.PodSpec) { out = append(out, podGroup{what: "pod template", count: 1, spec: spec}) })
+	return out, nil
+}
+
+// jobPods is how many pods a Job runs at once (JobSpec at path):
+// parallelism, 1 by default, at most completions when those are set.
+func jobPods(tmpl map[string]any, path ...string) int64 {
+	n, ok := fields.Int(tmpl, append(slices.Clone(path), "parallelism")...)
+	if !ok {
+		n = 1
+	}
+	if c, ok := fields.Int(tmpl, append(slices.Clone(path), "completions")...); ok && c < n {
+		n = c
+	}
+	return max(n, 0)
+}
+
+// workflowPods is an Argo Workflow's largest step: the pod of each
+// template that runs one (container, script, or a containerSet's
+// containers side by side), of which placement needs the largest; steps
+// that run in parallel are not added up (declare spec.resources for that).
+// The executor's own containers, sized by the workflow controller's
+// configuration, are not counted.
+func workflowPods(tmpl map[string]any) ([]podGroup, error) {
+	templates, _ := must(fields.Get(tmpl, "spec", "templates")).([]any)
+	var best *podGroup
+	var bestReq corev1.ResourceList
+	for i, t := range templates {
+		m, ok := t.(map[string]any)
+		if !ok {
+			continue
+		}
+		var spec corev1.PodSpec
+		for _, key := range []string{"container", "script"} {
+			if c, ok := m[key].(map[string]any); ok {
+				var ctr corev1.Container
+				if err := decodeInto(c, &ctr); err != nil {
+					return nil, fmt.Errorf("spec.templates[%d].%s: %w", i, key, err)
+				}
+				spec.Containers = append(spec.Containers, ctr)
+			}
+		}
+		if cs, ok := must(fields.Get(m, "containerSet", "containers")).([]any); ok {
+			var ctrs []corev1.Container
+			if err := decodeInto(cs, &ctrs); err != nil {
+				return nil, fmt.Errorf("spec.templates[%d].containerSet: %w", i, err)
+			}
+			spec.Containers = append(spec.Containers, ctrs...)
+		}
+		if ics, ok := m["initContainers"].([]any); ok {
+			var ctrs []corev1.Container
+			if err := decodeInto(ics, &ctrs); err != nil {
+				return nil, fmt.Errorf("spec.templates[%d].initContainers: %w", i, err)
+			}
+			spec.InitContainers = ctrs
+		}
+		if len(spec.Containers) == 0 {
+			continue // steps, dag, suspend, resource: no pod of its own
+		}
+		pod := &corev1.Pod{Spec: *spec.DeepCopy()}
+		DefaultRequests(pod)
+		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+		if best == nil || larger(req, bestReq) {
+			name, _ := m["name"].(string)
+			best, bestReq = &podGroup{what: "pod (largest step, " + name + ")", count: 1, spec: spec}, req
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	return []podGroup{*best}, nil
+}
+
+// larger orders requests by cpu, then memory, then the sum of the rest.
+func larger(a, b corev1.ResourceList) bool {
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if c := a.Name(name, resource.DecimalSI).Cmp(*b.Name(name, resource.DecimalSI)); c != 0 {
+			return c > 0
+		}
+	}
+	return false
+}
+
+// findPodSpecs calls fn with every pod spec found in v: a map with a
+// "containers" list under a key "spec" of a pod template (or of a Pod).
+func findPodSpecs(v any, fn func(corev1.PodSpec)) {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			child := x[k]
+			if m, ok := child.(map[string]any); ok && k == "spec" {
+				if _, ok := m["containers"].([]any); ok {
+					var spec corev1.PodSpec
+					if decodeInto(m, &spec) == nil {
+						fn(spec)
+						continue
+					}
+				}
+			}
+			findPodSpecs(child, fn)
+		}
+	case []any:
+		for _, e := range x {
+			findPodSpecs(e, fn)
+		}
+	}
+}
+
+// podSpecAt decodes the pod spec at path of tmpl; ok is false when there
+// is none.
+func podSpecAt(tmpl map[string]any, path ...string) (corev1.PodSpec, bool, error) {
+	var spec corev1.PodSpec
+	v, ok := fields.Get(tmpl, path...)
+	if !ok {
+		return spec, false, nil
+	}
+	if err := decodeInto(v, &spec); err != nil {
+		return spec, false, fmt.Errorf("spec.template.%s does not decode as a pod spec: %w", strings.Join(path, "."), err)
+	}
+	return spec, true, nil
+}
+
+func decodeInto(v any, out any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+func must(v any, _ bool) any { return v }
