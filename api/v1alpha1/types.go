@@ -257,6 +257,9 @@ type RunnableStatus struct {
 	// the runnable without waiting.
 	ConfirmedStopped *Confirmation     `json:"confirmedStopped,omitempty"`
 	Preserved        map[string]string `json:"preserved,omitempty"`
+	// Suspension is the user's suspend or resume while the runnable is
+	// Suspended (operate.go).
+	Suspension *Suspension `json:"suspension,omitempty"`
 	// RestorePoint is the exact restore point the next attempt carries,
 	// when statePreservation.restorePoint asks for one.
 	RestorePoint *RestorePoint `json:"restorePoint,omitempty"`

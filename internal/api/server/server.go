@@ -147,6 +147,9 @@ func New(cfg Config) *Server {
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/failover", s.confirmStopped)
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/approve", s.decideRunnable(true))
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/reject", s.decideRunnable(false))
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/suspend", s.suspendRunnable)
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/resume", s.resumeRunnable)
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/rerun", s.rerunRunnable)
 
 	s.handle("PUT /api/v1/deployables/{namespace}/{name}", s.putDeployable)
 	s.handle("GET /api/v1/deployables", s.listDeployables)

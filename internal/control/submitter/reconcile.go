@@ -92,6 +92,8 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 		v = s.submit(ctx, r, attempts)
 	case v1alpha1.PhaseCancelled:
 		v = s.cancel(ctx, r, attempts)
+	case v1alpha1.PhaseSuspended:
+		v = s.suspension(ctx, r, attempts)
 	default:
 		// PendingApproval waits for the API; Submitted and later belong
 		// to the ingester and the controller.
@@ -534,6 +536,10 @@ type transition struct {
 	audit   *audit.Entry // Action, Summary
 	// landedBy, when set, is the attempt's new CreateLandedBy.
 	landedBy *time.Time
+	// suspension, when set, replaces the status' suspension;
+	// clearSuspension removes it (suspend.go).
+	suspension      *v1alpha1.Suspension
+	clearSuspension bool
 }
 
 // write writes t if the runnable is still as r found it; otherwise it
@@ -541,10 +547,14 @@ type transition struct {
 // metrics count what was written.
 func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transition) (moved bool, err error) {
 	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		_, err := lifecycle.Apply(ctx, tx, r, lifecycle.Transition{
+		lt := lifecycle.Transition{
 			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
 			Attempt: t.attempt, Audit: t.audit,
-		})
+		}
+		if t.suspension != nil || t.clearSuspension {
+			lt.Edit = func(st *v1alpha1.RunnableStatus) error { st.Suspension = t.suspension; return nil }
+		}
+		_, err := lifecycle.Apply(ctx, tx, r, lt)
 		if err == nil && t.landedBy != nil {
 			_, err = tx.Attempts().SetCreateLandedBy(ctx, t.attempt.RunnableUID, t.attempt.Number, *t.landedBy)
 		}
