@@ -383,10 +383,22 @@ func (s *Submitter) create(ctx context.Context, row *store.Cluster, obj *unstruc
 		return "", err
 	}
 	var uid string
-	if beforeSend != nil {
-		uid, err = cc.CreateMarked(ctx, obj, runnableUID, beforeSend)
-	} else {
-		uid, err = cc.Create(ctx, obj, runnableUID)
+	send := func() (string, error) {
+		if beforeSend != nil {
+			return cc.CreateMarked(ctx, obj, runnableUID, beforeSend)
+		}
+		return cc.Create(ctx, obj, runnableUID)
+	}
+	uid, err = send()
+	var older *clusters.OlderAttemptError
+	if errors.As(err, &older) {
+		// A rerun's earlier attempt left its ended copy under the name:
+		// it goes (only that attempt's, by its label and uid), and the
+		// create is sent again once.
+		if _, rmErr := cc.Remove(ctx, obj.GroupVersionKind(), older.Namespace, older.Name, runnableUID, older.Attempt); rmErr != nil {
+			return "", fmt.Errorf("remove attempt %d's copy of %s %s from %s: %w", older.Attempt, obj.GetKind(), ref(obj), row.Name, rmErr)
+		}
+		uid, err = send()
 	}
 	if errors.Is(err, errAttemptEnded) {
 		return "", err
