@@ -33,9 +33,10 @@ func (e *NotSuspendableError) Error() string {
 //   - Job: spec.suspend; the Job controller deletes the active pods and
 //     sets the Suspended condition, and creates pods again once false
 //     (kubernetes pkg/controller/job/job_controller.go, syncJob).
-//   - Argo Workflow: spec.suspend; the workflow controller schedules no
-//     new step while it is true (argo-workflows workflow/controller
-//     operator.go, woc.execWf.Spec.Suspend).
+//   - Argo Workflow: spec.suspend, as `argo suspend` and `argo resume`
+//     set and clear it (argo-workflows workflow/util/util.go,
+//     SuspendWorkflow, ResumeWorkflow); the controller schedules no new
+//     step while it is true (docs/walk-through/suspending.md).
 //   - FlinkDeployment: spec.job.state suspended / running, which the
 //     operator turns into a stop by the upgradeMode and a restore
 //     (internal/flink, suspend.go).
