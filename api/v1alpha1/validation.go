@@ -54,6 +54,7 @@ func ValidateRunnable(r *Runnable, now time.Time) FieldErrors {
 		v.add("spec.ttlSecondsAfterFinished", "must be between 0 and %d (10 years)", MaxTTLSecondsAfterFinished)
 	}
 	v.failover("spec.failover", r.Spec.Failover)
+	v.retry("spec.retry", r.Spec.Retry)
 	return v.errs
 }
 

@@ -43,12 +43,39 @@ spec:
           containers: [{name: web, image: nginx}]
 `
 
+// deadlineJob fails by its activeDeadlineSeconds (its pod would run for an
+// hour): a DeadlineExceeded failure, as the Job's Failed condition says.
+func deadlineJob(name, retry string) string {
+	return fmt.Sprintf(`apiVersion: purser.io/v1alpha1
+kind: Runnable
+metadata: {name: %s, namespace: team-a}
+spec:
+%s  template:
+    apiVersion: batch/v1
+    kind: Job
+    spec:
+      activeDeadlineSeconds: 5
+      backoffLimit: 0
+      template:
+        metadata:
+          annotations:
+            pod-complete.stage.kwok.x-k8s.io/delay: "1h"
+            pod-complete.stage.kwok.x-k8s.io/jitter-delay: "1h"
+        spec:
+          restartPolicy: Never
+          containers: [{name: report, image: busybox:1.36}]
+`, name, retry)
+}
+
 // Operating a runnable as a user does, on a whole purser (API, submitter,
 // agents, ingester): a running Job is suspended (Suspended once its
 // cluster has spec.suspend), resumed (it runs on and succeeds), and run
 // again (attempt 2, which succeeds too); a Deployment cannot be
 // suspended and is told why. Each step is in the history under the
-// user's name.
+// user's name. Meanwhile two Jobs fail by their deadline: the one whose
+// spec.retry retries DeadlineExceeded once runs a second attempt, which
+// fails too and spends the budget; the one without spec.retry is not
+// retried (the default for anything but a disruption).
 func TestSuspendResumeRerun(t *testing.T) {
 	bin := buildPurser(t)
 	data := filepath.Join(t.TempDir(), "data")
@@ -69,6 +96,8 @@ func TestSuspendResumeRerun(t *testing.T) {
 		})
 	}
 
+	me.with(deadlineJob("retried", "  retry: {limit: 1, rules: [{when: DeadlineExceeded, action: Retry}]}\n")).ok("apply", "-f", "-")
+	me.with(deadlineJob("not-retried", "")).ok("apply", "-f", "-")
 	me.with(operatedJob).ok("apply", "-f", "-")
 	matches(t, "a suspend of a queued runnable", me.fail("suspend", "runnable", "operated", "-n", "team-a"), `409 Conflict: .*only a Submitted or Running runnable`)
 	waitFor("the Job runs", "{.status.phase}", "Running")
@@ -89,6 +118,25 @@ func TestSuspendResumeRerun(t *testing.T) {
 		return nil
 	})
 	matches(t, "a suspend of a Deployment", me.fail("suspend", "runnable", "web", "-n", "team-a"), `cannot be suspended`)
+
+	other := func(name, path string) string {
+		return me.ok("get", "runnable", name, "-n", "team-a", "-o", "jsonpath="+path)
+	}
+	retries := "{.status.phase} {.status.attemptCount} {.status.retries.used} {.status.retries.last.class} {.status.retries.last.action}"
+	for name, want := range map[string]string{
+		"retried":     "Failed 2 1 DeadlineExceeded Fail\n",
+		"not-retried": "Failed 1 0 DeadlineExceeded Fail\n",
+	} {
+		sandboxtest.Eventually(t, 3*time.Minute, name+" judged", func(context.Context) error {
+			if got := other(name, retries); got != want {
+				return fmt.Errorf("%q, want %q (message %q)", got, want, other(name, "{.status.message}"))
+			}
+			return nil
+		})
+	}
+	matches(t, "retried's budget", other("retried", "{.status.retries.last.why}"), `budget is spent \(1 of 1\)`)
+	matches(t, "retried's history", me.ok("history", "--name", "retried", "-n", "team-a"),
+		`submitter\s+retry\s+Runnable/team-a/retried`, `submitter\s+no-retry\s+Runnable/team-a/retried`)
 
 	matches(t, "history", me.ok("history", "--name", "operated", "-n", "team-a"),
 		`\s+suspend\s+Runnable/team-a/operated`, `\s+resume\s+Runnable/team-a/operated`, `\s+rerun\s+Runnable/team-a/operated`)

@@ -260,3 +260,38 @@ func (h *harness) advance(t *testing.T, ns, name string, to v1alpha1.Phase) {
 	})
 }
 
+
+// spec.retry is checked on submit: each wrong field is named, and nothing
+// is stored.
+func TestRetrySpecValidated(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	before := h.counts()
+	body := strings.Replace(runnableYAML("team-a", "r", "true"), "spec:\n  template:", `spec:
+  retry:
+    limit: -1
+    backoff: soon
+    rules:
+    - {when: Sometimes, action: Retry}
+    - {when: DeadlineExceeded, action: Again}
+    - {when: OOMKilled, onExitCodes: {operator: Maybe, values: [0]}, action: Ignore}
+  template:`, 1)
+	got := h.yaml("alice", "POST", "/api/v1/runnables", body).want(t, http.StatusUnprocessableEntity)
+	for _, field := range []string{"spec.retry.limit", "spec.retry.backoff", "spec.retry.rules[0].when", "spec.retry.rules[1].action",
+		"spec.retry.rules[2].onExitCodes", "spec.retry.rules[2].onExitCodes.operator", "spec.retry.rules[2].onExitCodes.values"} {
+		if !strings.Contains(string(got.raw), `"`+field+`"`) {
+			t.Errorf("the answer does not name %s: %s", field, got.raw)
+		}
+	}
+	if after := h.counts(); !equalCounts(before, after) {
+		t.Fatalf("a refused submit wrote: %v -> %v", before, after)
+	}
+	ok := strings.Replace(runnableYAML("team-a", "r", "true"), "spec:\n  template:", `spec:
+  retry:
+    limit: 2
+    backoff: 10s
+    rules:
+    - {when: ExitCode, onExitCodes: {operator: In, values: [42]}, action: Retry}
+    - {when: DeadlineExceeded, action: RetryElsewhere}
+  template:`, 1)
+	h.yaml("alice", "POST", "/api/v1/runnables", ok).want(t, http.StatusAccepted)
+}

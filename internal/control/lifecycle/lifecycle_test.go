@@ -49,7 +49,8 @@ func TestAllowed(t *testing.T) {
 		{v1alpha1.PhaseSuspended, v1alpha1.PhaseCancelled, lifecycle.ByAPI, true},
 		{v1alpha1.PhaseFailed, v1alpha1.PhaseQueued, lifecycle.ByAPI, true},
 		{v1alpha1.PhaseRejected, v1alpha1.PhaseQueued, lifecycle.ByAPI, false},
-		{v1alpha1.PhaseFailed, v1alpha1.PhaseQueued, lifecycle.BySubmitter, false},
+		{v1alpha1.PhaseFailed, v1alpha1.PhaseQueued, lifecycle.BySubmitter, true},
+		{v1alpha1.PhaseSucceeded, v1alpha1.PhaseQueued, lifecycle.BySubmitter, false},
 	}
 	for _, c := range cases {
 		if got := lifecycle.Allowed(c.from, c.to, c.by); got != c.want {
@@ -59,11 +60,13 @@ func TestAllowed(t *testing.T) {
 }
 
 // Every ended phase is final for the components: nothing but a removal,
-// or a user's rerun back to Queued, leads out of it.
+// a user's rerun, or a failure's retry by spec.retry, leads out of it.
 func TestEndedPhasesAreFinal(t *testing.T) {
 	for _, m := range lifecycle.Table {
 		for _, from := range m.From {
 			rerun := m.By == lifecycle.ByAPI && (m.To == v1alpha1.PhaseQueued || m.To == v1alpha1.PhasePendingApproval)
+			retry := m.By == lifecycle.BySubmitter && from == v1alpha1.PhaseFailed && m.To == v1alpha1.PhaseQueued
+			rerun = rerun || retry
 			if from.Terminal() && m.To != from && m.To != lifecycle.Same && m.To != lifecycle.Removed && !rerun {
 				t.Errorf("row %q leads out of ended phase %s to %s", m.Why, from, m.To)
 			}

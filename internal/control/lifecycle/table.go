@@ -80,6 +80,8 @@ var Table = []Move{
 	{phases(v1alpha1.PhaseCancelled), v1alpha1.PhaseCancelled, BySubmitter, true, "the cancelled attempt's copy removed from its cluster"},
 	{phases(v1alpha1.PhaseSuspended), Same, BySubmitter, false, "the kind's suspend field set on its cluster, or why the cluster refused it"},
 	{phases(v1alpha1.PhaseSuspended), v1alpha1.PhaseSubmitted, BySubmitter, true, "resumed: the kind's suspend field cleared on its cluster"},
+	{phases(v1alpha1.PhaseFailed), v1alpha1.PhaseQueued, BySubmitter, true, "its failure's class is retried by spec.retry or its defaults: placed again as a new attempt"},
+	{phases(v1alpha1.PhaseFailed), v1alpha1.PhaseFailed, BySubmitter, true, "its failure judged by spec.retry and not retried; the class and the reason are in status.retries"},
 
 	{phases(v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted), v1alpha1.PhaseRunning, ByIngester, false, "its object is seen running"},
 	{placed, v1alpha1.PhaseSucceeded, ByIngester, true, "its object is seen succeeded"},

@@ -94,6 +94,8 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 		v = s.cancel(ctx, r, attempts)
 	case v1alpha1.PhaseSuspended:
 		v = s.suspension(ctx, r, attempts)
+	case v1alpha1.PhaseFailed:
+		v = s.retryFailed(r, attempts)
 	default:
 		// PendingApproval waits for the API; Submitted and later belong
 		// to the ingester and the controller.
@@ -143,6 +145,15 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		// attempt's: that is what the eviction was for.
 		evicted = attempts[n-1]
 		p = attempt.Excluding(p, evicted.Cluster)
+	}
+	p, hold := retryHold(r, attempts, p, now)
+	if hold > 0 {
+		msg := fmt.Sprintf("the retry waits for spec.retry.backoff, until %s", now.Add(hold).UTC().Format(time.RFC3339))
+		v := verdict{after: hold}
+		if r.Status.Message != msg {
+			v.move = &transition{phase: v1alpha1.PhaseQueued, message: msg}
+		}
+		return v
 	}
 	decision := placement.Choose(p, gvk.String(), cands)
 	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
@@ -552,6 +563,10 @@ type transition struct {
 	// clearSuspension removes it (suspend.go).
 	suspension      *v1alpha1.Suspension
 	clearSuspension bool
+	// retries, when set, replaces status.retries; freshStatus clears what
+	// the failed attempt observed (retry.go).
+	retries     *v1alpha1.RetryStatus
+	freshStatus bool
 }
 
 // write writes t if the runnable is still as r found it; otherwise it
@@ -563,8 +578,19 @@ func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transit
 			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
 			Attempt: t.attempt, Audit: t.audit,
 		}
-		if t.suspension != nil || t.clearSuspension {
-			lt.Edit = func(st *v1alpha1.RunnableStatus) error { st.Suspension = t.suspension; return nil }
+		if t.suspension != nil || t.clearSuspension || t.retries != nil {
+			lt.Edit = func(st *v1alpha1.RunnableStatus) error {
+				if t.freshStatus {
+					*st = v1alpha1.RunnableStatus{Message: st.Message, ApprovedBy: st.ApprovedBy}
+				}
+				if t.suspension != nil || t.clearSuspension {
+					st.Suspension = t.suspension
+				}
+				if t.retries != nil {
+					st.Retries = t.retries
+				}
+				return nil
+			}
 		}
 		_, err := lifecycle.Apply(ctx, tx, r, lt)
 		if err == nil && t.landedBy != nil {
