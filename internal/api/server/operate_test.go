@@ -229,6 +229,9 @@ func (h *harness) advance(t *testing.T, ns, name string, to v1alpha1.Phase) {
 		step(v1alpha1.PhaseQueued, lifecycle.ByAPI, func(*store.Tx, *lifecycle.Runnable, *lifecycle.Transition) error { return nil })
 	}
 	cluster := "sandbox-1"
+	if phase == v1alpha1.PhaseRunning {
+		goto running
+	}
 	step(v1alpha1.PhaseScheduled, lifecycle.BySubmitter, func(tx *store.Tx, r *lifecycle.Runnable, tr *lifecycle.Transition) error {
 		_, n, err := last(tx, r)
 		tr.Cluster = &cluster
@@ -245,6 +248,7 @@ func (h *harness) advance(t *testing.T, ns, name string, to v1alpha1.Phase) {
 		return err
 	})
 	step(v1alpha1.PhaseRunning, lifecycle.ByIngester, func(*store.Tx, *lifecycle.Runnable, *lifecycle.Transition) error { return nil })
+running:
 	if to == v1alpha1.PhaseRunning {
 		return
 	}
@@ -294,4 +298,74 @@ func TestRetrySpecValidated(t *testing.T) {
     - {when: DeadlineExceeded, action: RetryElsewhere}
   template:`, 1)
 	h.yaml("alice", "POST", "/api/v1/runnables", ok).want(t, http.StatusAccepted)
+}
+
+// PUT changes a runnable's spec against the resourceVersion read: stale is
+// 409 and changes nothing; a running Job is refused with the offer of a
+// rerun; an ended one takes the spec, and its rerun runs it.
+func TestUpdateRunnable(t *testing.T) {
+	for _, eng := range storetest.Engines() {
+		t.Run(eng.Name, func(t *testing.T) {
+			h := newHarness(t, eng)
+			path := "/api/v1/runnables/team-a/r1"
+			created := h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "r1", "echo one")).want(t, http.StatusAccepted)
+			rv := created.str("metadata", "resourceVersion")
+			withRV := func(body, rv string) string {
+				return strings.Replace(body, "  namespace: team-a\n", "  namespace: team-a\n  resourceVersion: \""+rv+"\"\n", 1)
+			}
+			two := runnableYAML("team-a", "r1", "echo two")
+
+			before := h.counts()
+			h.yaml("alice", "PUT", path, two).want(t, http.StatusPreconditionRequired)
+			h.yaml("alice", "PUT", path, withRV(two, "999")).want(t, http.StatusConflict)
+			h.yaml("bob", "PUT", path, withRV(two, rv)).want(t, http.StatusForbidden)
+			h.yaml("alice", "PUT", "/api/v1/runnables/team-a/other", withRV(two, rv)).want(t, http.StatusUnprocessableEntity)
+			h.yaml("alice", "PUT", "/api/v1/runnables/team-a/nope", withRV(runnableYAML("team-a", "nope", "x"), "1")).want(t, http.StatusNotFound)
+			if after := h.counts(); !equalCounts(before, after) {
+				t.Fatalf("refused updates wrote: %v -> %v", before, after)
+			}
+
+			// Queued: the spec changes, and the generation with it.
+			got := h.yaml("alice", "PUT", path, withRV(two, rv)).want(t, http.StatusOK)
+			if !strings.Contains(string(got.raw), "echo two") || fmt.Sprint(got.body["metadata"].(map[string]any)["generation"]) != "2" {
+				t.Fatalf("update answered %s", got.raw)
+			}
+			h.yaml("alice", "PUT", path, withRV(two, rv)).want(t, http.StatusConflict) // the read is stale now
+			rv = got.str("metadata", "resourceVersion")
+			h.yaml("alice", "PUT", path, withRV(two, rv)).want(t, http.StatusOK) // the same again changes nothing
+			if now := h.get("alice", path).str("metadata", "resourceVersion"); now != rv {
+				t.Fatalf("the same spec again moved the runnable from %s to %s", rv, now)
+			}
+
+			// Running: a Job's pod template cannot change on its cluster.
+			h.advance(t, "team-a", "r1", v1alpha1.PhaseRunning)
+			rv = h.get("alice", path).str("metadata", "resourceVersion")
+			before = h.counts()
+			refused := h.yaml("alice", "PUT", path, withRV(runnableYAML("team-a", "r1", "echo three"), rv)).want(t, http.StatusConflict)
+			if !strings.Contains(string(refused.raw), "immutable") || !strings.Contains(string(refused.raw), "rerun") {
+				t.Fatalf("refusal %s", refused.raw)
+			}
+			if after := h.counts(); !equalCounts(before, after) {
+				t.Fatalf("a refused update wrote: %v -> %v", before, after)
+			}
+
+			// Ended: the spec changes, and a rerun runs it.
+			h.advance(t, "team-a", "r1", v1alpha1.PhaseFailed)
+			rv = h.get("alice", path).str("metadata", "resourceVersion")
+			h.yaml("alice", "PUT", path, withRV(runnableYAML("team-a", "r1", "echo three"), rv)).want(t, http.StatusOK)
+			rerun := h.do("alice", "POST", path+"/rerun", "", nil).want(t, http.StatusOK)
+			if !strings.Contains(string(rerun.raw), "echo three") {
+				t.Fatalf("the rerun does not carry the new spec: %s", rerun.raw)
+			}
+			var updates []string
+			for _, e := range h.get("admin", "/api/v1/history").want(t, http.StatusOK).items() {
+				if e["action"] == "update" {
+					updates = append(updates, fmt.Sprint(e["actor"]))
+				}
+			}
+			if fmt.Sprint(updates) != "[alice alice]" {
+				t.Fatalf("update entries by %v, want two by alice", updates)
+			}
+		})
+	}
 }

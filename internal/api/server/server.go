@@ -144,6 +144,7 @@ func New(cfg Config) *Server {
 	s.handle("GET /api/v1/runnables", s.listRunnables)
 	s.handle("GET /api/v1/runnables/{namespace}/{name}", s.getRunnable)
 	s.handle("DELETE /api/v1/runnables/{namespace}/{name}", s.deleteRunnable)
+	s.handle("PUT /api/v1/runnables/{namespace}/{name}", s.updateRunnable)
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/failover", s.confirmStopped)
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/approve", s.decideRunnable(true))
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/reject", s.decideRunnable(false))

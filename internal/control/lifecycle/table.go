@@ -70,6 +70,7 @@ var Table = []Move{
 	{phases(v1alpha1.PhaseSuspended), Same, ByAPI, true, "resume asked by a user; the submitter clears the kind's suspend field"},
 	{rerunnable, v1alpha1.PhaseQueued, ByAPI, true, "rerun by a user: a new attempt with the current spec; the attempts' history stays"},
 	{rerunnable, v1alpha1.PhasePendingApproval, ByAPI, true, "rerun by a user in a namespace that needs approval"},
+	{slices.Concat(phases(v1alpha1.PhaseQueued), ended), Same, ByAPI, true, "its spec changed by a user (PUT); its next attempt uses it"},
 
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "no cluster can take it yet; the message says why"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on one cluster"},

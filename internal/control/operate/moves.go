@@ -90,7 +90,7 @@ func Resume(cur *lifecycle.Runnable, actor string, now time.Time) (*lifecycle.Tr
 func Rerun(cur *lifecycle.Runnable, attempts []*store.Attempt, actor string, needsApproval bool) (*lifecycle.Transition, error) {
 	ref := cur.Rec.Namespace + "/" + cur.Rec.Name
 	phase := cur.Phase()
-	if !lifecycle.Allowed(phase, v1alpha1.PhaseQueued, lifecycle.ByAPI) {
+	if !phase.Terminal() || !lifecycle.Allowed(phase, v1alpha1.PhaseQueued, lifecycle.ByAPI) {
 		return nil, stateErr("runnable %s is %s; only an ended runnable (Succeeded, Failed, Expired, Cancelled) can be rerun", ref, phase)
 	}
 	n := len(attempts)
