@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,6 +111,20 @@ func TestSuspendResumeRerun(t *testing.T) {
 	matches(t, "rerun", me.ok("rerun", "runnable", "operated", "-n", "team-a"), `^runnable/team-a/operated Queued: rerun team-a/operated, which had ended Succeeded, as attempt 2`)
 	waitFor("attempt 2 succeeds", "{.status.phase} {.status.attemptCount}", "Succeeded 2")
 
+	// apply on the ended runnable updates its spec, as kubectl apply
+	// would; the same again is unchanged.
+	changed := strings.Replace(operatedJob, "busybox:1.36", "busybox:1.37", 1)
+	matches(t, "diff of a changed spec", me.with(changed).ok("diff", "-f", "-"),
+		`--- runnable/team-a/operated \(stored, resourceVersion \d+\)`, `(?m)^-\s+image: busybox:1\.36$`, `(?m)^\+\s+image: busybox:1\.37$`)
+	matches(t, "diff of a new runnable", me.with(strings.Replace(changed, "name: operated", "name: brand-new", 1)).ok("diff", "-f", "-"),
+		`runnable/team-a/brand-new: new`)
+	matches(t, "apply of a changed spec", me.with(changed).ok("apply", "-f", "-"), `runnable/team-a/operated configured`)
+	matches(t, "diff once applied", me.with(changed).ok("diff", "-f", "-"), `runnable/team-a/operated: unchanged`)
+	matches(t, "apply of the same spec", me.with(changed).ok("apply", "-f", "-"), `runnable/team-a/operated unchanged`)
+	if got := get("{.metadata.generation} {.spec.template.spec.template.spec.containers[0].image}"); got != "2 busybox:1.37\n" {
+		t.Fatalf("after apply: %q", got)
+	}
+
 	me.with(operatedDeployment).ok("apply", "-f", "-")
 	sandboxtest.Eventually(t, 3*time.Minute, "the Deployment runs", func(context.Context) error {
 		if got := me.ok("get", "runnable", "web", "-n", "team-a", "-o", "jsonpath={.status.phase}"); got != "Running\n" {
@@ -118,6 +133,8 @@ func TestSuspendResumeRerun(t *testing.T) {
 		return nil
 	})
 	matches(t, "a suspend of a Deployment", me.fail("suspend", "runnable", "web", "-n", "team-a"), `cannot be suspended`)
+	matches(t, "apply of a running Deployment's change", me.with(strings.Replace(operatedDeployment, "nginx", "nginx:1.27", 1)).fail("apply", "-f", "-"),
+		`409 Conflict: .*not supported yet`)
 
 	other := func(name, path string) string {
 		return me.ok("get", "runnable", name, "-n", "team-a", "-o", "jsonpath="+path)

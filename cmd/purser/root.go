@@ -45,6 +45,7 @@ runs all of them in one process.`,
 		newCordonCommand("uncordon"),
 	)
 	root.AddCommand(newOperateCommands()...)
+	root.AddCommand(newDiffCommand())
 	root.AddCommand(newComponentCommands()...)
 	return root
 }

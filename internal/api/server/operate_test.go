@@ -264,7 +264,6 @@ running:
 	})
 }
 
-
 // spec.retry is checked on submit: each wrong field is named, and nothing
 // is stored.
 func TestRetrySpecValidated(t *testing.T) {
