@@ -115,7 +115,7 @@ func TestSuspendResumeRerun(t *testing.T) {
 	// would; the same again is unchanged.
 	changed := strings.Replace(operatedJob, "busybox:1.36", "busybox:1.37", 1)
 	matches(t, "diff of a changed spec", me.with(changed).ok("diff", "-f", "-"),
-		`--- runnable/team-a/operated \(stored, resourceVersion \d+\)`, `(?m)^-\s+image: busybox:1\.36$`, `(?m)^\+\s+image: busybox:1\.37$`)
+		`--- runnable/team-a/operated \(stored, resourceVersion \d+\)`, `(?m)^-\s+- image: busybox:1\.36$`, `(?m)^\+\s+- image: busybox:1\.37$`)
 	matches(t, "diff of a new runnable", me.with(strings.Replace(changed, "name: operated", "name: brand-new", 1)).ok("diff", "-f", "-"),
 		`runnable/team-a/brand-new: new`)
 	matches(t, "apply of a changed spec", me.with(changed).ok("apply", "-f", "-"), `runnable/team-a/operated configured`)
