@@ -2,8 +2,8 @@ package v1alpha1
 
 import "time"
 
-// PhaseSuspended: a user suspended the runnable's running attempt
-// (POST .../suspend); its object stays on its cluster with the kind's own
+// PhaseSuspended is the phase of a runnable whose running attempt a user
+// suspended (POST .../suspend); its object stays on its cluster with the kind's own
 // suspend field set. Failover leaves it alone (no toleration clock runs)
 // and the ingester does not follow it; POST .../resume takes it back to
 // Submitted.

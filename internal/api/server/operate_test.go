@@ -31,6 +31,9 @@ func TestOperateRunnables(t *testing.T) {
 			h.do("alice", "POST", base+"/rerun", "", nil).want(t, http.StatusConflict)   // not ended
 			h.do("alice", "POST", base+"/resume", "", nil).want(t, http.StatusConflict)  // not suspended
 			h.do("alice", "POST", "/api/v1/runnables/team-a/nope/suspend", "", nil).want(t, http.StatusNotFound)
+			if after := h.counts(); !equalCounts(before, after) {
+				t.Fatalf("refused requests wrote: %v -> %v", before, after)
+			}
 
 			h.advance(t, "team-a", "r1", v1alpha1.PhaseRunning)
 			before = h.counts()

@@ -64,13 +64,13 @@ func ClassifyFailure(kind string, status map[string]any) Failure {
 	case strings.Contains(message, "ImagePullBackOff") || strings.Contains(message, "ErrImagePull"):
 		return Failure{Class: v1alpha1.FailureImagePull, Reason: words}
 	}
-	if m := exitCodeMessage.FindStringSubmatch(message); m != nil {
+	if m := exitCodeMessage.FindStringSubmatch(message); len(m) > 1 {
 		if n, err := strconv.ParseInt(m[1], 10, 32); err == nil {
 			code := int32(n)
 			return Failure{Class: v1alpha1.FailureExitCode, Reason: words, ExitCode: &code}
 		}
 	}
-	if m := conditionMessage.FindStringSubmatch(message); m != nil && m[1] == v1alpha1.FailureDisruption {
+	if m := conditionMessage.FindStringSubmatch(message); len(m) > 1 && m[1] == v1alpha1.FailureDisruption {
 		return Failure{Class: v1alpha1.FailureDisruption, Reason: words}
 	}
 	if reason == "BackoffLimitExceeded" {

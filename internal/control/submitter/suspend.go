@@ -2,7 +2,6 @@ package submitter
 
 import (
 	"context"
-
 	"fmt"
 
 	"github.com/purser-io/purser/api/v1alpha1"
