@@ -17,7 +17,7 @@ var (
 	EndedPhases = []Phase{PhaseSucceeded, PhaseFailed, PhaseExpired, PhaseRejected, PhaseCancelled}
 	// RunnablePhases are every phase, in the order of a runnable's life:
 	// what a list may be filtered by.
-	RunnablePhases = slices.Concat(WaitingPhases, PlacedPhases, []Phase{PhaseFailingOver}, EndedPhases)
+	RunnablePhases = slices.Concat(WaitingPhases, PlacedPhases, []Phase{PhaseSuspended, PhaseFailingOver}, EndedPhases)
 )
 
 // ParseRunnablePhase checks a phase a user typed; the error lists the

@@ -96,6 +96,8 @@ type RunnableSpec struct {
 	// never submitted after it.
 	Deadline *time.Time `json:"deadline,omitempty"`
 	Failover *Failover  `json:"failover,omitempty"`
+	// Retry says which failures of an attempt are retried (retry.go).
+	Retry *RetrySpec `json:"retry,omitempty"`
 	// TTLSecondsAfterFinished removes the Runnable, and what its attempts
 	// left on their clusters, that long after it ended (as a Job's field
 	// of the same name); its history stays in the audit log. Unset: the
@@ -279,6 +281,11 @@ type RunnableStatus struct {
 	// the runnable without waiting.
 	ConfirmedStopped *Confirmation     `json:"confirmedStopped,omitempty"`
 	Preserved        map[string]string `json:"preserved,omitempty"`
+	// Suspension is the user's suspend or resume while the runnable is
+	// Suspended (operate.go).
+	Suspension *Suspension `json:"suspension,omitempty"`
+	// Retries is spec.retry's budget and last decision (retry.go).
+	Retries *RetryStatus `json:"retries,omitempty"`
 	// RestorePoint is the exact restore point the next attempt carries,
 	// when statePreservation.restorePoint asks for one.
 	RestorePoint *RestorePoint `json:"restorePoint,omitempty"`

@@ -55,6 +55,7 @@ func ValidateRunnable(r *Runnable, now time.Time) FieldErrors {
 	}
 	v.failover("spec.failover", r.Spec.Failover)
 	v.demand(&r.Spec)
+	v.retry("spec.retry", r.Spec.Retry)
 	return v.errs
 }
 

@@ -27,14 +27,20 @@ func newDiffCommand() *cobra.Command {
 	var ff fileFlags
 	var namespace string
 	cmd := &cobra.Command{
-		Use:   "diff -f FILE",
-		Short: "Show, per cluster, what applying deployables would change, writing nothing",
-		Long: `For each Deployable of the files, every cluster its placement matches is
+		Use:   "diff -f FILE|DIR|- [-f ...]",
+		Short: "Show what apply would change: in Runnables' specs, and per cluster for Deployables; writes nothing",
+		Long: `For every Runnable of the files, the difference between its stored spec,
+labels and annotations and those of the file, as a unified diff of YAML,
+with the file's defaults filled in as the API fills them (so a field left
+to its default is no change). A Runnable that does not exist yet is shown
+as new.
+
+For each Deployable of the files, every cluster its placement matches is
 asked, by a server-side apply dry run of that cluster's object (its
 spec.overrides applied), what would change. Nothing is written, neither in
 purser nor on any cluster. Changes are named by field path; values are
 never printed, so a Secret's stay hidden.`,
-		Example: "  purser diff -f deployable.yaml",
+		Example: "  purser diff -f examples/runnable-job.yaml\n  purser diff -f deployable.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			objs, err := ff.read(cmd)
@@ -48,8 +54,15 @@ never printed, so a Secret's stay hidden.`,
 			nsGiven := cmd.Flags().Changed("namespace")
 			w := stdout(cmd)
 			for _, o := range objs {
+				if o.Kind() == v1alpha1.KindRunnable {
+					if err := diffRunnable(cmd, c, o, namespace, nsGiven); err != nil {
+						return err
+					}
+					continue
+				}
 				if o.Kind() != v1alpha1.KindDeployable {
-					return fmt.Errorf("%s: purser diff shows deployables; %s is not one", o.Where(), o.Kind())
+					fmt.Fprintf(w, "%s: %s is not compared (only Runnables and Deployables are)\n", o.Where(), o.Kind())
+					continue
 				}
 				body, ctype, err := inNamespace(o, namespace, nsGiven)
 				if err != nil {

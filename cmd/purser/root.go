@@ -47,6 +47,7 @@ runs all of them in one process.`,
 		newCordonCommand("drain"),
 		newCordonCommand("uncordon"),
 	)
+	root.AddCommand(newOperateCommands()...)
 	root.AddCommand(newComponentCommands()...)
 	return root
 }

@@ -137,6 +137,16 @@ func readFlink(obj map[string]any) flinkObject {
 	if f.lifecycle == "" {
 		f.lifecycle, f.derived = deriveLifecycle(obj, f, last), true
 	}
+	if f.lifecycle == "" && f.application && f.desired == "suspended" && stoppedJob(f.job) {
+		// A minimal status (no lifecycle, no reconciliation status, no
+		// JobManager status) of a job the user suspended: judged by the
+		// spec and the job state, as getLifecycleState judges the last
+		// reconciled spec's job.state suspended. The operator stops a
+		// suspended job with cancelJob, which leaves it FINISHED,
+		// CANCELED or SUSPENDED by the operator's version; none of those
+		// is an end of the work while the spec asks for suspended.
+		f.lifecycle = "SUSPENDED"
+	}
 	// The operator records the generation it reconciled
 	// (ReconciliationStatus.serializeAndSetLastReconciledSpec sets
 	// observedGeneration); a newer spec is a change it has yet to act on.
@@ -148,6 +158,17 @@ func readFlink(obj map[string]any) flinkObject {
 		f.pending = fmt.Sprintf("spec.job.state is %s, the operator last deployed it %s", f.desired, f.reconciled)
 	}
 	return f
+}
+
+// stoppedJob reports whether a job state is one a suspended job is left
+// in (JobStatus: FINISHED after a savepoint or a cancel, CANCELED,
+// SUSPENDED).
+func stoppedJob(state string) bool {
+	switch state {
+	case "FINISHED", "CANCELED", "SUSPENDED":
+		return true
+	}
+	return false
 }
 
 // reconciledJob reads the job state of status.reconciliationStatus

@@ -176,7 +176,7 @@ func TestMethodNotAllowed(t *testing.T) {
 	h := newHarness(t, storetest.Engines()[0])
 	for _, c := range []struct{ method, path, allow string }{
 		{"DELETE", "/api/v1/runnables", "GET, POST"},
-		{"PATCH", "/api/v1/runnables/team-a/x", "GET, DELETE"},
+		{"PATCH", "/api/v1/runnables/team-a/x", "GET, PUT, DELETE"},
 		{"GET", "/api/v1/runnables/team-a/x/approve", "POST"},
 		{"POST", "/api/v1/deployables/team-a/x", "GET, PUT, DELETE"},
 		{"DELETE", "/api/v1/history", "GET"},

@@ -148,9 +148,13 @@ func New(cfg Config) *Server {
 	s.handle("GET /api/v1/runnables", s.listRunnables)
 	s.handle("GET /api/v1/runnables/{namespace}/{name}", s.getRunnable)
 	s.handle("DELETE /api/v1/runnables/{namespace}/{name}", s.deleteRunnable)
+	s.handle("PUT /api/v1/runnables/{namespace}/{name}", s.updateRunnable)
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/failover", s.confirmStopped)
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/approve", s.decideRunnable(true))
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/reject", s.decideRunnable(false))
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/suspend", s.suspendRunnable)
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/resume", s.resumeRunnable)
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/rerun", s.rerunRunnable)
 
 	s.handle("PUT /api/v1/deployables/{namespace}/{name}", s.putDeployable)
 	s.handle("GET /api/v1/deployables", s.listDeployables)

@@ -77,6 +77,11 @@ func (c *Client) Apply(ctx context.Context, kind, ns, name string, body []byte, 
 	switch kind {
 	case v1alpha1.KindRunnable:
 		code, err := c.Do(ctx, http.MethodPost, r.ListPath(), nil, body, contentType, &ans)
+		if IsConflict(err) && ns != "" && name != "" {
+			// The name holds another spec: an update, as kubectl apply
+			// makes one (update.go).
+			return c.updateRunnable(ctx, r, ns, name, body, err)
+		}
 		if err != nil {
 			return out, err
 		}

@@ -119,6 +119,10 @@ func Apply(ctx context.Context, tx *store.Tx, r *Runnable, t Transition) (*Runna
 			return nil, err
 		}
 	}
+	if from.Terminal() && !t.To.Terminal() {
+		// Started again (a rerun): retention waits for the new end.
+		rec.EndedAt, rec.RemoveAfter = nil, nil
+	}
 	if rec.Status, err = encode(next.Status); err != nil {
 		return nil, err
 	}

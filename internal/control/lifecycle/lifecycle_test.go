@@ -40,6 +40,17 @@ func TestAllowed(t *testing.T) {
 		{v1alpha1.PhaseSucceeded, lifecycle.Removed, lifecycle.ByRetention, true},
 		{v1alpha1.PhaseRunning, lifecycle.Removed, lifecycle.ByAPI, false},
 		{v1alpha1.PhaseRunning, lifecycle.Removed, lifecycle.ByRetention, false},
+		{v1alpha1.PhaseRunning, v1alpha1.PhaseSuspended, lifecycle.ByAPI, true},
+		{v1alpha1.PhaseQueued, v1alpha1.PhaseSuspended, lifecycle.ByAPI, false},
+		{v1alpha1.PhaseSuspended, v1alpha1.PhaseSubmitted, lifecycle.BySubmitter, true},
+		{v1alpha1.PhaseSuspended, v1alpha1.PhaseSubmitted, lifecycle.ByAPI, false},
+		{v1alpha1.PhaseSuspended, v1alpha1.PhaseQueued, lifecycle.ByController, false},
+		{v1alpha1.PhaseSuspended, v1alpha1.PhaseSuspended, lifecycle.ByIngester, false},
+		{v1alpha1.PhaseSuspended, v1alpha1.PhaseCancelled, lifecycle.ByAPI, true},
+		{v1alpha1.PhaseFailed, v1alpha1.PhaseQueued, lifecycle.ByAPI, true},
+		{v1alpha1.PhaseRejected, v1alpha1.PhaseQueued, lifecycle.ByAPI, false},
+		{v1alpha1.PhaseFailed, v1alpha1.PhaseQueued, lifecycle.BySubmitter, true},
+		{v1alpha1.PhaseSucceeded, v1alpha1.PhaseQueued, lifecycle.BySubmitter, false},
 	}
 	for _, c := range cases {
 		if got := lifecycle.Allowed(c.from, c.to, c.by); got != c.want {
@@ -48,11 +59,15 @@ func TestAllowed(t *testing.T) {
 	}
 }
 
-// Every ended phase is final: nothing but a removal leads out of it.
+// Every ended phase is final for the components: nothing but a removal,
+// a user's rerun, or a failure's retry by spec.retry, leads out of it.
 func TestEndedPhasesAreFinal(t *testing.T) {
 	for _, m := range lifecycle.Table {
 		for _, from := range m.From {
-			if from.Terminal() && m.To != from && m.To != lifecycle.Same && m.To != lifecycle.Removed {
+			rerun := m.By == lifecycle.ByAPI && (m.To == v1alpha1.PhaseQueued || m.To == v1alpha1.PhasePendingApproval)
+			retry := m.By == lifecycle.BySubmitter && from == v1alpha1.PhaseFailed && m.To == v1alpha1.PhaseQueued
+			rerun = rerun || retry
+			if from.Terminal() && m.To != from && m.To != lifecycle.Same && m.To != lifecycle.Removed && !rerun {
 				t.Errorf("row %q leads out of ended phase %s to %s", m.Why, from, m.To)
 			}
 		}

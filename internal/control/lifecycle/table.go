@@ -49,6 +49,9 @@ var (
 	occupied = []v1alpha1.Phase{v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning}
 	ended    = v1alpha1.EndedPhases
 	every    = v1alpha1.RunnablePhases
+	// rerunnable: ended phases a rerun may start again from (a rejected
+	// runnable was never accepted).
+	rerunnable = phases(v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCancelled)
 )
 
 func phases(p ...v1alpha1.Phase) []v1alpha1.Phase { return p }
@@ -60,9 +63,14 @@ var Table = []Move{
 	{phases(New), v1alpha1.PhasePendingApproval, ByAPI, true, "accepted in a namespace that needs approval"},
 	{phases(v1alpha1.PhasePendingApproval), v1alpha1.PhaseQueued, ByAPI, true, "approved by another user"},
 	{phases(v1alpha1.PhasePendingApproval), v1alpha1.PhaseRejected, ByAPI, true, "rejected by another user"},
-	{slices.Concat(waiting, placed, phases(v1alpha1.PhaseFailingOver)), v1alpha1.PhaseCancelled, ByAPI, true, "cancelled by a user"},
+	{slices.Concat(waiting, placed, phases(v1alpha1.PhaseSuspended, v1alpha1.PhaseFailingOver)), v1alpha1.PhaseCancelled, ByAPI, true, "cancelled by a user"},
 	{slices.Concat(placed, phases(v1alpha1.PhaseFailingOver)), Same, ByAPI, true, "a person confirms that the copy on an unreachable cluster stopped; the controller moves it at once"},
 	{ended, Removed, ByAPI, true, "an ended runnable deleted by a user; its history stays"},
+	{occupied, v1alpha1.PhaseSuspended, ByAPI, true, "suspended by a user; the submitter sets the kind's own suspend field on its cluster"},
+	{phases(v1alpha1.PhaseSuspended), Same, ByAPI, true, "resume asked by a user; the submitter clears the kind's suspend field"},
+	{rerunnable, v1alpha1.PhaseQueued, ByAPI, true, "rerun by a user: a new attempt with the current spec; the attempts' history stays"},
+	{rerunnable, v1alpha1.PhasePendingApproval, ByAPI, true, "rerun by a user in a namespace that needs approval"},
+	{slices.Concat(phases(v1alpha1.PhaseQueued), ended), Same, ByAPI, true, "its spec changed by a user (PUT); its next attempt uses it"},
 
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "waits for admission: no cluster fits what it requests now (or ever), a deployable it depends on is not Synced, or none matches; the message names the resource and the figures"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on the cluster that fits it best, its requests counted there in flight"},
@@ -71,6 +79,10 @@ var Table = []Move{
 	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseSubmitted, BySubmitter, true, "created on its attempt's cluster"},
 	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseQueued, BySubmitter, true, "its cluster failed or went away before the create; placed again"},
 	{phases(v1alpha1.PhaseCancelled), v1alpha1.PhaseCancelled, BySubmitter, true, "the cancelled attempt's copy removed from its cluster"},
+	{phases(v1alpha1.PhaseSuspended), Same, BySubmitter, false, "the kind's suspend field set on its cluster, or why the cluster refused it"},
+	{phases(v1alpha1.PhaseSuspended), v1alpha1.PhaseSubmitted, BySubmitter, true, "resumed: the kind's suspend field cleared on its cluster"},
+	{phases(v1alpha1.PhaseFailed), v1alpha1.PhaseQueued, BySubmitter, true, "its failure's class is retried by spec.retry or its defaults: placed again as a new attempt"},
+	{phases(v1alpha1.PhaseFailed), v1alpha1.PhaseFailed, BySubmitter, true, "its failure judged by spec.retry and not retried; the class and the reason are in status.retries"},
 
 	{phases(v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted), v1alpha1.PhaseRunning, ByIngester, false, "its object is seen running"},
 	{placed, v1alpha1.PhaseSucceeded, ByIngester, true, "its object is seen succeeded"},

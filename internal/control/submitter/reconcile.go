@@ -101,6 +101,10 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 		v = s.submit(ctx, r, attempts)
 	case v1alpha1.PhaseCancelled:
 		v = s.cancel(ctx, r, attempts)
+	case v1alpha1.PhaseSuspended:
+		v = s.suspension(ctx, r, attempts)
+	case v1alpha1.PhaseFailed:
+		v = s.retryFailed(r, attempts)
 	default:
 		// PendingApproval waits for the API; Submitted and later belong
 		// to the ingester and the controller.
@@ -150,6 +154,15 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		// attempt's: that is what the eviction was for.
 		evicted = attempts[n-1]
 		p = attempt.Excluding(p, evicted.Cluster)
+	}
+	p, hold := retryHold(r, attempts, p, now)
+	if hold > 0 {
+		msg := fmt.Sprintf("the retry waits for spec.retry.backoff, until %s", now.Add(hold).UTC().Format(time.RFC3339))
+		v := verdict{after: hold}
+		if r.Status.Message != msg {
+			v.move = &transition{phase: v1alpha1.PhaseQueued, message: msg}
+		}
+		return v
 	}
 	demand, err := placement.Requests(&doc.Spec)
 	if err != nil {
@@ -429,10 +442,22 @@ func (s *Submitter) create(ctx context.Context, row *store.Cluster, obj *unstruc
 		return "", err
 	}
 	var uid string
-	if beforeSend != nil {
-		uid, err = cc.CreateMarked(ctx, obj, runnableUID, beforeSend)
-	} else {
-		uid, err = cc.Create(ctx, obj, runnableUID)
+	send := func() (string, error) {
+		if beforeSend != nil {
+			return cc.CreateMarked(ctx, obj, runnableUID, beforeSend)
+		}
+		return cc.Create(ctx, obj, runnableUID)
+	}
+	uid, err = send()
+	var older *clusters.OlderAttemptError
+	if errors.As(err, &older) {
+		// A rerun's earlier attempt left its ended copy under the name:
+		// it goes (only that attempt's, by its label and uid), and the
+		// create is sent again once.
+		if _, rmErr := cc.Remove(ctx, obj.GroupVersionKind(), older.Namespace, older.Name, runnableUID, older.Attempt); rmErr != nil {
+			return "", fmt.Errorf("remove attempt %d's copy of %s %s from %s: %w", older.Attempt, obj.GetKind(), ref(obj), row.Name, rmErr)
+		}
+		uid, err = send()
 	}
 	if errors.Is(err, errAttemptEnded) {
 		return "", err
@@ -584,16 +609,35 @@ type transition struct {
 	landedBy *time.Time
 	// requests, when set, is the runnable's new status.requests.
 	requests map[string]string
+	// suspension, when set, replaces the status' suspension;
+	// clearSuspension removes it (suspend.go).
+	suspension      *v1alpha1.Suspension
+	clearSuspension bool
+	// retries, when set, replaces status.retries; freshStatus clears what
+	// the failed attempt observed (retry.go).
+	retries     *v1alpha1.RetryStatus
+	freshStatus bool
 }
 
 // edit is the change of status beyond phase, cluster and message; nil
 // when there is none.
 func (t *transition) edit() func(st *v1alpha1.RunnableStatus) error {
-	if t.requests == nil {
+	if t.requests == nil && t.suspension == nil && !t.clearSuspension && t.retries == nil && !t.freshStatus {
 		return nil
 	}
 	return func(st *v1alpha1.RunnableStatus) error {
-		st.Requests = t.requests
+		if t.freshStatus {
+			*st = v1alpha1.RunnableStatus{Message: st.Message, ApprovedBy: st.ApprovedBy, Requests: st.Requests}
+		}
+		if t.requests != nil {
+			st.Requests = t.requests
+		}
+		if t.suspension != nil || t.clearSuspension {
+			st.Suspension = t.suspension
+		}
+		if t.retries != nil {
+			st.Retries = t.retries
+		}
 		return nil
 	}
 }
@@ -603,10 +647,11 @@ func (t *transition) edit() func(st *v1alpha1.RunnableStatus) error {
 // metrics count what was written.
 func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transition) (moved bool, err error) {
 	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		_, err := lifecycle.Apply(ctx, tx, r, lifecycle.Transition{
+		lt := lifecycle.Transition{
 			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
 			Attempt: t.attempt, Audit: t.audit, Edit: t.edit(),
-		})
+		}
+		_, err := lifecycle.Apply(ctx, tx, r, lt)
 		if err == nil && t.landedBy != nil {
 			_, err = tx.Attempts().SetCreateLandedBy(ctx, t.attempt.RunnableUID, t.attempt.Number, *t.landedBy)
 		}

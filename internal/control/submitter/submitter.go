@@ -241,7 +241,7 @@ func (s *Submitter) Run(ctx context.Context) error {
 // safety net under the messages.
 func (s *Submitter) rescan(ctx context.Context) ([]string, error) {
 	var uids []string
-	for _, phase := range []v1alpha1.Phase{v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled} {
+	for _, phase := range []v1alpha1.Phase{v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled, v1alpha1.PhaseSuspended} {
 		cont := ""
 		for {
 			var page []*store.Runnable

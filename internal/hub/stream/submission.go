@@ -26,6 +26,13 @@ const (
 	// SubmissionFailover: the runnable's attempt was evicted and it waits
 	// for another cluster.
 	SubmissionFailover = "failover"
+	// SubmissionSuspend and SubmissionResume: a user suspended or resumed
+	// the runnable, and its object's suspend field must follow.
+	SubmissionSuspend = "suspend"
+	SubmissionResume  = "resume"
+	// SubmissionFailed: the runnable's attempt was seen failed, and
+	// spec.retry (or its defaults) may give it another.
+	SubmissionFailed = "failed"
 )
 
 // ID is the message id that deduplicates re-publishing of the same event.

@@ -260,6 +260,9 @@ func (c *ObjectClient) Create(ctx context.Context, obj *unstructured.Unstructure
 		if owner := existing.GetLabels()[v1alpha1.LabelRunnableUID]; owner != runnableUID {
 			return "", &ForeignObjectError{Kind: gvk.Kind, Namespace: existing.GetNamespace(), Name: existing.GetName(), Cluster: c.name, Owner: owner}
 		}
+		if err := olderAttempt(existing, obj, c.name); err != nil {
+			return "", err
+		}
 		// Ours, from an earlier try whose answer was lost: success.
 		return string(existing.GetUID()), nil
 	}

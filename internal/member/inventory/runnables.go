@@ -12,6 +12,7 @@ import (
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/member/health"
 )
 
@@ -129,6 +130,11 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 		ended.EndedAt, ended.Result = &at, string(next)
 		t.Attempt = &ended
 		t.Audit = &audit.Entry{Action: "observe", Summary: fmt.Sprintf("%s (attempt %d)", t.Message, last.Number)}
+		if next == v1alpha1.PhaseFailed {
+			// The submitter judges the failure by spec.retry; the outbox
+			// delivers the message once this commits.
+			t.Enqueue, t.EnqueueAttempt = stream.SubmissionFailed, last.Number
+		}
 	}
 	_, err = lifecycle.Apply(ctx, tx, rn, t)
 	return err
