@@ -52,25 +52,36 @@ func (s *Server) sealDeployable(obj *v1alpha1.Deployable, author *store.Author) 
 	return out, err
 }
 
+// deployableBody reads the deployable a request carries for the path's
+// namespace and name, checked as every write of one is: decoded strictly,
+// valid, the user allowed to write there, its template admitted.
+func (s *Server) deployableBody(r *http.Request, u auth.User) (ns, name string, obj *v1alpha1.Deployable, err error) {
+	ns, name = r.PathValue("namespace"), r.PathValue("name")
+	obj, err = decodeBody(r, v1alpha1.DecodeDeployable)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if err := matchPath(&obj.Metadata, ns, name); err != nil {
+		return "", "", nil, err
+	}
+	if errs := v1alpha1.ValidateDeployable(obj); len(errs) > 0 {
+		return "", "", nil, errInvalid("Deployable is invalid", errs)
+	}
+	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+		return "", "", nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
+	}
+	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, false); err != nil {
+		return "", "", nil, err
+	}
+	return ns, name, obj, nil
+}
+
 // putDeployable serves PUT: create (201) or update (200; generation + 1
 // only when the spec changed). In a namespace that requires approval the
 // change waits, and the live spec stays as it was until it is approved.
 func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	obj, err := decodeBody(r, v1alpha1.DecodeDeployable)
+	ns, name, obj, err := s.deployableBody(r, u)
 	if err != nil {
-		return 0, nil, err
-	}
-	if err := matchPath(&obj.Metadata, ns, name); err != nil {
-		return 0, nil, err
-	}
-	if errs := v1alpha1.ValidateDeployable(obj); len(errs) > 0 {
-		return 0, nil, errInvalid("Deployable is invalid", errs)
-	}
-	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
-		return 0, nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
-	}
-	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, false); err != nil {
 		return 0, nil, err
 	}
 	sealed, err := s.sealDeployable(obj, authorOf(u))

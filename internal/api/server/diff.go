@@ -52,21 +52,8 @@ type DiffResult struct {
 // dry run of that cluster's object (its overrides applied), what would
 // change. Nothing is written, in the store or on any cluster.
 func (s *Server) diffDeployable(r *http.Request, u auth.User) (int, any, error) {
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	obj, err := decodeBody(r, v1alpha1.DecodeDeployable)
+	ns, name, obj, err := s.deployableBody(r, u)
 	if err != nil {
-		return 0, nil, err
-	}
-	if err := matchPath(&obj.Metadata, ns, name); err != nil {
-		return 0, nil, err
-	}
-	if errs := v1alpha1.ValidateDeployable(obj); len(errs) > 0 {
-		return 0, nil, errInvalid("Deployable is invalid", errs)
-	}
-	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
-		return 0, nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
-	}
-	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, false); err != nil {
 		return 0, nil, err
 	}
 	var cls []*store.Cluster

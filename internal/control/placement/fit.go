@@ -78,21 +78,9 @@ func ChooseFor(p v1alpha1.Placement, gvk string, demand Demand, score Score, clu
 	d := Decision{Rejected: map[string]string{}}
 	var known, unknown []Cluster
 	for _, c := range clusters {
-		if ok, why := Matches(p, c); !ok {
+		if why, lacking := ineligible(p, gvk, c); why != "" {
 			d.Rejected[c.Name] = why
-			continue
-		}
-		if !c.Ready {
-			d.Rejected[c.Name] = "not Ready"
-			continue
-		}
-		if c.Serves != nil && !c.Serves(gvk) {
-			d.Rejected[c.Name] = "does not serve " + gvk
-			continue
-		}
-		if c.Lacks != "" {
-			d.Rejected[c.Name] = "lacks " + c.Lacks
-			d.Lacking = true
+			d.Lacking = d.Lacking || lacking
 			continue
 		}
 		if c.Free == nil {

@@ -129,6 +129,25 @@ type Decision struct {
 	Lacking bool
 }
 
+// ineligible says why c may not take a runnable of kind gvk under p (its
+// affinity or taints, not Ready, the kind not served, a dependency not
+// synced there), or "" when it may; lacking is true when a dependency is
+// the reason.
+func ineligible(p v1alpha1.Placement, gvk string, c Cluster) (why string, lacking bool) {
+	if ok, why := Matches(p, c); !ok {
+		return why, false
+	}
+	switch {
+	case !c.Ready:
+		return "not Ready", false
+	case c.Serves != nil && !c.Serves(gvk):
+		return "does not serve " + gvk, false
+	case c.Lacks != "":
+		return "lacks " + c.Lacks, true
+	}
+	return "", false
+}
+
 // Choose picks a cluster for a runnable of kind gvk: among the Ready
 // clusters that match the placement and serve the kind, the least loaded,
 // ties broken by name so that the same state always gives the same answer.
@@ -148,20 +167,8 @@ func Choose(p v1alpha1.Placement, gvk string, clusters []Cluster) Decision {
 	d := Decision{Rejected: map[string]string{}}
 	var eligible []Cluster
 	for _, c := range clusters {
-		if ok, why := Matches(p, c); !ok {
+		if why, _ := ineligible(p, gvk, c); why != "" {
 			d.Rejected[c.Name] = why
-			continue
-		}
-		if !c.Ready {
-			d.Rejected[c.Name] = "not Ready"
-			continue
-		}
-		if c.Serves != nil && !c.Serves(gvk) {
-			d.Rejected[c.Name] = "does not serve " + gvk
-			continue
-		}
-		if c.Lacks != "" {
-			d.Rejected[c.Name] = "lacks " + c.Lacks
 			continue
 		}
 		eligible = append(eligible, c)
