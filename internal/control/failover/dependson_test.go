@@ -37,6 +37,13 @@ func TestFailoverNeedsTheDependencies(t *testing.T) {
 	if r := running(f, "wordcount"); r.Status.Cluster != "a" {
 		t.Fatalf("placed on %s, where app-config is not synced", r.Status.Cluster)
 	}
+	// The move needs a proven restore point (restorePoint Required): the
+	// job checkpoints before it fails, as a job that has run a while has.
+	jobID, ok := f.sims["a"].Running(f.ns, "wordcount")
+	if !ok {
+		t.Fatal("wordcount is not running on a")
+	}
+	waitCheckpoint(t, f, jobID)
 	f.sims["a"].Fail(f.ns, "wordcount", flinksim.Reconciling)
 	r := f.waitFor("wordcount", "refusing b for lack of app-config", func(r *v1alpha1.Runnable) bool {
 		return strings.Contains(r.Status.Message, "b lacks deployable app-config not synced there yet")
