@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -134,13 +135,23 @@ func (s *Syncer) decideRollouts(ctx context.Context) error {
 		return nil
 	}
 	var (
-		fresh map[string]store.AgentFreshness
-		rows  map[string]*store.DeployableRollout
-		sts   map[string][]*store.DeployableClusterStatus
+		fresh      map[string]store.AgentFreshness
+		rows       map[string]*store.DeployableRollout
+		sts        map[string][]*store.DeployableClusterStatus
+		dependents map[dependentKey][]rollout.Problem
 	)
+	var namespaces []string
+	for _, d := range ds {
+		if !slices.Contains(namespaces, d.rec.Namespace) {
+			namespaces = append(namespaces, d.rec.Namespace)
+		}
+	}
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if fresh, err = tx.Agents().ListFreshness(ctx); err != nil {
+			return err
+		}
+		if dependents, err = dependentProblems(ctx, tx, namespaces); err != nil {
 			return err
 		}
 		all, err := tx.Deployables().ListRollouts(ctx)
@@ -186,6 +197,14 @@ func (s *Syncer) decideRollouts(ctx context.Context) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("rollout of %s/%s: %w", d.rec.Namespace, d.rec.Name, err))
 			continue
+		}
+		for _, c := range cls {
+			if ps := dependents[dependentKey{d.rec.Namespace, d.rec.Name, c.Name}]; len(ps) > 0 {
+				if problems == nil {
+					problems = map[string][]rollout.Problem{}
+				}
+				problems[c.Name] = append(problems[c.Name], ps...)
+			}
 		}
 		dec := decide(d, row, sts[d.rec.UID], cls, fresh, unreachable, problems)
 		next, err := json.Marshal(dec.Status)

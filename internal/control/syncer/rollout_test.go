@@ -311,3 +311,69 @@ func TestGateHaltsBeforeTheNextWave(t *testing.T) {
 	}
 	f.waitConfigMapData(s1, "web-config", "v", "2") // Halt keeps what was applied
 }
+
+// TestDependentRunnableHaltsTheWave: the rollout's built-in gate. A
+// runnable that names the deployable in spec.dependsOn and turns Unhealthy
+// on a wave's cluster after the new generation landed there halts the
+// rollout and, by onFailure Rollback, returns the wave to the previous
+// generation; the same runnable Unhealthy since before the generation
+// landed did not count. The runnable rows are written as the controller
+// records a runnable's health.
+func TestDependentRunnableHaltsTheWave(t *testing.T) {
+	f := newFixture(t, storetest.Engines()[0].NewDSN(t))
+	s1, s2, s3 := f.clusters[0].Name(), f.clusters[1].Name(), f.clusters[2].Name()
+	f.startAgents(s1, s2, s3)
+	f.start(syncerOpts{})
+	ctx := context.Background()
+	spec := `{"spec":{"template":{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"reader"}},"dependsOn":[{"deployable":"app-config"}]}}`
+	rn := &store.Runnable{Namespace: f.ns, Name: "reader", UID: "reader-" + f.ns, Generation: 1, Spec: []byte(spec), SpecHash: "h",
+		Phase: string(v1alpha1.PhaseRunning), Cluster: s1}
+	health := func(h v1alpha1.Health, since time.Time) {
+		t.Helper()
+		if err := f.store.Tx(ctx, func(tx *store.Tx) error {
+			st, err := json.Marshal(v1alpha1.RunnableStatus{Phase: v1alpha1.PhaseRunning, Cluster: s1, Health: h, UnhealthySince: &since,
+				Message: "job reader: pods failing"})
+			if err != nil {
+				return err
+			}
+			if rn.ID == 0 {
+				rn.Status = st
+				return tx.Runnables().Create(ctx, rn)
+			}
+			cur, err := tx.Runnables().Get(ctx, rn.Namespace, rn.Name)
+			if err != nil {
+				return err
+			}
+			cur.Status = st
+			return tx.Runnables().Update(ctx, cur)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Unhealthy an hour ago, before any of this: not this generation's doing.
+	health(v1alpha1.HealthUnhealthy, time.Now().Add(-time.Hour))
+
+	var waves []v1alpha1.Wave
+	for _, dc := range []string{"dc-1", "dc-2", "dc-3"} {
+		waves = append(waves, v1alpha1.Wave{Name: dc, ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"dc": dc}}})
+	}
+	ro := &v1alpha1.Rollout{Waves: waves, MinSuccessSeconds: 3600, OnFailure: v1alpha1.OnFailureRollback}
+	rec := f.putSpec("app-config", v1alpha1.DeployableSpec{Template: configMapTemplate(map[string]any{"v": "1"})})
+	f.waitSynced(rec, s1, s2, s3)
+	rec = f.putSpec("app-config", v1alpha1.DeployableSpec{Template: configMapTemplate(map[string]any{"v": "2"}), Rollout: ro})
+	f.waitRollout(rec, "dc-1 healthy, soaking", func(st *v1alpha1.RolloutStatus) bool {
+		return clusterOf(st, s1).Health == v1alpha1.WaveHealthy
+	})
+	f.waitConfigMapData(s1, "app-config", "v", "2")
+
+	// It turns Unhealthy again now, after generation 2 landed on dc-1.
+	health(v1alpha1.HealthUnhealthy, time.Now())
+	st := f.waitRollout(rec, "rolled back", func(st *v1alpha1.RolloutStatus) bool { return st.State == v1alpha1.RolloutRolledBack })
+	if !strings.Contains(st.Message, "Runnable/"+f.ns+"/reader") || !strings.Contains(st.Message, "dependsOn") {
+		t.Fatalf("rolled back status does not name the runnable: %+v", st)
+	}
+	t.Logf("rolled back: %s", st.Message)
+	for _, c := range []string{s1, s2, s3} {
+		f.waitConfigMapData(c, "app-config", "v", "1")
+	}
+}
