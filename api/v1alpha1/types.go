@@ -263,6 +263,11 @@ type RunnableStatus struct {
 	// then, and again for each new attempt.
 	HealthySince *time.Time `json:"healthySince,omitempty"`
 	Message      string     `json:"message,omitempty"`
+	// QueuePosition is a Queued runnable's place in the farm's queue (1
+	// goes first): by priority, then the namespaces' fair share, then age,
+	// as the submitter orders it. The API computes it when it answers; it
+	// is not stored.
+	QueuePosition int `json:"queuePosition,omitempty"`
 	// Requests is what the runnable asks for in all (resource name ->
 	// Kubernetes quantity): each pod by Kubernetes' own rule, times the
 	// pods its kind runs, or spec.resources where given.

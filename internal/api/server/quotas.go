@@ -173,14 +173,7 @@ func (s *Server) quotaResponse(r *http.Request, rec *store.Quota) (*v1alpha1.Quo
 	}); err != nil {
 		return nil, err
 	}
-	requests := make([]map[string]string, len(statuses))
-	for i, b := range statuses {
-		var st v1alpha1.RunnableStatus
-		if len(b) > 0 && json.Unmarshal(b, &st) == nil {
-			requests[i] = st.Requests
-		}
-	}
-	used := placement.Strings(placement.QuotaUsage(requests))
+	used := placement.Strings(placement.StoredUsage(statuses))
 	// Usage beside each limit: every limit has a figure, 0 when unused.
 	q.Status.Used = map[string]string{}
 	for name := range q.Spec.Limits {

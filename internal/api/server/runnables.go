@@ -126,12 +126,16 @@ func (s *Server) getRunnable(r *http.Request, u auth.User) (int, any, error) {
 	}
 	var rec *store.Runnable
 	var attempts []*store.Attempt
+	var positions map[string]int
 	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
 		if rec, err = tx.Runnables().Get(r.Context(), ns, name); err != nil {
 			return err
 		}
-		attempts, err = tx.Attempts().List(r.Context(), rec.UID)
+		if attempts, err = tx.Attempts().List(r.Context(), rec.UID); err != nil || !anyQueued(rec) {
+			return err
+		}
+		positions, err = s.queuePositions(r.Context(), tx)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -141,7 +145,11 @@ func (s *Server) getRunnable(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, err
 	}
 	out, err := runnableFromRecord(rec, attempts)
-	return http.StatusOK, out, err
+	if err != nil {
+		return 0, nil, err
+	}
+	out.Status.QueuePosition = positions[rec.UID]
+	return http.StatusOK, out, nil
 }
 
 func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
@@ -161,7 +169,7 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 	}
 	var recs []*store.Runnable
 	var next string
-	var attempts map[string]int
+	var attempts, positions map[string]int
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		if recs, next, err = tx.Runnables().List(r.Context(), f); err != nil {
 			return err
@@ -170,7 +178,10 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 		for i, rec := range recs {
 			uids[i] = rec.UID
 		}
-		attempts, err = tx.Attempts().Count(r.Context(), uids)
+		if attempts, err = tx.Attempts().Count(r.Context(), uids); err != nil || f.Phase != string(v1alpha1.PhaseQueued) || !anyQueued(recs...) {
+			return err
+		}
+		positions, err = s.queuePositions(r.Context(), tx)
 		return err
 	}); err != nil {
 		return 0, nil, err
@@ -182,6 +193,7 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 			return 0, nil, err
 		}
 		obj.Status.AttemptCount = attempts[rec.UID]
+		obj.Status.QueuePosition = positions[rec.UID]
 		out.Items = append(out.Items, obj)
 	}
 	return http.StatusOK, out, nil

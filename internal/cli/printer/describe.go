@@ -81,6 +81,7 @@ func (d describer) section(title string, rows [][]string) {
 func (d describer) runnable(obj Object) {
 	d.line("Template", Field(obj, "spec", "template", "apiVersion")+" "+Field(obj, "spec", "template", "kind"))
 	d.line("Phase", Field(obj, "status", "phase"))
+	d.line("Position", Field(obj, "status", "queuePosition")) // in the queue, while Queued
 	d.line("Cluster", Field(obj, "status", "cluster"))
 	d.line("Health", Field(obj, "status", "health"))
 	d.line("Message", Field(obj, "status", "message"))

@@ -223,3 +223,21 @@ func TestQuotaTableAndDescribe(t *testing.T) {
 		}
 	}
 }
+
+// Queued runnables listed with their positions get a POSITION column and
+// the MESSAGE that says what they wait for.
+func TestTableOfTheQueue(t *testing.T) {
+	var out bytes.Buffer
+	items := []Object{
+		decode(t, `{"kind": "Runnable", "metadata": {"name": "second"}, "spec": {"template": {"kind": "Job"}}, "status": {"phase": "Queued", "queuePosition": 2, "message": "fits no cluster: cpu 4 asked"}}`),
+		decode(t, `{"kind": "Runnable", "metadata": {"name": "first"}, "spec": {"template": {"kind": "Job"}}, "status": {"phase": "Queued", "queuePosition": 1, "message": "quota team-a: cpu 8 of 8 used"}}`),
+	}
+	if err := Table(&out, "Runnable", items, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME     KIND   PHASE    POSITION   CLUSTER") || !strings.HasSuffix(lines[0], "MESSAGE") ||
+		!strings.Contains(lines[1], "Queued   2 ") || !strings.HasSuffix(lines[2], "quota team-a: cpu 8 of 8 used") {
+		t.Fatalf("queue table:\n%s", out.String())
+	}
+}

@@ -3,6 +3,7 @@ package printer
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -56,6 +57,34 @@ func buildTable(kind string, items []Object, opts TableOptions) table {
 			row = append(row, Field(it, "metadata", "namespace"))
 		}
 		t.rows = append(t.rows, append(row, cells(kind, it, opts.Wide)...))
+	}
+	if kind == v1alpha1.KindRunnable {
+		t = withQueue(t, items, opts.Wide)
+	}
+	return t
+}
+
+// withQueue adds, when some runnable waits in the queue, its POSITION
+// beside PHASE and (in the narrow table too) the MESSAGE that says what
+// it waits for.
+func withQueue(t table, items []Object, wide bool) table {
+	queued := false
+	for _, it := range items {
+		queued = queued || Field(it, "status", "queuePosition") != ""
+	}
+	if !queued {
+		return t
+	}
+	at := slices.Index(t.header, "PHASE") + 1
+	t.header = slices.Insert(t.header, at, "POSITION")
+	if !wide {
+		t.header = append(t.header, "MESSAGE")
+	}
+	for i, it := range items {
+		t.rows[i] = slices.Insert(t.rows[i], at, orNone(Field(it, "status", "queuePosition")))
+		if !wide {
+			t.rows[i] = append(t.rows[i], Field(it, "status", "message"))
+		}
 	}
 	return t
 }

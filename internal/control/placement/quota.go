@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -19,13 +20,32 @@ func QuotaUsage(requests []map[string]string) corev1.ResourceList {
 		if err != nil {
 			continue // written by the submitter from a valid list
 		}
-		for name, q := range l {
-			cur := used[name]
-			cur.Add(q)
-			used[name] = cur
-		}
+		AddTo(used, l)
 	}
 	return used
+}
+
+// AddTo adds each quantity of l to into's.
+func AddTo(into, l corev1.ResourceList) {
+	for name, q := range l {
+		cur := into[name]
+		cur.Add(q)
+		into[name] = cur
+	}
+}
+
+// StoredUsage is QuotaUsage of the stored statuses of a namespace's
+// active runnables (store.Runnables.ActiveStatuses): their
+// status.requests, nothing for a status that has none or does not decode.
+func StoredUsage(statuses [][]byte) corev1.ResourceList {
+	requests := make([]map[string]string, len(statuses))
+	for i, b := range statuses {
+		var st v1alpha1.RunnableStatus
+		if len(b) > 0 && json.Unmarshal(b, &st) == nil {
+			requests[i] = st.Requests
+		}
+	}
+	return QuotaUsage(requests)
 }
 
 // QuotaAllows reports whether one more runnable asking for demand keeps

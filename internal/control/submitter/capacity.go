@@ -48,9 +48,6 @@ func (s *Submitter) waitForCapacity(w *waiter, d placement.Decision, quota bool)
 	s.capacity.mu.Lock()
 	defer s.capacity.mu.Unlock()
 	if d.Cluster == "" && (d.Capacity || d.Never) && !d.Lacking {
-		if old := s.capacity.waiting[w.uid]; old != nil {
-			w.since = old.since
-		}
 		w.quota = quota
 		s.capacity.waiting[w.uid] = w
 	} else {
@@ -186,11 +183,7 @@ func (s *Submitter) freeFigures(ctx context.Context, tx *store.Tx) (map[string]*
 		if f.InFlight == nil {
 			f.InFlight = corev1.ResourceList{}
 		}
-		for name, q := range req {
-			cur := f.InFlight[name]
-			cur.Add(q)
-			f.InFlight[name] = cur
-		}
+		placement.AddTo(f.InFlight, req)
 		f.InFlightCount++
 		// While some placement still counts, the waiting are looked at
 		// again (each look extends this), so that they see it stop

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/lifecycle"
@@ -19,7 +18,8 @@ import (
 // The order of the queue. A runnable that fits a cluster is placed unless
 // one that waits for capacity and fits now too goes first: by
 // spec.priority (higher first), then, between namespaces, by
-// dominant-resource fairness, then by how long each has waited. The
+// dominant-resource fairness, then by how long each has waited
+// (placement.Ahead, which the API's queue positions use too). The
 // fairness follows Armada's (docs/scheduler.md: a queue's cost is its
 // dominant resource share, the largest over resources of what it holds
 // divided by the total, over the queue's weight) and Kueue's fair sharing
@@ -51,26 +51,18 @@ type waiter struct {
 }
 
 func (s *Submitter) newWaiter(r *lifecycle.Runnable, spec *v1alpha1.RunnableSpec, gvk string, d placement.Demand) *waiter {
-	return &waiter{uid: r.Rec.UID, namespace: r.Rec.Namespace, priority: s.priorityOf(spec), since: time.Now(),
+	return &waiter{uid: r.Rec.UID, namespace: r.Rec.Namespace, priority: s.priorityOf(spec), since: r.Rec.CreatedAt,
 		demand: d, placement: spec.Placement, gvk: gvk}
 }
 
 // priorityOf is spec.priority: the integer, or the policy's class of that
 // name (0 for a class the policy does not define).
 func (s *Submitter) priorityOf(spec *v1alpha1.RunnableSpec) int32 {
-	p := spec.Priority
-	if p == nil {
-		return 0
-	}
-	if p.Type == intstr.Int {
-		return p.IntVal
-	}
+	var classes func(string) (int32, bool)
 	if sp, ok := s.cfg.Policy.(SharePolicy); ok {
-		if v, ok := sp.PriorityClass(p.StrVal); ok {
-			return v
-		}
+		classes = sp.PriorityClass
 	}
-	return 0
+	return placement.PriorityValue(spec.Priority, classes)
 }
 
 func (s *Submitter) weight(ns string) float64 {
@@ -86,9 +78,6 @@ func (s *Submitter) weight(ns string) float64 {
 // queues them), or "" when none does.
 func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Cluster) string {
 	s.capacity.mu.Lock()
-	if old := s.capacity.waiting[x.uid]; old != nil {
-		x.since = old.since
-	}
 	var others []*waiter
 	for uid, w := range s.capacity.waiting {
 		if uid != x.uid && !w.quota {
@@ -122,26 +111,13 @@ func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Clu
 	}
 	var ahead []*waiter
 	var why []string
+	xe := placement.QueueEntry{UID: x.uid, Namespace: x.namespace, Priority: x.priority, Since: x.since}
 	for _, w := range others {
-		first := ""
-		switch {
-		case w.priority > x.priority:
-			first = fmt.Sprintf("priority %d over %d", w.priority, x.priority)
-		case w.priority < x.priority:
-			continue
-		case w.namespace != x.namespace:
-			sw, sx := share(w.namespace), share(x.namespace)
-			switch {
-			case sw < sx:
-				first = fmt.Sprintf("namespace %s at %.0f%% of its fair share, %s at %.0f%%", w.namespace, 100*sw, x.namespace, 100*sx)
-			case sw > sx:
-				continue
-			case w.since.Before(x.since):
-				first = "waiting longer"
-			}
-		case w.since.Before(x.since):
-			first = "waiting longer"
+		we := placement.QueueEntry{UID: w.uid, Namespace: w.namespace, Priority: w.priority, Since: w.since}
+		if w.priority == x.priority && w.namespace != x.namespace {
+			we.Share, xe.Share = share(w.namespace), share(x.namespace)
 		}
+		first := placement.Ahead(we, xe)
 		if first == "" {
 			continue
 		}
@@ -172,11 +148,7 @@ func (s *Submitter) dominantShare(ctx context.Context, ns string, cands []placem
 		if c.Free == nil {
 			continue
 		}
-		for name, q := range c.Free.Allocatable {
-			cur := total[name]
-			cur.Add(q)
-			total[name] = cur
-		}
+		placement.AddTo(total, c.Free.Allocatable)
 	}
 	var statuses [][]byte
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
@@ -187,6 +159,6 @@ func (s *Submitter) dominantShare(ctx context.Context, ns string, cands []placem
 	if err != nil {
 		return 0, err
 	}
-	used := placement.QuotaUsage(requestsOf(statuses))
+	used := placement.StoredUsage(statuses)
 	return placement.DominantShare(used, total) / s.weight(ns), nil
 }

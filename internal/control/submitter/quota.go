@@ -35,22 +35,9 @@ func (s *Submitter) overQuota(ctx context.Context, namespace string, demand plac
 	if err := json.Unmarshal(q.Spec, &spec); err != nil {
 		return "quota " + namespace + " does not decode: " + err.Error(), nil
 	}
-	ok, why := placement.QuotaAllows(namespace, spec.Limits, placement.QuotaUsage(requestsOf(statuses)), demand)
+	ok, why := placement.QuotaAllows(namespace, spec.Limits, placement.StoredUsage(statuses), demand)
 	if ok {
 		return "", nil
 	}
 	return why, nil
-}
-
-// requestsOf reads the status.requests of stored statuses (nil for one
-// that has none).
-func requestsOf(statuses [][]byte) []map[string]string {
-	out := make([]map[string]string, len(statuses))
-	for i, b := range statuses {
-		var st v1alpha1.RunnableStatus
-		if len(b) > 0 && json.Unmarshal(b, &st) == nil {
-			out[i] = st.Requests
-		}
-	}
-	return out
 }
