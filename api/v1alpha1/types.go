@@ -486,6 +486,9 @@ type ClusterStatus struct {
 	// Capacity is what the cluster's schedulable nodes can allocate, from
 	// the Node records of the inventory; absent while none is known.
 	Capacity *ClusterCapacity `json:"capacity,omitempty"`
+	// Resources is what placement counts with, as the cluster's agent last
+	// reported it with its heartbeat; absent until it has.
+	Resources *ClusterResources `json:"resources,omitempty"`
 	// Views are what each DC's controller saw at its latest probe; the
 	// Ready condition is judged by a quorum of them.
 	Views []ClusterView `json:"views,omitempty"`
@@ -500,6 +503,16 @@ type ClusterCapacity struct {
 	Nodes       int   `json:"nodes"`
 	// Unschedulable counts the cordoned nodes left out of the sums.
 	Unschedulable int `json:"unschedulable,omitempty"`
+}
+
+// ClusterResources is a cluster's allocatable and free capacity as its
+// agent computes it (resource name -> Kubernetes quantity): the nodes that
+// can take pods, less what the non-terminal pods there request.
+type ClusterResources struct {
+	Allocatable map[string]string `json:"allocatable"`
+	Free        map[string]string `json:"free"`
+	// ReportedAt is the time of the heartbeat that carried them.
+	ReportedAt time.Time `json:"reportedAt"`
 }
 
 // ClusterView is one DC's latest probe of the cluster's kube-apiserver.

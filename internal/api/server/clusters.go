@@ -14,8 +14,10 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/hub/stream"
 )
 
 // storedClusterSpec is the spec column of a cluster: everything but the
@@ -199,6 +201,7 @@ type observations struct {
 	fresh     map[string]store.AgentFreshness
 	counts    map[string]int64
 	capacity  map[string]store.Capacity
+	reports   map[string]store.CapacityReport
 	runnables map[string]map[string]int
 	views     map[string][]v1alpha1.ClusterView
 	now       time.Time
@@ -219,6 +222,9 @@ func (s *Server) readObservations(r *http.Request, tx *store.Tx) (observations, 
 	if o.runnables, err = tx.Runnables().CountByClusterPhase(r.Context()); err != nil {
 		return o, err
 	}
+	if o.reports, err = tx.Agents().Capacities(r.Context()); err != nil {
+		return o, err
+	}
 	views, _, err := tx.Clusters().ListViews(r.Context())
 	o.views = map[string][]v1alpha1.ClusterView{}
 	for _, v := range views {
@@ -237,6 +243,13 @@ func (o observations) apply(c *v1alpha1.Cluster) {
 	if n, ok := o.capacity[name]; ok {
 		c.Status.Capacity = &v1alpha1.ClusterCapacity{MilliCPU: n.MilliCPU, MemoryBytes: n.Memory, Pods: n.Pods,
 			Nodes: n.Nodes, Unschedulable: n.Unschedulable}
+	}
+	if rep, ok := o.reports[name]; ok {
+		var capa stream.Capacity
+		if json.Unmarshal(rep.Report, &capa) == nil {
+			c.Status.Resources = &v1alpha1.ClusterResources{Allocatable: placement.Strings(capa.Allocatable),
+				Free: placement.Strings(capa.Free), ReportedAt: rep.At}
+		}
 	}
 	c.Status.Views = o.views[name]
 	if byPhase := o.runnables[name]; len(byPhase) > 0 {
