@@ -153,14 +153,19 @@ func TestUpdateInPlace(t *testing.T) {
 		}
 		return nil
 	})
-	j = f.runnable("nightly")
 	jobChanged := strings.Replace(fmt.Sprintf(jobRunnable, "nightly", "AtLeastOne"), "image: busybox", "image: busybox:1.37", 1)
 	jobChanged = strings.Replace(jobChanged, "metadata: {name: nightly}", "metadata: {name: nightly, namespace: "+f.ns+"}", 1)
-	status = f.put(jobChanged, j.Metadata.ResourceVersion, 0)
-	if status.Code != http.StatusConflict || !strings.Contains(status.Message, "a Job's pod template is immutable on its cluster") ||
-		!strings.Contains(status.Message, "rerun it (POST .../rerun)") {
-		t.Fatalf("PUT of a running Job: %d %q", status.Code, status.Message)
-	}
+	// Against the resourceVersion just read (read again should the
+	// ingester have written meanwhile).
+	sandboxtest.Eventually(t, wait, "a PUT of the running Job refused for its pod template", func(context.Context) error {
+		j = f.runnable("nightly")
+		status = f.put(jobChanged, j.Metadata.ResourceVersion, 0)
+		if status.Code != http.StatusConflict || !strings.Contains(status.Message, "a Job's pod template is immutable on its cluster") ||
+			!strings.Contains(status.Message, "rerun it (POST .../rerun)") {
+			return fmt.Errorf("PUT of a running Job: %d %q", status.Code, status.Message)
+		}
+		return nil
+	})
 	status = f.put(jobChanged, j.Metadata.ResourceVersion, -1)
 	if status.Code != http.StatusConflict || !strings.Contains(status.Message, "read it again") {
 		t.Fatalf("stale PUT of a running Job: %d %q", status.Code, status.Message)
