@@ -27,7 +27,8 @@ import (
 // job with a savepoint and restores the new one from it), and the
 // runnable stays Running on attempt 1 with the failover controller
 // running all along; the history names who changed it. A later attempt
-// (a failover) is created from the new spec. A PUT with a stale
+// (a failover) is created from the new spec, and an update of a suspended
+// job keeps it suspended until it is resumed. A PUT with a stale
 // resourceVersion is 409 and changes nothing, here or on the cluster, and
 // a running Job's change is refused with the rerun advice.
 func TestUpdateInPlace(t *testing.T) {
@@ -137,6 +138,31 @@ func TestUpdateInPlace(t *testing.T) {
 		t.Fatalf("attempt 2's object has parallelism %d, not the updated 3", parallelism(moved))
 	}
 
+	// Suspended, an update keeps the job suspended; resumed, the job runs
+	// with it (the suspend's field manager applies only spec.job.state,
+	// and drops nothing the update applied).
+	running(f, "wordcount")
+	f.do(http.MethodPost, "/api/v1/runnables/"+f.ns+"/wordcount/suspend", nil, nil)
+	r = f.waitFor("wordcount", "suspended on "+second, func(r *v1alpha1.Runnable) bool {
+		return r.Status.Phase == v1alpha1.PhaseSuspended && r.Status.Suspension != nil && r.Status.Suspension.Applied
+	})
+	four := strings.Replace(changed, "parallelism: 3", "parallelism: 4", 1)
+	if applied, err := f.api.Apply(f.ctx, v1alpha1.KindRunnable, f.ns, "wordcount", []byte(four), "application/yaml"); err != nil || applied.Verb != client.VerbConfigured {
+		t.Fatalf("apply while suspended: %v %v", applied, err)
+	}
+	f.waitFor("wordcount", "the update applied while suspended", func(r *v1alpha1.Runnable) bool {
+		return len(r.Status.Attempts) == 2 && r.Status.Attempts[1].Generation == 3 && r.Status.Phase == v1alpha1.PhaseSuspended
+	})
+	sd := f.dyn[second].Resource(flinkGVR).Namespace(f.ns)
+	if obj, err := sd.Get(f.ctx, "wordcount", metav1.GetOptions{}); err != nil || parallelism(obj) != 4 || jobState(obj) != "suspended" {
+		t.Fatalf("the suspended object after the update: parallelism %d, job state %q (%v)", parallelism(obj), jobState(obj), err)
+	}
+	f.do(http.MethodPost, "/api/v1/runnables/"+f.ns+"/wordcount/resume", nil, nil)
+	running(f, "wordcount")
+	if obj, err := sd.Get(f.ctx, "wordcount", metav1.GetOptions{}); err != nil || parallelism(obj) != 4 || jobState(obj) != "running" {
+		t.Fatalf("the resumed object: parallelism %d, job state %q (%v)", parallelism(obj), jobState(obj), err)
+	}
+
 	// A running Job: its pod template cannot change, and a stale PUT is
 	// refused before that.
 	f.submit(fmt.Sprintf(jobRunnable, "nightly", "AtLeastOne"))
@@ -234,6 +260,17 @@ func (f *farm) entries(name string) []string {
 }
 
 func parallelism(obj *unstructured.Unstructured) int64 {
+	if obj == nil {
+		return 0
+	}
 	n, _, _ := unstructured.NestedInt64(obj.Object, "spec", "job", "parallelism")
 	return n
+}
+
+func jobState(obj *unstructured.Unstructured) string {
+	if obj == nil {
+		return ""
+	}
+	s, _, _ := unstructured.NestedString(obj.Object, "spec", "job", "state")
+	return s
 }
