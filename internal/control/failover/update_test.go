@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -71,6 +72,7 @@ func TestUpdateInPlace(t *testing.T) {
 	}
 
 	// What `purser apply -f` does with the changed manifest.
+	start := time.Now()
 	applied, err := f.api.Apply(f.ctx, v1alpha1.KindRunnable, f.ns, "wordcount", []byte(changed), "application/yaml")
 	if err != nil || applied.Verb != client.VerbConfigured {
 		t.Fatalf("apply: %v %v", applied, err)
@@ -87,6 +89,7 @@ func TestUpdateInPlace(t *testing.T) {
 	if r.Metadata.Generation != 2 || r.Status.Update == nil || r.Status.Update.By != "admin" || r.Status.Update.Error != "" {
 		t.Fatalf("after the update: generation %d, status.update %+v", r.Metadata.Generation, r.Status.Update)
 	}
+	t.Logf("the update reached the object on %s %s after the apply", first, time.Since(start).Round(time.Millisecond))
 	obj := get()
 	if obj.GetUID() != before.GetUID() || parallelism(obj) != 3 || obj.GetGeneration() <= before.GetGeneration() {
 		t.Fatalf("the object on %s: uid %s (was %s), parallelism %d, generation %d (was %d)",
@@ -107,6 +110,7 @@ func TestUpdateInPlace(t *testing.T) {
 		return len(f.sims[first].Deploys(f.ns, "wordcount")) > deploys && r.Status.Health == v1alpha1.HealthHealthy &&
 			resultField(r, "jobStatus", "state") == "RUNNING" && resultField(r, "lifecycleState") == "STABLE"
 	})
+	t.Logf("the job upgraded and running again %s after the apply", time.Since(start).Round(time.Millisecond))
 	upgrade := f.sims[first].Deploys(f.ns, "wordcount")[deploys]
 	if !strings.HasPrefix(upgrade.RestoredFrom, "s3://flink/savepoints/savepoint-"+oldJob[:6]+"-") {
 		t.Fatalf("the upgraded job restored from %q, not from a savepoint of job %s", upgrade.RestoredFrom, oldJob)
@@ -143,7 +147,7 @@ func TestUpdateInPlace(t *testing.T) {
 	// and drops nothing the update applied).
 	running(f, "wordcount")
 	f.do(http.MethodPost, "/api/v1/runnables/"+f.ns+"/wordcount/suspend", nil, nil)
-	r = f.waitFor("wordcount", "suspended on "+second, func(r *v1alpha1.Runnable) bool {
+	f.waitFor("wordcount", "suspended on "+second, func(r *v1alpha1.Runnable) bool {
 		return r.Status.Phase == v1alpha1.PhaseSuspended && r.Status.Suspension != nil && r.Status.Suspension.Applied
 	})
 	four := strings.Replace(changed, "parallelism: 3", "parallelism: 4", 1)
