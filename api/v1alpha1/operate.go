@@ -23,3 +23,20 @@ type Suspension struct {
 	// Error is why the cluster refused the change, when it did.
 	Error string `json:"error,omitempty"`
 }
+
+// Update is a user's change of the spec of a runnable that runs (PUT of a
+// Submitted, Running or Suspended runnable whose kind takes a change in
+// place): the submitter applies the new template to the current attempt's
+// object by server-side apply. Applied once the attempt's generation
+// (status.attempts[].generation) reaches Generation.
+type Update struct {
+	// Generation is the spec's generation the change made.
+	Generation int64     `json:"generation"`
+	By         string    `json:"by"`
+	At         time.Time `json:"at"`
+	// Attempt is the attempt whose object takes it.
+	Attempt int `json:"attempt"`
+	// Error is why the cluster refused it, when it did; it is not tried
+	// again until the spec changes again.
+	Error string `json:"error,omitempty"`
+}

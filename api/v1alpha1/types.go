@@ -289,6 +289,9 @@ type RunnableStatus struct {
 	// Suspension is the user's suspend or resume while the runnable is
 	// Suspended (operate.go).
 	Suspension *Suspension `json:"suspension,omitempty"`
+	// Update is the last change of spec applied in place to the running
+	// attempt, or still to apply (operate.go).
+	Update *Update `json:"update,omitempty"`
 	// Retries is spec.retry's budget and last decision (retry.go).
 	Retries *RetryStatus `json:"retries,omitempty"`
 	// RestorePoint is the exact restore point the next attempt carries,
@@ -385,6 +388,10 @@ type Attempt struct {
 	Reported map[string]string `json:"reported,omitempty"`
 	// Note says why something reported was not carried on.
 	Note string `json:"note,omitempty"`
+	// Generation is the generation of the runnable's spec the attempt's
+	// object carries (metadata.generation of the runnable): the one it was
+	// created with, or a later one an update in place applied.
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // Deployable is one Kubernetes object kept identical on every matching

@@ -133,8 +133,11 @@ func TestSuspendResumeRerun(t *testing.T) {
 		return nil
 	})
 	matches(t, "a suspend of a Deployment", me.fail("suspend", "runnable", "web", "-n", "team-a"), `cannot be suspended`)
-	matches(t, "apply of a running Deployment's change", me.with(strings.Replace(operatedDeployment, "nginx", "nginx:1.27", 1)).fail("apply", "-f", "-"),
-		`409 Conflict: .*not supported yet`)
+	webChanged := strings.Replace(operatedDeployment, "nginx", "nginx:1.27", 1)
+	matches(t, "diff of a running runnable's change", me.with(webChanged).ok("diff", "-f", "-"),
+		`--- runnable/team-a/web \(stored, resourceVersion \d+\)`, `(?m)^-\s+- image: nginx$`, `(?m)^\+\s+- image: nginx:1\.27$`)
+	matches(t, "apply of a running Deployment's change", me.with(webChanged).fail("apply", "-f", "-"),
+		`409 Conflict: .*changing the object of a running Deployment.apps in place is not supported yet`)
 
 	other := func(name, path string) string {
 		return me.ok("get", "runnable", name, "-n", "team-a", "-o", "jsonpath="+path)

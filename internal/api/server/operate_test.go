@@ -371,3 +371,115 @@ func TestUpdateRunnable(t *testing.T) {
 		})
 	}
 }
+
+func flinkRunnableYAML(name string, parallelism int, objectName string) string {
+	md := ""
+	if objectName != "" {
+		md = "\n    metadata: {name: " + objectName + "}"
+	}
+	return fmt.Sprintf(`apiVersion: purser.io/v1alpha1
+kind: Runnable
+metadata:
+  name: %s
+  namespace: team-a
+spec:
+  template:
+    apiVersion: flink.apache.org/v1beta1
+    kind: FlinkDeployment%s
+    spec:
+      image: flink:1.20
+      job: {jarURI: "local:///opt/flink/examples/streaming/WordCount.jar", parallelism: %d, upgradeMode: savepoint}
+`, name, md, parallelism)
+}
+
+// PUT of a running FlinkDeployment is taken in place: the spec and its
+// generation change, the runnable keeps its phase and attempt,
+// status.update names who asked and for which attempt, the audit log has
+// the update, and each update is its own message to the submitters (the
+// generation in its id). A changed object name and a running Argo
+// Workflow are refused and change nothing.
+func TestUpdateRunningInPlace(t *testing.T) {
+	for _, eng := range storetest.Engines() {
+		t.Run(eng.Name, func(t *testing.T) {
+			h := newHarness(t, eng)
+			path := "/api/v1/runnables/team-a/wc"
+			withRV := func(body, rv string) string {
+				return strings.Replace(body, "  namespace: team-a\n", "  namespace: team-a\n  resourceVersion: \""+rv+"\"\n", 1)
+			}
+			created := h.yaml("alice", "POST", "/api/v1/runnables", flinkRunnableYAML("wc", 2, "")).want(t, http.StatusAccepted)
+			uid := created.str("metadata", "uid")
+
+			h.advance(t, "team-a", "wc", v1alpha1.PhaseRunning)
+			rv := h.get("alice", path).str("metadata", "resourceVersion")
+			before := h.counts()
+			renamed := h.yaml("alice", "PUT", path, withRV(flinkRunnableYAML("wc", 3, "other"), rv)).want(t, http.StatusConflict)
+			if !strings.Contains(string(renamed.raw), `metadata.name changes from \"wc\" to \"other\"`) {
+				t.Fatalf("renamed: %s", renamed.raw)
+			}
+			if after := h.counts(); !equalCounts(before, after) {
+				t.Fatalf("a refused update wrote: %v -> %v", before, after)
+			}
+
+			got := h.yaml("alice", "PUT", path, withRV(flinkRunnableYAML("wc", 3, ""), rv)).want(t, http.StatusOK)
+			if g := fmt.Sprint(got.body["metadata"].(map[string]any)["generation"]); g != "2" || got.str("status", "phase") != "Running" {
+				t.Fatalf("update answered generation %s, phase %s: %s", g, got.str("status", "phase"), got.raw)
+			}
+			if by, att := got.str("status", "update", "by"), fmt.Sprint(got.body["status"].(map[string]any)["update"].(map[string]any)["attempt"]); by != "alice" || att != "1" {
+				t.Fatalf("status.update by %q for attempt %s", by, att)
+			}
+			if !strings.Contains(got.str("status", "message"), "to be applied in place to attempt 1 on sandbox-1") {
+				t.Fatalf("message %q", got.str("status", "message"))
+			}
+			after := h.counts()
+			if after["attempts"] != before["attempts"] || after["audit_log"] != before["audit_log"]+1 {
+				t.Fatalf("the update wrote %v -> %v: want one audit entry and no attempt", before, after)
+			}
+			rv = got.str("metadata", "resourceVersion")
+			h.yaml("alice", "PUT", path, withRV(flinkRunnableYAML("wc", 4, ""), rv)).want(t, http.StatusOK)
+			ids := h.submissions(3)
+			for _, want := range []string{uid + "/update/1/2", uid + "/update/1/3"} {
+				if !slices.Contains(ids, want) {
+					t.Fatalf("submissions %v: no %s", ids, want)
+				}
+			}
+			var updates []string
+			for _, e := range h.get("admin", "/api/v1/history").want(t, http.StatusOK).items() {
+				if e["action"] == "update" && e["object"] == "Runnable/team-a/wc" {
+					updates = append(updates, fmt.Sprint(e["actor"], " ", e["outcome"]))
+				}
+			}
+			if fmt.Sprint(updates) != "[alice Running alice Running]" {
+				t.Fatalf("update entries %v, want two by alice, Running", updates)
+			}
+
+			wf := func(image string) string {
+				return fmt.Sprintf(`apiVersion: purser.io/v1alpha1
+kind: Runnable
+metadata:
+  name: wf
+  namespace: team-a
+spec:
+  template:
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        container: {image: %s}
+`, image)
+			}
+			h.yaml("alice", "POST", "/api/v1/runnables", wf("busybox")).want(t, http.StatusAccepted)
+			h.advance(t, "team-a", "wf", v1alpha1.PhaseRunning)
+			rv = h.get("alice", "/api/v1/runnables/team-a/wf").str("metadata", "resourceVersion")
+			before = h.counts()
+			refused := h.yaml("alice", "PUT", "/api/v1/runnables/team-a/wf", withRV(wf("busybox:1.37"), rv)).want(t, http.StatusConflict)
+			if !strings.Contains(string(refused.raw), "storedWorkflowTemplateSpec") || !strings.Contains(string(refused.raw), "rerun") {
+				t.Fatalf("refusal of a running Workflow's change: %s", refused.raw)
+			}
+			if after := h.counts(); !equalCounts(before, after) {
+				t.Fatalf("a refused update wrote: %v -> %v", before, after)
+			}
+		})
+	}
+}

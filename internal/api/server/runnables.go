@@ -492,7 +492,7 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 			st.Attempts = append(st.Attempts, v1alpha1.Attempt{
 				Number: a.Number, Cluster: a.Cluster, UID: a.ObjectUID, StartedAt: &started,
 				EndedAt: a.EndedAt, Result: a.Result, Reason: a.Reason, Message: a.Message,
-				Cleanup: a.Cleanup, CarriedIn: a.CarriedIn, Reported: a.Reported, Note: a.Note,
+				Cleanup: a.Cleanup, CarriedIn: a.CarriedIn, Reported: a.Reported, Note: a.Note, Generation: a.Generation,
 			})
 		}
 		st.AttemptCount = len(st.Attempts)

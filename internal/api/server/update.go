@@ -11,6 +11,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/control/operate"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -19,10 +20,14 @@ import (
 // optimistic on metadata.resourceVersion (required; 409 when the runnable
 // moved since it was read, and nothing changes). A runnable waiting for a
 // cluster or ended takes the new spec for its next attempt (placement,
-// rerun, retry). One that runs keeps its object as it is: a Job's pod
-// template is immutable on its cluster, so the answer says so and offers
-// rerun; in-place changes of other kinds are not built yet and are refused
-// the same way. The same spec again is a 200 that writes nothing.
+// rerun, retry). One that runs (Submitted, Running, Suspended) takes it in
+// place where its kind allows (operate.InPlace: a FlinkDeployment, through
+// the operator's upgrade): the change is stored with its audit entry and
+// an outbox message, and the submitter applies the new template to the
+// attempt's object; its later attempts use it too. A Job's pod template is
+// immutable on its cluster and an Argo Workflow runs the spec it started
+// with, so the answer says so and offers rerun. The same spec again is a
+// 200 that writes nothing.
 func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	obj, err := decodeBody(r, v1alpha1.DecodeRunnable)
@@ -78,7 +83,8 @@ func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) 
 			return err // nothing changed
 		}
 		phase := v1alpha1.Phase(rec.Phase)
-		if err := updatable(phase, templateKind(old.Spec.Template), ns, name); err != nil {
+		inPlace, err := updatable(phase, old.Spec.Template, obj.Spec.Template, ns, name)
+		if err != nil {
 			return err
 		}
 		doc, err := json.Marshal(storedRunnable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: obj.Spec, Author: authorOf(u)})
@@ -89,23 +95,37 @@ func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) 
 		if err != nil {
 			return err
 		}
-		cur.Rec.Spec, cur.Rec.SpecHash, cur.Rec.Generation = doc, hash, rec.Generation+1
+		generation := rec.Generation + 1
+		cur.Rec.Spec, cur.Rec.SpecHash, cur.Rec.Generation = doc, hash, generation
 		details, err := redactValues(obj.Spec)
 		if err != nil {
 			return err
 		}
-		summary := fmt.Sprintf("updated the spec of %s (generation %d, %s); its next attempt uses it", ns+"/"+name, rec.Generation+1, phase)
-		next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
+		t := &lifecycle.Transition{
 			To: phase, By: lifecycle.ByAPI, Actor: u.Name,
-			Audit: &audit.Entry{Action: "update", Summary: summary, Details: details},
-		})
+			Audit: &audit.Entry{Action: "update", Summary: fmt.Sprintf("updated the spec of %s (generation %d, %s); its next attempt uses it",
+				ns+"/"+name, generation, phase)},
+		}
+		if inPlace {
+			if t, err = operate.Update(cur, attempts, u.Name, s.now(), generation); err != nil {
+				return err
+			}
+		}
+		t.Audit.Details = details
+		next, err := lifecycle.Apply(r.Context(), tx, cur, *t)
 		if err != nil {
 			return err
 		}
 		out, err = runnableFromRecord(next.Rec, attempts)
 		return err
 	})
+	var state *operate.StateError
+	var notInPlace *phaseRefusal
 	switch {
+	case errors.As(err, &state):
+		return 0, nil, errConflict("%s", state.Message)
+	case errors.As(err, &notInPlace):
+		return 0, nil, errConflict("runnable %s/%s is %s: %s", ns, name, notInPlace.phase, notInPlace.err.Message)
 	case errors.Is(err, store.ErrNotFound):
 		return 0, nil, errNotFound("runnable %s/%s not found; create it with POST /api/v1/runnables", ns, name)
 	case errors.Is(err, store.ErrMoved):
@@ -116,21 +136,39 @@ func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) 
 	return http.StatusOK, out, nil
 }
 
-// updatable refuses a change of spec a runnable in phase cannot take.
-func updatable(phase v1alpha1.Phase, kind, ns, name string) error {
-	if lifecycle.Allowed(phase, phase, lifecycle.ByAPI) && (phase == v1alpha1.PhaseQueued || phase.Terminal()) {
-		return nil
-	}
+// updatable says whether a change of spec from old to next reaches a
+// runnable in phase: for its next attempt only (Queued, or ended), or in
+// place as well (true: Submitted, Running or Suspended, of a kind whose
+// object takes a change in place, operate.InPlace). Otherwise it refuses
+// the change, saying why and what to do instead.
+func updatable(phase v1alpha1.Phase, old, next map[string]any, ns, name string) (bool, error) {
 	switch {
+	case phase == v1alpha1.PhaseQueued || phase.Terminal():
+		if lifecycle.Allowed(phase, phase, lifecycle.ByAPI) {
+			return false, nil
+		}
 	case phase == v1alpha1.PhasePendingApproval:
-		return errConflict("runnable %s/%s waits for approval of its spec; have it rejected, or wait for the decision, before changing it", ns, name)
-	case kind == "Job" && slices.Contains([]v1alpha1.Phase{v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning, v1alpha1.PhaseSuspended, v1alpha1.PhaseFailingOver}, phase):
-		return errConflict("runnable %s/%s is %s, and a Job's pod template is immutable on its cluster: the change cannot reach the running Job. "+
-			"Cancel it (DELETE) or wait for it to end, then change it and rerun it (POST .../rerun)", ns, name, phase)
+		return false, errConflict("runnable %s/%s waits for approval of its spec; have it rejected, or wait for the decision, before changing it", ns, name)
 	}
-	return errConflict("runnable %s/%s is %s: changing the object of a running %s in place is not supported yet; "+
-		"cancel it (DELETE) or wait for it to end, then change it and rerun it (POST .../rerun)", ns, name, phase, kind)
+	var refused *operate.NotUpdatableError
+	if err := operate.InPlace(old, next, name); errors.As(err, &refused) {
+		return false, &phaseRefusal{phase: phase, err: refused}
+	}
+	if slices.Contains([]v1alpha1.Phase{v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning, v1alpha1.PhaseSuspended}, phase) {
+		return true, nil
+	}
+	return false, errConflict("runnable %s/%s is %s: its object is not on a cluster that could take the change now; "+
+		"change it once it runs (Submitted or Running), or cancel it (DELETE) or wait for it to end, then change it and rerun it (POST .../rerun)",
+		ns, name, phase)
 }
+
+// phaseRefusal is operate.InPlace's refusal with the phase it was made in.
+type phaseRefusal struct {
+	phase v1alpha1.Phase
+	err   *operate.NotUpdatableError
+}
+
+func (e *phaseRefusal) Error() string { return string(e.phase) + ": " + e.err.Error() }
 
 func equalStrings(a, b map[string]string) bool {
 	if len(a) != len(b) {

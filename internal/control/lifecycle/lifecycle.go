@@ -266,9 +266,13 @@ func appendAudit(ctx context.Context, tx *store.Tx, rec *store.Runnable, by Caus
 // enqueue writes the outbox row that tells the submitters to look at the
 // runnable again. The message id makes a re-published row a duplicate the
 // stream drops; the attempt number tells one failover's message from the
-// next.
+// next, the spec's generation one update's from the next.
 func enqueue(ctx context.Context, tx *store.Tx, rec *store.Runnable, event string, attempt int) error {
 	msg := stream.Submission{UID: rec.UID, Namespace: rec.Namespace, Name: rec.Name, Event: event, Attempt: attempt}
+	if event == stream.SubmissionUpdate {
+		// Two updates of one attempt are two messages, not a duplicate.
+		msg.Generation = rec.Generation
+	}
 	data, err := json.Marshal(msg)
 	if err != nil {
 		return err

@@ -71,6 +71,7 @@ var Table = []Move{
 	{rerunnable, v1alpha1.PhaseQueued, ByAPI, true, "rerun by a user: a new attempt with the current spec; the attempts' history stays"},
 	{rerunnable, v1alpha1.PhasePendingApproval, ByAPI, true, "rerun by a user in a namespace that needs approval"},
 	{slices.Concat(phases(v1alpha1.PhaseQueued), ended), Same, ByAPI, true, "its spec changed by a user (PUT); its next attempt uses it"},
+	{phases(v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning, v1alpha1.PhaseSuspended), Same, ByAPI, true, "its spec changed by a user (PUT) while it runs, where its kind takes a change in place: the submitter applies it to its attempt's object; later attempts use it too"},
 
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "waits for admission: no cluster fits what it requests now (or ever), a deployable it depends on is not Synced, or none matches; the message names the resource and the figures"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on the cluster that fits it best, its requests counted there in flight"},
@@ -81,6 +82,7 @@ var Table = []Move{
 	{phases(v1alpha1.PhaseCancelled), v1alpha1.PhaseCancelled, BySubmitter, true, "the cancelled attempt's copy removed from its cluster"},
 	{phases(v1alpha1.PhaseSuspended), Same, BySubmitter, false, "the kind's suspend field set on its cluster, or why the cluster refused it"},
 	{phases(v1alpha1.PhaseSuspended), v1alpha1.PhaseSubmitted, BySubmitter, true, "resumed: the kind's suspend field cleared on its cluster"},
+	{phases(v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning, v1alpha1.PhaseSuspended), Same, BySubmitter, true, "a user's update applied in place to its attempt's object by server-side apply, or why the cluster refused it"},
 	{phases(v1alpha1.PhaseFailed), v1alpha1.PhaseQueued, BySubmitter, true, "its failure's class is retried by spec.retry or its defaults: placed again as a new attempt"},
 	{phases(v1alpha1.PhaseFailed), v1alpha1.PhaseFailed, BySubmitter, true, "its failure judged by spec.retry and not retried; the class and the reason are in status.retries"},
 

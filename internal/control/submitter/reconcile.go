@@ -102,12 +102,18 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 	case v1alpha1.PhaseCancelled:
 		v = s.cancel(ctx, r, attempts)
 	case v1alpha1.PhaseSuspended:
-		v = s.suspension(ctx, r, attempts)
+		if v = s.suspension(ctx, r, attempts); v.move == nil && v.err == nil {
+			v = s.update(ctx, r, attempts)
+		}
+	case v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning:
+		// The ingester and the controller follow these; the submitter
+		// only applies a user's update in place.
+		v = s.update(ctx, r, attempts)
 	case v1alpha1.PhaseFailed:
 		v = s.retryFailed(r, attempts)
 	default:
-		// PendingApproval waits for the API; Submitted and later belong
-		// to the ingester and the controller.
+		// PendingApproval waits for the API; FailingOver and the ended
+		// phases but Failed and Cancelled belong to the controller.
 		return verdict{}
 	}
 	if v.move == nil {
@@ -247,7 +253,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		message: fmt.Sprintf("attempt %d placed on %s: %s", number, cluster, decision.Reason),
 		attempt: &store.Attempt{
 			RunnableUID: r.Rec.UID, Number: number, Cluster: cluster, StartedAt: now, Message: decision.Reason,
-			CarriedIn: carried,
+			CarriedIn: carried, Generation: r.Rec.Generation,
 		},
 		audit: entry,
 	}}
@@ -617,12 +623,16 @@ type transition struct {
 	// the failed attempt observed (retry.go).
 	retries     *v1alpha1.RetryStatus
 	freshStatus bool
+	// update, when set, replaces status.update; applied records the
+	// generation the attempt's object now carries (update.go).
+	update  *v1alpha1.Update
+	applied *appliedGeneration
 }
 
 // edit is the change of status beyond phase, cluster and message; nil
 // when there is none.
 func (t *transition) edit() func(st *v1alpha1.RunnableStatus) error {
-	if t.requests == nil && t.suspension == nil && !t.clearSuspension && t.retries == nil && !t.freshStatus {
+	if t.requests == nil && t.suspension == nil && !t.clearSuspension && t.retries == nil && !t.freshStatus && t.update == nil {
 		return nil
 	}
 	return func(st *v1alpha1.RunnableStatus) error {
@@ -637,6 +647,9 @@ func (t *transition) edit() func(st *v1alpha1.RunnableStatus) error {
 		}
 		if t.retries != nil {
 			st.Retries = t.retries
+		}
+		if t.update != nil {
+			st.Update = t.update
 		}
 		return nil
 	}
@@ -654,6 +667,12 @@ func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transit
 		_, err := lifecycle.Apply(ctx, tx, r, lt)
 		if err == nil && t.landedBy != nil {
 			_, err = tx.Attempts().SetCreateLandedBy(ctx, t.attempt.RunnableUID, t.attempt.Number, *t.landedBy)
+		}
+		if err == nil && t.applied != nil {
+			var open bool
+			if open, err = tx.Attempts().SetGeneration(ctx, r.Rec.UID, t.applied.number, t.applied.generation); err == nil && !open {
+				err = store.ErrMoved // the attempt ended meanwhile: read it again
+			}
 		}
 		return err
 	})

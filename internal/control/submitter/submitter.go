@@ -12,6 +12,9 @@
 //     purser's labels; creating it again is a no-op, so a redelivered
 //     message or a competing replica never runs the work twice.
 //   - Cancelled: the object, if any, is deleted from its cluster.
+//   - Submitted, Running or Suspended with a spec newer than its attempt's
+//     object: the user's update is applied to the object in place
+//     (update.go).
 //
 // The runnables are the keys of a reconcile.Queue: each step decides from
 // the row it read and writes the runnable's move in one place. Failures
@@ -62,7 +65,8 @@ type Config struct {
 	// workers than cores is right.
 	Workers int
 	// RescanInterval is the period of the level-based safety net that
-	// lists Queued, Scheduled and unsettled Cancelled runnables; default
+	// lists Queued, Scheduled, Suspended and unsettled Cancelled runnables
+	// and those with an update in place to apply; default
 	// 5 seconds, jittered.
 	RescanInterval time.Duration
 	// Now is the clock for deadlines and attempt times; default time.Now.
@@ -263,7 +267,15 @@ func (s *Submitter) rescan(ctx context.Context) ([]string, error) {
 	}
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		cancelled, err := tx.Runnables().UIDsWithOpenAttempt(ctx, string(v1alpha1.PhaseCancelled), 1000)
+		if err != nil {
+			return err
+		}
 		uids = append(uids, cancelled...)
+		// Updates in place still to apply (Suspended ones are listed
+		// above already).
+		updated, err := tx.Runnables().UIDsUpdatePending(ctx,
+			[]string{string(v1alpha1.PhaseSubmitted), string(v1alpha1.PhaseRunning)}, 1000)
+		uids = append(uids, updated...)
 		return err
 	})
 	if err != nil {

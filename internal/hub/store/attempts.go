@@ -35,6 +35,11 @@ type Attempt struct {
 	// the object can take effect on the cluster (nil: none was sent). Only
 	// Attempts.SetCreateLandedBy sets it; Attempts.Put leaves it as it is.
 	CreateLandedBy *time.Time
+	// Generation is the generation of the runnable's spec the attempt's
+	// object carries: the spec's when the attempt was placed, a later one
+	// once an update in place reached the object. Put writes it for a new
+	// attempt only; Attempts.SetGeneration moves it.
+	Generation int64
 }
 
 // Attempts is the attempts table as one transaction reads and writes it.
@@ -66,15 +71,15 @@ func (at Attempts) Put(ctx context.Context, a *Attempt) error {
 		return fmt.Errorf("put attempt %d: reported: %w", a.Number, err)
 	}
 	_, err = at.tx.exec(ctx, `INSERT INTO attempts (runnable_uid, number, cluster, object_uid, started_at,
-			ended_at, result, reason, message, cleanup, cleanup_after, carried_in, reported, note)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ended_at, result, reason, message, cleanup, cleanup_after, carried_in, reported, note, generation)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (runnable_uid, number) DO UPDATE SET cluster = excluded.cluster,
 			object_uid = excluded.object_uid, started_at = excluded.started_at,
 			ended_at = excluded.ended_at, result = excluded.result, reason = excluded.reason,
 			message = excluded.message, cleanup = excluded.cleanup, cleanup_after = excluded.cleanup_after,
 			carried_in = excluded.carried_in, reported = excluded.reported, note = excluded.note`,
 		a.RunnableUID, a.Number, a.Cluster, a.ObjectUID, at.tx.s.d.ts(a.StartedAt), at.tx.s.d.nullTS(a.EndedAt),
-		a.Result, a.Reason, a.Message, a.Cleanup, at.tx.s.d.nullTS(a.CleanupAfter), carried, reported, a.Note)
+		a.Result, a.Reason, a.Message, a.Cleanup, at.tx.s.d.nullTS(a.CleanupAfter), carried, reported, a.Note, a.Generation)
 	if err != nil {
 		return fmt.Errorf("put attempt %d of runnable %s: %w", a.Number, a.RunnableUID, classify(err))
 	}
@@ -98,6 +103,22 @@ func (at Attempts) SetCreateLandedBy(ctx context.Context, runnableUID string, nu
 	n, err := res.RowsAffected()
 	if err != nil {
 		return false, fmt.Errorf("mark the create of attempt %d of %s: %w", number, runnableUID, classify(err))
+	}
+	return n == 1, nil
+}
+
+// SetGeneration records that the object of attempt number carries the
+// runnable's spec of generation gen (an update applied in place). It
+// reports false, and records nothing, when the attempt has ended.
+func (at Attempts) SetGeneration(ctx context.Context, runnableUID string, number int, gen int64) (bool, error) {
+	res, err := at.tx.exec(ctx, `UPDATE attempts SET generation = ?
+		WHERE runnable_uid = ? AND number = ? AND ended_at IS NULL`, gen, runnableUID, number)
+	if err != nil {
+		return false, fmt.Errorf("set the generation of attempt %d of %s: %w", number, runnableUID, classify(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("set the generation of attempt %d of %s: %w", number, runnableUID, classify(err))
 	}
 	return n == 1, nil
 }
@@ -146,7 +167,7 @@ func (at Attempts) List(ctx context.Context, runnableUID string) ([]*Attempt, er
 }
 
 const attemptColumns = `runnable_uid, number, cluster, object_uid, started_at, ended_at,
-	result, reason, message, cleanup, cleanup_after, carried_in, reported, note, create_landed_by`
+	result, reason, message, cleanup, cleanup_after, carried_in, reported, note, create_landed_by, generation`
 
 func (at Attempts) scan(ctx context.Context, query string, args ...any) ([]*Attempt, error) {
 	rows, err := at.tx.query(ctx, query, args...)
@@ -160,7 +181,7 @@ func (at Attempts) scan(ctx context.Context, query string, args ...any) ([]*Atte
 		var carried, reported string
 		if err := rows.Scan(&a.RunnableUID, &a.Number, &a.Cluster, &a.ObjectUID, timeCol{&a.StartedAt},
 			nullTimeCol{&a.EndedAt}, &a.Result, &a.Reason, &a.Message, &a.Cleanup,
-			nullTimeCol{&a.CleanupAfter}, &carried, &reported, &a.Note, nullTimeCol{&a.CreateLandedBy}); err != nil {
+			nullTimeCol{&a.CleanupAfter}, &carried, &reported, &a.Note, nullTimeCol{&a.CreateLandedBy}, &a.Generation); err != nil {
 			return nil, classify(err)
 		}
 		var err error

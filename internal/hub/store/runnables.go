@@ -317,6 +317,42 @@ func (rs Runnables) UIDsWithOpenAttempt(ctx context.Context, phase string, limit
 	return out, nil
 }
 
+// UIDsUpdatePending returns the uids of runnables in one of phases whose
+// open attempt's object carries an older generation of their spec than
+// the runnable's (an update in place still to apply), at most limit of
+// them. The submitter lists them so that an update never depends on one
+// message arriving.
+func (rs Runnables) UIDsUpdatePending(ctx context.Context, phases []string, limit int) ([]string, error) {
+	if len(phases) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, len(phases)+1)
+	for _, p := range phases {
+		args = append(args, p)
+	}
+	args = append(args, pageLimit(limit))
+	rows, err := rs.tx.query(ctx, `SELECT DISTINCT r.uid FROM runnables r
+		JOIN attempts a ON a.runnable_uid = r.uid
+		WHERE r.phase IN (?`+strings.Repeat(", ?", len(phases)-1)+`) AND a.ended_at IS NULL AND a.generation < r.generation
+		ORDER BY r.uid LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runnables with an update to apply: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var uid string
+		if err := rows.Scan(&uid); err != nil {
+			return nil, fmt.Errorf("list runnables with an update to apply: %w", classify(err))
+		}
+		out = append(out, uid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runnables with an update to apply: %w", classify(err))
+	}
+	return out, nil
+}
+
 // CountByClusterPhase counts the runnables placed on each cluster
 // (their current cluster), by phase: what the console's farm view draws.
 // One grouped scan of the runnables' cluster index.

@@ -23,7 +23,7 @@ func TestSubmitterQueries(t *testing.T) {
 					if cluster == "" {
 						return nil
 					}
-					a := &Attempt{RunnableUID: r.UID, Number: 1, Cluster: cluster, StartedAt: time.Now()}
+					a := &Attempt{RunnableUID: r.UID, Number: 1, Cluster: cluster, StartedAt: time.Now(), Generation: r.Generation}
 					if ended {
 						now := time.Now()
 						a.EndedAt, a.Result = &now, "Cancelled"
@@ -56,6 +56,59 @@ func TestSubmitterQueries(t *testing.T) {
 				}
 				if want := []string{"uid-team-a-f"}; !slices.Equal(uids, want) {
 					t.Errorf("Runnables.UIDsWithOpenAttempt = %v, want %v", uids, want)
+				}
+				return nil
+			})
+
+			// An update in place: c's spec moves on to generation 2, which
+			// its attempt's object does not carry yet; b's and the
+			// cancelled f's too, but f is not in the phases asked for.
+			for _, name := range []string{"b", "c", "f"} {
+				mustTx(t, s, func(tx *Tx) error {
+					r, err := tx.Runnables().Get(ctx, "team-a", name)
+					if err != nil {
+						return err
+					}
+					r.Generation = 2
+					return tx.Runnables().Update(ctx, r)
+				})
+			}
+			pending := func() []string {
+				t.Helper()
+				var uids []string
+				mustRead(t, s, func(tx *Tx) error {
+					var err error
+					uids, err = tx.Runnables().UIDsUpdatePending(ctx, []string{"Submitted", "Running"}, 0)
+					return err
+				})
+				return uids
+			}
+			if got, want := pending(), []string{"uid-team-a-b", "uid-team-a-c"}; !slices.Equal(got, want) {
+				t.Fatalf("Runnables.UIDsUpdatePending = %v, want %v", got, want)
+			}
+			mustTx(t, s, func(tx *Tx) error {
+				// Put of a copy read before leaves the generation alone.
+				if err := tx.Attempts().Put(ctx, &Attempt{RunnableUID: "uid-team-a-c", Number: 1, Cluster: "c2", StartedAt: time.Now()}); err != nil {
+					return err
+				}
+				if open, err := tx.Attempts().SetGeneration(ctx, "uid-team-a-c", 1, 2); err != nil || !open {
+					t.Errorf("SetGeneration of an open attempt = %v, %v", open, err)
+				}
+				if open, err := tx.Attempts().SetGeneration(ctx, "uid-team-a-g", 1, 2); err != nil || open {
+					t.Errorf("SetGeneration of an ended attempt = %v, %v; want false", open, err)
+				}
+				return nil
+			})
+			if got, want := pending(), []string{"uid-team-a-b"}; !slices.Equal(got, want) {
+				t.Fatalf("after SetGeneration: Runnables.UIDsUpdatePending = %v, want %v", got, want)
+			}
+			mustRead(t, s, func(tx *Tx) error {
+				as, err := tx.Attempts().List(ctx, "uid-team-a-c")
+				if err != nil {
+					return err
+				}
+				if len(as) != 1 || as[0].Generation != 2 {
+					t.Errorf("attempts of c: %+v, want generation 2", as)
 				}
 				return nil
 			})

@@ -13,6 +13,9 @@ type Submission struct {
 	// Attempt is the attempt a failover ended; it tells one failover's
 	// message from the next.
 	Attempt int `json:"attempt,omitempty"`
+	// Generation is the spec generation an update carries to the running
+	// attempt; it tells one update of an attempt from the next.
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // Submission events.
@@ -33,10 +36,16 @@ const (
 	// SubmissionFailed: the runnable's attempt was seen failed, and
 	// spec.retry (or its defaults) may give it another.
 	SubmissionFailed = "failed"
+	// SubmissionUpdate: a user changed the spec of a runnable that runs,
+	// and its attempt's object must take it in place.
+	SubmissionUpdate = "update"
 )
 
 // ID is the message id that deduplicates re-publishing of the same event.
 func (s Submission) ID() string {
+	if s.Generation > 0 {
+		return fmt.Sprintf("%s/%s/%d/%d", s.UID, s.Event, s.Attempt, s.Generation)
+	}
 	if s.Attempt > 0 {
 		return fmt.Sprintf("%s/%s/%d", s.UID, s.Event, s.Attempt)
 	}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 )
@@ -42,6 +43,37 @@ func (c *ObjectClient) ApplySpec(ctx context.Context, gvk schema.GroupVersionKin
 		return fmt.Errorf("cluster %s: apply spec of %s %s/%s: %w", c.name, gvk.Kind, namespace, name, err)
 	}
 	return nil
+}
+
+// UpdateFieldManager names purser's updates in place of running objects
+// (a PUT of a running runnable) in their managedFields: apart from the
+// create's and from OperateFieldManager, so that a suspend, which applies
+// only the suspend field, never drops what an update applied (a manager's
+// apply removes the fields it owned and no longer names).
+const UpdateFieldManager = "purser-update"
+
+// ApplyObject applies obj, the whole object as purser builds it from a
+// changed template, over the object of its kind and name by server-side
+// apply, forcing ownership of the fields it names (the create owned them
+// until now) and returning the object as the API server stored it. uid
+// binds the apply to that very object, as in ApplySpec; an apply never
+// creates one.
+func (c *ObjectClient) ApplyObject(ctx context.Context, obj *unstructured.Unstructured, uid string) (*unstructured.Unstructured, error) {
+	gvk := obj.GroupVersionKind()
+	ri, namespaced, err := c.resource(gvk, obj.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	obj = obj.DeepCopy()
+	if !namespaced {
+		obj.SetNamespace("")
+	}
+	obj.SetUID(types.UID(uid))
+	out, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: UpdateFieldManager, Force: true})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: apply %s %s/%s: %w", c.name, gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return out, nil
 }
 
 // OlderAttemptError says that the name is taken by the runnable's own
