@@ -212,6 +212,7 @@ function route() {
     case "submit": return submitRunnable();
     case "apply-deployable": return applyDeployable();
     case "runnables": return parts[1] ? runnableDetail(parts[1], parts[2]) : runnables();
+    case "queue": return queuePage();
     default: return farmPage();
   }
 }
@@ -229,6 +230,68 @@ function namespaceSelect(key, allowAll) {
   for (const n of new Set([...names, filters[key]].filter(Boolean))) opts.push(el("option", { value: n, selected: n === filters[key] }, n));
   const s = el("select", { id: key, onchange: () => { filters[key] = s.value; saveFilters(); route(); } }, opts);
   return s;
+}
+
+// ---- queue ----
+// What waits and why: each namespace's use of its quota, the Queued
+// runnables in the order the submitter places them (status.queuePosition),
+// and each cluster's free capacity against its allocatable, as placement
+// counts with them.
+function queuePage() {
+  const view = el("div");
+  const holder = {};
+  main(el("h1", {}, "Queue"), el("div", { class: "filters" }, namespaceSelect("qns", true)), view);
+  live(async () => {
+    const ns = filters.qns;
+    const q = new URLSearchParams({ phase: "Queued" });
+    if (ns) q.set("namespace", ns);
+    const [queued, quotas, cl] = await Promise.all([
+      api("GET", "/api/v1/runnables?" + q),
+      ns ? api("GET", "/api/v1/quotas/" + encodeURIComponent(ns)).then(x => ({ items: [x] })).catch(e => e.status === 404 ? { items: [] } : Promise.reject(e))
+        : api("GET", "/api/v1/quotas"),
+      api("GET", "/api/v1/clusters")]);
+    const items = queued.items.slice().sort((a, b) => (a.status.queuePosition || 1e9) - (b.status.queuePosition || 1e9));
+    if (!changed(holder, [items.map(r => [r.metadata.uid, r.status.queuePosition, r.status.message]), quotas.items, cl.items.map(c => [c.metadata.name, c.status.resources])])) return;
+    const quotaRows = [];
+    for (const qt of quotas.items) {
+      for (const [name, limit] of Object.entries(qt.spec.limits || {}).sort()) {
+        const used = (qt.status.used || {})[name] || "0";
+        quotaRows.push(el("tr", { "data-namespace": qt.metadata.name, "data-resource": name }, el("td", {}, qt.metadata.name), el("td", {}, name),
+          el("td", {}, usageBar(quantity(used), quantity(limit), used + " of " + limit, 220))));
+      }
+    }
+    fill(view,
+      el("h2", {}, "Quotas"),
+      el("table", { id: "quotas", class: "list" }, el("thead", {}, el("tr", {}, ["Namespace", "Resource", "Used of limit"].map(h => el("th", {}, h)))),
+        el("tbody", {}, quotaRows.length ? quotaRows : el("tr", {}, el("td", { colspan: 3, class: "muted" }, ns ? "No quota for " + ns + "." : "No quotas.")))),
+      el("h2", {}, "Waiting (" + items.length + ")"),
+      el("table", { id: "queue", class: "list" }, el("thead", {}, el("tr", {}, ["Position", "Namespace", "Name", "Priority", "Asks for", "Waiting", "Why"].map(h => el("th", {}, h)))),
+        el("tbody", {}, items.length ? items.map(r => el("tr", { class: "linked", "data-name": r.metadata.name },
+          el("td", { class: "num position" }, r.status.queuePosition ?? "—"), el("td", {}, r.metadata.namespace),
+          el("td", { class: "nowrap" }, rowLink(runnablePath(r.metadata.namespace, r.metadata.name), r.metadata.name)),
+          el("td", { class: "num" }, r.spec.priority ?? 0),
+          el("td", {}, Object.entries(r.status.requests || {}).map(([k, v]) => k + " " + v).join(", ") || "—"),
+          el("td", { class: "nowrap" }, ago(r.metadata.creationTimestamp)),
+          el("td", { class: "message" }, r.status.message || "")))
+          : el("tr", {}, el("td", { colspan: 7, class: "muted" }, "Nothing waits.")))),
+      el("h2", {}, "Free capacity by cluster"),
+      el("table", { id: "free", class: "list" }, el("thead", {}, el("tr", {}, ["Cluster", "Free of allocatable"].map(h => el("th", {}, h)))),
+        el("tbody", {}, cl.items.map(c => el("tr", { "data-cluster": c.metadata.name }, el("td", {}, link(clusterPath(c.metadata.name), c.metadata.name)),
+          el("td", {}, c.status.resources ? resourceBars("resources-" + c.metadata.name, c.status.resources) : el("span", { class: "muted" }, "not reported"))))))
+    );
+  });
+}
+
+// resourceBars shows, per resource, what is in use of a cluster's
+// allocatable (allocatable less free), cpu, memory and pods first.
+function resourceBars(id, res) {
+  const first = ["cpu", "memory", "pods"];
+  const names = Object.keys(res.allocatable || {}).sort((a, b) => ((first.indexOf(a) + 1 || 99) - (first.indexOf(b) + 1 || 99)) || a.localeCompare(b));
+  return el("table", { id, class: "bars" }, el("tbody", {}, names.map(n => {
+    const total = quantity(res.allocatable[n]), free = quantity((res.free || {})[n] ?? "0");
+    return el("tr", { "data-resource": n }, el("td", {}, n),
+      el("td", {}, usageBar(total - free, total, ((res.free || {})[n] ?? "0") + " free of " + res.allocatable[n], 220)));
+  })));
 }
 
 // ---- farm ----
@@ -688,6 +751,7 @@ function clusterDetail(name) {
         "Labels", Object.entries(c.metadata.labels || {}).map(([k, v]) => k + "=" + v).join(", ") || "—",
         "Taints", allTaints(c).map(taintText).join(", ") || "—",
         "Capacity", st.capacity ? (st.capacity.milliCPU / 1000) + " CPU, " + gib(st.capacity.memoryBytes) + ", " + st.capacity.pods + " pods on " + st.capacity.nodes + " nodes" : "not known yet",
+        "Free for placement", st.resources ? resourceBars("cluster-resources", st.resources) : "not reported by its agent yet",
         "Objects", ((st.inventory || {}).objects) ?? "—",
         "Registered", when(c.metadata.creationTimestamp, true)),
       el("h2", {}, "Conditions"),

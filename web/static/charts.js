@@ -160,3 +160,26 @@ function rolloutChart(d, clusters, history, now) {
   });
   return g;
 }
+
+// quantity reads a Kubernetes quantity ("500m", "3Gi", "1.5", "2e3") as a
+// number; NaN for what is not one.
+function quantity(s) {
+  const m = /^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(String(s ?? "").trim());
+  if (!m) return NaN;
+  const scale = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+    Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+  return parseFloat(m[1]) * (m[2] ? scale[m[2]] : 1);
+}
+
+// usageBar draws used of total as a bar (over total in red), with the
+// figures as its label.
+function usageBar(used, total, label, width) {
+  const share = total > 0 ? used / total : 0;
+  const h = 14;
+  const g = svg("svg", { class: "usagebar", width, height: h, role: "img", "aria-label": label, "data-share": share.toFixed(3) });
+  g.append(svg("rect", { x: 0, y: 0, width, height: h, rx: 3, fill: "#eef0f3" }),
+    svg("rect", { x: 0, y: 0, width: Math.min(1, share) * width, height: h, rx: 3, fill: share > 1 ? "#c0392b" : share > 0.85 ? "#e67e22" : "#2e86c1" }),
+    svg("text", { x: 6, y: 11, "font-size": 11, fill: "#1d2228" }, label),
+    svg("title", {}, label));
+  return g;
+}

@@ -237,6 +237,34 @@ func TestConsole(t *testing.T) {
 	if got := h.get("admin", "/api/v1/deployables/team-a/from-console"); got.code != http.StatusOK {
 		t.Fatalf("deployable applied from the console: %d %s", got.code, got.raw)
 	}
+
+	// The queue: a quota's use, what waits in order, and each cluster's
+	// free capacity as its agent reported it.
+	h.yaml("admin", http.MethodPut, "/api/v1/quotas/team-a", "apiVersion: purser.io/v1alpha1\nkind: Quota\nmetadata: {name: team-a}\nspec:\n  limits: {cpu: \"12\", runnables: \"5\"}\n").want(t, http.StatusCreated)
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "waits-first", "true")+"  priority: 10\n").want(t, http.StatusAccepted)
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "waits-second", "true")).want(t, http.StatusAccepted)
+	capacity := `{"allocatable":{"cpu":"16","memory":"64Gi","pods":"110"},"free":{"cpu":"4","memory":"48Gi","pods":"100"}}`
+	if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {
+		return tx.Agents().RecordCapacity(context.Background(), "dc1-a", time.Now(), []byte(capacity))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Do(admin, t, "open the queue", browsertest.GoTo("#/queue"), chromedp.WaitVisible(chromedp.CSS(`#queue tr[data-name="waits-second"]`)))
+	browsertest.WaitText(admin, t, `#queue tr[data-name="waits-first"] .position`, "1")
+	// Behind it, after what waited longer (the approved payroll).
+	second := fmt.Sprint(h.get("admin", "/api/v1/runnables/team-a/waits-second").body["status"].(map[string]any)["queuePosition"])
+	if second == "1" || second == "<nil>" {
+		t.Fatalf("waits-second at position %s", second)
+	}
+	browsertest.WaitText(admin, t, `#queue tr[data-name="waits-second"] .position`, second)
+	browsertest.WaitText(admin, t, `#quotas tr[data-namespace="team-a"][data-resource="runnables"]`, "0 of 5")
+	browsertest.WaitText(admin, t, `#free tr[data-cluster="dc1-a"] tr[data-resource="cpu"]`, "4 free of 16")
+	if share, err := chromedp.Run(admin, chromedp.Evaluate[string](`document.querySelector('#free tr[data-cluster="dc1-a"] tr[data-resource="cpu"] svg').dataset.share`)); err != nil || share != "0.750" {
+		t.Fatalf("cpu bar of dc1-a at %q (%v), want 0.750 (12 of 16 in use)", share, err)
+	}
+	browsertest.Screenshot(admin, t, "queue")
+	browsertest.Do(admin, t, "the cluster's free capacity", browsertest.GoTo("#/clusters/dc1-a"), chromedp.WaitVisible(chromedp.CSS(`#cluster-resources tr[data-resource="memory"]`)))
+	browsertest.WaitText(admin, t, `#cluster-resources tr[data-resource="memory"]`, "48Gi free of 64Gi")
 }
 
 // setPhase moves a runnable's phase behind the console's back, as the
