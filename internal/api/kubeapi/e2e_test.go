@@ -6,9 +6,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -24,9 +28,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/hub/outbox"
+	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -53,10 +60,13 @@ type pipeline struct {
 	kube  map[string]kubernetes.Interface
 }
 
-// member is a sandbox cluster under the name purser knows it by.
+// member is a sandbox cluster under the name purser knows it by, and the
+// kinds its Cluster asks its agent to track beside the defaults
+// (spec.inventory.kinds).
 type member struct {
 	name    string
 	sandbox *sandbox.Cluster
+	optIn   []string
 }
 
 func startPipeline(t testing.TB, members []member) *pipeline {
@@ -94,9 +104,43 @@ func startPipeline(t testing.TB, members []member) *pipeline {
 		t.Fatal(err)
 	}
 	run("ingester", ingester.Run)
+	p.token = auth.NewToken()
+	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(p.token)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, _ := sealtest.New(t)
+	relay := outbox.NewRelay(outbox.StoreSource(st), streams, outbox.Config{Interval: 100 * time.Millisecond})
+	run("relay", relay.Run)
+	p.srv = httptest.NewTLSServer(server.New(server.Config{Store: st, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}))
+	t.Cleanup(p.srv.Close)
 	for _, m := range members {
-		if err := st.Tx(ctx, func(tx *store.Tx) error { return tx.Clusters().Create(ctx, &store.Cluster{Name: m.name}) }); err != nil {
+		// Registered as an admin registers it, with the kinds its agent
+		// is to track on request.
+		kc, err := m.sandbox.Kubeconfig("")
+		if err != nil {
 			t.Fatal(err)
+		}
+		spec := map[string]any{"kubeconfig": string(kc)}
+		if len(m.optIn) > 0 {
+			spec["inventory"] = map[string]any{"kinds": m.optIn}
+		}
+		body, _ := json.Marshal(map[string]any{"apiVersion": v1alpha1.GroupVersion, "kind": "Cluster", "metadata": map[string]any{"name": m.name}, "spec": spec})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.srv.URL+"/api/v1/clusters", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+p.token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := p.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("register cluster %s: %d %s", m.name, resp.StatusCode, answer)
 		}
 		sc, err := stream.Connect(ctx, nats.URL, stream.Config{Name: "agent-" + m.name})
 		if err != nil {
@@ -114,26 +158,18 @@ func startPipeline(t testing.TB, members []member) *pipeline {
 			t.Fatal(err)
 		}
 	}
-	p.token = auth.NewToken()
-	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(p.token)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.srv = httptest.NewTLSServer(server.New(server.Config{Store: st, Tokens: tokens, Policy: policy, Logger: log}))
-	t.Cleanup(p.srv.Close)
 	return p
+}
+
+func (p *pipeline) caPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
 }
 
 // kubectl is the real kubectl with `purser kubeconfig`'s contexts for the
 // pipeline's server.
 func (p *pipeline) kubectl(t *testing.T, clusters []string) *kubectl {
 	t.Helper()
-	return newKubectlWith(t, client.KubeconfigOptions{Server: p.srv.URL, Name: "purser", Clusters: clusters, Token: p.token,
-		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})})
+	return newKubectlWith(t, client.KubeconfigOptions{Server: p.srv.URL, Name: "purser", Clusters: clusters, Token: p.token, CAData: p.caPEM()})
 }
 
 // namespace creates a namespace of the test's in every member, deleted
@@ -226,7 +262,9 @@ func (w *watchLines) next(t testing.TB, what string, match func(fields []string)
 func TestKubectlEndToEnd(t *testing.T) {
 	shared := env.Clusters(t)[0]
 	stopped := env.Dedicated(t, false) // its kube-apiserver is stopped below
-	p := startPipeline(t, []member{{"c1", shared}, {"c2", stopped}})
+	// c1 tracks Pods on request (its Cluster's spec.inventory.kinds), c2
+	// does not.
+	p := startPipeline(t, []member{{"c1", shared, []string{"Pod"}}, {"c2", stopped, nil}})
 	ns := p.namespace("e2e")
 	k := p.kubectl(t, []string{"c1", "c2"})
 	for _, c := range []string{"c1", "c2"} {
@@ -240,6 +278,15 @@ func TestKubectlEndToEnd(t *testing.T) {
 		}
 	}
 	p.configMap("c2", ns, "only-c2", nil)
+	for _, c := range []string{"c1", "c2"} {
+		// A Job that runs (kwok completes its pod), in both clusters.
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "work", Namespace: ns}, Spec: batchv1.JobSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "main", Image: "busybox:1"}}}}}}
+		if _, err := p.kube[c].BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// The agents report, the ingester stores, kubectl reads both clusters.
 	sandboxtest.Eventually(t, wait, "kubectl get cm lists both clusters' ConfigMaps", func(context.Context) error {
@@ -264,13 +311,39 @@ func TestKubectlEndToEnd(t *testing.T) {
 		if want := "NAME,CLUSTER,STATUS,COMPLETIONS,DURATION,AGE"; strings.Join(header, ",") != want {
 			return fmt.Errorf("columns %v, want %s", header, want)
 		}
-		if got := strings.Join(rowNames(rows), " "); !sameSet(got, "c1//train c2//train") {
+		if got := strings.Join(rowNames(rows), " "); !sameSet(got, "c1//train c2//train c1//work c2//work") {
 			return fmt.Errorf("rows %s", got)
 		}
 		for _, r := range rows {
-			if r["STATUS"] != "Suspended" || r["COMPLETIONS"] != "0/1" {
+			if r["NAME"] == "train" && (r["STATUS"] != "Suspended" || r["COMPLETIONS"] != "0/1") {
 				return fmt.Errorf("job in %s: STATUS %q COMPLETIONS %q, want Suspended 0/1", r["CLUSTER"], r["STATUS"], r["COMPLETIONS"])
 			}
+		}
+		return nil
+	})
+
+	// kubectl get pods -A through purser shows c1's pods as kubectl on c1
+	// shows them (READY, STATUS, RESTARTS), and none of c2's, which does
+	// not track Pods.
+	onC1 := &kubectl{t: t, bin: k.bin, kubeconfig: shared.KubeconfigPath(), home: t.TempDir()}
+	sandboxtest.Eventually(t, wait, "kubectl get pods -A through purser shows c1's pods as c1 does", func(context.Context) error {
+		_, direct := table(t, onC1.ok("get", "pods", "-n", ns))
+		header, rows := table(t, k.ok("get", "pods", "-A"))
+		if want := "NAMESPACE,NAME,CLUSTER,READY,STATUS,RESTARTS,AGE"; strings.Join(header, ",") != want {
+			return fmt.Errorf("columns %v, want %s", header, want)
+		}
+		want := map[string]string{}
+		for _, r := range direct {
+			want[r["NAME"]] = "c1 " + r["READY"] + " " + r["STATUS"] + " " + r["RESTARTS"]
+		}
+		got := map[string]string{}
+		for _, r := range rows {
+			if r["NAMESPACE"] == ns {
+				got[r["NAME"]] = r["CLUSTER"] + " " + r["READY"] + " " + r["STATUS"] + " " + r["RESTARTS"]
+			}
+		}
+		if len(want) == 0 || !maps.Equal(got, want) {
+			return fmt.Errorf("through purser %v, on c1 %v", got, want)
 		}
 		return nil
 	})
@@ -327,13 +400,13 @@ func TestKubectlEndToEnd(t *testing.T) {
 // member's kube-apiserver. 50 changes 100 ms apart; both watches see each.
 func BenchmarkK8sWatchLatency(b *testing.B) {
 	c := env.Clusters(b)[0]
-	p := startPipeline(b, []member{{"c1", c}})
+	p := startPipeline(b, []member{{"c1", c, nil}})
 	ns := p.namespace("watch-bench")
 	bins := env.Binaries(b)
 	home := b.TempDir()
 	through := &kubectl{bin: bins.Kubectl(), home: home, kubeconfig: filepath.Join(home, "purser")}
 	data, err := client.WriteKubeconfig(client.Kubeconfig(client.KubeconfigOptions{Server: p.srv.URL, Name: "purser", Clusters: []string{"c1"},
-		Token: p.token, CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})}))
+		Token: p.token, CAData: p.caPEM()}))
 	if err != nil {
 		b.Fatal(err)
 	}
