@@ -74,7 +74,11 @@ func (a *Agent) refreshSettings(ctx context.Context) {
 	if slices.Equal(kinds, a.asked) {
 		return
 	}
-	a.log.Info("the hub asks for kinds beside the configured ones", "kinds", asked)
+	if len(asked) == 0 {
+		a.log.Info("the hub asks for no kinds beside the configured ones")
+	} else {
+		a.log.Info("the hub asks for kinds beside the configured ones", "kinds", asked)
+	}
 	a.asked = kinds
 	for gvk, w := range a.watched {
 		if slices.Contains(a.cfg.Kinds, gvk) || slices.Contains(kinds, gvk) {
