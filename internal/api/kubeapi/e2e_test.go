@@ -209,7 +209,7 @@ type stampedLine struct {
 	text string
 }
 
-func startWatch(t testing.TB, ctx context.Context, c *exec.Cmd) *watchLines {
+func startWatch(t testing.TB, c *exec.Cmd) *watchLines {
 	t.Helper()
 	w := &watchLines{lines: make(chan stampedLine, 1000), stderr: &bytes.Buffer{}, cmd: c}
 	out, err := c.StdoutPipe()
@@ -351,7 +351,7 @@ func TestKubectlEndToEnd(t *testing.T) {
 	// kubectl -w through purser sees a ConfigMap created on a member.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := startWatch(t, ctx, k.cmd(ctx, "get", "cm", "-n", ns, "-w"))
+	w := startWatch(t, k.cmd(ctx, "get", "cm", "-n", ns, "-w"))
 	w.next(t, "the listed only-c2", func(f []string) bool { return len(f) > 1 && f[0] == "only-c2" })
 	var lat []time.Duration
 	for i, c := range []string{"c1", "c2", "c1"} {
@@ -423,13 +423,13 @@ func BenchmarkK8sWatchLatency(b *testing.B) {
 	sandboxtest.Eventually(b, wait, "the seed listed through purser", func(ctx context.Context) error {
 		out, err := through.cmd(ctx, "get", "cm", "seed", "-n", ns).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		return nil
 	})
 	watches := map[string]*watchLines{
-		"purser":         startWatch(b, ctx, through.cmd(ctx, "get", "cm", "-n", ns, "-w")),
-		"kube-apiserver": startWatch(b, ctx, direct.cmd(ctx, "get", "cm", "-n", ns, "-w")),
+		"purser":         startWatch(b, through.cmd(ctx, "get", "cm", "-n", ns, "-w")),
+		"kube-apiserver": startWatch(b, direct.cmd(ctx, "get", "cm", "-n", ns, "-w")),
 	}
 	for _, w := range watches {
 		w.next(b, "the listed seed", func(f []string) bool { return len(f) > 1 && f[0] == "seed" })

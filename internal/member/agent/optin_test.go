@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,7 +57,7 @@ func TestTrimPod(t *testing.T) {
 		}
 	}
 	again, _ := Trim(out)
-	if b2, _ := json.Marshal(again); string(b2) != string(b) {
+	if b2, _ := json.Marshal(again); !bytes.Equal(b2, b) {
 		t.Errorf("trimming a trimmed Pod changed it:\n%s\n%s", b, b2)
 	}
 }
@@ -108,8 +109,11 @@ func TestOptInKinds(t *testing.T) {
 	})
 	sandboxtest.Eventually(t, time.Minute, "the Job's pod created", func(ctx context.Context) error {
 		pods, err := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/controller-uid=" + string(job.UID)})
-		if err != nil || len(pods.Items) == 0 {
-			return fmt.Errorf("no pod yet (%v)", err)
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return fmt.Errorf("no pod yet")
 		}
 		return nil
 	})
