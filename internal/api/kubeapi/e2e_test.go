@@ -196,6 +196,17 @@ func (p *pipeline) configMap(cluster, ns, name string, data map[string]string) {
 	}
 }
 
+// try runs kubectl in a wait: a failure (the kind not in the inventory
+// yet) is the wait's error, not the test's.
+func (k *kubectl) try(args ...string) (string, error) {
+	k.t.Helper()
+	out, errOut, failed := k.run(args...)
+	if failed {
+		return "", fmt.Errorf("kubectl %s: %s", strings.Join(args, " "), errOut)
+	}
+	return out, nil
+}
+
 // watchLines runs `kubectl ARGS` (a -w) and hands on each line of its
 // output, stamped when it was read.
 type watchLines struct {
@@ -290,7 +301,11 @@ func TestKubectlEndToEnd(t *testing.T) {
 
 	// The agents report, the ingester stores, kubectl reads both clusters.
 	sandboxtest.Eventually(t, wait, "kubectl get cm lists both clusters' ConfigMaps", func(context.Context) error {
-		header, rows := table(t, k.ok("get", "cm", "-n", ns))
+		out, err := k.try("get", "cm", "-n", ns)
+		if err != nil {
+			return err
+		}
+		header, rows := table(t, out)
 		if want := "NAME,CLUSTER,DATA,AGE"; strings.Join(header, ",") != want && len(rows) > 0 {
 			return fmt.Errorf("columns %v, want %s", header, want)
 		}
@@ -307,7 +322,11 @@ func TestKubectlEndToEnd(t *testing.T) {
 		return nil
 	})
 	sandboxtest.Eventually(t, wait, "kubectl get jobs lists both clusters' Jobs", func(context.Context) error {
-		header, rows := table(t, k.ok("get", "jobs", "-n", ns))
+		out, err := k.try("get", "jobs", "-n", ns)
+		if err != nil {
+			return err
+		}
+		header, rows := table(t, out)
 		if want := "NAME,CLUSTER,STATUS,COMPLETIONS,DURATION,AGE"; strings.Join(header, ",") != want {
 			return fmt.Errorf("columns %v, want %s", header, want)
 		}
@@ -327,8 +346,16 @@ func TestKubectlEndToEnd(t *testing.T) {
 	// not track Pods.
 	onC1 := &kubectl{t: t, bin: k.bin, kubeconfig: shared.KubeconfigPath(), home: t.TempDir()}
 	sandboxtest.Eventually(t, wait, "kubectl get pods -A through purser shows c1's pods as c1 does", func(context.Context) error {
-		_, direct := table(t, onC1.ok("get", "pods", "-n", ns))
-		header, rows := table(t, k.ok("get", "pods", "-A"))
+		onMember, err := onC1.try("get", "pods", "-n", ns)
+		if err != nil {
+			return err
+		}
+		_, direct := table(t, onMember)
+		out, err := k.try("get", "pods", "-A")
+		if err != nil {
+			return err
+		}
+		header, rows := table(t, out)
 		if want := "NAMESPACE,NAME,CLUSTER,READY,STATUS,RESTARTS,AGE"; strings.Join(header, ",") != want {
 			return fmt.Errorf("columns %v, want %s", header, want)
 		}
