@@ -161,6 +161,24 @@ func startPipeline(t testing.TB, members []member) *pipeline {
 	return p
 }
 
+// put sends a PUT of body to the API as admin; 200 or the test fails.
+func (p *pipeline) put(path string, body any) {
+	p.t.Helper()
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPut, p.srv.URL+path, bytes.NewReader(data))
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.srv.Client().Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		p.t.Fatalf("PUT %s: %d %s", path, resp.StatusCode, answer)
+	}
+}
+
 func (p *pipeline) caPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
 }
@@ -273,9 +291,9 @@ func (w *watchLines) next(t testing.TB, what string, match func(fields []string)
 func TestKubectlEndToEnd(t *testing.T) {
 	shared := env.Clusters(t)[0]
 	stopped := env.Dedicated(t, false) // its kube-apiserver is stopped below
-	// c1 tracks Pods on request (its Cluster's spec.inventory.kinds), c2
-	// does not.
-	p := startPipeline(t, []member{{"c1", shared, []string{"Pod"}}, {"c2", stopped, nil}})
+	// c1 tracks Pods and Events on request (its Cluster's
+	// spec.inventory.kinds), c2 does not.
+	p := startPipeline(t, []member{{"c1", shared, []string{"Pod", "Event"}}, {"c2", stopped, nil}})
 	ns := p.namespace("e2e")
 	k := p.kubectl(t, []string{"c1", "c2"})
 	for _, c := range []string{"c1", "c2"} {
@@ -374,6 +392,45 @@ func TestKubectlEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
+
+	// c1's Events are served too; once its Cluster no longer asks for
+	// them, their records leave the inventory (the agent's next snapshot
+	// lists them empty) and the Pods stay.
+	events := func() ([]map[string]string, error) {
+		out, err := k.try("--context", "purser-c1", "get", "events", "-n", ns)
+		if err != nil {
+			return nil, err
+		}
+		_, rows := table(t, out)
+		return rows, nil
+	}
+	sandboxtest.Eventually(t, wait, "kubectl get events through purser lists c1's Events about the Job", func(context.Context) error {
+		rows, err := events()
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if strings.HasPrefix(r["NAME"], "work.") && r["CLUSTER"] == "c1" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Event of the Job work: %v", rows)
+	})
+	p.put("/api/v1/clusters/c1", map[string]any{"apiVersion": v1alpha1.GroupVersion, "kind": "Cluster", "metadata": map[string]any{"name": "c1"},
+		"spec": map[string]any{"inventory": map[string]any{"kinds": []string{"Pod"}}}})
+	sandboxtest.Eventually(t, wait, "c1's Events gone from the inventory", func(context.Context) error {
+		rows, err := events()
+		if err != nil && !strings.Contains(err.Error(), `doesn't have a resource type "events"`) {
+			return err
+		}
+		if len(rows) > 0 {
+			return fmt.Errorf("%d Events still served", len(rows))
+		}
+		return nil
+	})
+	if out, err := k.try("get", "pods", "-n", ns); err != nil || !strings.Contains(out, "work-") {
+		t.Errorf("kubectl get pods after c1 stopped tracking Events: %v\n%s", err, out)
+	}
 
 	// kubectl -w through purser sees a ConfigMap created on a member.
 	ctx, cancel := context.WithCancel(context.Background())
