@@ -466,6 +466,28 @@ type ClusterSpec struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// Taints keep Runnables and Deployables away unless they tolerate them.
 	Taints []corev1.Taint `json:"taints,omitempty"`
+	// Inventory says what the cluster's agent tracks beyond the defaults.
+	Inventory *ClusterInventory `json:"inventory,omitempty"`
+}
+
+// ClusterInventory is what a cluster's agent tracks on request.
+type ClusterInventory struct {
+	// Kinds are tracked in full beside the default kinds, each named as
+	// in InventoryKinds: Pod, Event. They are many and change often, so
+	// they are tracked only where asked for.
+	Kinds []string `json:"kinds,omitempty"`
+}
+
+// InventoryKinds are the kinds a Cluster's spec.inventory.kinds may name.
+var InventoryKinds = []string{"Pod", "Event"}
+
+// InventoryKindsOf is the kinds the spec asks the agent to track, nil
+// when it asks for none.
+func (s ClusterSpec) InventoryKindsOf() []string {
+	if s.Inventory == nil || len(s.Inventory.Kinds) == 0 {
+		return nil
+	}
+	return s.Inventory.Kinds
 }
 
 // ConditionReady is the condition type that says the cluster is reachable

@@ -110,6 +110,19 @@ func validateCluster(c *Cluster, kubeconfigRequired bool) FieldErrors {
 		v.add("spec.kubeconfig", "is required: the kubeconfig text purser uses to reach the cluster")
 	}
 	v.taints("spec.taints", c.Spec.Taints)
+	if c.Spec.Inventory != nil {
+		seen := map[string]bool{}
+		for i, k := range c.Spec.Inventory.Kinds {
+			field := fmt.Sprintf("spec.inventory.kinds[%d]", i)
+			switch {
+			case !slices.Contains(InventoryKinds, k):
+				v.add(field, "%q cannot be tracked on request: the kinds are %s (the others are tracked on every cluster)", k, strings.Join(InventoryKinds, ", "))
+			case seen[k]:
+				v.add(field, "%q is named twice", k)
+			}
+			seen[k] = true
+		}
+	}
 	return v.errs
 }
 

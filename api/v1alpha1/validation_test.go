@@ -294,6 +294,9 @@ func TestValidateCluster(t *testing.T) {
 		{"namespace refused", func(c *Cluster) { c.Metadata.Namespace = "default" }, "metadata.namespace"},
 		{"label value", func(c *Cluster) { c.Metadata.Labels["dc"] = "dc 1" }, "metadata.labels[dc]"},
 		{"kubeconfig required", func(c *Cluster) { c.Spec.Kubeconfig = "" }, "spec.kubeconfig"},
+		{"inventory kinds", func(c *Cluster) { c.Spec.Inventory = &ClusterInventory{Kinds: []string{"Pod", "Event"}} }, ""},
+		{"inventory kind unknown", func(c *Cluster) { c.Spec.Inventory = &ClusterInventory{Kinds: []string{"Pod", "pods"}} }, "spec.inventory.kinds[1]"},
+		{"inventory kind twice", func(c *Cluster) { c.Spec.Inventory = &ClusterInventory{Kinds: []string{"Event", "Event"}} }, "spec.inventory.kinds[1]"},
 		{"kubeconfig unreadable", func(c *Cluster) { c.Spec.Kubeconfig = "clusters: 5\n" }, "spec.kubeconfig"},
 		{"kubeconfig without current-context", func(c *Cluster) {
 			c.Spec.Kubeconfig = strings.Replace(testKubeconfig, "current-context: admin@dc1-a", "", 1)

@@ -83,6 +83,8 @@ var plan = []entry{
 		Bench: "^BenchmarkK8sList$", Timeout: 30 * time.Minute, Estimate: 4 * time.Minute},
 	{ID: "k8s-watch", Section: "k8s-watch", Pkg: "./internal/api/kubeapi/",
 		Bench: "^BenchmarkK8sWatches$", Benchtime: "1x", Timeout: 10 * time.Minute, Estimate: 40 * time.Second},
+	{ID: "k8s-watch-latency", Section: "k8s-watch-latency", Pkg: "./internal/api/kubeapi/",
+		Bench: "^BenchmarkK8sWatchLatency$", Benchtime: "1x", Timeout: 10 * time.Minute, Estimate: 40 * time.Second},
 	{ID: "capacity", Section: "capacity", Pkg: "./internal/hub/store/",
 		Bench: "^BenchmarkClusterCapacity$", Timeout: 10 * time.Minute, Estimate: 30 * time.Second},
 	{ID: "health", Section: "health", Pkg: "./internal/member/health/",
@@ -244,6 +246,14 @@ var sections = []section{
 			k8sWatchRow("1", "watches=1"),
 			k8sWatchRow("1,000", "watches=1000"),
 		}},
+	{ID: "k8s-watch-latency",
+		Columns: []string{"`kubectl get -w` of one namespace's ConfigMaps", "member change to the line at kubectl, p50 / p99 (50 changes)"},
+		Rows: [][]cell{
+			k8sLatencyRow("directly on the member's kube-apiserver", "kube-apiserver"),
+			k8sLatencyRow("through purser's `/k8s` (agent, NATS, ingester, SQLite, feed)", "purser"),
+			{lit("purser / kube-apiserver, p50"), ratio(metric("kubeapi.BenchmarkK8sWatchLatency", "purser-ms-p50", 1, ""),
+				metric("kubeapi.BenchmarkK8sWatchLatency", "kube-apiserver-ms-p50", 1, ""), 1)},
+		}},
 	{ID: "capacity",
 		Columns: []string{"engine", "per placement"},
 		Rows: [][]cell{
@@ -343,6 +353,12 @@ func k8sWatchRow(label, sub string) []cell {
 	return []cell{lit(label),
 		join(" / ", metric(name, "ms-p50-to-last-watcher", 1, " ms"), metric(name, "ms-max-to-last-watcher", 0, " ms")),
 		metric(name, "db-reads/s", 1, ""), metric(name, "cpu-%", 0, " %")}
+}
+
+// k8sLatencyRow is one side of BenchmarkK8sWatchLatency.
+func k8sLatencyRow(label, side string) []cell {
+	name := "kubeapi.BenchmarkK8sWatchLatency"
+	return []cell{lit(label), join(" / ", metric(name, side+"-ms-p50", 0, " ms"), metric(name, side+"-ms-p99", 0, " ms"))}
 }
 
 func healthRow(object, interpreter, sub string) []cell {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/podstatus"
 )
 
 // asTable returns the meta.k8s.io version of the Table the client asked
@@ -130,9 +131,9 @@ var builtinColumns = map[string][]column{
 		strCol("Selector", 1, "A label query over pods that should match the pod count.", func(o *decoded) any { j := job(o); return metav1.FormatLabelSelector(j.Spec.Selector) }),
 	},
 	"/Pod": {nameCol, clusterCol,
-		strCol("Ready", 0, "The aggregate readiness state of this pod for accepting traffic.", func(o *decoded) any { p := pod(o); r, _, _ := podCells(&p); return r }),
-		strCol("Status", 0, "The aggregate status of the containers in this pod.", func(o *decoded) any { p := pod(o); _, s, _ := podCells(&p); return s }),
-		strCol("Restarts", 0, "The number of times the containers in this pod have been restarted.", func(o *decoded) any { p := pod(o); _, _, n := podCells(&p); return n }),
+		strCol("Ready", 0, "The aggregate readiness state of this pod for accepting traffic.", func(o *decoded) any { p := pod(o); r, _, _ := podstatus.Summary(&p); return r }),
+		strCol("Status", 0, "The aggregate status of the containers in this pod.", func(o *decoded) any { p := pod(o); _, s, _ := podstatus.Summary(&p); return s }),
+		strCol("Restarts", 0, "The number of times the containers in this pod have been restarted.", func(o *decoded) any { p := pod(o); _, _, n := podstatus.Summary(&p); return n }),
 		ageCol,
 		strCol("IP", 1, "IP address allocated to the pod.", func(o *decoded) any { p := pod(o); return orNone(p.Status.PodIP) }),
 		strCol("Node", 1, "The node the pod is scheduled onto.", func(o *decoded) any { p := pod(o); return orNone(p.Spec.NodeName) }),
@@ -271,43 +272,6 @@ func containerCells(cs []corev1.Container) (names, images string) {
 		n, i = append(n, c.Name), append(i, c.Image)
 	}
 	return strings.Join(n, ","), strings.Join(i, ",")
-}
-
-// podCells follows printPod for the regular containers: READY counts
-// the ready running containers, STATUS is the pod's reason or phase
-// overridden by a container's waiting or terminated reason, RESTARTS sums
-// the restart counts.
-func podCells(p *corev1.Pod) (ready, status string, restarts int64) {
-	reason := string(p.Status.Phase)
-	if p.Status.Reason != "" {
-		reason = p.Status.Reason
-	}
-	readyN := 0
-	hasRunning := false
-	for i := len(p.Status.ContainerStatuses) - 1; i >= 0; i-- {
-		c := p.Status.ContainerStatuses[i]
-		restarts += int64(c.RestartCount)
-		switch {
-		case c.State.Waiting != nil && c.State.Waiting.Reason != "":
-			reason = c.State.Waiting.Reason
-		case c.State.Terminated != nil && c.State.Terminated.Reason != "":
-			reason = c.State.Terminated.Reason
-		case c.State.Terminated != nil && c.State.Terminated.Signal != 0:
-			reason = fmt.Sprintf("Signal:%d", c.State.Terminated.Signal)
-		case c.State.Terminated != nil:
-			reason = fmt.Sprintf("ExitCode:%d", c.State.Terminated.ExitCode)
-		case c.Ready && c.State.Running != nil:
-			hasRunning = true
-			readyN++
-		}
-	}
-	if reason == "Completed" && hasRunning {
-		reason = "Running"
-	}
-	if p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-		reason = "Terminating"
-	}
-	return fmt.Sprintf("%d/%d", readyN, len(p.Spec.Containers)), reason, restarts
 }
 
 // columnsOf is the Table's columns for res: the built-in printer's, the

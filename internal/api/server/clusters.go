@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,12 +52,16 @@ func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
 			}
 			return err
 		}
+		if err := enqueueAgentSettings(r.Context(), tx, rec, obj.Spec); err != nil {
+			return err
+		}
 		return appendAudit(r.Context(), tx, u, "create", v1alpha1.KindCluster, "", rec.Name,
-			fmt.Sprintf("registered cluster %s (labels %s)", rec.Name, formatLabels(rec.Labels)), "Registered", clusterDetails(obj))
+			fmt.Sprintf("registered cluster %s (labels %s%s)", rec.Name, formatLabels(rec.Labels), inventoryPhrase(obj.Spec)), "Registered", clusterDetails(obj))
 	})
 	if err != nil {
 		return 0, nil, err
 	}
+	s.notifyOutbox()
 	out, err := clusterFromRecord(rec)
 	return http.StatusCreated, out, err
 }
@@ -86,7 +92,9 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, errInvalid("Cluster is invalid", errs)
 	}
 	var rec *store.Cluster
+	settingsChanged := false
 	err = s.tx(r.Context(), func(tx *store.Tx) error {
+		settingsChanged = false
 		old, err := tx.Clusters().Get(r.Context(), name)
 		if err != nil {
 			return err
@@ -101,15 +109,28 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 			rec = old
 			return err
 		}
+		oldObj, err := clusterFromRecord(old)
+		if err != nil {
+			return err
+		}
 		if err := tx.Clusters().Update(r.Context(), rec); err != nil {
 			return err
 		}
-		summary := fmt.Sprintf("updated cluster %s (labels %s, %d taints", name, formatLabels(rec.Labels), len(obj.Spec.Taints))
+		summary := fmt.Sprintf("updated cluster %s (labels %s, %d taints%s", name, formatLabels(rec.Labels), len(obj.Spec.Taints), inventoryPhrase(obj.Spec))
 		if obj.Spec.Kubeconfig != "" {
 			summary += ", new kubeconfig"
 		}
+		if !slices.Equal(oldObj.Spec.InventoryKindsOf(), obj.Spec.InventoryKindsOf()) {
+			if err := enqueueAgentSettings(r.Context(), tx, rec, obj.Spec); err != nil {
+				return err
+			}
+			settingsChanged = true
+		}
 		return appendAudit(r.Context(), tx, u, "update", v1alpha1.KindCluster, "", name, summary+")", "Updated", clusterDetails(obj))
 	})
+	if settingsChanged && err == nil {
+		s.notifyOutbox()
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, errNotFound("cluster %s is not registered; register it with POST /api/v1/clusters", name)
 	}
@@ -330,7 +351,33 @@ func (s *Server) sameCluster(old, rec *store.Cluster, kubeconfig string) (bool, 
 // clusterDetails is what the audit log keeps of a cluster change: never
 // the kubeconfig.
 func clusterDetails(obj *v1alpha1.Cluster) any {
-	return map[string]any{"labels": obj.Metadata.Labels, "taints": obj.Spec.Taints}
+	d := map[string]any{"labels": obj.Metadata.Labels, "taints": obj.Spec.Taints}
+	if k := obj.Spec.InventoryKindsOf(); k != nil {
+		d["inventoryKinds"] = k
+	}
+	return d
+}
+
+func inventoryPhrase(spec v1alpha1.ClusterSpec) string {
+	if k := spec.InventoryKindsOf(); k != nil {
+		return ", also tracking " + strings.Join(k, ", ")
+	}
+	return ""
+}
+
+// enqueueAgentSettings puts what the cluster's agent is asked to do (the
+// kinds of spec.inventory.kinds) in the outbox, in the transaction of the
+// Cluster's change: the relay publishes it to the cluster's key of
+// stream.AgentSettingsBucket, which the agent watches. The message id
+// names the cluster's registration and resourceVersion, so that a
+// re-registered cluster's first settings are not taken for a duplicate.
+func enqueueAgentSettings(ctx context.Context, tx *store.Tx, rec *store.Cluster, spec v1alpha1.ClusterSpec) error {
+	data, err := json.Marshal(stream.AgentSettings{Cluster: rec.Name, Kinds: spec.InventoryKindsOf(), Generation: rec.ResourceVersion})
+	if err != nil {
+		return err
+	}
+	return tx.Outbox().Enqueue(ctx, &store.OutboxMessage{Subject: stream.AgentSettingsSubject(rec.Name),
+		MsgID: fmt.Sprintf("%s/settings/%d/%d", rec.Name, rec.CreatedAt.UnixNano(), rec.ResourceVersion), Data: data})
 }
 
 func clusterFromRecord(rec *store.Cluster) (*v1alpha1.Cluster, error) {

@@ -38,7 +38,7 @@ func (c *Client) EditCluster(ctx context.Context, name string, edit func(cl *v1a
 				ResourceVersion: cl.Metadata.ResourceVersion},
 			// The API never returns the kubeconfig: it is sent only when
 			// edit set one.
-			Spec: v1alpha1.ClusterSpec{Taints: cl.Spec.Taints, Kubeconfig: cl.Spec.Kubeconfig},
+			Spec: v1alpha1.ClusterSpec{Taints: cl.Spec.Taints, Kubeconfig: cl.Spec.Kubeconfig, Inventory: cl.Spec.Inventory},
 		})
 		if err != nil {
 			return nil, false, err

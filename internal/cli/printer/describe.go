@@ -2,12 +2,16 @@ package printer
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/platform/podstatus"
 )
 
 // Describe prints one object in detail, as `kubectl describe` does, and
@@ -15,6 +19,25 @@ import (
 // could not be read (the user may read the object but not its history),
 // and the section is left out.
 func Describe(w io.Writer, kind string, obj Object, history []Object) error {
+	return DescribeWithPods(w, kind, obj, history, nil)
+}
+
+// AttemptPods are the Pods of a runnable's current attempt, as the
+// inventory holds them: the records of kind Pod on the attempt's cluster
+// whose owner is the attempt's object (a Job's, a Workflow's pods).
+type AttemptPods struct {
+	Attempt string // its number
+	Cluster string
+	// Tracked says whether the cluster's agent is asked to track Pods
+	// (the Cluster's spec.inventory.kinds); an empty list means little
+	// where it is not.
+	Tracked bool
+	Pods    []Object // inventory records, with their objects
+}
+
+// DescribeWithPods is Describe with the pods of a runnable's current
+// attempt, listed after its attempts; nil leaves the section out.
+func DescribeWithPods(w io.Writer, kind string, obj Object, history []Object, pods *AttemptPods) error {
 	d := describer{w: w}
 	d.line("Name", Field(obj, "metadata", "name"))
 	d.line("Namespace", Field(obj, "metadata", "namespace"))
@@ -26,6 +49,9 @@ func Describe(w io.Writer, kind string, obj Object, history []Object) error {
 	switch kind {
 	case v1alpha1.KindRunnable:
 		d.runnable(obj)
+		if pods != nil {
+			d.pods(pods)
+		}
 	case v1alpha1.KindDeployable:
 		d.deployable(obj)
 	case v1alpha1.KindCluster:
@@ -124,6 +150,32 @@ func (d describer) runnable(obj Object) {
 			fmt.Fprintf(d.w, "  #%s note:       %s\n", Field(m, "number"), n)
 		}
 	}
+}
+
+// pods prints the attempt's pods as `kubectl get pods` does: READY,
+// STATUS and RESTARTS by kubectl's rules (podstatus.Summary).
+func (d describer) pods(p *AttemptPods) {
+	title := fmt.Sprintf("Pods (attempt #%s on %s, from the inventory)", p.Attempt, p.Cluster)
+	if len(p.Pods) == 0 && !p.Tracked {
+		fmt.Fprintln(d.w, title+":")
+		fmt.Fprintf(d.w, "  <not tracked: cluster %s's spec.inventory.kinds does not name Pod>\n", p.Cluster)
+		return
+	}
+	var rows [][]string
+	if len(p.Pods) > 0 {
+		rows = append(rows, []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE", "NODE"})
+	}
+	for _, rec := range p.Pods {
+		obj, _ := rec["object"].(map[string]any)
+		var pod corev1.Pod
+		if b, err := json.Marshal(obj); err == nil {
+			_ = json.Unmarshal(b, &pod)
+		}
+		ready, status, restarts := podstatus.Summary(&pod)
+		rows = append(rows, []string{Field(rec, "name"), ready, status, fmt.Sprint(restarts),
+			Age(Field(obj, "metadata", "creationTimestamp")), orNone(pod.Spec.NodeName)})
+	}
+	d.section(title, rows)
 }
 
 func (d describer) deployable(obj Object) {

@@ -108,7 +108,7 @@ func TestDeclareTwice(t *testing.T) {
 	for _, b := range []struct {
 		name string
 		ttl  time.Duration
-	}{{stream.HeartbeatsBucket, 5 * time.Minute}, {stream.LeasesBucket, 0}, {stream.KindsBucket, 0}} {
+	}{{stream.HeartbeatsBucket, 5 * time.Minute}, {stream.LeasesBucket, 0}, {stream.KindsBucket, 0}, {stream.AgentSettingsBucket, 0}} {
 		kv, err := js.KeyValue(ctx, b.name)
 		if err != nil {
 			t.Fatalf("bucket %s: %v", b.name, err)

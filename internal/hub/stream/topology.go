@@ -45,6 +45,10 @@ const (
 	// KindsBucket holds, per cluster, the kinds its kube-apiserver serves
 	// and their scope (ServedKinds), as its agent last discovered them.
 	KindsBucket = "purser-kinds"
+	// AgentSettingsBucket holds, per cluster, what the hub asks of its
+	// agent (AgentSettings), from the Cluster's spec; the API writes it
+	// through its outbox, with the change of the Cluster.
+	AgentSettingsBucket = "purser-agent-settings"
 
 	// SubmitterConsumer is the durable consumer shared by all submitters
 	// on SubmissionsStream.
@@ -173,6 +177,13 @@ func newTopology(replicas int) topology {
 			{
 				Bucket:      KindsBucket,
 				Description: "kinds each member cluster serves, with their scope",
+				History:     1,
+				Storage:     jetstream.FileStorage,
+				Replicas:    replicas,
+			},
+			{
+				Bucket:      AgentSettingsBucket,
+				Description: "what the hub asks of each cluster's agent (the kinds it tracks on request)",
 				History:     1,
 				Storage:     jetstream.FileStorage,
 				Replicas:    replicas,

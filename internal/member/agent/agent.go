@@ -70,6 +70,11 @@ type Config struct {
 	// Kinds are tracked in full; objects of other kinds only when they
 	// carry purser's labels.
 	Kinds []schema.GroupVersionKind
+	// OptIn names kinds tracked in full beside Kinds, of those in
+	// OptInKinds ("Pod", "Event"): what the cluster's spec.inventory.kinds
+	// asks for. They are many and change often, so no cluster tracks them
+	// unless asked.
+	OptIn []string
 	// SnapshotInterval: 60s. HeartbeatInterval: 10s. DiscoveryInterval
 	// (how often absent kinds and new resources are looked for): 30s.
 	SnapshotInterval  time.Duration
@@ -123,9 +128,14 @@ type Agent struct {
 	leading atomic.Bool
 
 	// The state of one term of leadership, reset when a term begins.
-	mu           sync.Mutex
-	watched      map[schema.GroupVersionKind]*watch // the configured kinds
-	labelled     map[schema.GroupKind]*watch        // the others, for purser's objects
+	mu      sync.Mutex
+	watched map[schema.GroupVersionKind]*watch // the configured kinds, and those asked for
+	// asked are the kinds the hub asks for beside the configured ones
+	// (settings.go); dropped those no longer asked for whose records the
+	// next snapshot removes, with the last version their watch saw.
+	asked        []schema.GroupVersionKind
+	dropped      map[schema.GroupVersionKind]string
+	labelled     map[schema.GroupKind]*watch // the others, for purser's objects
 	lastSnapshot time.Time
 	started      time.Time
 	// reportedKinds is what stream.KindsBucket last acknowledged from this
@@ -154,6 +164,11 @@ func New(cfg Config) (*Agent, error) {
 	if len(cfg.Kinds) == 0 {
 		cfg.Kinds = DefaultKinds
 	}
+	kinds, err := withOptIn(cfg.Kinds, cfg.OptIn)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", cfg.Cluster, err)
+	}
+	cfg.Kinds = kinds
 	if cfg.SnapshotInterval <= 0 {
 		cfg.SnapshotInterval = 60 * time.Second
 	}
@@ -289,6 +304,7 @@ func (a *Agent) reset() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.watched = map[schema.GroupVersionKind]*watch{}
+	a.asked, a.dropped = nil, map[schema.GroupVersionKind]string{}
 	a.labelled = map[schema.GroupKind]*watch{}
 	a.reportedKinds = nil
 	a.lastSnapshot = time.Time{}
@@ -426,11 +442,17 @@ func (a *Agent) watches() []*watch {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]*watch, 0, len(a.watched)+len(a.labelled))
-	for _, w := range a.watched {
+	full := map[schema.GroupKind]bool{}
+	for gvk, w := range a.watched {
 		out = append(out, w)
+		full[gvk.GroupKind()] = true
 	}
-	for _, w := range a.labelled {
-		out = append(out, w)
+	for gk, w := range a.labelled {
+		if !full[gk] {
+			// A kind just asked for in full, whose labelled watch the
+			// discovery pass is about to stop: listed once.
+			out = append(out, w)
+		}
 	}
 	return out
 }
@@ -491,6 +513,7 @@ func (a *Agent) snapshot(ctx context.Context) {
 		lists = append(lists, stream.KindList{APIVersion: w.gvk.GroupVersion().String(), Kind: w.gvk.Kind,
 			ListResourceVersion: rv, Items: items})
 	}
+	lists = append(lists, a.droppedLists()...)
 	if len(lists) == 0 {
 		return
 	}
@@ -505,6 +528,7 @@ func (a *Agent) snapshot(ctx context.Context) {
 			return
 		}
 	}
+	a.forgetDropped(lists)
 	a.mu.Lock()
 	a.lastSnapshot = takenAt
 	a.mu.Unlock()

@@ -108,3 +108,28 @@ func (a *Agent) putKinds(ctx context.Context, data []byte) error {
 	_, err = kv.Put(ctx, a.cfg.Cluster, data)
 	return err
 }
+
+// OptInKinds are the kinds a cluster tracks only when it asks
+// (Config.OptIn, the Cluster's spec.inventory.kinds), by the name it asks
+// with: Pods (trimmed to what `kubectl get pods` and the owner chains
+// read, see Trim) and core v1 Events, what `kubectl get events` lists.
+var OptInKinds = map[string]schema.GroupVersionKind{
+	"Pod":   {Version: "v1", Kind: "Pod"},
+	"Event": {Version: "v1", Kind: "Event"},
+}
+
+// withOptIn adds the opted-in kinds to kinds, once each; a name not in
+// OptInKinds is refused.
+func withOptIn(kinds []schema.GroupVersionKind, optIn []string) ([]schema.GroupVersionKind, error) {
+	out := slices.Clone(kinds)
+	for _, name := range optIn {
+		gvk, ok := OptInKinds[name]
+		if !ok {
+			return nil, fmt.Errorf("kind %q cannot be opted in: the agent tracks Pod and Event on request", name)
+		}
+		if !slices.Contains(out, gvk) {
+			out = append(out, gvk)
+		}
+	}
+	return out, nil
+}

@@ -95,7 +95,7 @@ func (a *Agent) discoverLabelled(ctx context.Context, wg *sync.WaitGroup) {
 		a.log.Debug("discovery of some groups failed; will retry", "error", err)
 	}
 	a.reportKinds(ctx, lists, failed)
-	want := labelledResources(lists, a.cfg.Kinds)
+	want := labelledResources(lists, a.kinds())
 	var refused []string
 	for gk, r := range want {
 		if !a.access.mayWatch(ctx, r.gvr.GroupResource()) {

@@ -19,7 +19,8 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // bookkeeping of the writers (and the annotation of a Secret holds its
 // data in clear); a Secret (stream.IsSecret) keeps its metadata and a hash
 // of its data (stream.DataHashField); a Node loses the list of its images;
-// a CustomResourceDefinition its versions' schemas and its conversion.
+// a CustomResourceDefinition its versions' schemas and its conversion; a
+// Pod (tracked when its cluster asks) what trimPod does not keep.
 // Trim may see an object it already trimmed, and leaves it unchanged.
 func Trim(obj any) (any, error) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -74,5 +75,57 @@ func Trim(obj any) (any, error) {
 		// in purser reads them.
 		unstructured.RemoveNestedField(u.Object, "status", "images")
 	}
+	if u.GetAPIVersion() == "v1" && u.GetKind() == "Pod" {
+		trimPod(u)
+	}
 	return u, nil
+}
+
+// trimPod keeps of a Pod what is read of it: its metadata (owner
+// references: a runnable's attempt → its Job → its Pods), the node and its
+// containers' names and images, and the status that `kubectl get pods`
+// prints (phase, reason, conditions, each container's ready, restartCount
+// and state). The rest of its spec goes: it is most of a pod, and its
+// environment may hold what the inventory must not.
+func trimPod(u *unstructured.Unstructured) {
+	keepFields := func(m map[string]any, fields ...string) map[string]any {
+		out := map[string]any{}
+		for _, f := range fields {
+			if v, ok := m[f]; ok {
+				out[f] = v
+			}
+		}
+		return out
+	}
+	keepEach := func(v any, fields ...string) any {
+		list, ok := v.([]any)
+		if !ok {
+			return v
+		}
+		out := make([]any, 0, len(list))
+		for _, e := range list {
+			if m, ok := e.(map[string]any); ok {
+				out = append(out, keepFields(m, fields...))
+			}
+		}
+		return out
+	}
+	if spec, ok := u.Object["spec"].(map[string]any); ok {
+		kept := keepFields(spec, "nodeName", "restartPolicy")
+		for _, f := range []string{"containers", "initContainers"} {
+			if v, ok := spec[f]; ok {
+				kept[f] = keepEach(v, "name", "image", "restartPolicy")
+			}
+		}
+		u.Object["spec"] = kept
+	}
+	if status, ok := u.Object["status"].(map[string]any); ok {
+		kept := keepFields(status, "phase", "reason", "message", "conditions", "podIP", "hostIP", "startTime", "nominatedNodeName")
+		for _, f := range []string{"containerStatuses", "initContainerStatuses"} {
+			if v, ok := status[f]; ok {
+				kept[f] = keepEach(v, "name", "ready", "started", "restartCount", "state", "lastState")
+			}
+		}
+		u.Object["status"] = kept
+	}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 
@@ -27,7 +28,8 @@ type watch struct {
 	gvr       schema.GroupVersionResource
 	informers []cache.SharedIndexInformer
 	// stop ends the informers of a labelled kind, when its resource is no
-	// longer served; configured kinds stop with the term.
+	// longer served, and of a kind no longer asked for (settings.go);
+	// configured kinds stop with the term.
 	stop context.CancelFunc
 }
 
@@ -52,21 +54,22 @@ func byConsistency(obj any) ([]string, error) {
 // with the served resources in the same pass. Informers run under wg.
 func (a *Agent) discoveryLoop(ctx context.Context, wg *sync.WaitGroup) {
 	reconcile.Every(ctx, a.cfg.DiscoveryInterval, func(ctx context.Context) {
-		if !a.allWatched() {
-			a.discover(ctx, wg)
+		a.refreshSettings(ctx)
+		if kinds := a.kinds(); !a.allWatched(kinds) {
+			a.discover(ctx, wg, kinds)
 		}
 		a.discoverLabelled(ctx, wg)
 	})
 }
 
-func (a *Agent) allWatched() bool {
+func (a *Agent) allWatched(kinds []schema.GroupVersionKind) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.watched) == len(a.cfg.Kinds)
+	return len(a.watched) == len(kinds)
 }
 
-func (a *Agent) discover(ctx context.Context, wg *sync.WaitGroup) {
-	for _, gvk := range a.cfg.Kinds {
+func (a *Agent) discover(ctx context.Context, wg *sync.WaitGroup, kinds []schema.GroupVersionKind) {
+	for _, gvk := range kinds {
 		a.mu.Lock()
 		_, ok := a.watched[gvk]
 		a.mu.Unlock()
@@ -82,11 +85,19 @@ func (a *Agent) discover(ctx context.Context, wg *sync.WaitGroup) {
 			a.log.Debug("kind not served yet", "kind", gvk.String())
 			continue
 		}
-		w := a.newWatch(ctx, gvk, gvr, nil)
+		wctx, stop := context.WithCancel(ctx)
+		w := a.newWatch(wctx, gvk, gvr, nil)
+		w.stop = stop
 		a.mu.Lock()
+		if !slices.Contains(a.cfg.Kinds, gvk) && !slices.Contains(a.asked, gvk) {
+			// No longer asked for since the pass began.
+			a.mu.Unlock()
+			stop()
+			continue
+		}
 		a.watched[gvk] = w
 		a.mu.Unlock()
-		w.run(ctx, wg)
+		w.run(wctx, wg)
 		a.log.Info("watching", "kind", gvk.String(), "resource", gvr.Resource)
 	}
 }
