@@ -284,6 +284,9 @@ type RunnableStatus struct {
 	// Suspension is the user's suspend or resume while the runnable is
 	// Suspended (operate.go).
 	Suspension *Suspension `json:"suspension,omitempty"`
+	// Move is the runnable's planned move to another cluster, under way
+	// or the last one (move.go).
+	Move *Move `json:"move,omitempty"`
 	// Retries is spec.retry's budget and last decision (retry.go).
 	Retries *RetryStatus `json:"retries,omitempty"`
 	// RestorePoint is the exact restore point the next attempt carries,
