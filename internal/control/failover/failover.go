@@ -261,7 +261,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	if handled, err := c.move(ctx, rec, r, view); handled || err != nil {
 		return err
 	}
-		if rec.Phase == string(v1alpha1.PhaseScheduled) &&
+	if rec.Phase == string(v1alpha1.PhaseScheduled) &&
 		(attempt.Consistency(&r.doc.Spec) != v1alpha1.ConsistencyAtMostOne || view.failover.Reachable) {
 		// The submitter is creating it, and places it again if that
 		// fails. Only an AtMostOne create sent to a cluster that stopped

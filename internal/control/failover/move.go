@@ -39,14 +39,14 @@ type MoveStep int
 
 // Steps DecideMove gives.
 const (
-	MoveWait      MoveStep = iota // nothing to do yet
-	MoveAskStop                   // ask the job to stop with a savepoint
-	MoveHandOver                  // the savepoint is there: end the attempt, restore from it on the target
-	MoveEvict                     // a kind without a savepoint: leave as a cluster failover does
-	MovePutBack                   // the savepoint failed: put the job back to running, the move failed
-	MoveAbandon                   // the runnable is no longer where the move found it
-	MoveFinish                    // the copy runs on the target
-	MoveNotMine                   // no planned move is under way
+	MoveWait     MoveStep = iota // nothing to do yet
+	MoveAskStop                  // ask the job to stop with a savepoint
+	MoveHandOver                 // the savepoint is there: end the attempt, restore from it on the target
+	MoveEvict                    // a kind without a savepoint: leave as a cluster failover does
+	MovePutBack                  // the savepoint failed: put the job back to running, the move failed
+	MoveAbandon                  // the runnable is no longer where the move found it
+	MoveFinish                   // the copy runs on the target
+	MoveNotMine                  // no planned move is under way
 )
 
 // MoveDecision is DecideMove's answer.
