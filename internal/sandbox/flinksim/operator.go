@@ -211,7 +211,7 @@ func (p *pass) observeJM() {
 		if p.spec.application && (st.JobStatus.State == "RUNNING" || st.JobStatus.State == "") {
 			st.JobStatus.State = "RECONCILING"
 		}
-		if p.fault == 0 {
+		if p.fault == 0 || p.fault == SavepointFails { // a fault of the job, not of its JobManager
 			p.eff.requeue = c.readyAt.Sub(p.now)
 		}
 		return
