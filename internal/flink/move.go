@@ -35,14 +35,22 @@ func MoveStop(template map[string]any) (spec map[string]any, isJob bool) {
 }
 
 // MovePutBack is the part of spec that undoes MoveStop for an object made
-// from template: the job state and upgradeMode the template asks for. An
-// upgradeMode the template does not name is left out, so that the apply
-// gives the field up (server-side apply removes a field its manager no
-// longer sets) and the object is as the template made it.
-func MovePutBack(template map[string]any) map[string]any {
+// from template whose last observed status is status: the job state and
+// upgradeMode the template asks for. An upgradeMode the template does not
+// name is left out, so that the apply gives the field up (server-side
+// apply removes a field its manager no longer sets) and the object is as
+// the template made it. But a job that did stop resumes by upgradeMode
+// savepoint, from the savepoint the operator knows: resumed stateless (the
+// CRD's default upgradeMode), it would start afresh
+// (AbstractJobReconciler.resumeJob inherits the last upgradeMode unless
+// the spec asks for stateless).
+func MovePutBack(template, status map[string]any) map[string]any {
 	job := Resumption(template)["job"].(map[string]any)
 	if mode := fields.String(template, "spec", "job", "upgradeMode"); mode != "" {
 		job["upgradeMode"] = mode
+	}
+	if JobStopped(status) && job["upgradeMode"] != "last-state" {
+		job["upgradeMode"] = "savepoint"
 	}
 	return map[string]any{"job": job}
 }
@@ -64,7 +72,7 @@ func UpgradeSavepointPath(status map[string]any) string {
 // job has stopped with a new savepoint; "" while it has not.
 func StopSavepoint(status map[string]any, before string) (path string, takenAt *time.Time) {
 	path = UpgradeSavepointPath(status)
-	if path == "" || path == before || !jobStopped(status) {
+	if path == "" || path == before || !JobStopped(status) {
 		return "", nil
 	}
 	if sp := ReportedSavepoint(status); sp != nil && sp.Path == path {
@@ -73,9 +81,10 @@ func StopSavepoint(status map[string]any, before string) (path string, takenAt *
 	return path, takenAt
 }
 
-// jobStopped: cancelJob left the job FINISHED (CANCELED or SUSPENDED on
-// some versions), or the operator's lifecycle says SUSPENDED.
-func jobStopped(status map[string]any) bool {
+// JobStopped reports whether status shows the job stopped by the
+// operator: cancelJob left it FINISHED (CANCELED or SUSPENDED on some
+// versions), or the lifecycle says SUSPENDED.
+func JobStopped(status map[string]any) bool {
 	if s, _ := dig(status, "lifecycleState").(string); s == "SUSPENDED" {
 		return true
 	}

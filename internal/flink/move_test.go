@@ -17,11 +17,17 @@ func TestMoveStopAndPutBack(t *testing.T) {
 	}
 	// Put back as the template has it; an upgradeMode it does not name is
 	// given up, not set.
-	if got := MovePutBack(withMode); !reflect.DeepEqual(got, map[string]any{"job": map[string]any{"state": "running", "upgradeMode": "last-state"}}) {
+	running := map[string]any{"jobStatus": map[string]any{"state": "RUNNING"}}
+	stopped := map[string]any{"jobStatus": map[string]any{"state": "FINISHED"}, "lifecycleState": "SUSPENDED"}
+	if got := MovePutBack(withMode, running); !reflect.DeepEqual(got, map[string]any{"job": map[string]any{"state": "running", "upgradeMode": "last-state"}}) {
 		t.Errorf("MovePutBack(last-state) = %v", got)
 	}
-	if got := MovePutBack(plain); !reflect.DeepEqual(got, map[string]any{"job": map[string]any{"state": "running"}}) {
+	if got := MovePutBack(plain, running); !reflect.DeepEqual(got, map[string]any{"job": map[string]any{"state": "running"}}) {
 		t.Errorf("MovePutBack(plain) = %v", got)
+	}
+	// A job that stopped resumes from its savepoint, never afresh.
+	if got := MovePutBack(plain, stopped); !reflect.DeepEqual(got, map[string]any{"job": map[string]any{"state": "running", "upgradeMode": "savepoint"}}) {
+		t.Errorf("MovePutBack(plain, stopped) = %v", got)
 	}
 	obj := map[string]any{"spec": map[string]any{"job": map[string]any{"jarURI": "local:///x.jar"}}}
 	if !RestoreFrom(obj, "s3://sp/savepoint-abcdef-1") || dig(obj, "spec", "job", "initialSavepointPath") != "s3://sp/savepoint-abcdef-1" {

@@ -113,14 +113,24 @@ func (c *Controller) move(ctx context.Context, rec *store.Runnable, r *runnable,
 	case MoveNotMine:
 		return false, nil
 	case MoveWait:
+		if m.Step != v1alpha1.MoveSavepointAsked {
+			return false, nil
+		}
 		// While the savepoint is awaited the job is stopping on purpose:
-		// no failover decision is taken on what that looks like.
-		return m.Step == v1alpha1.MoveSavepointAsked, nil
+		// no failover decision is taken on what that looks like. Until the
+		// job is seen stopped, the stop is applied again (server-side
+		// apply of the same fields is a no-op): the first apply follows
+		// the step's commit, and may have failed.
+		if flink.JobStopped(r.status.Result) {
+			return true, nil
+		}
+		spec, _ := flink.MoveStop(r.doc.Spec.Template)
+		return true, c.applySpec(ctx, rec, r, view, spec)
 	case MoveAbandon:
 		return false, c.endMove(ctx, rec, v1alpha1.MoveFailed, d.Why, "move-failed",
 			fmt.Sprintf("planned move of %s/%s to %s abandoned: %s", rec.Namespace, rec.Name, m.To, d.Why))
 	case MoveAskStop:
-		return true, c.askStop(ctx, rec, r, view)
+		return true, c.askStop(ctx, rec, r)
 	case MovePutBack:
 		return true, c.putBack(ctx, rec, r, view, d.Why)
 	case MoveHandOver:
@@ -133,17 +143,18 @@ func (c *Controller) move(ctx context.Context, rec *store.Runnable, r *runnable,
 	return false, nil
 }
 
-// askStop sets spec.job.state suspended with upgradeMode savepoint on the
-// attempt's object by server-side apply, as a suspend does.
-func (c *Controller) askStop(ctx context.Context, rec *store.Runnable, r *runnable, view *clusterView) error {
-	spec, _ := flink.MoveStop(r.doc.Spec.Template)
-	if err := c.applySpec(ctx, rec, r, view, spec); err != nil {
-		return err
-	}
+// askStop records that the job is asked to stop with a savepoint, with
+// the upgrade savepoint its status shows before, so that a savepoint
+// reported later is known to be the stop's; once that is committed the
+// next pass sets spec.job.state suspended with upgradeMode savepoint on
+// the attempt's object by server-side apply, as a suspend does. Applied
+// before the record, the savepoint could be reported, and taken for the
+// one before, by the time the record is written.
+func (c *Controller) askStop(ctx context.Context, rec *store.Runnable, r *runnable) error {
 	m := r.status.Move
 	before := flink.UpgradeSavepointPath(r.status.Result)
 	now := c.cfg.Now()
-	msg := fmt.Sprintf("planned move to %s (asked by %s): a savepoint was asked of the job on %s (spec.job.state suspended, upgradeMode savepoint); waiting for the operator to report its location",
+	msg := fmt.Sprintf("planned move to %s (asked by %s): asking the job on %s to stop with a savepoint (spec.job.state suspended, upgradeMode savepoint); waiting for the operator to report its location",
 		m.To, m.By, m.From)
 	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
 		next := *st.Move
@@ -156,12 +167,15 @@ func (c *Controller) askStop(ctx context.Context, rec *store.Runnable, r *runnab
 // putBack undoes askStop (the template's job state and upgradeMode) and
 // ends the move Failed, saying why: the job runs on where it was.
 func (c *Controller) putBack(ctx context.Context, rec *store.Runnable, r *runnable, view *clusterView, why string) error {
-	if err := c.applySpec(ctx, rec, r, view, flink.MovePutBack(r.doc.Spec.Template)); err != nil {
+	if err := c.applySpec(ctx, rec, r, view, flink.MovePutBack(r.doc.Spec.Template, r.status.Result)); err != nil {
 		return err
 	}
 	m := r.status.Move
-	msg := fmt.Sprintf("planned move to %s failed: %s; the job was put back to spec.job.state running on %s and keeps running there (attempt %d); nothing was moved",
-		m.To, why, m.From, m.Attempt)
+	how := "the job was put back to spec.job.state running on %s and keeps running there"
+	if flink.JobStopped(r.status.Result) {
+		how = "the job had stopped, and was put back to spec.job.state running with upgradeMode savepoint on %s, to resume there from its last savepoint"
+	}
+	msg := fmt.Sprintf("planned move to %s failed: %s; "+how+" (attempt %d); nothing was moved", m.To, why, m.From, m.Attempt)
 	return c.endMove(ctx, rec, v1alpha1.MoveFailed, why, "move-failed", msg)
 }
 
