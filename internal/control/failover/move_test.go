@@ -164,8 +164,9 @@ func TestDrainBySavepoint(t *testing.T) {
 		if p, _, _ := unstructured.NestedString(obj.Object, "spec", "job", "initialSavepointPath"); p != m.Savepoint {
 			t.Errorf("%s: initialSavepointPath on b %q, want %q", n, p, m.Savepoint)
 		}
-		if m.DowntimeSeconds == nil || *m.DowntimeSeconds < 0 || !strings.Contains(r.Status.Message, "downtime") {
-			t.Errorf("%s: no downtime recorded: %+v, %q", n, m, r.Status.Message)
+		if m.DowntimeSeconds == nil || *m.DowntimeSeconds < 0 || m.StoppedAt == nil || m.RunningAt == nil ||
+			!strings.Contains(strings.Join(f.historySummaries(n), "\n"), fmt.Sprintf("downtime %.1f s", *m.DowntimeSeconds)) {
+			t.Errorf("%s: no downtime recorded in the status and the audit log: %+v", n, m)
 		}
 		last := r.Status.Attempts[len(r.Status.Attempts)-1]
 		prev := r.Status.Attempts[len(r.Status.Attempts)-2]
