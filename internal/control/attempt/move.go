@@ -13,19 +13,13 @@ import (
 // Flink job the savepoint it stopped with.
 
 // Moving is the planned move whose next attempt is being placed after
-// evicted ended, or nil: the attempt the move ended, and a move that has
-// not placed its copy yet.
-func Moving(m *v1alpha1.Move, evicted *Ended) *v1alpha1.Move {
-	if m == nil || evicted == nil || m.Step != v1alpha1.MoveCopyStarting || evicted.Reason != v1alpha1.ReasonPlannedMove || evicted.Number != m.Attempt {
+// the attempt number ended for reason, or nil: a move that ended that very
+// attempt and has not placed its copy yet.
+func Moving(m *v1alpha1.Move, number int, reason string) *v1alpha1.Move {
+	if m == nil || m.Step != v1alpha1.MoveCopyStarting || reason != v1alpha1.ReasonPlannedMove || number != m.Attempt {
 		return nil
 	}
 	return m
-}
-
-// Ended is what Moving needs of the attempt that ended.
-type Ended struct {
-	Number int
-	Reason string
 }
 
 // Toward restricts the placement to the move's target, which the API

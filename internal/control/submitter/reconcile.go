@@ -154,7 +154,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		// attempt's: that is what the eviction was for.
 		evicted = attempts[n-1]
 		p = attempt.Excluding(p, evicted.Cluster)
-		if m := attempt.Moving(r.Status.Move, &attempt.Ended{Number: evicted.Number, Reason: evicted.Reason}); m != nil {
+		if m := attempt.Moving(r.Status.Move, evicted.Number, evicted.Reason); m != nil {
 			p = attempt.Toward(p, m.To) // a planned move goes where it was asked to
 		}
 	}
