@@ -292,6 +292,9 @@ type RunnableStatus struct {
 	// Update is the last change of spec applied in place to the running
 	// attempt, or still to apply (operate.go).
 	Update *Update `json:"update,omitempty"`
+	// Move is the runnable's planned move to another cluster, under way
+	// or the last one (move.go).
+	Move *Move `json:"move,omitempty"`
 	// Retries is spec.retry's budget and last decision (retry.go).
 	Retries *RetryStatus `json:"retries,omitempty"`
 	// RestorePoint is the exact restore point the next attempt carries,

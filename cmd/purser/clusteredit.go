@@ -148,16 +148,13 @@ not changed here. Changing a taint's value needs --overwrite.`,
 	return cmd
 }
 
-// newCordonCommand is cordon, drain or uncordon: what the console's
-// buttons of the same names do, purser's maintenance taint
-// (v1alpha1.TaintCordon) set to NoSchedule or NoExecute, or removed.
+// newCordonCommand is cordon or uncordon (drain is move.go's): what the
+// console's buttons of the same names do, purser's maintenance taint
+// (v1alpha1.TaintCordon) set to NoSchedule, or removed.
 func newCordonCommand(verb string) *cobra.Command {
 	var cf clientFlags
 	effect, done, short := corev1.TaintEffectNoSchedule, "cordoned", "Keep new work away from a cluster (taint "+v1alpha1.TaintCordon+":NoSchedule)"
-	switch verb {
-	case "drain":
-		effect, done, short = corev1.TaintEffectNoExecute, "drained", "Move the work off a cluster and keep new work away (taint "+v1alpha1.TaintCordon+":NoExecute)"
-	case "uncordon":
+	if verb == "uncordon" {
 		effect, done, short = "", "uncordoned", "Let work go to a cordoned or drained cluster again"
 	}
 	cmd := &cobra.Command{
@@ -166,9 +163,9 @@ func newCordonCommand(verb string) *cobra.Command {
 		Long: short + `.
 
 Cordon sets the taint ` + v1alpha1.TaintCordon + `:NoSchedule: no new runnable is placed
-on the cluster, and the runnables there stay. Drain sets it to NoExecute:
-the runnables there that do not tolerate it also fail over to another
-cluster, following their failover policy. Deployables that do not tolerate
+on the cluster, and the runnables there stay. Drain (purser drain --help)
+moves the runnables there to other clusters by planned moves, then sets it
+to NoExecute: whatever is left fails over by its failover policy. Deployables that do not tolerate
 the taint are removed from the cluster by either (docs/syncer.md). Uncordon
 removes the taint. These are the console's Cordon, Drain and Uncordon
 buttons.`,

@@ -160,4 +160,25 @@ func TestSuspendResumeRerun(t *testing.T) {
 
 	matches(t, "history", me.ok("history", "--name", "operated", "-n", "team-a"),
 		`\s+suspend\s+Runnable/team-a/operated`, `\s+resume\s+Runnable/team-a/operated`, `\s+rerun\s+Runnable/team-a/operated`)
+
+	// A planned move of the Deployment (a kind without a savepoint: its
+	// old copy goes first), then a drain of the cluster it moved to, which
+	// moves it back and leaves that cluster tainted NoExecute.
+	from := strings.TrimSpace(other("web", "{.status.cluster}"))
+	to := "sandbox-1"
+	if from == to {
+		to = "sandbox-2"
+	}
+	matches(t, "a move of an ended runnable", me.fail("move", "runnable", "operated", "-n", "team-a"), `409 Conflict: .*only a Running runnable can be moved`)
+	matches(t, "a move to an unknown cluster", me.fail("move", "runnable", "web", "-n", "team-a", "--to", "nowhere"), `422 .*cluster nowhere is not registered`)
+	matches(t, "move --wait", me.ok("move", "runnable", "web", "-n", "team-a", "--to", to, "--wait"),
+		`(?m)^runnable/team-a/web move to `+to+` asked: planned move of team-a/web \(attempt 1\) from `+from,
+		`(?m)^runnable/team-a/web moved to `+to+`, downtime \d+\.\d s$`)
+	matches(t, "drain", me.ok("drain", to, "--concurrency", "2"), `(?m)^cluster/`+to+` cordoned$`,
+		`(?m)^1 of 1 moved: team-a/web to `+from+`, downtime \d+\.\d s$`, `(?m)^cluster/`+to+` drained$`)
+	if got := me.ok("get", "cluster", to, "-o", "jsonpath={.spec.taints[*].key}={.spec.taints[*].effect}"); got != "purser.io/cordon=NoExecute\n" {
+		t.Fatalf("after the drain: %q", got)
+	}
+	matches(t, "move history", me.ok("history", "--name", "web", "-n", "team-a"), `\s+move\s+Runnable/team-a/web`, `\s+move-handover\s+Runnable/team-a/web`, `\s+moved\s+Runnable/team-a/web`)
+	me.ok("uncordon", to)
 }

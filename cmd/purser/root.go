@@ -44,7 +44,8 @@ runs all of them in one process.`,
 		newLabelCommand(),
 		newTaintCommand(),
 		newCordonCommand("cordon"),
-		newCordonCommand("drain"),
+		newDrainCommand(),
+		newMoveCommand(),
 		newCordonCommand("uncordon"),
 	)
 	root.AddCommand(newOperateCommands()...)

@@ -101,6 +101,8 @@ var plan = []entry{
 	// still runs (it is stopped when the benchmark ends).
 	{ID: "failover-cluster", Section: "failover-cluster", Pkg: "./internal/control/failover/",
 		Bench: "^BenchmarkFailoverCluster$", Benchtime: "1x", Timeout: 60 * time.Minute, Estimate: 3 * time.Minute},
+	{ID: "drain", Section: "drain", Pkg: "./internal/control/failover/",
+		Bench: "^BenchmarkDrain$", Benchtime: "1x", Timeout: 20 * time.Minute, Estimate: 90 * time.Second},
 }
 
 // The sections: one table each, in the document's order. A cell names a
@@ -300,6 +302,16 @@ var sections = []section{
 			clusterRow("1", "1", lit("3 × 200 ms probes + 2 s grace")),
 			clusterRow("500", "500", lit("same; eviction rate 20/s")),
 			clusterRow("1, purser's defaults", "defaults", lit("3 × 2 s probes + 40 s grace, failover pass 1 s")),
+		}},
+	{ID: "drain",
+		Columns: []string{"how the jobs leave", "jobs", "downtime per job, p50 / max", "all moved", "restored from"},
+		Rows: [][]cell{
+			{lit("**`purser drain`: planned moves, one at a time**"), metric("failover.BenchmarkDrain", "jobs", 0, ""),
+				join(" / ", metric("failover.BenchmarkDrain", "move-downtime-p50-s", 2, " s"), metric("failover.BenchmarkDrain", "move-downtime-max-s", 2, " s")),
+				metric("failover.BenchmarkDrain", "drain-total-s", 1, " s"), lit("the savepoint each job stopped with: nothing reprocessed")},
+			{lit("cluster failover (NoExecute taint), same jobs, same run"), metric("failover.BenchmarkDrain", "jobs", 0, ""),
+				join(" / ", metric("failover.BenchmarkDrain", "failover-downtime-p50-s", 2, " s"), metric("failover.BenchmarkDrain", "failover-downtime-max-s", 2, " s")),
+				metric("failover.BenchmarkDrain", "failover-total-s", 1, " s"), lit("each job's last completed checkpoint: what followed it is reprocessed")},
 		}},
 }
 

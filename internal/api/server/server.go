@@ -155,6 +155,7 @@ func New(cfg Config) *Server {
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/suspend", s.suspendRunnable)
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/resume", s.resumeRunnable)
 	s.handle("POST /api/v1/runnables/{namespace}/{name}/rerun", s.rerunRunnable)
+	s.handle("POST /api/v1/runnables/{namespace}/{name}/move", s.moveRunnable)
 
 	s.handle("PUT /api/v1/deployables/{namespace}/{name}", s.putDeployable)
 	s.handle("GET /api/v1/deployables", s.listDeployables)

@@ -128,6 +128,21 @@ func (d describer) runnable(obj Object) {
 		d.line("Restore point", fmt.Sprintf("%s (%s from attempt %s, %s)", rp, Field(obj, "status", "restorePoint", "kind"),
 			Field(obj, "status", "restorePoint", "attempt"), Field(obj, "status", "restorePoint", "source")))
 	}
+	if to := Field(obj, "status", "move", "to"); to != "" {
+		// The planned move, under way or the last one.
+		mv := fmt.Sprintf("%s to %s by %s, %s", Field(obj, "status", "move", "from"), to, Field(obj, "status", "move", "by"),
+			Field(obj, "status", "move", "step"))
+		if sp := Field(obj, "status", "move", "savepoint"); sp != "" {
+			mv += ", savepoint " + sp
+		}
+		if dt := Field(obj, "status", "move", "downtimeSeconds"); dt != "" {
+			mv += ", downtime " + dt + " s"
+		}
+		if e := Field(obj, "status", "move", "error"); e != "" {
+			mv += ": " + e
+		}
+		d.line("Move", mv)
+	}
 	attempts := list(obj, "status", "attempts")
 	var rows [][]string
 	for _, a := range attempts {

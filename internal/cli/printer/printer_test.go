@@ -241,3 +241,21 @@ func TestTableOfTheQueue(t *testing.T) {
 		t.Fatalf("queue table:\n%s", out.String())
 	}
 }
+
+// A runnable's describe shows its planned move: from, to, who, how far,
+// the savepoint handed over and the downtime, or why it failed.
+func TestDescribeRunnableMove(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"from": "a", "to": "b", "by": "alice", "step": "Done", "savepoint": "s3://sp/savepoint-abcdef-1", "downtimeSeconds": 1.8}`: "a to b by alice, Done, savepoint s3://sp/savepoint-abcdef-1, downtime 1.8 s",
+		`{"from": "a", "to": "b", "by": "alice", "step": "Failed", "error": "the operator failed to stop the job with a savepoint"}`: "a to b by alice, Failed: the operator failed to stop the job with a savepoint",
+	} {
+		obj := decode(t, `{"kind": "Runnable", "metadata": {"name": "wc"}, "status": {"phase": "Running", "move": `+doc+`}}`)
+		var out bytes.Buffer
+		if err := Describe(&out, "Runnable", obj, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^Move:\s+` + regexp.QuoteMeta(want) + `$`).MatchString(out.String()) {
+			t.Errorf("describe lacks the move %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -148,6 +149,19 @@ func (c *Controller) purged(ctx context.Context, rec *store.Runnable, a *store.A
 		t := lifecycle.Transition{
 			To: run.Phase(), By: lifecycle.ByController,
 			Audit: &audit.Entry{Action: "purge", Summary: msg},
+		}
+		if m := run.Status.Move; m != nil && m.Attempt == a.Number && !m.OldCopyRemoved {
+			// The progress of a planned move: its old copy is gone.
+			t.Edit = func(st *v1alpha1.RunnableStatus) error {
+				next := *st.Move
+				next.OldCopyRemoved = true
+				st.Move = &next
+				if next.Step == v1alpha1.MoveDone {
+					st.Message = strings.TrimSuffix(st.Message, fmt.Sprintf("; the old copy on %s is being removed", next.From)) +
+						fmt.Sprintf("; the old copy on %s was removed", next.From)
+				}
+				return nil
+			}
 		}
 		if run.Phase() == v1alpha1.PhaseFailingOver && last.Number == a.Number {
 			t.To, t.Cluster, t.Message = v1alpha1.PhaseQueued, new(""), msg+"; placing it again"

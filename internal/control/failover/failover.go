@@ -84,6 +84,13 @@ type Config struct {
 	SecondaryEvictionRate float64
 	// ZoneLabel is the cluster label naming its zone; default "dc".
 	ZoneLabel string
+	// MoveTimeout bounds the wait for the savepoint of a planned move;
+	// after it the job is put back to running. Default 5 min.
+	MoveTimeout time.Duration
+	// MoveGrace bounds how long the copy a planned move stopped with a
+	// savepoint stays once the next attempt was placed, if that one never
+	// runs. Default 1 h.
+	MoveGrace time.Duration
 	// Guard, when set, skips every pass while this process does not reach
 	// the database's primary: no eviction, removal or resume on state
 	// that may be stale.
@@ -117,6 +124,12 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.EvictionRate <= 0 {
 		cfg.EvictionRate = DefaultEvictionRate
+	}
+	if cfg.MoveTimeout <= 0 {
+		cfg.MoveTimeout = DefaultMoveTimeout
+	}
+	if cfg.MoveGrace <= 0 {
+		cfg.MoveGrace = DefaultMoveGrace
 	}
 	if cfg.SecondaryEvictionRate <= 0 {
 		cfg.SecondaryEvictionRate = DefaultSecondaryEvictionRate
@@ -244,6 +257,9 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 	view := views[rec.Cluster]
 	if view == nil {
 		return nil // a removed cluster: the submitter places it again
+	}
+	if handled, err := c.move(ctx, rec, r, view); handled || err != nil {
+		return err
 	}
 	if rec.Phase == string(v1alpha1.PhaseScheduled) &&
 		(attempt.Consistency(&r.doc.Spec) != v1alpha1.ConsistencyAtMostOne || view.failover.Reachable) {

@@ -72,6 +72,7 @@ var Table = []Move{
 	{rerunnable, v1alpha1.PhasePendingApproval, ByAPI, true, "rerun by a user in a namespace that needs approval"},
 	{slices.Concat(phases(v1alpha1.PhaseQueued), ended), Same, ByAPI, true, "its spec changed by a user (PUT); its next attempt uses it"},
 	{phases(v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning, v1alpha1.PhaseSuspended), Same, ByAPI, true, "its spec changed by a user (PUT) while it runs, where its kind takes a change in place: the submitter applies it to its attempt's object; later attempts use it too"},
+	{phases(v1alpha1.PhaseRunning), Same, ByAPI, true, "a planned move asked by a user (POST .../move, purser drain); the controller hands it over to the target cluster"},
 
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "waits for admission: no cluster fits what it requests now (or ever), a deployable it depends on is not Synced, or none matches; the message names the resource and the figures"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on the cluster that fits it best, its requests counted there in flight"},
@@ -96,6 +97,7 @@ var Table = []Move{
 	{occupied, v1alpha1.PhaseFailingOver, ByController, true, "evicted; its old copy must go before it is placed again"},
 	{phases(v1alpha1.PhaseFailingOver), v1alpha1.PhaseQueued, ByController, true, "its old copy is gone, or fenced on a cluster that stopped answering; placed again"},
 	{slices.Concat(placed, phases(v1alpha1.PhaseFailingOver)), Same, ByController, false, "waiting for a failover that cannot happen yet, or resumed after fencing; the message says which"},
+	{phases(v1alpha1.PhaseRunning), Same, ByController, true, "a planned move's progress: its job asked to stop with a savepoint, put back to running where it was when the savepoint failed, or running on the target (with its downtime)"},
 	{every, Same, ByController, true, "an ended attempt's old copy removed from its cluster"},
 
 	{ended, Removed, ByRetention, true, "removed once its namespace's retention after the end has passed"},

@@ -2,12 +2,16 @@ package operate
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/flink"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -124,4 +128,77 @@ func Rerun(cur *lifecycle.Runnable, attempts []*store.Attempt, actor string, nee
 		t.Audit.Summary += "; waits for approval"
 	}
 	return t, nil
+}
+
+// IneligibleError says that a move's target cannot take the runnable (the
+// API's 422), naming why.
+type IneligibleError struct{ Message string }
+
+func (e *IneligibleError) Error() string { return e.Message }
+
+// BySavepoint reports whether a runnable of kind gk made from template is
+// moved by handing its state over in a savepoint: a FlinkDeployment that
+// runs a job of its own (not a session cluster).
+func BySavepoint(gk schema.GroupKind, template map[string]any) bool {
+	if gk != flinkKind {
+		return false
+	}
+	_, isJob := flink.MoveStop(template)
+	return isJob
+}
+
+// Move asks a planned move of a Running runnable to cluster to ("":
+// placement chooses among the clusters other than its own), checked
+// against cs, every registered cluster as placement sees it (readiness,
+// taints, what of spec.dependsOn it lacks). The controller then does it:
+// a FlinkDeployment is stopped with a savepoint and restored from it on
+// the target; other kinds leave as a cluster failover moves them, the old
+// copy gone before the next one is placed (AtMostOne).
+func Move(cur *lifecycle.Runnable, spec *v1alpha1.RunnableSpec, gvk schema.GroupVersionKind, attempts []*store.Attempt,
+	to string, cs []placement.Cluster, actor string, now time.Time) (*lifecycle.Transition, error) {
+	ref := cur.Rec.Namespace + "/" + cur.Rec.Name
+	phase := cur.Phase()
+	if m := cur.Status.Move; m.Active() {
+		return nil, stateErr("runnable %s is being moved already, from %s to %s (asked by %s at %s; step %s)",
+			ref, m.From, m.To, m.By, m.At.UTC().Format(time.RFC3339), m.Step)
+	}
+	n := len(attempts)
+	if phase != v1alpha1.PhaseRunning || n == 0 || attempts[n-1].EndedAt != nil || attempts[n-1].Cluster != cur.Rec.Cluster {
+		return nil, stateErr("runnable %s is %s; only a Running runnable can be moved", ref, phase)
+	}
+	a := attempts[n-1]
+	if to == a.Cluster {
+		return nil, &IneligibleError{Message: fmt.Sprintf("runnable %s runs on %s already; name another cluster, or none to let placement choose", ref, to)}
+	}
+	p := attempt.Excluding(spec.Placement, a.Cluster)
+	candidates := cs
+	if to != "" {
+		i := slices.IndexFunc(cs, func(c placement.Cluster) bool { return c.Name == to })
+		if i < 0 {
+			return nil, &IneligibleError{Message: fmt.Sprintf("cluster %s is not registered", to)}
+		}
+		candidates = cs[i : i+1]
+	}
+	d := placement.Choose(p, gvk.String(), candidates)
+	if d.Cluster == "" {
+		if to != "" {
+			return nil, &IneligibleError{Message: fmt.Sprintf("cluster %s cannot take runnable %s: %s", to, ref, d.Rejected[to])}
+		}
+		return nil, &IneligibleError{Message: fmt.Sprintf("no cluster other than %s can take runnable %s: %s", a.Cluster, ref, d.Reason)}
+	}
+	how := fmt.Sprintf("its copy on %s is removed first, then it is placed on %s", a.Cluster, d.Cluster)
+	if BySavepoint(gvk.GroupKind(), spec.Template) {
+		how = fmt.Sprintf("its job is stopped on %s with a savepoint, and the copy on %s restores from exactly that savepoint", a.Cluster, d.Cluster)
+	}
+	summary := fmt.Sprintf("planned move of %s (attempt %d) from %s to %s asked by %s", ref, a.Number, a.Cluster, d.Cluster, actor)
+	move := &v1alpha1.Move{From: a.Cluster, To: d.Cluster, By: actor, At: now, Attempt: a.Number, Step: v1alpha1.MoveAsked}
+	return &lifecycle.Transition{
+		To: v1alpha1.PhaseRunning, By: lifecycle.ByAPI, Actor: actor,
+		Message: summary + "; " + how,
+		Edit: func(st *v1alpha1.RunnableStatus) error {
+			st.Move = move
+			return nil
+		},
+		Audit: &audit.Entry{Action: "move", Summary: summary + "; " + how},
+	}, nil
 }

@@ -160,6 +160,9 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		// attempt's: that is what the eviction was for.
 		evicted = attempts[n-1]
 		p = attempt.Excluding(p, evicted.Cluster)
+		if m := attempt.Moving(r.Status.Move, evicted.Number, evicted.Reason); m != nil {
+			p = attempt.Toward(p, m.To) // a planned move goes where it was asked to
+		}
 	}
 	p, hold := retryHold(r, attempts, p, now)
 	if hold > 0 {
@@ -321,6 +324,7 @@ func (s *Submitter) submit(ctx context.Context, r *lifecycle.Runnable, attempts 
 		msg := "the failover settings cannot be applied to the next attempt: " + err.Error()
 		return s.endAttempt(a, v1alpha1.PhaseFailed, ResultFailed, "InvalidFailover", msg)
 	}
+	attempt.HandOver(obj, r.Status.Move, a.Number)
 	// An AtMostOne create sent to a cluster that stopped answering may
 	// land at any moment, so its attempt is not left for another one here.
 	atMostOne := attempt.Consistency(&doc.Spec) == v1alpha1.ConsistencyAtMostOne

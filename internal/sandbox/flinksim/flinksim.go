@@ -74,6 +74,14 @@ const (
 	ImagePullBackOff
 	// FailedJob is a job that exhausted Flink's restart strategy.
 	FailedJob
+	// SavepointFails is a job whose stop-with-savepoint fails (a savepoint
+	// that times out or cannot be written): the operator's cancelJob with
+	// SuspendMode.SAVEPOINT throws an UpgradeFailureException ("Savepoint
+	// Error", reason SavepointError; AbstractFlinkService
+	// .savepointJobOrError) before it deletes anything, so the job keeps
+	// RUNNING, the last reconciled spec stays the running one, status.error
+	// says why, and the operator tries again at its next passes.
+	SavepointFails
 )
 
 // String names the fault in logs.
@@ -85,6 +93,8 @@ func (f Fault) String() string {
 		return "ImagePullBackOff"
 	case FailedJob:
 		return "FailedJob"
+	case SavepointFails:
+		return "SavepointFails"
 	}
 	return "none"
 }

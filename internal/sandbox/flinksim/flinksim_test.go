@@ -659,3 +659,45 @@ func TestCheckpointsBetweenPasses(t *testing.T) {
 		t.Errorf("upgraded from %q, want a checkpoint of %s numbered %d or more", got, id, n)
 	}
 }
+
+// A stop with savepoint that fails (a planned move's, or a user's suspend
+// under upgradeMode savepoint): the operator's savepointJobOrError throws
+// before anything is deleted, so the job runs on under the last reconciled
+// spec and status.error says why; once the fault is gone the suspend
+// completes with a savepoint.
+func TestSavepointFails(t *testing.T) {
+	f := setup(t, flinksim.Config{})
+	f.sim.Fail(ns, "stubborn", flinksim.SavepointFails)
+	f.create(t, "stubborn", nil, map[string]any{"state": "running", "upgradeMode": "savepoint"})
+	id := f.waitRunning(t, "stubborn")
+	f.waitStatus(t, "stubborn", map[string]string{"lifecycleState": "STABLE"})
+
+	f.patch(t, "stubborn", `{"spec":{"job":{"state":"suspended"}}}`)
+	var obj *unstructured.Unstructured
+	sandboxtest.Eventually(t, time.Minute, "the savepoint's failure reported", func(ctx context.Context) error {
+		o, err := f.client.Get(ctx, "stubborn", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if e, _, _ := unstructured.NestedString(o.Object, "status", "error"); !strings.Contains(e, "Savepoint Error") {
+			return fmt.Errorf("status %v", o.Object["status"])
+		}
+		obj = o
+		return nil
+	})
+	if e, _, _ := unstructured.NestedString(obj.Object, "status", "error"); !strings.Contains(e, "UpgradeFailureException") || !strings.Contains(e, "SavepointError") {
+		t.Errorf("status.error %q, want the operator's UpgradeFailureException with reason SavepointError", e)
+	}
+	if s := reconciledJobState(t, obj); s != "running" {
+		t.Errorf("reconciled job state %q, want the running spec kept", s)
+	}
+	if got, ok := f.sim.Running(ns, "stubborn"); !ok || got != id {
+		t.Errorf("job %q running %v, want %s still running", got, ok, id)
+	}
+	if sp, _, _ := unstructured.NestedString(obj.Object, "status", "jobStatus", "upgradeSavepointPath"); sp != "" {
+		t.Errorf("an upgrade savepoint %q was recorded by a failed stop", sp)
+	}
+
+	f.sim.Recover(ns, "stubborn")
+	f.waitStatus(t, "stubborn", map[string]string{"jobStatus.state": "FINISHED", "lifecycleState": "SUSPENDED"})
+}

@@ -211,7 +211,7 @@ func (p *pass) observeJM() {
 		if p.spec.application && (st.JobStatus.State == "RUNNING" || st.JobStatus.State == "") {
 			st.JobStatus.State = "RECONCILING"
 		}
-		if p.fault == 0 {
+		if p.fault == 0 || p.fault == SavepointFails { // a fault of the job, not of its JobManager
 			p.eff.requeue = c.readyAt.Sub(p.now)
 		}
 		return
@@ -373,6 +373,13 @@ func (p *pass) reconcileJobChange(last *specWithMeta) {
 				return
 			}
 			restoreMode = "last-state"
+		case mode == "savepoint" && c.jobState == "RUNNING" && p.fault == SavepointFails:
+			// savepointJobOrError throws; nothing is deleted and the job
+			// runs on (ReconciliationUtils keeps the last reconciled spec).
+			st.Error = p.errorText("org.apache.flink.kubernetes.operator.exception.UpgradeFailureException",
+				"Savepoint Error", "SavepointError")
+			p.eff.requeue = minPositive(p.eff.requeue, p.opts.ReconcileInterval)
+			return
 		case mode == "savepoint" && c.jobState == "RUNNING":
 			// SuspendMode.SAVEPOINT: stop with savepoint
 			// (AbstractFlinkService.savepointJobOrError).

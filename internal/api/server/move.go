@@ -1,0 +1,113 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/control/dependson"
+	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/control/operate"
+	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/member/clusters"
+)
+
+// moveRunnable serves POST /api/v1/runnables/{ns}/{name}/move with an
+// optional body {"to": CLUSTER}: a planned move of a Running runnable to
+// that cluster, or to the one placement chooses among the others. 409
+// when it is not Running or is being moved already, 422 when the target
+// cannot take it (the reason named). The failover controller does the
+// move (docs/operating.md, "Planned moves").
+func (s *Server) moveRunnable(r *http.Request, u auth.User) (int, any, error) {
+	req, err := moveRequest(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.operateRunnable(r, u, "move", func(ctx context.Context, tx *store.Tx, cur *lifecycle.Runnable, doc *storedRunnable, attempts []*store.Attempt) (*lifecycle.Transition, error) {
+		apiVersion, _ := doc.Spec.Template["apiVersion"].(string)
+		kind, _ := doc.Spec.Template["kind"].(string)
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil {
+			return nil, errInvalid("the runnable's template has no valid apiVersion", nil)
+		}
+		cs, err := placementClusters(ctx, tx, cur.Rec.Namespace, doc.Spec.DependsOn)
+		if err != nil {
+			return nil, err
+		}
+		t, err := operate.Move(cur, &doc.Spec, gv.WithKind(kind), attempts, req.To, cs, u.Name, s.now())
+		var refused *operate.IneligibleError
+		if errors.As(err, &refused) {
+			return nil, errInvalid(refused.Message, []v1alpha1.FieldError{{Field: "to", Message: refused.Message}})
+		}
+		return operated(t, err)
+	})
+}
+
+// moveRequest reads the optional body of a move: none, or
+// v1alpha1.MoveRequest as JSON with no unknown field.
+func moveRequest(r *http.Request) (v1alpha1.MoveRequest, error) {
+	var req v1alpha1.MoveRequest
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return req, err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return req, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, errBadRequest("request body is malformed: %v (want {\"to\": \"CLUSTER\"} or nothing)", err)
+	}
+	return req, nil
+}
+
+// placementClusters is every registered cluster as placement judges a
+// move's target: its readiness, its taints (spec and those purser set),
+// and what of deps it lacks.
+func placementClusters(ctx context.Context, tx *store.Tx, namespace string, deps []v1alpha1.Dependency) ([]placement.Cluster, error) {
+	rows, err := tx.Clusters().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]placement.Cluster, 0, len(rows))
+	names := make([]string, 0, len(rows))
+	for _, row := range rows {
+		var spec store.Document[v1alpha1.ClusterSpec]
+		var status v1alpha1.ClusterStatus
+		if err := json.Unmarshal(row.Spec, &spec); err != nil {
+			return nil, fmt.Errorf("cluster %s: stored spec: %w", row.Name, err)
+		}
+		if len(row.Status) > 0 {
+			if err := json.Unmarshal(row.Status, &status); err != nil {
+				return nil, fmt.Errorf("cluster %s: stored status: %w", row.Name, err)
+			}
+		}
+		ready := clusters.ReadyCondition(status)
+		out = append(out, placement.Cluster{
+			Name: row.Name, Labels: row.Labels,
+			Taints: append(append([]corev1.Taint(nil), spec.Spec.Taints...), status.Taints...),
+			Ready:  ready == nil || ready.Status == metav1.ConditionTrue,
+		})
+		names = append(names, row.Name)
+	}
+	lacks, err := dependson.Lacks(ctx, tx, namespace, deps, names)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Lacks = lacks[out[i].Name]
+	}
+	return out, nil
+}

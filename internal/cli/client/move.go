@@ -1,0 +1,58 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+)
+
+var runnables = Resources[0]
+
+// Move asks a planned move of runnable ns/name to cluster to ("":
+// placement chooses) and returns the runnable as the API answered.
+func (c *Client) Move(ctx context.Context, ns, name, to string) (*v1alpha1.Runnable, error) {
+	body, err := json.Marshal(v1alpha1.MoveRequest{To: to})
+	if err != nil {
+		return nil, err
+	}
+	var out v1alpha1.Runnable
+	if _, err := c.Do(ctx, http.MethodPost, runnables.Path(ns, name)+"/move", nil, body, "application/json", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WaitMoved polls runnable ns/name every interval until the planned move
+// asked at asked (status.move.at as Move's answer gave it) or a later one
+// has ended, Done or Failed, and returns it;
+// progress, when set, is called with each new message.
+func (c *Client) WaitMoved(ctx context.Context, ns, name string, asked time.Time, interval time.Duration, progress func(string)) (*v1alpha1.Runnable, error) {
+	last := ""
+	for {
+		var r v1alpha1.Runnable
+		if _, err := c.Do(ctx, http.MethodGet, runnables.Path(ns, name), nil, nil, "", &r); err != nil {
+			return nil, err
+		}
+		m := r.Status.Move
+		if m != nil && !m.At.Before(asked) && !m.Active() {
+			return &r, nil
+		}
+		if progress != nil && r.Status.Message != last {
+			last = r.Status.Message
+			progress(last)
+		}
+		select {
+		case <-ctx.Done():
+			step := "not started"
+			if m != nil {
+				step = m.Step
+			}
+			return &r, fmt.Errorf("runnable %s/%s: the move did not end in time (step %s): %s", ns, name, step, r.Status.Message)
+		case <-time.After(interval):
+		}
+	}
+}
