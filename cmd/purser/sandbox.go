@@ -216,8 +216,9 @@ fails it over with its newest checkpoint from the sandbox's storage
 		Use:   "recover NAMESPACE/NAME",
 		Short: "Remove the fault of a FlinkDeployment set with sandbox flink fail",
 		Long: `Remove the fault "purser sandbox flink fail" set on the FlinkDeployment
-NAMESPACE/NAME, on every sandbox cluster holding it (--cluster: on that one);
-the simulator runs its job again at its next pass.
+NAMESPACE/NAME, on every running sandbox cluster where it is set (--cluster:
+on that one), whether or not a copy of the job still runs there; the
+simulator runs its job again at its next pass.
 
 ` + controlHelp,
 		Args: cobra.ExactArgs(1),
@@ -230,7 +231,7 @@ the simulator runs its job again at its next pass.
 		},
 	}
 	rf.register(recoverCmd)
-	recoverCmd.Flags().StringVar(&rcluster, "cluster", "", "the sandbox cluster to remove it from (default: every one holding the FlinkDeployment)")
+	recoverCmd.Flags().StringVar(&rcluster, "cluster", "", "the sandbox cluster to remove it from (default: every one where it is set)")
 	cmd.AddCommand(fail, recoverCmd)
 	return cmd
 }

@@ -133,8 +133,10 @@ func (f *flinkFarm) fault(namespace, name, fault, cluster string) (string, error
 			continue
 		}
 		// A named cluster gets the fault even before the object exists
-		// there (the simulator keeps it for the name).
-		if cluster == "" && !r.sim.Has(namespace, name) {
+		// there (the simulator keeps it for the name); otherwise a fault
+		// goes where the object is, and a recovery where a fault is, the
+		// copy there may be gone (moved elsewhere).
+		if cluster == "" && ((ft != 0 && !r.sim.Has(namespace, name)) || (ft == 0 && r.sim.FaultOf(namespace, name) == 0)) {
 			continue
 		}
 		if ft == 0 {
@@ -148,6 +150,8 @@ func (f *flinkFarm) fault(namespace, name, fault, cluster string) (string, error
 	switch {
 	case len(on) == 0 && cluster != "":
 		return "", fmt.Errorf("%w: %s is not a running sandbox cluster with the Flink operator simulator", sandbox.ErrNoCluster, cluster)
+	case len(on) == 0 && ft == 0:
+		return "", fmt.Errorf("%w: no running sandbox cluster has a fault set on FlinkDeployment %s/%s", sandbox.ErrNoCluster, namespace, name)
 	case len(on) == 0:
 		return "", fmt.Errorf("%w: no running sandbox cluster holds FlinkDeployment %s/%s (purser get runnable %s -n %s says where it runs)",
 			sandbox.ErrNoCluster, namespace, name, name, namespace)

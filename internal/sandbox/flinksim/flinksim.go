@@ -275,6 +275,13 @@ func (s *Simulator) setFault(key string, f Fault) {
 	s.queue.Add(key)
 }
 
+// FaultOf is the fault set on namespace/name, or 0.
+func (s *Simulator) FaultOf(namespace, name string) Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults[namespace+"/"+name]
+}
+
 // Has reports whether the FlinkDeployment namespace/name exists on the
 // simulator's cluster, as its informer last listed or watched it.
 func (s *Simulator) Has(namespace, name string) bool {
