@@ -178,17 +178,20 @@ runnable's namespace and name) fail on the sandbox cluster that holds it
 flink recover". The fault stays with that cluster: a copy of the job that
 purser starts elsewhere runs. --fault is one of:
 
-  FailedJob         the job exhausted Flink's restart strategy: job FAILED,
-                    the JobManager still READY
-  Reconciling       the JobManager cannot run on this cluster: DEPLOYING,
-                    the job RECONCILING (moving it elsewhere helps)
+  Reconciling       (the default) the JobManager cannot run on this
+                    cluster: DEPLOYING, the job RECONCILING. purser judges
+                    it Unhealthy and, after the runnable's tolerationSeconds
+                    (initialTolerationSeconds before it first ran Healthy),
+                    fails it over to another cluster with its newest
+                    checkpoint from the sandbox's storage.
   ImagePullBackOff  the JobManager's image cannot be pulled: JobManager
-                    ERROR, an error of the spec itself
+                    ERROR, an error of the spec itself, which no other
+                    cluster cures; purser does not move it.
+  FailedJob         the job exhausted Flink's restart strategy: job FAILED;
+                    the runnable is Failed (its spec.retry decides whether
+                    it runs again).
 
-purser judges the FlinkDeployment Unhealthy and, after the runnable's
-tolerationSeconds (initialTolerationSeconds before it first ran Healthy),
-fails it over with its newest checkpoint from the sandbox's storage
-(purser describe runnable NAME -n NAMESPACE shows each step).
+purser describe runnable NAME -n NAMESPACE shows each step.
 
 ` + controlHelp,
 		Example: `  purser sandbox flink fail team-a/clickstream
@@ -206,7 +209,7 @@ fails it over with its newest checkpoint from the sandbox's storage
 		},
 	}
 	f.register(fail)
-	fail.Flags().StringVar(&fault, "fault", flinksim.FailedJob.String(), "the fault: "+strings.Join(faults, ", "))
+	fail.Flags().StringVar(&fault, "fault", flinksim.Reconciling.String(), "the fault: "+strings.Join(faults, ", "))
 	fail.Flags().StringVar(&cluster, "cluster", "", "the sandbox cluster to set it on (default: every one holding the FlinkDeployment)")
 	var (
 		rf       sandboxControlFlags

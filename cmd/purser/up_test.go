@@ -379,7 +379,7 @@ func TestUpFlinkSandboxStopStart(t *testing.T) {
 	up.waitLine(t, "purser is ready at http://", 30*time.Minute)
 	mustContain(t, "purser up --flink", up.output(), "Flink operator SIMULATOR", "not the real operator")
 	m := regexp.MustCompile(`storage \(S3-compatible, gofakes3\): http://(\S+), kept in (\S+)`).FindStringSubmatch(up.output())
-	if m == nil || m[2] != filepath.Join(data, "flink-storage") {
+	if len(m) != 3 || m[2] != filepath.Join(data, "flink-storage") {
 		t.Fatalf("purser up does not say where the Flink storage is (want it in the data dir):\n%s", up.output())
 	}
 	s3, err := minio.New(m[1], &minio.Options{Creds: credentials.NewStaticV4("any", "any", ""), BucketLookup: minio.BucketLookupPath})
@@ -398,7 +398,7 @@ func TestUpFlinkSandboxStopStart(t *testing.T) {
 	})
 	// The example checkpoints every 60 s into s3://checkpoints/clickstream:
 	// <jobId>/chk-<n>/_metadata, as Flink completes them.
-	chk := regexp.MustCompile(`^clickstream/[0-9a-f]{32}/chk-[1-9][0-9]*/_metadata$`)
+	chk := regexp.MustCompile(`^clickstream/[0-9a-f]{32}/chk-[1-9]\d*/_metadata$`)
 	sandboxtest.Eventually(t, 3*time.Minute, "a completed checkpoint in the S3 store", func(ctx context.Context) error {
 		var keys []string
 		for obj := range s3.ListObjects(ctx, "checkpoints", minio.ListObjectsOptions{Prefix: "clickstream/", Recursive: true}) {
@@ -413,9 +413,11 @@ func TestUpFlinkSandboxStopStart(t *testing.T) {
 		return fmt.Errorf("no checkpoint yet: %v", keys)
 	})
 
-	// A job failed on purpose: purser judges it, and the recovered one.
+	// A JobManager that cannot run, on purpose: purser judges it, and the
+	// recovered one (before its tolerationSeconds, 120 s: with one cluster
+	// it has nowhere to go).
 	mustContain(t, "flink fail", cli(t, bin, clientConfig, "sandbox", "flink", "fail", "team-a/clickstream"),
-		"FlinkDeployment team-a/clickstream on sandbox-1: fault FailedJob set")
+		"FlinkDeployment team-a/clickstream on sandbox-1: fault Reconciling set")
 	sandboxtest.Eventually(t, time.Minute, "the failed job judged Unhealthy", func(context.Context) error {
 		if out := cli(t, bin, clientConfig, "get", "runnables", "-n", "team-a"); !regexp.MustCompile(`clickstream\s+FlinkDeployment\s+\S+\s+sandbox-1\s+Unhealthy`).MatchString(out) {
 			return fmt.Errorf("get runnables:\n%s", out)

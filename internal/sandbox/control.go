@@ -70,7 +70,8 @@ func ServeControl(ctx context.Context, dir string, c Control) (stop func(), err 
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("sandbox control: %w", err)
 	}
-	ln, err := net.Listen("unix", path)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox control: %w", err)
 	}

@@ -42,7 +42,7 @@ type runningSim struct {
 // startFlink starts the store and a simulator on every cluster of fleet,
 // each after installing the CRD. stop stops the simulators, then the store.
 func startFlink(ctx context.Context, dataDir string, fleet *sandbox.Fleet, out io.Writer, log *slog.Logger) (*flinkFarm, error) {
-	storage, err := flinksim.StartStorage(filepath.Join(dataDir, FlinkStorageDir), "127.0.0.1:0")
+	storage, err := flinksim.StartStorage(ctx, filepath.Join(dataDir, FlinkStorageDir), "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}

@@ -51,8 +51,8 @@ type Storage struct {
 }
 
 // StartStorage serves a Storage kept in dir on addr (host:port; port 0
-// picks a free one) until Close.
-func StartStorage(dir, addr string) (*Storage, error) {
+// picks a free one) until Close; ctx bounds the start only.
+func StartStorage(ctx context.Context, dir, addr string) (*Storage, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("flink storage: %w", err)
 	}
@@ -63,9 +63,10 @@ func StartStorage(dir, addr string) (*Storage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flink storage in %s: %w", dir, err)
 	}
-	ln, err := net.Listen("tcp", addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("flink storage: %w", err)
 	}
 	s := &Storage{
@@ -83,7 +84,7 @@ func StartStorage(dir, addr string) (*Storage, error) {
 	})
 	if err != nil {
 		ln.Close()
-		db.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("flink storage: %w", err)
 	}
 	go func() {

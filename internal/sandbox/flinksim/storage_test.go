@@ -17,7 +17,7 @@ func TestStorageKeepsCheckpointsAcrossRestarts(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	const job = "0123456789abcdef0123456789abcdef"
-	s, err := flinksim.StartStorage(dir, "127.0.0.1:0")
+	s, err := flinksim.StartStorage(ctx, dir, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestStorageKeepsCheckpointsAcrossRestarts(t *testing.T) {
 	}
 	s.Close()
 
-	s, err = flinksim.StartStorage(dir, "127.0.0.1:0")
+	s, err = flinksim.StartStorage(ctx, dir, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
