@@ -28,7 +28,13 @@ pods run and complete, and the Argo Workflows controller.
 The binaries are built from pinned Go modules under tools/ on first use and
 cached (in $PURSER_SANDBOX_CACHE, default <user cache dir>/purser/sandbox);
 the first build takes several minutes, later starts a few seconds. Each
-cluster uses about 0.6 GB of memory.`,
+cluster uses about 0.6 GB of memory.
+
+stop, start, status and flink act on the sandbox of a running
+"purser up --sandbox N" (through DATA/sandbox/control.sock): take one
+cluster down as a power cut would and bring it back, or make a job of the
+Flink operator simulator (purser up --flink) fail, to watch purser notice
+and move the work.`,
 	}
 	cmd.AddCommand(newSandboxUpCommand(), newSandboxDownCommand(), newSandboxBuildCommand(),
 		newSandboxStopCommand(), newSandboxStartCommand(), newSandboxStatusCommand(), newSandboxFlinkCommand())
