@@ -4,8 +4,9 @@
 // and registers them, so that a newcomer has a working farm in one command.
 // The components are built by internal/compose, as the split subcommands
 // build theirs; up owns only what one process on one machine adds: the
-// data folder and its credentials, the embedded server, the sandbox, one
-// agent per registered cluster, and the client's context.
+// data folder and its credentials, the embedded server, the sandbox (with
+// Flink, the operator simulators and their S3 store; its control socket),
+// one agent per registered cluster, and the client's context.
 package up
 
 import (
