@@ -36,7 +36,21 @@ With --sandbox N it also starts N local Kubernetes clusters named sandbox-1 ..
 sandbox-N (labels dc: dc-1 .. dc-N), registers them, and stops them on exit;
 their kubeconfigs are at DIR/sandbox/<name>/kubeconfig. A sandbox
 kube-apiserver that dies (killed, crashed) is said on the terminal and
-started again. A restart keeps the labels and taints set on the clusters.
+started again; one stopped on purpose with "purser sandbox stop NAME" stays
+down until "purser sandbox start NAME" (see purser sandbox --help). A
+restart keeps the labels and taints set on the clusters, and starts every
+cluster.
+
+With --flink (and --sandbox N) each sandbox cluster also gets the
+FlinkDeployment CRD and a SIMULATOR of the Apache Flink Kubernetes Operator
+(internal/sandbox/flinksim): it follows the operator's state machine and
+status but runs no Flink, so its jobs, their checkpoints and savepoints are
+simulated. Those are written, as _metadata files where Flink writes them,
+to a local S3-compatible store (gofakes3) kept in DIR/flink-storage, whose
+address is printed; any s3://BUCKET/... directory of a FlinkDeployment
+works, buckets are created on first use, and purser's failover finds a
+job's newest checkpoint there. "purser sandbox flink fail NS/NAME" makes a
+simulated job fail. Without --flink nothing of this runs.
 
 It prints "purser is ready at http://ADDR" once /readyz answers 200, and a
 link to the web console: with the admin token in it (#token=) only when
@@ -44,11 +58,16 @@ stdout is a terminal. Ctrl-C stops everything it started; the last line
 says so. Logs (klog's included) go to DIR/purser.log.`,
 		Example: `  purser up --sandbox 2
   purser apply -f examples/runnable-job.yaml
-  purser get runnables`,
+  purser get runnables
+
+  purser up --sandbox 2 --flink
+  purser label cluster sandbox-1 tier=prod; purser label cluster sandbox-2 tier=prod
+  purser apply -f examples/runnable-flink.yaml
+  purser sandbox stop sandbox-1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.Sandbox < 0 {
-				return fmt.Errorf("--sandbox must be 0 or more, got %d", cfg.Sandbox)
+			if err := checkUpFlags(cfg); err != nil {
+				return err
 			}
 			cfg.Out = cmd.OutOrStdout()
 			if f, ok := cfg.Out.(*os.File); ok {
@@ -84,7 +103,20 @@ says so. Logs (klog's included) go to DIR/purser.log.`,
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address of the API and web UI")
 	cmd.Flags().IntVar(&cfg.Sandbox, "sandbox", 0, "also start and register this many local Kubernetes clusters")
 	cmd.Flags().StringVar(&cfg.ClientConfig, "client-config", "", "the client config to add this server's context to (default: $PURSER_CONFIG, else ~/.config/purser/config.yaml)")
+	cmd.Flags().BoolVar(&cfg.Flink, "flink", false, "with --sandbox: also run the FlinkDeployment CRD and a simulator of the Flink operator in each cluster, and an S3-compatible store for their checkpoints")
 	registerOIDCFlags(cmd, &cfg.OIDC)
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level to DIR/purser.log (default: warnings and errors)")
 	return cmd
+}
+
+// checkUpFlags refuses flags that contradict each other before anything
+// starts.
+func checkUpFlags(cfg up.Config) error {
+	if cfg.Sandbox < 0 {
+		return fmt.Errorf("--sandbox must be 0 or more, got %d", cfg.Sandbox)
+	}
+	if cfg.Flink && cfg.Sandbox == 0 {
+		return fmt.Errorf("--flink runs the Flink operator simulator in the sandbox clusters: give --sandbox N too")
+	}
+	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/nats-io/nats.go/jetstream"
 	"sigs.k8s.io/yaml"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/hub/stream/streamtest"
 	"github.com/purser-io/purser/internal/platform/localport"
+	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
@@ -345,4 +348,126 @@ func drainSubmissions(t *testing.T, url string, want int, published func()) []st
 	}
 	take(batch)
 	return subs
+}
+
+// cliFails runs a purser client command that must fail and returns its
+// combined output.
+func cliFails(t *testing.T, bin, clientConfig string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd.Env = append(os.Environ(), "PURSER_CONFIG="+clientConfig, "PURSER_SERVER=", "PURSER_TOKEN=")
+	cmd.Dir = "../.."
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("purser %s succeeded, want a failure:\n%s", strings.Join(args, " "), out)
+	}
+	return string(out)
+}
+
+// The README's Flink walk-through on `purser up --sandbox 1 --flink`: the
+// example FlinkDeployment, placed by its cluster affinity, runs on the
+// operator simulator and completes checkpoints into the sandbox's S3
+// store; a job failed on purpose is judged Unhealthy and Healthy again once
+// it recovers; a cluster stopped on purpose stays down (the supervisor
+// does not restart it) and purser sees it not Ready until it is started
+// again.
+func TestUpFlinkSandboxStopStart(t *testing.T) {
+	bin := buildPurser(t)
+	data := filepath.Join(t.TempDir(), "data")
+	clientConfig := filepath.Join(t.TempDir(), "client.yaml")
+	up := startPurser(t, bin, "up", "--data-dir", data, "--listen", "127.0.0.1:0", "--sandbox", "1", "--flink", "--client-config", clientConfig)
+	up.waitLine(t, "purser is ready at http://", 30*time.Minute)
+	mustContain(t, "purser up --flink", up.output(), "Flink operator SIMULATOR", "not the real operator")
+	m := regexp.MustCompile(`storage \(S3-compatible, gofakes3\): http://(\S+), kept in (\S+)`).FindStringSubmatch(up.output())
+	if len(m) != 3 || m[2] != filepath.Join(data, "flink-storage") {
+		t.Fatalf("purser up does not say where the Flink storage is (want it in the data dir):\n%s", up.output())
+	}
+	s3, err := minio.New(m[1], &minio.Options{Creds: credentials.NewStaticV4("any", "any", ""), BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	mustContain(t, "label", cli(t, bin, clientConfig, "label", "cluster", "sandbox-1", "tier=prod"), "labeled")
+	mustContain(t, "apply", cli(t, bin, clientConfig, "apply", "-f", "examples/runnable-flink.yaml"), "runnable/team-a/clickstream submitted")
+	running := regexp.MustCompile(`clickstream\s+FlinkDeployment\s+Running\s+sandbox-1\s+Healthy`)
+	sandboxtest.Eventually(t, 3*time.Minute, "the FlinkDeployment Running and Healthy", func(context.Context) error {
+		if out := cli(t, bin, clientConfig, "get", "runnables", "-n", "team-a"); !running.MatchString(out) {
+			return fmt.Errorf("get runnables:\n%s", out)
+		}
+		return nil
+	})
+	// The example checkpoints every 60 s into s3://checkpoints/clickstream:
+	// <jobId>/chk-<n>/_metadata, as Flink completes them.
+	chk := regexp.MustCompile(`^clickstream/[0-9a-f]{32}/chk-[1-9]\d*/_metadata$`)
+	sandboxtest.Eventually(t, 3*time.Minute, "a completed checkpoint in the S3 store", func(ctx context.Context) error {
+		var keys []string
+		for obj := range s3.ListObjects(ctx, "checkpoints", minio.ListObjectsOptions{Prefix: "clickstream/", Recursive: true}) {
+			if obj.Err != nil {
+				return obj.Err
+			}
+			if chk.MatchString(obj.Key) {
+				return nil
+			}
+			keys = append(keys, obj.Key)
+		}
+		return fmt.Errorf("no checkpoint yet: %v", keys)
+	})
+
+	// A JobManager that cannot run, on purpose: purser judges it, and the
+	// recovered one (before its tolerationSeconds, 120 s: with one cluster
+	// it has nowhere to go).
+	mustContain(t, "flink fail", cli(t, bin, clientConfig, "sandbox", "flink", "fail", "team-a/clickstream"),
+		"FlinkDeployment team-a/clickstream on sandbox-1: fault Reconciling set")
+	sandboxtest.Eventually(t, time.Minute, "the failed job judged Unhealthy", func(context.Context) error {
+		if out := cli(t, bin, clientConfig, "get", "runnables", "-n", "team-a"); !regexp.MustCompile(`clickstream\s+FlinkDeployment\s+\S+\s+sandbox-1\s+Unhealthy`).MatchString(out) {
+			return fmt.Errorf("get runnables:\n%s", out)
+		}
+		return nil
+	})
+	mustContain(t, "flink fail of nothing", cliFails(t, bin, clientConfig, "sandbox", "flink", "fail", "team-a/nothing"), "no running sandbox cluster holds FlinkDeployment team-a/nothing")
+	mustContain(t, "flink recover", cli(t, bin, clientConfig, "sandbox", "flink", "recover", "team-a/clickstream"), "fault removed")
+	sandboxtest.Eventually(t, time.Minute, "the recovered job Healthy", func(context.Context) error {
+		if out := cli(t, bin, clientConfig, "get", "runnables", "-n", "team-a"); !running.MatchString(out) {
+			return fmt.Errorf("get runnables:\n%s", out)
+		}
+		return nil
+	})
+
+	// The cluster taken down on purpose stays down and is seen so.
+	mustContain(t, "sandbox stop", cli(t, bin, clientConfig, "sandbox", "stop", "sandbox-1"), "sandbox-1 stopped")
+	mustContain(t, "second stop", cliFails(t, bin, clientConfig, "sandbox", "stop", "sandbox-1"), "already stopped")
+	mustContain(t, "stop of an unknown cluster", cliFails(t, bin, clientConfig, "sandbox", "stop", "sandbox-9"), `no such sandbox cluster "sandbox-9"`)
+	if out := cli(t, bin, clientConfig, "sandbox", "status"); !regexp.MustCompile(`sandbox-1\s+stopped`).MatchString(out) {
+		t.Fatalf("sandbox status:\n%s", out)
+	}
+	sandboxtest.Eventually(t, 2*time.Minute, "sandbox-1 not Ready", func(context.Context) error {
+		if out := cli(t, bin, clientConfig, "get", "clusters"); !regexp.MustCompile(`(?m)^sandbox-1\s+(NotReady|Unknown)\s`).MatchString(out) {
+			return fmt.Errorf("get clusters:\n%s", out)
+		}
+		return nil
+	})
+	if left := sandbox.Leftovers(filepath.Join(data, "sandbox", "sandbox-1")); len(left) > 0 {
+		t.Fatalf("processes of the stopped cluster still run: %v", left)
+	}
+	mustContain(t, "sandbox start", cli(t, bin, clientConfig, "sandbox", "start", "sandbox-1"), "sandbox-1 is running again")
+	sandboxtest.Eventually(t, 2*time.Minute, "sandbox-1 Ready again", func(context.Context) error {
+		if out := cli(t, bin, clientConfig, "get", "clusters"); !regexp.MustCompile(`(?m)^sandbox-1\s+Ready\s`).MatchString(out) {
+			return fmt.Errorf("get clusters:\n%s", out)
+		}
+		return nil
+	})
+	if strings.Contains(up.output(), "without being asked to") {
+		t.Fatalf("the supervisor restarted a kube-apiserver stopped on purpose:\n%s", up.output())
+	}
+	mustContain(t, "purser up's terminal", up.output(), "sandbox-1: stopped on request", "sandbox-1: started again on request")
+
+	interrupt(t, up)
+	up.waitExit(t, 90*time.Second)
+	assertNoSandboxProcess(t, filepath.Join(data, "sandbox"))
+	if _, err := os.Stat(filepath.Join(data, "sandbox", "control.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the control socket outlives purser up: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "flink-storage", "objects.db")); err != nil {
+		t.Fatalf("the Flink storage is not kept in the data dir: %v", err)
+	}
 }

@@ -183,14 +183,23 @@ func mergeContainers(base, over []corev1.Container) []corev1.Container {
 }
 
 // cpuQuantity reads a resource's cpu: a number of cores (Resource.cpu is
-// a Double in the operator's CRD).
+// a Double in the operator's CRD), as whichever decoder read the object
+// gives it: int64 or float64 (sigs.k8s.io/json, unstructured objects),
+// json.Number (a decoder with UseNumber, as the submitter's).
 func cpuQuantity(v any) (resource.Quantity, error) {
 	var f float64
 	switch n := v.(type) {
 	case int64:
 		f = float64(n)
+	case int:
+		f = float64(n)
 	case float64:
 		f = n
+	case json.Number:
+		var err error
+		if f, err = n.Float64(); err != nil {
+			return resource.Quantity{}, fmt.Errorf("%v is not a number of cores", v)
+		}
 	case string:
 		return resource.ParseQuantity(n)
 	default:

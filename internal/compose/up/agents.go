@@ -29,7 +29,7 @@ func runComponent(ctx context.Context, log *slog.Logger, name string, c runner) 
 // stop, which waits for them. notify wakes the outbox relay of this
 // process: the failover controller calls it when it queues a runnable, so
 // the submitter hears of it at once.
-func startComponents(ctx context.Context, hub *compose.Hub, c compose.Config, notify func()) (stop func(), err error) {
+func startComponents(ctx context.Context, hub *compose.Hub, c compose.Config, notify func()) (stop func(), ag *agents, err error) {
 	c.Controller.Failover.Notify = notify
 	builds := []struct {
 		name  string
@@ -40,12 +40,11 @@ func startComponents(ctx context.Context, hub *compose.Hub, c compose.Config, no
 		{"ingester", func() (*compose.Component, error) { return compose.Ingester(hub, c.Ingester) }},
 		{"controller", func() (*compose.Component, error) { return compose.Controller(hub, c.Controller) }},
 	}
-	components := map[string]runner{
-		"agents": &agents{hub: hub, clusters: clusters.NewCache(hub.Sealer), log: hub.Logger.With("component", "agent")},
-	}
+	ag = &agents{hub: hub, clusters: clusters.NewCache(hub.Sealer), log: hub.Logger.With("component", "agent")}
+	components := map[string]runner{"agents": ag}
 	for _, b := range builds {
 		if components[b.name], err = b.build(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -56,15 +55,23 @@ func startComponents(ctx context.Context, hub *compose.Hub, c compose.Config, no
 	return func() {
 		cancel()
 		wg.Wait()
-	}, nil
+	}, ag, nil
 }
 
 // agents runs one agent beside every registered cluster, starting and
 // stopping them as clusters are registered, changed and removed.
+// A cluster held down (sandbox stop) has no agent until it is let up
+// again, as a cluster that lost power takes its agent with it.
 type agents struct {
 	hub      *compose.Hub
 	clusters *clusters.Cache
 	log      *slog.Logger
+
+	// mu serializes the passes of sync; live and ctx are theirs.
+	mu   sync.Mutex
+	ctx  context.Context // Run's: the agents' lifetime
+	live map[string]*runningAgent
+	down map[string]bool // clusters held down
 }
 
 // agentsPoll is how often the registered clusters are listed again.
@@ -78,19 +85,63 @@ type runningAgent struct {
 }
 
 func (a *agents) Run(ctx context.Context) error {
-	live := map[string]*runningAgent{}
+	a.mu.Lock()
+	a.ctx, a.live = ctx, map[string]*runningAgent{}
+	if a.down == nil {
+		a.down = map[string]bool{}
+	}
+	a.mu.Unlock()
 	defer func() {
-		for name := range live {
-			stopAgent(live, name)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for name := range a.live {
+			stopAgent(a.live, name)
 		}
+		a.ctx = nil
 	}()
-	reconcile.Every(ctx, agentsPoll, func(ctx context.Context) { a.sync(ctx, live) })
+	reconcile.Every(ctx, agentsPoll, func(context.Context) { a.pass() })
 	return nil
 }
 
+// hold stops the agent of cluster name, if it runs, and keeps it stopped
+// until release; it returns once the agent has stopped.
+func (a *agents) hold(name string) {
+	a.mu.Lock()
+	if a.down == nil {
+		a.down = map[string]bool{}
+	}
+	a.down[name] = true
+	a.mu.Unlock()
+	a.pass()
+}
+
+// release lets cluster name have its agent again and starts it at once.
+func (a *agents) release(name string) {
+	a.mu.Lock()
+	delete(a.down, name)
+	a.mu.Unlock()
+	a.pass()
+}
+
+// pass runs sync once Run has started, and not after it ended.
+func (a *agents) pass() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ctx == nil || a.ctx.Err() != nil {
+		return
+	}
+	a.sync(a.ctx, a.live)
+}
+
 // sync starts an agent for every cluster that has none or whose row
-// changed, and stops those of the clusters removed.
+// changed, and stops those of the clusters removed or held down. The
+// caller holds mu.
 func (a *agents) sync(ctx context.Context, live map[string]*runningAgent) {
+	for name := range live {
+		if a.down[name] {
+			stopAgent(live, name)
+		}
+	}
 	var rows []*store.Cluster
 	err := a.hub.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
@@ -105,6 +156,9 @@ func (a *agents) sync(ctx context.Context, live map[string]*runningAgent) {
 	}
 	seen := map[string]bool{}
 	for _, c := range rows {
+		if a.down[c.Name] {
+			continue // stopped below, if it runs
+		}
 		seen[c.Name] = true
 		if r, ok := live[c.Name]; ok && r.version == c.ResourceVersion {
 			continue

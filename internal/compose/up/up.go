@@ -4,8 +4,9 @@
 // and registers them, so that a newcomer has a working farm in one command.
 // The components are built by internal/compose, as the split subcommands
 // build theirs; up owns only what one process on one machine adds: the
-// data folder and its credentials, the embedded server, the sandbox, one
-// agent per registered cluster, and the client's context.
+// data folder and its credentials, the embedded server, the sandbox (with
+// Flink, the operator simulators and their S3 store; its control socket),
+// one agent per registered cluster, and the client's context.
 package up
 
 import (
@@ -38,9 +39,14 @@ import (
 
 // Config is what `purser up` takes.
 type Config struct {
-	DataDir      string
-	Listen       string // host:port of the API; port 0 picks a free one
-	Sandbox      int    // local clusters to start and register
+	DataDir string
+	Listen  string // host:port of the API; port 0 picks a free one
+	Sandbox int    // local clusters to start and register
+	// Flink adds to each sandbox cluster the FlinkDeployment CRD and the
+	// Flink operator simulator, and to the sandbox an S3-compatible store
+	// for their checkpoints and savepoints, which the failover controller
+	// reads.
+	Flink        bool
 	ClientConfig string // the client config to add this server's context to; empty: client.DefaultConfigPath
 	Out          io.Writer
 	// Terminal: Out is a terminal, where the console link may carry the
@@ -157,18 +163,31 @@ func serve(ctx context.Context, cfg Config, out io.Writer, dataDir, adminToken s
 	if err := waitReady(ctx, url); err != nil {
 		return err
 	}
+	var sb *sandboxRun
 	if cfg.Sandbox > 0 {
-		stop, err := startSandbox(ctx, dataDir, cfg.Sandbox, out, client.New(client.Config{Server: url, Token: adminToken}), log)
+		sb, err = startSandbox(ctx, dataDir, cfg.Sandbox, cfg.Flink, out, client.New(client.Config{Server: url, Token: adminToken}), log)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer sb.stop()
+		if sb.flink != nil {
+			c.Controller.CheckpointStore = sb.flink.checkpointStore()
+		}
 	}
-	stop, err := startComponents(ctx, hub, c, api.NotifyOutbox)
+	stop, agents, err := startComponents(ctx, hub, c, api.NotifyOutbox)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if sb != nil {
+		stopControl, err := sb.serveControl(ctx, agents, out, log)
+		if err != nil {
+			// The farm works without it; only sandbox stop and start do not.
+			fmt.Fprintf(out, "warning: %v; purser sandbox stop/start will not reach this purser\n", err)
+		} else {
+			defer stopControl()
+		}
+	}
 
 	clientConfig := cfg.ClientConfig
 	if clientConfig == "" {
@@ -244,10 +263,21 @@ func waitReady(ctx context.Context, url string) error {
 	return fmt.Errorf("API at %s not ready after %s (last: %w)", url, timeout, last)
 }
 
-// startSandbox starts n local clusters, registers them through the API
+// sandboxRun is the sandbox up runs: its clusters, their supervisor and,
+// with --flink, the Flink operator simulators and their storage.
+type sandboxRun struct {
+	ctx   context.Context
+	fleet *sandbox.Fleet
+	flink *flinkFarm
+	stop  func() // the supervisor, the simulators, then the clusters
+}
+
+// startSandbox starts n local clusters, with flink the Flink operator
+// simulators and their storage, registers the clusters through the API
 // and supervises their kube-apiservers: one killed by hand or crashed is
-// said and started again. stop stops the supervisor, then the clusters.
-func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer, admin *client.Client, log *slog.Logger) (stop func(), err error) {
+// said and started again (one stopped through the control socket is
+// not).
+func startSandbox(ctx context.Context, dataDir string, n int, flink bool, out io.Writer, admin *client.Client, log *slog.Logger) (*sandboxRun, error) {
 	bins, err := sandbox.Ensure(ctx, sandbox.BuildConfig{Progress: out})
 	if err != nil {
 		return nil, err
@@ -263,7 +293,20 @@ func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer, adm
 		fmt.Fprintln(out, "stopping sandbox clusters ...")
 		fleet.Stop()
 	}
+	sb := &sandboxRun{ctx: ctx, fleet: fleet}
+	if flink {
+		if sb.flink, err = startFlink(ctx, dataDir, fleet, out, log); err != nil {
+			stopFleet()
+			return nil, err
+		}
+	}
+	stopFlink := func() {
+		if sb.flink != nil {
+			sb.flink.stop()
+		}
+	}
 	if err := registerClusters(ctx, admin, fleet); err != nil {
+		stopFlink()
 		stopFleet()
 		return nil, err
 	}
@@ -275,11 +318,20 @@ func startSandbox(ctx context.Context, dataDir string, n int, out io.Writer, adm
 			log.Warn("sandbox kube-apiserver", "event", e.String())
 		})
 	})
-	return func() {
+	sb.stop = func() {
 		stopSupervisor()
 		wg.Wait()
+		stopFlink()
 		stopFleet()
-	}, nil
+	}
+	return sb, nil
+}
+
+// serveControl serves the sandbox's control socket, DIR/sandbox/control.sock
+// (purser sandbox stop, start, status and flink fail), until stop.
+func (sb *sandboxRun) serveControl(ctx context.Context, ag *agents, out io.Writer, log *slog.Logger) (stop func(), err error) {
+	return sandbox.ServeControl(ctx, sb.fleet.Dir(), &sandboxControl{ctx: sb.ctx, fleet: sb.fleet, flink: sb.flink, agents: ag,
+		out: out, log: log, stopped: map[string]bool{}})
 }
 
 // restrictDataDir makes the data folder the owner's alone (0700) and its

@@ -15,8 +15,9 @@
 // operator.go names the operator method each transition follows.
 //
 // A test injects the faults failover must tell apart: a JobManager that
-// cannot run, a user's broken image, a failed job. It is test support
-// only; nothing in purser imports it.
+// cannot run, a user's broken image, a failed job. It is test support and
+// the stand-in operator of `purser up --flink` (with Storage for the
+// checkpoints); no component of purser's control plane imports it.
 package flinksim
 
 import (
@@ -25,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,6 +85,23 @@ const (
 	// says why, and the operator tries again at its next passes.
 	SavepointFails
 )
+
+// Faults lists the faults by the names String gives them.
+var Faults = []Fault{Reconciling, ImagePullBackOff, FailedJob}
+
+// ParseFault is the Fault String names name, case-insensitively.
+func ParseFault(name string) (Fault, error) {
+	for _, f := range Faults {
+		if strings.EqualFold(f.String(), name) {
+			return f, nil
+		}
+	}
+	names := make([]string, len(Faults))
+	for i, f := range Faults {
+		names[i] = f.String()
+	}
+	return 0, fmt.Errorf("unknown Flink fault %q (known: %s)", name, strings.Join(names, ", "))
+}
 
 // String names the fault in logs.
 func (f Fault) String() string {
@@ -264,6 +283,20 @@ func (s *Simulator) setFault(key string, f Fault) {
 	s.mu.Unlock()
 	s.log.Info("fault set", "key", key, "fault", f)
 	s.queue.Add(key)
+}
+
+// FaultOf is the fault set on namespace/name, or 0.
+func (s *Simulator) FaultOf(namespace, name string) Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults[namespace+"/"+name]
+}
+
+// Has reports whether the FlinkDeployment namespace/name exists on the
+// simulator's cluster, as its informer last listed or watched it.
+func (s *Simulator) Has(namespace, name string) bool {
+	_, exists, err := s.informer.GetIndexer().GetByKey(namespace + "/" + name)
+	return err == nil && exists
 }
 
 // CancelFromUI cancels the running job of namespace/name the way a person
