@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
@@ -196,6 +197,68 @@ func TestConsoleOnAFarm(t *testing.T) {
 	}
 	browsertest.WaitText(tab, t, `tr[data-name="nightly-report"]`, "2") // attempts
 	browsertest.Screenshot(tab, t, "runnables-farm")
+
+	// Operating it from the console: suspend and resume set the Job's own
+	// suspend field on dc1-a; an edit the running Job cannot take shows
+	// the API's reason; a planned move takes it back to dc2-a once that
+	// cluster's kube-apiserver is back.
+	kube, err := a.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobSuspended := func(want bool) {
+		t.Helper()
+		sandboxtest.Eventually(t, 2*time.Minute, fmt.Sprintf("the Job on dc1-a with spec.suspend %v", want), func(ctx context.Context) error {
+			j, err := kube.BatchV1().Jobs("reports").Get(ctx, "nightly-report", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got := j.Spec.Suspend != nil && *j.Spec.Suspend; got != want {
+				return fmt.Errorf("spec.suspend %v", got)
+			}
+			return nil
+		})
+	}
+	browsertest.Do(tab, t, "suspend it", browsertest.GoTo("#/runnables/reports/nightly-report"), chromedp.WaitVisible(chromedp.CSS("#suspend")), chromedp.Click(chromedp.CSS("#suspend")))
+	f.waitRunnable("suspended from the console", func(r *v1alpha1.Runnable) bool { return r.Status.Phase == v1alpha1.PhaseSuspended })
+	jobSuspended(true)
+	browsertest.Do(tab, t, "resume it", chromedp.WaitVisible(chromedp.CSS("#resume")), chromedp.Click(chromedp.CSS("#resume")))
+	f.waitRunnable("resumed from the console", func(r *v1alpha1.Runnable) bool { return r.Status.Phase == v1alpha1.PhaseRunning })
+	jobSuspended(false)
+	browsertest.WaitText(tab, t, "#runnable-history", "resume")
+
+	browsertest.Do(tab, t, "edit it", browsertest.GoTo("#/edit-runnable/reports/nightly-report"), chromedp.WaitVisible(chromedp.CSS("#edit-yaml")))
+	sandboxtest.Eventually(t, time.Minute, "the editor holds the runnable's YAML", func(context.Context) error {
+		v, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("#edit-yaml").value`))
+		if err != nil || !strings.Contains(v, "resourceVersion:") {
+			return fmt.Errorf("editor: %q (%v)", v, err)
+		}
+		return nil
+	})
+	browsertest.Do(tab, t, "change the image", chromedp.Evaluate[chromedp.Void](`(() => { const t = document.querySelector("#edit-yaml"); t.value = t.value.replace("image: busybox", "image: busybox:1.37"); })()`),
+		chromedp.Click(chromedp.CSS("#show-diff")))
+	browsertest.WaitText(tab, t, "#edit-diff .added", "image: busybox:1.37")
+	browsertest.WaitText(tab, t, "#edit-diff .removed", "image: busybox")
+	browsertest.Screenshot(tab, t, "runnable-edit-diff")
+	browsertest.Do(tab, t, "apply the edit", chromedp.Click(chromedp.CSS("#save")))
+	browsertest.WaitText(tab, t, "#result .error", "immutable")
+	if r := f.waitRunnable("unchanged by the refused edit", func(*v1alpha1.Runnable) bool { return true }); strings.Contains(fmt.Sprint(r.Spec.Template), "busybox:1.37") {
+		t.Errorf("a refused edit changed the spec: %v", r.Spec.Template)
+	}
+
+	if err := b.StartAPIServer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Do(tab, t, "open the farm again", browsertest.GoTo("#/farm"), chromedp.WaitVisible(chromedp.CSS("#farm")))
+	browsertest.WaitText(tab, t, `#farm [data-cluster="dc2-a"] header`, "Ready")
+	browsertest.Do(tab, t, "move it to dc2-a", browsertest.GoTo("#/runnables/reports/nightly-report"),
+		chromedp.WaitReady(chromedp.CSS(`#move-to option[value="dc2-a"]`)), chromedp.SetValue(chromedp.CSS("#move-to"), "dc2-a"), chromedp.Click(chromedp.CSS("#move")))
+	f.waitRunnable("moved to dc2-a from the console", func(r *v1alpha1.Runnable) bool {
+		return r.Status.Cluster == "dc2-a" && r.Status.Phase == v1alpha1.PhaseRunning && len(r.Status.Attempts) == 3 &&
+			r.Status.Move != nil && r.Status.Move.Step == v1alpha1.MoveDone
+	})
+	browsertest.WaitText(tab, t, "#runnable", "dc1-a to dc2-a by admin, Done")
+	browsertest.Screenshot(tab, t, "runnable-moved")
 }
 
 // waitSVG waits until the text of the SVG element sel contains want:

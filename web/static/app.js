@@ -213,6 +213,7 @@ function route() {
     case "apply-deployable": return applyDeployable();
     case "runnables": return parts[1] ? runnableDetail(parts[1], parts[2]) : runnables();
     case "queue": return queuePage();
+    case "edit-runnable": return editRunnable(parts[1], parts[2]);
     default: return farmPage();
   }
 }
@@ -415,7 +416,9 @@ function runnableDetail(ns, name) {
       }
       throw e;
     }
-    const [hist, cl] = await Promise.all([historyTail(q, 500).then(items => ({ items })), r.status.cluster ? api("GET", "/api/v1/clusters/" + encodeURIComponent(r.status.cluster)).catch(() => null) : null]);
+    const [hist, cl, all] = await Promise.all([historyTail(q, 500).then(items => ({ items })), r.status.cluster ? api("GET", "/api/v1/clusters/" + encodeURIComponent(r.status.cluster)).catch(() => null) : null,
+      r.status.phase === "Running" && may(ns, "write") ? api("GET", "/api/v1/clusters").catch(() => ({ items: [] })) : { items: [] }]);
+    const moveTargets = all.items.map(c => c.metadata.name);
     if (!changed(holder, [r, hist.items.length, cl && cl.status.state, Math.floor(Date.now() / 10000)])) return;
     const st = r.status || {};
     const ended = ENDED.includes(st.phase);
@@ -436,6 +439,24 @@ function runnableDetail(ns, name) {
     }
     if (!ended && may(ns, "write")) actions.push(act("cancel", "Cancel", "danger", "DELETE", "", "cancelled", "Cancel " + ns + "/" + name + "? Purser removes it from its cluster."));
     if (ended && may(ns, "write")) actions.push(act("delete", "Delete", "danger", "DELETE", "", "deleted", "Delete " + ns + "/" + name + "? It ended (" + st.phase + "); its history stays in the audit log."));
+    // Operating the work, as purser suspend, resume, rerun, move and
+    // apply do; the API refuses (with its reason, shown) what the kind or
+    // the phase does not allow.
+    if (may(ns, "write")) {
+      if (["Submitted", "Running"].includes(st.phase)) actions.push(act("suspend", "Suspend", "", "POST", "/suspend", "suspended"));
+      if (st.phase === "Suspended") actions.push(act("resume", "Resume", "", "POST", "/resume", "resume asked"));
+      if (ended && st.phase !== "Rejected") actions.push(act("rerun", "Rerun", "", "POST", "/rerun", "rerun as a new attempt"));
+      if (st.phase === "Running" && !(st.move && !["Done", "Failed"].includes(st.move.step))) {
+        const to = el("select", { id: "move-to" }, el("option", { value: "" }, "placement chooses"),
+          moveTargets.filter(n => n !== st.cluster).map(n => el("option", { value: n }, n)));
+        actions.push(el("span", { class: "move" }, to, el("button", { id: "move", onclick: async () => {
+          const body = to.value ? JSON.stringify({ to: to.value }) : undefined;
+          try { await api("POST", base + "/move", body); toast(name + " is being moved" + (to.value ? " to " + to.value : "")); holder.last = null; }
+          catch (e) { toast(describeError(e)); }
+        } }, "Move")));
+      }
+      if (!["PendingApproval", "Rejected"].includes(st.phase)) actions.push(el("a", { id: "edit", class: "button", href: "#/edit-runnable/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name) }, "Edit"));
+    }
     // The override is offered only where the API takes it: a failover
     // that waits for a copy nobody can confirm stopped (status.waiting).
     const attempt = (st.attempts || []).length;
@@ -458,6 +479,8 @@ function runnableDetail(ns, name) {
         "Preserved", pairs(st.preserved) || "—",
         "Restore point", st.restorePoint ? st.restorePoint.path + " (" + st.restorePoint.kind + " from attempt " + st.restorePoint.attempt + ")" : "—",
         "Waiting for", st.waiting || "—",
+        "Move", st.move ? moveText(st.move) : "—",
+        "Update", st.update ? "generation " + st.update.generation + " by " + st.update.by + (st.update.error ? ": refused: " + st.update.error : "") : "—",
         "Confirmed stopped", st.confirmedStopped ? "by " + st.confirmedStopped.by + " (attempt " + st.confirmedStopped.attempt + ")" : "—",
         "Ended", st.endedAt ? when(st.endedAt, true) : "—", "Removed after", st.removeAfter ? when(st.removeAfter) : "—"),
       el("h2", {}, "Attempts"),
@@ -523,6 +546,75 @@ function submitRunnable() {
       } catch (e) { out.replaceChildren(el("p", { class: "error" }, e.describe ? e.describe() : String(e))); }
     } }, "Submit")),
     out);
+}
+
+// moveText is a planned move as purser describe prints it.
+function moveText(m) {
+  let t = (m.from || "?") + " to " + (m.to || "placement's choice") + " by " + (m.by || "?") + ", " + (m.step || "");
+  if (m.savepoint) t += ", savepoint " + m.savepoint;
+  if (m.downtimeSeconds !== undefined) t += ", downtime " + Number(m.downtimeSeconds).toFixed(1) + " s";
+  if (m.error) t += ": " + m.error;
+  return t;
+}
+
+// editRunnable changes a runnable's spec as purser apply does: a PUT bound
+// to the resourceVersion read (a change made meanwhile is refused, 409),
+// after a look at the difference. A running FlinkDeployment takes it in
+// place; the API says why a kind or phase cannot.
+function editRunnable(ns, name) {
+  stopPolling();
+  const base = "/api/v1/runnables/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name);
+  const text = el("textarea", { id: "edit-yaml", spellcheck: "false" });
+  const diff = el("pre", { id: "edit-diff", class: "diff" });
+  const out = el("div", { id: "result" });
+  let original = "";
+  main(el("p", {}, link(runnablePath(ns, name), "← " + ns + "/" + name)),
+    el("h1", {}, "Edit runnable " + ns + "/" + name),
+    el("p", { class: "muted" }, "The change is sent with the resourceVersion read here: if the runnable changed meanwhile it is refused, and nothing changes."),
+    text,
+    el("div", { class: "actions" },
+      el("button", { id: "show-diff", onclick: () => showDiff() }, "Show the difference"),
+      el("button", { id: "save", onclick: async () => {
+        out.replaceChildren();
+        try {
+          await api("PUT", base, text.value, "application/yaml");
+          toast(name + " updated");
+          location.hash = runnablePath(ns, name);
+        } catch (e) { out.replaceChildren(el("p", { class: "error" }, e.describe ? e.describe() : String(e))); }
+      } }, "Apply")),
+    diff, out);
+  const showDiff = () => {
+    const lines = lineDiff(original.split("\n"), text.value.split("\n"));
+    const changedLines = lines.filter(([op]) => op !== " ");
+    diff.replaceChildren(...(changedLines.length ? lines.filter(([op], i) => op !== " " || lines.slice(Math.max(0, i - 2), i + 3).some(([o]) => o !== " "))
+      .map(([op, line]) => el("div", { class: op === "+" ? "added" : op === "-" ? "removed" : "" }, op + " " + line)) : [el("div", { class: "muted" }, "No change.")]));
+  };
+  api("GET", base).then(r => {
+    const doc = { apiVersion: r.apiVersion, kind: r.kind, metadata: { name, namespace: ns, resourceVersion: r.metadata.resourceVersion } };
+    if (r.metadata.labels) doc.metadata.labels = r.metadata.labels;
+    if (r.metadata.annotations) doc.metadata.annotations = r.metadata.annotations;
+    doc.spec = r.spec;
+    original = toYAML(doc);
+    text.value = original;
+  }).catch(e => out.replaceChildren(el("p", { class: "error" }, e.describe ? e.describe() : String(e))));
+}
+
+// lineDiff is the shortest line edit from a to b: [op, line] with op " ",
+// "-" or "+".
+function lineDiff(a, b) {
+  const n = a.length, m = b.length;
+  const lcs = Array.from({ length: n + 1 }, () => new Int32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (a[i] === b[j]) { out.push([" ", a[i]]); i++; j++; }
+    else if (lcs[i + 1][j] >= lcs[i][j + 1]) out.push(["-", a[i++]]);
+    else out.push(["+", b[j++]]);
+  }
+  while (i < n) out.push(["-", a[i++]]);
+  while (j < m) out.push(["+", b[j++]]);
+  return out;
 }
 
 // ---- deployables ----
