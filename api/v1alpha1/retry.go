@@ -24,7 +24,9 @@ type RetrySpec struct {
 
 // RetryRule is one rule of spec.retry.
 type RetryRule struct {
-	// When is the failure's class (FailureClasses).
+	// When is the failure's class (FailureClasses), or a CEL expression
+	// over the failed object as the inventory keeps it (`object.kind`,
+	// `object.status`) that gives true for the failures the rule takes.
 	When string `json:"when"`
 	// OnExitCodes narrows When ExitCode to some exit codes, as a Job's
 	// podFailurePolicy onExitCodes does.
@@ -115,8 +117,14 @@ func (v *validator) retry(path string, r *RetrySpec) {
 	actions := []RetryAction{RetryActionRetry, RetryActionRetryElsewhere, RetryActionFail, RetryActionIgnore}
 	for i, rule := range r.Rules {
 		p := fmt.Sprintf("%s.rules[%d]", path, i)
-		if !slices.Contains(FailureClasses, rule.When) {
-			v.add(p+".when", "must be one of %s", strings.Join(FailureClasses, ", "))
+		switch {
+		case rule.When == "":
+			v.add(p+".when", "must be one of %s, or a CEL expression over the failed object", strings.Join(FailureClasses, ", "))
+		case !slices.Contains(FailureClasses, rule.When):
+			if _, err := CompileGate(rule.When); err != nil {
+				v.add(p+".when", "is neither one of %s nor a CEL expression over the failed object (object.kind, object.status): %v",
+					strings.Join(FailureClasses, ", "), err)
+			}
 		}
 		if !slices.Contains(actions, rule.Action) {
 			v.add(p+".action", "must be one of Retry, RetryElsewhere, Fail, Ignore")

@@ -3,6 +3,7 @@ package operate
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,6 +17,9 @@ type Failure struct {
 	Reason string // the object's own words
 	// ExitCode is the container's exit code, when the object names it.
 	ExitCode *int32
+	// Object is the failed object as the inventory keeps it (its kind
+	// and status), what a rule's CEL `when` reads as `object`.
+	Object map[string]any
 }
 
 // The Job controller's words for a Job that a podFailurePolicy rule
@@ -38,6 +42,12 @@ var (
 // (BackoffLimitExceeded) failed by its pods' exits: an ExitCode failure
 // without a known code. Anything else is FailureOther.
 func ClassifyFailure(kind string, status map[string]any) Failure {
+	f := classify(kind, status)
+	f.Object = map[string]any{"kind": kind, "status": status}
+	return f
+}
+
+func classify(kind string, status map[string]any) Failure {
 	if kind != "Job" {
 		return Failure{Class: v1alpha1.FailureOther, Reason: fields.String(status, "message")}
 	}
@@ -111,7 +121,7 @@ func DecideRetry(spec *v1alpha1.RetrySpec, f Failure, so *v1alpha1.RetryStatus) 
 	if spec != nil {
 		limit = spec.Limit
 		for i, r := range spec.Rules {
-			if r.When == f.Class && exitCodesMatch(r.OnExitCodes, f.ExitCode) {
+			if ruleMatches(r, f) {
 				v = RetryVerdict{Action: r.Action, Why: fmt.Sprintf("spec.retry.rules[%d] (when %s): %s", i, r.When, r.Action)}
 				break
 			}
@@ -129,6 +139,30 @@ func DecideRetry(spec *v1alpha1.RetrySpec, f Failure, so *v1alpha1.RetryStatus) 
 		}
 	}
 	return v
+}
+
+// ruleMatches says whether a rule takes failure f: its class (and exit
+// codes), or its CEL expression true over the failed object. An
+// expression that does not compile or fails to evaluate (a field it needs
+// is missing) takes nothing.
+func ruleMatches(r v1alpha1.RetryRule, f Failure) bool {
+	if slices.Contains(v1alpha1.FailureClasses, r.When) {
+		return r.When == f.Class && exitCodesMatch(r.OnExitCodes, f.ExitCode)
+	}
+	prg, err := v1alpha1.CompileGate(r.When)
+	if err != nil {
+		return false
+	}
+	obj := f.Object
+	if obj == nil {
+		obj = map[string]any{}
+	}
+	val, _, err := prg.Eval(map[string]any{v1alpha1.GateVariable: obj})
+	if err != nil {
+		return false
+	}
+	b, ok := val.Value().(bool)
+	return ok && b
 }
 
 // exitCodesMatch follows a Job's podFailurePolicy onExitCodes (kubernetes

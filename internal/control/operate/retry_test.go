@@ -1,7 +1,9 @@
 package operate_test
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/operate"
@@ -83,4 +85,46 @@ func TestDecideRetry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A rule's when may be a CEL expression over the failed object: it takes
+// the failures it is true for, before the defaults; one that cannot be
+// evaluated on this object takes nothing.
+func TestDecideRetryByExpression(t *testing.T) {
+	spec := &v1alpha1.RetrySpec{Limit: 2, Rules: []v1alpha1.RetryRule{
+		{When: `object.status.conditions.exists(c, c.type == "Failed" && c.message.contains("exit code 42"))`, Action: v1alpha1.RetryActionRetryElsewhere},
+		{When: `object.status.missing.field == "x"`, Action: v1alpha1.RetryActionIgnore},
+	}}
+	if errs := retryErrors(spec); len(errs) > 0 {
+		t.Fatalf("valid rules refused: %v", errs)
+	}
+	wanted := operate.ClassifyFailure("Job", failedJob("PodFailurePolicy", "Container main for pod ns/p-1 failed with exit code 42 matching FailJob rule at index 0"))
+	if v := operate.DecideRetry(spec, wanted, nil); v.Action != v1alpha1.RetryActionRetryElsewhere || !v.Spends {
+		t.Errorf("exit code 42 by the expression: %+v", v)
+	}
+	other := operate.ClassifyFailure("Job", failedJob("PodFailurePolicy", "Container main for pod ns/p-1 failed with exit code 3 matching FailJob rule at index 0"))
+	if v := operate.DecideRetry(spec, other, nil); v.Action != v1alpha1.RetryActionFail {
+		t.Errorf("exit code 3 matched an expression about 42: %+v", v)
+	}
+	bad := &v1alpha1.RetrySpec{Rules: []v1alpha1.RetryRule{{When: `object.status.(`, Action: v1alpha1.RetryActionRetry}}}
+	if errs := retryErrors(bad); len(errs) != 1 || errs[0].Field != "spec.retry.rules[0].when" {
+		t.Errorf("an expression that does not compile: %v", errs)
+	}
+}
+
+// retryErrors are the API's validation errors of a Job runnable with
+// retry, about spec.retry.
+func retryErrors(retry *v1alpha1.RetrySpec) []v1alpha1.FieldError {
+	r := &v1alpha1.Runnable{Metadata: v1alpha1.ObjectMeta{Name: "r", Namespace: "ns"}, Spec: v1alpha1.RunnableSpec{
+		Template: map[string]any{"apiVersion": "batch/v1", "kind": "Job", "spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"restartPolicy": "Never", "containers": []any{map[string]any{"name": "m", "image": "busybox"}}}}}},
+		Retry: retry}}
+	r.SetDefaults()
+	var out []v1alpha1.FieldError
+	for _, e := range v1alpha1.ValidateRunnable(r, time.Now()) {
+		if strings.HasPrefix(e.Field, "spec.retry") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
