@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
@@ -29,6 +30,17 @@ type QuotaSpec struct {
 	// Limits: resource name (cpu, memory, nvidia.com/gpu, ...) or
 	// "runnables" -> a Kubernetes quantity (a whole number for runnables).
 	Limits map[string]string `json:"limits"`
+	// PerLabel bounds, besides, what the namespace holds on the clusters
+	// of each value of one cluster label (per dc, say): at most Limits on
+	// the clusters labelled dc=dc-1, as much again on dc=dc-2. Clusters
+	// without the label are not bounded by it.
+	PerLabel *QuotaPerLabel `json:"perLabel,omitempty"`
+}
+
+// QuotaPerLabel is a quota for each value of a cluster label.
+type QuotaPerLabel struct {
+	Label  string            `json:"label"`
+	Limits map[string]string `json:"limits"`
 }
 
 // QuotaStatus is what the namespace uses now: the status.requests of its
@@ -36,6 +48,9 @@ type QuotaSpec struct {
 // number under "runnables".
 type QuotaStatus struct {
 	Used map[string]string `json:"used,omitempty"`
+	// UsedPerLabel is the same for each value of spec.perLabel.label
+	// that a cluster holding the namespace's work carries.
+	UsedPerLabel map[string]map[string]string `json:"usedPerLabel,omitempty"`
 }
 
 // ValidateQuota returns every problem with q as written; name is the
@@ -57,14 +72,30 @@ func ValidateQuota(q *Quota, name string) FieldErrors {
 	if len(q.Spec.Limits) == 0 {
 		v.add("spec.limits", "must name at least one limit (runnables, cpu, memory, or an extended resource)")
 	}
-	names := make([]string, 0, len(q.Spec.Limits))
-	for name := range q.Spec.Limits {
+	v.quotaLimits("spec.limits", q.Spec.Limits)
+	if pl := q.Spec.PerLabel; pl != nil {
+		if errs := utilvalidation.IsQualifiedName(pl.Label); len(errs) > 0 {
+			v.add("spec.perLabel.label", "must be a cluster label's key: %s", strings.Join(errs, "; "))
+		}
+		if len(pl.Limits) == 0 {
+			v.add("spec.perLabel.limits", "must name at least one limit (runnables, cpu, memory, or an extended resource)")
+		}
+		v.quotaLimits("spec.perLabel.limits", pl.Limits)
+	}
+	return v.errs
+}
+
+// quotaLimits checks a quota's limits: resource names (or runnables) to
+// non-negative quantities, whole for runnables.
+func (v *validator) quotaLimits(at string, limits map[string]string) {
+	names := make([]string, 0, len(limits))
+	for name := range limits {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		val := q.Spec.Limits[name]
-		path := fmt.Sprintf("spec.limits[%s]", name)
+		val := limits[name]
+		path := fmt.Sprintf("%s[%s]", at, name)
 		if name != QuotaRunnables {
 			if errs := utilvalidation.IsQualifiedName(name); len(errs) > 0 {
 				v.add(path, "is not a resource name: %s", errs[0])
@@ -81,7 +112,6 @@ func ValidateQuota(q *Quota, name string) FieldErrors {
 			v.add(path, "must be a whole number of runnables")
 		}
 	}
-	return v.errs
 }
 
 // DecodeQuota decodes a Quota strictly, as the other kinds.

@@ -165,24 +165,57 @@ func (s *Server) quotaResponse(r *http.Request, rec *store.Quota) (*v1alpha1.Quo
 	if err := json.Unmarshal(rec.Spec, &q.Spec); err != nil {
 		return nil, fmt.Errorf("quota of %s: stored spec: %w", rec.Namespace, err)
 	}
-	var statuses [][]byte
+	var byCluster map[string][][]byte
+	var clusters []*store.Cluster
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		statuses, err = tx.Runnables().ActiveStatuses(r.Context(), rec.Namespace)
+		if byCluster, err = tx.Runnables().ActiveStatusesByCluster(r.Context(), rec.Namespace); err != nil || q.Spec.PerLabel == nil {
+			return err
+		}
+		clusters, err = tx.Clusters().List(r.Context())
 		return err
 	}); err != nil {
 		return nil, err
 	}
+	var statuses [][]byte
+	for _, sts := range byCluster {
+		statuses = append(statuses, sts...)
+	}
 	used := placement.Strings(placement.StoredUsage(statuses))
-	// Usage beside each limit: every limit has a figure, 0 when unused.
-	q.Status.Used = map[string]string{}
-	for name := range q.Spec.Limits {
-		q.Status.Used[name] = "0"
-		if u, ok := used[name]; ok {
-			q.Status.Used[name] = u
+	if pl := q.Spec.PerLabel; pl != nil {
+		labels := map[string]map[string]string{}
+		for _, c := range clusters {
+			labels[c.Name] = c.Labels
+		}
+		// Usage beside each limit, for every value a cluster carries.
+		q.Status.UsedPerLabel = map[string]map[string]string{}
+		for _, c := range clusters {
+			if v, ok := c.Labels[pl.Label]; ok {
+				q.Status.UsedPerLabel[v] = limitsUsed(pl.Limits, nil)
+			}
+		}
+		for v, u := range placement.StoredUsageByLabel(byCluster, func(cluster string) (string, bool) {
+			v, ok := labels[cluster][pl.Label]
+			return v, ok
+		}) {
+			q.Status.UsedPerLabel[v] = limitsUsed(pl.Limits, placement.Strings(u))
 		}
 	}
+	q.Status.Used = limitsUsed(q.Spec.Limits, used)
 	return q, nil
+}
+
+// limitsUsed is usage beside each limit: every limit has a figure, 0 when
+// unused.
+func limitsUsed(limits, used map[string]string) map[string]string {
+	out := make(map[string]string, len(limits))
+	for name := range limits {
+		out[name] = "0"
+		if u, ok := used[name]; ok {
+			out[name] = u
+		}
+	}
+	return out
 }
 
 func formatLimits(l map[string]string) string {

@@ -95,3 +95,43 @@ spec:
 		t.Fatalf("audit %v: want the create and the delete (the unchanged put writes nothing)", actions)
 	}
 }
+
+// A quota per cluster label value: checked as the limits are, and its
+// use shown for each value a cluster carries.
+func TestQuotaPerLabelValue(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	h.yaml("admin", "POST", "/api/v1/clusters", clusterYAML("dc1", "tok")).want(t, http.StatusCreated) // dc=dc1
+	quota := `apiVersion: purser.io/v1alpha1
+kind: Quota
+metadata: {name: team-a}
+spec:
+  limits: {runnables: "10"}
+  perLabel: {label: dc, limits: {cpu: "8", runnables: "2"}}
+`
+	for _, bad := range []string{
+		strings.Replace(quota, "label: dc,", "label: 'not a label!',", 1),
+		strings.Replace(quota, `cpu: "8"`, `cpu: eight`, 1),
+		strings.Replace(quota, `limits: {cpu: "8", runnables: "2"}`, `limits: {}`, 1),
+	} {
+		got := h.yaml("admin", http.MethodPut, "/api/v1/quotas/team-a", bad).want(t, http.StatusUnprocessableEntity)
+		if !strings.Contains(string(got.raw), "spec.perLabel") {
+			t.Errorf("the refusal does not name spec.perLabel: %s", got.raw)
+		}
+	}
+	if n := h.count("quotas"); n != 0 {
+		t.Fatalf("%d quotas after refusals", n)
+	}
+	h.yaml("admin", http.MethodPut, "/api/v1/quotas/team-a", quota).want(t, http.StatusCreated)
+	ctx := context.Background()
+	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
+		return tx.Runnables().Create(ctx, &store.Runnable{Namespace: "team-a", Name: "a", UID: "u-a", Generation: 1,
+			Spec: []byte(`{"template":{}}`), SpecHash: "h", Phase: "Running", Cluster: "dc1", Submitter: "alice", Status: []byte(`{"requests":{"cpu":"3"}}`)})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.get("admin", "/api/v1/quotas/team-a").want(t, http.StatusOK)
+	per, _ := got.body["status"].(map[string]any)["usedPerLabel"].(map[string]any)
+	if dc1, _ := per["dc1"].(map[string]any); dc1["cpu"] != "3" || dc1["runnables"] != "1" {
+		t.Fatalf("usedPerLabel: %s", got.raw)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -59,6 +60,23 @@ func DescribeWithPods(w io.Writer, kind string, obj Object, history []Object, po
 	case v1alpha1.KindQuota:
 		rows := [][]string{{"RESOURCE", "USED", "LIMIT"}}
 		d.section("Limits", append(rows, QuotaRows(obj)...))
+		if label := Field(obj, "spec", "perLabel", "label"); label != "" {
+			limits, _ := Lookup(obj, "spec", "perLabel", "limits").(map[string]any)
+			per, _ := Lookup(obj, "status", "usedPerLabel").(map[string]any)
+			values := make([]string, 0, len(per))
+			for v := range per {
+				values = append(values, v)
+			}
+			sort.Strings(values)
+			for _, v := range values {
+				used, _ := per[v].(map[string]any)
+				rows := [][]string{{"RESOURCE", "USED", "LIMIT"}}
+				for _, n := range sortedKeys(limits) {
+					rows = append(rows, []string{n, fmt.Sprint(used[n]), fmt.Sprint(limits[n])})
+				}
+				d.section("Limits for "+label+"="+v, rows)
+			}
+		}
 	}
 	if history != nil {
 		fmt.Fprintln(w, "History:")
@@ -250,4 +268,13 @@ func (d describer) cluster(obj Object) {
 	if byPhase, _ := Lookup(obj, "status", "runnables").(map[string]any); len(byPhase) > 0 {
 		d.line("Runnables", JoinLabels(byPhase))
 	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

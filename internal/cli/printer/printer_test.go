@@ -222,6 +222,16 @@ func TestQuotaTableAndDescribe(t *testing.T) {
 			t.Errorf("describe lacks %q:\n%s", want, out.String())
 		}
 	}
+	perDC := decode(t, `{"kind": "Quota", "metadata": {"name": "team-a"},
+	  "spec": {"limits": {"runnables": "9"}, "perLabel": {"label": "dc", "limits": {"runnables": "3"}}},
+	  "status": {"used": {"runnables": "2"}, "usedPerLabel": {"dc-2": {"runnables": "0"}, "dc-1": {"runnables": "2"}}}}`)
+	out.Reset()
+	if err := Describe(&out, "Quota", perDC, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !regexp.MustCompile(`Limits for dc=dc-1:\n.*\n\s+runnables\s+2\s+3\nLimits for dc=dc-2:\n.*\n\s+runnables\s+0\s+3`).MatchString(s) {
+		t.Errorf("describe per dc:\n%s", s)
+	}
 }
 
 // Queued runnables listed with their positions get a POSITION column and

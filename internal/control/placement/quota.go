@@ -48,6 +48,24 @@ func StoredUsage(statuses [][]byte) corev1.ResourceList {
 	return QuotaUsage(requests)
 }
 
+// StoredUsageByLabel is StoredUsage per value of a cluster label: the
+// active runnables' stored statuses by cluster
+// (store.Runnables.ActiveStatusesByCluster) count for the value valueOf
+// gives their cluster, and not at all when it has none.
+func StoredUsageByLabel(byCluster map[string][][]byte, valueOf func(cluster string) (string, bool)) map[string]corev1.ResourceList {
+	byValue := map[string][][]byte{}
+	for cluster, sts := range byCluster {
+		if v, ok := valueOf(cluster); ok {
+			byValue[v] = append(byValue[v], sts...)
+		}
+	}
+	out := make(map[string]corev1.ResourceList, len(byValue))
+	for v, sts := range byValue {
+		out[v] = StoredUsage(sts)
+	}
+	return out
+}
+
 // QuotaAllows reports whether one more runnable asking for demand keeps
 // namespace within limits, given what it uses; when not, why, naming the
 // quota and the figures of every limit it would pass.

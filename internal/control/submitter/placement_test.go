@@ -459,3 +459,58 @@ func TestDependsOnDeployables(t *testing.T) {
 		t.Fatalf("placed on %s: %s", rec.Cluster, msg)
 	}
 }
+
+// TestQuotaPerLabel: a quota per value of a cluster label (one runnable
+// per dc) sends the second runnable to the other dc, holds the third with
+// a message naming the quota of each dc, and places it where the first
+// ended.
+func TestQuotaPerLabel(t *testing.T) {
+	f := newFixture(t, sqliteDSN(t))
+	cs := env.Clusters(t)
+	for i, c := range cs {
+		f.register(c.Name(), c, map[string]string{"dc": fmt.Sprintf("dc-%d", i+1)})
+	}
+	f.runMembers(cs)
+	spec, _ := json.Marshal(v1alpha1.QuotaSpec{Limits: map[string]string{"runnables": "10"},
+		PerLabel: &v1alpha1.QuotaPerLabel{Label: "dc", Limits: map[string]string{"runnables": "1"}}})
+	if err := f.store.Tx(t.Context(), func(tx *store.Tx) error {
+		return tx.Quotas().Put(t.Context(), &store.Quota{Namespace: f.ns, Spec: spec})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.start(submitter.Config{})
+	small := func() map[string]any { // a Job any node takes
+		j := slotJob(1)
+		c := j["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		c["resources"] = map[string]any{"requests": map[string]any{"cpu": "100m"}}
+		return j
+	}
+	f.submit("one", runnableSpec{template: small()})
+	f.waitPhase("one", v1alpha1.PhaseRunning)
+	f.submit("two", runnableSpec{template: small()})
+	f.waitPhase("two", v1alpha1.PhaseRunning)
+	cluster := func(name string) string {
+		rec, _, _ := f.get(name)
+		return rec.Cluster
+	}
+	first, second := cluster("one"), cluster("two")
+	if first == second {
+		t.Fatalf("both runnables on %s, though its dc holds one", first)
+	}
+	f.submit("three", runnableSpec{template: small()})
+	sandboxtest.Eventually(t, wait, "three held by the quota of each dc", func(context.Context) error {
+		st := f.status("three")
+		if st.Phase != v1alpha1.PhaseQueued || !strings.Contains(st.Message, "over quota "+f.ns+" for dc=dc-1: runnables 1 of 1 used") ||
+			!strings.Contains(st.Message, "for dc=dc-2") {
+			return fmt.Errorf("%s: %q", st.Phase, st.Message)
+		}
+		return nil
+	})
+	f.cancel("one")
+	f.waitPhase("three", v1alpha1.PhaseRunning)
+	if got := cluster("three"); got != first {
+		t.Errorf("three placed on %s, want %s, whose dc's share the cancel freed", got, first)
+	}
+	f.cancel("two")
+	f.cancel("three")
+}

@@ -185,7 +185,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	if requests == nil {
 		requests = map[string]string{}
 	}
-	over, err := s.overQuota(ctx, r.Rec.Namespace, demand)
+	over, err := s.overQuota(ctx, r.Rec.Namespace, demand, cands)
 	if err != nil {
 		return retry(err)
 	}

@@ -97,19 +97,34 @@ func (qs Quotas) List(ctx context.Context) ([]*Quota, error) {
 // ActiveStatuses returns the statuses of namespace's active runnables
 // (Scheduled, Submitted, Running): what its quota's usage sums.
 func (rs Runnables) ActiveStatuses(ctx context.Context, namespace string) ([][]byte, error) {
-	rows, err := rs.tx.query(ctx, `SELECT status FROM runnables
+	by, err := rs.ActiveStatusesByCluster(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, sts := range by {
+		out = append(out, sts...)
+	}
+	return out, nil
+}
+
+// ActiveStatusesByCluster is ActiveStatuses by the cluster each runnable
+// is on: what a quota per cluster label value sums.
+func (rs Runnables) ActiveStatusesByCluster(ctx context.Context, namespace string) (map[string][][]byte, error) {
+	rows, err := rs.tx.query(ctx, `SELECT cluster, status FROM runnables
 		WHERE namespace = ? AND phase IN ('Scheduled', 'Submitted', 'Running')`, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("active runnables of %s: %w", namespace, classify(err))
 	}
 	defer rows.Close()
-	var out [][]byte
+	out := map[string][][]byte{}
 	for rows.Next() {
+		var cluster string
 		var st sql.NullString
-		if err := rows.Scan(&st); err != nil {
+		if err := rows.Scan(&cluster, &st); err != nil {
 			return nil, fmt.Errorf("active runnables of %s: %w", namespace, classify(err))
 		}
-		out = append(out, []byte(st.String))
+		out[cluster] = append(out[cluster], []byte(st.String))
 	}
 	return out, classify(rows.Err())
 }
