@@ -98,6 +98,9 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 		defer s.placing.Unlock()
 		v = s.place(ctx, r, attempts)
 	case v1alpha1.PhaseScheduled:
+		if s.placeOnly {
+			return verdict{}
+		}
 		v = s.submit(ctx, r, attempts)
 	case v1alpha1.PhaseCancelled:
 		v = s.cancel(ctx, r, attempts)

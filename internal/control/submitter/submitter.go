@@ -151,6 +151,11 @@ type Submitter struct {
 	held        map[string]*heldMessages // by runnable uid
 	failures    map[attemptKey]int       // transient failures in a row per attempt
 	unreachable map[string]time.Time     // cluster -> when it last failed to answer
+
+	// placeOnly leaves Scheduled runnables alone: the scale benchmarks
+	// measure admission over cluster records that have no API server to
+	// create on (export_test.go sets it; nothing else does).
+	placeOnly bool
 }
 
 type attemptKey struct {
