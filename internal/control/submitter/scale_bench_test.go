@@ -446,8 +446,15 @@ func (sim *simulation) run(t *testing.T, loads []workload, timeout time.Duration
 	}
 
 	deadline := time.After(timeout)
+	progress := time.NewTicker(15 * time.Second)
+	defer progress.Stop()
 	for {
 		select {
+		case <-progress.C:
+			mu.Lock()
+			t.Logf("after %v: %d of %d submitted, %d placed, %d finished", time.Since(run.start).Round(time.Second),
+				len(run.submitted), len(loads), len(run.placed), len(run.finished))
+			mu.Unlock()
 		case err := <-fail:
 			t.Fatal(err)
 		case <-deadline:
