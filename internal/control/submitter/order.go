@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -154,6 +155,11 @@ func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Clu
 	if len(ahead) == 0 {
 		return ""
 	}
+	// Queued in the order they go in, so that the first is placed first.
+	for _, w := range ahead {
+		share(w.namespace)
+	}
+	slices.SortFunc(ahead, func(a, b *waiter) int { return goesFirst(a, b, shares) })
 	uids := make([]string, len(ahead))
 	for i, w := range ahead {
 		uids[i] = w.uid
@@ -162,6 +168,21 @@ func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Clu
 	slices.Sort(why)
 	why = slices.Compact(why)
 	return fmt.Sprintf("it fits, but %d waiting runnable(s) that fit too go first (%s)", len(ahead), strings.Join(why, "; "))
+}
+
+// goesFirst orders waiting runnables as the queue does: the higher
+// priority first, then the namespace further below its fair share (shares
+// by namespace), then the one waiting longer.
+func goesFirst(a, b *waiter, shares map[string]float64) int {
+	if a.priority != b.priority {
+		return cmp.Compare(b.priority, a.priority)
+	}
+	if a.namespace != b.namespace {
+		if c := cmp.Compare(shares[a.namespace], shares[b.namespace]); c != 0 {
+			return c
+		}
+	}
+	return a.since.Compare(b.since)
 }
 
 // dominantShare is namespace ns's dominant resource share of the farm

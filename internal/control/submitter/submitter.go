@@ -146,6 +146,8 @@ type Submitter struct {
 	// capacity follows the agents' reports, to place the runnables that
 	// wait for capacity when a cluster's figure changes (capacity.go).
 	capacity *capacityWatch
+	// figures keeps the decoded reports and requests (capacity.go).
+	figures figureCache
 
 	mu          sync.Mutex
 	held        map[string]*heldMessages // by runnable uid
