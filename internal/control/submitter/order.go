@@ -83,8 +83,16 @@ func (s *Submitter) weight(ns string) float64 {
 	return 1
 }
 
+// aheadQueued bounds how many of the waiting runnables that go first a
+// runnable that yields queues: the first in order, enough for every
+// worker; the rest are woken as room frees (toWake).
+const aheadQueued = DefaultWorkers
+
 // behind says why x waits for runnables that go first and fit now (and
-// queues them), or "" when none does.
+// queues the first of them), or "" when none does. The others are taken
+// in the queue's order (goesFirst) and looked at only while they go
+// before x, so that a runnable arriving behind thousands that wait does
+// not weigh every one of them.
 func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Cluster) string {
 	s.capacity.mu.Lock()
 	if old := s.capacity.waiting[x.uid]; old != nil {
@@ -92,7 +100,7 @@ func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Clu
 	}
 	var others []*waiter
 	for uid, w := range s.capacity.waiting {
-		if uid != x.uid && !w.quota {
+		if uid != x.uid && !w.quota && w.priority >= x.priority {
 			c := *w
 			others = append(others, &c)
 		}
@@ -110,56 +118,43 @@ func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Clu
 		open[i] = c
 	}
 	shares := map[string]float64{}
-	share := func(ns string) float64 {
-		if v, ok := shares[ns]; ok {
-			return v
+	for _, ns := range append([]string{x.namespace}, namespacesOf(others)...) {
+		if _, ok := shares[ns]; !ok {
+			v, err := s.dominantShare(ctx, ns, cands)
+			if err != nil {
+				v = 0
+			}
+			shares[ns] = v
 		}
-		v, err := s.dominantShare(ctx, ns, cands)
-		if err != nil {
-			v = 0
-		}
-		shares[ns] = v
-		return v
 	}
+	slices.SortFunc(others, func(a, b *waiter) int { return goesFirst(a, b, shares) })
 	var ahead []*waiter
 	var why []string
 	for _, w := range others {
-		first := ""
-		switch {
-		case w.priority > x.priority:
-			first = fmt.Sprintf("priority %d over %d", w.priority, x.priority)
-		case w.priority < x.priority:
-			continue
-		case w.namespace != x.namespace:
-			sw, sx := share(w.namespace), share(x.namespace)
-			switch {
-			case sw < sx:
-				first = fmt.Sprintf("namespace %s at %.0f%% of its fair share, %s at %.0f%%", w.namespace, 100*sw, x.namespace, 100*sx)
-			case sw > sx:
-				continue
-			case w.since.Before(x.since):
-				first = "waiting longer"
-			}
-		case w.since.Before(x.since):
-			first = "waiting longer"
-		}
-		if first == "" {
-			continue
+		if goesFirst(w, x, shares) >= 0 {
+			break // neither this one nor any after it goes first
 		}
 		if d := placement.ChooseFor(w.placement, w.gvk, w.demand, s.cfg.Score, open); d.Cluster == "" {
 			continue // it does not fit either: no reason to wait for it
 		}
 		ahead = append(ahead, w)
-		why = append(why, first)
+		switch {
+		case w.priority > x.priority:
+			why = append(why, fmt.Sprintf("priority %d over %d", w.priority, x.priority))
+		case w.namespace != x.namespace && shares[w.namespace] < shares[x.namespace]:
+			why = append(why, fmt.Sprintf("namespace %s at %.0f%% of its fair share, %s at %.0f%%",
+				w.namespace, 100*shares[w.namespace], x.namespace, 100*shares[x.namespace]))
+		default:
+			why = append(why, "waiting longer")
+		}
+		if len(ahead) == aheadQueued {
+			break
+		}
 	}
 	if len(ahead) == 0 {
 		return ""
 	}
 	// Queued in the order they go in, so that the first is placed first.
-	for _, w := range ahead {
-		share(w.namespace)
-	}
-	slices.SortFunc(ahead, func(a, b *waiter) int { return goesFirst(a, b, shares) })
 	uids := make([]string, len(ahead))
 	for i, w := range ahead {
 		uids[i] = w.uid
@@ -167,7 +162,18 @@ func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Clu
 	s.queue.Add(uids...)
 	slices.Sort(why)
 	why = slices.Compact(why)
-	return fmt.Sprintf("it fits, but %d waiting runnable(s) that fit too go first (%s)", len(ahead), strings.Join(why, "; "))
+	// No count in the message: it would change, and be written, with
+	// every arrival and every placement of the queue.
+	return fmt.Sprintf("it fits, but waiting runnables that fit too go first (%s)", strings.Join(why, "; "))
+}
+
+func namespacesOf(ws []*waiter) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.namespace)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // goesFirst orders waiting runnables as the queue does: the higher

@@ -218,7 +218,10 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	// higher priority, or its namespace further below its fair share, or
 	// waiting longer), which is woken instead.
 	if behind := s.behind(ctx, s.newWaiter(r, &doc.Spec, gvk.String(), demand), cands); behind != "" {
-		v := verdict{after: time.Second}
+		// Waiting like one that does not fit: woken in its turn as
+		// room frees (toWake), which placements in flight make every
+		// second.
+		v := verdict{after: wake(now, deadline, heldUntil)}
 		if r.Status.Message != behind || !maps.Equal(r.Status.Requests, requests) {
 			v.move = &transition{phase: v1alpha1.PhaseQueued, message: behind, requests: requests}
 		}
