@@ -38,10 +38,15 @@ type capacityWatch struct {
 	// inFlightUntil is when the last placement counted in flight stops
 	// counting: until then the figures change without a new report.
 	inFlightUntil time.Time
+	// woken are the runnables toWake queued, until when: the room for
+	// each was counted after those that go before it, so each is placed
+	// without yielding to them again (behind), in whatever order the
+	// workers take them.
+	woken map[string]time.Time
 }
 
 func newCapacityWatch() *capacityWatch {
-	return &capacityWatch{waiting: map[string]*waiter{}, seen: map[string][]byte{}}
+	return &capacityWatch{waiting: map[string]*waiter{}, seen: map[string][]byte{}, woken: map[string]time.Time{}}
 }
 
 // waitForCapacity notes that w.uid fits no cluster now (decision has
@@ -115,9 +120,30 @@ func (s *Submitter) followCapacity(ctx context.Context) {
 	w.mu.Unlock()
 	if changed {
 		if wake := s.toWake(ctx); len(wake) > 0 {
+			until := time.Now().Add(2 * s.cfg.CapacityInterval)
+			w.mu.Lock()
+			for uid, at := range w.woken {
+				if time.Now().After(at) {
+					delete(w.woken, uid)
+				}
+			}
+			for _, uid := range wake {
+				w.woken[uid] = until
+			}
+			w.mu.Unlock()
 			s.queue.Add(wake...)
 		}
 	}
+}
+
+// wasWoken reports, once, that toWake queued uid lately.
+func (s *Submitter) wasWoken(uid string) bool {
+	w := s.capacity
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.woken[uid]
+	delete(w.woken, uid)
+	return ok && time.Now().Before(at)
 }
 
 // toWake is the waiting runnables to look at again, in the order of the

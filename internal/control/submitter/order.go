@@ -167,6 +167,15 @@ func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Clu
 	return fmt.Sprintf("it fits, but waiting runnables that fit too go first (%s)", strings.Join(why, "; "))
 }
 
+// behindUnlessWoken is behind, except for a runnable toWake queued in
+// its turn: the room for it was counted after those that go first.
+func (s *Submitter) behindUnlessWoken(ctx context.Context, uid string, x *waiter, cands []placement.Cluster) string {
+	if s.wasWoken(uid) {
+		return ""
+	}
+	return s.behind(ctx, x, cands)
+}
+
 func namespacesOf(ws []*waiter) []string {
 	var out []string
 	for _, w := range ws {

@@ -217,7 +217,8 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	// It fits: unless a waiting runnable that fits too goes first (a
 	// higher priority, or its namespace further below its fair share, or
 	// waiting longer), which is woken instead.
-	if behind := s.behind(ctx, s.newWaiter(r, &doc.Spec, gvk.String(), demand), cands); behind != "" {
+	// One that toWake queued in its turn does not yield again.
+	if behind := s.behindUnlessWoken(ctx, r.Rec.UID, s.newWaiter(r, &doc.Spec, gvk.String(), demand), cands); behind != "" {
 		// Waiting like one that does not fit: woken in its turn as
 		// room frees (toWake), which placements in flight make every
 		// second.
