@@ -459,8 +459,9 @@ func (sim *simulation) run(t *testing.T, loads []workload, timeout time.Duration
 			t.Fatal(err)
 		case <-deadline:
 			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("after %v: %d of %d submitted, %d placed, %d finished", timeout, len(run.submitted), len(loads), len(run.placed), len(run.finished))
+			msg := fmt.Sprintf("after %v: %d of %d submitted, %d placed, %d finished", timeout, len(run.submitted), len(loads), len(run.placed), len(run.finished))
+			mu.Unlock()
+			t.Fatal(msg)
 		case <-time.After(100 * time.Millisecond):
 		}
 		mu.Lock()
