@@ -165,6 +165,9 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 func selectEntries(only *regexp.Regexp) []entry {
 	var out []entry
 	for _, e := range plan {
+		if e.Long && (only == nil || !only.MatchString(e.ID)) {
+			continue // run only when -only names it
+		}
 		if only == nil || only.MatchString(e.ID) || only.MatchString(e.Section) || only.MatchString(e.Pkg) {
 			out = append(out, e)
 		}

@@ -26,6 +26,9 @@ type entry struct {
 	// bench of 2026-11-29 at load 3-7, rounded up), for -dry and the
 	// expected total.
 	Estimate time.Duration
+	// Long entries run only when -only names them: make bench runs the
+	// scaled version beside them by default.
+	Long bool
 }
 
 // logMetric reads figures from a test's log: each submatch of Pattern
@@ -87,6 +90,19 @@ var plan = []entry{
 		Bench: "^BenchmarkK8sWatchLatency$", Benchtime: "1x", Timeout: 10 * time.Minute, Estimate: 40 * time.Second},
 	{ID: "capacity", Section: "capacity", Pkg: "./internal/hub/store/",
 		Bench: "^BenchmarkClusterCapacity$", Timeout: 10 * time.Minute, Estimate: 30 * time.Second},
+	{ID: "placement-scale", Section: "placement-scale", Pkg: "./internal/control/submitter/",
+		Test: "TestBenchmarkPlacementScale", Env: []string{"PURSER_BENCH=1"}, Timeout: 60 * time.Minute, Estimate: 5 * time.Minute,
+		Logs: []logMetric{placementScale("sqlite"), placementScale("postgres")}},
+	{ID: "kueue-baseline", Section: "kueue-baseline", Pkg: "./internal/control/submitter/",
+		Test: "TestBenchmarkKueueBaselineOneCohort", Env: []string{"PURSER_BENCH=1"}, Timeout: 60 * time.Minute, Estimate: 3 * time.Minute,
+		Logs: []logMetric{kueueBaseline("1")}},
+	// The whole baseline, 15,000 workloads: make bench BENCH_FLAGS="-only kueue-baseline-full".
+	{ID: "kueue-baseline-full", Section: "kueue-baseline", Pkg: "./internal/control/submitter/",
+		Test: "TestBenchmarkKueueBaseline", Env: []string{"PURSER_BENCH=1"}, Timeout: 90 * time.Minute, Estimate: 15 * time.Minute,
+		Logs: []logMetric{kueueBaseline("5")}, Long: true},
+	{ID: "fair-share", Section: "fair-share", Pkg: "./internal/control/submitter/",
+		Test: "TestBenchmarkFairShare", Env: []string{"PURSER_BENCH=1"}, Timeout: 20 * time.Minute, Estimate: 90 * time.Second,
+		Logs: fairShareLogs()},
 	{ID: "health", Section: "health", Pkg: "./internal/member/health/",
 		Bench: "^BenchmarkInterpret$", Timeout: 5 * time.Minute, Estimate: 10 * time.Second},
 	{ID: "dc-accept", Section: "dc-accept", Pkg: "./test/soak/",
@@ -262,6 +278,26 @@ var sections = []section{
 			{lit("SQLite"), millis("store.BenchmarkClusterCapacity/sqlite", 1)},
 			{lit("PostgreSQL"), millis("store.BenchmarkClusterCapacity/postgres", 1)},
 		}},
+	{ID: "placement-scale",
+		Columns: []string{"engine", "placed per second", "decision p50 / p99", "fullest cluster", "goal"},
+		Rows: [][]cell{
+			placementScaleRow("SQLite", "sqlite"),
+			placementScaleRow("PostgreSQL", "postgres"),
+		}},
+	{ID: "kueue-baseline",
+		Columns: []string{"figure", "Kueue (its rangespec: mean of 5 runs)", "purser, 1 of 5 cohorts (3,000 workloads)", "purser, the whole baseline (15,000)"},
+		Rows: [][]cell{
+			{lit("wall time, first creation to last finish"), lit("351.1 s"), kueueFig("1", "wall-s", 1, " s"), kueueFig("5", "wall-s", 1, " s")},
+			{lit("usage: CPU time used / (nominal quota × wall time)"), lit("58.7 %"), kueueFig("1", "usage-%", 1, " %"), kueueFig("5", "usage-%", 1, " %")},
+			{lit("mean time to admission, large (20 cpu, 1 s, priority 200)"), lit("6.7 s"), kueueFig("1", "large-s", 2, " s"), kueueFig("5", "large-s", 2, " s")},
+			{lit("mean time to admission, medium (5 cpu, 0.5 s, priority 100)"), lit("76.8 s"), kueueFig("1", "medium-s", 2, " s"), kueueFig("5", "medium-s", 2, " s")},
+			{lit("mean time to admission, small (1 cpu, 0.2 s, priority 50)"), lit("215.5 s"), kueueFig("1", "small-s", 2, " s"), kueueFig("5", "small-s", 2, " s")},
+			{lit("submissions behind their schedule, p99 (the generator's own lag)"), lit(""), kueueFig("1", "lag-s", 2, " s"), kueueFig("5", "lag-s", 2, " s")},
+		}},
+	{ID: "fair-share",
+		Columns: []string{"time", "fair-a: share of the farm's cpu / fair share", "fair-b: share / fair share", "queued, fair-a / fair-b"},
+		Rows:    fairShareRows(),
+	},
 	{ID: "health",
 		Columns: []string{"object", "interpreter", "per verdict", "allocations"},
 		Rows: [][]cell{
@@ -396,4 +432,63 @@ func clusterRow(label, sub string, configured cell) []cell {
 	name := "failover.BenchmarkFailoverCluster/" + sub
 	return []cell{lit(label), metric(name, "detect-s", 2, " s"), metric(name, "first-running-s", 2, " s"),
 		metric(name, "all-running-s", 2, " s"), metric(name, "beyond-grace-s", 2, " s"), configured}
+}
+
+// placementScale reads one engine's line of TestBenchmarkPlacementScale.
+func placementScale(eng string) logMetric {
+	return logMetric{regexp.MustCompile(`placement ` + eng + `: \d+ runnables over \d+ clusters: ([0-9.]+) runnables/s, decision p50 (\S+) p99 (\S+), fullest cluster ([0-9.]+)%`),
+		[]string{eng + "-runnables/s", eng + "-p50-s", eng + "-p99-s", eng + "-fullest-%"}}
+}
+
+func placementScaleRow(label, eng string) []cell {
+	name := "submitter.TestBenchmarkPlacementScale"
+	ms := func(unit string) fig { return fig{name: name, unit: unit, scale: 1e3, prec: 1, suffix: " ms"} }
+	return []cell{lit(label), metric(name, eng+"-runnables/s", 0, " runnables/s"),
+		join(" / ", ms(eng+"-p50-s"), ms(eng+"-p99-s")), metric(name, eng+"-fullest-%", 0, " %"),
+		lit("≥ 100 submissions/s (the design size)")}
+}
+
+// kueueBaseline reads the summary line of the Kueue baseline run with
+// that many cohorts.
+func kueueBaseline(cohorts string) logMetric {
+	return logMetric{regexp.MustCompile(`kueue baseline ` + cohorts + ` of 5 cohorts, \d+ workloads: wall ([0-9.]+)s, usage ([0-9.]+)%, ` +
+		`mean time to admission large ([0-9.]+)s medium ([0-9.]+)s small ([0-9.]+)s; submissions behind schedule p99 (\S+)`),
+		[]string{"wall-s", "usage-%", "large-s", "medium-s", "small-s", "lag-s"}}
+}
+
+func kueueFig(cohorts, unit string, prec int, suffix string) fig {
+	name := "submitter.TestBenchmarkKueueBaselineOneCohort"
+	if cohorts == "5" {
+		name = "submitter.TestBenchmarkKueueBaseline"
+	}
+	return metric(name, unit, prec, suffix)
+}
+
+// fairShareTimes are the samples of TestBenchmarkFairShare, every 6 s.
+var fairShareTimes = []string{"6", "12", "18", "24", "30", "36"}
+
+func fairShareLogs() []logMetric {
+	var out []logMetric
+	for _, at := range fairShareTimes {
+		out = append(out, logMetric{regexp.MustCompile(`fairness t=` + at + `s: fair-a ([0-9]+)% \(fair share ([0-9]+)%, ([0-9]+) queued\), ` +
+			`fair-b ([0-9]+)% \(fair share ([0-9]+)%, ([0-9]+) queued\)`),
+			[]string{at + "s-a-%", at + "s-a-fair-%", at + "s-a-queued", at + "s-b-%", at + "s-b-fair-%", at + "s-b-queued"}})
+	}
+	return append(out,
+		logMetric{regexp.MustCompile(`fairness fair-a: \d+ runnables, time to admission mean ([0-9.]+)s p99 ([0-9.]+)s`), []string{"a-wait-mean-s", "a-wait-p99-s"}},
+		logMetric{regexp.MustCompile(`fairness fair-b: \d+ runnables, time to admission mean ([0-9.]+)s p99 ([0-9.]+)s`), []string{"b-wait-mean-s", "b-wait-p99-s"}})
+}
+
+func fairShareRows() [][]cell {
+	name := "submitter.TestBenchmarkFairShare"
+	var rows [][]cell
+	for _, at := range fairShareTimes {
+		rows = append(rows, []cell{lit(at + " s"),
+			join(" / ", metric(name, at+"s-a-%", 0, " %"), metric(name, at+"s-a-fair-%", 0, " %")),
+			join(" / ", metric(name, at+"s-b-%", 0, " %"), metric(name, at+"s-b-fair-%", 0, " %")),
+			join(" / ", metric(name, at+"s-a-queued", 0, ""), metric(name, at+"s-b-queued", 0, ""))})
+	}
+	return append(rows, []cell{lit("time to admission, mean / p99"),
+		join(" / ", metric(name, "a-wait-mean-s", 2, " s"), metric(name, "a-wait-p99-s", 2, " s")),
+		join(" / ", metric(name, "b-wait-mean-s", 2, " s"), metric(name, "b-wait-p99-s", 2, " s")), lit("")})
 }

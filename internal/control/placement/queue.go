@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -23,25 +24,34 @@ type QueueEntry struct {
 	Since time.Time
 }
 
-// Ahead says why a goes before b in the queue, or "" when it does not:
-// by priority (higher first), then, between namespaces, by
-// dominant-resource fairness (the namespace further below its share
-// first), then by how long each has waited. The order is the same as
-// sorting by (priority descending, share ascending, since ascending).
+// CompareQueue orders the queue: by priority (higher first), then,
+// between namespaces, by dominant-resource fairness (the namespace further
+// below its share first), then by how long each has waited. Negative when
+// a goes before b.
+func CompareQueue(a, b QueueEntry) int {
+	if a.Priority != b.Priority {
+		return cmp.Compare(b.Priority, a.Priority)
+	}
+	if a.Namespace != b.Namespace {
+		if c := cmp.Compare(a.Share, b.Share); c != 0 {
+			return c
+		}
+	}
+	return a.Since.Compare(b.Since)
+}
+
+// Ahead says why a goes before b in the queue (CompareQueue), or "" when
+// it does not.
 func Ahead(a, b QueueEntry) string {
 	switch {
+	case CompareQueue(a, b) >= 0:
+		return ""
 	case a.Priority > b.Priority:
 		return fmt.Sprintf("priority %d over %d", a.Priority, b.Priority)
-	case a.Priority < b.Priority:
-		return ""
 	case a.Namespace != b.Namespace && a.Share < b.Share:
 		return fmt.Sprintf("namespace %s at %.0f%% of its fair share, %s at %.0f%%", a.Namespace, 100*a.Share, b.Namespace, 100*b.Share)
-	case a.Namespace != b.Namespace && a.Share > b.Share:
-		return ""
-	case a.Since.Before(b.Since):
-		return "waiting longer"
 	}
-	return ""
+	return "waiting longer"
 }
 
 // PriorityValue is spec.priority's value: the integer, or the value of
@@ -63,15 +73,7 @@ func PriorityValue(p *intstr.IntOrString, classes func(string) (int32, bool)) in
 // QueuePositions numbers the entries in the queue's order, from 1, by UID.
 func QueuePositions(entries []QueueEntry) map[string]int {
 	sorted := slices.Clone(entries)
-	slices.SortStableFunc(sorted, func(a, b QueueEntry) int {
-		switch {
-		case Ahead(a, b) != "":
-			return -1
-		case Ahead(b, a) != "":
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(sorted, CompareQueue)
 	out := make(map[string]int, len(sorted))
 	for i, e := range sorted {
 		out[e.UID] = i + 1

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/placement"
@@ -36,10 +38,15 @@ type capacityWatch struct {
 	// inFlightUntil is when the last placement counted in flight stops
 	// counting: until then the figures change without a new report.
 	inFlightUntil time.Time
+	// woken are the runnables toWake queued, until when: the room for
+	// each was counted after those that go before it, so each is placed
+	// without yielding to them again (behind), in whatever order the
+	// workers take them.
+	woken map[string]time.Time
 }
 
 func newCapacityWatch() *capacityWatch {
-	return &capacityWatch{waiting: map[string]*waiter{}, seen: map[string][]byte{}}
+	return &capacityWatch{waiting: map[string]*waiter{}, seen: map[string][]byte{}, woken: map[string]time.Time{}}
 }
 
 // waitForCapacity notes that w.uid fits no cluster now (decision has
@@ -107,16 +114,106 @@ func (s *Submitter) followCapacity(ctx context.Context) {
 	if time.Now().Before(w.inFlightUntil) {
 		changed = true
 	}
-	var wake []string
+	w.mu.Unlock()
 	if changed {
-		for uid := range w.waiting {
-			wake = append(wake, uid)
+		if wake := s.toWake(ctx); len(wake) > 0 {
+			until := time.Now().Add(2 * s.cfg.CapacityInterval)
+			w.mu.Lock()
+			for uid, at := range w.woken {
+				if time.Now().After(at) {
+					delete(w.woken, uid)
+				}
+			}
+			for _, uid := range wake {
+				w.woken[uid] = until
+			}
+			w.mu.Unlock()
+			s.queue.Add(wake...)
 		}
 	}
-	w.mu.Unlock()
-	if len(wake) > 0 {
-		s.queue.Add(wake...)
+}
+
+// wasWoken reports, once, that toWake queued uid lately.
+func (s *Submitter) wasWoken(uid string) bool {
+	w := s.capacity
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.woken[uid]
+	delete(w.woken, uid)
+	return ok && time.Now().Before(at)
+}
+
+// toWake is the waiting runnables to look at again, in the order of the
+// queue (goesFirst): of those waiting for capacity, only the ones that
+// fit the clusters as their figures are now, each counted there in
+// flight before the next is weighed, so that a change that frees room
+// for one runnable wakes one and not every waiting runnable (each of
+// which would be placed in turn, under the placing lock, only to find
+// the room taken); those held by their quota are woken whenever they fit
+// (placing others does not free a quota). Without the figures, every
+// waiting runnable. Those not woken are looked at on the next change and
+// by the periodic rescan (waitingRescanEvery), which refreshes their
+// messages.
+func (s *Submitter) toWake(ctx context.Context) []string {
+	s.capacity.mu.Lock()
+	ws := make([]*waiter, 0, len(s.capacity.waiting))
+	for _, w := range s.capacity.waiting {
+		c := *w
+		ws = append(ws, &c)
 	}
+	s.capacity.mu.Unlock()
+	if len(ws) == 0 {
+		return nil
+	}
+	all := func() []string {
+		uids := make([]string, len(ws))
+		for i, w := range ws {
+			uids[i] = w.uid
+		}
+		return uids
+	}
+	cands, _, err := s.candidates(ctx, schema.GroupVersionKind{}, "", nil)
+	if err != nil {
+		return all()
+	}
+	// Weighed on the clusters as they are, whatever serves their kind or
+	// has their dependencies: placing them checks that.
+	for i := range cands {
+		cands[i].Serves, cands[i].Lacks = nil, ""
+	}
+	shares := map[string]float64{}
+	for _, w := range ws {
+		if _, ok := shares[w.namespace]; !ok {
+			if shares[w.namespace], err = s.dominantShare(ctx, w.namespace, cands); err != nil {
+				return all()
+			}
+		}
+	}
+	slices.SortFunc(ws, func(a, b *waiter) int { return goesFirst(a, b, shares) })
+	var wake []string
+	for _, w := range ws {
+		d := placement.ChooseFor(w.placement, w.gvk, w.demand, s.cfg.Score, cands)
+		if d.Cluster == "" {
+			continue
+		}
+		wake = append(wake, w.uid)
+		if w.quota {
+			continue
+		}
+		for i := range cands {
+			if f := cands[i].Free; cands[i].Name == d.Cluster && f != nil {
+				if f.InFlight == nil {
+					f.InFlight = corev1.ResourceList{}
+				}
+				for name, q := range w.demand.Total {
+					cur := f.InFlight[name]
+					cur.Add(q)
+					f.InFlight[name] = cur
+				}
+			}
+		}
+	}
+	return wake
 }
 
 // skipWaiting drops from uids the runnables that wait for capacity,
@@ -139,6 +236,68 @@ func (s *Submitter) skipWaiting(uids []string) []string {
 	return out
 }
 
+// figureCache keeps what freeFigures decoded, so that a placement does
+// not decode again every cluster's report and the status of every
+// runnable in flight: a report is decoded again only when its bytes
+// changed, a runnable's requests only when its status did.
+type figureCache struct {
+	mu       sync.Mutex
+	reports  map[string]decodedReport   // by cluster
+	requests map[string]decodedRequests // by runnable uid
+}
+
+type decodedReport struct {
+	raw []byte
+	c   stream.Capacity
+	ok  bool
+}
+
+type decodedRequests struct {
+	raw []byte
+	req corev1.ResourceList
+	ok  bool
+}
+
+func (fc *figureCache) report(cluster string, raw []byte) (stream.Capacity, bool) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if d, hit := fc.reports[cluster]; hit && bytes.Equal(d.raw, raw) {
+		return d.c, d.ok
+	}
+	var c stream.Capacity
+	ok := json.Unmarshal(raw, &c) == nil
+	if fc.reports == nil {
+		fc.reports = map[string]decodedReport{}
+	}
+	fc.reports[cluster] = decodedReport{raw: raw, c: c, ok: ok}
+	return c, ok
+}
+
+// placedRequests decodes the status.requests of each placed runnable,
+// and forgets the runnables no longer placed.
+func (fc *figureCache) placedRequests(placed []store.Placed) []decodedRequests {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	next := make(map[string]decodedRequests, len(placed))
+	out := make([]decodedRequests, len(placed))
+	for i, p := range placed {
+		d, hit := fc.requests[p.UID]
+		if !hit || !bytes.Equal(d.raw, p.Status) {
+			d = decodedRequests{raw: p.Status}
+			var st v1alpha1.RunnableStatus
+			if len(p.Status) > 0 && json.Unmarshal(p.Status, &st) == nil {
+				if req, err := placement.ParseList(st.Requests); err == nil {
+					d.req, d.ok = req, true
+				}
+			}
+		}
+		next[p.UID] = d
+		out[i] = d
+	}
+	fc.requests = next
+	return out
+}
+
 // freeFigures reads, for placement, each cluster's latest report and the
 // placements since that it may not count yet.
 func (s *Submitter) freeFigures(ctx context.Context, tx *store.Tx) (map[string]*placement.Free, error) {
@@ -149,8 +308,8 @@ func (s *Submitter) freeFigures(ctx context.Context, tx *store.Tx) (map[string]*
 	out := map[string]*placement.Free{}
 	var since time.Time
 	for cluster, r := range reports {
-		var c stream.Capacity
-		if json.Unmarshal(r.Report, &c) != nil {
+		c, ok := s.figures.report(cluster, r.Report)
+		if !ok {
 			s.log.Error("capacity report does not decode; cluster taken as not reported", "cluster", cluster)
 			continue
 		}
@@ -163,7 +322,8 @@ func (s *Submitter) freeFigures(ctx context.Context, tx *store.Tx) (map[string]*
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range placed {
+	decoded := s.figures.placedRequests(placed)
+	for i, p := range placed {
 		f, ok := out[p.Cluster]
 		if !ok {
 			continue
@@ -172,18 +332,13 @@ func (s *Submitter) freeFigures(ctx context.Context, tx *store.Tx) (map[string]*
 		if p.Phase == string(v1alpha1.PhaseRunning) && !p.UpdatedAt.After(reports[p.Cluster].At.Add(-s.cfg.InFlightMargin)) {
 			continue
 		}
-		var st v1alpha1.RunnableStatus
-		if len(p.Status) == 0 || json.Unmarshal(p.Status, &st) != nil {
-			continue
-		}
-		req, err := placement.ParseList(st.Requests)
-		if err != nil {
+		if !decoded[i].ok {
 			continue
 		}
 		if f.InFlight == nil {
 			f.InFlight = corev1.ResourceList{}
 		}
-		placement.AddTo(f.InFlight, req)
+		placement.AddTo(f.InFlight, decoded[i].req)
 		f.InFlightCount++
 		// While some placement still counts, the waiting are looked at
 		// again (each look extends this), so that they see it stop

@@ -74,13 +74,21 @@ func (s *Submitter) weight(ns string) float64 {
 	return 1
 }
 
+// aheadQueued bounds how many of the waiting runnables that go first a
+// runnable that yields queues: the first in order, enough for every
+// worker; the rest are woken as room frees (toWake).
+const aheadQueued = DefaultWorkers
+
 // behind says why x waits for runnables that go first and fit now (and
-// queues them), or "" when none does.
+// queues the first of them), or "" when none does. The others are taken
+// in the queue's order (goesFirst) and looked at only while they go
+// before x, so that a runnable arriving behind thousands that wait does
+// not weigh every one of them.
 func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Cluster) string {
 	s.capacity.mu.Lock()
 	var others []*waiter
 	for uid, w := range s.capacity.waiting {
-		if uid != x.uid && !w.quota {
+		if uid != x.uid && !w.quota && w.priority >= x.priority {
 			c := *w
 			others = append(others, &c)
 		}
@@ -98,38 +106,35 @@ func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Clu
 		open[i] = c
 	}
 	shares := map[string]float64{}
-	share := func(ns string) float64 {
-		if v, ok := shares[ns]; ok {
-			return v
+	for _, ns := range append([]string{x.namespace}, namespacesOf(others)...) {
+		if _, ok := shares[ns]; !ok {
+			v, err := s.dominantShare(ctx, ns, cands)
+			if err != nil {
+				v = 0
+			}
+			shares[ns] = v
 		}
-		v, err := s.dominantShare(ctx, ns, cands)
-		if err != nil {
-			v = 0
-		}
-		shares[ns] = v
-		return v
 	}
+	slices.SortFunc(others, func(a, b *waiter) int { return goesFirst(a, b, shares) })
 	var ahead []*waiter
 	var why []string
-	xe := placement.QueueEntry{UID: x.uid, Namespace: x.namespace, Priority: x.priority, Since: x.since}
 	for _, w := range others {
-		we := placement.QueueEntry{UID: w.uid, Namespace: w.namespace, Priority: w.priority, Since: w.since}
-		if w.priority == x.priority && w.namespace != x.namespace {
-			we.Share, xe.Share = share(w.namespace), share(x.namespace)
-		}
-		first := placement.Ahead(we, xe)
-		if first == "" {
-			continue
+		if goesFirst(w, x, shares) >= 0 {
+			break // neither this one nor any after it goes first
 		}
 		if d := placement.ChooseFor(w.placement, w.gvk, w.demand, s.cfg.Score, open); d.Cluster == "" {
 			continue // it does not fit either: no reason to wait for it
 		}
 		ahead = append(ahead, w)
-		why = append(why, first)
+		why = append(why, placement.Ahead(queueEntry(w, shares), queueEntry(x, shares)))
+		if len(ahead) == aheadQueued {
+			break
+		}
 	}
 	if len(ahead) == 0 {
 		return ""
 	}
+	// Queued in the order they go in, so that the first is placed first.
 	uids := make([]string, len(ahead))
 	for i, w := range ahead {
 		uids[i] = w.uid
@@ -137,7 +142,37 @@ func (s *Submitter) behind(ctx context.Context, x *waiter, cands []placement.Clu
 	s.queue.Add(uids...)
 	slices.Sort(why)
 	why = slices.Compact(why)
-	return fmt.Sprintf("it fits, but %d waiting runnable(s) that fit too go first (%s)", len(ahead), strings.Join(why, "; "))
+	// No count in the message: it would change, and be written, with
+	// every arrival and every placement of the queue.
+	return fmt.Sprintf("it fits, but waiting runnables that fit too go first (%s)", strings.Join(why, "; "))
+}
+
+// behindUnlessWoken is behind, except for a runnable toWake queued in
+// its turn: the room for it was counted after those that go first.
+func (s *Submitter) behindUnlessWoken(ctx context.Context, uid string, x *waiter, cands []placement.Cluster) string {
+	if s.wasWoken(uid) {
+		return ""
+	}
+	return s.behind(ctx, x, cands)
+}
+
+func namespacesOf(ws []*waiter) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.namespace)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// goesFirst orders waiting runnables as the queue does
+// (placement.CompareQueue), shares by namespace.
+func goesFirst(a, b *waiter, shares map[string]float64) int {
+	return placement.CompareQueue(queueEntry(a, shares), queueEntry(b, shares))
+}
+
+func queueEntry(w *waiter, shares map[string]float64) placement.QueueEntry {
+	return placement.QueueEntry{UID: w.uid, Namespace: w.namespace, Priority: w.priority, Share: shares[w.namespace], Since: w.since}
 }
 
 // dominantShare is namespace ns's dominant resource share of the farm

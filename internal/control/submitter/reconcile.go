@@ -98,6 +98,9 @@ func (s *Submitter) step(ctx context.Context, uid string) verdict {
 		defer s.placing.Unlock()
 		v = s.place(ctx, r, attempts)
 	case v1alpha1.PhaseScheduled:
+		if s.placeOnly {
+			return verdict{}
+		}
 		v = s.submit(ctx, r, attempts)
 	case v1alpha1.PhaseCancelled:
 		v = s.cancel(ctx, r, attempts)
@@ -223,8 +226,12 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	// It fits: unless a waiting runnable that fits too goes first (a
 	// higher priority, or its namespace further below its fair share, or
 	// waiting longer), which is woken instead.
-	if behind := s.behind(ctx, s.newWaiter(r, &doc.Spec, gvk.String(), demand), cands); behind != "" {
-		v := verdict{after: time.Second}
+	// One that toWake queued in its turn does not yield again.
+	if behind := s.behindUnlessWoken(ctx, r.Rec.UID, s.newWaiter(r, &doc.Spec, gvk.String(), demand), cands); behind != "" {
+		// Waiting like one that does not fit: woken in its turn as
+		// room frees (toWake), which placements in flight make every
+		// second.
+		v := verdict{after: wake(now, deadline, heldUntil)}
 		if r.Status.Message != behind || !maps.Equal(r.Status.Requests, requests) {
 			v.move = &transition{phase: v1alpha1.PhaseQueued, message: behind, requests: requests}
 		}

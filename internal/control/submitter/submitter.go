@@ -150,11 +150,18 @@ type Submitter struct {
 	// capacity follows the agents' reports, to place the runnables that
 	// wait for capacity when a cluster's figure changes (capacity.go).
 	capacity *capacityWatch
+	// figures keeps the decoded reports and requests (capacity.go).
+	figures figureCache
 
 	mu          sync.Mutex
 	held        map[string]*heldMessages // by runnable uid
 	failures    map[attemptKey]int       // transient failures in a row per attempt
 	unreachable map[string]time.Time     // cluster -> when it last failed to answer
+
+	// placeOnly leaves Scheduled runnables alone: the scale benchmarks
+	// measure admission over cluster records that have no API server to
+	// create on (export_test.go sets it; nothing else does).
+	placeOnly bool
 }
 
 type attemptKey struct {

@@ -61,6 +61,11 @@ type ObjectClient struct {
 
 	mu        sync.Mutex
 	lastReset time.Time
+	// served remembers the kinds the mapper resolved since its last
+	// reset: placement asks Serves of every cluster for every runnable,
+	// and a lookup through the mapper's groups costs tens of
+	// microseconds each time.
+	served map[schema.GroupVersionKind]bool
 	// limiter is the dynamic client's rate limit, which CreateMarked
 	// waits on itself so that its caller records a create only once it
 	// can leave.
@@ -168,6 +173,7 @@ func (c *ObjectClient) mayRediscover() bool {
 	stale := time.Since(c.lastReset) > c.refresh
 	if stale {
 		c.lastReset = time.Now()
+		c.served = nil // the kinds are discovered again
 	}
 	c.mu.Unlock()
 	if stale {
@@ -180,7 +186,21 @@ func (c *ObjectClient) mayRediscover() bool {
 // a reason other than a definite "no such kind": a discovery that fails
 // says nothing about the kind, and the create will tell.
 func (c *ObjectClient) Serves(gvk schema.GroupVersionKind) bool {
+	c.mu.Lock()
+	known := c.served[gvk]
+	c.mu.Unlock()
+	if known {
+		return true
+	}
 	_, err := c.Mapping(gvk)
+	if err == nil {
+		c.mu.Lock()
+		if c.served == nil {
+			c.served = map[schema.GroupVersionKind]bool{}
+		}
+		c.served[gvk] = true
+		c.mu.Unlock()
+	}
 	return err == nil || !meta.IsNoMatchError(err)
 }
 

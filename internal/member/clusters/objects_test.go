@@ -17,7 +17,7 @@ import (
 // TestObjectClientDiscovery: a kind the cluster does not serve is looked
 // for again at most once per refresh period, a CRD installed since is
 // found once it has passed, a kind whose CRD went is dropped after a
-// caller's Rediscover, and EnsureNamespace creates a namespace once.
+// caller's Rediscover (Serves forgets it too), and EnsureNamespace creates a namespace once.
 func TestObjectClientDiscovery(t *testing.T) {
 	c := env.Dedicated(t, false)
 	kube, err := NewObjectClient(c.Name(), c.RESTConfig())
@@ -66,6 +66,9 @@ func TestObjectClientDiscovery(t *testing.T) {
 	if m.Resource.Resource != "gizmos" || m.Scope.Name() != meta.RESTScopeNameNamespace {
 		t.Fatalf("mapping %v scope %s, want namespaced gizmos", m.Resource, m.Scope.Name())
 	}
+	if !kube.Serves(gvk) {
+		t.Fatal("Serves says no once the kind is mapped")
+	}
 
 	crds := kube.Dynamic().Resource(sandboxtest.CRDs)
 	if err := crds.Delete(t.Context(), "gizmos."+gvk.Group, metav1.DeleteOptions{}); err != nil {
@@ -81,6 +84,9 @@ func TestObjectClientDiscovery(t *testing.T) {
 	kube.Rediscover()
 	if _, err := kube.Mapping(gvk); !meta.IsNoMatchError(err) {
 		t.Fatalf("mapping after Rediscover of a deleted kind: %v, want no match", err)
+	}
+	if kube.Serves(gvk) {
+		t.Fatal("Serves still says yes after the kind went and discovery was asked again")
 	}
 
 	for range 2 {
