@@ -230,8 +230,11 @@ func TestConsoleOnAFarm(t *testing.T) {
 	browsertest.Do(tab, t, "edit it", browsertest.GoTo("#/edit-runnable/reports/nightly-report"), chromedp.WaitVisible(chromedp.CSS("#edit-yaml")))
 	sandboxtest.Eventually(t, time.Minute, "the editor holds the runnable's YAML", func(context.Context) error {
 		v, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("#edit-yaml").value`))
-		if err != nil || !strings.Contains(v, "resourceVersion:") {
-			return fmt.Errorf("editor: %q (%v)", v, err)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(v, "resourceVersion:") {
+			return fmt.Errorf("editor: %q", v)
 		}
 		return nil
 	})
