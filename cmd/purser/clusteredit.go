@@ -14,6 +14,19 @@ import (
 
 // clusterArg reads "cluster NAME" or "cluster/NAME" at the head of args
 // and returns the name and the arguments after it.
+// oneClusterArg is the cluster of a command that takes one and nothing
+// else: NAME, cluster NAME or cluster/NAME.
+func oneClusterArg(args []string) (string, error) {
+	if len(args) != 2 && !strings.Contains(args[0], "/") {
+		return args[0], nil
+	}
+	name, rest, err := clusterArg(args)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("unexpected arguments: %v", rest)
+	}
+	return name, err
+}
+
 func clusterArg(args []string) (string, []string, error) {
 	if len(args) == 0 {
 		return "", nil, errors.New("say which cluster: cluster NAME")
@@ -172,16 +185,9 @@ buttons.`,
 		Example: "  purser " + verb + " sandbox-1",
 		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			if len(args) == 2 || strings.Contains(args[0], "/") {
-				n, rest, err := clusterArg(args)
-				if err != nil {
-					return err
-				}
-				if len(rest) > 0 {
-					return fmt.Errorf("unexpected arguments: %v", rest)
-				}
-				name = n
+			name, err := oneClusterArg(args)
+			if err != nil {
+				return err
 			}
 			c, err := cf.client(cmd)
 			if err != nil {

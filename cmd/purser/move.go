@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -117,16 +116,9 @@ taint.`,
 			if concurrency < 1 {
 				return fmt.Errorf("--concurrency must be at least 1")
 			}
-			name := args[0]
-			if len(args) == 2 || strings.Contains(args[0], "/") {
-				n, rest, err := clusterArg(args)
-				if err != nil {
-					return err
-				}
-				if len(rest) > 0 {
-					return fmt.Errorf("unexpected arguments: %v", rest)
-				}
-				name = n
+			name, err := oneClusterArg(args)
+			if err != nil {
+				return err
 			}
 			c, err := cf.client(cmd)
 			if err != nil {
