@@ -252,10 +252,21 @@ func TestConsoleOnAFarm(t *testing.T) {
 	if err := b.StartAPIServer(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	browsertest.Do(tab, t, "open the farm again", browsertest.GoTo("#/farm"), chromedp.WaitVisible(chromedp.CSS("#farm")))
-	browsertest.WaitText(tab, t, `#farm [data-cluster="dc2-a"] header`, "Ready")
+	// Ready again, and without the taints purser set while it was not:
+	// only then may a move go there.
+	sandboxtest.Eventually(t, 3*time.Minute, "dc2-a Ready and untainted", func(ctx context.Context) error {
+		var c v1alpha1.Cluster
+		if _, err := f.api.Do(ctx, http.MethodGet, "/api/v1/clusters/dc2-a", nil, nil, "", &c); err != nil {
+			return err
+		}
+		if c.Status.State != "Ready" || len(c.Status.Taints) > 0 {
+			return fmt.Errorf("state %s, taints %v", c.Status.State, c.Status.Taints)
+		}
+		return nil
+	})
 	browsertest.Do(tab, t, "move it to dc2-a", browsertest.GoTo("#/runnables/reports/nightly-report"),
 		chromedp.WaitReady(chromedp.CSS(`#move-to option[value="dc2-a"]`)), chromedp.SetValue(chromedp.CSS("#move-to"), "dc2-a"), chromedp.Click(chromedp.CSS("#move")))
+	browsertest.WaitText(tab, t, "#toast", "is being moved to dc2-a")
 	f.waitRunnable("moved to dc2-a from the console", func(r *v1alpha1.Runnable) bool {
 		return r.Status.Cluster == "dc2-a" && r.Status.Phase == v1alpha1.PhaseRunning && len(r.Status.Attempts) == 3 &&
 			r.Status.Move != nil && r.Status.Move.Step == v1alpha1.MoveDone
