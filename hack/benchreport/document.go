@@ -15,6 +15,7 @@ type index struct {
 	failed  map[string]string
 	outs    []*outcome
 	parsed  map[*outcome]parsed
+	runs    []*runInfo // the runs the document holds, oldest first
 }
 
 func newIndex(outs []*outcome) *index {
@@ -89,6 +90,16 @@ func (ix *index) producer(name string) *outcome {
 	return nil
 }
 
+// runOf names the run that measured a result, "run 3", when the document
+// holds more than one.
+func (ix *index) runOf(name string) string {
+	o := ix.producer(name)
+	if o == nil || len(ix.runs) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("run %d", slices.Index(ix.runs, o.Run)+1)
+}
+
 func entryByID(id string) (entry, bool) {
 	for _, e := range plan {
 		if e.ID == id {
@@ -106,8 +117,10 @@ func generate(runs []*runInfo, outs []*outcome, rawLink, rawPath string) map[str
 	blocks := map[string]string{}
 	ix := newIndex(outs)
 	used := usedRuns(runs, outs)
+	ix.runs = used
 	if len(used) > 0 {
 		blocks["machine"] = machineBlock(used, outs, rawLink, rawPath)
+		blocks[summary.ID] = summary.markdown(ix)
 	}
 	for _, s := range sections {
 		var mine []*outcome

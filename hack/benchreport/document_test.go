@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -145,8 +146,9 @@ func TestGenerate(t *testing.T) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	// Only the sections the run fed; the others keep what they hold.
-	if want := []string{"inventory", "machine", "stream"}; !slices.Equal(ids, want) {
+	// Only the sections the run fed, and the summary that reads them; the
+	// others keep what they hold.
+	if want := []string{"inventory", "machine", "stream", "summary"}; !slices.Equal(ids, want) {
 		t.Fatalf("blocks %q, want %q", ids, want)
 	}
 	inv := blocks["inventory"]
@@ -343,5 +345,38 @@ func TestArgs(t *testing.T) {
 	e, _ = entryByID("failover-cluster")
 	if got := goDuration(e.Timeout); got != "1h" {
 		t.Errorf("timeout %q", got)
+	}
+}
+
+// The summary reads the other sections' results: a goal met, a goal
+// missed by how much, and a figure no run gave.
+func TestSummary(t *testing.T) {
+	run := &runInfo{Started: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Procs: 2}
+	later := &runInfo{Started: run.Started.Add(time.Hour), Procs: 2}
+	ingest := func(rate int) string {
+		return fmt.Sprintf("BenchmarkIngestEvents/postgres-2 \t 3\t 1000 ns/op\t %d events/s\n"+
+			"BenchmarkRawUpsert/postgres-2 \t 3\t 1000 ns/op\t 20000 rows/s\n", rate)
+	}
+	row := func(outs ...*outcome) string {
+		block := generate([]*runInfo{run, later}, outs, "raw", "raw")["summary"]
+		for _, line := range strings.Split(block, "\n") {
+			if strings.HasPrefix(line, "| inventory ingest (PostgreSQL)") {
+				return line
+			}
+		}
+		t.Fatalf("no ingest row in:\n%s", block)
+		return ""
+	}
+	stream := &outcome{Entry: "stream", Run: run, Status: "ok", Output: "BenchmarkPublish-2 \t 10\t 1000 ns/op\n"}
+	got := row(stream, &outcome{Entry: "ingest", Run: later, Status: "ok", Output: ingest(12000)})
+	if want := "| inventory ingest (PostgreSQL) | 12,000/s | ≥ 10,000/s | 20,000/s raw batched upsert | 60 % | met | " +
+		"[Inventory (agent and ingester)](#inventory-agent-and-ingester), run 2 |"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := row(stream, &outcome{Entry: "ingest", Run: later, Status: "ok", Output: ingest(5000)}); !strings.Contains(got, "| missed: 5,000/s against 10,000/s |") {
+		t.Errorf("a missed goal: %s", got)
+	}
+	if got := row(stream); !strings.Contains(got, "| not run | ≥ 10,000/s | not run | not run | not run |") {
+		t.Errorf("nothing measured: %s", got)
 	}
 }
