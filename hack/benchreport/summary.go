@@ -13,12 +13,11 @@ import (
 
 // goalCheck says whether q meets a goal: at least or at most target.
 type goalCheck struct {
-	q       quantity
-	atMost  bool
-	target  float64
-	prec    int
-	suffix  string
-	measure string // what the shortfall is measured in, "" for the figure's suffix
+	q      quantity
+	atMost bool
+	target float64
+	prec   int
+	suffix string
 }
 
 // atLeast and atMost are goals on a figure or a ratio; prec and suffix
