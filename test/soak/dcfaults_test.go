@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,13 +99,25 @@ func TestDCPrimaryLoss(t *testing.T) {
 	go func() { defer close(done); w.run(wctx) }()
 	defer func() { stop(); <-done }()
 	waitAcked(t, w, time.Now(), "before the fault")
+	primaries := f.WatchPrimaries(ctx, 100*time.Millisecond)
+	defer primaries.Stop()
+	etcdLeader := "unknown"
+	if dc, err := f.EtcdLeader(ctx); err == nil {
+		etcdLeader = dc.Name
+	}
 
 	fault := time.Now()
-	t.Logf("%s power off %s, the primary's DC", stamp(), primary.Name)
+	t.Logf("%s power off %s, the primary's DC (the DCS's etcd leader: %s)", stamp(), primary.Name, etcdLeader)
 	f.PowerOff(primary)
 	first := waitAcked(t, w, fault, "after the primary's DC lost power")
 	before, _ := w.since(fault)
-	t.Logf("RTO: first write accepted %s after the power loss (by generation %d)", first.at.Sub(fault).Round(100*time.Millisecond), first.gen)
+	promoted, ok := primaries.PromotedAfter(fault, primary)
+	if !ok {
+		t.Fatalf("a write was accepted %s after the loss, but no node was seen promoted", first.at.Sub(fault))
+	}
+	t.Logf("RTO: first write accepted %s after the power loss (by generation %d): %s promoted after %s, the first write %s later",
+		first.at.Sub(fault).Round(100*time.Millisecond), first.gen, promoted.DC.Name,
+		promoted.At.Sub(fault).Round(100*time.Millisecond), first.at.Sub(promoted.At).Round(100*time.Millisecond))
 	next, err := f.Primary(ctx)
 	if err != nil || next == primary {
 		t.Fatalf("primary after the loss: %v, %v", next, err)
@@ -119,6 +132,9 @@ func TestDCPrimaryLoss(t *testing.T) {
 	}
 	last, _ := w.since(time.Now())
 	checkRPO(t, w, last)
+	if two := primaries.TwoPrimaries(); len(two) > 0 {
+		t.Errorf("two PostgreSQL nodes accepted writes at once (of %d rounds):\n  %s", primaries.Rounds(), strings.Join(two, "\n  "))
+	}
 }
 
 // waitAcked waits for a write acknowledged after t.

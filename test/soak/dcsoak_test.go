@@ -69,11 +69,23 @@ func TestDCSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	inj := newDCInjector(t, f, w, seed, strings.Split(*dcSoakFaults, ","))
+	primaries := f.WatchPrimaries(ctx, 250*time.Millisecond)
+	loadCtx, loadDone := context.WithTimeout(ctx, *soakDuration)
+	defer loadDone()
+	stalls := watchStalls(loadCtx, t, f, w)
 
 	rep := loadAndSettle(ctx, t, "dc soak", f, clusters, w, inj, seed)
 	watch.stop()
-	dr := &dcReport{report: rep, faults: inj.faults()}
+	primaries.Stop()
+	dr := &dcReport{report: rep, faults: inj.faults(), stalls: stalls.finish()}
 	dr.TwoLive, dr.TwoLiveDetails = watch.violations()
+	dr.TwoPrimaries, dr.PrimaryRounds = primaries.TwoPrimaries(), primaries.Rounds()
+	for i, fl := range dr.faults {
+		p, ok := primaries.PromotedAfter(fl.At, fl.DC)
+		if ok && fl.Kind == faultPrimaryLoss && (i+1 == len(dr.faults) || p.At.Before(dr.faults[i+1].At)) {
+			fl.Promoted = p.At.Sub(fl.At)
+		}
+	}
 	dr.measure(ctx, t, f, w)
 	summary := dr.String()
 	t.Log("\n" + summary)
@@ -95,6 +107,9 @@ type dcFault struct {
 	// faults come one at a time, so a later move is another fault's).
 	// Zero: none seen.
 	RTO, Moved time.Duration
+	// Promoted: from At to a node of another DC seen accepting writes,
+	// when the fault took the primary's DC: Patroni's part of the RTO.
+	Promoted time.Duration
 }
 
 // dcInjector rotates the faults: one loop kills purser components, as
@@ -391,6 +406,11 @@ type dcReport struct {
 	faults         []*dcFault
 	TwoLive        int
 	TwoLiveDetails []string
+	// TwoPrimaries: the rounds of farm.PrimaryWatch in which two
+	// PostgreSQL nodes accepted writes, of PrimaryRounds.
+	TwoPrimaries  []string
+	PrimaryRounds int
+	stalls        []*stall
 	// AckedLost: accepted runnables not stored, and deployables whose
 	// source of truth lost an accepted change.
 	AckedLost int
@@ -480,6 +500,9 @@ func (d *dcReport) Violations() []string {
 	if d.AckedLost > 0 {
 		v = append(v, fmt.Sprintf("%d acknowledged writes lost", d.AckedLost))
 	}
+	if len(d.TwoPrimaries) > 0 {
+		v = append(v, fmt.Sprintf("two PostgreSQL primaries in %d of %d rounds:\n  %s", len(d.TwoPrimaries), d.PrimaryRounds, strings.Join(d.TwoPrimaries, "\n  ")))
+	}
 	return v
 }
 
@@ -493,15 +516,22 @@ func (d *dcReport) String() string {
 	}
 	for _, kind := range []string{faultDCPower, faultDCPartition, faultPrimaryLoss, faultKillNATS, faultAPIServer, faultAgentCut} {
 		for _, fl := range byKind[kind] {
-			fmt.Fprintf(&b, "    %-16s %s at %s for %s: RTO %s, moved %s\n", kind, fl.DC.Name, fl.At.UTC().Format("15:04:05"),
-				fl.End.Sub(fl.At).Round(time.Second), seconds(fl.RTO), seconds(fl.Moved))
+			promoted := ""
+			if fl.Promoted > 0 {
+				promoted = fmt.Sprintf(" (standby promoted after %s)", seconds(fl.Promoted))
+			}
+			fmt.Fprintf(&b, "    %-16s %s at %s for %s: RTO %s%s, moved %s\n", kind, fl.DC.Name, fl.At.UTC().Format("15:04:05"),
+				fl.End.Sub(fl.At).Round(time.Second), seconds(fl.RTO), promoted, seconds(fl.Moved))
 		}
 	}
+	b.WriteString(describeStalls(d.stalls, d.faults))
+	fmt.Fprintf(&b, "  PostgreSQL nodes accepting writes, asked every 250 ms from inside each DC: two at once in %d of %d rounds\n", len(d.TwoPrimaries), d.PrimaryRounds)
 	chain := "chain intact"
 	if !d.AuditOK {
 		chain = "chain broken"
 	}
-	fmt.Fprintf(&b, "dc soak: lost %d, duplicated %d, two-live %d, zombies %d, %s", d.AckedLost, d.Duplicated, d.TwoLive, d.Zombies, chain)
+	fmt.Fprintf(&b, "dc soak: lost %d, duplicated %d, two-live %d, two-primaries %d, zombies %d, %s",
+		d.AckedLost, d.Duplicated, d.TwoLive, len(d.TwoPrimaries), d.Zombies, chain)
 	return b.String()
 }
 

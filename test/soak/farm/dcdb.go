@@ -368,3 +368,35 @@ func (f *DCFarm) DSN(dc *DC) string {
 	return "postgres://purser@" + strings.Join(hosts, ",") +
 		"/purser?sslmode=disable&target_session_attrs=read-write&connect_timeout=2"
 }
+
+// EtcdLeader is the DC whose etcd member leads the DCS, as the powered,
+// connected DCs' members report it (etcd's maintenance status, through
+// its JSON gateway): a lost DC that held it costs an election, and etcd
+// gives every lease its whole TTL again under a new leader, so the lost
+// primary's leader key then outlives it by a full ttl from the election.
+func (f *DCFarm) EtcdLeader(ctx context.Context) (*DC, error) {
+	ids := map[string]*DC{}
+	leader := ""
+	for _, dc := range f.powered() {
+		if f.WAN.Isolated(dc.Index) {
+			continue
+		}
+		var st struct {
+			Header struct {
+				MemberID string `json:"member_id"`
+			} `json:"header"`
+			Leader string `json:"leader"`
+		}
+		if err := postJSON(ctx, dc.http, fmt.Sprintf("http://%s:%d/v3/maintenance/status", dc.Addr, etcdClientPort), struct{}{}, &st); err != nil {
+			return nil, fmt.Errorf("%s: %w", dc.Etcd.Name, err)
+		}
+		ids[st.Header.MemberID] = dc
+		if st.Leader != "" {
+			leader = st.Leader
+		}
+	}
+	if dc, ok := ids[leader]; ok {
+		return dc, nil
+	}
+	return nil, fmt.Errorf("etcd leader %q is no powered, connected DC's member", leader)
+}

@@ -1,9 +1,11 @@
 package farm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,7 +120,24 @@ func (n *NATS) client(i int) *http.Client {
 }
 
 func getJSON(ctx context.Context, hc *http.Client, url string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+	return callJSON(ctx, hc, http.MethodGet, url, nil, out)
+}
+
+// postJSON posts in as JSON and decodes the answer into out.
+func postJSON(ctx context.Context, hc *http.Client, url string, in, out any) error {
+	return callJSON(ctx, hc, http.MethodPost, url, in, out)
+}
+
+func callJSON(ctx context.Context, hc *http.Client, method, url string, in, out any) error {
+	body := io.Reader(http.NoBody)
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return err
 	}
