@@ -66,6 +66,22 @@ func (l *ackLog) since(t time.Time) (last ackedGen, first ackedGen) {
 	return last, first
 }
 
+// longestGap is the longest time without an acknowledged write since t.
+func (l *ackLog) longestGap(t time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var longest time.Duration
+	prev := t
+	for _, a := range l.acked {
+		if a.at.Before(t) {
+			continue
+		}
+		longest = max(longest, a.at.Sub(prev))
+		prev = a.at
+	}
+	return max(longest, time.Since(prev))
+}
+
 // stored reads the generation the source of truth holds.
 func (l *ackLog) stored(ctx context.Context) (int, error) {
 	var d v1alpha1.Deployable
@@ -124,11 +140,24 @@ func TestDCPrimaryLoss(t *testing.T) {
 	}
 	checkRPO(t, w, before)
 
+	// The lost DC's return: its node rejoins as a standby (rewound or
+	// copied again) while the writes go on; a stall then is logged with
+	// what the database waited for.
+	back := time.Now()
+	sctx, stopStalls := context.WithCancel(ctx)
+	stalls := watchStalls(sctx, t, f, func() time.Time { last, _ := w.since(time.Now()); return last.at })
 	if err := f.PowerOn(ctx, primary, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.EnsureRunning(ctx); err != nil {
 		t.Fatal(err)
+	}
+	reconcile.Sleep(ctx, 20*time.Second)
+	stopStalls()
+	t.Logf("after %s came back (%s ago), the longest wait between accepted writes: %s",
+		primary.Name, time.Since(back).Round(time.Second), w.longestGap(back).Round(100*time.Millisecond))
+	for _, st := range stalls.finish() {
+		t.Logf("write stall of %.1f s from %s: %v", st.To.Sub(st.From).Seconds(), st.From.UTC().Format("15:04:05"), st.Seen)
 	}
 	last, _ := w.since(time.Now())
 	checkRPO(t, w, last)

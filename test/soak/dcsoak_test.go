@@ -72,7 +72,7 @@ func TestDCSoak(t *testing.T) {
 	primaries := f.WatchPrimaries(ctx, 250*time.Millisecond)
 	loadCtx, loadDone := context.WithTimeout(ctx, *soakDuration)
 	defer loadDone()
-	stalls := watchStalls(loadCtx, t, f, w)
+	stalls := watchStalls(loadCtx, t, f, w.lastAck)
 
 	rep := loadAndSettle(ctx, t, "dc soak", f, clusters, w, inj, seed)
 	watch.stop()

@@ -31,11 +31,11 @@ type stall struct {
 	Seen []string
 }
 
-// stallWatch watches a workload's accepted writes.
+// stallWatch watches a writer's accepted writes.
 type stallWatch struct {
-	t *testing.T
-	f *farm.DCFarm
-	w *workload
+	t       *testing.T
+	f       *farm.DCFarm
+	lastAck func() time.Time // when the newest accepted write was answered
 
 	mu     sync.Mutex
 	stalls []*stall
@@ -44,22 +44,23 @@ type stallWatch struct {
 	done chan struct{}
 }
 
-// watchStalls watches until ctx ends, which should be when the load does.
-func watchStalls(ctx context.Context, t *testing.T, f *farm.DCFarm, w *workload) *stallWatch {
+// watchStalls watches until ctx ends, which should be when the writes do.
+func watchStalls(ctx context.Context, t *testing.T, f *farm.DCFarm, lastAck func() time.Time) *stallWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &stallWatch{t: t, f: f, w: w, stop: cancel, done: make(chan struct{})}
+	s := &stallWatch{t: t, f: f, lastAck: lastAck, stop: cancel, done: make(chan struct{})}
 	go s.run(ctx)
 	return s
 }
 
-// lastAck is when the newest accepted write was answered.
-func (s *stallWatch) lastAck() time.Time {
-	s.w.mu.Lock()
-	defer s.w.mu.Unlock()
+// lastAck is when the workload's newest accepted write was answered.
+func (w *workload) lastAck() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	var last time.Time
-	for i := len(s.w.acks) - 1; i >= 0 && i >= len(s.w.acks)-64; i-- {
-		if s.w.acks[i].at.After(last) {
-			last = s.w.acks[i].at
+	// Answers come in about the order they were accepted.
+	for i := len(w.acks) - 1; i >= 0 && i >= len(w.acks)-64; i-- {
+		if w.acks[i].at.After(last) {
+			last = w.acks[i].at
 		}
 	}
 	return last
