@@ -110,6 +110,15 @@ var plan = []entry{
 		Logs: []logMetric{
 			dcAccept("sync-5ms-serial"), dcAccept("sync-5ms-grouped"), dcAccept("async-5ms-grouped"), dcAccept("sync-0ms-grouped"),
 		}},
+	// The loss of the database primary's DC, on the same farm: Patroni's
+	// promotion and the components' reconnect, in the test CI runs too.
+	{ID: "dc-primary-loss", Section: "dc-primary-loss", Pkg: "./test/soak/",
+		Test: "TestDCPrimaryLoss", Timeout: 30 * time.Minute, Estimate: 3 * time.Minute,
+		Logs: []logMetric{
+			{regexp.MustCompile(`RTO: first write accepted (\S+) after the power loss \(by generation \d+\): \S+ promoted after (\S+), the first write (\S+) later`),
+				[]string{"rto-s", "promoted-s", "reconnect-s"}},
+			{regexp.MustCompile(`the longest wait between accepted writes: (\S+)`), []string{"return-gap-s"}},
+		}},
 	{ID: "failover-application", Section: "failover-application", Pkg: "./internal/control/failover/",
 		Bench: "^BenchmarkFailoverApplication$", Benchtime: "3x", Timeout: 30 * time.Minute, Estimate: 60 * time.Second},
 	// 1x: each iteration starts a dedicated cluster named after the
@@ -314,6 +323,18 @@ var sections = []section{
 			dcAcceptRow("5 ms round trip", "synchronous", "grouped", "sync-5ms-grouped"),
 			dcAcceptRow("5 ms round trip", "asynchronous (a commit waits for no other DC)", "grouped", "async-5ms-grouped"),
 			dcAcceptRow("no delay", "synchronous", "grouped", "sync-0ms-grouped"),
+		}},
+	{ID: "dc-primary-loss",
+		Columns: []string{"the primary's DC loses power under a stream of writes", "time", "bound or goal"},
+		Rows: [][]cell{
+			{lit("**write RTO: the loss to the first write accepted in a surviving DC**"),
+				metric("soak.TestDCPrimaryLoss", "rto-s", 1, " s"), lit("goal: under 12 s")},
+			{lit("the loss to the synchronous standby accepting writes (Patroni: the lost primary's leader key runs out, the standby takes it and promotes)"),
+				metric("soak.TestDCPrimaryLoss", "promoted-s", 1, " s"), lit("`ttl` 20 s: the leader key's lease, the shortest Patroni 3.2 and later accept")},
+			{lit("the promotion to the first write accepted (the components find the new primary; the writer's next retry)"),
+				metric("soak.TestDCPrimaryLoss", "reconnect-s", 1, " s"), lit("the writer retries with a backoff of up to 2 s")},
+			{lit("the lost DC back (its node rejoins as a standby): the longest wait between accepted writes in the 20 s after"),
+				metric("soak.TestDCPrimaryLoss", "return-gap-s", 1, " s"), lit("a write every 50 ms")},
 		}},
 	{ID: "failover-application",
 		Columns: []string{"part", "time", "configured"},

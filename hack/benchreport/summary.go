@@ -115,6 +115,7 @@ func summaryRows() [][]cell {
 	failoverMax := metric("failover.BenchmarkDrain", "failover-downtime-max-s", 2, " s")
 	kueueUsage := metric("submitter.TestBenchmarkKueueBaselineOneCohort", "usage-%", 1, " %")
 	dcAccepted := metric("soak.TestBenchmarkDCAccept", "sync-5ms-grouped/s", 0, "/s")
+	primaryRTO := metric("soak.TestDCPrimaryLoss", "rto-s", 1, " s")
 	return [][]cell{
 		{lit("submissions accepted by the API (PostgreSQL, 16 clients)"), submitPG, lit("≥ 100/s (design size)"),
 			join(" ", ceilingPG, lit("raw transactions/s")), percent(submitPG, ceilingPG), atLeast(submitPG, 100, 0, "/s"),
@@ -154,5 +155,8 @@ func summaryRows() [][]cell {
 			from{"Drain by planned moves", "failover.BenchmarkDrain"}},
 		{lit("submissions accepted over three DCs (5 ms, synchronous standby, grouped)"), dcAccepted, lit("≥ 100/s (design size)"),
 			lit(""), lit(""), atLeast(dcAccepted, 100, 0, "/s"), from{"What a data center costs", "soak.TestBenchmarkDCAccept"}},
+		{lit("writes again after the database primary's DC is lost (Patroni 4.0)"), primaryRTO, lit("< 12 s"),
+			lit("20 s: Patroni's leader key `ttl`, its minimum"), ratio(primaryRTO, constant{20, 0, " s"}, 2), atMost(primaryRTO, 12, 1, " s"),
+			from{"Losing the primary's data center", "soak.TestDCPrimaryLoss"}},
 	}
 }
