@@ -14,7 +14,7 @@ func TestKarmadaPin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`(?m)^\s*github\.com/karmada-io/karmada ` + regexp.QuoteMeta(KarmadaVersion) + `\b`).Match(data) {
+	if !regexp.MustCompile(`(?m)^(require)?\s*github\.com/karmada-io/karmada ` + regexp.QuoteMeta(KarmadaVersion) + `\b`).Match(data) {
 		t.Errorf("tools/karmada/go.mod does not require Karmada %s", KarmadaVersion)
 	}
 	if regexp.MustCompile(`(?m)^replace`).Match(data) {
