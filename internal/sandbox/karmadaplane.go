@@ -45,9 +45,10 @@ type KarmadaConfig struct {
 	Dir      string    // the control plane's folder
 	Binaries *Binaries // the sandbox's own: etcd, kube-apiserver, kube-controller-manager
 	Karmada  *KarmadaBinaries
-	// FeatureGates is Karmada's --feature-gates, the same for each of its
-	// components (a component ignores no gate it does not know: all of
-	// them register every gate).
+	// FeatureGates is Karmada's --feature-gates, the same for its
+	// controller manager, scheduler and webhook, which share one gate
+	// registry. The aggregated apiserver has Kubernetes' gates instead,
+	// and gets none.
 	FeatureGates string
 	// ControllerFlags are added to karmada-controller-manager's flags.
 	ControllerFlags []string
@@ -169,8 +170,7 @@ func (k *Karmada) startAggregatedAPIServer(ctx context.Context, client kubernete
 	args := []string{"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", k.host.state.EtcdClientPort),
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
-		"--tls-cert-file", k.host.pki.servingCert(), "--tls-private-key-file", k.host.pki.servingKey(),
-		"--feature-gates", k.cfg.FeatureGates}
+		"--tls-cert-file", k.host.pki.servingCert(), "--tls-private-key-file", k.host.pki.servingKey()}
 	if err := k.host.startProgram(BinKarmadaAggregatedAPIServer, k.cfg.Karmada.Path(BinKarmadaAggregatedAPIServer), args, nil); err != nil {
 		return err
 	}
