@@ -570,7 +570,9 @@ func karmadaCluster(t *testing.T, d *karmadaDriver, a *sandbox.Cluster, tuned bo
 		"spec": map[string]any{"taints": []map[string]string{{"key": "bench", "effect": "NoSchedule"}}},
 	}, nil)
 	d.taint(t, "a", true)
-	const name = "long"
+	// A name of its own for each subtest: Karmada's copy of the last one
+	// may still be going from the lost cluster, whose Work cannot finish.
+	name := "long-" + map[bool]string{false: "defaults", true: "tuned"}[tuned]
 	f.submit(purserJob(name))
 	d.applyAll(t, karmadaJob(name, "a, "+lostName))
 	lostDyn := f.dyn["b"]
