@@ -166,16 +166,21 @@ func (k *Karmada) startAggregatedAPIServer(ctx context.Context, client kubernete
 		return err
 	}
 	k.aggPort = port
+	const svcName = "karmada-aggregated-apiserver"
+	cert, key, err := k.host.pki.ensureServingFor(svcName, []string{svcName + "." + karmadaSystemNamespace + ".svc"})
+	if err != nil {
+		return err
+	}
 	kc := k.host.KubeconfigPath()
 	args := []string{"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", k.host.state.EtcdClientPort),
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
-		"--tls-cert-file", k.host.pki.servingCert(), "--tls-private-key-file", k.host.pki.servingKey()}
+		"--tls-cert-file", cert, "--tls-private-key-file", key}
 	if err := k.host.startProgram(BinKarmadaAggregatedAPIServer, k.cfg.Karmada.Path(BinKarmadaAggregatedAPIServer), args, nil); err != nil {
 		return err
 	}
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "karmada-aggregated-apiserver", Namespace: karmadaSystemNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: karmadaSystemNamespace},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost"},
 	}
 	if _, err := client.CoreV1().Services(karmadaSystemNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -70,6 +70,44 @@ func (p pki) ensureFrontProxy() error {
 	return writePEM(p.frontProxyCert(), "CERTIFICATE", der, 0o644)
 }
 
+// ensureServingFor writes, unless it exists, a serving certificate signed
+// by the cluster's CA for a server the kube-apiserver reaches by another
+// name (an aggregated API server, which it verifies by its Service's DNS
+// name), with the loopback addresses too.
+func (p pki) ensureServingFor(name string, dnsNames []string) (cert, key string, err error) {
+	cert, key = filepath.Join(p.dir, name+".crt"), filepath.Join(p.dir, name+".key")
+	if exists(cert) {
+		return cert, key, nil
+	}
+	caCert, caKey, err := p.loadCA()
+	if err != nil {
+		return "", "", fmt.Errorf("serving certificate of %s: %w", name, err)
+	}
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.AddDate(10, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+		DNSNames:     append([]string{"localhost"}, dnsNames...),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+	if err != nil {
+		return "", "", err
+	}
+	if err := writePEM(key, "EC PRIVATE KEY", mustMarshalEC(k), 0o600); err != nil {
+		return "", "", err
+	}
+	return cert, key, writePEM(cert, "CERTIFICATE", der, 0o644)
+}
+
 // loadCA reads the cluster's CA certificate and key.
 func (p pki) loadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	certPEM, err := os.ReadFile(p.caCert())

@@ -183,6 +183,35 @@ func (d *karmadaDriver) member(name string, c *sandbox.Cluster) dynamic.Interfac
 	return m
 }
 
+// waitAPI waits until Karmada's cluster reports that it serves the
+// resource of gv: Karmada's scheduler finds no cluster for a kind no
+// cluster has reported (it reads each cluster's status.apiEnablements,
+// refreshed at every status update), and does not try again when one
+// reports it later.
+func (d *karmadaDriver) waitAPI(t *testing.T, cluster, gv, resource string) {
+	t.Helper()
+	sandboxtest.Eventually(t, wait, "Karmada's cluster "+cluster+" reporting "+resource, func(ctx context.Context) error {
+		c, err := d.dyn.Resource(sandbox.KarmadaClusters).Get(ctx, cluster, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		apis, _, _ := unstructured.NestedSlice(c.Object, "status", "apiEnablements")
+		for _, api := range apis {
+			m, _ := api.(map[string]any)
+			if m["groupVersion"] != gv {
+				continue
+			}
+			rs, _ := m["resources"].([]any)
+			for _, r := range rs {
+				if rm, _ := r.(map[string]any); rm["name"] == resource {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("not among its %d API groups yet", len(apis))
+	})
+}
+
 // karmadaResources maps the kinds the benchmark creates on Karmada.
 var karmadaResources = map[string]schema.GroupVersionResource{
 	"Namespace":          {Version: "v1", Resource: "namespaces"},
@@ -419,6 +448,9 @@ func karmadaApplication(t *testing.T, d *karmadaDriver, cs []*sandbox.Cluster) {
 	const toleration = 10
 	f := newFarmWith(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}, {name: "b", sandbox: cs[1]}}, periods{})
 	const name = "app"
+	for _, cl := range []string{"a", "b"} {
+		d.waitAPI(t, cl, "flink.apache.org/v1beta1", "flinkdeployments")
+	}
 	f.submit(purserFlink(name, "a, b", toleration))
 	d.applyAll(t, karmadaFlink(name, "a, b", toleration))
 	t.Cleanup(func() { d.deleteKarmadaObjects(name, "FlinkDeployment") })
@@ -639,6 +671,9 @@ func karmadaSecond(t *testing.T, d *karmadaDriver, cs []*sandbox.Cluster) {
 	members := []cluster{{name: "a", sandbox: cs[0]}, {name: "b", sandbox: cs[1]}, {name: "c", sandbox: c}}
 	f := newFarmWith(t, sqliteDSN(t), members, periods{})
 	const name = "second"
+	for _, cl := range []string{"a", "b", "c"} {
+		d.waitAPI(t, cl, "flink.apache.org/v1beta1", "flinkdeployments")
+	}
 	f.submit(purserFlink(name, "a, b, c", toleration))
 	d.applyAll(t, karmadaFlink(name, "a, b, c", toleration))
 	t.Cleanup(func() { d.deleteKarmadaObjects(name, "FlinkDeployment") })
