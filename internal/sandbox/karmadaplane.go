@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,10 +62,8 @@ type KarmadaConfig struct {
 // clusters join in Push mode: Karmada's controllers reach their
 // kube-apiservers directly.
 type Karmada struct {
-	cfg         KarmadaConfig
-	host        *Cluster
-	aggPort     int
-	webhookPort int
+	cfg  KarmadaConfig
+	host *Cluster
 }
 
 // StartKarmada starts a Karmada control plane in cfg.Dir and returns once
@@ -165,7 +162,6 @@ func (k *Karmada) startAggregatedAPIServer(ctx context.Context, client kubernete
 	if err != nil {
 		return err
 	}
-	k.aggPort = port
 	const svcName = "karmada-aggregated-apiserver"
 	cert, key, err := k.host.pki.ensureServingFor(svcName, []string{svcName + "." + karmadaSystemNamespace + ".svc"})
 	if err != nil {
@@ -219,7 +215,6 @@ func (k *Karmada) startWebhook(ctx context.Context, dyn dynamic.Interface) error
 	if err != nil {
 		return err
 	}
-	k.webhookPort = port
 	pkiDir := filepath.Dir(k.host.pki.servingCert())
 	args := append([]string{"--kubeconfig", k.host.KubeconfigPath(),
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
@@ -363,22 +358,4 @@ func createOrReplace(ctx context.Context, res dynamic.ResourceInterface, obj *un
 	obj.SetResourceVersion(old.GetResourceVersion())
 	_, err = res.Update(ctx, obj, metav1.UpdateOptions{})
 	return err
-}
-
-// KarmadaReady reports whether Karmada's Cluster name is Ready, as
-// Karmada's API says at the time of the call.
-func KarmadaReady(ctx context.Context, dyn dynamic.Interface, name string) (bool, time.Time, error) {
-	c, err := dyn.Resource(KarmadaClusters).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return false, time.Time{}, err
-	}
-	conds, _, _ := unstructured.NestedSlice(c.Object, "status", "conditions")
-	for _, cond := range conds {
-		m, _ := cond.(map[string]any)
-		if m["type"] == "Ready" {
-			at, _ := time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
-			return m["status"] == "True", at, nil
-		}
-	}
-	return false, time.Time{}, nil
 }
