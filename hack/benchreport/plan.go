@@ -128,6 +128,11 @@ var plan = []entry{
 		Bench: "^BenchmarkFailoverCluster$", Benchtime: "1x", Timeout: 60 * time.Minute, Estimate: 3 * time.Minute},
 	{ID: "drain", Section: "drain", Pkg: "./internal/control/failover/",
 		Bench: "^BenchmarkDrain$", Benchtime: "1x", Timeout: 20 * time.Minute, Estimate: 90 * time.Second},
+	// Karmada v1.18.2 beside purser on the same clusters; its first run
+	// builds Karmada into the sandbox cache (about 10 min more, cold).
+	{ID: "karmada", Section: "karmada", Pkg: "./internal/control/failover/",
+		Test: "TestBenchmarkKarmada", Env: []string{"PURSER_BENCH=1"}, Timeout: 60 * time.Minute, Estimate: 9 * time.Minute,
+		Logs: karmadaLogs()},
 }
 
 // The sections: one table each, in the document's order. A cell names a
@@ -303,6 +308,10 @@ var sections = []section{
 			{lit("mean time to admission, small (1 cpu, 0.2 s, priority 50)"), lit("215.5 s"), kueueFig("1", "small-s", 2, " s"), kueueFig("5", "small-s", 2, " s")},
 			{lit("submissions behind their schedule, p99 (the generator's own lag)"), lit(""), kueueFig("1", "lag-s", 2, " s"), kueueFig("5", "lag-s", 2, " s")},
 		}},
+	{ID: "karmada",
+		Columns: []string{"scenario", "purser", "Karmada", "purser/Karmada", "purser right?", "Karmada right?"},
+		Rows:    karmadaRows(),
+	},
 	{ID: "fair-share",
 		Columns: []string{"time", "fair-a: share of the farm's cpu / fair share", "fair-b: share / fair share", "queued, fair-a / fair-b"},
 		Rows:    fairShareRows(),
@@ -512,4 +521,51 @@ func fairShareRows() [][]cell {
 	return append(rows, []cell{lit("time to admission, mean / p99"),
 		join(" / ", metric(name, "a-wait-mean-s", 2, " s"), metric(name, "a-wait-p99-s", 2, " s")),
 		join(" / ", metric(name, "b-wait-mean-s", 2, " s"), metric(name, "b-wait-p99-s", 2, " s")), lit("")})
+}
+
+// karmadaScenarios are the rows of TestBenchmarkKarmada, by the name its
+// log lines give them, with what each row measures.
+var karmadaScenarios = []struct{ id, label string }{
+	{"application", "(a) application failover: a FlinkDeployment turns RECONCILING (toleration 10 s, job id kept in a label); fault to the copy running on the other cluster; right: the copy's label is the job that ran"},
+	{"cluster-defaults", "(b) cluster failover of a running Job, its kube-apiserver stopped, each system's default periods; stop to the Job running on the other cluster"},
+	{"cluster-tuned", "(b) the same, each system's short periods"},
+	{"second", "(c) second failover (Karmada #6232): the first failover's copy never runs; its creation to the third copy running; right: the third copy's label is the last job that ran"},
+}
+
+// karmadaLogs reads TestBenchmarkKarmada's line per scenario, and the
+// cold build of Karmada when that run built it.
+func karmadaLogs() []logMetric {
+	var out []logMetric
+	for _, s := range karmadaScenarios {
+		out = append(out, logMetric{regexp.MustCompile(`karmada row ` + s.id + `: purser (\S+) s right (\d), karmada (\S+) s right (\d)`),
+			[]string{s.id + "-purser-s", s.id + "-purser-right", s.id + "-karmada-s", s.id + "-karmada-right"}})
+	}
+	return append(out, logMetric{regexp.MustCompile(`built karmada-\S+ (?:\S+ )*in (\S+)$`), []string{"cold-build-s"}})
+}
+
+func karmadaRows() [][]cell {
+	name := "failover.TestBenchmarkKarmada"
+	var rows [][]cell
+	for _, s := range karmadaScenarios {
+		p, k := metric(name, s.id+"-purser-s", 2, " s"), metric(name, s.id+"-karmada-s", 2, " s")
+		rows = append(rows, []cell{lit(s.label), p, k, ratio(p, k, 2), yesNo{name, s.id + "-purser-right"}, yesNo{name, s.id + "-karmada-right"}})
+	}
+	// The cold build is measured only by a run that found no Karmada in
+	// the sandbox cache; otherwise the cell says the figure is missing.
+	return append(rows, []cell{lit("Karmada built from its Go module in this run (aggregated apiserver, controller manager, scheduler, webhook; missing: it was in the cache)"),
+		lit(""), metric(name, "cold-build-s", 0, " s"), lit(""), lit(""), lit("")})
+}
+
+// yesNo shows a 1/0 figure as yes or no.
+type yesNo struct{ name, unit string }
+
+func (c yesNo) text(r lookup) string {
+	v, why, ok := r.value(c.name, c.unit)
+	if !ok {
+		return why
+	}
+	if v == 1 {
+		return "yes"
+	}
+	return "no"
 }

@@ -116,6 +116,9 @@ func summaryRows() [][]cell {
 	kueueUsage := metric("submitter.TestBenchmarkKueueBaselineOneCohort", "usage-%", 1, " %")
 	dcAccepted := metric("soak.TestBenchmarkDCAccept", "sync-5ms-grouped/s", 0, "/s")
 	primaryRTO := metric("soak.TestDCPrimaryLoss", "rto-s", 1, " s")
+	karmada := "failover.TestBenchmarkKarmada"
+	appPurser, appKarmada := metric(karmada, "application-purser-s", 2, " s"), metric(karmada, "application-karmada-s", 2, " s")
+	clusterPurser, clusterKarmada := metric(karmada, "cluster-tuned-purser-s", 2, " s"), metric(karmada, "cluster-tuned-karmada-s", 2, " s")
 	return [][]cell{
 		{lit("submissions accepted by the API (PostgreSQL, 16 clients)"), submitPG, lit("≥ 100/s (design size)"),
 			join(" ", ceilingPG, lit("raw transactions/s")), percent(submitPG, ceilingPG), atLeast(submitPG, 100, 0, "/s"),
@@ -153,6 +156,12 @@ func summaryRows() [][]cell {
 		{lit("planned move (drain): a job's longest downtime"), drainMax, lit("below a failover's"),
 			join(" ", failoverMax, lit("failover of the same jobs")), ratio(drainMax, failoverMax, 2), atMost(ratio(drainMax, failoverMax, 2), 1, 2, "×"),
 			from{"Drain by planned moves", "failover.BenchmarkDrain"}},
+		{lit("application failover of a FlinkDeployment beside Karmada (toleration 10 s): fault to the copy running elsewhere"), appPurser, lit("no slower than Karmada"),
+			join(" ", appKarmada, lit("Karmada v1.18.2, same clusters")), ratio(appPurser, appKarmada, 2), atMost(ratio(appPurser, appKarmada, 2), 1, 2, "×"),
+			from{"Beside Karmada", karmada}},
+		{lit("cluster failover of a Job beside Karmada, both tuned: kube-apiserver stopped to the Job running elsewhere"), clusterPurser, lit("no slower than Karmada"),
+			join(" ", clusterKarmada, lit("Karmada v1.18.2, same clusters")), ratio(clusterPurser, clusterKarmada, 2), atMost(ratio(clusterPurser, clusterKarmada, 2), 1, 2, "×"),
+			from{"Beside Karmada", karmada}},
 		{lit("submissions accepted over three DCs (5 ms, synchronous standby, grouped)"), dcAccepted, lit("≥ 100/s (design size)"),
 			lit(""), lit(""), atLeast(dcAccepted, 100, 0, "/s"), from{"What a data center costs", "soak.TestBenchmarkDCAccept"}},
 		{lit("writes again after the database primary's DC is lost (Patroni 4.0)"), primaryRTO, lit("< 12 s"),

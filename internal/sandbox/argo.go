@@ -63,7 +63,7 @@ func (c *Cluster) startArgo(ctx context.Context, client kubernetes.Interface) er
 func applyCRDs(ctx context.Context, dyn dynamic.Interface, dir string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("argo CRDs: none in %s", dir)
+		return nil, fmt.Errorf("CRDs: none in %s", dir)
 	}
 	var names []string
 	for _, f := range files {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -274,7 +275,14 @@ func buildModule(ctx context.Context, srcDir, dir string, m toolModule, progress
 		return fmt.Errorf("build %s %s in %s: %w\n%s", what, m.version, cmd.Dir, err, lastLines(stderr.String(), 30))
 	}
 	for _, name := range names {
-		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, "bin", name)); err != nil {
+		// go build -o DIR/ names each binary after its package's folder,
+		// which may differ from the name it is kept under
+		// (cmd/scheduler as karmada-scheduler).
+		built := name
+		if len(pkgs) > 1 {
+			built = path.Base(m.binaries[name])
+		}
+		if err := os.Rename(filepath.Join(tmp, built), filepath.Join(dir, "bin", name)); err != nil {
 			return fmt.Errorf("build %s: %w", name, err)
 		}
 	}

@@ -35,6 +35,11 @@ type Config struct {
 	Nodes    int       // kwok nodes; default 1
 	Argo     bool      // install the Argo Workflows CRDs and run its controller
 	Labels   map[string]string
+	// ControlPlaneOnly makes the cluster the API of another control plane
+	// (Karmada's): no nodes, kwok or scheduler; the controller manager
+	// runs only what keeps API objects tidy (namespace deletion, garbage
+	// collection); the kube-apiserver can proxy aggregated APIs.
+	ControlPlaneOnly bool
 }
 
 // Cluster is a running sandbox cluster.
@@ -182,6 +187,11 @@ func (c *Cluster) prepare() error {
 	if err := c.pki.ensure(c.cfg.Name); err != nil {
 		return err
 	}
+	if c.cfg.ControlPlaneOnly {
+		if err := c.pki.ensureFrontProxy(); err != nil {
+			return err
+		}
+	}
 	statePath := filepath.Join(c.cfg.Dir, "cluster.json")
 	if data, err := os.ReadFile(statePath); err == nil {
 		if err := json.Unmarshal(data, &c.state); err != nil {
@@ -258,6 +268,10 @@ func (c *Cluster) startWorkloads(ctx context.Context) error {
 		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0"}
 	kcm := append([]string{"--controllers", "*", "--service-account-private-key-file", c.pki.saKey(),
 		"--root-ca-file", c.pki.caCert(), "--use-service-account-credentials=false"}, common...)
+	if c.cfg.ControlPlaneOnly {
+		kcm[1] = "namespace,garbagecollector,serviceaccount,serviceaccount-token"
+		return c.start(binControllerManager, kcm, nil)
+	}
 	if err := c.start(binControllerManager, kcm, nil); err != nil {
 		return err
 	}
@@ -288,7 +302,14 @@ func (c *Cluster) startWorkloads(ctx context.Context) error {
 }
 
 func (c *Cluster) start(name string, args, env []string) error {
-	p, err := startProcess(name, c.cfg.Dir, c.cfg.Binaries.Path(name), args, env)
+	return c.startProgram(name, c.cfg.Binaries.Path(name), args, env)
+}
+
+// startProgram starts a program that is not one of the sandbox's own
+// binaries (Karmada's), as one of the cluster's processes: Stop stops it
+// before the kube-apiserver.
+func (c *Cluster) startProgram(name, bin string, args, env []string) error {
+	p, err := startProcess(name, c.cfg.Dir, bin, args, env)
 	if err != nil {
 		return err
 	}
@@ -340,7 +361,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 }
 
 func (c *Cluster) apiServerArgs() []string {
-	return []string{
+	args := []string{
 		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", c.state.EtcdClientPort),
 		"--bind-address", "127.0.0.1",
 		"--advertise-address", "127.0.0.1",
@@ -365,6 +386,20 @@ func (c *Cluster) apiServerArgs() []string {
 		"--shutdown-send-retry-after=false",
 		"--profiling=false",
 	}
+	if c.cfg.ControlPlaneOnly {
+		// The front proxy's identity, with which the kube-apiserver
+		// forwards requests for an aggregated API (Karmada's clusters),
+		// and the headers that name the user it forwards for.
+		args = append(args,
+			"--proxy-client-cert-file", c.pki.frontProxyCert(),
+			"--proxy-client-key-file", c.pki.frontProxyKey(),
+			"--requestheader-client-ca-file", c.pki.caCert(),
+			"--requestheader-allowed-names", frontProxyName,
+			"--requestheader-username-headers", "X-Remote-User",
+			"--requestheader-group-headers", "X-Remote-Group",
+			"--requestheader-extra-headers-prefix", "X-Remote-Extra-")
+	}
+	return args
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context) error {
@@ -468,7 +503,8 @@ func (c *Cluster) PowerOn(ctx context.Context, beforeWorkloads func(context.Cont
 
 // stopOrder lists processes dependents first: etcd must outlive the API
 // server, and the API server everything that talks to it.
-var stopOrder = []string{binWorkflowController, binKwok, binScheduler, binControllerManager, binAPIServer, binEtcd}
+var stopOrder = []string{BinKarmadaControllerManager, BinKarmadaScheduler, BinKarmadaWebhook, BinKarmadaAggregatedAPIServer,
+	binWorkflowController, binKwok, binScheduler, binControllerManager, binAPIServer, binEtcd}
 
 // Stop stops every process of the cluster and waits for each to exit. The
 // folder stays, so the cluster can be started again with its data.
