@@ -194,6 +194,9 @@ func (f *DCFarm) DescribeDatabase(ctx context.Context) string {
 	var parts []string
 	roles := map[string]string{}
 	for _, dc := range f.powered() {
+		if f.WAN.Isolated(dc.Index) {
+			continue // a cut DC's Patroni sees the cluster as it was
+		}
 		members, err := f.PatroniCluster(ctx, dc)
 		if err != nil {
 			continue
