@@ -128,22 +128,23 @@ func (s *stallWatch) finish() []*stall {
 	return out
 }
 
-// stallCause is the DC fault in progress during st, if any: a stall while
-// the primary or its synchronous standby is out of reach is Patroni's
-// wait, which the RTO already reports.
+// stallCause is the fault that st began with: the last DC fault to start
+// before it (a stall shows a moment after its cause, the time the writes
+// in flight take to fail), if that fault was still going or had ended
+// within the minute its DC takes to come back. A stall while the primary
+// or its synchronous standby is out of reach is Patroni's wait, which the
+// RTO already reports.
 func stallCause(st *stall, faults []*dcFault) string {
+	var cause *dcFault
 	for _, fl := range faults {
-		end := fl.End
-		if end.IsZero() {
-			end = st.To
-		}
-		// A fault's effects reach a little past its end: the DC boots,
-		// its node rejoins.
-		if st.From.Before(end.Add(time.Minute)) && st.To.After(fl.At) {
-			return fmt.Sprintf("%s of %s at %s", fl.Kind, fl.DC.Name, fl.At.UTC().Format("15:04:05"))
+		if !fl.At.After(st.From.Add(time.Second)) {
+			cause = fl
 		}
 	}
-	return "no DC fault"
+	if cause == nil || (!cause.End.IsZero() && cause.End.Add(time.Minute).Before(st.From)) {
+		return "no DC fault"
+	}
+	return fmt.Sprintf("%s of %s at %s", cause.Kind, cause.DC.Name, cause.At.UTC().Format("15:04:05"))
 }
 
 func describeStalls(stalls []*stall, faults []*dcFault) string {
