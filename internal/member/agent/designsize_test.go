@@ -279,7 +279,12 @@ func measureAgent(ctx context.Context, cfg designSizeChild) (designSizeResult, e
 
 	stopProfile = profile("snapshot.cpu.pprof")
 	defer stopProfile()
-	for range 3 {
+	// A snapshot is skipped when the kube-apiserver's probe fails, which
+	// a loaded machine may make it do: three published, of six at most.
+	for attempt := 0; len(r.SnapshotSeconds) < 3; attempt++ {
+		if attempt == 6 {
+			return r, fmt.Errorf("%d of 6 snapshots published", len(r.SnapshotSeconds))
+		}
 		a.mu.Lock()
 		last := a.lastSnapshot
 		a.mu.Unlock()
@@ -294,7 +299,8 @@ func measureAgent(ctx context.Context, cfg designSizeChild) (designSizeResult, e
 		published := a.lastSnapshot.After(last)
 		a.mu.Unlock()
 		if !published {
-			return r, errors.New("a snapshot was not published")
+			fmt.Fprintln(os.Stderr, "design size: a snapshot was skipped (the kube-apiserver's probe failed)")
+			continue
 		}
 		msgs2, bytes2, err := streamState(ctx, js, stream.SnapshotsStream)
 		if err != nil {
