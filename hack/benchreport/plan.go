@@ -234,6 +234,7 @@ var sections = []section{
 			designRow("**heap per tracked object** (after GC)", "B/object", 0, " B", lit("≤ 0.5 of plain")),
 			designRow("heap of the caches", "MB-heap", 0, " MB", lit("")),
 			designRow("initial sync: start to every cache listed", "sync-s", 1, " s", lit("")),
+			designRow("CPU time of the process, start to synced (the agent: to every initial event published)", "cpu-s", 1, " s", lit("")),
 			{lit("RSS once synced (peak)"),
 				designRSS("agent"), designRSS("plain"), designRSS("typed"),
 				ratio(metric(designSize, "agent-MB-rss", 0, ""), metric(designSize, "plain-MB-rss", 0, ""), 2), lit("")},
