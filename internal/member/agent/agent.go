@@ -114,6 +114,9 @@ type Agent struct {
 	// suspended or deleted by fencing. Both only grow.
 	published atomic.Int64
 	fenced    atomic.Int64
+	// lastAck is when the stream last acknowledged a message (Unix
+	// nanoseconds): whether a full queue is draining.
+	lastAck atomic.Int64
 	// returned is set when the first heartbeat of a term finds the
 	// previous one older than a lease (the agent was away: powered off,
 	// crashed, cut off): the control plane may have moved the cluster's
@@ -348,20 +351,21 @@ func (a *Agent) newEvent(w *watch, typ string, u *unstructured.Unstructured) *st
 	return ev
 }
 
-// overflowWait is how long a change waits for room in a full queue before
-// the agent gives up on the queue for a full resync. A queue that drains
-// (a burst: the initial lists, many changes at once) has room within it;
-// one that does not (the stream away) is not waited for again until the
-// resync: the informers' handlers never hold more than the queue.
-// Without the wait, any change seen while the initial lists of a big
-// cluster filled the queue ended in a resync that published every object
-// a second time: at 100,000 objects, half of the agent's start.
+// overflowWait is how long a change waits for room in a full queue while
+// the stream acknowledges nothing, before the agent gives up on the queue
+// for a full resync. A queue that drains (a burst: the initial lists, a
+// resync, many changes at once) is waited for as long as acks keep coming,
+// however slowly a loaded machine publishes; one that does not (the stream
+// away) is not waited for again until the resync, so that the informers'
+// handlers never hold more than the queue. Without the wait, any change
+// seen while the initial lists of a big cluster filled the queue ended in
+// a resync that published every object a second time.
 const overflowWait = 5 * time.Second
 
 // enqueue runs in the informer's handler. It waits for room in the queue
-// when wait is set (the initial list), else for overflowWait at most: a
-// full queue that stays full marks the agent for a full resync instead of
-// dropping the event quietly.
+// when wait is set (the initial list), else while the queue drains (see
+// overflowWait): a full queue that does not drain marks the agent for a
+// full resync instead of dropping the event quietly.
 func (a *Agent) enqueue(ctx context.Context, w *watch, typ string, obj any, wait bool) {
 	if ctx.Err() != nil {
 		return // the term is over; the queue may be the next one's
@@ -384,17 +388,25 @@ func (a *Agent) enqueue(ctx context.Context, w *watch, typ string, obj any, wait
 		return
 	default:
 	}
-	if a.overflow.Load() {
-		return // a resync is due, which publishes the cache as it is then
-	}
 	timer := time.NewTimer(overflowWait)
 	defer timer.Stop()
-	select {
-	case a.queue <- ev:
-	case <-ctx.Done():
-	case <-timer.C:
+	for {
+		if a.overflow.Load() {
+			return // a resync is due, which publishes the cache as it is then
+		}
+		select {
+		case a.queue <- ev:
+			return
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		if time.Since(time.Unix(0, a.lastAck.Load())) < overflowWait {
+			timer.Reset(overflowWait)
+			continue
+		}
 		if !a.overflow.Swap(true) {
-			a.log.Warn("event queue full; a full resync will follow", "size", cap(a.queue))
+			a.log.Warn("event queue full and not draining; a full resync will follow", "size", cap(a.queue))
 		}
 	}
 }
@@ -450,7 +462,10 @@ func (a *Agent) publishAll(ctx context.Context, msgs []stream.Message) bool {
 		bctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		defer cancel()
 		n, err := a.cfg.Stream.PublishBatch(bctx, msgs)
-		a.published.Add(int64(n))
+		if n > 0 {
+			a.published.Add(int64(n))
+			a.lastAck.Store(time.Now().UnixNano())
+		}
 		msgs = msgs[n:]
 		if err != nil && ctx.Err() == nil && attempt%20 == 0 {
 			a.log.Warn("publish failed; retrying", "id", msgs[0].MsgID, "left", len(msgs), "attempt", attempt+1, "error", err)
@@ -473,6 +488,7 @@ func (a *Agent) publish(ctx context.Context, subject, id string, data []byte) bo
 		return false // ctx is done: publish errors are never terminal
 	}
 	a.published.Add(1)
+	a.lastAck.Store(time.Now().UnixNano())
 	return true
 }
 
