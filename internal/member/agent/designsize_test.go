@@ -51,8 +51,9 @@ import (
 // see runDesignSizeChild), so that heap and RSS are the agent's alone: not
 // the benchmark's clients that created the objects, nor the JetStream
 // server, which stays in this process. The objects are created once and
-// read by all three. It takes about 8 minutes on two shared cores and never
-// runs with `go test` alone: -bench must name it.
+// read by all three. It takes 12 to 15 minutes on two loaded cores, most of
+// it creating the objects, and never runs with `go test` alone: -bench must
+// name it.
 func BenchmarkAgentDesignSize(b *testing.B) {
 	ctx := b.Context()
 	c := env.Dedicated(b, false)
