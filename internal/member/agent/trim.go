@@ -22,6 +22,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // of its data (stream.DataHashField); a Node loses the list of its images;
 // a CustomResourceDefinition its versions' schemas and its conversion; a
 // Pod (tracked when its cluster asks) what trimPod does not keep.
+// It also makes the cached objects share their repeated strings (intern).
 // Trim may see an object it already trimmed, and leaves it unchanged.
 func Trim(obj any) (any, error) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
