@@ -70,6 +70,12 @@ var plan = []entry{
 		Bench: "^BenchmarkRecoveryAfterOutage$", Benchtime: "1x", Timeout: 10 * time.Minute, Estimate: 50 * time.Second},
 	{ID: "agent-memory", Section: "agent-memory", Pkg: "./internal/member/agent/",
 		Bench: "^BenchmarkInformerMemory$", Benchtime: "3x", Timeout: 20 * time.Minute, Estimate: 30 * time.Second},
+	// The agent against one cluster of 100,000 objects: 12 to 15 minutes
+	// at load 20-47, most of it creating the objects, so only when named:
+	// make bench BENCH_FLAGS="-only agent-design-size". agent-memory is
+	// its scaled version (2,000 ConfigMaps).
+	{ID: "agent-design-size", Section: "agent-design-size", Pkg: "./internal/member/agent/",
+		Bench: "^BenchmarkAgentDesignSize$", Benchtime: "1x", Timeout: 30 * time.Minute, Estimate: 13 * time.Minute, Long: true},
 	{ID: "submitter", Section: "submitter", Pkg: "./internal/control/submitter/",
 		Test: "TestBenchmarkSubmit", Env: []string{"PURSER_BENCH=1"}, Timeout: 30 * time.Minute, Estimate: 90 * time.Second,
 		Logs: []logMetric{
@@ -236,6 +242,31 @@ var sections = []section{
 				ratio(metric("agent.BenchmarkInformerMemory/trimmed", "B/object", 0, ""), metric("agent.BenchmarkInformerMemory/untrimmed", "B/object", 0, ""), 2),
 				lit("≤ 0.5")},
 		}},
+	{ID: "agent-design-size",
+		Columns: []string{"100,000 objects on one cluster", "the agent (trimmed)", "plain informer (dynamic, untrimmed)", "typed informer", "agent / plain", "goal"},
+		Rows: [][]cell{
+			designRow("**heap per tracked object** (after GC)", "B/object", 0, " B", lit("≤ 0.5 of plain")),
+			designRow("heap of the caches", "MB-heap", 0, " MB", lit("")),
+			designRow("initial sync: start to every cache listed", "sync-s", 1, " s", lit("")),
+			designRow("CPU time of the process, start to synced (the agent: to every initial event published)", "cpu-s", 1, " s", lit("")),
+			{lit("RSS once synced (peak)"),
+				designRSS("agent"), designRSS("plain"), designRSS("typed"),
+				ratio(metric(designSize, "agent-MB-rss", 0, ""), metric(designSize, "plain-MB-rss", 0, ""), 2), lit("")},
+			{lit("start to every initial event acknowledged by JetStream"),
+				join(" ", metric(designSize, "agent-published-s", 1, " s"), join("", lit("("), ratio(metric(designSize, "objects", 0, ""), metric(designSize, "agent-published-s", 3, ""), 0), lit(" events/s)"))),
+				lit(""), lit(""), lit(""), lit("")},
+			{lit("start to the first snapshot acknowledged (during the initial events)"),
+				metric(designSize, "agent-first-snapshot-s", 1, " s"), lit(""), lit(""), lit(""), lit("")},
+			{lit("**one full snapshot**: cache list to last chunk acknowledged, median of 3 (max)"),
+				join(" ", metric(designSize, "snapshot-s", 2, " s"), join("", lit("("), metric(designSize, "snapshot-max-s", 2, " s"), lit(")"))),
+				lit(""), lit(""), lit(""), lit("a few seconds (< 3 s)")},
+			{lit("snapshot size"),
+				join(" ", metric(designSize, "snapshot-MB", 1, " MB in"), metric(designSize, "snapshot-chunks", 0, " chunks")),
+				lit(""), lit(""), lit(""), lit("")},
+			{lit("objects in the caches (created at)"),
+				join(" ", metric(designSize, "objects", 0, ""), join("", lit("("), metric(designSize, "created-objects/s", 0, "/s"), lit(")"))),
+				lit(""), lit(""), lit(""), lit("")},
+		}},
 	{ID: "submitter",
 		Columns: []string{"objects", "client-go direct", "through purser", "purser / direct", "accept → created p50 / p99", "API accepted"},
 		Rows: [][]cell{
@@ -379,6 +410,21 @@ var sections = []section{
 				join(" / ", metric("failover.BenchmarkDrain", "failover-downtime-p50-s", 2, " s"), metric("failover.BenchmarkDrain", "failover-downtime-max-s", 2, " s")),
 				metric("failover.BenchmarkDrain", "failover-total-s", 1, " s"), lit("each job's last completed checkpoint: what followed it is reprocessed")},
 		}},
+}
+
+// designSize is the result of BenchmarkAgentDesignSize.
+const designSize = "agent.BenchmarkAgentDesignSize"
+
+// designRow is one figure measured for each of the agent, the plain
+// informer and the typed one, with agent / plain.
+func designRow(label, unit string, prec int, suffix string, goal cell) []cell {
+	return []cell{lit(label),
+		metric(designSize, "agent-"+unit, prec, suffix), metric(designSize, "plain-"+unit, prec, suffix), metric(designSize, "typed-"+unit, prec, suffix),
+		ratio(metric(designSize, "agent-"+unit, prec, ""), metric(designSize, "plain-"+unit, prec, ""), 2), goal}
+}
+
+func designRSS(role string) cell {
+	return join(" ", metric(designSize, role+"-MB-rss", 0, " MB"), join("", lit("("), metric(designSize, role+"-MB-rss-peak", 0, " MB"), lit(")")))
 }
 
 func submitRow(label, eng string) []cell {

@@ -87,6 +87,9 @@ func anchor(heading string) string {
 	return b.String()
 }
 
+// designSection is the heading of BenchmarkAgentDesignSize's section.
+const designSection = "The agent at design size (100,000 objects)"
+
 var summary = section{ID: "summary",
 	Columns: []string{"headline", "purser", "goal", "peer or ceiling (same run unless said)", "purser / peer", "goal met", "where, run"},
 	Rows:    summaryRows(),
@@ -108,6 +111,9 @@ func summaryRows() [][]cell {
 	watchKube := metric("kubeapi.BenchmarkK8sWatchLatency", "kube-apiserver-ms-p50", 0, " ms")
 	trimmed := metric("agent.BenchmarkInformerMemory/trimmed", "B/object", 0, " B")
 	plain := metric("agent.BenchmarkInformerMemory/untrimmed", "B/object", 0, " B")
+	designAgent := metric(designSize, "agent-B/object", 0, " B")
+	designPlain := metric(designSize, "plain-B/object", 0, " B")
+	designSnapshot := metric(designSize, "snapshot-s", 2, " s")
 	repair := metric("syncer.BenchmarkSyncer", "ms/repair-p99", 0, " ms")
 	appFailover := metric("failover.BenchmarkFailoverApplication", "created-beyond-toleration-s", 2, " s")
 	cluster500 := metric("failover.BenchmarkFailoverCluster/500", "all-running-s", 1, " s")
@@ -146,6 +152,11 @@ func summaryRows() [][]cell {
 		{lit("agent heap per watched object"), trimmed, lit("≤ 0.5 of a plain informer"),
 			join(" ", plain, lit("plain informer")), ratio(trimmed, plain, 2), atMost(ratio(trimmed, plain, 2), 0.5, 2, ""),
 			from{"Inventory (agent and ingester)", "agent.BenchmarkInformerMemory/trimmed"}},
+		{lit("agent heap per tracked object, 100,000 objects on one cluster (design size)"), designAgent, lit("≤ 0.5 of a plain informer"),
+			join(" ", designPlain, lit("plain informer")), ratio(designAgent, designPlain, 2), atMost(ratio(designAgent, designPlain, 2), 0.5, 2, ""),
+			from{designSection, designSize}},
+		{lit("agent snapshot of 100,000 objects: cache list to last chunk acknowledged"), designSnapshot, lit("a few seconds (< 3 s)"),
+			lit(""), lit(""), atMost(designSnapshot, 3, 2, " s"), from{designSection, designSize}},
 		{lit("drift repair of a deployable, p99"), repair, lit("< 2 s"),
 			lit("Argo CD 120–180 s, OCM 4–6 min (their documented periods; not this run)"), lit(""), atMost(repair, 2000, 0, " ms"),
 			from{"Deployables (syncer)", "syncer.BenchmarkSyncer"}},
