@@ -143,6 +143,11 @@ type periods struct {
 	// its 60 s): a running deployment shows a new checkpoint, and takes a
 	// periodic savepoint, only at its passes.
 	reconcile time.Duration
+	// evictionRate is the failover controller's (--eviction-rate; 0: its
+	// default), clientLimits those of the submitter's and the
+	// controller's clients of each member cluster (zero: purser's).
+	evictionRate float64
+	clientLimits clusters.Limits
 }
 
 // testPeriods keep the tests short.
@@ -188,10 +193,11 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	}
 	f.run("ingester", ingester.Run)
 	f.run("submitter", submitter.New(submitter.Config{Store: f.store, Sealer: f.sealer, Stream: streams,
-		RescanInterval: time.Second, Logger: f.log.With("component", "submitter")}).Run)
+		RescanInterval: time.Second, Logger: f.log.With("component", "submitter"), ClientLimits: p.clientLimits}).Run)
 	cache := clusters.NewCache(f.sealer)
+	cache.Limits = p.clientLimits
 	f.metrics = prometheus.NewRegistry()
-	ctl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
+	ctl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache), EvictionRate: p.evictionRate,
 		Interval: p.failoverPass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
 		Checkpoints: f.checkpoints, Notify: relay.Notify, Registerer: f.metrics})
 	f.run("health", clusters.NewHealthMonitor(clusters.Config{

@@ -48,6 +48,9 @@ type flinkCluster struct {
 	// (checkpoints.go).
 	chkEvery time.Duration
 	chkDir   string
+	// ha: the job runs with Kubernetes HA, so its checkpoints complete
+	// only while the kube-apiserver stores their pointers.
+	ha bool
 }
 
 // Deploy is one submission of a job (ApplicationReconciler.deploy), for
@@ -589,7 +592,7 @@ func (p *pass) deployJob(savepointPath string, lastState bool) {
 		every = 0
 	}
 	*c = flinkCluster{exists: true, readyAt: p.now.Add(p.opts.StartDelay), jobID: id, jobState: "RUNNING",
-		started: p.now.Add(p.opts.StartDelay), restoredFrom: from, chkEvery: every, chkDir: p.checkpointDir()}
+		started: p.now.Add(p.opts.StartDelay), restoredFrom: from, chkEvery: every, chkDir: p.checkpointDir(), ha: p.spec.ha()}
 	p.deploys = append(p.deploys, Deploy{JobID: id, RestoredFrom: from})
 	p.st.JobStatus.JobID = id
 	p.st.JobStatus.State = "RECONCILING"
