@@ -194,8 +194,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	f.run("ingester", ingester.Run)
 	f.run("submitter", submitter.New(submitter.Config{Store: f.store, Sealer: f.sealer, Stream: streams,
 		RescanInterval: time.Second, Logger: f.log.With("component", "submitter"), ClientLimits: p.clientLimits}).Run)
-	cache := clusters.NewCache(f.sealer)
-	cache.Limits = p.clientLimits
+	cache := clusters.NewLimitedCache(f.sealer, p.clientLimits)
 	f.metrics = prometheus.NewRegistry()
 	ctl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache), EvictionRate: p.evictionRate,
 		Interval: p.failoverPass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,

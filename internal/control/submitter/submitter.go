@@ -136,13 +136,6 @@ const (
 	fetchWait = 5 * time.Second
 )
 
-// newCache is a cache of cluster configurations with limits.
-func newCache(sealer *seal.Sealer, limits clusters.Limits) *clusters.Cache {
-	c := clusters.NewCache(sealer)
-	c.Limits = limits
-	return c
-}
-
 // Submitter places runnables and creates them on member clusters.
 type Submitter struct {
 	cfg     Config
@@ -208,7 +201,7 @@ func New(cfg Config) *Submitter {
 		cfg:         cfg,
 		log:         log.With("component", "submitter"),
 		now:         cfg.Now,
-		clients:     clusters.NewObjects(newCache(cfg.Sealer, cfg.ClientLimits)),
+		clients:     clusters.NewObjects(clusters.NewLimitedCache(cfg.Sealer, cfg.ClientLimits)),
 		policy:      auth.KindPolicyOrEmpty(cfg.Policy),
 		pods:        admission.DefaultChecker(),
 		metrics:     newMetrics(cfg.Registerer),

@@ -113,6 +113,13 @@ func NewCache(sealer *seal.Sealer) *Cache {
 	return &Cache{sealer: sealer, entries: map[string]cacheEntry{}}
 }
 
+// NewLimitedCache is NewCache whose configurations have limits.
+func NewLimitedCache(sealer *seal.Sealer, limits Limits) *Cache {
+	c := NewCache(sealer)
+	c.Limits = limits
+	return c
+}
+
 // RESTConfig returns a copy of the cached configuration of c, building it
 // when c's kubeconfig differs from the one it was built from. A copy,
 // because callers set their own fields (timeouts, rate limiters).
