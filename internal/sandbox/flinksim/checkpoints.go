@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/purser-io/purser/internal/platform/reconcile"
@@ -37,6 +38,8 @@ type dueCheckpoint struct {
 	n    int64
 	path string
 	ha   bool // the job runs with Kubernetes HA
+	// retained is how many completed checkpoints Flink keeps of the job.
+	retained int
 }
 
 // haStoreTimeout bounds the request that stands for storing a tick's
@@ -92,6 +95,12 @@ func (s *Simulator) completeDue(ctx context.Context) {
 			s.chk[d.job] = jobCheckpoints{n: d.n, last: now, path: d.path}
 		}
 		s.mu.Unlock()
+		if old := d.n - int64(d.retained); old > 0 && s.opts.Discards != nil {
+			path := strings.TrimSuffix(d.path, fmt.Sprintf("chk-%d", d.n)) + fmt.Sprintf("chk-%d", old)
+			if err := s.opts.Discards(ctx, path); err != nil {
+				s.log.Warn("subsumed checkpoint not discarded", "path", path, "error", err)
+			}
+		}
 	}
 }
 
@@ -155,7 +164,8 @@ func (s *Simulator) dueCheckpoints(now time.Time) []dueCheckpoint {
 		if now.Before(from.Add(c.chkEvery)) {
 			continue
 		}
-		due = append(due, dueCheckpoint{job: c.jobID, n: done.n + 1, path: fmt.Sprintf("%s/%s/chk-%d", c.chkDir, c.jobID, done.n+1), ha: c.ha})
+		due = append(due, dueCheckpoint{job: c.jobID, n: done.n + 1, path: fmt.Sprintf("%s/%s/chk-%d", c.chkDir, c.jobID, done.n+1),
+			ha: c.ha, retained: c.chkRetained})
 	}
 	return due
 }

@@ -143,6 +143,12 @@ type Config struct {
 	// checkpoint (<state.checkpoints.dir>/<jobId>/chk-<n>) and savepoint,
 	// so that a test can write its _metadata where Flink would.
 	Checkpoints func(ctx context.Context, path string) error
+	// Discards, when set, is called with the path of every checkpoint a
+	// newer one subsumes: Flink keeps the newest
+	// state.checkpoints.num-retained (default 1) of a job and deletes
+	// the older ones (CheckpointCoordinator, CompletedCheckpointStore),
+	// so that the storage holds a few checkpoints per job, not all.
+	Discards func(ctx context.Context, path string) error
 	// Logger receives the simulator's logs; default discards them.
 	Logger *slog.Logger
 }
