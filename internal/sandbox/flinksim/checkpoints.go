@@ -56,24 +56,30 @@ func (s *Simulator) runCheckpoints(ctx context.Context) {
 // throughout, so that a fault injected (setFault) lands between two ticks:
 // whatever completed before the fault is what the job left behind, and
 // nothing completes after it.
+//
+// With Kubernetes HA (high-availability.type: kubernetes), Flink
+// completes a checkpoint in two steps: it writes the checkpoint's
+// _metadata to the checkpoint storage, then stores a pointer to it in a
+// ConfigMap (KubernetesStateHandleStore, through the kube-apiserver). If
+// the second fails, the CheckpointCoordinator discards the checkpoint
+// (its files are deleted). So no checkpoint of an HA job completes while
+// its cluster's kube-apiserver is down, while one without HA goes on, and
+// a checkpoint counts as completed only once its _metadata was written
+// before the pointer was stored. One request to the kube-apiserver
+// stands for the ConfigMap writes of the whole tick, not one per job: the
+// outcome is the same at a fraction of the load. While the last store
+// failed, a tick asks the kube-apiserver first and writes nothing for HA
+// jobs if it still does not answer, as a JobManager that lost its leader
+// lease stops triggering checkpoints.
 func (s *Simulator) completeDue(ctx context.Context) {
 	s.tick.Lock()
 	defer s.tick.Unlock()
 	now := time.Now()
 	due := s.dueCheckpoints(now)
-	// With Kubernetes HA (high-availability.type: kubernetes), Flink
-	// completes a checkpoint only once its pointer is stored in a
-	// ConfigMap (KubernetesStateHandleStore through the kube-apiserver):
-	// when that fails, the CheckpointCoordinator discards it. So no
-	// checkpoint of an HA job completes while its cluster's kube-apiserver
-	// is down, while one without HA goes on checkpointing. One request
-	// stands for the ConfigMap writes of the whole tick, not one per job:
-	// the outcome is the same at a fraction of the load.
-	haDown := false
-	if slices.ContainsFunc(due, func(d dueCheckpoint) bool { return d.ha }) {
-		haDown = s.haStore(ctx) != nil
-	}
-	for _, d := range due {
+	anyHA := slices.ContainsFunc(due, func(d dueCheckpoint) bool { return d.ha })
+	haDown := anyHA && s.CheckpointStoreDown() && s.haStore(ctx) != nil
+	written := make([]bool, len(due))
+	for i, d := range due {
 		var err error
 		switch {
 		case d.ha && haDown:
@@ -82,12 +88,24 @@ func (s *Simulator) completeDue(ctx context.Context) {
 			err = s.opts.Checkpoints(ctx, d.path)
 		}
 		if err != nil {
-			// A checkpoint that cannot be written fails; the next
-			// one is tried an interval later.
-			s.log.Warn("checkpoint not written", "path", d.path, "error", err)
-			s.mu.Lock()
-			s.chk[d.job] = jobCheckpoints{n: d.n - 1, last: now, path: s.chk[d.job].path}
-			s.mu.Unlock()
+			s.failCheckpoint(d, now, err)
+			continue
+		}
+		written[i] = true
+	}
+	// The pointers of the HA jobs' checkpoints written above, stored
+	// after their _metadata.
+	if anyHA && !haDown && s.haStore(ctx) != nil {
+		for i, d := range due {
+			if d.ha && written[i] {
+				written[i] = false
+				s.discard(ctx, d.path)
+				s.failCheckpoint(d, now, errHAStore)
+			}
+		}
+	}
+	for i, d := range due {
+		if !written[i] {
 			continue
 		}
 		s.mu.Lock()
@@ -95,12 +113,29 @@ func (s *Simulator) completeDue(ctx context.Context) {
 			s.chk[d.job] = jobCheckpoints{n: d.n, last: now, path: d.path}
 		}
 		s.mu.Unlock()
-		if old := d.n - int64(d.retained); old > 0 && s.opts.Discards != nil {
-			path := strings.TrimSuffix(d.path, fmt.Sprintf("chk-%d", d.n)) + fmt.Sprintf("chk-%d", old)
-			if err := s.opts.Discards(ctx, path); err != nil {
-				s.log.Warn("subsumed checkpoint not discarded", "path", path, "error", err)
-			}
+		if old := d.n - int64(d.retained); old > 0 {
+			s.discard(ctx, strings.TrimSuffix(d.path, fmt.Sprintf("chk-%d", d.n))+fmt.Sprintf("chk-%d", old))
 		}
+	}
+}
+
+// failCheckpoint records a checkpoint that failed: the next one is tried
+// an interval later.
+func (s *Simulator) failCheckpoint(d dueCheckpoint, now time.Time, err error) {
+	s.log.Warn("checkpoint not written", "path", d.path, "error", err)
+	s.mu.Lock()
+	s.chk[d.job] = jobCheckpoints{n: d.n - 1, last: now, path: s.chk[d.job].path}
+	s.mu.Unlock()
+}
+
+// discard deletes a checkpoint Flink no longer keeps (subsumed, or
+// discarded unfinished), through Config.Discards.
+func (s *Simulator) discard(ctx context.Context, path string) {
+	if s.opts.Discards == nil {
+		return
+	}
+	if err := s.opts.Discards(ctx, path); err != nil {
+		s.log.Warn("checkpoint not discarded", "path", path, "error", err)
 	}
 }
 
@@ -123,7 +158,8 @@ func (s *Simulator) haStore(ctx context.Context) error {
 
 // CheckpointStoreDown reports whether the last attempt to store the
 // checkpoints of HA jobs failed (the kube-apiserver did not answer): from
-// then on, and until one succeeds, no checkpoint of an HA job completes.
+// then on, and until one succeeds, no checkpoint of an HA job completes,
+// and every one that did complete had its _metadata written before.
 func (s *Simulator) CheckpointStoreDown() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
