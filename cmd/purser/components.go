@@ -12,6 +12,7 @@ import (
 	"github.com/purser-io/purser/internal/compose"
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/member/agent"
+	"github.com/purser-io/purser/internal/member/clusters"
 	"github.com/purser-io/purser/internal/platform/replica"
 )
 
@@ -85,6 +86,15 @@ func (f *submitterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.submitter.PolicyFile, "policy", "purser-data/policy.yaml", policyHelp)
 	cmd.Flags().BoolVar(&f.submitter.BestFit, "best-fit", false,
 		"among the clusters a runnable fits, prefer the one left with the least free (packing) rather than the most (spreading)")
+	registerClientLimits(cmd, &f.submitter.ClientLimits)
+}
+
+// registerClientLimits adds the flags of the rate limit of a component's
+// clients of each member cluster.
+func registerClientLimits(cmd *cobra.Command, l *clusters.Limits) {
+	cmd.Flags().Float32Var(&l.QPS, "cluster-qps", clusters.QPS,
+		"requests per second to each member cluster's kube-apiserver (its client-go QPS); raise it with --cluster-burst when a cluster's failover must move more at once")
+	cmd.Flags().IntVar(&l.Burst, "cluster-burst", clusters.Burst, "burst of requests above --cluster-qps to each member cluster")
 }
 
 func (f *submitterFlags) config() (compose.Config, error) {

@@ -42,6 +42,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&c.CheckpointStore.Insecure, "checkpoint-store-insecure", false, "reach the checkpoint storage over plain HTTP")
 	fl.StringVar(&c.CheckpointStore.Region, "checkpoint-store-region", "", "region of the checkpoint storage")
 	fl.DurationVar(&c.LeaseDuration, "lease-duration", lease.DefaultDuration, "how long after the leader's last renewal of its lease a standby takes over")
+	registerClientLimits(cmd, &c.ClientLimits)
 }
 
 func (f *controllerFlags) config() (compose.Config, error) {

@@ -131,7 +131,9 @@ var plan = []entry{
 	// benchmark, and a second iteration's cannot start while the first's
 	// still runs (it is stopped when the benchmark ends).
 	{ID: "failover-cluster", Section: "failover-cluster", Pkg: "./internal/control/failover/",
-		Bench: "^BenchmarkFailoverCluster$", Benchtime: "1x", Timeout: 60 * time.Minute, Estimate: 3 * time.Minute},
+		Bench: "^BenchmarkFailoverCluster$", Benchtime: "1x", Timeout: 60 * time.Minute, Estimate: 6 * time.Minute},
+	{ID: "failover-application-many", Section: "failover-application-many", Pkg: "./internal/control/failover/",
+		Bench: "^BenchmarkFailoverApplicationMany$", Benchtime: "1x", Timeout: 30 * time.Minute, Estimate: 90 * time.Second},
 	{ID: "drain", Section: "drain", Pkg: "./internal/control/failover/",
 		Bench: "^BenchmarkDrain$", Benchtime: "1x", Timeout: 20 * time.Minute, Estimate: 90 * time.Second},
 	// Karmada v1.18.2 beside purser on the same clusters; its first run
@@ -394,11 +396,30 @@ var sections = []section{
 				join(" ", diff(metric("failover.BenchmarkFailoverApplication", "total-s", 2, " s"), metric("failover.BenchmarkFailoverApplication", "toleration-s", 2, "")), lit("beyond the toleration"))},
 		}},
 	{ID: "failover-cluster",
-		Columns: []string{"runnables", "detection (first failed probe)", "first running on a", "all running on a", "beyond the grace", "configured"},
+		Columns: []string{"runnables", "detection (first failed probe)", "first running on a", "all running on a", "pace, first to last",
+			"beyond the grace", "not restored from their exact checkpoint", "configured"},
 		Rows: [][]cell{
 			clusterRow("1", "1", lit("3 × 200 ms probes + 2 s grace")),
-			clusterRow("500", "500", lit("same; eviction rate 20/s")),
+			clusterRow("**1,000, as shipped**", "1000", join("", lit("same; eviction rate "),
+				metric("failover.BenchmarkFailoverCluster/1000", "eviction-rate", 0, "/s"), lit(", client limit "),
+				metric("failover.BenchmarkFailoverCluster/1000", "client-qps", 0, " requests/s per cluster"))),
+			clusterRow("**1,000, tuned**", "1000-tuned", join("", lit("same; eviction rate "),
+				metric("failover.BenchmarkFailoverCluster/1000-tuned", "eviction-rate", 0, "/s"), lit(", client limit "),
+				metric("failover.BenchmarkFailoverCluster/1000-tuned", "client-qps", 0, " requests/s per cluster"))),
 			clusterRow("1, purser's defaults", "defaults", lit("3 × 2 s probes + 40 s grace, failover pass 1 s")),
+		}},
+	{ID: "failover-application-many",
+		Columns: []string{"jobs failing at once", "running Healthy on the other cluster, beyond `tolerationSeconds`: p50 / max",
+			"fault to the last running", "not restored from their exact checkpoint", "configured"},
+		Rows: [][]cell{
+			{metric("failover.BenchmarkFailoverApplicationMany", "jobs", 0, ""),
+				join(" / ", metric("failover.BenchmarkFailoverApplicationMany", "p50-beyond-toleration-s", 2, " s"),
+					metric("failover.BenchmarkFailoverApplicationMany", "max-beyond-toleration-s", 2, " s")),
+				metric("failover.BenchmarkFailoverApplicationMany", "all-running-s", 2, " s"),
+				metric("failover.BenchmarkFailoverApplicationMany", "mismatches", 0, ""),
+				join("", lit("toleration "), metric("failover.BenchmarkFailoverApplicationMany", "toleration-s", 0, " s"),
+					lit(", eviction rate "), metric("failover.BenchmarkFailoverApplicationMany", "eviction-rate", 0, "/s"),
+					lit(", failover pass 1 s, relay poll 1 s (the defaults)"))},
 		}},
 	{ID: "drain",
 		Columns: []string{"how the jobs leave", "jobs", "downtime per job, p50 / max", "all moved", "restored from"},
@@ -506,8 +527,13 @@ func dcAcceptRow(link, standby, commits, label string) []cell {
 
 func clusterRow(label, sub string, configured cell) []cell {
 	name := "failover.BenchmarkFailoverCluster/" + sub
+	pace := cell(lit(""))
+	if sub == "1000" || sub == "1000-tuned" {
+		pace = metric(name, "runnables/s", 1, "/s")
+	}
 	return []cell{lit(label), metric(name, "detect-s", 2, " s"), metric(name, "first-running-s", 2, " s"),
-		metric(name, "all-running-s", 2, " s"), metric(name, "beyond-grace-s", 2, " s"), configured}
+		metric(name, "all-running-s", 2, " s"), pace, metric(name, "beyond-grace-s", 2, " s"),
+		metric(name, "mismatches", 0, ""), configured}
 }
 
 // placementScale reads one engine's line of TestBenchmarkPlacementScale.

@@ -16,6 +16,7 @@ import (
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
 	"github.com/purser-io/purser/internal/member/agent"
+	"github.com/purser-io/purser/internal/member/clusters"
 	"github.com/purser-io/purser/internal/member/health"
 	"github.com/purser-io/purser/internal/member/inventory"
 	"github.com/purser-io/purser/internal/platform/replica"
@@ -30,6 +31,8 @@ type SubmitterConfig struct {
 	// BestFit scores the clusters a runnable fits by the smallest share
 	// left free (packing) rather than the largest (spreading, the default).
 	BestFit bool
+	// ClientLimits are those of its clients of each member cluster.
+	ClientLimits clusters.Limits
 }
 
 // Submitter builds the submitter on h.
@@ -43,7 +46,7 @@ func Submitter(h *Hub, cfg SubmitterConfig) (*Component, error) {
 		return nil, err
 	}
 	scfg := submitter.Config{Store: h.Store, Sealer: h.Sealer, Stream: h.Stream, Logger: log, Registerer: h.Metrics,
-		Policy: policy, Guard: h.Guard}
+		Policy: policy, Guard: h.Guard, ClientLimits: cfg.ClientLimits}
 	if cfg.BestFit {
 		scfg.Score = placement.BestFit
 	}

@@ -30,6 +30,8 @@ type ControllerConfig struct {
 	// and pid); LeaseDuration is the lease's.
 	Identity      string
 	LeaseDuration time.Duration
+	// ClientLimits are those of its clients of each member cluster.
+	ClientLimits clusters.Limits
 }
 
 // Controller builds the controller on h, which needs the database and
@@ -48,7 +50,7 @@ func Controller(h *Hub, cfg ControllerConfig) (*Component, error) {
 	}
 	ccfg := controller.Config{
 		Store: h.Store, Sealer: h.Sealer, Health: cfg.Health, ProbeInterval: cfg.ProbeInterval, Failover: fo,
-		DC: cfg.DC, Disruption: cfg.Disruption, Identity: cfg.Identity, LeaseDuration: cfg.LeaseDuration,
+		DC: cfg.DC, Disruption: cfg.Disruption, Identity: cfg.Identity, LeaseDuration: cfg.LeaseDuration, ClientLimits: cfg.ClientLimits,
 		Logger: componentLog(h, "controller"), Registerer: h.Metrics, Guard: h.Guard,
 	}
 	return &Component{

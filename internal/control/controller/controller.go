@@ -45,6 +45,9 @@ type Config struct {
 	Disruption clusters.DisruptionPolicy
 	// Failover's Store, Objects, Logger and Registerer are filled in.
 	Failover failover.Config
+	// ClientLimits are those of the failover's clients of each member
+	// cluster (removing old copies); the zero value is purser's.
+	ClientLimits clusters.Limits
 	// Identity names this replica in the leader lease (default: host name
 	// and pid); LeaseDuration is the lease's (lease.DefaultDuration): a
 	// crashed leader's loops resume on a standby this long after its last
@@ -75,7 +78,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	policy := cfg.Health
 	policy.AgentLease = fo.AgentLease
-	fo.Store, fo.Objects, fo.Logger, fo.Registerer = cfg.Store, clusters.NewObjects(clusters.NewCache(cfg.Sealer)), log, cfg.Registerer
+	fo.Store, fo.Objects, fo.Logger, fo.Registerer = cfg.Store, clusters.NewObjects(clusters.NewLimitedCache(cfg.Sealer, cfg.ClientLimits)), log, cfg.Registerer
 	fo.ZoneLabel, fo.Guard = cfg.Disruption.ZoneLabel, cfg.Guard
 	ctl := failover.New(fo)
 	observer := clusters.NewObserver(clusters.Config{

@@ -143,6 +143,11 @@ type periods struct {
 	// its 60 s): a running deployment shows a new checkpoint, and takes a
 	// periodic savepoint, only at its passes.
 	reconcile time.Duration
+	// evictionRate is the failover controller's (--eviction-rate; 0: its
+	// default), clientLimits those of the submitter's and the
+	// controller's clients of each member cluster (zero: purser's).
+	evictionRate float64
+	clientLimits clusters.Limits
 }
 
 // testPeriods keep the tests short.
@@ -161,6 +166,16 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	f.log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if _, bench := t.(*testing.B); bench {
 		f.log = slog.New(slog.DiscardHandler) // a benchmark prints everything it logs
+		// PURSER_BENCH_LOG names a file for the farm's logs instead, to
+		// follow where a benchmark's time goes.
+		if path := os.Getenv("PURSER_BENCH_LOG"); path != "" {
+			file, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = file.Close() })
+			f.log = slog.New(slog.NewTextHandler(file, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}
 	}
 	var err error
 	if f.store, err = store.Open(ctx, dsn); err != nil {
@@ -188,10 +203,10 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	}
 	f.run("ingester", ingester.Run)
 	f.run("submitter", submitter.New(submitter.Config{Store: f.store, Sealer: f.sealer, Stream: streams,
-		RescanInterval: time.Second, Logger: f.log.With("component", "submitter")}).Run)
-	cache := clusters.NewCache(f.sealer)
+		RescanInterval: time.Second, Logger: f.log.With("component", "submitter"), ClientLimits: p.clientLimits}).Run)
+	cache := clusters.NewLimitedCache(f.sealer, p.clientLimits)
 	f.metrics = prometheus.NewRegistry()
-	ctl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache),
+	ctl := failover.New(failover.Config{Store: f.store, Objects: clusters.NewObjects(cache), EvictionRate: p.evictionRate,
 		Interval: p.failoverPass, AgentLease: agentLease, FencingMargin: margin, Logger: f.log,
 		Checkpoints: f.checkpoints, Notify: relay.Notify, Registerer: f.metrics})
 	f.run("health", clusters.NewHealthMonitor(clusters.Config{
@@ -337,7 +352,7 @@ func (f *farm) register(m cluster, p periods) {
 		}
 	}
 	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Config{StartDelay: 300 * time.Millisecond, Logger: f.log,
-		Checkpoints: f.writeCheckpoint, StateSnapshots: p.stateSnapshots, ReconcileInterval: p.reconcile})
+		Checkpoints: f.writeCheckpoint, Discards: f.discardCheckpoint, StateSnapshots: p.stateSnapshots, ReconcileInterval: p.reconcile})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -527,6 +542,16 @@ func (f *farm) writeCheckpoint(ctx context.Context, path string) error {
 	body := []byte("checkpoint metadata of " + path)
 	_, err := f.s3.PutObject(ctx, "flink", key+"/_metadata", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
 	return err
+}
+
+// discardCheckpoint deletes a subsumed checkpoint's _metadata, as Flink
+// deletes the checkpoints it no longer retains.
+func (f *farm) discardCheckpoint(ctx context.Context, path string) error {
+	key, ok := strings.CutPrefix(path, "s3://flink/")
+	if !ok {
+		return nil
+	}
+	return f.s3.RemoveObject(ctx, "flink", key+"/_metadata", minio.RemoveObjectOptions{})
 }
 
 // watchCreated reports when the object name of gvr is created on cluster

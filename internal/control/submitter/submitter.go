@@ -88,6 +88,9 @@ type Config struct {
 	// change that may let waiting runnables in: default 1s (one small
 	// query, not one per runnable).
 	CapacityInterval time.Duration
+	// ClientLimits are the rate limit of its client of each member
+	// cluster; the zero value is purser's (clusters.QPS and Burst).
+	ClientLimits clusters.Limits
 	// Policy decides, right before each create, whether the runnable's
 	// author may put its kind on the cluster (tenancy.go). Nil is a policy
 	// with no admins and no rules: namespaced kinds only.
@@ -198,7 +201,7 @@ func New(cfg Config) *Submitter {
 		cfg:         cfg,
 		log:         log.With("component", "submitter"),
 		now:         cfg.Now,
-		clients:     clusters.NewObjects(clusters.NewCache(cfg.Sealer)),
+		clients:     clusters.NewObjects(clusters.NewLimitedCache(cfg.Sealer, cfg.ClientLimits)),
 		policy:      auth.KindPolicyOrEmpty(cfg.Policy),
 		pods:        admission.DefaultChecker(),
 		metrics:     newMetrics(cfg.Registerer),

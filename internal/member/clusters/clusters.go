@@ -41,6 +41,27 @@ const (
 	LandsWithin = 2 * Timeout
 )
 
+// Limits are the rate limit of purser's clients of one member cluster
+// (client-go's QPS and Burst, per client). The zero value is purser's
+// (QPS, Burst); a field left zero keeps purser's value. Raising them is
+// for a farm whose clusters are purser's alone, or sized for the bursts
+// of a whole cluster's failover (docs/benchmarks.md, Failover).
+type Limits struct {
+	QPS   float32
+	Burst int
+}
+
+// apply sets l on cfg, purser's values where l has none.
+func (l Limits) apply(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = QPS, Burst
+	if l.QPS > 0 {
+		cfg.QPS = l.QPS
+	}
+	if l.Burst > 0 {
+		cfg.Burst = l.Burst
+	}
+}
+
 // RESTConfig opens the cluster's sealed kubeconfig and returns a client
 // configuration for it with purser's limits. The plaintext kubeconfig
 // lives only in memory for the duration of the call.
@@ -74,6 +95,9 @@ func RESTConfig(c *store.Cluster, sealer *seal.Sealer) (*rest.Config, error) {
 // every kubeconfig on every pass.
 type Cache struct {
 	sealer *seal.Sealer
+	// Limits are those of every configuration the cache builds; set them
+	// before its first use. The zero value is purser's.
+	Limits Limits
 
 	mu      sync.Mutex
 	entries map[string]cacheEntry
@@ -89,6 +113,13 @@ func NewCache(sealer *seal.Sealer) *Cache {
 	return &Cache{sealer: sealer, entries: map[string]cacheEntry{}}
 }
 
+// NewLimitedCache is NewCache whose configurations have limits.
+func NewLimitedCache(sealer *seal.Sealer, limits Limits) *Cache {
+	c := NewCache(sealer)
+	c.Limits = limits
+	return c
+}
+
 // RESTConfig returns a copy of the cached configuration of c, building it
 // when c's kubeconfig differs from the one it was built from. A copy,
 // because callers set their own fields (timeouts, rate limiters).
@@ -102,6 +133,7 @@ func (k *Cache) RESTConfig(c *store.Cluster) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	k.Limits.apply(cfg)
 	k.entries[c.Name] = cacheEntry{sealed: string(c.Kubeconfig), cfg: cfg}
 	return rest.CopyConfig(cfg), nil
 }

@@ -34,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
@@ -142,6 +143,12 @@ type Config struct {
 	// checkpoint (<state.checkpoints.dir>/<jobId>/chk-<n>) and savepoint,
 	// so that a test can write its _metadata where Flink would.
 	Checkpoints func(ctx context.Context, path string) error
+	// Discards, when set, is called with the path of every checkpoint a
+	// newer one subsumes: Flink keeps the newest
+	// state.checkpoints.num-retained (default 1) of a job and deletes
+	// the older ones (CheckpointCoordinator, CompletedCheckpointStore),
+	// so that the storage holds a few checkpoints per job, not all.
+	Discards func(ctx context.Context, path string) error
 	// Logger receives the simulator's logs; default discards them.
 	Logger *slog.Logger
 }
@@ -155,12 +162,19 @@ type Simulator struct {
 	log      *slog.Logger
 	opts     Config
 	wg       sync.WaitGroup
+	// readyz reaches the kube-apiserver's /readyz, the stand-in for the
+	// HA store of checkpoints (checkpoints.go).
+	readyz rest.Interface
+	// tick is held while checkpoints complete and while a fault is set,
+	// so that a fault lands between two ticks.
+	tick sync.Mutex
 
 	mu     sync.Mutex
 	mems   map[string]*memory        // by namespace/name
 	events map[string]events         // by namespace/name
 	chk    map[string]jobCheckpoints // by job id (checkpoints.go)
 	faults map[string]Fault          // by namespace/name; outlive the object, so a test may fail a name before it exists
+	haDown bool                      // the last store of HA checkpoints failed
 }
 
 // Start runs a simulator on the cluster of cfg until ctx is done, named
@@ -186,9 +200,14 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Config) (*Si
 	if err != nil {
 		return nil, fmt.Errorf("flinksim %s: %w", name, err)
 	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("flinksim %s: %w", name, err)
+	}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	s := &Simulator{
 		dyn:      dyn,
+		readyz:   disc.RESTClient(),
 		informer: factory.ForResource(Resource).Informer(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "flinksim-" + name}),
@@ -263,26 +282,45 @@ func Start(ctx context.Context, name string, cfg *rest.Config, opts Config) (*Si
 func (s *Simulator) Wait() { s.wg.Wait() }
 
 // Fail injects f into the FlinkDeployment namespace/name at once; it stays
-// until Recover, and applies to an object of that name created later.
+// until Recover, and applies to an object of that name created later. No
+// checkpoint of its job completes once Fail has returned.
 func (s *Simulator) Fail(namespace, name string, f Fault) {
-	s.setFault(namespace+"/"+name, f)
+	s.FailEach(namespace, []string{name}, f)
+}
+
+// FailEach is Fail of every name at the same moment: between the same two
+// checkpoint ticks.
+func (s *Simulator) FailEach(namespace string, names []string, f Fault) {
+	keys := make([]string, len(names))
+	for i, name := range names {
+		keys[i] = namespace + "/" + name
+	}
+	s.setFault(keys, f)
 }
 
 // Recover removes the fault of namespace/name; its job runs again.
 func (s *Simulator) Recover(namespace, name string) {
-	s.setFault(namespace+"/"+name, 0)
+	s.setFault([]string{namespace + "/" + name}, 0)
 }
 
-func (s *Simulator) setFault(key string, f Fault) {
+func (s *Simulator) setFault(keys []string, f Fault) {
+	// A tick completing checkpoints finishes first: a checkpoint is
+	// either complete before the fault or never.
+	s.tick.Lock()
 	s.mu.Lock()
-	if f == 0 {
-		delete(s.faults, key)
-	} else {
-		s.faults[key] = f
+	for _, key := range keys {
+		if f == 0 {
+			delete(s.faults, key)
+		} else {
+			s.faults[key] = f
+		}
 	}
 	s.mu.Unlock()
-	s.log.Info("fault set", "key", key, "fault", f)
-	s.queue.Add(key)
+	s.tick.Unlock()
+	for _, key := range keys {
+		s.log.Info("fault set", "key", key, "fault", f)
+		s.queue.Add(key)
+	}
 }
 
 // FaultOf is the fault set on namespace/name, or 0.

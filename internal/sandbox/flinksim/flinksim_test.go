@@ -20,6 +20,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/member/health"
+	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/flinksim"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
@@ -41,7 +42,12 @@ type fixture struct {
 
 func setup(t *testing.T, opts flinksim.Config) *fixture {
 	t.Helper()
-	c := env.Clusters(t)[0]
+	return setupOn(t, env.Clusters(t)[0], opts)
+}
+
+// setupOn is setup on cluster c.
+func setupOn(t *testing.T, c *sandbox.Cluster, opts flinksim.Config) *fixture {
+	t.Helper()
 	cfg := c.RESTConfig()
 	// Twice: installing must be idempotent, since every test does it.
 	for range 2 {
@@ -700,4 +706,114 @@ func TestSavepointFails(t *testing.T) {
 
 	f.sim.Recover(ns, "stubborn")
 	f.waitStatus(t, "stubborn", map[string]string{"jobStatus.state": "FINISHED", "lifecycleState": "SUSPENDED"})
+}
+
+// checkpointLog records the checkpoints a simulator wrote, by job id.
+type checkpointLog struct {
+	mu    sync.Mutex
+	byJob map[string]int
+}
+
+func (l *checkpointLog) write(_ context.Context, path string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byJob == nil {
+		l.byJob = map[string]int{}
+	}
+	parts := strings.Split(path, "/")
+	if len(parts) >= 2 {
+		l.byJob[parts[len(parts)-2]]++
+	}
+	return nil
+}
+
+func (l *checkpointLog) count(job string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byJob[job]
+}
+
+// With Kubernetes HA a checkpoint completes only once the kube-apiserver
+// stored its pointer: while it is down, a job with HA completes none and
+// one without goes on. What the HA job completed last is what it leaves.
+func TestHACheckpointsNeedTheAPIServer(t *testing.T) {
+	c := env.Dedicated(t, false)
+	var log checkpointLog
+	f := setupOn(t, c, flinksim.Config{ReconcileInterval: time.Hour, Checkpoints: log.write})
+	f.create(t, "ha", map[string]any{"high-availability.type": "kubernetes", "execution.checkpointing.interval": "50ms",
+		"state.checkpoints.dir": "s3://chk"}, map[string]any{"upgradeMode": "savepoint"})
+	f.create(t, "plain", map[string]any{"execution.checkpointing.interval": "50ms",
+		"state.checkpoints.dir": "s3://chk"}, map[string]any{"upgradeMode": "savepoint"})
+	ha, plain := f.waitRunning(t, "ha"), f.waitRunning(t, "plain")
+	sandboxtest.Eventually(t, time.Minute, "both checkpointing", func(context.Context) error {
+		if log.count(ha) < 3 || log.count(plain) < 3 {
+			return fmt.Errorf("%d and %d checkpoints", log.count(ha), log.count(plain))
+		}
+		return nil
+	})
+	if f.sim.CheckpointStoreDown() {
+		t.Fatal("the checkpoint store is down while the kube-apiserver answers")
+	}
+	c.StopAPIServer()
+	sandboxtest.Eventually(t, time.Minute, "the HA store seen down", func(context.Context) error {
+		if !f.sim.CheckpointStoreDown() {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	last, written := f.sim.LatestCheckpoint(ns, "ha"), log.count(ha)
+	if !strings.HasPrefix(last, "s3://chk/"+ha+"/chk-") {
+		t.Fatalf("latest checkpoint of the HA job %q", last)
+	}
+	from := log.count(plain)
+	sandboxtest.Eventually(t, time.Minute, "ten more checkpoints of the job without HA", func(context.Context) error {
+		if n := log.count(plain); n < from+10 {
+			return fmt.Errorf("%d more", n-from)
+		}
+		return nil
+	})
+	if got, n := f.sim.LatestCheckpoint(ns, "ha"), log.count(ha); got != last || n != written {
+		t.Errorf("the HA job completed checkpoints without its kube-apiserver: latest %s (was %s), %d written (was %d)", got, last, n, written)
+	}
+}
+
+// A fault lands between two checkpoint ticks: once FailEach returns, none
+// of the failed jobs completes another checkpoint, while others go on.
+func TestNoCheckpointAfterFault(t *testing.T) {
+	var log checkpointLog
+	f := setup(t, flinksim.Config{Checkpoints: log.write})
+	conf := map[string]any{"execution.checkpointing.interval": "20ms", "state.checkpoints.dir": "s3://chk"}
+	names := []string{"fault-a", "fault-b", "fault-c"}
+	for _, name := range append(names, "fault-none") {
+		f.create(t, name, conf, map[string]any{"upgradeMode": "savepoint"})
+	}
+	ids := map[string]string{}
+	for _, name := range append(names, "fault-none") {
+		ids[name] = f.waitRunning(t, name)
+	}
+	sandboxtest.Eventually(t, time.Minute, "every job checkpointing", func(context.Context) error {
+		for name, id := range ids {
+			if log.count(id) < 2 {
+				return fmt.Errorf("%s: %d checkpoints", name, log.count(id))
+			}
+		}
+		return nil
+	})
+	f.sim.FailEach(ns, names, flinksim.Reconciling)
+	last, written := map[string]string{}, map[string]int{}
+	for _, name := range names {
+		last[name], written[name] = f.sim.LatestCheckpoint(ns, name), log.count(ids[name])
+	}
+	from := log.count(ids["fault-none"])
+	sandboxtest.Eventually(t, time.Minute, "ten more checkpoints of the job without a fault", func(context.Context) error {
+		if n := log.count(ids["fault-none"]); n < from+10 {
+			return fmt.Errorf("%d more", n-from)
+		}
+		return nil
+	})
+	for _, name := range names {
+		if got, n := f.sim.LatestCheckpoint(ns, name), log.count(ids[name]); got != last[name] || n != written[name] {
+			t.Errorf("%s completed checkpoints after its fault: latest %s (was %s), %d written (was %d)", name, got, last[name], n, written[name])
+		}
+	}
 }

@@ -48,6 +48,12 @@ type flinkCluster struct {
 	// (checkpoints.go).
 	chkEvery time.Duration
 	chkDir   string
+	// chkRetained is state.checkpoints.num-retained: how many of the
+	// newest completed checkpoints Flink keeps (default 1).
+	chkRetained int
+	// ha: the job runs with Kubernetes HA, so its checkpoints complete
+	// only while the kube-apiserver stores their pointers.
+	ha bool
 }
 
 // Deploy is one submission of a job (ApplicationReconciler.deploy), for
@@ -589,7 +595,7 @@ func (p *pass) deployJob(savepointPath string, lastState bool) {
 		every = 0
 	}
 	*c = flinkCluster{exists: true, readyAt: p.now.Add(p.opts.StartDelay), jobID: id, jobState: "RUNNING",
-		started: p.now.Add(p.opts.StartDelay), restoredFrom: from, chkEvery: every, chkDir: p.checkpointDir()}
+		started: p.now.Add(p.opts.StartDelay), restoredFrom: from, chkEvery: every, chkDir: p.checkpointDir(), chkRetained: p.retainedCheckpoints(), ha: p.spec.ha()}
 	p.deploys = append(p.deploys, Deploy{JobID: id, RestoredFrom: from})
 	p.st.JobStatus.JobID = id
 	p.st.JobStatus.State = "RECONCILING"
@@ -621,6 +627,15 @@ func (p *pass) deleteCluster() {
 	if c.jobState != "" && !globallyTerminal(c.jobState) {
 		c.jobState = "FINISHED"
 	}
+}
+
+// retainedCheckpoints is state.checkpoints.num-retained (Flink's
+// CheckpointingOptions.MAX_RETAINED_CHECKPOINTS, default 1).
+func (p *pass) retainedCheckpoints() int {
+	if n, err := strconv.Atoi(p.spec.conf["state.checkpoints.num-retained"]); err == nil && n > 0 {
+		return n
+	}
+	return 1
 }
 
 func (p *pass) checkpointDir() string {
