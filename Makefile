@@ -54,8 +54,10 @@ fmt-check:
 
 # Every benchmark of docs/benchmarks.md in one run, which regenerates the
 # document's tables and keeps the raw output in docs/benchmarks.raw.txt
-# (hack/benchreport). About 15 minutes on 2 shared vCPU, more on a cold
-# build cache. PURSER_TEST_POSTGRES must be set for the PostgreSQL columns.
+# (hack/benchreport). About an hour on 2 shared vCPU (the design-size
+# inventory and agent, the 1,000-job failover and the Karmada scenarios
+# are most of it), more on a cold build cache: Karmada's first build takes
+# about 9 minutes. PURSER_TEST_POSTGRES must be set for the PostgreSQL columns.
 # BENCH_FLAGS passes flags: "-dry" (the plan, with each invocation's
 # estimate), "-only REGEXP" (a subset).
 bench: sandbox-build
