@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -280,7 +279,7 @@ func buildModule(ctx context.Context, srcDir, dir string, m toolModule, progress
 		// (cmd/scheduler as karmada-scheduler).
 		built := name
 		if len(pkgs) > 1 {
-			built = path.Base(m.binaries[name])
+			built = filepath.Base(filepath.FromSlash(m.binaries[name]))
 		}
 		if err := os.Rename(filepath.Join(tmp, built), filepath.Join(dir, "bin", name)); err != nil {
 			return fmt.Errorf("build %s: %w", name, err)

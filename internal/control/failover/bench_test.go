@@ -375,7 +375,8 @@ func (f *farm) restoredExactly(names []string, want map[string]string, cluster s
 		if w != "" && got == w && started == w {
 			continue
 		}
-		if bad++; bad <= 5 {
+		bad++
+		if bad <= 5 {
 			f.t.Errorf("%s on %s: spec.job.initialSavepointPath %q, job started from %q; want the last checkpoint completed before the fault, %q",
 				name, cluster, got, started, w)
 		}

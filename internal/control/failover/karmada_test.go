@@ -560,7 +560,7 @@ apiVersion: batch/v1
 kind: Job
 metadata: {name: %[1]s, namespace: %[3]s}
 %[4]s
-`, name, clusters, karmadaNS, strings.Replace(longJobSpec, "\n    ", "\n", -1))
+`, name, clusters, karmadaNS, strings.ReplaceAll(longJobSpec, "\n    ", "\n"))
 }
 
 // podRunning reports whether a pod of Job name runs in ns on a cluster.

@@ -229,7 +229,7 @@ func describeNode(ctx context.Context, dc *DC) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer conn.Close(context.Background())
+	defer func() { _ = conn.Close(context.Background()) }()
 	if !writable {
 		return "", nil
 	}
@@ -264,12 +264,12 @@ func describeNode(ctx context.Context, dc *DC) (string, error) {
 		return "", err
 	}
 	for rows.Next() {
-		var name, state, sync string
+		var name, state, syncState string
 		var behind int64
-		if err := rows.Scan(&name, &state, &sync, &behind); err != nil {
+		if err := rows.Scan(&name, &state, &syncState, &behind); err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, " [%s %s %s, flush %d bytes behind]", name, state, sync, behind)
+		fmt.Fprintf(&b, " [%s %s %s, flush %d bytes behind]", name, state, syncState, behind)
 	}
 	return b.String(), rows.Err()
 }
