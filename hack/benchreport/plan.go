@@ -66,6 +66,11 @@ var plan = []entry{
 		Bench: "^Benchmark(IngestEvents|RawUpsert|ReconcileSnapshot)$", Benchtime: "3x", Timeout: 30 * time.Minute, Estimate: 90 * time.Second},
 	{ID: "upsert", Section: "inventory", Pkg: "./internal/hub/store/",
 		Bench: "^BenchmarkUpsertInventory$", Timeout: 10 * time.Minute, Estimate: 10 * time.Second},
+	// A quarter of an hour on its own (a million objects published,
+	// ingested and listed): make bench BENCH_FLAGS="-only '^inventory-design-size$'".
+	{ID: "inventory-design-size", Section: "inventory-design-size", Pkg: "./test/scale/",
+		Test: "TestBenchmarkInventoryDesignSize", Env: []string{"PURSER_BENCH=1"}, Timeout: 45 * time.Minute, Estimate: 12 * time.Minute,
+		Logs: inventoryDesignSizeLogs(), Long: true},
 	{ID: "outage-recovery", Section: "outage-recovery", Pkg: "./internal/member/kuberetry/",
 		Bench: "^BenchmarkRecoveryAfterOutage$", Benchtime: "1x", Timeout: 10 * time.Minute, Estimate: 50 * time.Second},
 	{ID: "agent-memory", Section: "agent-memory", Pkg: "./internal/member/agent/",
@@ -213,6 +218,10 @@ var sections = []section{
 			{lit("snapshot reconciliation of 100,000 records (1,000 zombies)"),
 				secs("inventory.BenchmarkReconcileSnapshot/sqlite", 2), secs("inventory.BenchmarkReconcileSnapshot/postgres", 2), lit("< 2 s")},
 		}},
+	{ID: "inventory-design-size",
+		Columns: []string{"figure (100 clusters × 10,000 objects, PostgreSQL)", "measured", "goal"},
+		Rows:    inventoryDesignSizeRows(),
+	},
 	{ID: "agent-memory",
 		Columns: []string{"informer over 2,000 ConfigMaps written by `kubectl apply`", "heap per object", "goal"},
 		Rows: [][]cell{
@@ -491,4 +500,68 @@ func fairShareRows() [][]cell {
 	return append(rows, []cell{lit("time to admission, mean / p99"),
 		join(" / ", metric(name, "a-wait-mean-s", 2, " s"), metric(name, "a-wait-p99-s", 2, " s")),
 		join(" / ", metric(name, "b-wait-mean-s", 2, " s"), metric(name, "b-wait-p99-s", 2, " s")), lit("")})
+}
+
+// inventoryDesignSizeLogs reads the figures TestBenchmarkInventoryDesignSize
+// logs, one line each.
+func inventoryDesignSizeLogs() []logMetric {
+	line := func(pattern string, units ...string) logMetric {
+		return logMetric{regexp.MustCompile(`inventory design size: ` + pattern), units}
+	}
+	return []logMetric{
+		line(`published (\d+) events of (\d+) clusters in (\S+) \(([0-9.]+)/s\)`, "objects", "clusters", "publish-s", "publish-events/s"),
+		line(`ingested \d+ objects in (\S+): ([0-9.]+) objects/s`, "ingest-s", "ingest-objects/s"),
+		line(`ingester memory during ingest: heap in use ([0-9.]+) MB, RSS ([0-9.]+) MB`, "ingest-heap-MB", "ingest-rss-MB"),
+		line(`database ([0-9.]+) MB for \d+ records: (\d+) B/record \(table and TOAST (\d+) B, indexes (\d+) B\); objects average (\d+) B`,
+			"db-MB", "B/record", "table-B/record", "index-B/record", "object-B"),
+		line(`churn (\d+) changes/s for (\S+) \((\d+) changes, \d+ records changed seen\): ingest lag p50 (\S+) p99 (\S+)`,
+			"churn-rate", "churn-s", "changes", "lag-p50-s", "lag-p99-s"),
+		line(`list one namespace \(first page of 500\): p50 (\S+) p99 (\S+) over (\d+) requests`, "ns-p50-s", "ns-p99-s", "ns-requests"),
+		line(`list by label selector app \((\d+) matches on average\): p50 (\S+) p99 (\S+) over (\d+) requests`,
+			"sel-matches", "sel-p50-s", "sel-p99-s", "sel-requests"),
+		line(`full list of (\d+) records in (\d+) pages of 1000: (\S+), page p50 (\S+) p99 (\S+)`,
+			"full-records", "full-pages", "full-s", "page-p50-s", "page-p99-s"),
+		line(`snapshot reconcile per cluster \((\d+) objects, (\d+) zombies\): p50 (\S+) p99 (\S+) max (\S+) over (\d+) clusters`,
+			"snap-objects", "snap-zombies", "snap-p50-s", "snap-p99-s", "snap-max-s", "snap-clusters"),
+		line(`ingester memory during churn: heap in use ([0-9.]+) MB, RSS ([0-9.]+) MB`, "churn-heap-MB", "churn-rss-MB"),
+	}
+}
+
+// designSize is a figure of TestBenchmarkInventoryDesignSize; ms reads one
+// logged in seconds as milliseconds.
+func designSize(unit string, prec int, suffix string) fig {
+	return metric("scale.TestBenchmarkInventoryDesignSize", unit, prec, suffix)
+}
+
+func designSizeMs(unit string, prec int) fig {
+	return fig{name: "scale.TestBenchmarkInventoryDesignSize", unit: unit, scale: 1e3, prec: prec, suffix: " ms"}
+}
+
+func inventoryDesignSizeRows() [][]cell {
+	p50p99 := func(what string, prec int) cell {
+		return join(" / ", designSizeMs(what+"-p50-s", prec), designSizeMs(what+"-p99-s", prec))
+	}
+	return [][]cell{
+		{lit("load generator: the agents' ADDED events published into JetStream (nats-server, its default sync)"),
+			join(" ", designSize("publish-events/s", 0, " events/s"), join("", lit("("), designSize("publish-s", 0, " s"), lit(")"))), lit("")},
+		{lit("**ingest of the backlog of 1,000,000 objects**, ingester start to the last record committed"),
+			join(" ", designSize("ingest-objects/s", 0, " objects/s"), join("", lit("("), designSize("ingest-s", 0, " s"), lit(")"))),
+			lit("≥ 10,000/s")},
+		{lit("ingester memory during ingest: Go heap in use / RSS (its own process, peak of 1 s samples)"),
+			join(" / ", designSize("ingest-heap-MB", 0, " MB"), designSize("ingest-rss-MB", 0, " MB")), lit("")},
+		{lit("database per record: total / table and TOAST / indexes (objects average, as JSON)"),
+			join(" / ", designSize("B/record", 0, " B"), designSize("table-B/record", 0, " B"), designSize("index-B/record", 0, " B")),
+			join("", lit("("), designSize("object-B", 0, " B"), lit(")"))},
+		{lit("churn across the farm, changes/s"), designSize("churn-rate", 0, "/s"), lit("1,000/s for ≥ 60 s")},
+		{lit("ingest lag under churn, publish to committed record, p50 / p99"), p50p99("lag", 0), lit("")},
+		{lit("**list one namespace under churn**, first page of 500 (`?namespace=team-N&limit=500`), p50 / p99"), p50p99("ns", 1), lit("p99 < 50 ms")},
+		{join("", lit("**list by label selector across the farm under churn** (`?labelSelector=app=…`, "), designSize("sel-matches", 0, ""),
+			lit(" matches), p50 / p99")), p50p99("sel", 1), lit("p99 < 50 ms")},
+		{lit("full list of every record under churn, pages of 1,000: total / page p50 / page p99"),
+			join(" / ", designSize("full-s", 1, " s"), designSizeMs("page-p50-s", 0), designSizeMs("page-p99-s", 0)), lit("")},
+		{lit("**snapshot reconcile of one cluster under churn** (10,000 objects, 10 zombies; publish to commit), p50 / p99 / max of 100"),
+			join(" / ", designSizeMs("snap-p50-s", 0), designSizeMs("snap-p99-s", 0), designSizeMs("snap-max-s", 0)), lit("< 1 s")},
+		{lit("ingester memory during churn: Go heap in use / RSS"),
+			join(" / ", designSize("churn-heap-MB", 0, " MB"), designSize("churn-rss-MB", 0, " MB")), lit("")},
+	}
 }

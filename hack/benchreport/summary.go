@@ -115,6 +115,11 @@ func summaryRows() [][]cell {
 	failoverMax := metric("failover.BenchmarkDrain", "failover-downtime-max-s", 2, " s")
 	kueueUsage := metric("submitter.TestBenchmarkKueueBaselineOneCohort", "usage-%", 1, " %")
 	dcAccepted := metric("soak.TestBenchmarkDCAccept", "sync-5ms-grouped/s", 0, "/s")
+	designIngest := designSize("ingest-objects/s", 0, "/s")
+	designNamespace := designSizeMs("ns-p99-s", 1)
+	designSelector := designSizeMs("sel-p99-s", 1)
+	designReconcile := fig{name: "scale.TestBenchmarkInventoryDesignSize", unit: "snap-p99-s", scale: 1, prec: 2, suffix: " s"}
+	designFrom := func(name string) from { return from{"The inventory at design size", name} }
 	return [][]cell{
 		{lit("submissions accepted by the API (PostgreSQL, 16 clients)"), submitPG, lit("≥ 100/s (design size)"),
 			join(" ", ceilingPG, lit("raw transactions/s")), percent(submitPG, ceilingPG), atLeast(submitPG, 100, 0, "/s"),
@@ -133,6 +138,14 @@ func summaryRows() [][]cell {
 			from{"Inventory (agent and ingester)", "inventory.BenchmarkIngestEvents/postgres"}},
 		{lit("snapshot reconcile of 100,000 records (PostgreSQL)"), reconcile, lit("< 2 s"),
 			lit(""), lit(""), atMost(reconcile, 2, 2, " s"), from{"Inventory (agent and ingester)", "inventory.BenchmarkReconcileSnapshot/postgres"}},
+		{lit("inventory ingest at design size: 1,000,000 objects of 100 clusters (PostgreSQL)"), designIngest, lit("≥ 10,000/s"),
+			lit(""), lit(""), atLeast(designIngest, 10000, 0, "/s"), designFrom("scale.TestBenchmarkInventoryDesignSize")},
+		{lit("inventory list of one namespace among 1,000,000 records under 1,000 changes/s, p99"), designNamespace, lit("< 50 ms"),
+			lit(""), lit(""), atMost(designNamespace, 50, 1, " ms"), designFrom("scale.TestBenchmarkInventoryDesignSize")},
+		{lit("inventory list by label selector across 1,000,000 records under churn, p99"), designSelector, lit("< 50 ms"),
+			lit(""), lit(""), atMost(designSelector, 50, 1, " ms"), designFrom("scale.TestBenchmarkInventoryDesignSize")},
+		{lit("snapshot reconcile of one cluster of 10,000 objects under churn, p99 of 100"), designReconcile, lit("< 1 s"),
+			lit(""), lit(""), atMost(designReconcile, 1, 2, " s"), designFrom("scale.TestBenchmarkInventoryDesignSize")},
 		{lit("inventory list by label selector, 100 of 10,001 (PostgreSQL)"), listPurser, lit("no slower than the kube-apiserver"),
 			join(" ", listKube, lit("kube-apiserver")), ratio(listPurser, listKube, 2), atMost(ratio(listPurser, listKube, 2), 1, 2, "×"),
 			from{"Inventory list against the kube-apiserver", "server.BenchmarkInventoryList/purser-postgres/selector"}},
