@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,21 @@ func runIngester(encoded string) error {
 	cfg := decodeIngesterConfig(encoded)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// PURSER_BENCH_CPUPROFILE names a file for the ingester's CPU profile,
+	// written when it stops: where its time goes at design size.
+	if path := os.Getenv("PURSER_BENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	h, err := compose.OpenHub(ctx, compose.HubConfig{Name: "ingester", Database: cfg.Database, NATS: cfg.NATS,
 		KeyFile: cfg.KeyFile, MetricsListen: cfg.MetricsListen, Logger: log})
