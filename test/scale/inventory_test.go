@@ -375,6 +375,14 @@ func churn(ctx context.Context, natsURL string, f *farm, rate int, changes *atom
 			}
 			changes.Add(1)
 		}
+		// An agent's publishers wait for JetStream's acknowledgements;
+		// so does the churn, before the client's window of unacknowledged
+		// messages fills (it refuses more past 4,000).
+		if js.PublishAsyncPending() > 1000 {
+			if err := waitPublished(ctx, js); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
 	}
 }
 
