@@ -66,6 +66,12 @@ var plan = []entry{
 		Bench: "^Benchmark(IngestEvents|RawUpsert|ReconcileSnapshot)$", Benchtime: "3x", Timeout: 30 * time.Minute, Estimate: 90 * time.Second},
 	{ID: "upsert", Section: "inventory", Pkg: "./internal/hub/store/",
 		Bench: "^BenchmarkUpsertInventory$", Timeout: 10 * time.Minute, Estimate: 10 * time.Second},
+	// A quarter of an hour on its own (a million objects published,
+	// ingested and listed), in make bench with the rest: the design size
+	// is what the document answers for.
+	{ID: "inventory-design-size", Section: "inventory-design-size", Pkg: "./test/scale/",
+		Test: "TestBenchmarkInventoryDesignSize", Env: []string{"PURSER_BENCH=1"}, Timeout: 45 * time.Minute, Estimate: 12 * time.Minute,
+		Logs: inventoryDesignSizeLogs()},
 	{ID: "outage-recovery", Section: "outage-recovery", Pkg: "./internal/member/kuberetry/",
 		Bench: "^BenchmarkRecoveryAfterOutage$", Benchtime: "1x", Timeout: 10 * time.Minute, Estimate: 50 * time.Second},
 	{ID: "agent-memory", Section: "agent-memory", Pkg: "./internal/member/agent/",
@@ -235,6 +241,10 @@ var sections = []section{
 			{lit("snapshot reconciliation of 100,000 records (1,000 zombies)"),
 				secs("inventory.BenchmarkReconcileSnapshot/sqlite", 2), secs("inventory.BenchmarkReconcileSnapshot/postgres", 2), lit("< 2 s")},
 		}},
+	{ID: "inventory-design-size",
+		Columns: []string{"figure (100 clusters × 10,000 objects, PostgreSQL)", "measured", "goal"},
+		Rows:    inventoryDesignSizeRows(),
+	},
 	{ID: "agent-memory",
 		Columns: []string{"informer over 2,000 ConfigMaps written by `kubectl apply`", "heap per object", "goal"},
 		Rows: [][]cell{
@@ -253,20 +263,20 @@ var sections = []section{
 			designRow("CPU time of the process, start to synced (the agent: to every initial event published)", "cpu-s", 1, " s", lit("")),
 			{lit("RSS once synced (peak)"),
 				designRSS("agent"), designRSS("plain"), designRSS("typed"),
-				ratio(metric(designSize, "agent-MB-rss", 0, ""), metric(designSize, "plain-MB-rss", 0, ""), 2), lit("")},
+				ratio(metric(agentDesignSize, "agent-MB-rss", 0, ""), metric(agentDesignSize, "plain-MB-rss", 0, ""), 2), lit("")},
 			{lit("start to every initial event acknowledged by JetStream"),
-				join(" ", metric(designSize, "agent-published-s", 1, " s"), join("", lit("("), ratio(metric(designSize, "objects", 0, ""), metric(designSize, "agent-published-s", 3, ""), 0), lit(" events/s)"))),
+				join(" ", metric(agentDesignSize, "agent-published-s", 1, " s"), join("", lit("("), ratio(metric(agentDesignSize, "objects", 0, ""), metric(agentDesignSize, "agent-published-s", 3, ""), 0), lit(" events/s)"))),
 				lit(""), lit(""), lit(""), lit("")},
 			{lit("start to the first snapshot acknowledged (during the initial events)"),
-				metric(designSize, "agent-first-snapshot-s", 1, " s"), lit(""), lit(""), lit(""), lit("")},
+				metric(agentDesignSize, "agent-first-snapshot-s", 1, " s"), lit(""), lit(""), lit(""), lit("")},
 			{lit("**one full snapshot**: cache list to last chunk acknowledged, median of 3 (max)"),
-				join(" ", metric(designSize, "snapshot-s", 2, " s"), join("", lit("("), metric(designSize, "snapshot-max-s", 2, " s"), lit(")"))),
+				join(" ", metric(agentDesignSize, "snapshot-s", 2, " s"), join("", lit("("), metric(agentDesignSize, "snapshot-max-s", 2, " s"), lit(")"))),
 				lit(""), lit(""), lit(""), lit("a few seconds (< 3 s)")},
 			{lit("snapshot size"),
-				join(" ", metric(designSize, "snapshot-MB", 1, " MB in"), metric(designSize, "snapshot-chunks", 0, " chunks")),
+				join(" ", metric(agentDesignSize, "snapshot-MB", 1, " MB in"), metric(agentDesignSize, "snapshot-chunks", 0, " chunks")),
 				lit(""), lit(""), lit(""), lit("")},
 			{lit("objects in the caches (created at)"),
-				join(" ", metric(designSize, "objects", 0, ""), join("", lit("("), metric(designSize, "created-objects/s", 0, "/s"), lit(")"))),
+				join(" ", metric(agentDesignSize, "objects", 0, ""), join("", lit("("), metric(agentDesignSize, "created-objects/s", 0, "/s"), lit(")"))),
 				lit(""), lit(""), lit(""), lit("")},
 		}},
 	{ID: "submitter",
@@ -433,19 +443,19 @@ var sections = []section{
 		}},
 }
 
-// designSize is the result of BenchmarkAgentDesignSize.
-const designSize = "agent.BenchmarkAgentDesignSize"
+// agentDesignSize is the result of BenchmarkAgentDesignSize.
+const agentDesignSize = "agent.BenchmarkAgentDesignSize"
 
 // designRow is one figure measured for each of the agent, the plain
 // informer and the typed one, with agent / plain.
 func designRow(label, unit string, prec int, suffix string, goal cell) []cell {
 	return []cell{lit(label),
-		metric(designSize, "agent-"+unit, prec, suffix), metric(designSize, "plain-"+unit, prec, suffix), metric(designSize, "typed-"+unit, prec, suffix),
-		ratio(metric(designSize, "agent-"+unit, prec, ""), metric(designSize, "plain-"+unit, prec, ""), 2), goal}
+		metric(agentDesignSize, "agent-"+unit, prec, suffix), metric(agentDesignSize, "plain-"+unit, prec, suffix), metric(agentDesignSize, "typed-"+unit, prec, suffix),
+		ratio(metric(agentDesignSize, "agent-"+unit, prec, ""), metric(agentDesignSize, "plain-"+unit, prec, ""), 2), goal}
 }
 
 func designRSS(role string) cell {
-	return join(" ", metric(designSize, role+"-MB-rss", 0, " MB"), join("", lit("("), metric(designSize, role+"-MB-rss-peak", 0, " MB"), lit(")")))
+	return join(" ", metric(agentDesignSize, role+"-MB-rss", 0, " MB"), join("", lit("("), metric(agentDesignSize, role+"-MB-rss-peak", 0, " MB"), lit(")")))
 }
 
 func submitRow(label, eng string) []cell {
@@ -640,4 +650,69 @@ func (c yesNo) text(r lookup) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// inventoryDesignSizeLogs reads the figures TestBenchmarkInventoryDesignSize
+// logs, one line each.
+func inventoryDesignSizeLogs() []logMetric {
+	line := func(pattern string, units ...string) logMetric {
+		return logMetric{regexp.MustCompile(`inventory design size: ` + pattern), units}
+	}
+	return []logMetric{
+		line(`published (\d+) events of (\d+) clusters in (\S+) \(([0-9.]+)/s\)`, "objects", "clusters", "publish-s", "publish-events/s"),
+		line(`ingested \d+ objects in (\S+): ([0-9.]+) objects/s`, "ingest-s", "ingest-objects/s"),
+		line(`ingester memory during ingest: heap in use ([0-9.]+) MB, RSS ([0-9.]+) MB`, "ingest-heap-MB", "ingest-rss-MB"),
+		line(`database ([0-9.]+) MB for \d+ records: (\d+) B/record \(table and TOAST (\d+) B, indexes (\d+) B\); objects average (\d+) B`,
+			"db-MB", "B/record", "table-B/record", "index-B/record", "object-B"),
+		line(`churn (\d+) changes/s for (\S+) \((\d+) changes, \d+ records changed seen\): ingest lag p50 (\S+) p99 (\S+)`,
+			"churn-rate", "churn-s", "changes", "lag-p50-s", "lag-p99-s"),
+		line(`list one namespace \(first page of 500\): p50 (\S+) p99 (\S+) over (\d+) requests`, "ns-p50-s", "ns-p99-s", "ns-requests"),
+		line(`list by label selector app \((\d+) matches on average\): p50 (\S+) p99 (\S+) over (\d+) requests`,
+			"sel-matches", "sel-p50-s", "sel-p99-s", "sel-requests"),
+		line(`full list of (\d+) records in (\d+) pages of 1000: (\S+), page p50 (\S+) p99 (\S+)`,
+			"full-records", "full-pages", "full-s", "page-p50-s", "page-p99-s"),
+		line(`snapshot reconcile per cluster \((\d+) objects, (\d+) zombies\): p50 (\S+) p99 (\S+) max (\S+) over (\d+) clusters`,
+			"snap-objects", "snap-zombies", "snap-p50-s", "snap-p99-s", "snap-max-s", "snap-clusters"),
+		line(`ingester memory during churn: heap in use ([0-9.]+) MB, RSS ([0-9.]+) MB`, "churn-heap-MB", "churn-rss-MB"),
+	}
+}
+
+// designSize is a figure of TestBenchmarkInventoryDesignSize; ms reads one
+// logged in seconds as milliseconds.
+func designSize(unit string, prec int, suffix string) fig {
+	return metric("scale.TestBenchmarkInventoryDesignSize", unit, prec, suffix)
+}
+
+func designSizeMs(unit string, prec int) fig {
+	return fig{name: "scale.TestBenchmarkInventoryDesignSize", unit: unit, scale: 1e3, prec: prec, suffix: " ms"}
+}
+
+func inventoryDesignSizeRows() [][]cell {
+	p50p99 := func(what string, prec int) cell {
+		return join(" / ", designSizeMs(what+"-p50-s", prec), designSizeMs(what+"-p99-s", prec))
+	}
+	return [][]cell{
+		{lit("load generator: the agents' ADDED events published into JetStream (nats-server, its default sync)"),
+			join(" ", designSize("publish-events/s", 0, " events/s"), join("", lit("("), designSize("publish-s", 0, " s"), lit(")"))), lit("")},
+		{lit("**ingest of the backlog of 1,000,000 objects**, ingester start to the last record committed"),
+			join(" ", designSize("ingest-objects/s", 0, " objects/s"), join("", lit("("), designSize("ingest-s", 0, " s"), lit(")"))),
+			lit("≥ 10,000/s")},
+		{lit("ingester memory during ingest: Go heap in use / RSS (its own process, peak of 1 s samples)"),
+			join(" / ", designSize("ingest-heap-MB", 0, " MB"), designSize("ingest-rss-MB", 0, " MB")), lit("")},
+		{lit("database per record: total / table and TOAST / indexes (objects average, as JSON)"),
+			join(" / ", designSize("B/record", 0, " B"), designSize("table-B/record", 0, " B"), designSize("index-B/record", 0, " B")),
+			join("", lit("("), designSize("object-B", 0, " B"), lit(")"))},
+		{lit("churn across the farm, changes/s"), designSize("churn-rate", 0, "/s"), lit("1,000/s for ≥ 60 s")},
+		{lit("ingest lag under churn, publish to committed record, p50 / p99"),
+			join(" / ", designSize("lag-p50-s", 2, " s"), designSize("lag-p99-s", 2, " s")), lit("")},
+		{lit("**list one namespace under churn**, first page of 500 (`?namespace=team-N&limit=500`), p50 / p99"), p50p99("ns", 1), lit("p99 < 50 ms")},
+		{join("", lit("**list by label selector across the farm under churn** (`?labelSelector=app=…`, "), designSize("sel-matches", 0, ""),
+			lit(" matches), p50 / p99")), p50p99("sel", 1), lit("p99 < 50 ms")},
+		{lit("full list of every record under churn, pages of 1,000: total / page p50 / page p99"),
+			join(" / ", designSize("full-s", 1, " s"), designSizeMs("page-p50-s", 0), designSizeMs("page-p99-s", 0)), lit("")},
+		{lit("**snapshot reconcile of one cluster under churn** (10,000 objects, 10 zombies; publish to commit), p50 / p99 / max of 100"),
+			join(" / ", designSizeMs("snap-p50-s", 0), designSizeMs("snap-p99-s", 0), designSizeMs("snap-max-s", 0)), lit("< 1 s")},
+		{lit("ingester memory during churn: Go heap in use / RSS"),
+			join(" / ", designSize("churn-heap-MB", 0, " MB"), designSize("churn-rss-MB", 0, " MB")), lit("")},
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -71,30 +70,88 @@ func supersedes(incoming, current string) bool {
 // below both engines' parameter limits and small enough to plan quickly.
 const inChunk = 500
 
-// versions returns the resourceVersion of each of uids in table
-// (inventory or inventory_tombstones) for cluster. On PostgreSQL the rows
-// are locked, so that two ingesters sharing a cluster cannot interleave
-// their read-compare-write; SQLite has a single writer anyway.
-func (inv Inventory) versions(ctx context.Context, table, cluster string, uids []string) (map[string]string, error) {
-	out := make(map[string]string, len(uids))
-	for start := 0; start < len(uids); start += inChunk {
-		part := uids[start:min(start+inChunk, len(uids))]
-		in, args := inv.uidsIn(cluster, part)
-		q := `SELECT uid, resource_version FROM ` + table + ` WHERE cluster = ? AND ` + in
+// objectKey names a record: (cluster, uid), the inventory's primary key.
+type objectKey struct{ cluster, uid string }
+
+func compareKeys(a, b objectKey) int {
+	if c := strings.Compare(a.cluster, b.cluster); c != 0 {
+		return c
+	}
+	return strings.Compare(a.uid, b.uid)
+}
+
+// keyCond is a condition "(cluster, uid) is one of these keys" and its
+// arguments, which go first in the statement's (PostgreSQL's query mode
+// leads them).
+type keyCond struct {
+	cond string
+	args []any
+}
+
+// keyConds splits keys, in key order, into conditions of at most inChunk
+// keys each. On PostgreSQL a condition spans clusters: a batch of events
+// from a hundred clusters is one statement per chunk, not one per cluster
+// (a round trip each, which made a batch of a farm's events cost hundreds
+// of round trips: docs/benchmarks.md, "The inventory at design size").
+// SQLite keeps one condition per cluster, each a range of the primary key,
+// which its single local writer pays nothing for.
+func (inv Inventory) keyConds(keys []objectKey) []keyCond {
+	var out []keyCond
+	if inv.tx.s.d.engine == EnginePostgres {
+		for start := 0; start < len(keys); start += inChunk {
+			part := keys[start:min(start+inChunk, len(keys))]
+			clusters, uids := make([]string, len(part)), make([]string, len(part))
+			for i, k := range part {
+				clusters[i], uids[i] = k.cluster, k.uid
+			}
+			// QueryExecModeExec plans the statement with its actual values
+			// each time: a cached generic plan, chosen before the table has
+			// statistics, scanned the cluster's whole key range and compared
+			// each row with every uid, which grew with the table.
+			out = append(out, keyCond{cond: "(cluster, uid) IN (SELECT * FROM unnest(?::text[], ?::text[]))",
+				args: []any{pgx.QueryExecModeExec, clusters, uids}})
+		}
+		return out
+	}
+	for start := 0; start < len(keys); {
+		end := start + 1
+		for end < len(keys) && end-start < inChunk && keys[end].cluster == keys[start].cluster {
+			end++
+		}
+		args := make([]any, 0, end-start+1)
+		args = append(args, keys[start].cluster)
+		for _, k := range keys[start:end] {
+			args = append(args, k.uid)
+		}
+		out = append(out, keyCond{cond: "cluster = ? AND uid IN (" + placeholders(end-start) + ")", args: args})
+		start = end
+	}
+	return out
+}
+
+// versions returns the resourceVersion of each of keys (in key order) in
+// table (inventory or inventory_tombstones). On PostgreSQL the rows are
+// locked, so that two ingesters sharing a cluster cannot interleave their
+// read-compare-write; SQLite has a single writer anyway.
+func (inv Inventory) versions(ctx context.Context, table string, keys []objectKey) (map[objectKey]string, error) {
+	out := make(map[objectKey]string, len(keys))
+	for _, kc := range inv.keyConds(keys) {
+		q := `SELECT cluster, uid, resource_version FROM ` + table + ` WHERE ` + kc.cond
 		if inv.tx.s.d.engine == EnginePostgres {
 			q += " FOR UPDATE"
 		}
-		rows, err := inv.tx.query(ctx, q, args...)
+		rows, err := inv.tx.query(ctx, q, kc.args...)
 		if err != nil {
 			return nil, classify(err)
 		}
 		for rows.Next() {
-			var uid, rv string
-			if err := rows.Scan(&uid, &rv); err != nil {
+			var k objectKey
+			var rv string
+			if err := rows.Scan(&k.cluster, &k.uid, &rv); err != nil {
 				rows.Close()
 				return nil, classify(err)
 			}
-			out[uid] = rv
+			out[k] = rv
 		}
 		err = rows.Err()
 		rows.Close()
@@ -105,27 +162,26 @@ func (inv Inventory) versions(ctx context.Context, table, cluster string, uids [
 	return out, nil
 }
 
-// uidsIn is the condition "uid is one of uids" and the arguments for
-// "cluster = ? AND " followed by it. PostgreSQL gets one array parameter
-// rather than hundreds.
-func (inv Inventory) uidsIn(cluster string, uids []string) (string, []any) {
-	if inv.tx.s.d.engine == EnginePostgres {
-		// QueryExecModeExec plans the statement with its actual values
-		// each time: the cached generic plan of this query, chosen before
-		// the table has statistics, scans the cluster's whole key range
-		// and compares each row with every uid, which grows with the table.
-		return "uid = ANY(?)", []any{pgx.QueryExecModeExec, cluster, uids}
-	}
-	args := make([]any, 0, len(uids)+1)
-	args = append(args, cluster)
-	for _, u := range uids {
-		args = append(args, u)
-	}
-	return "uid IN (" + placeholders(len(uids)) + ")", args
-}
-
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// sortedByKey returns items ordered by (cluster, uid), the one order in
+// which concurrent ingesters lock and write keys, so that they cannot
+// deadlock on PostgreSQL, with their keys and their distinct clusters in
+// name order.
+func sortedByKey[T any](items []T, key func(T) objectKey) ([]T, []objectKey, []string) {
+	sorted := slices.Clone(items)
+	slices.SortStableFunc(sorted, func(a, b T) int { return compareKeys(key(a), key(b)) })
+	keys := make([]objectKey, len(sorted))
+	var clusters []string
+	for i, it := range sorted {
+		keys[i] = key(it)
+		if i == 0 || keys[i].cluster != keys[i-1].cluster {
+			clusters = append(clusters, keys[i].cluster)
+		}
+	}
+	return sorted, keys, clusters
 }
 
 // Upsert writes rows whose resourceVersion is newer than both the
@@ -133,62 +189,58 @@ func placeholders(n int) string {
 // so that a replayed or reordered event never puts an older state over a
 // newer one. rows must hold at most one row per (cluster, uid): the caller
 // collapses a batch to the newest state of each object first. It returns
-// the rows it wrote, in the order given: what the inventory now holds, so
-// that whoever acts on an observation acts only on one that was stored.
+// the rows it wrote, ordered by cluster and uid: what the inventory now
+// holds, so that whoever acts on an observation acts only on one that was
+// stored.
 func (inv Inventory) Upsert(ctx context.Context, rows []InventoryRow) ([]InventoryRow, error) {
-	var written []InventoryRow
-	if len(rows) > 0 {
-		if err := inv.lockFeed(ctx); err != nil {
-			return nil, fmt.Errorf("upsert inventory: %w", err)
-		}
+	if len(rows) == 0 {
+		return nil, nil
 	}
-	for cluster, group := range groupByCluster(rows, func(r InventoryRow) string { return r.Cluster },
-		func(r InventoryRow) string { return r.UID }) {
-		if err := inv.lock(ctx, cluster); err != nil {
-			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
+	if err := inv.lockFeed(ctx); err != nil {
+		return nil, fmt.Errorf("upsert inventory: %w", err)
+	}
+	rows, keys, clusters := sortedByKey(rows, func(r InventoryRow) objectKey { return objectKey{r.Cluster, r.UID} })
+	if err := inv.lockAll(ctx, clusters); err != nil {
+		return nil, fmt.Errorf("upsert inventory: %w", err)
+	}
+	current, err := inv.versions(ctx, "inventory", keys)
+	if err != nil {
+		return nil, fmt.Errorf("upsert inventory: %w", err)
+	}
+	tombs, err := inv.versions(ctx, "inventory_tombstones", keys)
+	if err != nil {
+		return nil, fmt.Errorf("upsert inventory: tombstones: %w", err)
+	}
+	var fresh []InventoryRow
+	for i, r := range rows {
+		if rv, ok := current[keys[i]]; ok && !supersedes(r.ResourceVersion, rv) {
+			continue
 		}
-		uids := make([]string, len(group))
-		for i, r := range group {
-			uids[i] = r.UID
+		if rv, ok := tombs[keys[i]]; ok && !supersedes(r.ResourceVersion, rv) {
+			continue
 		}
-		current, err := inv.versions(ctx, "inventory", cluster, uids)
-		if err != nil {
-			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
-		}
-		tombs, err := inv.versions(ctx, "inventory_tombstones", cluster, uids)
-		if err != nil {
-			return nil, fmt.Errorf("upsert inventory of %s: tombstones: %w", cluster, err)
-		}
-		var fresh []InventoryRow
-		for _, r := range group {
-			if rv, ok := current[r.UID]; ok && !supersedes(r.ResourceVersion, rv) {
-				continue
-			}
-			if rv, ok := tombs[r.UID]; ok && !supersedes(r.ResourceVersion, rv) {
-				continue
-			}
-			fresh = append(fresh, r)
-		}
-		stored, err := inv.write(ctx, fresh)
-		if err != nil {
-			return nil, fmt.Errorf("upsert inventory of %s: %w", cluster, err)
-		}
-		for _, r := range fresh {
-			if stored[r.UID] {
-				written = append(written, r)
-			}
+		fresh = append(fresh, r)
+	}
+	stored, err := inv.write(ctx, fresh)
+	if err != nil {
+		return nil, fmt.Errorf("upsert inventory: %w", err)
+	}
+	var written []InventoryRow
+	for _, r := range fresh {
+		if stored[objectKey{r.Cluster, r.UID}] {
+			written = append(written, r)
 		}
 	}
 	return written, nil
 }
 
 // write inserts or replaces rows, in multi-row statements: one
-// round trip per chunk is what makes a batch cheap. It returns the uids it
+// round trip per chunk is what makes a batch cheap. It returns the keys it
 // wrote; a row is not written when a newer version got there first (see
 // newerVersionSQL).
-func (inv Inventory) write(ctx context.Context, rows []InventoryRow) (map[string]bool, error) {
+func (inv Inventory) write(ctx context.Context, rows []InventoryRow) (map[objectKey]bool, error) {
 	const cols = 14
-	stored := make(map[string]bool, len(rows))
+	stored := make(map[objectKey]bool, len(rows))
 	for start := 0; start < len(rows); start += inChunk {
 		part := rows[start:min(start+inChunk, len(rows))]
 		first, err := inv.nextSeqs(ctx, len(part))
@@ -218,17 +270,17 @@ func (inv Inventory) write(ctx context.Context, rows []InventoryRow) (map[string
 				health = excluded.health, phase = excluded.phase, observed_at = excluded.observed_at,
 				object = excluded.object, seq = excluded.seq
 			WHERE `+inv.newerVersionSQL("excluded.resource_version", "inventory.resource_version")+`
-			RETURNING uid`, args...)
+			RETURNING cluster, uid`, args...)
 		if err != nil {
 			return nil, classify(err)
 		}
 		for res.Next() {
-			var uid string
-			if err := res.Scan(&uid); err != nil {
+			var k objectKey
+			if err := res.Scan(&k.cluster, &k.uid); err != nil {
 				res.Close()
 				return nil, classify(err)
 			}
-			stored[uid] = true
+			stored[k] = true
 		}
 		if err := res.Close(); err != nil {
 			return nil, classify(err)
@@ -262,26 +314,43 @@ func (inv Inventory) newerVersionSQL(incoming, current string) string {
 		" OR (length(" + incoming + ") = length(" + current + ") AND " + incoming + collate + " > " + current + collate + "))"
 }
 
-// lock serializes, until commit, the transactions that change one
-// cluster's inventory. Each compares versions in Go before it writes; on
-// PostgreSQL at READ COMMITTED, two ingesters sharing a cluster's events
-// could otherwise both read before either commits, and an upsert of an
-// older state would insert a record that a concurrent deletion's newer
-// tombstone had already ruled out. SQLite has one writer: nothing to do.
-// A transaction that changes several clusters must take them all at once,
-// in one order, before it changes any (LockClusters); lock alone, taking
-// one more cluster after others, is for a transaction of one.
-func (inv Inventory) lock(ctx context.Context, cluster string) error {
-	if inv.tx.s.d.engine != EnginePostgres || inv.tx.clustersLocked[cluster] {
+// lockAll serializes, until commit, the transactions that change the
+// inventory of clusters (given in name order). Each compares versions in
+// Go before it writes; on PostgreSQL at READ COMMITTED, two ingesters
+// sharing a cluster's events could otherwise both read before either
+// commits, and an upsert of an older state would insert a record that a
+// concurrent deletion's newer tombstone had already ruled out. SQLite has
+// one writer: nothing to do. The locks not yet held are taken in one
+// statement, in the order given: one round trip for a batch of a hundred
+// clusters rather than a hundred. A transaction that changes several
+// clusters must take them all at once, in one order, before it changes any
+// (LockClusters); taking one more cluster after others is for a
+// transaction of one.
+func (inv Inventory) lockAll(ctx context.Context, clusters []string) error {
+	if inv.tx.s.d.engine != EnginePostgres {
 		return nil
 	}
-	if _, err := inv.tx.exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('purser.inventory'), hashtext(?))`, cluster); err != nil {
-		return classify(err)
+	var todo []string
+	for _, c := range clusters {
+		if !inv.tx.clustersLocked[c] {
+			todo = append(todo, c)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	// The sorted subquery hands the rows to the aggregate in the array's
+	// order, so the locks are taken in it.
+	if _, err := inv.tx.exec(ctx, `SELECT count(pg_advisory_xact_lock(hashtext('purser.inventory'), hashtext(c)))
+		FROM (SELECT c FROM unnest(?::text[]) WITH ORDINALITY AS t(c, o) ORDER BY o) AS ordered`, todo); err != nil {
+		return fmt.Errorf("lock inventory of %d clusters: %w", len(todo), classify(err))
 	}
 	if inv.tx.clustersLocked == nil {
 		inv.tx.clustersLocked = make(map[string]bool)
 	}
-	inv.tx.clustersLocked[cluster] = true
+	for _, c := range todo {
+		inv.tx.clustersLocked[c] = true
+	}
 	return nil
 }
 
@@ -301,12 +370,7 @@ func (inv Inventory) LockClusters(ctx context.Context, clusters []string) error 
 			return err
 		}
 	}
-	for _, c := range SortedClusters(clusters) {
-		if err := inv.lock(ctx, c); err != nil {
-			return fmt.Errorf("lock inventory of %s: %w", c, err)
-		}
-	}
-	return nil
+	return inv.lockAll(ctx, SortedClusters(clusters))
 }
 
 // SortedClusters returns the distinct names of clusters in name order:
@@ -323,59 +387,56 @@ func SortedClusters(clusters []string) []string {
 // per uid) so that a late event of an older state cannot resurrect the
 // object. It returns how many records were removed.
 func (inv Inventory) Delete(ctx context.Context, tombs []InventoryTombstone) (int, error) {
-	removed := 0
-	if len(tombs) > 0 {
-		if err := inv.lockFeed(ctx); err != nil {
-			return 0, fmt.Errorf("delete inventory: %w", err)
+	if len(tombs) == 0 {
+		return 0, nil
+	}
+	if err := inv.lockFeed(ctx); err != nil {
+		return 0, fmt.Errorf("delete inventory: %w", err)
+	}
+	tombs, keys, clusters := sortedByKey(tombs, func(t InventoryTombstone) objectKey { return objectKey{t.Cluster, t.UID} })
+	if err := inv.lockAll(ctx, clusters); err != nil {
+		return 0, fmt.Errorf("delete inventory: %w", err)
+	}
+	current, err := inv.versions(ctx, "inventory", keys)
+	if err != nil {
+		return 0, fmt.Errorf("delete inventory: %w", err)
+	}
+	var gone []objectKey
+	for i, t := range tombs {
+		// A uid given twice is removed once.
+		if i > 0 && keys[i] == keys[i-1] {
+			continue
+		}
+		if rv, ok := current[keys[i]]; ok && !supersedes(rv, t.ResourceVersion) {
+			gone = append(gone, keys[i])
 		}
 	}
-	for cluster, group := range groupByCluster(tombs, func(t InventoryTombstone) string { return t.Cluster },
-		func(t InventoryTombstone) string { return t.UID }) {
-		if err := inv.lock(ctx, cluster); err != nil {
-			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
-		}
-		uids := make([]string, len(group))
-		for i, t := range group {
-			uids[i] = t.UID
-		}
-		current, err := inv.versions(ctx, "inventory", cluster, uids)
-		if err != nil {
-			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
-		}
-		var gone []string
-		for _, t := range group {
-			if rv, ok := current[t.UID]; ok && !supersedes(rv, t.ResourceVersion) {
-				gone = append(gone, t.UID)
-			}
-		}
-		n, err := inv.remove(ctx, cluster, gone)
-		removed += n
-		if err != nil {
-			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
-		}
-		if err := inv.putTombstones(ctx, cluster, group); err != nil {
-			return removed, fmt.Errorf("delete inventory of %s: %w", cluster, err)
-		}
+	removed, err := inv.remove(ctx, gone)
+	if err != nil {
+		return removed, fmt.Errorf("delete inventory: %w", err)
+	}
+	if err := inv.putTombstones(ctx, tombs); err != nil {
+		return removed, fmt.Errorf("delete inventory: %w", err)
 	}
 	return removed, nil
 }
 
-func (inv Inventory) remove(ctx context.Context, cluster string, uids []string) (int, error) {
+// remove deletes the records of keys (in key order) and records their
+// removal in the change feed.
+func (inv Inventory) remove(ctx context.Context, keys []objectKey) (int, error) {
 	removed := 0
-	for start := 0; start < len(uids); start += inChunk {
-		part := uids[start:min(start+inChunk, len(uids))]
-		in, args := inv.uidsIn(cluster, part)
-		res, err := inv.tx.query(ctx, `DELETE FROM inventory WHERE cluster = ? AND `+in+`
-			RETURNING api_version, kind, namespace, name, uid, resource_version, labels, object`, args...)
+	for _, kc := range inv.keyConds(keys) {
+		res, err := inv.tx.query(ctx, `DELETE FROM inventory WHERE `+kc.cond+`
+			RETURNING cluster, api_version, kind, namespace, name, uid, resource_version, labels, object`, kc.args...)
 		if err != nil {
 			return removed, classify(err)
 		}
 		var gone []InventoryRow
 		for res.Next() {
-			r := InventoryRow{Cluster: cluster}
+			var r InventoryRow
 			var labelDoc string
 			var obj *string
-			if err := res.Scan(&r.APIVersion, &r.Kind, &r.Namespace, &r.Name, &r.UID, &r.ResourceVersion, &labelDoc, &obj); err != nil {
+			if err := res.Scan(&r.Cluster, &r.APIVersion, &r.Kind, &r.Namespace, &r.Name, &r.UID, &r.ResourceVersion, &labelDoc, &obj); err != nil {
 				res.Close()
 				return removed, classify(err)
 			}
@@ -399,39 +460,35 @@ func (inv Inventory) remove(ctx context.Context, cluster string, uids []string) 
 	return removed, nil
 }
 
-// putTombstones stores tombs of one cluster, keeping the newer version
-// when a uid already has one.
-func (inv Inventory) putTombstones(ctx context.Context, cluster string, tombs []InventoryTombstone) error {
-	uids := make([]string, len(tombs))
-	for i, t := range tombs {
-		uids[i] = t.UID
-	}
-	existing, err := inv.versions(ctx, "inventory_tombstones", cluster, uids)
+// putTombstones stores tombs, keeping the newer version when a uid
+// already has one.
+func (inv Inventory) putTombstones(ctx context.Context, tombs []InventoryTombstone) error {
+	tombs, keys, _ := sortedByKey(tombs, func(t InventoryTombstone) objectKey { return objectKey{t.Cluster, t.UID} })
+	existing, err := inv.versions(ctx, "inventory_tombstones", keys)
 	if err != nil {
 		return fmt.Errorf("tombstones: %w", err)
 	}
-	keep := make(map[string]InventoryTombstone, len(tombs))
-	for _, t := range tombs {
-		if rv, ok := existing[t.UID]; ok && !supersedes(t.ResourceVersion, rv) {
+	keep := make(map[objectKey]InventoryTombstone, len(tombs))
+	for i, t := range tombs {
+		if rv, ok := existing[keys[i]]; ok && !supersedes(t.ResourceVersion, rv) {
 			continue
 		}
-		if prev, ok := keep[t.UID]; ok && !supersedes(t.ResourceVersion, prev.ResourceVersion) {
+		if prev, ok := keep[keys[i]]; ok && !supersedes(t.ResourceVersion, prev.ResourceVersion) {
 			continue
 		}
-		keep[t.UID] = t
+		keep[keys[i]] = t
 	}
-	list := make([]InventoryTombstone, 0, len(keep))
-	for _, t := range keep {
-		list = append(list, t)
-	}
-	slices.SortFunc(list, func(a, b InventoryTombstone) int { return strings.Compare(a.UID, b.UID) })
+	list := slices.Collect(maps.Values(keep))
+	slices.SortFunc(list, func(a, b InventoryTombstone) int {
+		return compareKeys(objectKey{a.Cluster, a.UID}, objectKey{b.Cluster, b.UID})
+	})
 	for start := 0; start < len(list); start += inChunk {
 		part := list[start:min(start+inChunk, len(list))]
 		values := make([]string, len(part))
 		args := make([]any, 0, 4*len(part))
 		for i, t := range part {
 			values[i] = "(?, ?, ?, ?)"
-			args = append(args, cluster, t.UID, t.ResourceVersion, inv.tx.s.d.ts(t.DeletedAt))
+			args = append(args, t.Cluster, t.UID, t.ResourceVersion, inv.tx.s.d.ts(t.DeletedAt))
 		}
 		if _, err := inv.tx.exec(ctx, `INSERT INTO inventory_tombstones (cluster, uid, resource_version, deleted_at)
 			VALUES `+strings.Join(values, ", ")+`
@@ -502,7 +559,7 @@ func (inv Inventory) Reconcile(ctx context.Context, snap InventorySnapshot) (Rec
 	if err := inv.lockFeed(ctx); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := inv.lock(ctx, snap.Cluster); err != nil {
+	if err := inv.lockAll(ctx, []string{snap.Cluster}); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
 	}
 	rows, err := inv.tx.query(ctx, `SELECT uid, resource_version, observed_at FROM inventory
@@ -542,7 +599,11 @@ func (inv Inventory) Reconcile(ctx context.Context, snap InventorySnapshot) (Rec
 	}
 	rec.Missing = len(snap.Items) - seen
 	slices.Sort(zombies)
-	if rec.Removed, err = inv.remove(ctx, snap.Cluster, zombies); err != nil {
+	keys := make([]objectKey, len(zombies))
+	for i, uid := range zombies {
+		keys[i] = objectKey{snap.Cluster, uid}
+	}
+	if rec.Removed, err = inv.remove(ctx, keys); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
 	}
 	// Tombstones age by this clock, the one that prunes them, not by the
@@ -552,7 +613,7 @@ func (inv Inventory) Reconcile(ctx context.Context, snap InventorySnapshot) (Rec
 	for i, uid := range zombies {
 		tombs[i] = InventoryTombstone{Cluster: snap.Cluster, UID: uid, ResourceVersion: snap.ListResourceVersion, DeletedAt: now}
 	}
-	if err := inv.putTombstones(ctx, snap.Cluster, tombs); err != nil {
+	if err := inv.putTombstones(ctx, tombs); err != nil {
 		return rec, fmt.Errorf("%s: %w", what, err)
 	}
 	return rec, nil
@@ -655,26 +716,27 @@ func (d dialect) listInventoryQuery(f InventoryFilter) (q string, args []any, li
 		if err != nil {
 			return "", nil, 0, err
 		}
-		// The leading columns of the sort key that the filters fix are
-		// left out of the comparison: both engines then seek to the token
-		// with equality on those and a range on the rest, where a
-		// comparison of the whole key makes SQLite scan the fixed prefix
-		// from its start on every page.
+		// The columns of the sort key that the filters fix are left out
+		// of the comparison: the records they select all share them, so
+		// the order of the rest is the listing's order. Both engines then
+		// seek to the token with equality on those and a range on the
+		// rest, in whichever index leads with them (inventory_list_order
+		// for a kind, inventory_namespace_order for a namespace alone),
+		// where a comparison of the whole key makes SQLite scan the fixed
+		// prefix from its start on every page, and a namespace without a
+		// kind could not seek at all.
 		sortKey := []string{"kind", "namespace", "name", "cluster", "uid"}
-		fixed := 0
-		for _, v := range []string{f.Kind, f.Namespace, f.Name, f.Cluster} {
-			if v == "" {
-				break
-			}
-			if key[fixed] != v {
+		var cols []string
+		for i, v := range []string{f.Kind, f.Namespace, f.Name, f.Cluster, ""} {
+			switch {
+			case v == "":
+				cols = append(cols, sortKey[i])
+				args = append(args, key[i])
+			case key[i] != v:
 				return "", nil, 0, fmt.Errorf("%w: the token is of another listing", ErrBadContinue)
 			}
-			fixed++
 		}
-		conds = append(conds, "("+strings.Join(sortKey[fixed:], ", ")+") > ("+placeholders(len(sortKey)-fixed)+")")
-		for _, v := range key[fixed:] {
-			args = append(args, v)
-		}
+		conds = append(conds, "("+strings.Join(cols, ", ")+") > ("+placeholders(len(cols))+")")
 	}
 	object := "object"
 	if f.WithoutObject {
@@ -755,28 +817,6 @@ func decodeInventoryContinue(token string) ([]string, error) {
 		return nil, fmt.Errorf("%w: want 5 key parts, got %d", ErrBadContinue, len(key))
 	}
 	return key, nil
-}
-
-// groupByCluster splits items by cluster, since every query above is
-// scoped to one cluster's primary-key prefix.
-// Clusters come out in name order and each group in the order of uid
-// (of uidOf), so that concurrent ingesters lock and insert keys in one
-// global order and cannot deadlock on PostgreSQL.
-func groupByCluster[T any](items []T, cluster func(T) string, uidOf func(T) string) iter.Seq2[string, []T] {
-	out := make(map[string][]T)
-	for _, it := range items {
-		c := cluster(it)
-		out[c] = append(out[c], it)
-	}
-	return func(yield func(string, []T) bool) {
-		for _, c := range slices.Sorted(maps.Keys(out)) {
-			group := out[c]
-			slices.SortFunc(group, func(a, b T) int { return strings.Compare(uidOf(a), uidOf(b)) })
-			if !yield(c, group) {
-				return
-			}
-		}
-	}
 }
 
 // CountByCluster returns how many records each cluster has.

@@ -312,7 +312,7 @@ func testInventorySelectors(t *testing.T, eng engine) {
 	guarded.ResourceVersion, guarded.Labels = "1", map[string]string{"app": "guarded"}
 	mustTx(t, s, func(tx *Tx) error {
 		stored, err := tx.Inventory().write(ctx, []InventoryRow{guarded})
-		if err == nil && stored[guarded.UID] {
+		if err == nil && stored[objectKey{guarded.Cluster, guarded.UID}] {
 			t.Errorf("an older version of %s was written over a newer one", guarded.UID)
 		}
 		return err

@@ -184,13 +184,12 @@ func storeEvents(ctx context.Context, tx *store.Tx, b eventBatch) ([]store.Inven
 // touchAgentsByEvents records how fresh each cluster's records are, by
 // its newest event in the batch.
 func touchAgentsByEvents(ctx context.Context, tx *store.Tx, b eventBatch, _ []store.InventoryRow) error {
+	touches := make([]store.AgentFreshness, 0, len(b.lastEvent))
 	for _, cluster := range store.SortedClusters(slices.Collect(maps.Keys(b.lastEvent))) {
 		at := b.lastEvent[cluster]
-		if err := tx.Agents().Touch(ctx, cluster, nil, nil, &at); err != nil {
-			return err
-		}
+		touches = append(touches, store.AgentFreshness{Cluster: cluster, LastEvent: &at})
 	}
-	return nil
+	return tx.Agents().TouchAll(ctx, touches)
 }
 
 // clusters names every cluster the batch changes: those of its records,

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -168,16 +166,14 @@ func reconcileSnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch) ([]s
 // just applied: a snapshot counts once the ingester has applied it, not
 // when the agent sent it, so it is recorded with the records it removed.
 func touchAgentsBySnapshots(ctx context.Context, tx *store.Tx, b snapshotBatch, _ []store.Reconciliation) error {
-	// In the clusters' order, as every transaction takes agents' rows.
-	snaps := slices.Clone(b.snaps)
-	slices.SortStableFunc(snaps, func(x, y store.InventorySnapshot) int { return strings.Compare(x.Cluster, y.Cluster) })
-	for _, snap := range snaps {
+	// TouchAll writes them in the clusters' order, as every transaction
+	// takes agents' rows.
+	touches := make([]store.AgentFreshness, 0, len(b.snaps))
+	for _, snap := range b.snaps {
 		taken := snap.TakenAt
-		if err := tx.Agents().Touch(ctx, snap.Cluster, nil, &taken, nil); err != nil {
-			return err
-		}
+		touches = append(touches, store.AgentFreshness{Cluster: snap.Cluster, LastSnapshot: &taken})
 	}
-	return nil
+	return tx.Agents().TouchAll(ctx, touches)
 }
 
 // logReconciled says what committed reconciliations changed or found.
