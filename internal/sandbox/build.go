@@ -105,21 +105,29 @@ type BuildConfig struct {
 	Progress io.Writer
 }
 
+// resolve is where a build reports its progress (nowhere by default),
+// the folder of the pins it builds and the cache it builds into.
+func (opts BuildConfig) resolve() (progress io.Writer, src pinSource, cacheDir string, err error) {
+	progress = opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	if src, err = pinsFrom(opts.ToolsDir); err != nil {
+		return nil, pinSource{}, "", err
+	}
+	if cacheDir, err = cacheRoot(opts.CacheDir); err != nil {
+		return nil, pinSource{}, "", err
+	}
+	return progress, src, cacheDir, nil
+}
+
 // Ensure returns the sandbox binaries for the pins, building whatever is
 // missing. Each tools module has its own cache folder, keyed by its own
 // pins, so that changing or adding one module builds that module alone.
 // Concurrent callers, in this process or another, wait for one build
 // instead of building twice.
 func Ensure(ctx context.Context, opts BuildConfig) (*Binaries, error) {
-	progress := opts.Progress
-	if progress == nil {
-		progress = io.Discard
-	}
-	src, err := pinsFrom(opts.ToolsDir)
-	if err != nil {
-		return nil, err
-	}
-	cacheDir, err := cacheRoot(opts.CacheDir)
+	progress, src, cacheDir, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}

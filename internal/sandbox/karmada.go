@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -56,15 +55,7 @@ func (k *KarmadaBinaries) CRDs() string { return filepath.Join(k.dir, karmadaCRD
 // building them on first use into their module's cache folder, as Ensure
 // does for the clusters' binaries.
 func EnsureKarmada(ctx context.Context, opts BuildConfig) (*KarmadaBinaries, error) {
-	progress := opts.Progress
-	if progress == nil {
-		progress = io.Discard
-	}
-	src, err := pinsFrom(opts.ToolsDir)
-	if err != nil {
-		return nil, err
-	}
-	cacheDir, err := cacheRoot(opts.CacheDir)
+	progress, src, cacheDir, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
