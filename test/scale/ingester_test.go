@@ -133,7 +133,9 @@ func startIngester(t testing.TB, dsn, natsURL string) *ingesterProcess {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	cfg := ingesterConfig{Database: dsn, NATS: natsURL, KeyFile: keyFile, MetricsListen: addr}
 	p := &ingesterProcess{metrics: "http://" + addr + "/metrics", done: make(chan error, 1), stderr: &tailBuffer{max: 64 << 10}}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	// Its life is the test's, ended by stop (SIGTERM, then SIGKILL), not
+	// by a context.
+	p.cmd = exec.CommandContext(context.Background(), os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), ingesterEnv+"="+cfg.encode())
 	p.cmd.Stderr = io.MultiWriter(p.stderr, os.Stderr)
 	// The child dies with this process even if the test is killed.
@@ -166,13 +168,16 @@ func (p *ingesterProcess) stop(t testing.TB) {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	var exited error
 	select {
-	case <-p.done:
+	case exited = <-p.done:
 	case <-time.After(30 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		exited = <-p.done
 		t.Logf("the ingester did not stop within 30 s of SIGTERM; killed")
 	}
+	// Stopped by a signal, its exit status says nothing more.
+	_ = exited
 }
 
 // memory is one reading of the child's memory.
