@@ -116,8 +116,15 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 		}
 		return nil
 	}}
+	// A planned move that failed left the job running where it was, and
+	// its message says why and that nothing moved: true for as long as
+	// that attempt runs on, so an observation of it keeps the message.
+	moveFailedHere := st.Move != nil && st.Move.Step == v1alpha1.MoveFailed && st.Move.Attempt == last.Number
 	switch next {
 	case v1alpha1.PhaseRunning:
+		if current == v1alpha1.PhaseRunning && moveFailedHere {
+			break
+		}
 		t.Message = kind + " is running on " + row.Cluster
 	case v1alpha1.PhaseSucceeded:
 		t.Message = kind + " succeeded on " + row.Cluster
