@@ -422,6 +422,27 @@ func purserFlink(name, clusters string, toleration int) string {
 
 // karmadaRunning waits until Karmada has placed kind/name on one cluster
 // and the simulator runs it there, and returns the cluster and job id.
+// startFlinkInBoth runs the FlinkDeployment name through purser and
+// through Karmada, each placeable on clusters, and waits until each copy
+// runs Healthy with a checkpoint (purser's) to fail over with. It returns
+// where each runs and its job id.
+func (d *karmadaDriver) startFlinkInBoth(t *testing.T, f *farm, name string, clusters []string, toleration int) (pFrom, pJob, kFrom, kJob string) {
+	t.Helper()
+	for _, cl := range clusters {
+		d.waitAPI(t, cl, "flink.apache.org/v1beta1", "flinkdeployments")
+	}
+	list := strings.Join(clusters, ", ")
+	f.submit(purserFlink(name, list, toleration))
+	d.applyAll(t, karmadaFlink(name, list, toleration))
+	t.Cleanup(func() { d.deleteKarmadaObjects(name, "FlinkDeployment") })
+	pFrom = running(f, name).Status.Cluster
+	pJob, _ = f.sims[pFrom].Running(f.ns, name)
+	waitCheckpoint(t, f, pJob)
+	kFrom, kJob = d.karmadaRunning(t, f, name)
+	d.waitHealthy(t, name, kFrom)
+	return pFrom, pJob, kFrom, kJob
+}
+
 func (d *karmadaDriver) karmadaRunning(t *testing.T, f *farm, name string) (string, string) {
 	t.Helper()
 	var cluster, job string
@@ -448,18 +469,7 @@ func karmadaApplication(t *testing.T, d *karmadaDriver, cs []*sandbox.Cluster) {
 	const toleration = 10
 	f := newFarmWith(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}, {name: "b", sandbox: cs[1]}}, periods{})
 	const name = "app"
-	for _, cl := range []string{"a", "b"} {
-		d.waitAPI(t, cl, "flink.apache.org/v1beta1", "flinkdeployments")
-	}
-	f.submit(purserFlink(name, "a, b", toleration))
-	d.applyAll(t, karmadaFlink(name, "a, b", toleration))
-	t.Cleanup(func() { d.deleteKarmadaObjects(name, "FlinkDeployment") })
-
-	pFrom := running(f, name).Status.Cluster
-	pJob, _ := f.sims[pFrom].Running(f.ns, name)
-	waitCheckpoint(t, f, pJob)
-	kFrom, kJob := d.karmadaRunning(t, f, name)
-	d.waitHealthy(t, name, kFrom)
+	pFrom, pJob, kFrom, kJob := d.startFlinkInBoth(t, f, name, []string{"a", "b"}, toleration)
 
 	fault := time.Now()
 	f.sims[pFrom].Fail(f.ns, name, flinksim.Reconciling)
@@ -671,18 +681,7 @@ func karmadaSecond(t *testing.T, d *karmadaDriver, cs []*sandbox.Cluster) {
 	members := []cluster{{name: "a", sandbox: cs[0]}, {name: "b", sandbox: cs[1]}, {name: "c", sandbox: c}}
 	f := newFarmWith(t, sqliteDSN(t), members, periods{})
 	const name = "second"
-	for _, cl := range []string{"a", "b", "c"} {
-		d.waitAPI(t, cl, "flink.apache.org/v1beta1", "flinkdeployments")
-	}
-	f.submit(purserFlink(name, "a, b, c", toleration))
-	d.applyAll(t, karmadaFlink(name, "a, b, c", toleration))
-	t.Cleanup(func() { d.deleteKarmadaObjects(name, "FlinkDeployment") })
-
-	pFrom := running(f, name).Status.Cluster
-	pJob, _ := f.sims[pFrom].Running(f.ns, name)
-	waitCheckpoint(t, f, pJob)
-	kFrom, kJob := d.karmadaRunning(t, f, name)
-	d.waitHealthy(t, name, kFrom)
+	pFrom, pJob, kFrom, kJob := d.startFlinkInBoth(t, f, name, []string{"a", "b", "c"}, toleration)
 
 	var p, k outcome
 	var wg sync.WaitGroup
