@@ -39,11 +39,24 @@ const DefaultInterval = 2 * time.Second
 const DefaultSpacing = time.Second
 
 // Store is the database as a Publisher uses it: it reads the chain's head
-// and checks what was appended since the last anchor.
+// and checks what was appended since the last anchor, always on the
+// primary, and anchors a head only once it is durable. An anchor vouches
+// for entries forever, so it must not vouch for one that a failover can
+// take back: one read on an asynchronous standby that was ahead of the
+// synchronous one, or a commit whose wait for the standby was cut short.
 type Store interface {
-	Read(ctx context.Context, fn func(*store.Tx) error) error
+	ReadPrimary(ctx context.Context, fn func(*store.Tx) error) error
+	DurableAuditHead(ctx context.Context, name string) (int64, string, error)
 	CheckAuditAppended(ctx context.Context, after int64, afterHash string, upto, macsFrom int64) (int64, error)
 }
+
+// durableTimeout bounds the wait for a head to become durable: a primary
+// cut off from its synchronous standby holds the commit until the
+// failover manager demotes it.
+const durableTimeout = 10 * time.Second
+
+// durableCheck is the publisher's row of write_checks.
+const durableCheck = "audit-anchor"
 
 // Config is what a Publisher needs.
 type Config struct {
@@ -232,10 +245,19 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 	}
 	var seq int64
 	var hash string
-	if err := p.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
+	if err := p.cfg.Store.ReadPrimary(ctx, func(tx *store.Tx) (err error) {
 		seq, hash, err = tx.Audit().Head(ctx)
 		return err
 	}); err != nil {
+		return fmt.Errorf("read the audit chain's head: %w", err)
+	}
+	if last := p.last; last != nil && seq == last.anchor.Seq && hash == last.anchor.Hash {
+		return nil // anchored already
+	}
+	durable, cancel := context.WithTimeout(ctx, durableTimeout)
+	seq, hash, err = p.cfg.Store.DurableAuditHead(durable, durableCheck)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("read the audit chain's head: %w", err)
 	}
 	next := audit.Anchor{Seq: seq, Hash: hash, Stream: created, PublishedAt: p.cfg.Now().UTC()}
@@ -260,7 +282,7 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 		}
 		if last.anchor.Seq > 0 {
 			var at string
-			if err := p.cfg.Store.Read(ctx, func(tx *store.Tx) (err error) {
+			if err := p.cfg.Store.ReadPrimary(ctx, func(tx *store.Tx) (err error) {
 				at, err = tx.Audit().Hash(ctx, last.anchor.Seq)
 				return err
 			}); err != nil {

@@ -227,6 +227,49 @@ func TestTailCutAfterLastWrite(t *testing.T) {
 // A deleted AUDIT stream fails verification, and so does the empty one
 // the api declares again when it restarts, until an administrator begins
 // a new record; old anchors copied into a recreated stream do not check.
+// An api cut off from the primary reads from a standby, but its anchors
+// come from the primary: a standby can hold commits the synchronous
+// standby never got (in a DC soak an asynchronous standby's entry 478 was
+// anchored, then the synchronous standby was promoted without it, and
+// every verification after called the chain rewritten). The "standby"
+// here is another database whose chain is longer and different, as a
+// diverged standby's is.
+func TestAnchorsThePrimaryNotAStandby(t *testing.T) {
+	eng := storetest.Engines()[1]
+	f := newFixture(t, eng)
+	standbyDSN := eng.NewDSN(t)
+	standby, err := store.Open(t.Context(), standbyDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = standby.Close() })
+	(&fixture{t: t, db: standby}).append(100, 6)
+	if err := f.db.AttachStandby(t.Context(), standbyDSN); err != nil {
+		t.Fatal(err)
+	}
+	p := f.publisher(20*time.Millisecond, true)
+	f.waitAnchored(p, 0)
+	f.db.UseStandby(true)
+	if seq := f.head(); seq != 6 {
+		t.Fatalf("reads go to the primary (head %d), not the standby: the test would prove nothing", seq)
+	}
+	f.append(0, 3)
+	sandboxtest.Eventually(t, streamtest.Timeout, "seq 3 anchored", func(context.Context) error {
+		rec, err := p.Record(t.Context(), 3)
+		if err != nil {
+			return err
+		}
+		if n := len(rec.Anchors); n == 0 || rec.Anchors[n-1].Seq != 3 {
+			return fmt.Errorf("anchors %+v, the publisher's problem: %v", rec.Anchors, p.Problem())
+		}
+		return nil
+	})
+	f.db.UseStandby(false)
+	if res, err := f.verify(p); err != nil || !res.OK || res.Entries != 3 {
+		t.Fatalf("the primary's chain against the record: %+v, %v", res, err)
+	}
+}
+
 func TestDeletedOrRecreatedStream(t *testing.T) {
 	for _, eng := range storetest.Engines() {
 		t.Run(eng.Name, func(t *testing.T) {

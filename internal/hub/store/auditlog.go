@@ -302,6 +302,36 @@ func (al AuditLog) Hash(ctx context.Context, seq int64) (string, error) {
 	return hash, nil
 }
 
+// DurableAuditHead returns the audit chain's head once it is as durable
+// as an acknowledged commit, for the anchor publisher to vouch for: it
+// reads the head on the primary and, in the same transaction, writes its
+// own row of write_checks (name), so that the commit returns only once the
+// database made it, and so everything the read saw, durable. On
+// PostgreSQL with synchronous replication that is once the synchronous
+// standby holds it: a commit that is only the primary's (its wait for
+// the standby cancelled) can vanish in a failover, and an anchor of it
+// would then accuse the chain of a rewrite. A context that ended during
+// the commit fails it, as the wait may have been cut short.
+func (s *Store) DurableAuditHead(ctx context.Context, name string) (int64, string, error) {
+	var seq int64
+	var hash string
+	err := s.Tx(ctx, func(tx *Tx) (err error) {
+		if seq, hash, err = tx.Audit().Head(ctx); err != nil {
+			return err
+		}
+		_, err = tx.exec(ctx, `INSERT INTO write_checks (name, checked_at) VALUES (?, `+tx.s.d.dbNow()+`)
+			ON CONFLICT (name) DO UPDATE SET checked_at = excluded.checked_at`, name)
+		return classify(err)
+	})
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("audit head, made durable: %w", err)
+	}
+	return seq, hash, nil
+}
+
 // CheckAuditAppended checks the entries appended after seq after (whose
 // hash was afterHash when it was anchored) up to seq upto, as the anchor
 // publisher must before it vouches for them: each links to the one
@@ -310,14 +340,14 @@ func (al AuditLog) Hash(ctx context.Context, seq int64) (string, error) {
 // first that carries one) and is not dated back in time. It returns
 // where MACs begin as far as upto (macsFrom, or the first entry checked
 // that carries one; 0 if none), or the *audit.ChainError of the first
-// entry that does not check.
+// entry that does not check. It reads the primary (ReadPrimary).
 func (s *Store) CheckAuditAppended(ctx context.Context, after int64, afterHash string, upto, macsFrom int64) (int64, error) {
 	v := audit.NewVerifier(after, afterHash)
 	w := audit.NewWitness(s.mac.Load())
 	w.RequireFrom(macsFrom)
 	if after > 0 {
 		var prev []*audit.Entry
-		if err := s.Read(ctx, func(tx *Tx) (err error) {
+		if err := s.ReadPrimary(ctx, func(tx *Tx) (err error) {
 			prev, err = tx.queryAudit(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE seq = ?`, after)
 			return err
 		}); err != nil {
@@ -331,7 +361,7 @@ func (s *Store) CheckAuditAppended(ctx context.Context, after int64, afterHash s
 	}
 	for after < upto {
 		var batch []*audit.Entry
-		if err := s.Read(ctx, func(tx *Tx) (err error) {
+		if err := s.ReadPrimary(ctx, func(tx *Tx) (err error) {
 			batch, err = tx.queryAudit(ctx, `SELECT `+auditColumns+` FROM audit_log
 				WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, after, upto, verifyBatch)
 			return err

@@ -54,7 +54,9 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]*OutboxMessage,
 	}
 	limit = min(limit, maxPageSize)
 	var out []*OutboxMessage
-	err := s.Read(ctx, func(tx *Tx) error {
+	// From the primary: a message read on a standby may belong to a commit
+	// that a failover takes back, and once relayed it cannot be.
+	err := s.ReadPrimary(ctx, func(tx *Tx) error {
 		out = nil // Read may run this more than once
 		rows, err := tx.query(ctx, `SELECT id, subject, msg_id, data, created_at FROM outbox ORDER BY id LIMIT ?`, limit)
 		if err != nil {

@@ -70,6 +70,14 @@ func (s *Store) UseStandby(on bool) {
 	}
 }
 
+// ReadPrimary is Read on the primary even while UseStandby is on, for a
+// read that decides what is written or published elsewhere: a standby
+// can hold commits that never reached the synchronous standby and vanish
+// in a failover.
+func (s *Store) ReadPrimary(ctx context.Context, fn func(tx *Tx) error) error {
+	return s.run(ctx, s.read, s.readOpts, fn)
+}
+
 // readPool is the pool Read uses now, and whether it is the standby's.
 func (s *Store) readPool() (*sql.DB, bool) {
 	if s.standby != nil && s.standby.use.Load() {

@@ -83,6 +83,7 @@ var suite = []struct {
 	{"ClusterViews", testClusterViews},
 	{"CheckWrites", testCheckWrites},
 	{"ReadInfo", testReadInfo},
+	{"DurableAuditHead", testDurableAuditHead},
 	{"GroupCommit", testGroupCommit},
 	{"ClusterKinds", testClusterKinds},
 	{"Counts", testCounts},
