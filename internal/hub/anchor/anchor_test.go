@@ -260,7 +260,10 @@ func TestAnchorsThePrimaryNotAStandby(t *testing.T) {
 			return err
 		}
 		if n := len(rec.Anchors); n == 0 || rec.Anchors[n-1].Seq != 3 {
-			return fmt.Errorf("anchors %+v, the publisher's problem: %v", rec.Anchors, p.Problem())
+			if problem := p.Problem(); problem != nil {
+				return fmt.Errorf("anchors %+v, the publisher's problem: %w", rec.Anchors, problem)
+			}
+			return fmt.Errorf("anchors %+v", rec.Anchors)
 		}
 		return nil
 	})
