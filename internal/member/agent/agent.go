@@ -109,7 +109,11 @@ type Agent struct {
 
 	queue    chan *stream.Event
 	overflow atomic.Bool
-	resyncs  atomic.Int64 // full resyncs done, for tests and heartbeats
+	// overflows counts the times the queue was given up on; resyncs the
+	// full resyncs done (a resync queued while the stream is away counts
+	// once the stream takes it). For tests and heartbeats; both only grow.
+	overflows atomic.Int64
+	resyncs   atomic.Int64
 	// published counts acknowledged messages; fenced counts objects
 	// suspended or deleted by fencing. Both only grow.
 	published atomic.Int64
@@ -406,6 +410,7 @@ func (a *Agent) enqueue(ctx context.Context, w *watch, typ string, obj any, wait
 			continue
 		}
 		if !a.overflow.Swap(true) {
+			a.overflows.Add(1)
 			a.log.Warn("event queue full and not draining; a full resync will follow", "size", cap(a.queue))
 		}
 	}
