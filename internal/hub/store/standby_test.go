@@ -83,3 +83,57 @@ func testDurableAuditHead(t *testing.T, eng engine) {
 		t.Fatal("a head read under an ended context counts as durable")
 	}
 }
+
+// A transaction whose client vanished mid-way (its DC lost: the FIN never
+// reaches the server) must not hold its row locks for long: the server
+// ends the session once it sits idle in its transaction beyond
+// idle_in_transaction_session_timeout, which purser sets (15 s) unless
+// the DSN does (1 s here).
+func testAbandonedTransaction(t *testing.T, eng engine) {
+	if eng.name != "postgres" {
+		t.Skip("a PostgreSQL session setting")
+	}
+	ctx := t.Context()
+	dsn := eng.newDSN(t)
+	s := openDSN(t, dsn)
+	var setting string
+	mustRead(t, s, func(tx *Tx) error {
+		return tx.queryRow(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&setting)
+	})
+	if setting != "15s" {
+		t.Fatalf("idle_in_transaction_session_timeout %q, want purser's 15s", setting)
+	}
+	held := openDSN(t, dsn+"&idle_in_transaction_session_timeout=1s")
+	locked := make(chan struct{})
+	wake := make(chan struct{})
+	heldErr := make(chan error, 1)
+	go func() {
+		first := true
+		heldErr <- held.Tx(ctx, func(tx *Tx) error {
+			if _, err := tx.exec(ctx, `INSERT INTO write_checks (name, checked_at) VALUES ('held', now())
+				ON CONFLICT (name) DO UPDATE SET checked_at = excluded.checked_at`); err != nil {
+				return classify(err)
+			}
+			if first {
+				first = false
+				close(locked)
+				<-wake // the client is gone: it sends nothing more
+			}
+			_, err := tx.exec(ctx, `SELECT 1`)
+			return classify(err)
+		})
+	}()
+	<-locked
+	start := time.Now()
+	if err := s.CheckWrites(ctx, "held"); err != nil {
+		t.Fatalf("a write behind the abandoned transaction: %v", err)
+	}
+	waited := time.Since(start)
+	close(wake)
+	if err := <-heldErr; err == nil {
+		t.Fatal("the abandoned transaction committed after the server ended its session")
+	}
+	if waited < 500*time.Millisecond || waited > 10*time.Second {
+		t.Fatalf("the write behind it waited %s, want about the 1 s timeout", waited)
+	}
+}

@@ -84,6 +84,7 @@ var suite = []struct {
 	{"CheckWrites", testCheckWrites},
 	{"ReadInfo", testReadInfo},
 	{"DurableAuditHead", testDurableAuditHead},
+	{"AbandonedTransaction", testAbandonedTransaction},
 	{"GroupCommit", testGroupCommit},
 	{"ClusterKinds", testClusterKinds},
 	{"Counts", testCounts},
