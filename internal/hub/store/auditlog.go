@@ -319,9 +319,7 @@ func (s *Store) DurableAuditHead(ctx context.Context, name string) (int64, strin
 		if seq, hash, err = tx.Audit().Head(ctx); err != nil {
 			return err
 		}
-		_, err = tx.exec(ctx, `INSERT INTO write_checks (name, checked_at) VALUES (?, `+tx.s.d.dbNow()+`)
-			ON CONFLICT (name) DO UPDATE SET checked_at = excluded.checked_at`, name)
-		return classify(err)
+		return tx.writeCheck(ctx, name)
 	})
 	if err == nil {
 		err = ctx.Err()

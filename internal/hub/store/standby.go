@@ -116,10 +116,8 @@ func (tx *Tx) recordRead(ctx context.Context, standby bool) error {
 // node is primary by then) rather than reused across a lost network.
 func (s *Store) CheckWrites(ctx context.Context, name string) error {
 	err := s.Tx(ctx, func(tx *Tx) error {
-		now := tx.s.d.dbNow()
-		if _, err := tx.exec(ctx, `INSERT INTO write_checks (name, checked_at) VALUES (?, `+now+`)
-			ON CONFLICT (name) DO UPDATE SET checked_at = excluded.checked_at`, name); err != nil {
-			return classify(err)
+		if err := tx.writeCheck(ctx, name); err != nil {
+			return err
 		}
 		// Processes that ended: their rows go after a day.
 		_, err := tx.exec(ctx, `DELETE FROM write_checks WHERE checked_at < `+tx.s.d.dbNowPlus(), intervalArg(-24*time.Hour))
@@ -132,6 +130,14 @@ func (s *Store) CheckWrites(ctx context.Context, name string) error {
 		return fmt.Errorf("check writes: %w", err)
 	}
 	return nil
+}
+
+// writeCheck records name's check in write_checks: a write of its own,
+// whose commit the database acknowledges only as it does any other.
+func (tx *Tx) writeCheck(ctx context.Context, name string) error {
+	_, err := tx.exec(ctx, `INSERT INTO write_checks (name, checked_at) VALUES (?, `+tx.s.d.dbNow()+`)
+		ON CONFLICT (name) DO UPDATE SET checked_at = excluded.checked_at`, name)
+	return classify(err)
 }
 
 // isReadOnlyError reports a write refused by a node that is not (or no
