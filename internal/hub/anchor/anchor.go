@@ -258,7 +258,7 @@ func (p *Publisher) publishLocked(ctx context.Context) error {
 	seq, hash, err = p.cfg.Store.DurableAuditHead(durable, durableCheck)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("read the audit chain's head: %w", err)
+		return fmt.Errorf("make the audit chain's head durable before anchoring it: %w", err)
 	}
 	next := audit.Anchor{Seq: seq, Hash: hash, Stream: created, PublishedAt: p.cfg.Now().UTC()}
 	var after uint64
