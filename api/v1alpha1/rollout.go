@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -134,11 +136,17 @@ type RolloutClusterStatus struct {
 	Wave    string `json:"wave"`
 	// Generation is what the cluster should hold now (0: nothing);
 	// GenerationApplied what it was last seen to hold.
-	Generation        int64         `json:"generation"`
-	GenerationApplied int64         `json:"generationApplied,omitempty"`
-	Health            ClusterHealth `json:"health"`
-	Since             *time.Time    `json:"since,omitempty"`
-	Message           string        `json:"message,omitempty"`
+	Generation        int64 `json:"generation"`
+	GenerationApplied int64 `json:"generationApplied,omitempty"`
+	// FallbackGeneration is what the cluster keeps until the rollout
+	// gives it this generation, and returns to on a rollback: the newest
+	// generation an earlier decision gave it (0: it was given none). It
+	// is per cluster: a generation superseded mid-rollout stays on the
+	// clusters it had reached.
+	FallbackGeneration int64         `json:"fallbackGeneration,omitempty"`
+	Health             ClusterHealth `json:"health"`
+	Since              *time.Time    `json:"since,omitempty"`
+	Message            string        `json:"message,omitempty"`
 }
 
 // Override changes the template on the clusters it selects: Patch is a
@@ -241,4 +249,26 @@ func (v *validator) mode(path string, m DeployableMode) {
 	default:
 		v.add(path, "must be Apply or Observe, not %q", m)
 	}
+}
+
+// DescribeFallbacks says what a rollback returns clusters to, given the
+// fallback generation of each: one generation when they share it, else
+// each its own.
+func DescribeFallbacks(gens []int64) string {
+	var distinct []int64
+	for _, g := range gens {
+		if !slices.Contains(distinct, g) {
+			distinct = append(distinct, g)
+		}
+	}
+	slices.Sort(distinct)
+	switch {
+	case len(distinct) == 0:
+		return "nothing (no earlier generation reached the clusters)"
+	case len(distinct) > 1:
+		return fmt.Sprintf("the generation each cluster held before (%s)", strings.Trim(fmt.Sprint(distinct), "[]"))
+	case distinct[0] == 0:
+		return "nothing (no earlier generation reached the clusters)"
+	}
+	return fmt.Sprintf("generation %d", distinct[0])
 }

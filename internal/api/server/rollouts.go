@@ -144,7 +144,7 @@ func (s *Server) controlRollout(a rolloutAction) apiHandler {
 			}
 			summary := fmt.Sprintf("%s the rollout of %s generation %d", pastTense(a.verb), ns+"/"+name, rec.Generation)
 			if a.verb == "rollback" {
-				summary = fmt.Sprintf("asked to roll %s back from generation %d to generation %d", ns+"/"+name, rec.Generation, ro.PreviousGeneration)
+				summary = fmt.Sprintf("asked to roll %s back from generation %d to %s", ns+"/"+name, rec.Generation, rollbackTarget(st, ro.PreviousGeneration))
 			}
 			return appendAudit(r.Context(), tx, u, "rollout-"+a.verb, v1alpha1.KindDeployable, ns, name, summary, "Accepted", ctl)
 		})
@@ -233,4 +233,17 @@ func (s *Server) approveWave(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, err
 	}
 	return s.deployableResponse(r, http.StatusOK, rec)
+}
+
+// rollbackTarget says what a rollback returns the clusters to: each
+// cluster's own fallback, as the latest decision names them.
+func rollbackTarget(st *v1alpha1.RolloutStatus, previous int64) string {
+	if st == nil || len(st.Clusters) == 0 {
+		return v1alpha1.DescribeFallbacks([]int64{previous})
+	}
+	gens := make([]int64, 0, len(st.Clusters))
+	for _, c := range st.Clusters {
+		gens = append(gens, c.FallbackGeneration)
+	}
+	return v1alpha1.DescribeFallbacks(gens)
 }

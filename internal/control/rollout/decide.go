@@ -79,9 +79,12 @@ type Control = v1alpha1.RolloutControl
 type Input struct {
 	Spec       v1alpha1.Rollout
 	Generation int64 // the deployable's generation, the one rolled out
-	Previous   int64 // the generation the others keep; 0: none (not applied)
-	Clusters   []Cluster
-	Reports    map[string]Report
+	// Previous is the newest generation that reached every cluster
+	// placed at the time (0: none): the fallback of a cluster that no
+	// earlier decision named (one that joined).
+	Previous int64
+	Clusters []Cluster
+	Reports  map[string]Report
 	// Prior is the status Decide returned last, nil for none.
 	Prior   *v1alpha1.RolloutStatus
 	Control Control
@@ -94,6 +97,10 @@ type Decision struct {
 	// Targets is the generation each matching cluster should hold now
 	// (0: none); a matching cluster missing from it keeps the previous.
 	Targets map[string]int64
+	// Kept is every generation a cluster holds or falls back to under
+	// this decision, the rolled-out one included: the generations whose
+	// specs must be kept.
+	Kept []int64
 	// Events are the transitions to audit, oldest first; none when
 	// nothing but the clock moved.
 	Events []string
@@ -112,6 +119,12 @@ type Decision struct {
 // failure counts like any other; one that joins the current or a later
 // wave waits for it. One that leaves is dropped from the counts: a wave
 // whose clusters all left is done. Neither fails the rollout by itself.
+//
+// A cluster not given the generation keeps its fallback: the newest
+// generation an earlier decision gave it, whether or not that generation
+// completed elsewhere, so that a generation pushed mid-rollout never
+// takes away what the clusters of later waves hold. A rollback returns
+// each cluster to its own fallback.
 func Decide(in Input) Decision {
 	now := in.Now.UTC()
 	st := v1alpha1.RolloutStatus{Generation: in.Generation, PreviousGeneration: in.Previous}
@@ -145,11 +158,21 @@ func Decide(in Input) Decision {
 			prior[c.Cluster] = c
 		}
 	}
+	fallbacks := fallbackGenerations(in, fresh)
 
 	// A resume of a stopped rollout retries it; a rollback asked for by
 	// hand wins over everything else.
+	// Clusters a resumed halt had given the generation keep it: judged
+	// afresh from the resume on, never taken back to their fallback.
+	var regiven map[string]bool
 	if ctl.Resumes > resumes {
 		resumes = ctl.Resumes
+		if st.State == v1alpha1.RolloutHalted {
+			regiven = map[string]bool{}
+			for name, p := range prior {
+				regiven[name] = p.Generation == in.Generation
+			}
+		}
 		if st.State == v1alpha1.RolloutHalted || st.State == v1alpha1.RolloutRolledBack {
 			if st.State == v1alpha1.RolloutRolledBack {
 				st.WaveIndex = 0
@@ -161,7 +184,7 @@ func Decide(in Input) Decision {
 		}
 	}
 	if ctl.Rollback && st.State != v1alpha1.RolloutRolledBack {
-		st.State, st.Reason, st.Message = v1alpha1.RolloutRolledBack, "RollbackRequested", "rolled back by hand to generation "+fmt.Sprint(in.Previous)
+		st.State, st.Reason, st.Message = v1alpha1.RolloutRolledBack, "RollbackRequested", "rolled back by hand to "+fallbackNames(in, fallbacks)
 		events = append(events, st.Message)
 	}
 	if st.WaveIndex >= len(waves) {
@@ -173,11 +196,14 @@ func Decide(in Input) Decision {
 	byWave := make([][]*member, len(waves))
 	selectors := waveSelectors(waves)
 	for _, c := range in.Clusters {
-		m := &member{name: c.Name, wave: waveOf(waves, selectors, c), rep: in.Reports[c.Name]}
+		m := &member{name: c.Name, wave: waveOf(waves, selectors, c), rep: in.Reports[c.Name], fallback: fallbacks[c.Name]}
 		p, seen := prior[c.Name]
 		m.given = (seen && p.Generation == in.Generation) || m.wave < st.WaveIndex ||
 			(st.State == v1alpha1.RolloutComplete && m.wave <= st.WaveIndex)
-		if m.given {
+		switch {
+		case regiven[c.Name]:
+			m.given, m.health, m.msg, m.since = true, v1alpha1.WaveProgressing, "resumed: judged again from the next decision", &now
+		case m.given:
 			m.health, m.msg = judge(in.Generation, m.rep)
 			m.since = p.Since
 			if !seen || p.Health != m.health || p.Generation != in.Generation || m.since == nil {
@@ -216,7 +242,7 @@ func Decide(in Input) Decision {
 			stopped = true
 			if in.Spec.OnFailure == v1alpha1.OnFailureRollback {
 				st.State, st.Reason = v1alpha1.RolloutRolledBack, "ClusterFailed"
-				st.Message = fmt.Sprintf("%d failure(s), more than maxFailures %d; rolled back to generation %d: %s", failures, in.Spec.MaxFailures, in.Previous, first)
+				st.Message = fmt.Sprintf("%d failure(s), more than maxFailures %d; rolled back to %s: %s", failures, in.Spec.MaxFailures, fallbackNames(in, fallbacks), first)
 			} else {
 				st.State, st.Reason = v1alpha1.RolloutHalted, "ClusterFailed"
 				st.Message = fmt.Sprintf("%d failure(s), more than maxFailures %d; halted at wave %s: %s", failures, in.Spec.MaxFailures, waves[st.WaveIndex].Name, first)
@@ -323,11 +349,15 @@ func Decide(in Input) Decision {
 	st.Wave = waves[st.WaveIndex].Name
 
 	targets := make(map[string]int64, len(members))
+	kept := []int64{in.Generation}
 	rolledBack := st.State == v1alpha1.RolloutRolledBack
 	sort.Slice(members, func(i, j int) bool { return members[i].name < members[j].name })
 	for _, m := range members {
-		cs := v1alpha1.RolloutClusterStatus{Cluster: m.name, Wave: waves[m.wave].Name, Generation: in.Previous,
-			GenerationApplied: appliedGeneration(m.rep), Health: v1alpha1.WavePrevious, Message: m.msg}
+		cs := v1alpha1.RolloutClusterStatus{Cluster: m.name, Wave: waves[m.wave].Name, Generation: m.fallback,
+			FallbackGeneration: m.fallback, GenerationApplied: appliedGeneration(m.rep), Health: v1alpha1.WavePrevious, Message: m.msg}
+		if m.fallback > 0 && !slices.Contains(kept, m.fallback) {
+			kept = append(kept, m.fallback)
+		}
 		if m.given && !rolledBack {
 			cs.Generation, cs.Health, cs.Since = in.Generation, m.health, m.since
 		} else if p, ok := prior[m.name]; ok && p.Health == v1alpha1.WavePrevious && p.Since != nil {
@@ -340,7 +370,50 @@ func Decide(in Input) Decision {
 	}
 	st.ObservedResumes = resumes
 	st.Control = nil
-	return Decision{Status: st, Targets: targets, Events: events, After: after}
+	slices.Sort(kept)
+	return Decision{Status: st, Targets: targets, Kept: kept, Events: events, After: after}
+}
+
+// fallbackGenerations is, for each matching cluster, what it keeps while
+// not given the generation. A new generation's rollout starts from what
+// the latest decision gave each cluster (the generation it was given, or
+// its fallback); a rollout under way keeps the fallbacks it started
+// with. A cluster no decision named (it joined) falls back to Previous,
+// and none falls back below it: Previous reached every cluster placed
+// when it completed, and a status written before fallbacks were recorded
+// names none.
+func fallbackGenerations(in Input, fresh bool) map[string]int64 {
+	out := make(map[string]int64, len(in.Clusters))
+	for _, c := range in.Clusters {
+		out[c.Name] = in.Previous
+	}
+	if in.Prior == nil || in.Prior.Generation < in.Previous {
+		return out // a decision older than Previous was superseded everywhere
+	}
+	for _, p := range in.Prior.Clusters {
+		had, ok := out[p.Cluster]
+		if !ok {
+			continue // no longer matching
+		}
+		g := p.FallbackGeneration
+		if fresh {
+			g = p.Generation
+		}
+		out[p.Cluster] = max(had, g)
+	}
+	return out
+}
+
+// fallbackNames says what a rollback returns the matching clusters to.
+func fallbackNames(in Input, fallbacks map[string]int64) string {
+	gens := make([]int64, 0, len(in.Clusters))
+	for _, c := range in.Clusters {
+		gens = append(gens, fallbacks[c.Name])
+	}
+	if len(gens) == 0 {
+		gens = append(gens, in.Previous)
+	}
+	return v1alpha1.DescribeFallbacks(gens)
 }
 
 // judge says how a cluster given the generation stands, from what it
@@ -376,13 +449,15 @@ func appliedGeneration(r Report) int64 {
 
 // member is one matching cluster as Decide sees it.
 type member struct {
-	name   string
-	wave   int
-	given  bool // holds, or was given, the new generation
-	health v1alpha1.ClusterHealth
-	since  *time.Time
-	msg    string
-	rep    Report
+	name  string
+	wave  int
+	given bool // holds, or was given, the new generation
+	// fallback is what it keeps while not given the generation.
+	fallback int64
+	health   v1alpha1.ClusterHealth
+	since    *time.Time
+	msg      string
+	rep      Report
 }
 
 func countHealthy(ms []*member) int {
@@ -423,4 +498,22 @@ func waveOf(waves []v1alpha1.Wave, selectors []labels.Selector, c Cluster) int {
 		}
 	}
 	return len(waves) - 1
+}
+
+// Target is the generation a decision gives one cluster (0: none). The
+// decision may be about an older generation than the deployable's: until
+// one about the new generation names the cluster, it holds what the
+// latest decision gave it. A cluster no decision names (it just joined)
+// holds previous, and so does every cluster when the latest decision is
+// about a generation older than previous: one that reached every cluster
+// (without a rollout, or by completing its own) superseded it.
+func Target(st *v1alpha1.RolloutStatus, previous int64, cluster string) int64 {
+	if st != nil && st.Generation >= previous {
+		for _, c := range st.Clusters {
+			if c.Cluster == cluster {
+				return c.Generation
+			}
+		}
+	}
+	return previous
 }

@@ -304,9 +304,27 @@ func TestNewGenerationStartsOver(t *testing.T) {
 	s.at(0)
 	s.report("a-dc-1", synced(2, t0.Add(time.Second), t0.Add(time.Second)))
 	s.at(2 * time.Second)
+	if s.dec.Targets["b-dc-2"] != 2 {
+		t.Fatalf("wave dc-2 should have been given generation 2: %v", s.dec.Targets)
+	}
 	s.in.Generation, s.in.Previous = 3, 1 // generation 2 never completed: 1 stays the previous
 	d := s.at(3 * time.Second)
-	if d.Status.Wave != "dc-1" || d.Targets["a-dc-1"] != 3 || d.Targets["b-dc-2"] != 1 {
+	// b-dc-2 was given 2 before 3 came: it keeps 2 until its wave gives
+	// it 3, never the previous generation.
+	if d.Status.Wave != "dc-1" || d.Targets["a-dc-1"] != 3 || d.Targets["b-dc-2"] != 2 {
 		t.Fatalf("wave %s targets %v", d.Status.Wave, d.Targets)
+	}
+	if !slices.Equal(d.Kept, []int64{2, 3}) {
+		t.Fatalf("kept %v, want [2 3]", d.Kept)
+	}
+	// Rolled back by hand, each cluster returns to what it held before 3
+	// reached it: a-dc-1 to 2, b-dc-2 (never reached) stays on 2.
+	s.in.Control = Control{Generation: 3, Rollback: true}
+	d = s.at(4 * time.Second)
+	if d.Status.State != v1alpha1.RolloutRolledBack || d.Targets["a-dc-1"] != 2 || d.Targets["b-dc-2"] != 2 {
+		t.Fatalf("rolled back: %s targets %v", d.Status.State, d.Targets)
+	}
+	if !strings.Contains(d.Status.Message, "generation 2") {
+		t.Fatalf("rollback message %q", d.Status.Message)
 	}
 }

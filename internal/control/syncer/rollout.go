@@ -25,16 +25,22 @@ import (
 // reached, where no previous generation is kept.
 const notReachedMessage = "not applied: the rollout has not reached this cluster, and no previous generation is kept"
 
+// notKeptMessage is the status of a cluster whose generation's spec is
+// not kept (it never should be): what the cluster holds is left as it is
+// rather than removed.
+const notKeptMessage = "left as it is: the rollout gives this cluster generation %d, whose spec is not kept"
+
 // Actor names the syncer in the audit log, for the rollout steps it takes.
 const Actor = "syncer"
 
 // rolloutState is a deployable's rollout row as the latest poll read it,
-// decoded once per change: the previous generation, ready to apply, and
-// the latest decision.
+// decoded once per change: the previous generation and the others kept,
+// ready to apply, and the latest decision.
 type rolloutState struct {
 	row      *store.DeployableRollout
 	recRV    int64       // the deployable's ResourceVersion previous was built from
 	previous *deployable // nil: no previous generation (0)
+	kept     map[int64]*deployable
 	status   *v1alpha1.RolloutStatus
 }
 
@@ -51,6 +57,18 @@ func decodeRollout(d *deployable, row *store.DeployableRollout) *rolloutState {
 		// and is never rolled out itself.
 		rs.previous.placement, rs.previous.rollout = d.placement, nil
 	}
+	if d != nil {
+		for _, k := range row.Kept {
+			rec := *d.rec
+			rec.Generation, rec.Spec, rec.Secret, rec.SpecHash = k.Generation, k.Spec, k.Secret, k.SpecHash
+			v := decodeDeployable(&rec)
+			v.placement, v.rollout = d.placement, nil
+			if rs.kept == nil {
+				rs.kept = map[int64]*deployable{}
+			}
+			rs.kept[k.Generation] = v
+		}
+	}
 	if len(row.Status) > 0 {
 		var st v1alpha1.RolloutStatus
 		if json.Unmarshal(row.Status, &st) == nil {
@@ -62,28 +80,33 @@ func decodeRollout(d *deployable, row *store.DeployableRollout) *rolloutState {
 
 // forCluster is the version of d that cluster should hold: d itself
 // without a rollout, else the generation the latest decision gives the
-// cluster. Until a decision about d's generation names the cluster (a new
-// generation not decided on yet, a cluster that just joined), it keeps the
-// previous generation. nil means none: not applied.
-func (s *Syncer) forCluster(d *deployable, cluster string) *deployable {
+// cluster (rollout.Target): until a decision about d's generation names
+// the cluster, what the latest decision gave it, and for a cluster that
+// just joined, the previous generation. nil means none: not applied.
+// gen is the generation named, and kept false when its spec is not
+// kept: the caller then leaves the cluster as it is.
+func (s *Syncer) forCluster(d *deployable, cluster string) (v *deployable, gen int64, kept bool) {
 	if d.rollout == nil || !d.live() {
-		return d
+		return d, d.rec.Generation, true
 	}
 	s.mu.RLock()
 	rs := s.rollouts[d.rec.UID]
 	s.mu.RUnlock()
-	var prev *deployable
-	if rs != nil {
-		prev = rs.previous
-		if rs.status != nil && rs.status.Generation == d.rec.Generation {
-			for _, c := range rs.status.Clusters {
-				if c.Cluster == cluster && c.Generation == d.rec.Generation {
-					return d
-				}
-			}
-		}
+	if rs == nil {
+		return nil, 0, true // no decision and no previous generation yet
 	}
-	return prev
+	gen = rollout.Target(rs.status, rs.row.PreviousGeneration, cluster)
+	switch {
+	case gen == d.rec.Generation:
+		return d, gen, true
+	case gen == 0:
+		return nil, 0, true
+	case gen == rs.row.PreviousGeneration && rs.previous != nil:
+		return rs.previous, gen, true
+	case rs.kept[gen] != nil:
+		return rs.kept[gen], gen, true
+	}
+	return nil, gen, false
 }
 
 // rolloutLoop decides, every PollInterval, the next step of every
@@ -211,7 +234,7 @@ func (s *Syncer) decideRollouts(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if !bytes.Equal(next, row.Status) {
+		if !bytes.Equal(next, row.Status) || slices.ContainsFunc(row.Kept, func(k store.KeptGeneration) bool { return !slices.Contains(dec.Kept, k.Generation) }) {
 			todo = append(todo, moved{d, row, next, dec})
 		}
 	}
@@ -234,6 +257,10 @@ func (s *Syncer) decideRollouts(ctx context.Context) error {
 				continue // moved since it was read: decided again at the next pass
 			}
 			cur.Status = m.next
+			// A generation no cluster holds or falls back to any more is
+			// dropped; the row has not moved since the decision read it, so
+			// none was kept after it.
+			cur.KeepOnly(m.dec.Kept)
 			if err := tx.Deployables().PutRollout(ctx, cur); errors.Is(err, store.ErrNotFound) {
 				continue
 			} else if err != nil {

@@ -377,3 +377,97 @@ func TestDependentRunnableHaltsTheWave(t *testing.T) {
 		f.waitConfigMapData(c, "app-config", "v", "1")
 	}
 }
+
+// TestSupersededGenerationStays is a quick fix pushed mid-rollout, on
+// clusters labelled dc=dc-1..dc-3 with waves "first" (dc-1) and "rest"
+// (dc-2, dc-3): generation 1 (the deployable's first: no previous
+// generation) reaches every cluster; while the second wave still soaks,
+// generation 2 is pushed. dc-1 gets it at once; dc-2 and dc-3 keep
+// generation 1, never losing the ConfigMap for a moment, until the
+// second wave of generation 2 gives it to them.
+func TestSupersededGenerationStays(t *testing.T) {
+	eng := storetest.Engines()[0]
+	f := newFixture(t, eng.NewDSN(t))
+	s1, s2, s3 := f.clusters[0].Name(), f.clusters[1].Name(), f.clusters[2].Name()
+	f.startAgents(s1, s2, s3)
+	f.start(syncerOpts{})
+	const minSuccess = 6
+	ro := &v1alpha1.Rollout{MinSuccessSeconds: minSuccess, Waves: []v1alpha1.Wave{
+		{Name: "first", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"dc": "dc-1"}}},
+		{Name: "rest", ClusterSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "dc", Operator: metav1.LabelSelectorOpIn, Values: []string{"dc-2", "dc-3"}}}}},
+	}}
+	color := func(c string) v1alpha1.DeployableSpec {
+		return v1alpha1.DeployableSpec{Template: configMapTemplate(map[string]any{"color": c}), Rollout: ro}
+	}
+
+	rec := f.putSpec("cfg", color("blue"))
+	f.waitConfigMapData(s1, "cfg", "color", "blue")
+	f.waitRollout(rec, "the second wave started", func(st *v1alpha1.RolloutStatus) bool { return st.WaveIndex == 1 })
+	f.waitConfigMapData(s2, "cfg", "color", "blue")
+	f.waitConfigMapData(s3, "cfg", "color", "blue")
+	if st, err := f.rollout(context.Background(), rec.UID); err != nil || st.State == v1alpha1.RolloutComplete {
+		t.Fatalf("generation 1 should still soak in its second wave: %+v %v", st, err)
+	}
+
+	// Watch dc-2 and dc-3 from before the push until they hold green:
+	// every read must find the ConfigMap, blue or green.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	type seen struct {
+		reads, blue int
+		lost        string
+	}
+	results := make(chan seen, 2)
+	for _, c := range []string{s2, s3} {
+		go func() {
+			var s seen
+			defer func() { results <- s }()
+			for ctx.Err() == nil {
+				cm, err := f.configMap(ctx, c, "cfg")
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return
+				case err != nil:
+					s.lost = fmt.Sprintf("%s: %v after %d reads", c, err, s.reads)
+					return
+				}
+				s.reads++
+				switch cm.Data["color"] {
+				case "green":
+					return
+				case "blue":
+					s.blue++
+				default:
+					s.lost = fmt.Sprintf("%s: data %v", c, cm.Data)
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
+
+	rec = f.putSpec("cfg", color("green"))
+	f.waitConfigMapData(s1, "cfg", "color", "green")
+	st := f.waitRollout(rec, "generation 2 in its first wave", func(st *v1alpha1.RolloutStatus) bool {
+		return st.WaveIndex == 0 && clusterOf(st, s1).Generation == 2
+	})
+	for _, c := range []string{s2, s3} {
+		if cs := clusterOf(st, c); cs.Generation != 1 || cs.FallbackGeneration != 1 {
+			t.Errorf("%s while the first wave of generation 2 rolls: %+v", c, cs)
+		}
+	}
+	f.waitConfigMapData(s2, "cfg", "color", "green")
+	f.waitConfigMapData(s3, "cfg", "color", "green")
+	for range 2 {
+		s := <-results
+		if s.lost != "" {
+			t.Errorf("lost the ConfigMap: %s", s.lost)
+		}
+		if s.blue == 0 {
+			t.Errorf("no read saw blue before green: the test watched nothing (%d reads)", s.reads)
+		}
+		t.Logf("%d reads, %d of them blue, before green", s.reads, s.blue)
+	}
+	f.waitRollout(rec, "generation 2 complete", func(st *v1alpha1.RolloutStatus) bool { return st.State == v1alpha1.RolloutComplete })
+}

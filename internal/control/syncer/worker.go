@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -236,17 +237,24 @@ func (w *clusterWorker) sync(ctx context.Context, uid string) error {
 	}
 	var out outcome
 	placed := d.live() && w.info.Load().matches(d.placement)
-	withheld := false
+	withheld, unkept := false, int64(0)
 	if placed && d.rollout != nil {
 		// Rolled out in waves: the generation the rollout gives this
-		// cluster, perhaps the previous one, perhaps none yet.
-		if v := w.s.forCluster(d, w.name); v != nil {
+		// cluster, perhaps an earlier one, perhaps none yet.
+		v, gen, kept := w.s.forCluster(d, w.name)
+		switch {
+		case !kept:
+			unkept = gen
+		case v != nil:
 			d = v
-		} else {
+		default:
 			placed, withheld = false, true
 		}
 	}
 	switch {
+	case unkept > 0:
+		// Never removed for want of a spec: a cluster keeps what it holds.
+		out = outcome{state: v1alpha1.StateOutOfSync, message: fmt.Sprintf(notKeptMessage, unkept)}
 	case d.observe && !placed:
 		// Observe writes nothing, removals included.
 		out = outcome{}

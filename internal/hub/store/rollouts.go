@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // DeployableRollout is the rollout state of one deployable: the previous
@@ -20,18 +21,41 @@ type DeployableRollout struct {
 	PreviousSpecHash   string
 	Status             []byte
 	Control            []byte
+	// Kept are the other generations that clusters hold or fall back to
+	// under the latest decision: one superseded mid-rollout stays on the
+	// clusters it reached (KeepPrevious adds it, the syncer drops it when
+	// no decision names it).
+	Kept []KeptGeneration
 	// ResourceVersion is 0 for a row not stored yet.
 	ResourceVersion int64
 }
 
+// KeptGeneration is one generation of a deployable's spec kept for the
+// clusters that hold it: the spec as the deployables table stores it, its
+// Secret values sealed as there.
+type KeptGeneration struct {
+	Generation int64           `json:"generation"`
+	Spec       json.RawMessage `json:"spec"`
+	Secret     []byte          `json:"secret,omitempty"`
+	SpecHash   string          `json:"specHash"`
+}
+
+// KeepOnly drops the kept generations that gens does not name, and says
+// whether any was dropped.
+func (r *DeployableRollout) KeepOnly(gens []int64) bool {
+	n := len(r.Kept)
+	r.Kept = slices.DeleteFunc(r.Kept, func(k KeptGeneration) bool { return !slices.Contains(gens, k.Generation) })
+	return len(r.Kept) != n
+}
+
 const rolloutColumns = `deployable_uid, previous_generation, previous_spec, previous_secret, previous_spec_hash,
-	status, control, resource_version`
+	status, control, kept, resource_version`
 
 func scanRollout(row interface{ Scan(...any) error }) (*DeployableRollout, error) {
 	r := &DeployableRollout{}
-	var spec, status, control sql.NullString
+	var spec, status, control, kept sql.NullString
 	err := row.Scan(&r.DeployableUID, &r.PreviousGeneration, &spec, &r.PreviousSecret, &r.PreviousSpecHash,
-		&status, &control, &r.ResourceVersion)
+		&status, &control, &kept, &r.ResourceVersion)
 	if spec.Valid {
 		r.PreviousSpec = []byte(spec.String)
 	}
@@ -41,7 +65,24 @@ func scanRollout(row interface{ Scan(...any) error }) (*DeployableRollout, error
 	if control.Valid {
 		r.Control = []byte(control.String)
 	}
+	if err == nil && kept.Valid && kept.String != "" {
+		if jerr := json.Unmarshal([]byte(kept.String), &r.Kept); jerr != nil {
+			return r, fmt.Errorf("kept generations of deployable %s: %w", r.DeployableUID, jerr)
+		}
+	}
 	return r, err
+}
+
+// keptColumn is the kept generations as the column stores them.
+func (r *DeployableRollout) keptColumn() (any, error) {
+	if len(r.Kept) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(r.Kept)
+	if err != nil {
+		return nil, fmt.Errorf("kept generations of deployable %s: %w", r.DeployableUID, err)
+	}
+	return string(b), nil
 }
 
 // GetRollout returns the rollout row of a deployable, or ErrNotFound.
@@ -84,12 +125,16 @@ func (ds Deployables) PutRollout(ctx context.Context, r *DeployableRollout) erro
 	if err := ds.tx.mustExist(ctx, "deployables", "uid", r.DeployableUID); err != nil {
 		return fmt.Errorf("put rollout: %w", err)
 	}
+	kept, err := r.keptColumn()
+	if err != nil {
+		return err
+	}
 	if r.ResourceVersion == 0 {
 		var uid string
 		err := ds.tx.queryRow(ctx, `INSERT INTO deployable_rollouts (`+rolloutColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING RETURNING deployable_uid`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING RETURNING deployable_uid`,
 			r.DeployableUID, r.PreviousGeneration, nullText(r.PreviousSpec), nullBlob(r.PreviousSecret), r.PreviousSpecHash,
-			nullText(r.Status), nullText(r.Control)).Scan(&uid)
+			nullText(r.Status), nullText(r.Control), kept).Scan(&uid)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("create rollout of deployable %s: it exists already: %w", r.DeployableUID, ErrConflict)
 		}
@@ -100,10 +145,10 @@ func (ds Deployables) PutRollout(ctx context.Context, r *DeployableRollout) erro
 		return nil
 	}
 	res, err := ds.tx.exec(ctx, `UPDATE deployable_rollouts SET previous_generation = ?, previous_spec = ?,
-			previous_secret = ?, previous_spec_hash = ?, status = ?, control = ?, resource_version = resource_version + 1
+			previous_secret = ?, previous_spec_hash = ?, status = ?, control = ?, kept = ?, resource_version = resource_version + 1
 		WHERE deployable_uid = ? AND resource_version = ?`,
 		r.PreviousGeneration, nullText(r.PreviousSpec), nullBlob(r.PreviousSecret), r.PreviousSpecHash,
-		nullText(r.Status), nullText(r.Control), r.DeployableUID, r.ResourceVersion)
+		nullText(r.Status), nullText(r.Control), kept, r.DeployableUID, r.ResourceVersion)
 	if err := ds.tx.checkUpdated(ctx, res, err, "deployable_rollouts", "deployable_uid", r.DeployableUID, r.ResourceVersion); err != nil {
 		return fmt.Errorf("update rollout of deployable %s: %w", r.DeployableUID, err)
 	}
@@ -113,12 +158,13 @@ func (ds Deployables) PutRollout(ctx context.Context, r *DeployableRollout) erro
 
 // KeepPrevious runs in the transaction that replaces the live spec of
 // rec, before rec is changed, when the new spec rolls out in waves: the
-// generation being replaced becomes the one that the clusters the rollout
-// has not reached keep, and that a rollback returns to, unless it rolled
-// out in waves itself (oldRollsOut) and did not complete, in which case
-// the generation kept before it stays, so that a change made mid-rollout
-// never makes a half-rolled generation the fallback. Secret values stay
-// sealed as the deployables table holds them.
+// generation being replaced becomes the previous one, which clusters
+// that no decision named (those that join) fall back to, unless it
+// rolled out in waves itself (oldRollsOut) and did not complete, in which
+// case the previous generation stays as it was, and the one replaced is
+// kept beside it (Kept) for the clusters it reached: each keeps it until
+// its wave gives it the new one. Secret values stay sealed as the
+// deployables table holds them.
 func (ds Deployables) KeepPrevious(ctx context.Context, rec *Deployable, oldRollsOut bool) error {
 	if rec.Generation == 0 || rec.DeletedAt != nil {
 		return nil
@@ -140,9 +186,10 @@ func (ds Deployables) KeepPrevious(ctx context.Context, rec *Deployable, oldRoll
 		}
 		done = json.Unmarshal(r.Status, &st) == nil && st.Generation == rec.Generation && st.State == "Complete"
 	}
-	if !done {
-		return nil
+	if done {
+		r.PreviousGeneration, r.PreviousSpec, r.PreviousSecret, r.PreviousSpecHash = rec.Generation, rec.Spec, rec.Secret, rec.SpecHash
+	} else if !slices.ContainsFunc(r.Kept, func(k KeptGeneration) bool { return k.Generation == rec.Generation }) {
+		r.Kept = append(r.Kept, KeptGeneration{Generation: rec.Generation, Spec: rec.Spec, Secret: rec.Secret, SpecHash: rec.SpecHash})
 	}
-	r.PreviousGeneration, r.PreviousSpec, r.PreviousSecret, r.PreviousSpecHash = rec.Generation, rec.Spec, rec.Secret, rec.SpecHash
 	return ds.PutRollout(ctx, r)
 }
