@@ -86,12 +86,12 @@ func printRollout(w interface{ Write([]byte) (int, error) }, obj client.Object) 
 		fmt.Fprintln(w, m)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tWAVE\tGENERATION\tAPPLIED\tHEALTH\tSINCE\tMESSAGE")
+	fmt.Fprintln(tw, "CLUSTER\tWAVE\tGENERATION\tFALLBACK\tAPPLIED\tHEALTH\tSINCE\tMESSAGE")
 	list, _ := ro["clusters"].([]any)
 	for _, it := range list {
 		m, _ := it.(map[string]any)
 		g := func(k string) string { return printer.Field(m, k) }
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g("cluster"), g("wave"), g("generation"), g("generationApplied"), g("health"), g("since"), g("message"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g("cluster"), g("wave"), g("generation"), g("fallbackGeneration"), g("generationApplied"), g("health"), g("since"), g("message"))
 	}
 	return tw.Flush()
 }
