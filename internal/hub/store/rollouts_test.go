@@ -92,6 +92,33 @@ func TestRollouts(t *testing.T) {
 			if got := keep(7, true, `{"generation":7,"state":"Complete"}`); got != 7 {
 				t.Fatalf("replacing generation 7 rolled out: previous %d, want 7", got)
 			}
+			// Generation 6, replaced mid-rollout, is kept for the clusters
+			// it reached, with its spec and sealed values as stored, until
+			// no decision names it.
+			mustTx(t, s, func(tx *Tx) error {
+				r, err := tx.Deployables().GetRollout(ctx, d.UID)
+				if err != nil {
+					return err
+				}
+				if len(r.Kept) != 1 || r.Kept[0].Generation != 6 || string(r.Kept[0].Spec) != string(d.Spec) ||
+					string(r.Kept[0].Secret) != string(d.Secret) || r.Kept[0].SpecHash != d.SpecHash {
+					t.Fatalf("kept %+v, want generation 6 as stored", r.Kept)
+				}
+				if r.KeepOnly([]int64{6, 8}) {
+					t.Fatal("KeepOnly dropped a generation still named")
+				}
+				if !r.KeepOnly([]int64{8}) || len(r.Kept) != 0 {
+					t.Fatalf("KeepOnly kept %+v", r.Kept)
+				}
+				if err := tx.Deployables().PutRollout(ctx, r); err != nil {
+					return err
+				}
+				r, err = tx.Deployables().GetRollout(ctx, d.UID)
+				if err == nil && len(r.Kept) != 0 {
+					t.Fatalf("kept after the drop: %+v", r.Kept)
+				}
+				return err
+			})
 
 			mustTx(t, s, func(tx *Tx) error { return tx.Deployables().Purge(ctx, d.UID) })
 			err := s.Read(ctx, func(tx *Tx) error { _, err := tx.Deployables().GetRollout(ctx, d.UID); return err })
