@@ -107,7 +107,9 @@ func JudgeFreshness(a *AgentStatus, now time.Time) Freshness {
 		}
 	case k != nil && !k.Synced:
 		f.Reason = FreshCachesNotSynced
-		f.Message = fmt.Sprintf("the agent reports (heartbeat %s ago) but its caches are still being listed", Ago(beat))
+		// What an agent does for a few seconds after it starts (or after its
+		// watches were reset): said as what to expect, not as a fault.
+		f.Message = fmt.Sprintf("the agent is listing its objects after a restart, heartbeat %s ago; records may lag for a few seconds", Ago(beat))
 	default:
 		f.Fresh, f.Reason = true, FreshAgentReporting
 		f.Message = fmt.Sprintf("agent reporting: heartbeat %s ago, caches current", Ago(beat))
