@@ -36,7 +36,7 @@ func TestJudgeFreshness(t *testing.T) {
 			false, FreshKubeAPIUnreachable, "last answered 40s ago: connection refused"},
 		{"kube-apiserver never answered", &AgentStatus{LastHeartbeat: at(2), KubeAPI: &AgentKubeAPI{}},
 			false, FreshKubeAPIUnreachable, "since it started"},
-		{"starting", &AgentStatus{LastHeartbeat: at(1), KubeAPI: &AgentKubeAPI{Connected: true}}, false, FreshCachesNotSynced, "being listed"},
+		{"starting", &AgentStatus{LastHeartbeat: at(1), KubeAPI: &AgentKubeAPI{Connected: true}}, false, FreshCachesNotSynced, "listing its objects after a restart"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := JudgeFreshness(c.agent, now)
