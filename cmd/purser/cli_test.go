@@ -259,6 +259,14 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 		}
 		out := me.ok("get", "runnables,deployables", "-n", "team-a")
 		matches(t, "get runnables,deployables", out, `(?s)NAME\s+KIND\s+PHASE.*nightly-report\s+Job\s+Queued.*\n\nNAME\s+KIND\s+GENERATION.*cfg-a\s+ConfigMap\s+2`)
+		// --no-headers, and the shared flags before the command, as
+		// kubectl takes them.
+		out = me.ok("-n", "team-a", "-v", "get", "runnables,deployables", "--no-headers")
+		matches(t, "--no-headers before the command", out, `(?s)nightly-report\s+Job\s+Queued.*\n\n.*cfg-a\s+ConfigMap\s+2`)
+		if strings.Contains(out, "NAME") {
+			t.Fatalf("--no-headers printed a header:\n%s", out)
+		}
+		matches(t, "a shared flag a command lacks", me.fail("-n", "team-a", "version"), `--namespace: not a flag of "purser version"`)
 		out = me.ok("get", "dp", "-n", "team-a", "--sort-by", ".status.generation", "-o", "jsonpath={.items[*].status.generation}")
 		if !strings.HasSuffix(out, " 2\n") || !strings.HasPrefix(out, "1 ") {
 			t.Fatalf("--sort-by .status.generation: %q", out)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/cli/printer"
 )
 
 // clientFlags are the connection flags of every client command.
@@ -53,3 +54,19 @@ func named(c *client.Client, err error) error {
 // stdout and stderr of a command, short.
 func stdout(cmd *cobra.Command) io.Writer { return cmd.OutOrStdout() }
 func stderr(cmd *cobra.Command) io.Writer { return cmd.ErrOrStderr() }
+
+// tableFlags is --no-headers, on every command that prints a table.
+type tableFlags struct{ noHeaders bool }
+
+func (f *tableFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "print tables without their header lines, as kubectl does (table output only)")
+}
+
+// out is where a command prints: its standard output, without the tables'
+// headers under --no-headers when table is set (never in YAML or JSON).
+func (f *tableFlags) out(cmd *cobra.Command, table bool) io.Writer {
+	if f.noHeaders && table {
+		return printer.WithoutHeaders(stdout(cmd))
+	}
+	return stdout(cmd)
+}

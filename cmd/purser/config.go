@@ -36,6 +36,7 @@ The file is $PURSER_CONFIG, else ~/.config/purser/config.yaml.`,
 		return p, f, err
 	}
 	var output string
+	var tf tableFlags
 	getContexts := &cobra.Command{
 		Use:   "get-contexts",
 		Short: "List the contexts: name, server and data folder, one a line; * marks the current one",
@@ -59,10 +60,11 @@ The file is $PURSER_CONFIG, else ~/.config/purser/config.yaml.`,
 				}
 				return nil
 			}
-			return printer.Contexts(stdout(cmd), f)
+			return printer.Contexts(tf.out(cmd, true), f)
 		},
 	}
 	getContexts.Flags().StringVarP(&output, "output", "o", "", "output format: name (the names alone)")
+	tf.register(getContexts)
 	useContext := &cobra.Command{
 		Use:   "use-context NAME",
 		Short: "Make NAME the context client commands use",

@@ -63,6 +63,7 @@ func (f *listFlags) where(r client.Resource) string {
 
 func newGetCommand() *cobra.Command {
 	var cf clientFlags
+	var tf tableFlags
 	var lf listFlags
 	var output, sortBy string
 	var watch bool
@@ -117,7 +118,7 @@ interrupted.`,
 			opts := printer.TableOptions{WithNamespace: lf.all}
 			if watch {
 				t := targets[0]
-				w := printer.NewWatcher(stdout(cmd), format, t.res.Kind, opts)
+				w := printer.NewWatcher(tf.out(cmd, format.Table()), format, t.res.Kind, opts)
 				read := func(ctx context.Context) ([]client.Object, error) {
 					if t.name != "" {
 						obj, err := c.Get(ctx, t.res, lf.namespace, t.name)
@@ -157,13 +158,14 @@ interrupted.`,
 				}
 				groups = addGroup(groups, t.res.Kind, items)
 			}
-			return format.Print(stdout(cmd), groups, single, opts)
+			return format.Print(tf.out(cmd, format.Table()), groups, single, opts)
 		},
 	}
 	lf.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, yaml, json, name or jsonpath=TEMPLATE")
 	cmd.Flags().StringVar(&sortBy, "sort-by", "", "order by this field, a JSONPath such as .metadata.name or .status.phase")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, print each object again when it changes, until interrupted")
+	tf.register(cmd)
 	cf.register(cmd)
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 
 func newHistoryCommand() *cobra.Command {
 	var cf clientFlags
+	var tf tableFlags
 	var namespace, kind, name, actor, action, since, until, output string
 	var verify, oldestFirst bool
 	var limit int
@@ -58,7 +59,7 @@ exits non-zero whenever the verification fails.`,
 			if err != nil {
 				return err
 			}
-			w := stdout(cmd)
+			w := tf.out(cmd, format.Table() && !verify)
 			if verify {
 				return named(c, verifyHistory(cmd.Context(), c, w))
 			}
@@ -83,6 +84,7 @@ exits non-zero whenever the verification fails.`,
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many entries: the newest (the oldest with --oldest-first)")
 	cmd.Flags().BoolVar(&oldestFirst, "oldest-first", false, "oldest entries first, in the order they were written")
 	cmd.Flags().BoolVar(&verify, "verify", false, "check the hash chain instead of listing")
+	tf.register(cmd)
 	cf.register(cmd)
 	cmd.AddCommand(newRestartAnchorsCommand())
 	return cmd

@@ -12,6 +12,7 @@ import (
 
 func newInventoryCommand() *cobra.Command {
 	var cf clientFlags
+	var tf tableFlags
 	var namespace, cluster, apiVersion, kind, name, selector, health, output string
 	var all, meta bool
 	var limit int
@@ -71,7 +72,7 @@ cluster's records are.`,
 			if limit > 0 && len(items) > limit {
 				items = items[:limit]
 			}
-			w := cmd.OutOrStdout()
+			w := tf.out(cmd, format.Table())
 			if !format.Table() {
 				return printer.Structured(w, format.Name, map[string]any{"items": items, "clusters": fresh})
 			}
@@ -105,6 +106,7 @@ cluster's records are.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, yaml or json (yaml and json include the objects)")
 	cmd.Flags().BoolVar(&meta, "meta", false, "with -o yaml|json: leave the objects out")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many records")
+	tf.register(cmd)
 	cf.register(cmd)
 	return cmd
 }

@@ -168,6 +168,7 @@ the generation.`,
 
 func rolloutHistoryCommand() *cobra.Command {
 	var cf clientFlags
+	var tf tableFlags
 	var namespace string
 	var limit int
 	cmd := &cobra.Command{
@@ -185,11 +186,12 @@ func rolloutHistoryCommand() *cobra.Command {
 			if err != nil {
 				return named(c, err)
 			}
-			return printer.History(stdout(cmd), items)
+			return printer.History(tf.out(cmd, true), items)
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many entries (0: all)")
+	tf.register(cmd)
 	cf.register(cmd)
 	return cmd
 }

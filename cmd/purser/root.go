@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func newRootCommand() *cobra.Command {
@@ -50,5 +54,38 @@ runs all of them in one process.`,
 	)
 	root.AddCommand(newOperateCommands()...)
 	root.AddCommand(newComponentCommands()...)
+	acceptGlobalFlags(root)
 	return root
+}
+
+// acceptGlobalFlags lets the flags most commands share come before the
+// command, as kubectl's do (`purser -v get cl`, `purser -n team-a get
+// rn`). Each command keeps its own copy of them (clientFlags and its
+// -n); the root declares them too, hidden, so that the command line is
+// split at the right word, and a command that has no such flag says so
+// instead of ignoring it.
+func acceptGlobalFlags(root *cobra.Command) {
+	fl := root.PersistentFlags()
+	var s string
+	var b bool
+	for _, name := range []string{"server", "token", "context"} {
+		fl.StringVar(&s, name, "", "")
+		_ = fl.MarkHidden(name)
+	}
+	fl.StringVarP(&s, "namespace", "n", "", "")
+	fl.BoolVarP(&b, "verbose", "v", false, "")
+	_ = fl.MarkHidden("namespace")
+	_ = fl.MarkHidden("verbose")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		var wrong []string
+		cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Changed && root.PersistentFlags().Lookup(f.Name) == f {
+				wrong = append(wrong, "--"+f.Name)
+			}
+		})
+		if len(wrong) > 0 {
+			return fmt.Errorf("%s: not a flag of %q (see %s --help)", strings.Join(wrong, ", "), cmd.CommandPath(), cmd.CommandPath())
+		}
+		return nil
+	}
 }
