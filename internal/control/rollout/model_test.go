@@ -48,7 +48,7 @@ type model struct {
 	// rolledBackTo is, per cluster, every generation a rollback
 	// decision returned it to: the only ones it may go back to.
 	rolledBackTo map[string][]int64
-	log      []string
+	log          []string
 }
 
 func newModel(t *testing.T, seed uint64) *model {
