@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/url"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -129,6 +133,57 @@ The file is $PURSER_CONFIG, else ~/.config/purser/config.yaml.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(getContexts, useContext, currentContext, deleteContext)
+	prune := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove the contexts of purser up instances that are gone: data folder removed and server silent",
+		Long: `Remove every context whose data folder (the purser up that wrote it) no
+longer exists and whose server does not answer. Contexts of servers started
+otherwise (no data folder) are never removed; neither is one whose server
+still answers.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, _, err := file()
+			if err != nil {
+				return err
+			}
+			var gone []string
+			err = client.EditFile(p, func(f *client.File) error {
+				gone = f.Prune(func(c client.Context) bool { return answers(cmd.Context(), c.Server) })
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if len(gone) == 0 {
+				fmt.Fprintln(stdout(cmd), "Nothing to prune.")
+			}
+			for _, n := range gone {
+				fmt.Fprintf(stdout(cmd), "Deleted context %q: its data folder is gone and its server does not answer.\n", n)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(getContexts, useContext, currentContext, deleteContext, prune)
 	return cmd
+}
+
+// answers reports whether something listens at a server's address: a
+// TCP connection within two seconds.
+func answers(ctx context.Context, server string) bool {
+	u, err := url.Parse(server)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[u.Scheme == "https"])
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", host)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,32 +164,64 @@ func EditFile(path string, edit func(f *File) error) error {
 }
 
 // SaveUpContext adds to f, or refreshes, the context of the `purser up`
-// whose data folder is up.DataDir (with its server, token and audit key),
-// and makes it current. The context keeps its name across restarts (it is
-// found by its folder); a new one is named after the folder, with a number
-// added when another folder of the same name already has that name. It
-// returns the context's name.
-func SaveUpContext(f *File, up Context) string {
+// whose data folder is up.DataDir (with its server, token and audit key).
+// The context keeps its name across restarts (it is found by its folder);
+// a new one is named after the folder, with a number added when another
+// folder of the same name already has that name. It becomes the current
+// context unless the current one is another `purser up` that is alive
+// (live says so): two on one machine never take the flag-less commands
+// from each other silently. It returns the context's name and whether it
+// is now the current one.
+func SaveUpContext(f *File, up Context, live func(Context) bool) (string, bool) {
+	name := ""
 	for i, c := range f.Contexts {
 		if c.DataDir == up.DataDir {
-			up.Name = c.Name
+			name, up.Name = c.Name, c.Name
 			f.Contexts[i] = up
-			f.CurrentContext = c.Name
-			return c.Name
-		}
-	}
-	base := filepath.Base(up.DataDir)
-	name := base
-	for n := 2; ; n++ {
-		if _, taken := f.Find(name); !taken {
 			break
 		}
-		name = base + "-" + strconv.Itoa(n)
 	}
-	up.Name = name
-	f.Contexts = append(f.Contexts, up)
+	if name == "" {
+		base := filepath.Base(up.DataDir)
+		name = base
+		for n := 2; ; n++ {
+			if _, taken := f.Find(name); !taken {
+				break
+			}
+			name = base + "-" + strconv.Itoa(n)
+		}
+		up.Name = name
+		f.Contexts = append(f.Contexts, up)
+	}
+	if cur, ok := f.Find(f.CurrentContext); ok && cur.Name != name && cur.DataDir != "" && live(cur) {
+		return name, false
+	}
 	f.CurrentContext = name
-	return name
+	return name, true
+}
+
+// Prune removes the contexts of `purser up` instances that are gone: the
+// data folder no longer exists and the server does not answer (answers
+// says whether it does). Contexts of servers started otherwise (no data
+// folder) are never removed. It returns the names removed.
+func (f *File) Prune(answers func(Context) bool) []string {
+	var gone []string
+	for _, c := range f.Contexts {
+		if c.DataDir == "" {
+			continue
+		}
+		if _, err := os.Stat(c.DataDir); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if answers(c) {
+			continue
+		}
+		gone = append(gone, c.Name)
+	}
+	for _, n := range gone {
+		f.Remove(n)
+	}
+	return gone
 }
 
 // Selection is what a command was told about where to send requests.

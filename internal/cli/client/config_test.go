@@ -7,29 +7,52 @@ import (
 	"testing"
 )
 
+// dead: no other `purser up` is alive.
+func dead(Context) bool { return false }
+
 func TestSaveUpContext(t *testing.T) {
 	f := &File{}
-	if n := SaveUpContext(f, Context{DataDir: "/a/purser-data", Server: "http://a:1", Token: "ta"}); n != "purser-data" {
-		t.Fatalf("first context named %q", n)
+	if n, cur := SaveUpContext(f, Context{DataDir: "/a/purser-data", Server: "http://a:1", Token: "ta"}, dead); n != "purser-data" || !cur {
+		t.Fatalf("first context named %q, current %v", n, cur)
 	}
 	// Another folder of the same name gets a name of its own.
-	if n := SaveUpContext(f, Context{DataDir: "/b/purser-data", Server: "http://b:1", Token: "tb"}); n != "purser-data-2" {
+	if n, _ := SaveUpContext(f, Context{DataDir: "/b/purser-data", Server: "http://b:1", Token: "tb"}, dead); n != "purser-data-2" {
 		t.Fatalf("second context named %q", n)
 	}
 	// A restart of the first refreshes its context and makes it current.
-	if n := SaveUpContext(f, Context{DataDir: "/a/purser-data", Server: "http://a:2", Token: "ta2"}); n != "purser-data" || f.CurrentContext != "purser-data" {
+	if n, _ := SaveUpContext(f, Context{DataDir: "/a/purser-data", Server: "http://a:2", Token: "ta2"}, dead); n != "purser-data" || f.CurrentContext != "purser-data" {
 		t.Fatalf("refresh named %q, current %q", n, f.CurrentContext)
 	}
 	if len(f.Contexts) != 2 || f.Contexts[0] != (Context{Name: "purser-data", Server: "http://a:2", Token: "ta2", DataDir: "/a/purser-data"}) {
 		t.Fatalf("contexts %+v", f.Contexts)
+	}
+	// While the current one's `purser up` is alive, another up adds its
+	// context and leaves the current one.
+	alive := func(c Context) bool { return c.DataDir == "/a/purser-data" }
+	if n, cur := SaveUpContext(f, Context{DataDir: "/c/demo", Server: "http://c:1", Token: "tc"}, alive); n != "demo" || cur || f.CurrentContext != "purser-data" {
+		t.Fatalf("beside a live up: named %q, current %v (%q)", n, cur, f.CurrentContext)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	here := t.TempDir()
+	f := &File{CurrentContext: "gone", Contexts: []Context{
+		{Name: "gone", Server: "http://g", DataDir: filepath.Join(here, "removed")},
+		{Name: "answers", Server: "http://a", DataDir: filepath.Join(here, "removed-too")},
+		{Name: "kept", Server: "http://k", DataDir: here},
+		{Name: "remote", Server: "http://r"},
+	}}
+	gone := f.Prune(func(c Context) bool { return c.Server == "http://a" })
+	if strings.Join(gone, ",") != "gone" || strings.Join(f.Names(), ",") != "answers,kept,remote" || f.CurrentContext != "" {
+		t.Fatalf("pruned %v, left %v, current %q", gone, f.Names(), f.CurrentContext)
 	}
 }
 
 func TestResolve(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	f := &File{}
-	SaveUpContext(f, Context{DataDir: "/x/one", Server: "http://one", Token: "t1"})
-	SaveUpContext(f, Context{DataDir: "/x/two", Server: "http://two", Token: "t2"})
+	SaveUpContext(f, Context{DataDir: "/x/one", Server: "http://one", Token: "t1"}, dead)
+	SaveUpContext(f, Context{DataDir: "/x/two", Server: "http://two", Token: "t2"}, dead)
 	if err := EditFile(path, func(g *File) error { *g = *f; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +106,7 @@ func TestLegacyConfig(t *testing.T) {
 		t.Fatalf("Resolve = %+v, %v", got, err)
 	}
 	if err := EditFile(path, func(f *File) error {
-		SaveUpContext(f, Context{DataDir: "/d/purser-data", Server: "http://new", Token: "n"})
+		SaveUpContext(f, Context{DataDir: "/d/purser-data", Server: "http://new", Token: "n"}, dead)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -195,15 +195,23 @@ func serve(ctx context.Context, cfg Config, out io.Writer, dataDir, adminToken s
 			return err
 		}
 	}
-	var contextName string
+	var contextName, current string
+	var made bool
 	if err := client.EditFile(clientConfig, func(f *client.File) error {
-		contextName = client.SaveUpContext(f, client.Context{DataDir: dataDir, Server: url, Token: adminToken, AuditKey: api.AuditKey()})
+		contextName, made = client.SaveUpContext(f, client.Context{DataDir: dataDir, Server: url, Token: adminToken, AuditKey: api.AuditKey()},
+			func(c client.Context) bool { return dirlock.Held(c.DataDir, "purser") })
+		current = f.CurrentContext
 		return nil
 	}); err != nil {
 		return fmt.Errorf("write client config: %w", err)
 	}
-	fmt.Fprintf(out, "admin token in %s; client config in %s, context %s (now the current one)\n",
-		filepath.Join(dataDir, AdminTokenFile), clientConfig, contextName)
+	if made {
+		fmt.Fprintf(out, "admin token in %s; client config in %s, context %s (now the current one)\n",
+			filepath.Join(dataDir, AdminTokenFile), clientConfig, contextName)
+	} else {
+		fmt.Fprintf(out, "admin token in %s; client config in %s, context %s; the current context stays %s, whose purser up is running: `purser config use-context %s` switches, or pass --context %s\n",
+			filepath.Join(dataDir, AdminTokenFile), clientConfig, contextName, current, contextName, contextName)
+	}
 	fmt.Fprintf(out, "audit anchors signed by %s (key in %s)\n", api.AuditKey(), filepath.Join(dataDir, AuditKeyFile))
 	if cfg.Terminal {
 		// In the fragment, which the browser never sends to the server nor

@@ -68,3 +68,19 @@ func (l *Lock) Release() {
 	l.f.Close()
 	l.f = nil
 }
+
+// Held reports whether a live process holds dir/<name>.lock, without
+// taking it: a lock file nobody holds (its holder died) or none at all
+// is not held.
+func Held(dir, name string) bool {
+	f, err := os.Open(filepath.Join(dir, name+".lock"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}

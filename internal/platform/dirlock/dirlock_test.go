@@ -21,7 +21,13 @@ func TestOneHolderAtATime(t *testing.T) {
 	if _, err := Acquire(dir, "up"); !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), "pid") {
 		t.Fatalf("second Acquire: %v, want ErrHeld naming the pid", err)
 	}
+	if !Held(dir, "up") {
+		t.Fatal("Held: false while held")
+	}
 	l.Release()
+	if Held(dir, "up") || Held(t.TempDir(), "up") {
+		t.Fatal("Held: true after the release, or of a folder never locked")
+	}
 	l2, err := Acquire(dir, "up")
 	if err != nil {
 		t.Fatalf("after Release: %v", err)
