@@ -144,9 +144,18 @@ func TestCLIAsAKubectlUser(t *testing.T) {
 	var aliceToken []byte
 	first, firstURL := startUp(t, bin, filepath.Join(dir, "farm-a"), config)
 	second, secondURL := startUp(t, bin, filepath.Join(dir, "farm-b"), config)
-	if !strings.Contains(second.output(), "context farm-b (now the current one)") {
+	if !strings.Contains(first.output(), "context farm-a (now the current one)") {
+		t.Fatalf("the first up does not say its context:\n%s", first.output())
+	}
+	// The first is running: the second leaves it current, and says how
+	// to switch.
+	if !strings.Contains(second.output(), "context farm-b; the current context stays farm-a, whose purser up is running: `purser config use-context farm-b` switches") {
 		t.Fatalf("the second up does not say its context:\n%s", second.output())
 	}
+	if out := me.ok("config", "current-context"); out != "farm-a\n" {
+		t.Fatalf("current context after the second up: %q", out)
+	}
+	me.ok("config", "use-context", "farm-b")
 
 	t.Run("contexts", func(t *testing.T) {
 		me.t = t
