@@ -366,6 +366,10 @@ const (
 	// that evictions are stopped (the cluster's Disrupted condition,
 	// FarmDisruption), until fewer clusters are.
 	WaitingEvictionsStopped = "EvictionsStopped"
+	// WaitingClusterNotReady: the cluster is not Ready, and not yet long
+	// enough to be tainted NoExecute; what the runnable's object does is
+	// not known meanwhile, so its health reads Unknown.
+	WaitingClusterNotReady = "ClusterNotReady"
 )
 
 // Attempt is one placement of a Runnable on one cluster.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,6 +143,54 @@ func TestClusterFailoverMovesAJob(t *testing.T) {
 	// Down, then up: at least two changes of b's condition are recorded.
 	if n := len(f.audit(url.Values{"kind": {v1alpha1.KindCluster}, "name": {"b"}, "action": {clusters.ActionCondition}})); n < conditionsBefore+2 {
 		t.Errorf("%d %s entries for b after its outage, want at least %d", n, clusters.ActionCondition, conditionsBefore+2)
+	}
+}
+
+// A runnable on a cluster that is not Ready reads health Unknown, from the
+// first judgement that the cluster is not Ready, with a message that names
+// the cluster's state and what purser waits for; it tolerates the
+// cluster's NoExecute taint here, so it stays. When the cluster is Ready
+// again, its health is what was last observed of its object (Healthy: the
+// Job ran on through the outage), and the message says so.
+func TestNotReadyClusterMakesHealthUnknown(t *testing.T) {
+	b := env.Dedicated(t, false)
+	f := newFarm(t, sqliteDSN(t), []cluster{{name: "b", sandbox: b}})
+	// It tolerates an outage of its cluster.
+	manifest := strings.Replace(fmt.Sprintf(jobRunnable, "steady", v1alpha1.ConsistencyAtLeastOne),
+		"    clusterAffinity: {clusterNames: [a, b]}\n",
+		"    clusterAffinity: {clusterNames: [a, b]}\n    clusterTolerations: [{key: "+v1alpha1.TaintUnreachable+", operator: Exists}]\n", 1)
+	f.submit(manifest)
+	f.waitFor("steady", "running Healthy on b", func(r *v1alpha1.Runnable) bool {
+		return r.Status.Cluster == "b" && r.Status.Phase == v1alpha1.PhaseRunning && r.Status.Health == v1alpha1.HealthHealthy
+	})
+
+	b.StopAPIServer()
+	c := f.waitCluster("b", "not Ready", func(c *v1alpha1.Cluster) bool {
+		ready := clusters.ReadyCondition(c.Status)
+		return ready != nil && ready.Status != metav1.ConditionTrue && ready.Reason != clusters.ReasonNotProbedYet
+	})
+	judged := clusters.ReadyCondition(c.Status).LastTransitionTime
+	r := f.waitFor("steady", "health Unknown naming the cluster", func(r *v1alpha1.Runnable) bool {
+		return r.Status.Health == v1alpha1.HealthUnknown && r.Status.Waiting == v1alpha1.WaitingClusterNotReady
+	})
+	for _, want := range []string{"cluster b is not Ready (" + clusters.ReasonAPIServerUnreachable + ") since", "what the runnable does there is not known"} {
+		if !strings.Contains(r.Status.Message, want) {
+			t.Errorf("message lacks %q: %s", want, r.Status.Message)
+		}
+	}
+	if r.Status.Phase != v1alpha1.PhaseRunning || r.Status.Cluster != "b" || len(r.Status.Attempts) != 1 {
+		t.Errorf("the runnable moved: phase %s on %s, %d attempts", r.Status.Phase, r.Status.Cluster, len(r.Status.Attempts))
+	}
+	t.Logf("health Unknown %s after b was judged not Ready", time.Since(judged).Round(time.Millisecond))
+
+	if err := b.StartAPIServer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r = f.waitFor("steady", "Healthy again when b is Ready", func(r *v1alpha1.Runnable) bool {
+		return r.Status.Health == v1alpha1.HealthHealthy && r.Status.Waiting == ""
+	})
+	if !strings.Contains(r.Status.Message, "cluster b answers again and is Ready") || len(r.Status.Attempts) != 1 {
+		t.Errorf("after b came back: %q, %d attempts", r.Status.Message, len(r.Status.Attempts))
 	}
 }
 

@@ -40,6 +40,9 @@ type Cluster struct {
 	// AgentReachesKubeAPI is what the agent's latest heartbeat said of its
 	// own kube-apiserver; nil when it said nothing.
 	AgentReachesKubeAPI *bool
+	// NotReady is the cluster's Ready condition when it is judged not
+	// Ready (nil when Ready, or not judged yet).
+	NotReady *v1alpha1.Condition
 }
 
 // Timing is the part of the controller's configuration the decision uses.
@@ -51,6 +54,9 @@ type Timing struct {
 	// is placed elsewhere: it covers clock drift and the agent's own
 	// reaction time.
 	FencingMargin time.Duration
+	// NoExecuteGrace is how long a cluster stays not Ready before it is
+	// tainted NoExecute (the cluster health policy's).
+	NoExecuteGrace time.Duration
 }
 
 // Verdict is what to do with one running attempt.
@@ -77,6 +83,10 @@ type Verdict struct {
 	// Waiting names what a failover that cannot happen yet waits for
 	// (v1alpha1.Waiting*), with Evict false and a Message.
 	Waiting string
+	// HealthUnknown: what the runnable's object does cannot be known now
+	// (its cluster is not Ready); its health reads Unknown until the
+	// cluster is Ready again.
+	HealthUnknown bool
 	// Overridable: a person's confirmation that the copy stopped would
 	// end the wait (the caller names the command in the message).
 	Overridable bool
@@ -115,6 +125,9 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 		return v
 	}
 
+	if nr := c.NotReady; nr != nil {
+		return notReady(spec, c, *nr, t)
+	}
 	app := appFailover(spec)
 	if app == nil || st.Health != v1alpha1.HealthUnhealthy || st.UnhealthySince == nil {
 		return Verdict{}
@@ -145,6 +158,31 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 	v.DeleteFirst = c.Reachable && v.Purge != v1alpha1.PurgeNever &&
 		(v.Purge == v1alpha1.PurgeDirectly || consistency == v1alpha1.ConsistencyAtMostOne)
 	return v
+}
+
+// notReady is the verdict on a runnable whose cluster is judged not Ready
+// but not tainted NoExecute yet (or tolerates it): nothing moves, what its
+// object does cannot be known, and the message says what purser waits
+// for. Its times come from the condition, so that it is written once per
+// outage.
+func notReady(spec *v1alpha1.RunnableSpec, c Cluster, nr v1alpha1.Condition, t Timing) Verdict {
+	state := "not Ready"
+	if nr.Reason != "" {
+		state += " (" + nr.Reason + ")"
+	}
+	msg := fmt.Sprintf("cluster %s is %s since %s, so what the runnable does there is not known; ", c.Name, state,
+		nr.LastTransitionTime.UTC().Format(time.RFC3339))
+	taintAt := nr.LastTransitionTime.Add(t.NoExecuteGrace).UTC().Format(time.RFC3339)
+	switch {
+	case t.NoExecuteGrace <= 0:
+		msg += "it moves if the cluster is tainted NoExecute"
+	case attempt.Consistency(spec) == v1alpha1.ConsistencyAtMostOne:
+		msg += fmt.Sprintf("if the cluster is still not Ready at %s it is tainted NoExecute, and with consistency AtMostOne the runnable then moves once its copy is certainly stopped (its agent suspends it when its lease of %s runs out)",
+			taintAt, t.AgentLease)
+	default:
+		msg += fmt.Sprintf("if the cluster is still not Ready at %s it is tainted NoExecute and the runnable moves", taintAt)
+	}
+	return Verdict{Waiting: v1alpha1.WaitingClusterNotReady, HealthUnknown: true, Message: msg}
 }
 
 // holdUnconfirmed says why an AtMostOne runnable on an unreachable cluster

@@ -13,7 +13,7 @@ import (
 
 var (
 	t0     = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	timing = Timing{AgentLease: 30 * time.Second, FencingMargin: 10 * time.Second}
+	timing = Timing{AgentLease: 30 * time.Second, FencingMargin: 10 * time.Second, NoExecuteGrace: 40 * time.Second}
 )
 
 func appSpec(consistency, purge string, toleration int64) *v1alpha1.RunnableSpec {
@@ -95,6 +95,13 @@ func TestDecide(t *testing.T) {
 		{"tolerated taint stays", &v1alpha1.RunnableSpec{Placement: v1alpha1.Placement{ClusterTolerations: []corev1.Toleration{
 			{Key: "maintenance", Operator: corev1.TolerationOpExists}}}}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", Reachable: true, Taints: []corev1.Taint{noExecute("maintenance", t0)}}, Verdict{}},
+		// Not Ready, not tainted NoExecute yet: nothing moves, what it
+		// does is not known, and the message says what purser waits for.
+		{"not Ready within the grace: health unknown", appSpec(v1alpha1.ConsistencyAtLeastOne, "", 60), &v1alpha1.RunnableStatus{Health: v1alpha1.HealthHealthy},
+			Cluster{Name: "b", Taints: []corev1.Taint{{Key: v1alpha1.TaintUnreachable, Effect: corev1.TaintEffectNoSchedule}},
+				NotReady: &v1alpha1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionUnknown, Reason: "APIServerUnreachable", LastTransitionTime: t0.Add(-10 * time.Second)}},
+			Verdict{Waiting: v1alpha1.WaitingClusterNotReady, HealthUnknown: true,
+				Message: "cluster b is not Ready (APIServerUnreachable) since 2026-11-29T11:59:50Z, so what the runnable does there is not known; if the cluster is still not Ready at 2026-11-29T12:00:30Z it is tainted NoExecute and the runnable moves"}},
 		{"NoSchedule alone stays", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},
 			Cluster{Name: "b", Taints: []corev1.Taint{{Key: v1alpha1.TaintUnreachable, Effect: corev1.TaintEffectNoSchedule}}}, Verdict{}},
 		{"unreachable, AtMostOne, lease not yet over: waits", &v1alpha1.RunnableSpec{}, &v1alpha1.RunnableStatus{},

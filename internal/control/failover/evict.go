@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/attempt"
@@ -117,6 +120,54 @@ func (c *Controller) setWaiting(ctx context.Context, rec *store.Runnable, r *run
 	}
 	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
 		st.Message, st.Waiting = msg, waiting
+		return &change{phase: v1alpha1.Phase(rec.Phase)}, nil
+	})
+}
+
+// setUnknown writes that what a runnable's object does cannot be known
+// (its cluster is not Ready): health Unknown, and what purser waits for.
+// The time it turned Unhealthy, if it was, is kept: the toleration goes
+// on counting from the object's own evidence once the cluster is back.
+func (c *Controller) setUnknown(ctx context.Context, rec *store.Runnable, r *runnable, waiting, msg string) error {
+	if r.status.Message == msg && r.status.Waiting == waiting && r.status.Health == v1alpha1.HealthUnknown {
+		return nil
+	}
+	return c.runnableTx(ctx, rec, func(_ *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
+		st.Message, st.Waiting, st.Health = msg, waiting, v1alpha1.HealthUnknown
+		return &change{phase: v1alpha1.Phase(rec.Phase)}, nil
+	})
+}
+
+// readyAgain ends the wait of a runnable whose cluster is Ready again:
+// its health is what was last observed of its attempt's object (nothing
+// may have changed on it, so no new observation need come), Unknown if
+// nothing was.
+func (c *Controller) readyAgain(ctx context.Context, rec *store.Runnable, r *runnable) error {
+	return c.runnableTx(ctx, rec, func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
+		health := v1alpha1.HealthUnknown
+		sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelRunnableUID: rec.UID})
+		rows, _, err := tx.Inventory().List(ctx, store.InventoryFilter{Cluster: rec.Cluster, Namespace: rec.Namespace,
+			Selector: sel, WithoutObject: true, Limit: 10})
+		if err != nil {
+			return nil, err
+		}
+		attempts, err := tx.Attempts().List(ctx, rec.UID)
+		if err != nil {
+			return nil, err
+		}
+		if n := len(attempts); n > 0 {
+			for _, row := range rows {
+				if row.Labels[v1alpha1.LabelAttempt] == strconv.Itoa(attempts[n-1].Number) && row.Health != "" {
+					health = v1alpha1.Health(row.Health)
+				}
+			}
+		}
+		st.Health, st.Waiting = health, ""
+		if health != v1alpha1.HealthUnhealthy {
+			st.UnhealthySince = nil
+		}
+		st.Message = fmt.Sprintf("cluster %s answers again and is Ready, so nothing holds the runnable back any more; it is %s there, health %s as last observed",
+			rec.Cluster, rec.Phase, health)
 		return &change{phase: v1alpha1.Phase(rec.Phase)}, nil
 	})
 }

@@ -63,6 +63,10 @@ type Config struct {
 	// FencingMargin is waited beyond AgentLease before an AtMostOne
 	// runnable leaves an unreachable cluster. Default 10 s.
 	FencingMargin time.Duration
+	// NoExecuteGrace is the cluster health policy's, for the messages of
+	// runnables on a cluster not Ready yet tainted. Default
+	// clusters.DefaultNoExecuteGrace.
+	NoExecuteGrace time.Duration
 	// EvictionRate bounds evictions per second (burst: the same number),
 	// so that a whole cluster failing does not storm the others. Default 20.
 	EvictionRate float64
@@ -121,6 +125,9 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.FencingMargin <= 0 {
 		cfg.FencingMargin = DefaultFencingMargin
+	}
+	if cfg.NoExecuteGrace <= 0 {
+		cfg.NoExecuteGrace = clusters.DefaultNoExecuteGrace
 	}
 	if cfg.EvictionRate <= 0 {
 		cfg.EvictionRate = DefaultEvictionRate
@@ -334,7 +341,7 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 }
 
 func (c *Controller) timing() Timing {
-	return Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin}
+	return Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin, NoExecuteGrace: c.cfg.NoExecuteGrace}
 }
 
 // stay acts on a verdict that keeps the runnable where it is: it records
@@ -347,8 +354,12 @@ func (c *Controller) stay(ctx context.Context, rec *store.Runnable, r *runnable,
 			rec.Name, rec.Namespace)
 	}
 	switch {
+	case v.HealthUnknown:
+		return c.setUnknown(ctx, rec, r, v.Waiting, v.Message)
 	case v.Message != "":
 		return c.setWaiting(ctx, rec, r, v.Waiting, v.Message)
+	case r.status.Waiting == v1alpha1.WaitingClusterNotReady:
+		return c.readyAgain(ctx, rec, r)
 	case r.status.Waiting == v1alpha1.WaitingTarget:
 		// What held the runnable is over: say so, rather than leave a
 		// wait that no longer holds.
@@ -474,6 +485,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 				Ready: ready == nil || ready.Status == metav1.ConditionTrue,
 			},
 			zone: clusters.DisruptionPolicy{ZoneLabel: c.cfg.ZoneLabel}.Zone(row.Labels),
+		}
+		if ready != nil && ready.Status != metav1.ConditionTrue && ready.Reason != clusters.ReasonNotProbedYet {
+			nr := *ready
+			v.failover.NotReady = &nr
 		}
 		if d := clusters.DisruptedCondition(status); d != nil {
 			v.disrupted, v.disruption = d.Reason, d.Message

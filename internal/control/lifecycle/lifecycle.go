@@ -105,6 +105,11 @@ func Apply(ctx context.Context, tx *store.Tx, r *Runnable, t Transition) (*Runna
 	if t.Message != "" {
 		next.Status.Message = t.Message
 	}
+	if t.To == v1alpha1.PhaseScheduled && from != v1alpha1.PhaseScheduled {
+		// A new attempt: nothing is known of its object yet, whatever
+		// the one before it showed.
+		next.Status.Health, next.Status.UnhealthySince, next.Status.HealthySince = v1alpha1.HealthUnknown, nil, nil
+	}
 	if t.Edit != nil {
 		if err := t.Edit(&next.Status); err != nil {
 			return nil, err

@@ -148,6 +148,17 @@ func TestApply(t *testing.T) {
 			if !errors.Is(err, lifecycle.ErrNotAllowed) {
 				t.Fatalf("placement without an audit entry: %v, want ErrNotAllowed", err)
 			}
+			// What the attempt before showed (here as a stand-in, set while
+			// it waits) is not the new attempt's: placement starts it Unknown.
+			since := time.Now()
+			if err := apply(queued, lifecycle.Transition{To: v1alpha1.PhaseQueued, By: lifecycle.BySubmitter,
+				Edit: func(st *v1alpha1.RunnableStatus) error {
+					st.Health, st.UnhealthySince = v1alpha1.HealthUnhealthy, &since
+					return nil
+				}}); err != nil {
+				t.Fatal(err)
+			}
+			queued = read()
 			cluster := "dc1"
 			err = apply(queued, lifecycle.Transition{
 				To: v1alpha1.PhaseScheduled, By: lifecycle.BySubmitter, Cluster: &cluster, Message: "placed",
@@ -171,6 +182,9 @@ func TestApply(t *testing.T) {
 				t.Fatalf("failing edit: %v", err)
 			}
 			got := read()
+			if got.Status.Health != v1alpha1.HealthUnknown || got.Status.UnhealthySince != nil {
+				t.Fatalf("a new attempt's health: %s since %v, want Unknown", got.Status.Health, got.Status.UnhealthySince)
+			}
 			if got.Phase() != v1alpha1.PhaseScheduled || got.Rec.Cluster != "dc1" || got.Status.Message != "placed" ||
 				got.Rec.ResourceVersion != scheduled.Rec.ResourceVersion {
 				t.Fatalf("after refused writes: phase %s cluster %q message %q rv %d", got.Phase(), got.Rec.Cluster,

@@ -75,7 +75,7 @@ var Table = []Move{
 	{phases(v1alpha1.PhaseRunning), Same, ByAPI, true, "a planned move asked by a user (POST .../move, purser drain); the controller hands it over to the target cluster"},
 
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "waits for admission: no cluster fits what it requests now (or ever), a deployable it depends on is not Synced, or none matches; the message names the resource and the figures"},
-	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on the cluster that fits it best, its requests counted there in flight"},
+	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on the cluster that fits it best, its requests counted there in flight; its health Unknown until its object is first observed"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseExpired, BySubmitter, true, "its deadline passed before it was created"},
 	{phases(v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled), v1alpha1.PhaseFailed, BySubmitter, true, "it can never be created: invalid, or no cluster serves its kind"},
 	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseSubmitted, BySubmitter, true, "created on its attempt's cluster"},
@@ -96,7 +96,7 @@ var Table = []Move{
 	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseQueued, ByController, true, "AtMostOne, its create sent to a cluster that stopped answering: evicted once a copy it made is certainly fenced; placed again"},
 	{occupied, v1alpha1.PhaseFailingOver, ByController, true, "evicted; its old copy must go before it is placed again"},
 	{phases(v1alpha1.PhaseFailingOver), v1alpha1.PhaseQueued, ByController, true, "its old copy is gone, or fenced on a cluster that stopped answering; placed again"},
-	{slices.Concat(placed, phases(v1alpha1.PhaseFailingOver)), Same, ByController, false, "waiting for a failover that cannot happen yet, or resumed after fencing; the message says which"},
+	{slices.Concat(placed, phases(v1alpha1.PhaseFailingOver)), Same, ByController, false, "waiting for a failover that cannot happen yet, or resumed after fencing; or its cluster is not Ready, its health Unknown until it is Ready again (then as last observed); the message says which"},
 	{phases(v1alpha1.PhaseRunning), Same, ByController, true, "a planned move's progress: its job asked to stop with a savepoint, put back to running where it was when the savepoint failed, or running on the target (with its downtime)"},
 	{every, Same, ByController, true, "an ended attempt's old copy removed from its cluster"},
 
