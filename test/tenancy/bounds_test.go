@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 func testBounds(t *testing.T, f *farm) {
 	t.Run("AliasBombThroughK8s", func(t *testing.T) { testK8sAliasBomb(t, f) })
 	t.Run("K8sWatchesCappedPerUser", func(t *testing.T) { testK8sWatchCap(t, f) })
+	t.Run("K8sRequestsCappedPerUser", func(t *testing.T) { testK8sRequestCap(t, f) })
 	t.Run("ProxyAnswersOnlyItsOwnHost", func(t *testing.T) { testProxyHost(t, f) })
 	t.Run("ClusterDetailHiddenFromTenants", func(t *testing.T) { testClusterDetail(t, f) })
 	t.Run("CanIWildcardsTellTheTruth", func(t *testing.T) { testCanIWildcards(t, f) })
@@ -144,6 +146,54 @@ func testK8sWatchCap(t *testing.T, f *farm) {
 	eventually(t, "a closed watch's place freed", func() error {
 		if code, _, raw := over(); code != http.StatusOK {
 			return fmt.Errorf("%d %s", code, raw)
+		}
+		return nil
+	})
+}
+
+// Hole 14, the other half: one user's requests under way under /k8s are
+// capped too. Reviews whose bodies have not arrived are requests under
+// way (each holds its place until its body is read, at most the read
+// timeout); at kubeapi.DefaultRequestsPerUser of them the next request of
+// the same user is refused 429, another user's is answered, and the
+// places are freed when the connections close.
+func testK8sRequestCap(t *testing.T, f *farm) {
+	u, _ := url.Parse(f.url)
+	var conns []net.Conn
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+	}
+	defer closeAll()
+	var d net.Dialer
+	for range kubeapi.DefaultRequestsPerUser {
+		conn, err := d.DialContext(t.Context(), "tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+		fmt.Fprintf(conn, "POST /k8s/apis/authorization.k8s.io/v1/selfsubjectaccessreviews HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", u.Host, f.tokens["mallory"])
+	}
+	list := "/k8s/api/v1/namespaces/" + f.own + "/configmaps"
+	eventually(t, "mallory's requests under way at the cap", func() error {
+		if a := f.do("mallory", "GET", list, nil); a.code != http.StatusTooManyRequests {
+			return fmt.Errorf("%d %s", a.code, a.raw)
+		}
+		return nil
+	})
+	a := f.do("mallory", "GET", list, nil)
+	if a.str("kind") != "Status" || a.header.Get("Retry-After") == "" ||
+		!strings.Contains(a.str("message"), fmt.Sprintf("has %d requests under way", kubeapi.DefaultRequestsPerUser)) {
+		t.Errorf("past the cap: %d (Retry-After %q) %s; want a Status naming the cap", a.code, a.header.Get("Retry-After"), a.raw)
+	}
+	f.do("victor", "GET", "/k8s/api/v1/namespaces/"+f.victim+"/configmaps", nil).want(t, http.StatusOK)
+	closeAll()
+	eventually(t, "the places freed", func() error {
+		if a := f.do("mallory", "GET", list, nil); a.code != http.StatusOK {
+			return fmt.Errorf("%d %s", a.code, a.raw)
 		}
 		return nil
 	})
