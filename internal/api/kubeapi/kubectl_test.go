@@ -125,6 +125,9 @@ func TestKubectl(t *testing.T) {
 		f.put(configMap(c, "team-b", "other", map[string]string{"a": "1"}, nil))
 	}
 	f.put(configMap("c2", "team-a", "only-c2", nil, map[string]string{"app": "db"}))
+	// A Node, which the agents track by default: refused to bob, and so is
+	// '*' in its group.
+	f.put(object{cluster: "c1", apiVersion: "v1", kind: "Node", name: "node-1"})
 	f.put(object{cluster: "c1", apiVersion: "batch/v1", kind: "Job", namespace: "team-a", name: "train", body: map[string]any{
 		"spec": map[string]any{"completions": 1, "selector": map[string]any{"matchLabels": map[string]any{"job": "train"}},
 			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "busybox:1"}}}}},
