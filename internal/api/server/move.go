@@ -55,7 +55,8 @@ func (s *Server) moveRunnable(r *http.Request, u auth.User) (int, any, error) {
 }
 
 // moveRequest reads the optional body of a move: none, or
-// v1alpha1.MoveRequest as JSON with no unknown field.
+// v1alpha1.MoveRequest as JSON or YAML with no unknown field, bounded as
+// every body is (decodeBytes).
 func moveRequest(r *http.Request) (v1alpha1.MoveRequest, error) {
 	var req v1alpha1.MoveRequest
 	data, err := io.ReadAll(r.Body)
