@@ -10,6 +10,23 @@ import (
 // object (database row, audit entry, history answers) would pay for it.
 const MaxObjectBytes = 1 << 20
 
+// BoundedJSON is the one bound every request body purser decodes goes
+// through, whatever decodes it next (the REST API's kinds and small
+// requests, the Kubernetes-shaped API's reviews): a JSON or YAML body, as
+// contentType says (sniffed when empty), becomes the JSON text of one
+// object, refused before any YAML alias is expanded when it would exceed
+// MaxObjectBytes (a *DecodeError with TooLarge, which the APIs answer
+// 413), and refused when it nests deeper than MaxNesting. The limit on
+// the bytes read comes first, from each server; this is the limit on
+// what they become.
+func BoundedJSON(data []byte, contentType string) ([]byte, error) {
+	js, derr := toJSON(data, contentType)
+	if derr != nil {
+		return nil, derr
+	}
+	return js, nil
+}
+
 // expandedSize estimates, without expanding anything, how many bytes of
 // JSON the YAML document doc becomes: every alias counts the size of its
 // anchor's node, each node measured once. It stops counting once past

@@ -97,3 +97,41 @@ func TestSmallAliasesAccepted(t *testing.T) {
 		t.Errorf("data.b = %v", got)
 	}
 }
+
+// BoundedJSON is the bound of every body, whatever its kind: a review, a
+// move, a sign-in are refused as an object is.
+func TestBoundedJSON(t *testing.T) {
+	var doubling strings.Builder // 2^24 leaves of 8 bytes from a 1 KB body
+	doubling.WriteString("apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nl0: &l0 [xxxxxxxx, xxxxxxxx]\n")
+	for i := 1; i <= 24; i++ {
+		fmt.Fprintf(&doubling, "l%d: &l%d [*l%d, *l%d]\n", i, i, i-1, i-1)
+	}
+	for _, tc := range []struct {
+		name, body, contentType string
+		tooLarge, malformed     bool
+		want                    string
+	}{
+		{name: "json", body: `{"to": "c2"}`, contentType: "application/json", want: `{"to": "c2"}`},
+		{name: "yaml", body: "to: c2\n", contentType: "application/yaml", want: `{"to":"c2"}`},
+		{name: "sniffed yaml", body: "to: c2\n", want: `{"to":"c2"}`},
+		{name: "an alias bomb of another kind", body: doubling.String(), contentType: "application/yaml", tooLarge: true},
+		{name: "the same, sniffed", body: doubling.String(), tooLarge: true},
+		{name: "a list, not an object", body: "[1, 2]", contentType: "application/json", malformed: true},
+		{name: "two documents", body: "a: 1\n---\nb: 2\n", contentType: "application/yaml", malformed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js, err := BoundedJSON([]byte(tc.body), tc.contentType)
+			var de *DecodeError
+			switch {
+			case tc.tooLarge || tc.malformed:
+				if !errors.As(err, &de) || de.TooLarge != tc.tooLarge || (tc.malformed && !de.Malformed) {
+					t.Fatalf("err = %v (%+v), want tooLarge=%v malformed=%v", err, de, tc.tooLarge, tc.malformed)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case string(js) != tc.want:
+				t.Errorf("BoundedJSON = %s, want %s", js, tc.want)
+			}
+		})
+	}
+}

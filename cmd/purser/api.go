@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/compose"
 	"github.com/purser-io/purser/internal/hub/anchor"
 	"github.com/purser-io/purser/internal/hub/audit"
@@ -28,11 +29,15 @@ func (f *apiFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.trustedKeys, "audit-trusted-keys", nil, "public keys (ed25519:BASE64) of earlier --audit-key keys whose anchors still verify, after a rotation")
 	fl.BoolVar(&f.api.GroupCommit, "group-commit", true, "commit concurrent changes in groups, each answered once its group has committed (PostgreSQL): a commit's round trip to a synchronous standby is then paid once per group")
 	fl.Float64Var(&f.api.UserRate, "user-rate", compose.DefaultUserRate, "requests a second each user may make (twice that at once); past it the answer is 429 with Retry-After")
+	registerKubeLimitFlags(cmd, &f.api.KubeWatchesPerUser, &f.api.KubeRequestsPerUser)
 	fl.StringVar(&f.api.Standby, "database-standby", "", "a postgres:// DSN of a standby (a multi-host one with target_session_attrs=prefer-standby, the nearest first) from which reads are answered, with their freshness, while this replica does not reach the primary; writes then answer 503")
 }
 
 func (f *apiFlags) config() (compose.Config, error) {
 	api := f.api
+	if err := checkKubeLimits(api.KubeWatchesPerUser, api.KubeRequestsPerUser); err != nil {
+		return compose.Config{}, err
+	}
 	for _, k := range f.trustedKeys {
 		pub, err := audit.ParsePublicKey(k)
 		if err != nil {
@@ -71,4 +76,24 @@ prints the key's public half at start, for the clients' configuration.`,
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// registerKubeLimitFlags adds the caps per user of the Kubernetes-shaped
+// API (/k8s), which purser api and purser up both take.
+func registerKubeLimitFlags(cmd *cobra.Command, watches, requests *int) {
+	cmd.Flags().IntVar(watches, "kube-watches-per-user", kubeapi.DefaultWatchesPerUser,
+		"watches one user may hold open at once under /k8s; past it a watch is refused with 429, Retry-After and a Status naming the cap")
+	cmd.Flags().IntVar(requests, "kube-requests-per-user", kubeapi.DefaultRequestsPerUser,
+		"other requests (lists, gets, reviews) one user may have under way at once under /k8s; past it the answer is 429 with Retry-After")
+}
+
+// checkKubeLimits refuses a cap below zero; zero is the default.
+func checkKubeLimits(watches, requests int) error {
+	if watches < 0 {
+		return fmt.Errorf("--kube-watches-per-user must be 1 or more, got %d", watches)
+	}
+	if requests < 0 {
+		return fmt.Errorf("--kube-requests-per-user must be 1 or more, got %d", requests)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/compose"
 	"github.com/purser-io/purser/internal/compose/up"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
@@ -160,6 +161,9 @@ func TestUpAndSplitComposeAlike(t *testing.T) {
 			}
 			if api.UserRate != compose.DefaultUserRate || api.UserBurst != 2*compose.DefaultUserRate {
 				t.Errorf("the api's user limits: %v a second, %d at once", api.UserRate, api.UserBurst)
+			}
+			if api.KubeWatchesPerUser != kubeapi.DefaultWatchesPerUser || api.KubeRequestsPerUser != kubeapi.DefaultRequestsPerUser {
+				t.Errorf("the api's caps per user under /k8s: %d watches, %d requests", api.KubeWatchesPerUser, api.KubeRequestsPerUser)
 			}
 			for _, name := range []string{"api", "submitter", "syncer", "controller"} {
 				if !split.desc[name].Guarded {

@@ -105,6 +105,7 @@ says so. Logs (klog's included) go to DIR/purser.log.`,
 	cmd.Flags().StringVar(&cfg.ClientConfig, "client-config", "", "the client config to add this server's context to (default: $PURSER_CONFIG, else ~/.config/purser/config.yaml)")
 	cmd.Flags().BoolVar(&cfg.Flink, "flink", false, "with --sandbox: also run the FlinkDeployment CRD and a simulator of the Flink operator in each cluster, and an S3-compatible store for their checkpoints")
 	registerOIDCFlags(cmd, &cfg.OIDC)
+	registerKubeLimitFlags(cmd, &cfg.KubeWatchesPerUser, &cfg.KubeRequestsPerUser)
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level to DIR/purser.log (default: warnings and errors)")
 	return cmd
 }
@@ -114,6 +115,9 @@ says so. Logs (klog's included) go to DIR/purser.log.`,
 func checkUpFlags(cfg up.Config) error {
 	if cfg.Sandbox < 0 {
 		return fmt.Errorf("--sandbox must be 0 or more, got %d", cfg.Sandbox)
+	}
+	if err := checkKubeLimits(cfg.KubeWatchesPerUser, cfg.KubeRequestsPerUser); err != nil {
+		return err
 	}
 	if cfg.Flink && cfg.Sandbox == 0 {
 		return fmt.Errorf("--flink runs the Flink operator simulator in the sandbox clusters: give --sandbox N too")

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/purser-io/purser/internal/compose/up"
 )
 
@@ -51,5 +53,31 @@ func TestUpFlinkFlag(t *testing.T) {
 	root.SetErr(&bytes.Buffer{})
 	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "known: Reconciling, ImagePullBackOff, FailedJob") {
 		t.Fatalf("an unknown fault: %v", err)
+	}
+}
+
+// The caps per user under /k8s reach the API's configuration from purser
+// api and purser up alike; a negative one is refused before anything
+// starts.
+func TestKubeLimitFlags(t *testing.T) {
+	cfg := splitConfig(t, &apiFlags{}, "--kube-watches-per-user", "3", "--kube-requests-per-user", "7")
+	if cfg.API.KubeWatchesPerUser != 3 || cfg.API.KubeRequestsPerUser != 7 {
+		t.Errorf("purser api: %d watches, %d requests", cfg.API.KubeWatchesPerUser, cfg.API.KubeRequestsPerUser)
+	}
+	var f apiFlags
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	if err := cmd.ParseFlags([]string{"--kube-watches-per-user", "-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.config(); err == nil || !strings.Contains(err.Error(), "--kube-watches-per-user") {
+		t.Errorf("purser api --kube-watches-per-user -1: %v", err)
+	}
+	if err := checkUpFlags(up.Config{KubeRequestsPerUser: -1}); err == nil || !strings.Contains(err.Error(), "--kube-requests-per-user") {
+		t.Errorf("purser up --kube-requests-per-user -1: %v", err)
+	}
+	upCfg := up.Compose(up.Config{KubeWatchesPerUser: 3, KubeRequestsPerUser: 7}, t.TempDir())
+	if upCfg.API.KubeWatchesPerUser != 3 || upCfg.API.KubeRequestsPerUser != 7 {
+		t.Errorf("purser up: %d watches, %d requests", upCfg.API.KubeWatchesPerUser, upCfg.API.KubeRequestsPerUser)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/hub/anchor"
 	"github.com/purser-io/purser/internal/hub/guard"
@@ -44,6 +45,11 @@ type APIConfig struct {
 	// UserRate is the requests a second each user may make, twice that at
 	// once (DefaultUserRate).
 	UserRate float64
+	// KubeWatchesPerUser and KubeRequestsPerUser cap, per user, the
+	// watches open under /k8s and the other /k8s requests under way
+	// (kubeapi.DefaultWatchesPerUser, kubeapi.DefaultRequestsPerUser).
+	KubeWatchesPerUser  int
+	KubeRequestsPerUser int
 	// Standby is a postgres:// DSN from which reads are answered while
 	// this process does not reach the primary; empty: none.
 	Standby string
@@ -124,7 +130,9 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 	}
 	scfg := server.Config{Store: h.Store, Stream: h.Stream, Outbox: a.relay, Identities: identities, Sealer: h.Sealer, Logger: log,
 		Registry: h.Metrics, Guard: h.Guard, Commits: a.commits, Anchors: a.anchors,
-		Limits: server.Limits{UserRate: rate, UserBurst: int(2 * rate)}}
+		Limits: server.Limits{UserRate: rate, UserBurst: int(2 * rate),
+			KubeWatchesPerUser:  orDefault(cfg.KubeWatchesPerUser, kubeapi.DefaultWatchesPerUser),
+			KubeRequestsPerUser: orDefault(cfg.KubeRequestsPerUser, kubeapi.DefaultRequestsPerUser)}}
 	a.Handler = server.New(scfg)
 	a.srv = &http.Server{Handler: a.Handler}
 	server.ConfigureHTTPServer(a.srv)
@@ -136,8 +144,17 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", listen, err)
 	}
 	a.desc = Description{Component: "api", Guarded: scfg.Guard != nil, Metrics: scfg.Registry != nil, Policy: scfg.Identities != nil,
-		GroupCommit: scfg.Commits != nil, Standby: cfg.Standby != "", UserRate: scfg.Limits.UserRate, UserBurst: scfg.Limits.UserBurst}
+		GroupCommit: scfg.Commits != nil, Standby: cfg.Standby != "", UserRate: scfg.Limits.UserRate, UserBurst: scfg.Limits.UserBurst,
+		KubeWatchesPerUser: scfg.Limits.KubeWatchesPerUser, KubeRequestsPerUser: scfg.Limits.KubeRequestsPerUser}
 	return a, nil
+}
+
+// orDefault is n, or def when n is not set (zero or less).
+func orDefault(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
 }
 
 func loadIdentities(cfg APIConfig, log *slog.Logger) (*auth.Identities, error) {

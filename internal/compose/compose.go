@@ -40,11 +40,14 @@ type Description struct {
 	// reloaded as the file changes.
 	Policy bool
 	// Of the API: commits in groups, reads from a standby while the
-	// primary is not reached, each user's request rate and burst.
-	GroupCommit bool
-	Standby     bool
-	UserRate    float64
-	UserBurst   int
+	// primary is not reached, each user's request rate and burst, and
+	// each user's caps under /k8s.
+	GroupCommit         bool
+	Standby             bool
+	UserRate            float64
+	UserBurst           int
+	KubeWatchesPerUser  int
+	KubeRequestsPerUser int
 }
 
 // Component is a built component: it works until its context is done.

@@ -83,7 +83,7 @@ func newFarm(t testing.TB, eng storetest.Engine) *farm {
 		Authenticate: func(r *http.Request) (auth.User, bool) {
 			return authn.Authenticate(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 		},
-		Freshness: func(a store.AgentFreshness, now time.Time) v1alpha1.Freshness {
+		Freshness: func(_ auth.User, a store.AgentFreshness, now time.Time) v1alpha1.Freshness {
 			return v1alpha1.JudgeFreshness(&v1alpha1.AgentStatus{LastHeartbeat: a.LastHeartbeat, CurrentUntil: a.LastHeartbeat}, now)
 		},
 		BookmarkInterval: 200 * time.Millisecond,

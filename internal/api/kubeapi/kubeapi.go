@@ -63,8 +63,10 @@ type Config struct {
 	// an open watch knows when to authorize again; nil: never reloaded.
 	Reloads func() int64
 	// Freshness judges a cluster's records by its agent's reports (the
-	// rule the clusters API serves).
-	Freshness func(store.AgentFreshness, time.Time) v1alpha1.Freshness
+	// rule the clusters API serves), in the words the user may read: a
+	// tenant is not told the agent's transport error, which names the
+	// member's API address.
+	Freshness func(auth.User, store.AgentFreshness, time.Time) v1alpha1.Freshness
 	Logger    *slog.Logger     // nil: discarded
 	Now       func() time.Time // nil: time.Now
 	// BookmarkInterval is how often an open watch that asked for
@@ -73,6 +75,12 @@ type Config struct {
 	// WatchTimeout bounds a watch (lengthened at random by up to as much
 	// again), as the kube-apiserver's --min-request-timeout does: 30 min.
 	WatchTimeout time.Duration
+	// WatchesPerUser caps the watches one user holds open at once
+	// (DefaultWatchesPerUser); RequestsPerUser, the user's other
+	// requests under way at once (DefaultRequestsPerUser). Past either
+	// the answer is 429 with Retry-After and a Status naming the cap.
+	WatchesPerUser  int
+	RequestsPerUser int
 }
 
 // API is the handler of /k8s.
@@ -81,6 +89,8 @@ type API struct {
 	log   *slog.Logger
 	now   func() time.Time
 	kinds *catalogues
+	// watches and requests count what each user holds open.
+	watches, requests *perUser
 }
 
 // New returns the API.
@@ -98,6 +108,13 @@ func New(cfg Config) *API {
 	if a.cfg.WatchTimeout <= 0 {
 		a.cfg.WatchTimeout = 30 * time.Minute
 	}
+	if a.cfg.WatchesPerUser <= 0 {
+		a.cfg.WatchesPerUser = DefaultWatchesPerUser
+	}
+	if a.cfg.RequestsPerUser <= 0 {
+		a.cfg.RequestsPerUser = DefaultRequestsPerUser
+	}
+	a.watches, a.requests = newPerUser(a.cfg.WatchesPerUser), newPerUser(a.cfg.RequestsPerUser)
 	if a.cfg.Reloads == nil {
 		a.cfg.Reloads = func() int64 { return 0 }
 	}
@@ -153,6 +170,18 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request, u auth.User) {
 		if s != "" {
 			req.rest = append(req.rest, s)
 		}
+	}
+	// A watch is held open for long and counted by the watch cap alone
+	// (watch); every other request is short and counted here while it
+	// is under way.
+	if !isTrue(r.URL.Query().Get("watch")) {
+		release, held, ok := a.requests.acquire(u.Name)
+		if !ok {
+			writeStatus(w, tooMany(w, requestRetry, "user %s has %d requests under way under %s, the most one user may have at once (%d); wait for one to finish",
+				u.Name, held, Prefix, a.cfg.RequestsPerUser))
+			return
+		}
+		defer release()
 	}
 	if err := a.route(w, req); err != nil {
 		writeStatus(w, err)

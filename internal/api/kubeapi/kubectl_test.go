@@ -125,6 +125,9 @@ func TestKubectl(t *testing.T) {
 		f.put(configMap(c, "team-b", "other", map[string]string{"a": "1"}, nil))
 	}
 	f.put(configMap("c2", "team-a", "only-c2", nil, map[string]string{"app": "db"}))
+	// A Node, which the agents track by default: refused to bob, and so is
+	// '*' in its group.
+	f.put(object{cluster: "c1", apiVersion: "v1", kind: "Node", name: "node-1"})
 	f.put(object{cluster: "c1", apiVersion: "batch/v1", kind: "Job", namespace: "team-a", name: "train", body: map[string]any{
 		"spec": map[string]any{"completions": 1, "selector": map[string]any{"matchLabels": map[string]any{"job": "train"}},
 			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "busybox:1"}}}}},
@@ -228,6 +231,9 @@ func TestKubectl(t *testing.T) {
 		{[]string{"list", "configmaps", "-n", "team-b"}, "no"},
 		{[]string{"list", "configmaps", "-A"}, "no"},
 		{[]string{"create", "configmaps", "-n", "team-a"}, "no"},
+		// Nodes are refused to bob: '*' is not every resource to him.
+		{[]string{"list", "*", "-n", "team-a"}, "no"},
+		{[]string{"list", "nodes"}, "no"},
 	} {
 		// kubectl prints yes or no, then the reason, if any.
 		out, _, _ := bob.run(append([]string{"auth", "can-i"}, c.args...)...)
@@ -235,11 +241,17 @@ func TestKubectl(t *testing.T) {
 			t.Errorf("bob: kubectl auth can-i %s: %q, want %s", strings.Join(c.args, " "), out, c.want)
 		}
 	}
-	if out := bob.ok("auth", "can-i", "--list", "-n", "team-a"); !strings.Contains(out, "*.*") || !strings.Contains(out, "[get list watch]") {
+	// The rules list what the policy grants: the namespaced resources by
+	// name, not *.* (Nodes stay refused).
+	if out := bob.ok("auth", "can-i", "--list", "-n", "team-a"); strings.Contains(out, "*.*") || strings.Contains(out, "nodes") ||
+		!strings.Contains(out, "configmaps") || !strings.Contains(out, "jobs.batch") || !strings.Contains(out, "[get list watch]") {
 		t.Errorf("bob: kubectl auth can-i --list -n team-a:\n%s", out)
 	}
-	if out := bob.ok("auth", "can-i", "--list", "-n", "team-b"); strings.Contains(out, "*.*") {
+	if out := bob.ok("auth", "can-i", "--list", "-n", "team-b"); strings.Contains(out, "*.*") || strings.Contains(out, "configmaps") {
 		t.Errorf("bob: kubectl auth can-i --list -n team-b lists reads:\n%s", out)
+	}
+	if out := admin.ok("auth", "can-i", "list", "*", "-n", "team-a"); !strings.HasPrefix(out, "yes") {
+		t.Errorf("admin: kubectl auth can-i list '*' -n team-a: %q", out)
 	}
 
 	// Watch: the list, then each change as it is stored.

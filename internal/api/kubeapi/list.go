@@ -128,6 +128,10 @@ func (a *API) authorize(u auth.User, q *sel, verb string) error {
 		}
 		return nil
 	}
+	if !p.ReadsEverywhere(u) && !q.res.namespaced {
+		return forbidden(fmt.Sprintf("%s is forbidden: User %q cannot %s resource %q in API group %q: it is cluster-scoped, and purser's policy lets only a user who reads every namespace read it",
+			q.res.plural, u.Name, verb, q.res.plural, group))
+	}
 	if !p.ReadsEverywhere(u) {
 		return forbidden(fmt.Sprintf("%s is forbidden: User %q cannot %s resource %q in API group %q at the cluster scope: purser's policy lets this user read only some namespaces; name one (-n NAMESPACE)",
 			q.res.plural, u.Name, verb, q.res.plural, group))
@@ -246,7 +250,7 @@ func (a *API) staleWarnings(req *request, tx *store.Tx, cluster string) ([]strin
 	var out []string
 	now := a.now()
 	for _, c := range names {
-		if f := a.cfg.Freshness(fresh[c], now); !f.Fresh {
+		if f := a.cfg.Freshness(req.user, fresh[c], now); !f.Fresh {
 			out = append(out, fmt.Sprintf("cluster %s: its records may be stale (%s)", c, f.Message))
 		}
 	}

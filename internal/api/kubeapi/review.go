@@ -1,18 +1,58 @@
 package kubeapi
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
+	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
 )
+
+// maxReviewBytes bounds a review as sent: a few hundred bytes in
+// practice.
+const maxReviewBytes = 64 << 10
+
+// readBody reads the body of a request under /k8s, the one way every body
+// here is read: at most limit bytes as sent (413 past them), and a JSON or
+// YAML body then bounded as it decodes by v1alpha1.BoundedJSON, the bound
+// of the REST API's bodies (413 before a YAML alias bomb expands; 400 when
+// malformed). It returns JSON, or protobuf as sent: a protobuf message has
+// no aliases, and decodes to no more than it was sent as.
+func readBody(w http.ResponseWriter, req *request, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, req.r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
+			"the request body is larger than "+strconv.FormatInt(limit, 10)+" bytes, the most this path takes")
+	case err != nil:
+		return nil, badRequest("the request body could not be read: " + err.Error())
+	}
+	ct := req.r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == runtime.ContentTypeProtobuf {
+		return data, nil
+	}
+	js, err := v1alpha1.BoundedJSON(data, ct)
+	var de *v1alpha1.DecodeError
+	switch {
+	case errors.As(err, &de) && de.TooLarge:
+		return nil, statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge, "the request body is too large: "+de.Error())
+	case err != nil:
+		return nil, badRequest("the request body is malformed: " + err.Error())
+	}
+	return js, nil
+}
 
 // review answers the self reviews kubectl auth can-i sends
 // (SelfSubjectAccessReview; SelfSubjectRulesReview for --list) from
@@ -23,12 +63,13 @@ func (a *API) review(w http.ResponseWriter, req *request) error {
 	if len(p) != 4 || p[2] != "v1" || (p[3] != "selfsubjectaccessreviews" && p[3] != "selfsubjectrulesreviews") {
 		return notFound(req)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.r.Body, 1<<16))
+	body, err := readBody(w, req, maxReviewBytes)
 	if err != nil {
-		return badRequest("the review could not be read: " + err.Error())
+		return err
 	}
-	// kubectl sends the typed reviews as protobuf, other clients JSON:
-	// apimachinery's universal deserializer reads both.
+	// kubectl sends the typed reviews as protobuf, other clients JSON
+	// (YAML arrives here as JSON): apimachinery's universal deserializer
+	// reads both.
 	obj, _, err := reviewCodecs.UniversalDeserializer().Decode(body, nil, nil)
 	if err != nil {
 		return badRequest("the body is not a self review of authorization.k8s.io/v1: " + err.Error())
@@ -39,7 +80,11 @@ func (a *API) review(w http.ResponseWriter, req *request) error {
 			return badRequest("the body is not a SelfSubjectRulesReview")
 		}
 		rr.TypeMeta = metav1.TypeMeta{Kind: "SelfSubjectRulesReview", APIVersion: "authorization.k8s.io/v1"}
-		rr.Status = a.rules(req.user, rr.Spec.Namespace)
+		cat, err := a.kinds.get(req.r.Context(), req.cluster)
+		if err != nil {
+			return err
+		}
+		rr.Status = a.rules(req.user, cat, rr.Spec.Namespace)
 		return writeJSON(w, http.StatusCreated, rr)
 	}
 	ar, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
@@ -88,34 +133,61 @@ func (a *API) access(req *request, spec authorizationv1.SelfSubjectAccessReviewS
 	if err != nil {
 		return authorizationv1.SubjectAccessReviewStatus{}, err
 	}
-	var res *resource
-	for _, r := range cat.all {
-		if r.gvk.Group == ra.Group && (r.plural == ra.Resource || ra.Resource == "*") {
-			res = r
-			break
-		}
-	}
-	if res == nil {
-		return authorizationv1.SubjectAccessReviewStatus{Reason: fmt.Sprintf("the inventory tracks no resource %q in group %q", ra.Resource, ra.Group)}, nil
-	}
-	q := &sel{res: res, namespace: ra.Namespace}
-	if err := a.authorize(req.user, q, ra.Verb); err != nil {
-		return authorizationv1.SubjectAccessReviewStatus{Denied: true, Reason: err.Error()}, nil
-	}
-	return authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "purser's policy lets " + req.user.Name + " read this"}, nil
+	return a.judgeAccess(req.user, cat, ra), nil
 }
 
-// rules lists what u may do in ns: read every tracked resource, or
-// nothing; discovery always.
-func (a *API) rules(u auth.User, ns string) authorizationv1.SubjectRulesReviewStatus {
+// judgeAccess answers a review of reading resources: a wildcard (of
+// resource or group) is allowed only when the policy lets u read every
+// resource it stands for, as kubectl's users take a yes to '*' to mean;
+// the first one refused is named.
+func (a *API) judgeAccess(u auth.User, cat *catalogue, ra *authorizationv1.ResourceAttributes) authorizationv1.SubjectAccessReviewStatus {
+	var matched []*resource
+	for _, r := range cat.all {
+		if (ra.Group == "*" || r.gvk.Group == ra.Group) && (ra.Resource == "*" || r.plural == ra.Resource) {
+			matched = append(matched, r)
+		}
+	}
+	if len(matched) == 0 {
+		return authorizationv1.SubjectAccessReviewStatus{Reason: fmt.Sprintf("the inventory tracks no resource %q in group %q", ra.Resource, ra.Group)}
+	}
+	for _, res := range matched {
+		if err := a.authorize(u, &sel{res: res, namespace: ra.Namespace}, ra.Verb); err != nil {
+			reason := err.Error()
+			if ra.Resource == "*" || ra.Group == "*" {
+				reason = "purser's policy does not let " + u.Name + " " + ra.Verb + " every resource the wildcard stands for: " + reason
+			}
+			return authorizationv1.SubjectAccessReviewStatus{Denied: true, Reason: reason}
+		}
+	}
+	return authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "purser's policy lets " + u.Name + " read this"}
+}
+
+// rules lists what u may do in ns, as the policy grants it: every
+// resource (*.*) to a user who reads every namespace; to one who reads
+// ns, the namespaced resources the inventory serves, by name, since the
+// cluster-scoped ones (Nodes, CRDs) stay refused; nothing elsewhere.
+// Discovery and the reviews themselves always.
+func (a *API) rules(u auth.User, cat *catalogue, ns string) authorizationv1.SubjectRulesReviewStatus {
 	st := authorizationv1.SubjectRulesReviewStatus{
 		ResourceRules: []authorizationv1.ResourceRule{},
 		NonResourceRules: []authorizationv1.NonResourceRule{{Verbs: []string{"get"},
 			NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/version"}}},
 	}
 	p := a.cfg.Policy()
-	if p.ReadsEverywhere(u) || (ns != "" && p.Allowed(u, ns, auth.VerbRead)) {
+	switch {
+	case p.ReadsEverywhere(u):
 		st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: readVerbs, APIGroups: []string{"*"}, Resources: []string{"*"}})
+	case ns != "" && p.Allowed(u, ns, auth.VerbRead):
+		byGroup := map[string][]string{}
+		for _, r := range cat.all {
+			if r.namespaced && !slices.Contains(byGroup[r.gvk.Group], r.plural) {
+				byGroup[r.gvk.Group] = append(byGroup[r.gvk.Group], r.plural)
+			}
+		}
+		for _, g := range slices.Sorted(maps.Keys(byGroup)) {
+			st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: readVerbs, APIGroups: []string{g},
+				Resources: slices.Sorted(slices.Values(byGroup[g]))})
+		}
 	}
 	st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: []string{"create"}, APIGroups: []string{authzGroup},
 		Resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}})

@@ -46,6 +46,12 @@ func (a *API) watch(w http.ResponseWriter, req *request, q sel) error {
 	if err := a.authorize(req.user, &q, "watch"); err != nil {
 		return err
 	}
+	release, held, ok := a.watches.acquire(req.user.Name)
+	if !ok {
+		return tooMany(w, watchRetry, "user %s has %d watches open under %s, the most one user may hold at once (%d); close one before opening another",
+			req.user.Name, held, Prefix, a.cfg.WatchesPerUser)
+	}
+	defer release()
 	v := r.URL.Query()
 	rvParam := v.Get("resourceVersion")
 	initial := rvParam == "" || rvParam == "0" || isTrue(v.Get("sendInitialEvents"))

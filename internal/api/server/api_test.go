@@ -931,8 +931,12 @@ func testInventory(t *testing.T, h *harness) {
 	}
 	f1, f2 := c1["freshness"].(map[string]any), c2["freshness"].(map[string]any)
 	if f1["fresh"] != true || f1["reason"] != v1alpha1.FreshAgentReporting || f1["staleAfterSeconds"] != float64(v1alpha1.AgentFreshSeconds) ||
-		f2["fresh"] != false || f2["reason"] != v1alpha1.FreshKubeAPIUnreachable || !strings.Contains(f2["message"].(string), "connection refused") {
-		t.Fatalf("freshness judgements: %v | %v", f1, f2)
+		f2["fresh"] != false || f2["reason"] != v1alpha1.FreshKubeAPIUnreachable || strings.Contains(string(meta.raw), "connection refused") {
+		t.Fatalf("freshness judgements: %v | %v; a tenant is told the reason, not the transport's error", f1, f2)
+	}
+	// The admin is told the error too.
+	if a := h.get("admin", "/api/v1/inventory?namespace=team-a&fields=meta").want(t, http.StatusOK); !strings.Contains(string(a.raw), "connection refused") {
+		t.Fatalf("the admin's freshness lost the agent's error: %s", a.raw)
 	}
 	// seenAt: the records, unchanged since old, were seen as they are at
 	// the last current heartbeat of their cluster: now for dc1-a, old

@@ -162,8 +162,9 @@ func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
 }
 
 // Every authenticated user may see the clusters: where work can go is no
-// secret, and kubeconfigs are never returned.
-func (s *Server) getCluster(r *http.Request, _ auth.User) (int, any, error) {
+// secret, and kubeconfigs are never returned. What failed, in words, is
+// for admins alone (hideClusterDetail).
+func (s *Server) getCluster(r *http.Request, u auth.User) (int, any, error) {
 	name := r.PathValue("name")
 	var rec *store.Cluster
 	var obs observations
@@ -185,11 +186,11 @@ func (s *Server) getCluster(r *http.Request, _ auth.User) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	obs.apply(out)
+	obs.apply(out, s.seesClusterDetail(u))
 	return http.StatusOK, out, nil
 }
 
-func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
+func (s *Server) listClusters(r *http.Request, u auth.User) (int, any, error) {
 	var recs []*store.Cluster
 	var obs observations
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
@@ -203,12 +204,13 @@ func (s *Server) listClusters(r *http.Request, _ auth.User) (int, any, error) {
 		return 0, nil, err
 	}
 	out := List[*v1alpha1.Cluster]{Items: make([]*v1alpha1.Cluster, 0, len(recs))}
+	detail := s.seesClusterDetail(u)
 	for _, rec := range recs {
 		obj, err := clusterFromRecord(rec)
 		if err != nil {
 			return 0, nil, err
 		}
-		obs.apply(obj)
+		obs.apply(obj, detail)
 		out.Items = append(out.Items, obj)
 	}
 	return http.StatusOK, out, nil
@@ -256,9 +258,11 @@ func (s *Server) readObservations(r *http.Request, tx *store.Tx) (observations, 
 	return o, err
 }
 
-func (o observations) apply(c *v1alpha1.Cluster) {
+// apply fills c's status with what was observed of it; without detail,
+// as a tenant sees it (hideClusterDetail).
+func (o observations) apply(c *v1alpha1.Cluster, detail bool) {
 	name := c.Metadata.Name
-	c.Status.Agent = agentStatus(o.fresh[name], o.now)
+	c.Status.Agent = agentStatus(o.fresh[name], o.now, detail)
 	c.Status.Inventory = &v1alpha1.InventoryStatus{Objects: o.counts[name]}
 	c.Status.State = v1alpha1.ClusterState(c.Status)
 	if n, ok := o.capacity[name]; ok {
@@ -272,7 +276,10 @@ func (o observations) apply(c *v1alpha1.Cluster) {
 				Free: placement.Strings(capa.Free), ReportedAt: rep.At}
 		}
 	}
-	c.Status.Views = o.views[name]
+	c.Status.Views = slices.Clone(o.views[name])
+	if !detail {
+		hideClusterDetail(&c.Status)
+	}
 	if byPhase := o.runnables[name]; len(byPhase) > 0 {
 		c.Status.Runnables = make(map[v1alpha1.Phase]int, len(byPhase))
 		for p, n := range byPhase {
@@ -282,15 +289,20 @@ func (o observations) apply(c *v1alpha1.Cluster) {
 }
 
 // agentStatus is what the API shows of a cluster's agent, with the
-// freshness judged at now. An agent that says nothing of its
+// freshness judged at now; without detail, the agent's error reaching its
+// kube-apiserver is left out, of the report and of the judgement's words
+// (hideClusterDetail says why). An agent that says nothing of its
 // kube-apiserver (one older than that report) was current at its last
 // heartbeat, as far as anyone can tell.
-func agentStatus(f store.AgentFreshness, now time.Time) *v1alpha1.AgentStatus {
+func agentStatus(f store.AgentFreshness, now time.Time, detail bool) *v1alpha1.AgentStatus {
 	a := &v1alpha1.AgentStatus{LastHeartbeat: f.LastHeartbeat, LastSnapshot: f.LastSnapshot, LastEvent: f.LastEvent,
 		CurrentUntil: f.CurrentUntil}
 	if len(f.KubeAPI) > 0 {
 		var k v1alpha1.AgentKubeAPI
 		if json.Unmarshal(f.KubeAPI, &k) == nil {
+			if !detail {
+				k.Error = ""
+			}
 			a.KubeAPI = &k
 		}
 	}

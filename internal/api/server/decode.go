@@ -10,9 +10,10 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 )
 
-// decodeBody reads a JSON or YAML body and decodes it with decode: 413 when
-// too large, 415 for another media type, 400 when malformed, 422 when it
-// parses but does not fit the schema.
+// decodeBody reads a JSON or YAML body and decodes it with decode, which
+// is given the body as bounded JSON: 413 when too large (as sent, or as
+// its YAML aliases would expand), 415 for another media type, 400 when
+// malformed, 422 when it parses but does not fit the schema.
 func decodeBody[T any](r *http.Request, decode func([]byte, string) (T, error)) (T, error) {
 	var zero T
 	contentType := r.Header.Get("Content-Type")
@@ -37,7 +38,20 @@ func decodeBody[T any](r *http.Request, decode func([]byte, string) (T, error)) 
 	if len(data) == 0 {
 		return zero, errBadRequest("request body is empty")
 	}
-	obj, err := decode(data, contentType)
+	return decodeBytes(data, contentType, decode)
+}
+
+// decodeBytes decodes a body already read, as decodeBody does.
+func decodeBytes[T any](data []byte, contentType string, decode func([]byte, string) (T, error)) (T, error) {
+	var zero T
+	// Every body meets the same bound on what it becomes, whatever
+	// decodes it next: a small request read with a plain YAML decoder
+	// would otherwise expand an alias bomb (v1alpha1.BoundedJSON).
+	js, err := v1alpha1.BoundedJSON(data, contentType)
+	var obj T
+	if err == nil {
+		obj, err = decode(js, "application/json")
+	}
 	var de *v1alpha1.DecodeError
 	switch {
 	case errors.As(err, &de) && de.TooLarge:

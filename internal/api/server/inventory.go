@@ -127,7 +127,8 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 		return 0, nil, err
 	}
 	out := InventoryList{Items: make([]InventoryItem, 0, len(rows)), Continue: next, Clusters: []ClusterFreshness{}}
-	judged := judgeClusters(clusters, fresh, s.now())
+	detail := s.seesClusterDetail(u)
+	judged := judgeClusters(clusters, fresh, s.now(), detail)
 	touched := map[string]bool{}
 	if f.Cluster != "" {
 		touched[f.Cluster] = true
@@ -139,26 +140,27 @@ func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
 	for _, c := range sortedKeys(touched) {
 		j, ok := judged[c]
 		if !ok { // records of a cluster no longer registered
-			j = judgeCluster(c, nil, fresh[c], s.now())
+			j = judgeCluster(c, nil, fresh[c], s.now(), detail)
 		}
 		out.Clusters = append(out.Clusters, j)
 	}
 	return http.StatusOK, &out, nil
 }
 
-// judgeClusters judges every registered cluster's records at now.
-func judgeClusters(clusters []*store.Cluster, fresh map[string]store.AgentFreshness, now time.Time) map[string]ClusterFreshness {
+// judgeClusters judges every registered cluster's records at now, with
+// the detail of what failed or without (agentStatus).
+func judgeClusters(clusters []*store.Cluster, fresh map[string]store.AgentFreshness, now time.Time, detail bool) map[string]ClusterFreshness {
 	out := make(map[string]ClusterFreshness, len(clusters))
 	for _, c := range clusters {
-		out[c.Name] = judgeCluster(c.Name, c, fresh[c.Name], now)
+		out[c.Name] = judgeCluster(c.Name, c, fresh[c.Name], now, detail)
 	}
 	return out
 }
 
 // judgeCluster is one cluster's entry of an inventory answer, by the rule
 // the clusters API serves (agentStatus, v1alpha1.JudgeFreshness).
-func judgeCluster(name string, c *store.Cluster, f store.AgentFreshness, now time.Time) ClusterFreshness {
-	a := agentStatus(f, now)
+func judgeCluster(name string, c *store.Cluster, f store.AgentFreshness, now time.Time, detail bool) ClusterFreshness {
+	a := agentStatus(f, now, detail)
 	var st v1alpha1.ClusterStatus
 	if c != nil && len(c.Status) > 0 {
 		_ = json.Unmarshal(c.Status, &st) // an unreadable status is no condition: Unknown

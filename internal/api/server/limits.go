@@ -33,6 +33,11 @@ type Limits struct {
 	// selection every second; identical selections share one read.
 	WatchesPerUser int
 	Watches        int
+	// KubeWatchesPerUser and KubeRequestsPerUser cap, per user, the
+	// watches open under /k8s and the other /k8s requests under way
+	// (kubeapi.DefaultWatchesPerUser, kubeapi.DefaultRequestsPerUser).
+	KubeWatchesPerUser  int
+	KubeRequestsPerUser int
 	// WatchTimeout is the shortest time a watch stays open; each ends
 	// after a time drawn between it and twice it (as kube-apiserver's
 	// --min-request-timeout), so that a client reconnects, is

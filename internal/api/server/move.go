@@ -55,7 +55,8 @@ func (s *Server) moveRunnable(r *http.Request, u auth.User) (int, any, error) {
 }
 
 // moveRequest reads the optional body of a move: none, or
-// v1alpha1.MoveRequest as JSON with no unknown field.
+// v1alpha1.MoveRequest as JSON or YAML with no unknown field, bounded as
+// every body is (decodeBytes).
 func moveRequest(r *http.Request) (v1alpha1.MoveRequest, error) {
 	var req v1alpha1.MoveRequest
 	data, err := io.ReadAll(r.Body)
@@ -65,12 +66,14 @@ func moveRequest(r *http.Request) (v1alpha1.MoveRequest, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return req, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, errBadRequest("request body is malformed: %v (want {\"to\": \"CLUSTER\"} or nothing)", err)
-	}
-	return req, nil
+	return decodeBytes(data, r.Header.Get("Content-Type"), func(js []byte, _ string) (v1alpha1.MoveRequest, error) {
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return req, errBadRequest("request body is malformed: %v (want {\"to\": \"CLUSTER\"} or nothing)", err)
+		}
+		return req, nil
+	})
 }
 
 // placementClusters is every registered cluster as placement judges a

@@ -348,7 +348,7 @@ func (p *watchPoller) read(ctx context.Context) (map[string]InventoryItem, error
 		}
 		current := map[string]*time.Time{}
 		for c, a := range fresh {
-			current[c] = agentStatus(a, s.now()).CurrentUntil
+			current[c] = agentStatus(a, s.now(), false).CurrentUntil
 		}
 		f.Continue = ""
 		for {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,9 +112,24 @@ func NeedsProxy(server string) bool {
 	return err == nil && u.Scheme == "http"
 }
 
+// proxyHosts are the Host headers of requests addressed to the proxy
+// listening at addr: its address as kubectl reaches it from the
+// kubeconfig, and localhost with its port. A browser sends the name it
+// resolved instead, so a page that points a name of its own at 127.0.0.1
+// (DNS rebinding) is told apart and refused: the proxy would otherwise
+// add the user's credential to that page's requests.
+func proxyHosts(addr net.Addr) []string {
+	hosts := []string{strings.ToLower(addr.String())}
+	if _, port, err := net.SplitHostPort(addr.String()); err == nil {
+		hosts = append(hosts, "localhost:"+port)
+	}
+	return hosts
+}
+
 // KubeProxy forwards the requests kubectl sends to addr (a loopback
 // address) under /k8s to server, adding token(ctx) as their credential,
-// until ctx ends.
+// until ctx ends. It answers only requests addressed to it (proxyHosts);
+// any other Host is refused with 403.
 func KubeProxy(ctx context.Context, ln net.Listener, server string, token func(ctx context.Context) (string, error)) error {
 	target, err := url.Parse(strings.TrimSuffix(server, "/"))
 	if err != nil {
@@ -126,7 +142,13 @@ func KubeProxy(ctx context.Context, ln net.Listener, server string, token func(c
 		},
 		FlushInterval: -1, // watches stream
 	}
+	hosts := proxyHosts(ln.Addr())
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(hosts, strings.ToLower(r.Host)) {
+			http.Error(w, fmt.Sprintf("this proxy adds your purser credential, so it answers only requests addressed to it (Host %s); Host %q is refused: a web page that renamed a host of its own to this address (DNS rebinding) sends that",
+				strings.Join(hosts, " or "), r.Host), http.StatusForbidden)
+			return
+		}
 		if r.URL.Path != "/k8s" && !strings.HasPrefix(r.URL.Path, "/k8s/") {
 			http.Error(w, "this proxy serves purser's Kubernetes API only, under /k8s", http.StatusNotFound)
 			return

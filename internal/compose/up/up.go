@@ -57,6 +57,10 @@ type Config struct {
 	// OIDC, when its issuer is set, accepts that provider's ID tokens
 	// beside the tokens file.
 	OIDC auth.OIDCConfig
+	// KubeWatchesPerUser and KubeRequestsPerUser are the API's caps per
+	// user under /k8s (compose.APIConfig); zero: the defaults.
+	KubeWatchesPerUser  int
+	KubeRequestsPerUser int
 }
 
 // Files under the data folder.
@@ -81,7 +85,8 @@ func Compose(cfg Config, dataDir string) compose.Config {
 	return compose.Config{
 		Hub: compose.HubConfig{Name: "up", Database: file(DatabaseFile), KeyFile: file(KeyFile), Logger: cfg.Logger},
 		API: compose.APIConfig{Listen: cfg.Listen, TokensFile: file(TokensFile), PolicyFile: file(PolicyFile), OIDC: cfg.OIDC,
-			AuditKeyFile: file(AuditKeyFile), GroupCommit: true},
+			AuditKeyFile: file(AuditKeyFile), GroupCommit: true,
+			KubeWatchesPerUser: cfg.KubeWatchesPerUser, KubeRequestsPerUser: cfg.KubeRequestsPerUser},
 		Submitter: compose.SubmitterConfig{PolicyFile: file(PolicyFile)},
 		Syncer:    compose.SyncerConfig{Identity: "purser-up", PolicyFile: file(PolicyFile)},
 	}
