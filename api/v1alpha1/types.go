@@ -104,8 +104,11 @@ type RunnableSpec struct {
 	// namespace's default from the policy file, else kept for good.
 	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
 	// Resources declares what the runnable asks for in all (resource name
-	// -> Kubernetes quantity), for kinds whose pods purser cannot read
-	// from the template; when set it replaces what purser computes.
+	// -> Kubernetes quantity): for a kind whose pods purser cannot read
+	// from the template, all it asks for; for one whose pods it reads,
+	// what they do not show, since per resource the larger of the
+	// declared and the computed counts (a declaration never lowers what
+	// the pods request).
 	Resources map[string]string `json:"resources,omitempty"`
 	// DependsOn names deployables that must be Synced, at their current
 	// generation, on a cluster before the runnable may go there.
@@ -270,7 +273,8 @@ type RunnableStatus struct {
 	QueuePosition int `json:"queuePosition,omitempty"`
 	// Requests is what the runnable asks for in all (resource name ->
 	// Kubernetes quantity): each pod by Kubernetes' own rule, times the
-	// pods its kind runs, or spec.resources where given.
+	// pods its kind runs, raised to spec.resources where that declares
+	// more.
 	Requests map[string]string `json:"requests,omitempty"`
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once
