@@ -113,9 +113,11 @@ type RunnableSpec struct {
 	// DependsOn names deployables that must be Synced, at their current
 	// generation, on a cluster before the runnable may go there.
 	DependsOn []Dependency `json:"dependsOn,omitempty"`
-	// Priority orders the runnables waiting for capacity: an integer, or
-	// the name of a class the policy defines (priorityClasses); higher
-	// goes first. Unset is 0.
+	// Priority orders the runnables waiting for capacity: the name of a
+	// priority class the policy allows the namespace (priorityClasses), or
+	// an integer, which only the farm's admins may give; higher goes
+	// first. Unset, the API writes the namespace's default class, if the
+	// policy names one; otherwise it is 0.
 	Priority *intstr.IntOrString `json:"priority,omitempty"`
 }
 

@@ -33,12 +33,16 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 	if obj.Spec.TTLSecondsAfterFinished == nil {
 		obj.Spec.TTLSecondsAfterFinished = s.policy().RetentionTTL(obj.Metadata.Namespace)
 	}
+	s.defaultPriority(obj.Metadata.Namespace, &obj.Spec)
 	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
 		return 0, nil, errInvalid("Runnable is invalid", errs)
 	}
 	ns := obj.Metadata.Namespace
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not submit runnables in namespace %q", u.Name, ns)
+	}
+	if err := s.authorizePriority(u, ns, &obj.Spec, ""); err != nil {
+		return 0, nil, err
 	}
 	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, true); err != nil {
 		return 0, nil, err
@@ -460,7 +464,11 @@ func (s *Server) authorizeRunnableAuthor(r *http.Request, ns, name string, revie
 	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
 		return fmt.Errorf("runnable %s/%s: stored spec: %w", ns, name, err)
 	}
-	return s.authorizeAuthor(r.Context(), userOf(doc.Author, rec.Submitter), ns, "runnable "+ns+"/"+name, doc.Spec.Template, true)
+	author := userOf(doc.Author, rec.Submitter)
+	if err := s.authorizePriority(author, ns, &doc.Spec, "runnable "+ns+"/"+name+" cannot be approved"); err != nil {
+		return err
+	}
+	return s.authorizeAuthor(r.Context(), author, ns, "runnable "+ns+"/"+name, doc.Spec.Template, true)
 }
 
 // runnableFromRecord turns a row (and its attempts, when read) into the

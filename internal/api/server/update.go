@@ -47,11 +47,15 @@ func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) 
 			Message: "must be the positive integer the runnable's last read returned"}})
 	}
 	obj.SetDefaults()
+	s.defaultPriority(ns, &obj.Spec)
 	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
 		return 0, nil, errInvalid("Runnable is invalid", errs)
 	}
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not change runnables in namespace %q", u.Name, ns)
+	}
+	if err := s.authorizePriority(u, ns, &obj.Spec, ""); err != nil {
+		return 0, nil, err
 	}
 	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, true); err != nil {
 		return 0, nil, err
