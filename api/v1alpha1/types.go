@@ -314,13 +314,18 @@ type RunnableStatus struct {
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`
 	SubmittedBy string         `json:"submittedBy,omitempty"`
-	ApprovedBy  string         `json:"approvedBy,omitempty"`
+	// ApprovedBy approved the spec at ApprovedGeneration, in a namespace
+	// that needs approval; the live spec is never of a later generation
+	// there, since every change of it waits in PendingChange first.
+	ApprovedBy         string `json:"approvedBy,omitempty"`
+	ApprovedGeneration int64  `json:"approvedGeneration,omitempty"`
 	// EndedAt is when the runnable reached an ended phase; RemoveAfter,
 	// when retention removes it.
 	EndedAt     *time.Time `json:"endedAt,omitempty"`
 	RemoveAfter *time.Time `json:"removeAfter,omitempty"`
 	// PendingChange is the runnable as it waits for approval (phase
-	// PendingApproval); filled by the API, never stored.
+	// PendingApproval), or a change of its spec that waits for approval
+	// beside the live one, in whatever phase; filled by the API.
 	PendingChange *PendingChange[RunnableSpec] `json:"pendingChange,omitempty"`
 }
 
@@ -337,9 +342,12 @@ type PendingChange[S any] struct {
 	Delete bool `json:"delete,omitempty"`
 	// Revive: the change brings back an object deleted but not yet
 	// removed from every cluster.
-	Revive bool      `json:"revive,omitempty"`
-	Author string    `json:"author"`
-	Time   time.Time `json:"time"`
+	Revive bool `json:"revive,omitempty"`
+	// Generation is the generation the spec runs as once approved (the
+	// live one's for a runnable that waits to run at all).
+	Generation int64     `json:"generation,omitempty"`
+	Author     string    `json:"author"`
+	Time       time.Time `json:"time"`
 }
 
 // Confirmation records who vouched for a fact purser could not observe.
@@ -445,6 +453,10 @@ type DeployableStatus struct {
 	// PendingChange is the change waiting for approval, beside the live
 	// spec.
 	PendingChange *PendingChange[DeployableSpec] `json:"pendingChange,omitempty"`
+	// ApprovedBy approved the live spec as ApprovedGeneration, where a
+	// second person had to; empty when the live spec went live without.
+	ApprovedBy         string `json:"approvedBy,omitempty"`
+	ApprovedGeneration int64  `json:"approvedGeneration,omitempty"`
 	// Rollout is where the rollout of the generation stands, for a
 	// deployable with spec.rollout.
 	Rollout *RolloutStatus `json:"rollout,omitempty"`

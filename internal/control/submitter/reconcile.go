@@ -648,7 +648,7 @@ func (t *transition) edit() func(st *v1alpha1.RunnableStatus) error {
 	}
 	return func(st *v1alpha1.RunnableStatus) error {
 		if t.freshStatus {
-			*st = v1alpha1.RunnableStatus{Message: st.Message, ApprovedBy: st.ApprovedBy, Requests: st.Requests}
+			*st = v1alpha1.RunnableStatus{Message: st.Message, ApprovedBy: st.ApprovedBy, ApprovedGeneration: st.ApprovedGeneration, Requests: st.Requests}
 		}
 		if t.requests != nil {
 			st.Requests = t.requests
