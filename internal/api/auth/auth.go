@@ -359,6 +359,9 @@ func (p *Policy) ApprovalRequired(ns, kind string) bool {
 	return false
 }
 
+// ApprovalRequired is the policy in force's.
+func (id *Identities) ApprovalRequired(ns, kind string) bool { return id.Policy().ApprovalRequired(ns, kind) }
+
 // RetentionTTL is the ttlSecondsAfterFinished a runnable submitted to ns
 // without one gets: the namespace's, else that of every namespace ("*"),
 // else nil (kept for good).

@@ -141,6 +141,12 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 			audit: &audit.Entry{Action: "fail", Summary: "failed: " + err.Error()},
 		}}
 	}
+	if why := s.unapproved(r); why != "" {
+		return verdict{move: &transition{
+			phase: v1alpha1.PhaseFailed, message: why,
+			audit: &audit.Entry{Action: "fail", Summary: "failed: " + why},
+		}}
+	}
 	now := s.now()
 	deadline := doc.Spec.Deadline
 	if deadline != nil && !now.Before(*deadline) {
