@@ -360,7 +360,9 @@ func (p *Policy) ApprovalRequired(ns, kind string) bool {
 }
 
 // ApprovalRequired is the policy in force's.
-func (id *Identities) ApprovalRequired(ns, kind string) bool { return id.Policy().ApprovalRequired(ns, kind) }
+func (id *Identities) ApprovalRequired(ns, kind string) bool {
+	return id.Policy().ApprovalRequired(ns, kind)
+}
 
 // RetentionTTL is the ttlSecondsAfterFinished a runnable submitted to ns
 // without one gets: the namespace's, else that of every namespace ("*"),
