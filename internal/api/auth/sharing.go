@@ -100,6 +100,23 @@ func (p *Policy) PriorityClass(name string) (int32, bool) {
 	return c.Value, ok
 }
 
+// Priority is the value the queue orders a runnable of ns by, whose spec
+// author wrote: spec.priority's where the author may give it now
+// (AuthorizePriority), else 0. The API refuses the rest at accept; this
+// holds the writers to the same rule for a spec stored behind the API, or
+// a class the policy has since taken from the namespace, so that neither
+// moves work ahead of other namespaces'.
+func (p *Policy) Priority(author User, ns string, prio *intstr.IntOrString) int32 {
+	if prio == nil || p.AuthorizePriority(author, ns, prio) != nil {
+		return 0
+	}
+	if prio.Type == intstr.Int {
+		return prio.IntVal
+	}
+	v, _ := p.PriorityClass(prio.StrVal)
+	return v
+}
+
 // PriorityClassesFor lists, sorted, the classes namespace ns may use.
 func (p *Policy) PriorityClassesFor(ns string) []string {
 	var out []string
@@ -185,6 +202,11 @@ func (p *Policy) FairShareWeight(ns string) float64 {
 // PriorityClass is the policy in force's.
 func (id *Identities) PriorityClass(name string) (int32, bool) {
 	return id.Policy().PriorityClass(name)
+}
+
+// Priority is the policy in force's.
+func (id *Identities) Priority(author User, ns string, prio *intstr.IntOrString) int32 {
+	return id.Policy().Priority(author, ns, prio)
 }
 
 // PriorityClassesFor is the policy in force's.

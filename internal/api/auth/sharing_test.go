@@ -102,3 +102,33 @@ namespaces:
 		}
 	}
 }
+
+// TestPriorityValue: the queue values a spec.priority by what its author
+// may give; the rest counts as 0.
+func TestPriorityValue(t *testing.T) {
+	p, err := ParsePolicy("policy.yaml", []byte(`
+admins: [root]
+priorityClasses: {normal: 10, urgent: {value: 1000, namespaces: [team-a]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
+	integer := func(i int32) *intstr.IntOrString { v := intstr.FromInt32(i); return &v }
+	for _, tc := range []struct {
+		user, ns string
+		prio     *intstr.IntOrString
+		want     int32
+	}{
+		{"alice", "team-a", class("urgent"), 1000},
+		{"bob", "team-b", class("urgent"), 0},
+		{"bob", "team-b", class("normal"), 10},
+		{"bob", "team-b", integer(2147483647), 0},
+		{"root", "team-b", integer(2147483647), 2147483647},
+		{"bob", "team-b", nil, 0},
+	} {
+		if got := p.Priority(User{Name: tc.user}, tc.ns, tc.prio); got != tc.want {
+			t.Errorf("%s in %s, %v: %d, want %d", tc.user, tc.ns, tc.prio, got, tc.want)
+		}
+	}
+}
