@@ -231,7 +231,8 @@ func testDisallowedPriorityClass(t *testing.T, f *farm) {
 func testDeclaredDownRequests(t *testing.T, f *farm) {
 	ns := f.privileged
 	f.yaml("admin", "PUT", "/api/v1/quotas/"+ns, "apiVersion: purser.io/v1alpha1\nkind: Quota\nmetadata: {name: "+ns+"}\nspec:\n  limits: {cpu: \"4\"}\n").want(t, http.StatusCreated)
-	defer f.do("admin", "DELETE", "/api/v1/quotas/"+ns, nil).want(t, http.StatusOK)
+	// In a closure: a deferred f.do(...).want(...) would send the DELETE now.
+	defer func() { f.do("admin", "DELETE", "/api/v1/quotas/"+ns, nil).want(t, http.StatusOK) }()
 	wide := `apiVersion: batch/v1
 kind: Job
 spec:

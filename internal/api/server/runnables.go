@@ -418,14 +418,19 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 			if !waiting && doc.Pending == nil {
 				return errConflict("runnable %s/%s is %s: neither it nor a change of its spec waits for approval", ns, name, rec.Phase)
 			}
+			// Its author may never decide, whatever the version: said
+			// before the version, which the submitter may move meanwhile.
+			if by := pendingAuthor(&doc); !waiting && by == u.Name {
+				return errForbidden("user %q proposed the change of runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
+			}
+			if waiting && rec.Submitter == u.Name {
+				return errForbidden("user %q submitted runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
+			}
 			if err := checkPendingVersion(reviewed, rec.ResourceVersion, "runnable "+ns+"/"+name); err != nil {
 				return err
 			}
 			var t *lifecycle.Transition
 			if !waiting {
-				if by := pendingAuthor(&doc); by == u.Name {
-					return errForbidden("user %q proposed the change of runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
-				}
 				if approve {
 					if attempts, err = tx.Attempts().List(r.Context(), rec.UID); err != nil {
 						return err
@@ -438,9 +443,6 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 					return err
 				}
 			} else {
-				if rec.Submitter == u.Name {
-					return errForbidden("user %q submitted runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
-				}
 				t = &lifecycle.Transition{To: v1alpha1.PhaseRejected, By: lifecycle.ByAPI, Actor: u.Name,
 					Message: "rejected by " + u.Name}
 				action := "reject"
