@@ -446,14 +446,14 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 				t = &lifecycle.Transition{To: v1alpha1.PhaseRejected, By: lifecycle.ByAPI, Actor: u.Name,
 					Message: "rejected by " + u.Name}
 				action := "reject"
+				generation := rec.Generation
 				if approve {
 					action = "approve"
 					t.To, t.Message, t.Enqueue = v1alpha1.PhaseQueued, "approved by "+u.Name+"; waiting for a cluster", stream.SubmissionSubmit
-				}
-				generation := rec.Generation
-				t.Edit = func(st *v1alpha1.RunnableStatus) error {
-					st.ApprovedBy, st.ApprovedGeneration = u.Name, generation
-					return nil
+					t.Edit = func(st *v1alpha1.RunnableStatus) error {
+						st.ApprovedBy, st.ApprovedGeneration = u.Name, generation
+						return nil
+					}
 				}
 				t.Audit = &audit.Entry{Action: action, Summary: fmt.Sprintf("%sd %s submitted by %s (generation %d)", action, ns+"/"+name, rec.Submitter, generation)}
 			}
