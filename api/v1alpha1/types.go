@@ -104,15 +104,20 @@ type RunnableSpec struct {
 	// namespace's default from the policy file, else kept for good.
 	TTLSecondsAfterFinished *int64 `json:"ttlSecondsAfterFinished,omitempty"`
 	// Resources declares what the runnable asks for in all (resource name
-	// -> Kubernetes quantity), for kinds whose pods purser cannot read
-	// from the template; when set it replaces what purser computes.
+	// -> Kubernetes quantity): for a kind whose pods purser cannot read
+	// from the template, all it asks for; for one whose pods it reads,
+	// what they do not show, since per resource the larger of the
+	// declared and the computed counts (a declaration never lowers what
+	// the pods request).
 	Resources map[string]string `json:"resources,omitempty"`
 	// DependsOn names deployables that must be Synced, at their current
 	// generation, on a cluster before the runnable may go there.
 	DependsOn []Dependency `json:"dependsOn,omitempty"`
-	// Priority orders the runnables waiting for capacity: an integer, or
-	// the name of a class the policy defines (priorityClasses); higher
-	// goes first. Unset is 0.
+	// Priority orders the runnables waiting for capacity: the name of a
+	// priority class the policy allows the namespace (priorityClasses), or
+	// an integer, which only the farm's admins may give; higher goes
+	// first. Unset, the API writes the namespace's default class, if the
+	// policy names one; otherwise it is 0.
 	Priority *intstr.IntOrString `json:"priority,omitempty"`
 }
 
@@ -270,7 +275,8 @@ type RunnableStatus struct {
 	QueuePosition int `json:"queuePosition,omitempty"`
 	// Requests is what the runnable asks for in all (resource name ->
 	// Kubernetes quantity): each pod by Kubernetes' own rule, times the
-	// pods its kind runs, or spec.resources where given.
+	// pods its kind runs, raised to spec.resources where that declares
+	// more.
 	Requests map[string]string `json:"requests,omitempty"`
 	// Fenced: the current attempt's object was suspended by its cluster's
 	// agent when the agent's lease expired; the controller resumes it once
@@ -308,13 +314,18 @@ type RunnableStatus struct {
 	// cluster deletes it. Same number rules as RunnableSpec.Template.
 	Result      map[string]any `json:"result,omitempty"`
 	SubmittedBy string         `json:"submittedBy,omitempty"`
-	ApprovedBy  string         `json:"approvedBy,omitempty"`
+	// ApprovedBy approved the spec at ApprovedGeneration, in a namespace
+	// that needs approval; the live spec is never of a later generation
+	// there, since every change of it waits in PendingChange first.
+	ApprovedBy         string `json:"approvedBy,omitempty"`
+	ApprovedGeneration int64  `json:"approvedGeneration,omitempty"`
 	// EndedAt is when the runnable reached an ended phase; RemoveAfter,
 	// when retention removes it.
 	EndedAt     *time.Time `json:"endedAt,omitempty"`
 	RemoveAfter *time.Time `json:"removeAfter,omitempty"`
 	// PendingChange is the runnable as it waits for approval (phase
-	// PendingApproval); filled by the API, never stored.
+	// PendingApproval), or a change of its spec that waits for approval
+	// beside the live one, in whatever phase; filled by the API.
 	PendingChange *PendingChange[RunnableSpec] `json:"pendingChange,omitempty"`
 }
 
@@ -331,9 +342,12 @@ type PendingChange[S any] struct {
 	Delete bool `json:"delete,omitempty"`
 	// Revive: the change brings back an object deleted but not yet
 	// removed from every cluster.
-	Revive bool      `json:"revive,omitempty"`
-	Author string    `json:"author"`
-	Time   time.Time `json:"time"`
+	Revive bool `json:"revive,omitempty"`
+	// Generation is the generation the spec runs as once approved (the
+	// live one's for a runnable that waits to run at all).
+	Generation int64     `json:"generation,omitempty"`
+	Author     string    `json:"author"`
+	Time       time.Time `json:"time"`
 }
 
 // Confirmation records who vouched for a fact purser could not observe.
@@ -443,6 +457,10 @@ type DeployableStatus struct {
 	// PendingChange is the change waiting for approval, beside the live
 	// spec.
 	PendingChange *PendingChange[DeployableSpec] `json:"pendingChange,omitempty"`
+	// ApprovedBy approved the live spec as ApprovedGeneration, where a
+	// second person had to; empty when the live spec went live without.
+	ApprovedBy         string `json:"approvedBy,omitempty"`
+	ApprovedGeneration int64  `json:"approvedGeneration,omitempty"`
 	// Rollout is where the rollout of the generation stands, for a
 	// deployable with spec.rollout.
 	Rollout *RolloutStatus `json:"rollout,omitempty"`

@@ -91,6 +91,10 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	}
 	policy, err := auth.NewPolicy(auth.PolicyFile{
 		Admins: []string{"admin"},
+		// Every namespace may use batch and normal; critical is the victim's.
+		PriorityClasses: map[string]auth.PriorityClass{
+			"batch": {Value: 0}, "normal": {Value: 10}, "critical": {Value: 1000, Namespaces: []string{f.victim}},
+		},
 		Namespaces: map[string]auth.NamespacePolicy{
 			f.own: {
 				Roles: map[auth.Role][]string{auth.RoleEditor: {"mallory"}},

@@ -474,7 +474,7 @@ function runnableDetail(ns, name) {
       kv({ id: "runnable" },
         "Kind", (t.apiVersion || "") + " " + (t.kind || ""),
         "Phase", st.phase || "", "Cluster", st.cluster ? link(clusterPath(st.cluster), st.cluster) : "—", "Health", badge(st.health),
-        "Message", el("span", { class: "message" }, st.message || ""), "Submitted by", st.submittedBy || "", "Approved by", st.approvedBy || "—",
+        "Message", el("span", { class: "message" }, st.message || ""), "Submitted by", st.submittedBy || "", "Approved by", st.approvedBy ? st.approvedBy + (st.approvedGeneration ? " (generation " + st.approvedGeneration + ")" : "") : "—",
         "Created", when(r.metadata.creationTimestamp, true), "Deadline", r.spec.deadline ? when(r.spec.deadline) : "—",
         "Preserved", pairs(st.preserved) || "—",
         "Restore point", st.restorePoint ? st.restorePoint.path + " (" + st.restorePoint.kind + " from attempt " + st.restorePoint.attempt + ")" : "—",

@@ -147,8 +147,13 @@ const (
 //	    approval: {runnables: true, deployables: true}
 //	    kinds: {deny: ["RoleBinding.rbac.authorization.k8s.io"]}   # see KindRules
 //	    retention: {ttlSecondsAfterFinished: 86400}   # ended runnables removed a day later
+//	    defaultPriorityClass: batch     # spec.priority of its runnables when unset
 //	  "*":                              # applies to every namespace, in addition
 //	    roles: {viewer: ["group:auditors"]}
+//	priorityClasses:                    # what spec.priority may name; integers are for admins
+//	  batch: 0                          # every namespace may use it
+//	  urgent: {value: 1000, namespaces: [team-a]}
+//	defaultPriorityClass: batch
 //
 // A subject is a user name or "group:<name>".
 type PolicyFile struct {
@@ -159,8 +164,13 @@ type PolicyFile struct {
 	// create: those are checked as top-level objects are.
 	Embedded []admission.EmbeddedRule `json:"embedded,omitempty"`
 	// PriorityClasses name the priorities a runnable's spec.priority may
-	// give by name (higher goes first).
-	PriorityClasses map[string]int32 `json:"priorityClasses,omitempty"`
+	// give by name (higher goes first), each with the namespaces whose
+	// editors may choose it (sharing.go). A raw integer is for admins.
+	PriorityClasses map[string]PriorityClass `json:"priorityClasses,omitempty"`
+	// DefaultPriorityClass is the class a runnable submitted without
+	// spec.priority gets, unless its namespace names its own; it must be
+	// a class every namespace may use.
+	DefaultPriorityClass string `json:"defaultPriorityClass,omitempty"`
 }
 
 // NamespacePolicy is the roles and approval rules of one namespace.
@@ -181,6 +191,9 @@ type NamespacePolicy struct {
 	// farm among namespaces of equal priority (1 when unset): a namespace
 	// of weight 2 is entitled to twice the share of one of weight 1.
 	FairShareWeight float64 `json:"fairShareWeight,omitempty"`
+	// DefaultPriorityClass is the class the namespace's runnables get
+	// without spec.priority; one the namespace may use.
+	DefaultPriorityClass string `json:"defaultPriorityClass,omitempty"`
 }
 
 // RBACRules widen what a namespace's RoleBindings may grant.
@@ -257,6 +270,9 @@ func NewPolicy(f PolicyFile) (*Policy, error) {
 				return nil, fmt.Errorf("policy: namespace %s: podSecurity: %w", ns, err)
 			}
 		}
+	}
+	if err := checkPriorityClasses(f); err != nil {
+		return nil, err
 	}
 	for i, r := range f.Embedded {
 		if r.Kind == "" || len(r.Paths) == 0 {
@@ -341,6 +357,11 @@ func (p *Policy) ApprovalRequired(ns, kind string) bool {
 		}
 	}
 	return false
+}
+
+// ApprovalRequired is the policy in force's.
+func (id *Identities) ApprovalRequired(ns, kind string) bool {
+	return id.Policy().ApprovalRequired(ns, kind)
 }
 
 // RetentionTTL is the ttlSecondsAfterFinished a runnable submitted to ns

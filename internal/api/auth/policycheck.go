@@ -83,6 +83,13 @@ func CheckPolicy(data []byte, tokens *TokensFile) (PolicyReport, error) {
 			warn("namespaces.%s: changes wait for approval, but nobody may approve them there (no approver or admin role in %s or \"*\", no admins)", ns, ns)
 		}
 	}
+	for name, c := range f.PriorityClasses {
+		for _, ns := range c.Namespaces {
+			if _, named := f.Namespaces[ns]; ns != AnyNamespace && !named && len(f.Namespaces[AnyNamespace].Roles) == 0 {
+				warn("priorityClasses.%s.namespaces: %s is no namespace of the policy, so no tenant there may choose the class", name, ns)
+			}
+		}
+	}
 	sort.Strings(rep.Namespaces)
 	if tokens != nil {
 		known := map[string]bool{}

@@ -99,6 +99,9 @@ func TestCheckPolicy(t *testing.T) {
 			err: []string{"admin: unknown field", "namespaces.team-a.rols: unknown field"}},
 		{name: "unknown role", policy: "namespaces:\n  team-a:\n    roles: {writer: [alice]}\n", err: []string{`unknown role "writer"`}},
 		{name: "a key twice", policy: "admins: [a]\nadmins: [b]\n", err: []string{"already set"}},
+		{name: "a priority class of another shape", policy: "priorityClasses: {urgent: high}\n", err: []string{"integer or {value, namespaces}"}},
+		{name: "a priority class for a namespace the policy does not name", policy: "admins: [admin]\npriorityClasses: {urgent: {value: 9, namespaces: [team-z]}}\n",
+			warnings: []string{"priorityClasses.urgent.namespaces: team-z is no namespace of the policy"}},
 		{name: "what loads but does nothing", policy: "namespaces:\n  Team_A:\n    roles: {editor: [\"group:\", alice, bob]}\n  team-b:\n    roles: {viewer: [alice]}\n    approval: {deployables: true}\n",
 			warnings: []string{
 				`namespaces.Team_A.roles.editor: "group:" names no group`,

@@ -422,7 +422,14 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 				if err := keepPrevious(r.Context(), tx, rec, &next.Spec); err != nil {
 					return err
 				}
-				rec.Spec, rec.Secret, rec.SpecHash = rec.Pending, rec.PendingSecret, hash
+				// The live spec says who approved it, and as which
+				// generation (status.approvedBy, approvedGeneration).
+				next.Approval = &store.Approval{By: u.Name, Generation: rec.Generation + 1, At: s.now().UTC()}
+				live, err := json.Marshal(next)
+				if err != nil {
+					return err
+				}
+				rec.Spec, rec.Secret, rec.SpecHash = live, rec.PendingSecret, hash
 				rec.Generation++
 				rec.DeletedAt = nil // a revive brings it back
 				action, outcome = "approve", "Active"
@@ -485,6 +492,9 @@ func deployableFromRecord(rec *store.Deployable, clusters []*store.DeployableClu
 		return nil, fmt.Errorf("deployable %s: stored spec: %w", rec.UID, err)
 	}
 	st := v1alpha1.DeployableStatus{Generation: rec.Generation, Phase: v1alpha1.PhaseActive}
+	if a := doc.Approval; a != nil {
+		st.ApprovedBy, st.ApprovedGeneration = a.By, a.Generation
+	}
 	if rec.Pending != nil || rec.PendingDelete {
 		st.Phase = v1alpha1.PhasePendingApproval
 		pc := &v1alpha1.PendingChange[v1alpha1.DeployableSpec]{
@@ -492,6 +502,7 @@ func deployableFromRecord(rec *store.Deployable, clusters []*store.DeployableClu
 			Revive: rec.DeletedAt != nil, Author: rec.PendingBy, Time: rec.UpdatedAt,
 		}
 		if rec.Pending != nil {
+			pc.Generation = rec.Generation + 1
 			var pending storedDeployable
 			if err := json.Unmarshal(rec.Pending, &pending); err != nil {
 				return nil, fmt.Errorf("deployable %s: pending spec: %w", rec.UID, err)

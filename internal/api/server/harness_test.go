@@ -41,12 +41,17 @@ import (
 //
 // team-b requires approval of runnables and deployables. In team-a
 // RoleBindings are denied and ClusterWorkflowTemplates granted; in team-k
-// (alice edits) only Jobs and ConfigMaps are allowed.
+// (alice edits) only Jobs and ConfigMaps are allowed. Every namespace may
+// give its runnables the priority classes urgent (5) and high (10); only
+// team-a, top (100).
 var users = []string{"admin", "alice", "bob", "carol", "dave", "mallory"}
 
 func testPolicy() auth.PolicyFile {
 	return auth.PolicyFile{
 		Admins: []string{"admin"},
+		PriorityClasses: map[string]auth.PriorityClass{
+			"urgent": {Value: 5}, "high": {Value: 10}, "top": {Value: 100, Namespaces: []string{"team-a"}},
+		},
 		Namespaces: map[string]auth.NamespacePolicy{
 			"team-a": {
 				Roles: map[auth.Role][]string{

@@ -110,13 +110,24 @@ func (s *Server) resumeRunnable(r *http.Request, u auth.User) (int, any, error) 
 
 // rerunRunnable serves POST .../rerun: an ended runnable (Succeeded,
 // Failed, Expired, Cancelled) is Queued again, for a new attempt with its
-// current spec; its attempts so far stay in status.attempts. The user who
+// current spec; its attempts so far stay in status.attempts (409 while a
+// change of its spec waits for approval). The user who
 // reruns it must be allowed to submit its template now (the same checks
 // as a create), becomes its submitter, and in a namespace that needs
 // approval the rerun waits for another approver.
 func (s *Server) rerunRunnable(r *http.Request, u auth.User) (int, any, error) {
 	return s.operateRunnable(r, u, "rerun", func(ctx context.Context, _ *store.Tx, cur *lifecycle.Runnable, doc *storedRunnable, attempts []*store.Attempt) (*lifecycle.Transition, error) {
+		if doc.Pending != nil {
+			// A rerun runs the live spec; one asked for with a change
+			// that waits would look approved with it, so the change is
+			// decided first.
+			return nil, errConflict("a change of the spec of runnable %s/%s proposed by %s waits for approval (status.pendingChange); have it approved or rejected, or withdraw it by sending the live spec again, before rerunning",
+				cur.Rec.Namespace, cur.Rec.Name, pendingAuthor(doc))
+		}
 		if cur.Phase().Terminal() {
+			if err := s.authorizePriority(u, cur.Rec.Namespace, &doc.Spec, ""); err != nil {
+				return nil, err
+			}
 			if err := s.admit(ctx, u, cur.Rec.Namespace, doc.Spec.Template, true); err != nil {
 				return nil, err
 			}

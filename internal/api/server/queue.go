@@ -37,7 +37,7 @@ func (s *Server) queuePositions(ctx context.Context, tx *store.Tx) (map[string]i
 			}
 			byNamespace[rec.Namespace] = append(byNamespace[rec.Namespace], len(entries))
 			entries = append(entries, placement.QueueEntry{UID: rec.UID, Namespace: rec.Namespace,
-				Priority: placement.PriorityValue(doc.Spec.Priority, pol.PriorityClass), Since: rec.CreatedAt})
+				Priority: pol.Priority(userOf(doc.Author, rec.Submitter), rec.Namespace, doc.Spec.Priority), Since: rec.CreatedAt})
 		}
 		if len(page) < 1000 {
 			break

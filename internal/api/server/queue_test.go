@@ -44,7 +44,7 @@ func TestQueuePositions(t *testing.T) {
 	submit("team-a", "a1", "")
 	submit("team-a", "a2", "")
 	submit("team-k", "k1", "")
-	submit("team-a", "urgent", "  priority: 5\n")
+	submit("team-a", "urgent", "  priority: urgent\n")
 
 	want := map[string]float64{"urgent": 1, "k1": 2, "a1": 3, "a2": 4}
 	for _, it := range h.get("alice", "/api/v1/runnables?phase=Queued&namespace=team-a").want(t, http.StatusOK).items() {

@@ -14,6 +14,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/control/operate"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -33,12 +34,16 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 	if obj.Spec.TTLSecondsAfterFinished == nil {
 		obj.Spec.TTLSecondsAfterFinished = s.policy().RetentionTTL(obj.Metadata.Namespace)
 	}
+	s.defaultPriority(obj.Metadata.Namespace, &obj.Spec)
 	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
 		return 0, nil, errInvalid("Runnable is invalid", errs)
 	}
 	ns := obj.Metadata.Namespace
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not submit runnables in namespace %q", u.Name, ns)
+	}
+	if err := s.authorizePriority(u, ns, &obj.Spec, ""); err != nil {
+		return 0, nil, err
 	}
 	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, true); err != nil {
 		return 0, nil, err
@@ -372,7 +377,10 @@ func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) 
 }
 
 // decideRunnable serves approve and reject: only an approver who is not
-// the submitter may decide, and only while the runnable waits.
+// the author of what waits may decide, bound to the version reviewed.
+// What waits is the runnable itself (PendingApproval: accepted, or rerun,
+// in a namespace that needs approval), or a change of its spec that
+// waits beside the live one, in any other phase (pending.go).
 func (s *Server) decideRunnable(approve bool) apiHandler {
 	return func(r *http.Request, u auth.User) (int, any, error) {
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
@@ -391,56 +399,96 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 			}
 		}
 		var rec *store.Runnable
+		var attempts []*store.Attempt
+		notify := false
 		err = s.tx(r.Context(), func(tx *store.Tx) error {
 			var err error
 			if rec, err = tx.Runnables().Get(r.Context(), ns, name); err != nil {
 				return err
 			}
-			if v1alpha1.Phase(rec.Phase) != v1alpha1.PhasePendingApproval {
-				return errConflict("runnable %s/%s is %s, not waiting for approval", ns, name, rec.Phase)
-			}
-			if err := checkPendingVersion(reviewed, rec.ResourceVersion, "runnable "+ns+"/"+name); err != nil {
-				return err
-			}
-			if rec.Submitter == u.Name {
-				return errForbidden("user %q submitted runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
-			}
-			t := lifecycle.Transition{To: v1alpha1.PhaseRejected, By: lifecycle.ByAPI, Actor: u.Name,
-				Message: "rejected by " + u.Name}
-			action := "reject"
-			if approve {
-				action = "approve"
-				t.To, t.Message, t.Enqueue = v1alpha1.PhaseQueued, "approved by "+u.Name+"; waiting for a cluster", stream.SubmissionSubmit
-			}
-			t.Edit = func(st *v1alpha1.RunnableStatus) error { st.ApprovedBy = u.Name; return nil }
-			t.Audit = &audit.Entry{Action: action, Summary: fmt.Sprintf("%sd %s submitted by %s", action, ns+"/"+name, rec.Submitter)}
 			cur, err := lifecycle.Decode(rec)
 			if err != nil {
 				return err
 			}
-			next, err := lifecycle.Apply(r.Context(), tx, cur, t)
+			var doc storedRunnable
+			if err := json.Unmarshal(rec.Spec, &doc); err != nil {
+				return fmt.Errorf("runnable %s/%s: stored spec: %w", ns, name, err)
+			}
+			waiting := cur.Phase() == v1alpha1.PhasePendingApproval
+			if !waiting && doc.Pending == nil {
+				return errConflict("runnable %s/%s is %s: neither it nor a change of its spec waits for approval", ns, name, rec.Phase)
+			}
+			// Its author may never decide, whatever the version: said
+			// before the version, which the submitter may move meanwhile.
+			if by := pendingAuthor(&doc); !waiting && by == u.Name {
+				return errForbidden("user %q proposed the change of runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
+			}
+			if waiting && rec.Submitter == u.Name {
+				return errForbidden("user %q submitted runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
+			}
+			if err := checkPendingVersion(reviewed, rec.ResourceVersion, "runnable "+ns+"/"+name); err != nil {
+				return err
+			}
+			var t *lifecycle.Transition
+			if !waiting {
+				if approve {
+					if attempts, err = tx.Attempts().List(r.Context(), rec.UID); err != nil {
+						return err
+					}
+					t, err = s.approveChange(cur, &doc, attempts, u.Name)
+				} else {
+					t, err = rejectChange(cur, &doc, u.Name)
+				}
+				if err != nil {
+					return err
+				}
+			} else {
+				t = &lifecycle.Transition{To: v1alpha1.PhaseRejected, By: lifecycle.ByAPI, Actor: u.Name,
+					Message: "rejected by " + u.Name}
+				action := "reject"
+				generation := rec.Generation
+				if approve {
+					action = "approve"
+					t.To, t.Message, t.Enqueue = v1alpha1.PhaseQueued, "approved by "+u.Name+"; waiting for a cluster", stream.SubmissionSubmit
+					t.Edit = func(st *v1alpha1.RunnableStatus) error {
+						st.ApprovedBy, st.ApprovedGeneration = u.Name, generation
+						return nil
+					}
+				}
+				t.Audit = &audit.Entry{Action: action, Summary: fmt.Sprintf("%sd %s submitted by %s (generation %d)", action, ns+"/"+name, rec.Submitter, generation)}
+			}
+			next, err := lifecycle.Apply(r.Context(), tx, cur, *t)
 			if err != nil {
 				return err
 			}
-			rec = next.Rec
+			rec, notify = next.Rec, t.Enqueue != ""
 			return nil
 		})
-		if errors.Is(err, store.ErrNotFound) {
+		var state *operate.StateError
+		var notInPlace *phaseRefusal
+		switch {
+		case errors.As(err, &state):
+			return 0, nil, errConflict("the change cannot be approved now: %s", state.Message)
+		case errors.As(err, &notInPlace):
+			return 0, nil, errConflict("the change cannot be approved now: runnable %s/%s is %s: %s", ns, name, notInPlace.phase, notInPlace.err.Message)
+		case errors.Is(err, store.ErrNotFound):
 			return 0, nil, errNotFound("runnable %s/%s not found", ns, name)
-		}
-		if err != nil {
+		case errors.Is(err, store.ErrMoved):
+			return 0, nil, errConflict("runnable %s/%s changed meanwhile; read it again and review what waits", ns, name)
+		case err != nil:
 			return 0, nil, err
 		}
-		if approve {
+		if notify {
 			s.notifyOutbox()
 		}
-		out, err := runnableFromRecord(rec, nil)
+		out, err := runnableFromRecord(rec, attempts)
 		return http.StatusOK, out, err
 	}
 }
 
-// authorizeRunnableAuthor checks that the submitter of runnable ns/name,
-// at version reviewed, may still submit it.
+// authorizeRunnableAuthor checks that the author of what waits in
+// runnable ns/name, at version reviewed, may still submit it: the
+// runnable's submitter, or the change's author.
 func (s *Server) authorizeRunnableAuthor(r *http.Request, ns, name string, reviewed int64) error {
 	var rec *store.Runnable
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
@@ -453,14 +501,26 @@ func (s *Server) authorizeRunnableAuthor(r *http.Request, ns, name string, revie
 		}
 		return err
 	}
-	if rec.ResourceVersion != reviewed || v1alpha1.Phase(rec.Phase) != v1alpha1.PhasePendingApproval {
+	if rec.ResourceVersion != reviewed {
 		return nil // the transaction says what moved
 	}
 	var doc storedRunnable
 	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
 		return fmt.Errorf("runnable %s/%s: stored spec: %w", ns, name, err)
 	}
-	return s.authorizeAuthor(r.Context(), userOf(doc.Author, rec.Submitter), ns, "runnable "+ns+"/"+name, doc.Spec.Template, true)
+	ref := "runnable " + ns + "/" + name
+	author, spec := userOf(doc.Author, rec.Submitter), &doc.Spec
+	switch {
+	case v1alpha1.Phase(rec.Phase) == v1alpha1.PhasePendingApproval:
+	case doc.Pending != nil:
+		author, spec, ref = userOf(doc.Pending.Author, ""), &doc.Pending.Spec, "the pending change of "+ref
+	default:
+		return nil // nothing waits; the transaction says so
+	}
+	if err := s.authorizePriority(author, ns, spec, ref+" cannot be approved"); err != nil {
+		return err
+	}
+	return s.authorizeAuthor(r.Context(), author, ns, ref, spec.Template, true)
 }
 
 // runnableFromRecord turns a row (and its attempts, when read) into the
@@ -479,12 +539,7 @@ func runnableFromRecord(rec *store.Runnable, attempts []*store.Attempt) (*v1alph
 	st.Phase = v1alpha1.Phase(rec.Phase)
 	st.Cluster = rec.Cluster
 	st.SubmittedBy = rec.Submitter
-	if st.Phase == v1alpha1.PhasePendingApproval {
-		spec := doc.Spec
-		st.PendingChange = &v1alpha1.PendingChange[v1alpha1.RunnableSpec]{
-			ResourceVersion: strconv.FormatInt(rec.ResourceVersion, 10), Spec: &spec, Author: rec.Submitter, Time: rec.CreatedAt,
-		}
-	}
+	st.PendingChange = pendingChangeOf(rec, &doc)
 	if attempts != nil {
 		st.Attempts = make([]v1alpha1.Attempt, 0, len(attempts))
 		for _, a := range attempts {

@@ -241,7 +241,7 @@ func TestConsole(t *testing.T) {
 	// The queue: a quota's use, what waits in order, and each cluster's
 	// free capacity as its agent reported it.
 	h.yaml("admin", http.MethodPut, "/api/v1/quotas/team-a", "apiVersion: purser.io/v1alpha1\nkind: Quota\nmetadata: {name: team-a}\nspec:\n  limits: {cpu: \"12\", runnables: \"5\"}\n").want(t, http.StatusCreated)
-	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "waits-first", "true")+"  priority: 10\n").want(t, http.StatusAccepted)
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "waits-first", "true")+"  priority: high\n").want(t, http.StatusAccepted)
 	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "waits-second", "true")).want(t, http.StatusAccepted)
 	capacity := `{"allocatable":{"cpu":"16","memory":"64Gi","pods":"110"},"free":{"cpu":"4","memory":"48Gi","pods":"100"}}`
 	if err := h.store.Tx(context.Background(), func(tx *store.Tx) error {

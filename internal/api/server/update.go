@@ -12,7 +12,6 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/control/operate"
-	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -27,7 +26,9 @@ import (
 // attempt's object; its later attempts use it too. A Job's pod template is
 // immutable on its cluster and an Argo Workflow runs the spec it started
 // with, so the answer says so and offers rerun. The same spec again is a
-// 200 that writes nothing.
+// 200 that writes nothing. In a namespace that needs approval, a change
+// that could be made now waits beside the live spec until another person
+// approves it (pending.go); the live spec sent again withdraws it.
 func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	obj, err := decodeBody(r, v1alpha1.DecodeRunnable)
@@ -47,15 +48,20 @@ func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) 
 			Message: "must be the positive integer the runnable's last read returned"}})
 	}
 	obj.SetDefaults()
+	s.defaultPriority(ns, &obj.Spec)
 	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
 		return 0, nil, errInvalid("Runnable is invalid", errs)
 	}
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not change runnables in namespace %q", u.Name, ns)
 	}
+	if err := s.authorizePriority(u, ns, &obj.Spec, ""); err != nil {
+		return 0, nil, err
+	}
 	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, true); err != nil {
 		return 0, nil, err
 	}
+	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindRunnable)
 	var out *v1alpha1.Runnable
 	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		rec, err := tx.Runnables().Get(r.Context(), ns, name)
@@ -78,45 +84,48 @@ func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) 
 		if err != nil {
 			return err
 		}
-		if hash == rec.SpecHash && equalStrings(old.Labels, obj.Metadata.Labels) && equalStrings(old.Annotations, obj.Metadata.Annotations) {
-			out, err = runnableFromRecord(rec, attempts)
-			return err // nothing changed
-		}
-		phase := v1alpha1.Phase(rec.Phase)
-		inPlace, err := updatable(phase, old.Spec.Template, obj.Spec.Template, ns, name)
-		if err != nil {
-			return err
-		}
-		doc, err := json.Marshal(storedRunnable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: obj.Spec, Author: authorOf(u)})
-		if err != nil {
-			return err
-		}
+		next := storedRunnable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: obj.Spec, Author: authorOf(u)}
 		cur, err := lifecycle.Decode(rec)
 		if err != nil {
 			return err
 		}
-		generation := rec.Generation + 1
-		cur.Rec.Spec, cur.Rec.SpecHash, cur.Rec.Generation = doc, hash, generation
-		details, err := redactValues(obj.Spec)
-		if err != nil {
-			return err
-		}
-		t := &lifecycle.Transition{
-			To: phase, By: lifecycle.ByAPI, Actor: u.Name,
-			Audit: &audit.Entry{Action: "update", Summary: fmt.Sprintf("updated the spec of %s (generation %d, %s); its next attempt uses it",
-				ns+"/"+name, generation, phase)},
-		}
-		if inPlace {
-			if t, err = operate.Update(cur, attempts, u.Name, s.now(), generation); err != nil {
+		phase := cur.Phase()
+		var t *lifecycle.Transition
+		switch {
+		case sameDocument(&old, hash, rec.SpecHash, &next) && old.Pending == nil:
+			out, err = runnableFromRecord(rec, attempts)
+			return err // nothing changed
+		case sameDocument(&old, hash, rec.SpecHash, &next):
+			// The live spec sent again over a pending change: its author
+			// (or another editor) takes the change back.
+			if t, err = withdrawPending(cur, &old, u.Name); err != nil {
+				return err
+			}
+		case needsApproval && old.Pending != nil && sameDocument(old.Pending, hash, v1alpha1.SpecHash(old.Pending.Spec), &next):
+			out, err = runnableFromRecord(rec, attempts)
+			return err // the change that waits, sent again
+		case needsApproval:
+			// Refused now what could not be applied once approved either.
+			if _, err := updatable(phase, old.Spec.Template, obj.Spec.Template, ns, name); err != nil {
+				return err
+			}
+			if t, err = proposeChange(cur, &old, next, s.now()); err != nil {
+				return err
+			}
+		default:
+			inPlace, err := updatable(phase, old.Spec.Template, obj.Spec.Template, ns, name)
+			if err != nil {
+				return err
+			}
+			if t, err = s.changeSpec(cur, attempts, next, inPlace, u.Name); err != nil {
 				return err
 			}
 		}
-		t.Audit.Details = details
-		next, err := lifecycle.Apply(r.Context(), tx, cur, *t)
+		nextRec, err := lifecycle.Apply(r.Context(), tx, cur, *t)
 		if err != nil {
 			return err
 		}
-		out, err = runnableFromRecord(next.Rec, attempts)
+		out, err = runnableFromRecord(nextRec.Rec, attempts)
 		return err
 	})
 	var state *operate.StateError

@@ -137,7 +137,11 @@ func (d describer) runnable(obj Object) {
 	}
 	d.line("Waiting", Field(obj, "status", "waiting"))
 	d.line("Submitted by", Field(obj, "status", "submittedBy"))
-	d.line("Approved by", Field(obj, "status", "approvedBy"))
+	if by, g := Field(obj, "status", "approvedBy"), Field(obj, "status", "approvedGeneration"); by != "" && g != "" {
+		d.line("Approved by", by+" (generation "+g+")")
+	} else {
+		d.line("Approved by", by)
+	}
 	d.line("Deadline", Field(obj, "spec", "deadline"))
 	if p, _ := Lookup(obj, "status", "preserved").(map[string]any); len(p) > 0 {
 		d.line("Preserved", JoinLabels(p))

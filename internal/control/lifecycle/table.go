@@ -52,6 +52,11 @@ var (
 	// rerunnable: ended phases a rerun may start again from (a rejected
 	// runnable was never accepted).
 	rerunnable = phases(v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCancelled)
+	// running: phases whose attempt's object may take a change in place.
+	running = phases(v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning, v1alpha1.PhaseSuspended)
+	// changeable: phases a user's change of spec may reach, at once or,
+	// where the namespace needs approval, once approved.
+	changeable = slices.Concat(phases(v1alpha1.PhaseQueued), running, ended)
 )
 
 func phases(p ...v1alpha1.Phase) []v1alpha1.Phase { return p }
@@ -72,12 +77,17 @@ var Table = []Move{
 	{rerunnable, v1alpha1.PhasePendingApproval, ByAPI, true, "rerun by a user in a namespace that needs approval"},
 	{slices.Concat(phases(v1alpha1.PhaseQueued), ended), Same, ByAPI, true, "its spec changed by a user (PUT); its next attempt uses it"},
 	{phases(v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning, v1alpha1.PhaseSuspended), Same, ByAPI, true, "its spec changed by a user (PUT) while it runs, where its kind takes a change in place: the submitter applies it to its attempt's object; later attempts use it too"},
+	{changeable, Same, ByAPI, true, "its spec changed by a user in a namespace that needs approval: the change waits beside the live spec (status.pendingChange), which alone runs meanwhile; a PUT of the live spec withdraws it"},
+	{slices.Concat(phases(v1alpha1.PhaseQueued), ended), Same, ByAPI, true, "its pending change approved by another user: the live spec at the next generation (status.approvedBy, approvedGeneration); its next attempt uses it"},
+	{running, Same, ByAPI, true, "its pending change approved by another user while it runs, where its kind takes a change in place: applied as a user's update is"},
+	{changeable, Same, ByAPI, true, "its pending change rejected by another user: the live spec stays"},
 	{phases(v1alpha1.PhaseRunning), Same, ByAPI, true, "a planned move asked by a user (POST .../move, purser drain); the controller hands it over to the target cluster"},
 
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "waits for admission: no cluster fits what it requests now (or ever), a deployable it depends on is not Synced, or none matches; the message names the resource and the figures"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on the cluster that fits it best, its requests counted there in flight; its health Unknown until its object is first observed"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseExpired, BySubmitter, true, "its deadline passed before it was created"},
 	{phases(v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled), v1alpha1.PhaseFailed, BySubmitter, true, "it can never be created: invalid, or no cluster serves its kind"},
+	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseFailed, BySubmitter, true, "in a namespace that needs approval, its live generation is not the one approved (written behind the API): it is not created"},
 	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseSubmitted, BySubmitter, true, "created on its attempt's cluster"},
 	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseQueued, BySubmitter, true, "its cluster failed or went away before the create; placed again"},
 	{phases(v1alpha1.PhaseCancelled), v1alpha1.PhaseCancelled, BySubmitter, true, "the cancelled attempt's copy removed from its cluster"},

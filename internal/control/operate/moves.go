@@ -112,7 +112,7 @@ func Rerun(cur *lifecycle.Runnable, attempts []*store.Attempt, actor string, nee
 		To: v1alpha1.PhaseQueued, By: lifecycle.ByAPI, Actor: actor,
 		Message: summary + "; waiting for a cluster",
 		Edit: func(st *v1alpha1.RunnableStatus) error {
-			*st = v1alpha1.RunnableStatus{Message: st.Message, ApprovedBy: st.ApprovedBy}
+			*st = v1alpha1.RunnableStatus{Message: st.Message, ApprovedBy: st.ApprovedBy, ApprovedGeneration: st.ApprovedGeneration}
 			return nil
 		},
 		Enqueue: stream.SubmissionSubmit, EnqueueAttempt: number,

@@ -55,9 +55,8 @@ func ParseList(m map[string]string) (corev1.ResourceList, error) {
 	return out, nil
 }
 
-// Requests is what spec asks for: spec.resources where given (then the
-// single pod is taken to be all of it); otherwise each pod of its template
-// by Kubernetes' own rule (PodRequests), times the pods its kind runs at
+// Requests is what spec asks for: each pod of its template by
+// Kubernetes' own rule (PodRequests), times the pods its kind runs at
 // once:
 //
 //   - a Pod: one;
@@ -68,19 +67,30 @@ func ParseList(m map[string]string) (corev1.ResourceList, error) {
 //   - a FlinkDeployment: its JobManager and TaskManagers (flink.Pods);
 //   - any other kind: every pod template found in it, one pod each.
 //
-// A template with no pod purser can read asks for nothing, and says so in
-// Source.
+// spec.resources may add to that what the pods do not show (a license,
+// parallel steps, an external resource), never take from it: per
+// resource the larger of the two counts, so that a tenant cannot declare
+// a Job of 80 CPUs down to 1m and slip under its quota. A template with
+// no pod purser can read asks for what spec.resources declares alone
+// (then the single pod is taken to be all of it), or for nothing, and
+// says so in Source.
 func Requests(spec *v1alpha1.RunnableSpec) (Demand, error) {
+	var declared corev1.ResourceList
 	if len(spec.Resources) > 0 {
-		l, err := ParseList(spec.Resources)
-		if err != nil {
+		var err error
+		if declared, err = ParseList(spec.Resources); err != nil {
 			return Demand{}, fmt.Errorf("spec.resources: %w", err)
 		}
-		return Demand{Total: l, Pod: l.DeepCopy(), Source: "spec.resources"}, nil
 	}
 	groups, err := podGroups(spec.Template)
 	if err != nil {
 		return Demand{}, err
+	}
+	if len(groups) == 0 {
+		if declared != nil {
+			return Demand{Total: declared, Pod: declared.DeepCopy(), Source: "spec.resources"}, nil
+		}
+		return Demand{Total: corev1.ResourceList{}, Pod: corev1.ResourceList{}, Source: "no pod template found; declare spec.resources"}, nil
 	}
 	d := Demand{Total: corev1.ResourceList{}, Pod: corev1.ResourceList{}}
 	var parts []string
@@ -101,12 +111,32 @@ func Requests(spec *v1alpha1.RunnableSpec) (Demand, error) {
 		d.Pods += g.count
 		parts = append(parts, fmt.Sprintf("%d %s", g.count, g.what))
 	}
-	if len(groups) == 0 {
-		d.Source = "no pod template found; declare spec.resources"
-	} else {
-		d.Source = strings.Join(parts, " + ")
+	d.Source = strings.Join(parts, " + ")
+	if raised := raise(&d, declared); len(raised) > 0 {
+		d.Source += " + spec.resources (" + strings.Join(raised, ", ") + ")"
 	}
 	return d, nil
+}
+
+// raise lifts d's totals to what declared says where declared is larger,
+// and returns the names of the resources it lifted, sorted. A resource no
+// pod shows is, like a declared demand of a kind without pods, taken to
+// be needed by one pod whole; one the pods show keeps their largest pod.
+func raise(d *Demand, declared corev1.ResourceList) []string {
+	var raised []string
+	for _, name := range slices.Sorted(maps.Keys(declared)) {
+		q := declared[name]
+		cur, ok := d.Total[name]
+		if ok && q.Cmp(cur) <= 0 {
+			continue
+		}
+		d.Total[name] = q.DeepCopy()
+		if !ok {
+			d.Pod[name] = q.DeepCopy()
+		}
+		raised = append(raised, string(name))
+	}
+	return raised
 }
 
 // DefaultRequests applies to pod the API server's defaults that bear on

@@ -221,6 +221,12 @@ func TestRequestsKinds(t *testing.T) {
 		})}, rl{"cpu": "1700m", "memory": "3Gi"}, rl{"cpu": "1100m", "memory": "2Gi"}, 2, ""},
 		{"declared resources", v1alpha1.RunnableSpec{Template: map[string]any{"apiVersion": "example.com/v1", "kind": "Thing"},
 			Resources: rl{"cpu": "64", "nvidia.com/gpu": "8"}}, rl{"cpu": "64", "nvidia.com/gpu": "8"}, rl{"cpu": "64", "nvidia.com/gpu": "8"}, 0, "spec.resources"},
+		// Issue 33's finding: a declaration never lowers what the pods
+		// request; it adds what they do not show, per resource the larger.
+		{"declared down on a job of 10 pods", v1alpha1.RunnableSpec{Template: jobTemplate(int64(10), nil), Resources: rl{"cpu": "1m", "memory": "1Mi"}},
+			rl{"cpu": "5", "memory": "10Gi"}, rl{"cpu": "500m", "memory": "1Gi"}, 10, "10 pods"},
+		{"declared up and beside a job's pods", v1alpha1.RunnableSpec{Template: jobTemplate(int64(2), nil), Resources: rl{"cpu": "4", "example.com/license": "1"}},
+			rl{"cpu": "4", "memory": "2Gi", "example.com/license": "1"}, rl{"cpu": "500m", "memory": "1Gi", "example.com/license": "1"}, 2, "spec.resources (cpu, example.com/license)"},
 		{"unknown kind with a pod template", v1alpha1.RunnableSpec{Template: map[string]any{"apiVersion": "example.com/v1", "kind": "Thing", "spec": map[string]any{
 			"worker": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": list(ctr("c", rl{"cpu": "2"}, nil))}}}}}},
 			rl{"cpu": "2"}, rl{"cpu": "2"}, 1, ""},

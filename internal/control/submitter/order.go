@@ -8,8 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -33,7 +35,7 @@ import (
 // SharePolicy is what the submitter reads of the policy to order the
 // queue; auth.Policy and auth.Identities provide it.
 type SharePolicy interface {
-	PriorityClass(name string) (int32, bool)
+	Priority(author auth.User, ns string, prio *intstr.IntOrString) int32
 	FairShareWeight(ns string) float64
 }
 
@@ -50,19 +52,25 @@ type waiter struct {
 	quota bool
 }
 
-func (s *Submitter) newWaiter(r *lifecycle.Runnable, spec *v1alpha1.RunnableSpec, gvk string, d placement.Demand) *waiter {
-	return &waiter{uid: r.Rec.UID, namespace: r.Rec.Namespace, priority: s.priorityOf(spec), since: r.Rec.CreatedAt,
-		demand: d, placement: spec.Placement, gvk: gvk}
+func (s *Submitter) newWaiter(r *lifecycle.Runnable, doc *runnableDoc, gvk string, d placement.Demand) *waiter {
+	return &waiter{uid: r.Rec.UID, namespace: r.Rec.Namespace, priority: s.priorityOf(r, doc), since: r.Rec.CreatedAt,
+		demand: d, placement: doc.Spec.Placement, gvk: gvk}
 }
 
-// priorityOf is spec.priority: the integer, or the policy's class of that
-// name (0 for a class the policy does not define).
-func (s *Submitter) priorityOf(spec *v1alpha1.RunnableSpec) int32 {
-	var classes func(string) (int32, bool)
-	if sp, ok := s.cfg.Policy.(SharePolicy); ok {
-		classes = sp.PriorityClass
+// priorityOf is spec.priority as the policy values it for the spec's
+// author: a class the author may use in the namespace by its value, an
+// integer only from an admin; anything else 0 (auth.Policy.Priority).
+// Without a policy, the integer, and 0 for a class.
+func (s *Submitter) priorityOf(r *lifecycle.Runnable, doc *runnableDoc) int32 {
+	sp, ok := s.cfg.Policy.(SharePolicy)
+	if !ok {
+		return placement.PriorityValue(doc.Spec.Priority, nil)
 	}
-	return placement.PriorityValue(spec.Priority, classes)
+	author := auth.User{Name: r.Rec.Submitter}
+	if doc.Author != nil {
+		author = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}
+	}
+	return sp.Priority(author, r.Rec.Namespace, doc.Spec.Priority)
 }
 
 func (s *Submitter) weight(ns string) float64 {

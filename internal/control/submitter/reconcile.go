@@ -141,6 +141,12 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 			audit: &audit.Entry{Action: "fail", Summary: "failed: " + err.Error()},
 		}}
 	}
+	if why := s.unapproved(r); why != "" {
+		return verdict{move: &transition{
+			phase: v1alpha1.PhaseFailed, message: why,
+			audit: &audit.Entry{Action: "fail", Summary: "failed: " + why},
+		}}
+	}
 	now := s.now()
 	deadline := doc.Spec.Deadline
 	if deadline != nil && !now.Before(*deadline) {
@@ -199,7 +205,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		if r.Status.Message != over || !maps.Equal(r.Status.Requests, requests) {
 			v.move = &transition{phase: v1alpha1.PhaseQueued, message: over, requests: requests}
 		}
-		s.waitForCapacity(s.newWaiter(r, &doc.Spec, gvk.String(), demand), placement.Decision{Capacity: true}, true)
+		s.waitForCapacity(s.newWaiter(r, doc, gvk.String(), demand), placement.Decision{Capacity: true}, true)
 		return v
 	}
 	decision := placement.ChooseFor(p, gvk.String(), demand, s.cfg.Score, cands)
@@ -220,14 +226,14 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		if r.Status.Message != decision.Reason || !maps.Equal(r.Status.Requests, requests) {
 			v.move = &transition{phase: v1alpha1.PhaseQueued, message: decision.Reason, requests: requests}
 		}
-		s.waitForCapacity(s.newWaiter(r, &doc.Spec, gvk.String(), demand), decision, false)
+		s.waitForCapacity(s.newWaiter(r, doc, gvk.String(), demand), decision, false)
 		return v
 	}
 	// It fits: unless a waiting runnable that fits too goes first (a
 	// higher priority, or its namespace further below its fair share, or
 	// waiting longer), which is woken instead.
 	// One that toWake queued in its turn does not yield again.
-	if behind := s.behindUnlessWoken(ctx, r.Rec.UID, s.newWaiter(r, &doc.Spec, gvk.String(), demand), cands); behind != "" {
+	if behind := s.behindUnlessWoken(ctx, r.Rec.UID, s.newWaiter(r, doc, gvk.String(), demand), cands); behind != "" {
 		// Waiting like one that does not fit: woken in its turn as
 		// room frees (toWake), which placements in flight make every
 		// second.
@@ -235,7 +241,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 		if r.Status.Message != behind || !maps.Equal(r.Status.Requests, requests) {
 			v.move = &transition{phase: v1alpha1.PhaseQueued, message: behind, requests: requests}
 		}
-		s.waitForCapacity(s.newWaiter(r, &doc.Spec, gvk.String(), demand), placement.Decision{Capacity: true}, false)
+		s.waitForCapacity(s.newWaiter(r, doc, gvk.String(), demand), placement.Decision{Capacity: true}, false)
 		return v
 	}
 
@@ -648,7 +654,7 @@ func (t *transition) edit() func(st *v1alpha1.RunnableStatus) error {
 	}
 	return func(st *v1alpha1.RunnableStatus) error {
 		if t.freshStatus {
-			*st = v1alpha1.RunnableStatus{Message: st.Message, ApprovedBy: st.ApprovedBy, Requests: st.Requests}
+			*st = v1alpha1.RunnableStatus{Message: st.Message, ApprovedBy: st.ApprovedBy, ApprovedGeneration: st.ApprovedGeneration, Requests: st.Requests}
 		}
 		if t.requests != nil {
 			st.Requests = t.requests

@@ -69,6 +69,9 @@ func (s *Submitter) update(ctx context.Context, r *lifecycle.Runnable, attempts 
 	if err != nil {
 		return s.updateRefused(r, a, "the failover settings cannot be applied to the changed spec: "+err.Error())
 	}
+	if why := s.unapproved(r); why != "" {
+		return s.updateRefused(r, a, why)
+	}
 	if err := s.authorize(ctx, row, r.Rec, doc, gvk); err != nil {
 		var f *failure
 		if errors.As(err, &f) && f.permanent {
