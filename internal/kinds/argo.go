@@ -332,7 +332,57 @@ func (d argoDriver) PodTemplates(obj map[string]any) ([]PodTemplate, error) {
 			}
 		}
 	}
+	if w.needsAgent() {
+		p, err := w.agentPod()
+		if err != nil {
+			return nil, fmt.Errorf("%s.podSpecPatch on the agent pod: %w", w.at, err)
+		}
+		pods = append(pods, p)
+	}
 	return pods, nil
+}
+
+// needsAgent: an http or plugin template runs in the workflow's agent pod.
+func (w *argoWorkflow) needsAgent() bool {
+	for _, ways := range w.templates {
+		for _, t := range ways {
+			if typ := t.argoType(); typ == "HTTP" || typ == "Plugin" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// agentPod is the pod the controller runs http and plugin templates in
+// (Argo Workflows' wfOperationCtx.createAgentPod): the executor's
+// containers, the workflow's service account, security context,
+// scheduling fields and podMetadata, and the workflow's podSpecPatch,
+// which can add containers of the tenant's.
+func (w *argoWorkflow) agentPod() (PodTemplate, error) {
+	p := PodTemplate{Path: w.at + " (the agent pod of its http and plugin templates)"}
+	s := &p.Spec
+	s.ServiceAccountName = w.spec.ServiceAccountName
+	s.SecurityContext = w.spec.SecurityContext
+	s.NodeSelector, s.Affinity, s.Tolerations = w.spec.NodeSelector, w.spec.Affinity, w.spec.Tolerations
+	s.SchedulerName, s.PriorityClassName, s.HostAliases = w.spec.SchedulerName, w.spec.PodPriorityClassName, w.spec.HostAliases
+	if m := w.spec.PodMetadata; m != nil {
+		p.Metadata.Annotations, p.Metadata.Labels = maps.Clone(m.Annotations), maps.Clone(m.Labels)
+	}
+	patch := w.spec.PodSpecPatch
+	if strings.TrimSpace(patch) == "" {
+		return p, nil
+	}
+	if strings.Contains(patch, "{{") {
+		p.Unjudgeable = "podSpecPatch has parameters ({{...}}), so what it changes cannot be known before"
+		return p, nil
+	}
+	spec, err := ApplyPodSpecPatch(*s, patch)
+	if err != nil {
+		return p, err
+	}
+	p.Spec = spec
+	return p, nil
 }
 
 // pod builds template t's pod as the workflow controller does

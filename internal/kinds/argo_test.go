@@ -173,6 +173,28 @@ func TestArgoPods(t *testing.T) {
 				t.Errorf("pod: %+v", pods[0].Spec)
 			}
 		}},
+		{name: "the workflow's podSpecPatch reaches the agent pod of http templates", spec: `
+  podSpecPatch: '{"containers": [{"name": "mine", "image": "x", "securityContext": {"privileged": true}}]}'
+  templates:
+  - {name: h, http: {url: "https://example.com"}}
+`, check: func(t *testing.T, pods []PodTemplate) {
+			p := findPod(pods, "spec (the agent pod")
+			if p == nil || len(p.Spec.Containers) != 1 || !*p.Spec.Containers[0].SecurityContext.Privileged {
+				t.Errorf("pods: %+v", pods)
+			}
+		}},
+		{name: "defaults of the same type merged twice (steps)", spec: `
+  templateDefaults:
+    steps: [[{name: x}]]
+    container: {image: d}
+  templates:
+  - {name: s, steps: [[{name: a, template: c}]]}
+  - {name: c, container: {image: own}}
+`, check: func(t *testing.T, pods []PodTemplate) {
+			if len(pods) != 1 || pods[0].Spec.Containers[0].Image != "own" {
+				t.Errorf("pods: %+v", pods)
+			}
+		}},
 		{name: "steps, dag and suspend make no pod", spec: `
   templateDefaults:
     container: {image: x}
