@@ -597,6 +597,10 @@ func (d argoDriver) Nested(obj map[string]any) ([]Nested, error) {
 			if len(args.Positional) > 0 && !actionMayName(r.Action) {
 				return nil, fmt.Errorf("%s.flags: %q names what kubectl %s acts on outside the manifest, so it cannot be judged; write the object in manifest", path, strings.Join(args.Positional, " "), r.Action)
 			}
+			if args.Namespace == "{{workflow.namespace}}" {
+				// The controller fills in the workflow's own namespace.
+				args.Namespace, args.NamespaceFlag = "", ""
+			}
 			docs, err := manifestDocuments(path+".manifest", r.Manifest)
 			if err != nil {
 				return nil, err

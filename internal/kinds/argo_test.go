@@ -312,6 +312,11 @@ func TestArgoNested(t *testing.T) {
   templates:
   - resource: {action: delete, flags: ["pods", "--all", "-n", "kube-system"]}
 `, want: []string{"spec.templates[0].resource.flags  kube-system"}},
+		{name: "the workflow's own namespace as a parameter", spec: `
+  templates:
+  - resource: {action: create, flags: ["-n", "{{workflow.namespace}}"], manifest: "{apiVersion: v1, kind: ConfigMap}"}
+  - resource: {action: create, flags: ["-n", "{{inputs.parameters.ns}}"], manifest: "{apiVersion: v1, kind: ConfigMap}"}
+`, want: []string{"spec.templates[0].resource.manifest ConfigMap ", "spec.templates[1].resource.manifest ConfigMap {{inputs.parameters.ns}}"}},
 		{name: "flags-only secret", spec: `
   templates:
   - resource: {action: create, flags: ["secret", "generic", "x", "--from-literal=password=hunter2", "-nkube-system"]}
