@@ -212,7 +212,7 @@ func TestRequestsKinds(t *testing.T) {
 		// default container's requests are the template's.
 		{"argo workflow templateDefaults", v1alpha1.RunnableSpec{Template: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "spec": map[string]any{
 			"templateDefaults": map[string]any{"container": ctr("", rl{"cpu": "4", "memory": "8Gi"}, nil)},
-			"templates": list(map[string]any{"name": "plain", "container": map[string]any{"image": "busybox"}}),
+			"templates":        list(map[string]any{"name": "plain", "container": map[string]any{"image": "busybox"}}),
 		}}}, rl{"cpu": "4", "memory": "8Gi"}, rl{"cpu": "4", "memory": "8Gi"}, 1, "plain"},
 		// parallelism 5 over 2 slots: ceil = 3 TaskManagers (FlinkUtils.getNumTaskManagers).
 		{"flink jobmanager and taskmanagers", v1alpha1.RunnableSpec{Template: flinkDep(nil)},
