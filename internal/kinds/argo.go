@@ -249,6 +249,12 @@ type argoWorkflow struct {
 	// (type-aware; as before v4) when they differ.
 	templates [][]*argoTemplate
 	names     []string
+	// defaults are templateDefaults as written, and refs says whether
+	// the workflow runs templates it does not hold (spec.workflowTemplateRef,
+	// a templateRef anywhere), which the controller merges the defaults
+	// into too.
+	defaults *argoTemplate
+	refs     bool
 }
 
 // decodeArgo reads the WorkflowSpec at path of obj, case-sensitively as
@@ -276,6 +282,11 @@ func decodeArgo(obj map[string]any, path []string) (*argoWorkflow, error) {
 		if err := sjson.UnmarshalCaseSensitivePreserveInts(w.spec.TemplateDefaults, defaults); err != nil {
 			return nil, fmt.Errorf("%s.templateDefaults: %w", w.at, err)
 		}
+	}
+	w.defaults = defaults
+	_, w.refs = at["workflowTemplateRef"]
+	if tmpls, ok := at["templates"].([]any); ok && !w.refs {
+		w.refs = hasKey(tmpls, "templateRef", 0)
 	}
 	for i, rt := range w.spec.Templates {
 		t := &argoTemplate{}
@@ -329,6 +340,46 @@ func (d argoDriver) PodTemplates(obj map[string]any) ([]PodTemplate, error) {
 			if sa := w.executorAccount(t); sa != "" {
 				// The executor runs in the pod under an account of its own.
 				pods = append(pods, PodTemplate{Path: p.Path + ".executor", Spec: corev1.PodSpec{ServiceAccountName: sa}})
+			}
+		}
+	}
+	if w.refs {
+		// A template held elsewhere (a WorkflowTemplate's) runs with this
+		// workflow's pod-level fields, podSpecPatch and templateDefaults
+		// merged in (the controller merges the defaults into a resolved
+		// templateRef's template as into its own: executeTemplate), and
+		// purser cannot see it here: what this workflow adds is judged on
+		// a pod of none of the tenant's containers, and the defaults as a
+		// template of each type they fill.
+		defaults := w.defaults
+		if defaults == nil {
+			defaults = &argoTemplate{}
+		}
+		for _, typ := range []string{"Data", "Container", "Script", "ContainerSet"} {
+			d := *defaults
+			if typ == "Data" {
+				d.Data = &argoOther{}
+			}
+			v := reflect.ValueOf(&d).Elem()
+			if v.FieldByName(typ).IsNil() {
+				continue
+			}
+			for _, name := range typeFields {
+				if name != typ {
+					f := v.FieldByName(name)
+					f.Set(reflect.Zero(f.Type()))
+				}
+			}
+			p, ok, err := w.pod(&d)
+			if err != nil {
+				return nil, fmt.Errorf("%s.templateDefaults: %w", w.at, err)
+			}
+			if ok {
+				p.Path = w.at + ".templateDefaults (" + strings.ToLower(typ) + ", as merged into the templates it references)"
+				if typ == "Data" {
+					p.Path = w.at + " (the pod of a template it references)"
+				}
+				pods = append(pods, p)
 			}
 		}
 	}
@@ -545,6 +596,32 @@ func (w *argoWorkflow) executorAccount(t *argoTemplate) string {
 		return w.spec.Executor.ServiceAccountName
 	}
 	return ""
+}
+
+// hasKey reports whether key is a field of any object within v, to a
+// bounded depth.
+func hasKey(v any, key string, depth int) bool {
+	if depth > 16 {
+		return true // deeper than any workflow: assume the worst
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if _, ok := x[key]; ok {
+			return true
+		}
+		for _, e := range x {
+			if hasKey(e, key, depth+1) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if hasKey(e, key, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func firstPtr[T any](ps ...*T) *T {

@@ -195,6 +195,38 @@ func TestArgoPods(t *testing.T) {
 				t.Errorf("pods: %+v", pods)
 			}
 		}},
+		{name: "templateDefaults reach the templates a templateRef runs", spec: `
+  templateDefaults:
+    container: {securityContext: {privileged: true}}
+  templates:
+  - name: s
+    steps: [[{name: a, templateRef: {name: elsewhere, template: plain}}]]
+`, check: func(t *testing.T, pods []PodTemplate) {
+			p := findPod(pods, "spec.templateDefaults (container")
+			if p == nil || !*p.Spec.Containers[0].SecurityContext.Privileged {
+				t.Errorf("pods: %+v", pods)
+			}
+		}},
+		{name: "the workflow's podSpecPatch reaches the templates a workflowTemplateRef runs", spec: `
+  workflowTemplateRef: {name: elsewhere}
+  podSpecPatch: '{"hostPID": true}'
+`, check: func(t *testing.T, pods []PodTemplate) {
+			p := findPod(pods, "spec (the pod of a template it references)")
+			if p == nil || !p.Spec.HostPID || len(p.Spec.Containers) != 0 {
+				t.Errorf("pods: %+v", pods)
+			}
+		}},
+		{name: "templateDefaults of a workflow that references nothing are judged only merged", spec: `
+  templateDefaults:
+    container: {resources: {requests: {cpu: 1}}}
+  templates:
+  - {name: s, steps: [[{name: a, template: c}]]}
+  - {name: c, container: {image: x}}
+`, check: func(t *testing.T, pods []PodTemplate) {
+			if len(pods) != 1 {
+				t.Errorf("pods: %+v", pods)
+			}
+		}},
 		{name: "steps, dag and suspend make no pod", spec: `
   templateDefaults:
     container: {image: x}

@@ -36,6 +36,13 @@ func testArgo(t *testing.T, f *farm) {
   - name: main
     container: {image: busybox, command: [cat, /host/etc/shadow]}
 `, []string{`privileged (container \"main\" must not set securityContext.privileged=true)`, `hostPath volumes (volume \"root\")`}},
+		{"templateDefaults making privileged the template a templateRef runs", http.StatusUnprocessableEntity, `
+  templateDefaults:
+    container: {securityContext: {privileged: true}}
+  templates:
+  - name: main
+    steps: [[{name: a, templateRef: {name: shared, template: plain}}]]
+`, []string{"spec.template.spec.templateDefaults (container, as merged into the templates it references)", "privileged"}},
 		{"a workflow's podSpecPatch entering the host's namespaces", http.StatusUnprocessableEntity, `
   podSpecPatch: '{"hostPID": true, "containers": [{"name": "main", "securityContext": {"privileged": true}}]}'
   templates:
