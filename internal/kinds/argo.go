@@ -663,33 +663,51 @@ func (d argoDriver) Nested(obj map[string]any) ([]Nested, error) {
 			if way > 0 {
 				path += " (with templateDefaults as a controller before v4 merges them)"
 			}
-			r := t.Resource
-			if len(r.ManifestFrom) > 0 && string(r.ManifestFrom) != "null" {
-				return nil, fmt.Errorf("%s.manifestFrom: a manifest read from an artifact cannot be checked before it runs; write it in manifest", path)
-			}
-			args, err := ParseKubectlFlags(r.Flags)
-			if err != nil {
-				return nil, fmt.Errorf("%s.flags: %w", path, err)
-			}
-			if len(args.Positional) > 0 && !actionMayName(r.Action) {
-				return nil, fmt.Errorf("%s.flags: %q names what kubectl %s acts on outside the manifest, so it cannot be judged; write the object in manifest", path, strings.Join(args.Positional, " "), r.Action)
-			}
-			if args.Namespace == "{{workflow.namespace}}" {
-				// The controller fills in the workflow's own namespace.
-				args.Namespace, args.NamespaceFlag = "", ""
-			}
-			docs, err := manifestDocuments(path+".manifest", r.Manifest)
+			found, err := resourceNested(path, t.Resource)
 			if err != nil {
 				return nil, err
 			}
-			for j := range docs {
-				docs[j].Namespace, docs[j].NamespaceFrom = args.Namespace, args.NamespaceFlag
-			}
-			if len(docs) == 0 && args.Namespace != "" {
-				out = append(out, Nested{Path: path + ".flags", Namespace: args.Namespace, NamespaceFrom: args.NamespaceFlag})
-			}
-			out = append(out, docs...)
+			out = append(out, found...)
 		}
 	}
+	if w.refs && w.defaults != nil && w.defaults.Resource != nil {
+		// The defaults' resource (its flags above all) reaches the
+		// resource templates it runs from elsewhere.
+		found, err := resourceNested(w.at+".templateDefaults.resource", w.defaults.Resource)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
+	}
 	return out, nil
+}
+
+// resourceNested reads one resource template (see argoDriver.Nested).
+func resourceNested(path string, r *argoResource) ([]Nested, error) {
+	var out []Nested
+	if len(r.ManifestFrom) > 0 && string(r.ManifestFrom) != "null" {
+		return nil, fmt.Errorf("%s.manifestFrom: a manifest read from an artifact cannot be checked before it runs; write it in manifest", path)
+	}
+	args, err := ParseKubectlFlags(r.Flags)
+	if err != nil {
+		return nil, fmt.Errorf("%s.flags: %w", path, err)
+	}
+	if len(args.Positional) > 0 && !actionMayName(r.Action) {
+		return nil, fmt.Errorf("%s.flags: %q names what kubectl %s acts on outside the manifest, so it cannot be judged; write the object in manifest", path, strings.Join(args.Positional, " "), r.Action)
+	}
+	if args.Namespace == "{{workflow.namespace}}" {
+		// The controller fills in the workflow's own namespace.
+		args.Namespace, args.NamespaceFlag = "", ""
+	}
+	docs, err := manifestDocuments(path+".manifest", r.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	for j := range docs {
+		docs[j].Namespace, docs[j].NamespaceFrom = args.Namespace, args.NamespaceFlag
+	}
+	if len(docs) == 0 && args.Namespace != "" {
+		out = append(out, Nested{Path: path + ".flags", Namespace: args.Namespace, NamespaceFrom: args.NamespaceFlag})
+	}
+	return append(out, docs...), nil
 }

@@ -363,6 +363,12 @@ func TestArgoNested(t *testing.T) {
   templates:
   - resource: {action: create, manifest: "{apiVersion: v1, kind: ConfigMap}"}
 `, want: []string{"spec.templates[0].resource.manifest ConfigMap kube-system"}},
+		{name: "templateDefaults' flags reach the resource templates it references", spec: `
+  templateDefaults:
+    resource: {flags: ["-nkube-system"]}
+  templates:
+  - {name: s, steps: [[{name: a, templateRef: {name: elsewhere, template: make}}]]}
+`, want: []string{"spec.templateDefaults.resource.flags  kube-system"}},
 		{name: "a document that is not an object", spec: `
   templates:
   - resource: {action: create, manifest: "{apiVersion: v1, kind: ConfigMap}\n---\n- a\n"}
