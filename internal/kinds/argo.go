@@ -14,9 +14,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Argo Workflows' kinds that keep a WorkflowSpec.
+// ArgoGroup is Argo Workflows' API group.
 const ArgoGroup = "argoproj.io"
 
+// Argo Workflows' kinds that keep a WorkflowSpec.
 var (
 	ArgoWorkflow                = schema.GroupKind{Group: ArgoGroup, Kind: "Workflow"}
 	ArgoWorkflowTemplate        = schema.GroupKind{Group: ArgoGroup, Kind: "WorkflowTemplate"}
@@ -33,7 +34,7 @@ func argoDrivers() []Driver {
 	}
 }
 
-// argoDriver knows a kind whose WorkflowSpec is at spec.
+// argoDriver knows a kind whose WorkflowSpec is at the field path spec.
 type argoDriver struct {
 	gk   schema.GroupKind
 	spec []string
@@ -380,6 +381,9 @@ func (d argoDriver) PodTemplates(obj map[string]any) ([]PodTemplate, error) {
 					p.Path = w.at + " (the pod of a template it references)"
 				}
 				pods = append(pods, p)
+				if sa := w.executorAccount(&d); sa != "" {
+					pods = append(pods, PodTemplate{Path: p.Path + ".executor", Spec: corev1.PodSpec{ServiceAccountName: sa}})
+				}
 			}
 		}
 	}

@@ -210,10 +210,15 @@ func TestArgoPods(t *testing.T) {
 		{name: "the workflow's podSpecPatch reaches the templates a workflowTemplateRef runs", spec: `
   workflowTemplateRef: {name: elsewhere}
   podSpecPatch: '{"hostPID": true}'
+  serviceAccountName: wf
+  executor: {serviceAccountName: purser-agent}
 `, check: func(t *testing.T, pods []PodTemplate) {
 			p := findPod(pods, "spec (the pod of a template it references)")
-			if p == nil || !p.Spec.HostPID || len(p.Spec.Containers) != 0 {
+			if p == nil || !p.Spec.HostPID || len(p.Spec.Containers) != 0 || p.Spec.ServiceAccountName != "wf" {
 				t.Errorf("pods: %+v", pods)
+			}
+			if e := findPod(pods, "spec (the pod of a template it references).executor"); e == nil || e.Spec.ServiceAccountName != "purser-agent" {
+				t.Errorf("the executor's account: %+v", pods)
 			}
 		}},
 		{name: "templateDefaults of a workflow that references nothing are judged only merged", spec: `
