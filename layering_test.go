@@ -17,7 +17,8 @@ const module = "github.com/purser-io/purser"
 // directly or through another package. A path matches itself and every
 // package below it; except names what a rule allows inside a banned path.
 // The groups under internal/ stand in this order, lowest first: platform
-// and sandbox (which know nothing of purser's state), hub (the state),
+// and sandbox (which know nothing of purser's state), kinds (what purser
+// knows of each kind it places), hub (the state),
 // flink (what purser knows about the operator), member and control (what
 // meets a member cluster, and the loops that decide), api, compose, and
 // cmd above everything. Test helpers (packages named *test) are test code
@@ -38,6 +39,11 @@ var layering = []struct {
 		pkg:    "internal/sandbox",
 		never:  []string{"internal/hub", "internal/control", "internal/member", "internal/flink", "internal/api", "internal/compose", "internal/cli"},
 		reason: "local clusters and simulators stand apart from what they host",
+	},
+	{
+		pkg:    "internal/kinds",
+		never:  []string{"internal/hub", "internal/control", "internal/member", "internal/flink", "internal/api", "internal/compose", "internal/cli", "internal/sandbox"},
+		reason: "what purser knows of each kind is knowledge that admission, the loops and the Flink knowledge all import; it imports none of them",
 	},
 	{
 		pkg:    "internal/hub",

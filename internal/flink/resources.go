@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/purser-io/purser/internal/kinds"
 	"github.com/purser-io/purser/internal/platform/fields"
 )
 
@@ -31,7 +32,7 @@ type PodGroup struct {
 
 // Pods are the pods of the FlinkDeployment obj: its JobManager
 // (spec.jobManager.replicas, 1 by default) and its TaskManagers, each
-// from spec.podTemplate overlaid by the role's own podTemplate, with the
+// from the role's podTemplate merged over spec.podTemplate, with the
 // main container asking for the role's resource (cpu, memory).
 //
 // The TaskManagers are as many as FlinkConfigBuilder.getParallelism and
@@ -83,27 +84,18 @@ func TaskManagers(obj map[string]any) (int64, error) {
 
 func must(v any, _ bool) any { return v }
 
-// rolePod is the pod of role (jobManager, taskManager): the common pod
-// template, the role's template over it (containers merged by name, as
-// the operator's FlinkUtils.mergePodTemplates does), and the main
-// container's requests and limits set from the role's resource, as the
-// native Kubernetes integration sets them (limit factor 1).
+// rolePod is the pod of role (jobManager, taskManager): the role's
+// template merged over the common one as the operator merges them by
+// default (kinds.FlinkPodTemplate, the one merge admission judges too),
+// and the main container's requests and limits set from the role's
+// resource, as the native Kubernetes integration sets them (limit
+// factor 1).
 func rolePod(obj map[string]any, role string) (corev1.PodSpec, error) {
 	var spec corev1.PodSpec
-	if err := podTemplateSpec(obj, &spec, "spec", "podTemplate"); err != nil {
-		return spec, err
-	}
-	var own corev1.PodSpec
-	if err := podTemplateSpec(obj, &own, "spec", role, "podTemplate"); err != nil {
-		return spec, err
-	}
-	spec.Containers = mergeContainers(spec.Containers, own.Containers)
-	spec.InitContainers = mergeContainers(spec.InitContainers, own.InitContainers)
-	if own.Overhead != nil {
-		spec.Overhead = own.Overhead
-	}
-	if own.Resources != nil {
-		spec.Resources = own.Resources
+	if merged := kinds.FlinkPodTemplate(obj, role, false); merged != nil {
+		if err := podTemplateSpec(merged, &spec); err != nil {
+			return spec, fmt.Errorf("spec.%s.podTemplate merged with spec.podTemplate: %w", role, err)
+		}
 	}
 	main := corev1.ResourceList{}
 	if v, ok := fields.Get(obj, "spec", role, "resource", "cpu"); ok {
@@ -144,10 +136,10 @@ func rolePod(obj map[string]any, role string) (corev1.PodSpec, error) {
 	return spec, nil
 }
 
-// podTemplateSpec decodes the pod template at path of obj into spec; no
-// template leaves spec as it is.
-func podTemplateSpec(obj map[string]any, spec *corev1.PodSpec, path ...string) error {
-	v, ok := fields.Get(obj, append(path, "spec")...)
+// podTemplateSpec decodes a pod template's spec into spec; no spec
+// leaves it as it is.
+func podTemplateSpec(tmpl map[string]any, spec *corev1.PodSpec) error {
+	v, ok := tmpl["spec"]
 	if !ok {
 		return nil
 	}
@@ -156,30 +148,9 @@ func podTemplateSpec(obj map[string]any, spec *corev1.PodSpec, path ...string) e
 		err = json.Unmarshal(b, spec)
 	}
 	if err != nil {
-		return fmt.Errorf("%s.spec does not decode as a pod spec: %w", strings.Join(path, "."), err)
+		return fmt.Errorf("spec does not decode as a pod spec: %w", err)
 	}
 	return nil
-}
-
-// mergeContainers overlays the containers of over on base by name; those
-// without a match are appended.
-func mergeContainers(base, over []corev1.Container) []corev1.Container {
-	out := append([]corev1.Container(nil), base...)
-	for _, c := range over {
-		found := false
-		for i := range out {
-			if out[i].Name == c.Name {
-				if c.Resources.Requests != nil || c.Resources.Limits != nil {
-					out[i].Resources = c.Resources
-				}
-				found = true
-			}
-		}
-		if !found {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // cpuQuantity reads a resource's cpu: a number of cores (Resource.cpu is

@@ -60,8 +60,8 @@ apiVersion: argoproj.io/v1alpha1
 kind: Workflow
 spec:
   templates:
-  - resource: {action: create, flags: ["--namespace=kube-system"], manifest: "{apiVersion: v1, kind: ConfigMap}"}
-`, wantErr: `"--namespace=kube-system" would point the action elsewhere`},
+  - resource: {action: create, flags: ["--kubeconfig=/etc/admin.conf"], manifest: "{apiVersion: v1, kind: ConfigMap}"}
+`, wantErr: `flag "--kubeconfig=/etc/admin.conf" would point kubectl at another cluster`},
 		{name: "a manifest that does not parse", doc: `
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow

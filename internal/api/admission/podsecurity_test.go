@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -132,7 +131,7 @@ spec:
   templates:
   - name: run
     container: {image: busybox}
-`), want: []string{"podSpecPatch changes the pod"}},
+`), want: []string{"host namespaces (hostPID=true)"}},
 		{name: "a Workflow's executor account", level: LevelBaseline, obj: decode(t, `
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow
@@ -219,23 +218,6 @@ func TestNotAPodSpec(t *testing.T) {
 	}
 }
 
-// The operator's merge: objects by field, lists by index, the role's
-// values winning; the inputs are left as they were.
-func TestMergePodTemplates(t *testing.T) {
-	common := decode(t, `{spec: {containers: [{name: a, image: x, env: [{name: E, value: "1"}]}], hostPID: false}}`)
-	own := decode(t, `{spec: {containers: [{image: y}, {name: b}], hostPID: true}}`)
-	got := mergePodTemplates(common, own)
-	want := decode(t, `{spec: {containers: [{name: a, image: y, env: [{name: E, value: "1"}]}, {name: b}], hostPID: true}}`)
-	gy, _ := yaml.Marshal(got)
-	wy, _ := yaml.Marshal(want)
-	if !bytes.Equal(gy, wy) {
-		t.Errorf("merged:\n%s\nwant:\n%s", gy, wy)
-	}
-	if cy, _ := yaml.Marshal(common); strings.Contains(string(cy), "image: y") {
-		t.Errorf("the common template was changed:\n%s", cy)
-	}
-}
-
 func TestParseLevel(t *testing.T) {
 	for _, s := range []string{"privileged", "baseline", "restricted"} {
 		if l, err := ParseLevel(s); err != nil || string(l) != s {
@@ -301,6 +283,42 @@ spec:
 	var refusal *Refusal
 	if err := review(true, LevelBaseline).Check(inNamespace); !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), "declare it as a Deployable") {
 		t.Fatalf("a Secret inside a runnable: %v", err)
+	}
+
+	// kubectl's -n wins over the manifest, so the flag is what is judged,
+	// however pflag lets it be written; and with no manifest at all.
+	for _, flags := range []string{`["-nkube-system"]`, `["-n", "kube-system"]`, `["--namespace=kube-system"]`, `["--namespace", "kube-system"]`, `["-n=kube-system"]`} {
+		for _, manifest := range []string{`, manifest: "{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}"`, ``} {
+			wf := decode(t, `{apiVersion: argoproj.io/v1alpha1, kind: Workflow, spec: {templates: [{resource: {action: delete, flags: `+flags+manifest+`}}]}}`)
+			if err := review(true, LevelBaseline).Check(wf); !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), `in namespace "kube-system", not "team-a"`) {
+				t.Errorf("flags %s%s: %v", flags, manifest, err)
+			}
+		}
+	}
+	own := decode(t, `{apiVersion: argoproj.io/v1alpha1, kind: Workflow, spec: {templates: [{resource: {action: create, flags: ["-nteam-a"], manifest: "{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}"}}]}}`)
+	if err := review(true, LevelBaseline).Check(own); err != nil {
+		t.Errorf("-n of the runnable's own namespace: %v", err)
+	}
+	// The second document of a manifest is judged as the first is.
+	second := decode(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+spec:
+  templates:
+  - resource:
+      action: create
+      manifest: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: c}
+        ---
+        apiVersion: v1
+        kind: Secret
+        metadata: {name: s}
+        stringData: {token: hunter2}
+`)
+	if err := review(true, LevelBaseline).Check(second); !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), "manifest (document 2): a Secret here") {
+		t.Fatalf("a Secret in a second document: %v", err)
 	}
 
 	list := decode(t, `{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}`)

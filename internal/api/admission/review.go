@@ -92,6 +92,16 @@ func (r Review) check(obj map[string]any, path string, depth int, out *[]Violati
 		return nil
 	}
 	for _, e := range embedded {
+		if e.Namespace != "" && e.Namespace != r.Namespace {
+			// kubectl's --namespace wins over what the object says, so
+			// the object's own namespace rule does not see it.
+			*out = append(*out, Violation{Path: path + "." + e.Path, Reason: fmt.Sprintf(
+				"%s would make the action run in namespace %q, not %q; a workflow acts in its own namespace", e.NamespaceFrom, e.Namespace, r.Namespace)})
+			continue
+		}
+		if e.Object == nil {
+			continue
+		}
 		if err := r.check(e.Object, path+"."+e.Path, depth+1, out); err != nil {
 			return err
 		}

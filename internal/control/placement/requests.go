@@ -13,6 +13,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/flink"
+	"github.com/purser-io/purser/internal/kinds"
 	"github.com/purser-io/purser/internal/platform/fields"
 )
 
@@ -257,53 +258,28 @@ func jobPods(tmpl map[string]any, path ...string) int64 {
 }
 
 // workflowPods is an Argo Workflow's largest step: the pod of each
-// template that runs one (container, script, or a containerSet's
-// containers side by side), of which placement needs the largest; steps
-// that run in parallel are not added up (declare spec.resources for that).
-// The executor's own containers, sized by the workflow controller's
-// configuration, are not counted.
+// template that runs one, as its driver builds it (internal/kinds: the
+// template with templateDefaults merged and podSpecPatch applied, as the
+// workflow controller makes it), of which placement needs the largest;
+// steps that run in parallel are not added up (declare spec.resources
+// for that). The executor's own containers, sized by the workflow
+// controller's configuration, are not counted.
 func workflowPods(tmpl map[string]any) ([]podGroup, error) {
-	templates, _ := must(fields.Get(tmpl, "spec", "templates")).([]any)
+	pods, err := kinds.Default().PodTemplates(tmpl)
+	if err != nil {
+		return nil, err
+	}
 	var best *podGroup
 	var bestReq corev1.ResourceList
-	for i, t := range templates {
-		m, ok := t.(map[string]any)
-		if !ok {
-			continue
+	for _, p := range pods {
+		if len(p.Spec.Containers) == 0 {
+			continue // a resource or data template: the executor's pod
 		}
-		var spec corev1.PodSpec
-		for _, key := range []string{"container", "script"} {
-			if c, ok := m[key].(map[string]any); ok {
-				var ctr corev1.Container
-				if err := decodeInto(c, &ctr); err != nil {
-					return nil, fmt.Errorf("spec.templates[%d].%s: %w", i, key, err)
-				}
-				spec.Containers = append(spec.Containers, ctr)
-			}
-		}
-		if cs, ok := must(fields.Get(m, "containerSet", "containers")).([]any); ok {
-			var ctrs []corev1.Container
-			if err := decodeInto(cs, &ctrs); err != nil {
-				return nil, fmt.Errorf("spec.templates[%d].containerSet: %w", i, err)
-			}
-			spec.Containers = append(spec.Containers, ctrs...)
-		}
-		if ics, ok := m["initContainers"].([]any); ok {
-			var ctrs []corev1.Container
-			if err := decodeInto(ics, &ctrs); err != nil {
-				return nil, fmt.Errorf("spec.templates[%d].initContainers: %w", i, err)
-			}
-			spec.InitContainers = ctrs
-		}
-		if len(spec.Containers) == 0 {
-			continue // steps, dag, suspend, resource: no pod of its own
-		}
-		pod := &corev1.Pod{Spec: *spec.DeepCopy()}
+		pod := &corev1.Pod{Spec: *p.Spec.DeepCopy()}
 		DefaultRequests(pod)
 		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 		if best == nil || larger(req, bestReq) {
-			name, _ := m["name"].(string)
-			best, bestReq = &podGroup{what: "pod (largest step, " + name + ")", count: 1, spec: spec}, req
+			best, bestReq = &podGroup{what: "pod (largest step, " + p.Path + ")", count: 1, spec: p.Spec}, req
 		}
 	}
 	if best == nil {

@@ -208,6 +208,12 @@ func TestRequestsKinds(t *testing.T) {
 				map[string]any{"name": "big", "script": ctr("main", rl{"cpu": "3", "memory": "512Mi"}, nil)},
 			)}}},
 			rl{"cpu": "3", "memory": "512Mi"}, rl{"cpu": "3", "memory": "512Mi"}, 1, "big"},
+		// The controller merges templateDefaults into each template: a
+		// default container's requests are the template's.
+		{"argo workflow templateDefaults", v1alpha1.RunnableSpec{Template: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "spec": map[string]any{
+			"templateDefaults": map[string]any{"container": ctr("", rl{"cpu": "4", "memory": "8Gi"}, nil)},
+			"templates":        list(map[string]any{"name": "plain", "container": map[string]any{"image": "busybox"}}),
+		}}}, rl{"cpu": "4", "memory": "8Gi"}, rl{"cpu": "4", "memory": "8Gi"}, 1, "plain"},
 		// parallelism 5 over 2 slots: ceil = 3 TaskManagers (FlinkUtils.getNumTaskManagers).
 		{"flink jobmanager and taskmanagers", v1alpha1.RunnableSpec{Template: flinkDep(nil)},
 			rl{"cpu": "2500m", "memory": "5Gi"}, rl{"cpu": "1", "memory": "2Gi"}, 4, "3 taskmanager"},
