@@ -70,7 +70,7 @@ func (s *Server) deployableBody(r *http.Request, u auth.User) (ns, name string, 
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return "", "", nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
 	}
-	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, false); err != nil {
+	if err := s.admitDeployable(r.Context(), u, ns, &obj.Spec); err != nil {
 		return "", "", nil, err
 	}
 	return ns, name, obj, nil
@@ -389,7 +389,9 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 			if err := json.Unmarshal(rec.Pending, &doc); err != nil {
 				return 0, nil, fmt.Errorf("%s: pending spec: %w", ref, err)
 			}
-			if err := s.authorizeAuthor(r.Context(), userOf(doc.Author, rec.PendingBy), ns, "the pending change to "+ref, doc.Spec.Template, false); err != nil {
+			if err := s.authorizeAuthor(userOf(doc.Author, rec.PendingBy), ns, "the pending change to "+ref, func(author auth.User) error {
+				return s.admitDeployable(r.Context(), author, ns, &doc.Spec)
+			}); err != nil {
 				return 0, nil, err
 			}
 		}

@@ -117,7 +117,7 @@ func (s *Server) resumeRunnable(r *http.Request, u auth.User) (int, any, error) 
 func (s *Server) rerunRunnable(r *http.Request, u auth.User) (int, any, error) {
 	return s.operateRunnable(r, u, "rerun", func(ctx context.Context, _ *store.Tx, cur *lifecycle.Runnable, doc *storedRunnable, attempts []*store.Attempt) (*lifecycle.Transition, error) {
 		if cur.Phase().Terminal() {
-			if err := s.admit(ctx, u, cur.Rec.Namespace, doc.Spec.Template, true); err != nil {
+			if err := s.admitRunnable(ctx, u, cur.Rec.Namespace, &doc.Spec); err != nil {
 				return nil, err
 			}
 		}

@@ -40,7 +40,7 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not submit runnables in namespace %q", u.Name, ns)
 	}
-	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, true); err != nil {
+	if err := s.admitRunnable(r.Context(), u, ns, &obj.Spec); err != nil {
 		return 0, nil, err
 	}
 	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindRunnable)
@@ -460,7 +460,9 @@ func (s *Server) authorizeRunnableAuthor(r *http.Request, ns, name string, revie
 	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
 		return fmt.Errorf("runnable %s/%s: stored spec: %w", ns, name, err)
 	}
-	return s.authorizeAuthor(r.Context(), userOf(doc.Author, rec.Submitter), ns, "runnable "+ns+"/"+name, doc.Spec.Template, true)
+	return s.authorizeAuthor(userOf(doc.Author, rec.Submitter), ns, "runnable "+ns+"/"+name, func(author auth.User) error {
+		return s.admitRunnable(r.Context(), author, ns, &doc.Spec)
+	})
 }
 
 // runnableFromRecord turns a row (and its attempts, when read) into the

@@ -53,7 +53,7 @@ func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) 
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not change runnables in namespace %q", u.Name, ns)
 	}
-	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, true); err != nil {
+	if err := s.admitRunnable(r.Context(), u, ns, &obj.Spec); err != nil {
 		return 0, nil, err
 	}
 	var out *v1alpha1.Runnable
