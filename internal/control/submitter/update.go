@@ -69,7 +69,11 @@ func (s *Submitter) update(ctx context.Context, r *lifecycle.Runnable, attempts 
 	if err != nil {
 		return s.updateRefused(r, a, "the failover settings cannot be applied to the changed spec: "+err.Error())
 	}
-	if err := s.authorize(ctx, row, r.Rec, doc, gvk); err != nil {
+	kept := maps.Clone(a.CarriedIn)
+	restorePath := kept[attempt.RestorePathKey]
+	delete(kept, attempt.RestorePathKey)
+	blame := blamer(func() *unstructured.Unstructured { return object(r.Rec, doc, gvk, a.Number) }, &doc.Spec, kept, restorePath)
+	if err := s.authorize(ctx, row, r.Rec, doc, gvk, obj, blame); err != nil {
 		var f *failure
 		if errors.As(err, &f) && f.permanent {
 			return s.updateRefused(r, a, f.message())
