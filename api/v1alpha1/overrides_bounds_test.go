@@ -103,7 +103,9 @@ func TestOverrideIdentity(t *testing.T) {
 // out; an override past a bound refuses the whole.
 func TestOverrideRenderings(t *testing.T) {
 	tmpl := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "cm"}, "data": map[string]any{"k": "v"}}
-	dc := func(v string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{"dc": v}} }
+	dc := func(v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"dc": v}}
+	}
 	os := []Override{
 		{ClusterSelector: dc("a"), Patch: json.RawMessage(`[{"op":"remove","path":"/data/k"}]`)},
 		{ClusterSelector: dc("b"), Patch: json.RawMessage(`[{"op":"remove","path":"/data/k"}]`)},
