@@ -28,7 +28,7 @@ var IdentityFields = [][]string{{"apiVersion"}, {"kind"}, {"metadata", "name"}, 
 
 // ErrTooLarge is wrapped by rendering errors that come from the bounds
 // (MaxRenderedBytes), as opposed to a patch that does not apply.
-var ErrTooLarge = errors.New("too large")
+var ErrTooLarge = errors.New("too large as rendered")
 
 // ErrIdentity is wrapped by the error of an override that changes one of
 // IdentityFields.
@@ -82,7 +82,7 @@ func ApplyOverrides(tmpl map[string]any, os []Override, which []int) (map[string
 			if doc, err = patch.ApplyWithOptions(doc, opts); err != nil {
 				var copyErr *jsonpatch.AccumulatedCopySizeError
 				if errors.As(err, &copyErr) {
-					return nil, fmt.Errorf("spec.overrides[%d].patch: its copy operations would add more than %d bytes to the object: %w", i, MaxRenderedBytes, ErrTooLarge)
+					return nil, fmt.Errorf("spec.overrides[%d].patch: %w: its copy operations would add more than %d bytes to the object", i, ErrTooLarge, MaxRenderedBytes)
 				}
 				return nil, fmt.Errorf("spec.overrides[%d].patch: %w", i, err)
 			}
@@ -92,7 +92,7 @@ func ApplyOverrides(tmpl map[string]any, os []Override, which []int) (map[string
 			}
 		}
 		if len(doc) > MaxRenderedBytes {
-			return nil, fmt.Errorf("spec.overrides[%d].patch makes the object %d bytes, over the %d bytes a rendered object may have: %w", i, len(doc), MaxRenderedBytes, ErrTooLarge)
+			return nil, fmt.Errorf("spec.overrides[%d].patch: %w: it makes the object %d bytes, over the %d bytes a rendered object may have", i, ErrTooLarge, len(doc), MaxRenderedBytes)
 		}
 		// Checked after each override, so that the one to blame is named
 		// (a later one could put the field back).

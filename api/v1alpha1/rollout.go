@@ -231,7 +231,7 @@ func (v *validator) overrides(path string, os []Override, tmpl map[string]any) {
 			_, err := ApplyOverrides(tmpl, os, []int{i})
 			switch {
 			case errors.Is(err, ErrTooLarge), errors.Is(err, ErrIdentity):
-				v.add(p+".patch", "%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), p+".patch"), ": "))
+				v.add(p+".patch", "%s", strings.TrimLeft(strings.TrimPrefix(err.Error(), p+".patch"), " :"))
 			case err != nil:
 				v.add(p+".patch", "does not apply to the template: %s", err.Error())
 			}
