@@ -71,7 +71,9 @@ func TestAdmissionOfTheObjectAsWritten(t *testing.T) {
 	f := newFixture(t, storetest.Engines()[0].NewDSN(t))
 	f.start(syncerOpts{policy: platformAdmins(t)})
 	s1, s2, s3 := f.clusters[0].Name(), f.clusters[1].Name(), f.clusters[2].Name()
-	dc := func(v string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{"dc": v}} }
+	dc := func(v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"dc": v}}
+	}
 	deployment := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "web"},
 		"spec": map[string]any{"replicas": int64(0), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
 			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
@@ -123,8 +125,14 @@ func TestAdmissionOfTheObjectAsWritten(t *testing.T) {
 		return nil
 	})
 	for _, get := range []func() error{
-		func() error { _, err := f.kube[s3].CoreV1().Secrets(f.ns).Get(ctx, "turned", metav1.GetOptions{}); return err },
-		func() error { _, err := f.kube[s3].CoreV1().ConfigMaps(f.ns).Get(ctx, "turned", metav1.GetOptions{}); return err },
+		func() error {
+			_, err := f.kube[s3].CoreV1().Secrets(f.ns).Get(ctx, "turned", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := f.kube[s3].CoreV1().ConfigMaps(f.ns).Get(ctx, "turned", metav1.GetOptions{})
+			return err
+		},
 	} {
 		if err := get(); !apierrors.IsNotFound(err) {
 			t.Fatalf("the refused object is on %s (%v)", s3, err)
