@@ -52,6 +52,7 @@ func TestHostileTenant(t *testing.T) {
 			t.Run("WhatTheWorkMayDo", func(t *testing.T) { testWhatTheWorkMayDo(t, f) })
 			t.Run("ObjectsInsideObjects", func(t *testing.T) { testObjectsInsideObjects(t, f) })
 			t.Run("AliasBomb", func(t *testing.T) { testAliasBomb(t, f) })
+			t.Run("Render", func(t *testing.T) { testRender(t, f) })
 			t.Run("ChainIntact", func(t *testing.T) {
 				v := f.do("admin", "GET", "/api/v1/history/verify", nil).want(t, http.StatusOK)
 				if v.body["ok"] != true {
