@@ -57,7 +57,8 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 	}
 	// The object exactly as this cluster is to get it, admitted here,
 	// before anything is written: the one place the syncer writes.
-	obj, err := d.object(w.s.cfg.Sealer, namespaced, w.info.Load().Labels)
+	labels := w.info.Load().Labels
+	obj, err := d.object(w.s.cfg.Sealer, namespaced, labels)
 	switch {
 	case errors.Is(err, v1alpha1.ErrTooLarge), errors.Is(err, v1alpha1.ErrIdentity):
 		return w.refused(ctx, d, admission.ReasonDenied, w.s.refusal(d, admission.ReasonDenied, err.Error()))
@@ -67,7 +68,7 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 		// until the spec changes.
 		return outcome{state: v1alpha1.StateError, message: "the object cannot be rendered for this cluster: " + err.Error()}
 	}
-	which := v1alpha1.OverridesFor(d.overrides, w.info.Load().Labels)
+	which := v1alpha1.OverridesFor(d.overrides, labels)
 	if why := w.s.admit(d, obj.Object, which, w.scope); why != "" {
 		return w.refused(ctx, d, admission.ReasonDenied, why)
 	}
