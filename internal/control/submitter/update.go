@@ -69,9 +69,7 @@ func (s *Submitter) update(ctx context.Context, r *lifecycle.Runnable, attempts 
 	if err != nil {
 		return s.updateRefused(r, a, "the failover settings cannot be applied to the changed spec: "+err.Error())
 	}
-	kept := maps.Clone(a.CarriedIn)
-	restorePath := kept[attempt.RestorePathKey]
-	delete(kept, attempt.RestorePathKey)
+	kept, restorePath := carried(a)
 	blame := blamer(func() *unstructured.Unstructured { return object(r.Rec, doc, gvk, a.Number) }, &doc.Spec, kept, restorePath)
 	if err := s.authorize(ctx, row, r.Rec, doc, gvk, obj, blame); err != nil {
 		var f *failure
@@ -117,9 +115,7 @@ func (s *Submitter) update(ctx context.Context, r *lifecycle.Runnable, attempts 
 // as from the runnable's current spec.
 func updatedObject(r *lifecycle.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, a *store.Attempt) (*unstructured.Unstructured, error) {
 	obj := object(r.Rec, doc, gvk, a.Number)
-	kept := maps.Clone(a.CarriedIn)
-	restorePath := kept[attempt.RestorePathKey]
-	delete(kept, attempt.RestorePathKey)
+	kept, restorePath := carried(a)
 	if err := attempt.Prepare(obj, &doc.Spec, kept, restorePath); err != nil {
 		return nil, err
 	}
@@ -132,6 +128,15 @@ func updatedObject(r *lifecycle.Runnable, doc *runnableDoc, gvk schema.GroupVers
 		obj.Object["spec"] = mergeInto(spec, keep)
 	}
 	return obj, nil
+}
+
+// carried is what attempt a carried in: its preserved values and its
+// restore point's path.
+func carried(a *store.Attempt) (map[string]string, string) {
+	kept := maps.Clone(a.CarriedIn)
+	restorePath := kept[attempt.RestorePathKey]
+	delete(kept, attempt.RestorePathKey)
+	return kept, restorePath
 }
 
 // mergeInto merges patch (a JSON merge patch of maps and values) into a
