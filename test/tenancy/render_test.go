@@ -127,10 +127,10 @@ spec:
 	// Hole 10: a Secret's override is sealed as its template is.
 	t.Run("SecretOverrideSealed", func(t *testing.T) {
 		const value = "hunter2-override"
-		f.yaml("mallory", "PUT", "/api/v1/deployables/"+f.own+"/creds",
-			deployable(f.own, "creds", "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: {password: base}\n")+
+		f.yaml("mallory", "PUT", "/api/v1/deployables/"+f.own+"/sealed-ovr",
+			deployable(f.own, "sealed-ovr", "apiVersion: v1\nkind: Secret\nmetadata: {name: sealed-ovr}\nstringData: {password: base}\n")+
 				"  overrides: [{patch: {stringData: {password: "+value+"}}}, {patch: [{op: add, path: /stringData/more, value: "+value+"}]}]\n").want(t, http.StatusCreated)
-		for _, path := range []string{"/api/v1/deployables/" + f.own + "/creds", "/api/v1/history?namespace=" + f.own} {
+		for _, path := range []string{"/api/v1/deployables/" + f.own + "/sealed-ovr", "/api/v1/history?namespace=" + f.own} {
 			if a := f.do("mallory", "GET", path, nil).want(t, http.StatusOK); strings.Contains(string(a.raw), value) {
 				t.Errorf("GET %s shows the override's value: %s", path, a.raw)
 			}
@@ -151,7 +151,7 @@ spec:
 			t.Fatal(err)
 		}
 		eventually(t, "the Secret with its override on the member cluster", func() error {
-			s, err := kube.CoreV1().Secrets(f.own).Get(t.Context(), "creds", metav1.GetOptions{})
+			s, err := kube.CoreV1().Secrets(f.own).Get(t.Context(), "sealed-ovr", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
