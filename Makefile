@@ -4,7 +4,7 @@
 GO ?= go
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build demo test vet lint fmt-check sandbox-build pins bench soak soak-dc
+.PHONY: build demo test vet lint fmt-check sandbox-build pins bench soak soak-dc fuzz
 
 # The version is stamped from git describe, which also works where the Go
 # toolchain records no commit (a git worktree, -buildvcs=false).
@@ -24,6 +24,14 @@ test: sandbox-build
 
 sandbox-build:
 	$(GO) run ./cmd/purser sandbox build --dex
+
+# Go's fuzzing of what purser renders for a member cluster (template,
+# overrides, failover mutations, then the admission of the object as
+# written), from the hostile-tenant cases as seeds; `make test` runs the
+# seeds alone. A short budget per target, as CI runs it.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/api/admission
 
 # Copies the pins of the sandbox binaries (go.mod, go.sum and Go files of
 # every module under tools/) into internal/sandbox/pins, which go:embed puts

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -234,7 +235,11 @@ func (v *validator) overrides(path string, os []Override, tmpl map[string]any) {
 			// Tried on the template, so that a patch that cannot apply
 			// (a JSON patch's path missing) is refused here rather than
 			// on the clusters it selects.
-			if _, err := ApplyOverrides(tmpl, os, []int{i}); err != nil {
+			_, err := ApplyOverrides(tmpl, os, []int{i})
+			switch {
+			case errors.Is(err, ErrTooLarge), errors.Is(err, ErrIdentity):
+				v.add(p+".patch", "%s", strings.TrimLeft(strings.TrimPrefix(err.Error(), p+".patch"), " :"))
+			case err != nil:
 				v.add(p+".patch", "does not apply to the template: %s", err.Error())
 			}
 		default:

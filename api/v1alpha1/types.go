@@ -472,7 +472,12 @@ type DeployableClusterStatus struct {
 	State            SyncState  `json:"state,omitempty"`
 	SyncedGeneration int64      `json:"syncedGeneration,omitempty"`
 	LastSyncedAt     *time.Time `json:"lastSyncedAt,omitempty"`
-	Message          string     `json:"message,omitempty"`
+	// Reason is a word for why the object is not synced where a script
+	// needs one: AdmissionDenied when the syncer's admission of the object
+	// as it would be written refused it (the message names the rule and
+	// the override to blame).
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // Cluster is a member Kubernetes cluster.

@@ -89,7 +89,7 @@ func testWhatTheWorkMayDo(t *testing.T, f *farm) {
 		if err != nil {
 			return err
 		}
-		if r.Phase != string(v1alpha1.PhaseFailed) || len(attempts) == 0 || attempts[0].Reason != "ForbiddenByPolicy" ||
+		if r.Phase != string(v1alpha1.PhaseFailed) || len(attempts) == 0 || attempts[0].Reason != "AdmissionDenied" ||
 			!strings.Contains(attempts[0].Message, "violates PodSecurity") {
 			return fmt.Errorf("phase %s, attempts %+v", r.Phase, attempts)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -28,9 +29,13 @@ type sealedDeployable struct {
 	hash   string
 }
 
-// sealDeployable removes a Secret's values from the template, seals them,
-// and computes the spec hash from the clear part and a keyed fingerprint of
-// the values, so that the hash reveals nothing of them.
+// sealDeployable removes a Secret's values from the template, and its
+// overrides' patches (which carry values as the template does) from the
+// overrides, leaving their shape (seal.RedactPatch); seals them; and
+// computes the spec hash from the clear part and a keyed fingerprint of
+// the values, so that the hash reveals nothing of them. An override
+// cannot make a Secret of another kind (v1alpha1.IdentityFields), so the
+// template's kind says whether there is anything to seal.
 func (s *Server) sealDeployable(obj *v1alpha1.Deployable, author *store.Author) (sealedDeployable, error) {
 	spec := obj.Spec
 	var out sealedDeployable
@@ -40,6 +45,19 @@ func (s *Server) sealDeployable(obj *v1alpha1.Deployable, author *store.Author) 
 			return out, err
 		}
 		spec.Template = inClear
+		if len(spec.Overrides) > 0 {
+			patches := make([]json.RawMessage, len(spec.Overrides))
+			spec.Overrides = slices.Clone(spec.Overrides)
+			for i, o := range spec.Overrides {
+				patches[i] = o.Patch
+				if spec.Overrides[i].Patch, err = seal.RedactPatch(o.Patch); err != nil {
+					return out, fmt.Errorf("spec.overrides[%d].patch: %w", i, err)
+				}
+			}
+			if plain, err = seal.SealPatches(plain, patches); err != nil {
+				return out, err
+			}
+		}
 		if out.secret, err = s.cfg.Sealer.Seal(plain, seal.SecretBinding(obj.Metadata.Namespace, obj.Metadata.Name)); err != nil {
 			return out, err
 		}
@@ -70,7 +88,7 @@ func (s *Server) deployableBody(r *http.Request, u auth.User) (ns, name string, 
 	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
 		return "", "", nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
 	}
-	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, false); err != nil {
+	if err := s.admitDeployable(r.Context(), u, ns, &obj.Spec); err != nil {
 		return "", "", nil, err
 	}
 	return ns, name, obj, nil
@@ -389,7 +407,9 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 			if err := json.Unmarshal(rec.Pending, &doc); err != nil {
 				return 0, nil, fmt.Errorf("%s: pending spec: %w", ref, err)
 			}
-			if err := s.authorizeAuthor(r.Context(), userOf(doc.Author, rec.PendingBy), ns, "the pending change to "+ref, doc.Spec.Template, false); err != nil {
+			if err := s.authorizeAuthor(userOf(doc.Author, rec.PendingBy), ns, "the pending change to "+ref, func(author auth.User) error {
+				return s.admitDeployable(r.Context(), author, ns, &doc.Spec)
+			}); err != nil {
 				return 0, nil, err
 			}
 		}
@@ -514,7 +534,7 @@ func deployableFromRecord(rec *store.Deployable, clusters []*store.DeployableClu
 	for _, c := range clusters {
 		st.Clusters = append(st.Clusters, v1alpha1.DeployableClusterStatus{
 			Cluster: c.Cluster, State: v1alpha1.SyncState(c.State), SyncedGeneration: c.SyncedGeneration,
-			LastSyncedAt: c.LastSyncedAt, Message: c.Message,
+			LastSyncedAt: c.LastSyncedAt, Message: c.Message, Reason: c.Reason,
 		})
 	}
 	return &v1alpha1.Deployable{

@@ -59,18 +59,31 @@ func (s *Server) authorizeKindAt(ctx context.Context, u auth.User, ns string, tm
 // every object it embeds by the same rules, the pods it describes by the
 // namespace's Pod Security level, and what its RoleBindings grant (403
 // for a kind the policy refuses, 422 with each violation otherwise). The
-// submitter and the syncer review it again before they act.
+// submitter and the syncer review what they write again before they act
+// (admitRunnable and admitDeployable add the renderings they foresee).
 func (s *Server) admit(ctx context.Context, u auth.User, ns string, tmpl map[string]any, runnable bool) error {
 	if err := s.authorizeKind(ctx, u, ns, tmpl); err != nil {
 		return err
 	}
+	review := s.review(ctx, u, ns, runnable)
+	return refused(review, "the template", review.Check(tmpl))
+}
+
+// review is the admission review of u's work in namespace ns, by the
+// policy in force: the rules Written applies, here and at the writers.
+func (s *Server) review(ctx context.Context, u auth.User, ns string, runnable bool) admission.Review {
 	p := s.policy()
-	review := admission.Review{
+	return admission.Review{
 		Checker: s.pods, Level: p.PodSecurityLevel(ns), ClusterRoles: p.BindableClusterRoles(ns), Embedded: p.EmbeddedRules(),
 		Namespace: ns, Runnable: runnable,
 		Kind: func(obj map[string]any, path string) error { return s.authorizeKindAt(ctx, u, ns, obj, path) },
 	}
-	err := review.Check(tmpl)
+}
+
+// refused turns a review's refusal of what (the template, or a rendering
+// of it) into a 422 with each violation; other errors (a 403 of the kind
+// rules) are returned as they are.
+func refused(review admission.Review, what string, err error) error {
 	var refusal *admission.Refusal
 	if !errors.As(err, &refusal) {
 		return err
@@ -79,19 +92,19 @@ func (s *Server) admit(ctx context.Context, u auth.User, ns string, tmpl map[str
 	for i, v := range refusal.Violations {
 		details[i] = v1alpha1.FieldError{Field: v.Path, Message: v.Reason}
 	}
-	return errInvalid(fmt.Sprintf("the template may not run from namespace %s (Pod Security level %s): %s", ns, review.Level, refusal.Error()), details)
+	return errInvalid(fmt.Sprintf("%s may not run from namespace %s (Pod Security level %s): %s", what, review.Namespace, review.Level, refusal.Error()), details)
 }
 
 // authorizeAuthor checks, when a change is approved, that its author may
 // still make it: an approval lets through what was written, so a change
 // whose author has since lost the right to write in ns, or to put its
 // kind there, is refused rather than approved.
-func (s *Server) authorizeAuthor(ctx context.Context, author auth.User, ns, ref string, tmpl map[string]any, runnable bool) error {
+func (s *Server) authorizeAuthor(author auth.User, ns, ref string, admit func(auth.User) error) error {
 	if !s.policy().Allowed(author, ns, auth.VerbWrite) {
 		return errForbidden("%s was written by %q, who may no longer write in namespace %q; it cannot be approved (reject it, or have someone who may write submit it again)",
 			ref, author.Name, ns)
 	}
-	return s.admit(ctx, author, ns, tmpl, runnable)
+	return admit(author)
 }
 
 // templateGroupKind reads a template's group and kind.

@@ -128,7 +128,7 @@ func (s *Server) rerunRunnable(r *http.Request, u auth.User) (int, any, error) {
 			if err := s.authorizePriority(u, cur.Rec.Namespace, &doc.Spec, ""); err != nil {
 				return nil, err
 			}
-			if err := s.admit(ctx, u, cur.Rec.Namespace, doc.Spec.Template, true); err != nil {
+			if err := s.admitRunnable(ctx, u, cur.Rec.Namespace, &doc.Spec); err != nil {
 				return nil, err
 			}
 		}

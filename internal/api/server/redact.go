@@ -1,6 +1,9 @@
 package server
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // redacted stands for a value the audit log does not keep.
 const redacted = "(redacted)"
@@ -12,6 +15,10 @@ const redacted = "(redacted)"
 // under the same names. The keys stay, so the log still says which
 // entries a change touched. The audit log is read by every viewer of a
 // namespace and kept forever; the objects themselves keep their values.
+// An operation of a JSON patch (an override) that writes under data or
+// stringData has its value replaced too: there the values are not under
+// those keys but in the operation's "value". (A Secret's overrides never
+// reach here in clear: they are sealed with its values.)
 func redactValues(details any) (json.RawMessage, error) {
 	data, err := json.Marshal(details)
 	if err != nil {
@@ -27,6 +34,11 @@ func redactValues(details any) (json.RawMessage, error) {
 func redactWalk(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
+		if path, ok := x["path"].(string); ok && x["op"] != nil && writesValues(path) {
+			if _, has := x["value"]; has {
+				x["value"] = redacted
+			}
+		}
 		for k, child := range x {
 			if k == "data" || k == "stringData" {
 				x[k] = redactEntries(child)
@@ -40,6 +52,17 @@ func redactWalk(v any) any {
 		}
 	}
 	return v
+}
+
+// writesValues reports whether a JSON patch path (RFC 6901) is data or
+// stringData, or below them.
+func writesValues(path string) bool {
+	for _, f := range []string{"/data", "/stringData"} {
+		if path == f || strings.HasPrefix(path, f+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // redactEntries keeps a map's keys and drops every value.

@@ -45,7 +45,7 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 	if err := s.authorizePriority(u, ns, &obj.Spec, ""); err != nil {
 		return 0, nil, err
 	}
-	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, true); err != nil {
+	if err := s.admitRunnable(r.Context(), u, ns, &obj.Spec); err != nil {
 		return 0, nil, err
 	}
 	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindRunnable)
@@ -520,7 +520,9 @@ func (s *Server) authorizeRunnableAuthor(r *http.Request, ns, name string, revie
 	if err := s.authorizePriority(author, ns, spec, ref+" cannot be approved"); err != nil {
 		return err
 	}
-	return s.authorizeAuthor(r.Context(), author, ns, ref, spec.Template, true)
+	return s.authorizeAuthor(author, ns, ref, func(author auth.User) error {
+		return s.admitRunnable(r.Context(), author, ns, spec)
+	})
 }
 
 // runnableFromRecord turns a row (and its attempts, when read) into the

@@ -58,7 +58,7 @@ func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) 
 	if err := s.authorizePriority(u, ns, &obj.Spec, ""); err != nil {
 		return 0, nil, err
 	}
-	if err := s.admit(r.Context(), u, ns, obj.Spec.Template, true); err != nil {
+	if err := s.admitRunnable(r.Context(), u, ns, &obj.Spec); err != nil {
 		return 0, nil, err
 	}
 	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindRunnable)

@@ -222,7 +222,11 @@ func (d describer) deployable(obj Object) {
 	var rows [][]string
 	for _, c := range list(obj, "status", "clusters") {
 		m, _ := c.(map[string]any)
-		rows = append(rows, []string{Field(m, "cluster"), Field(m, "state"), "generation " + Field(m, "syncedGeneration"),
+		state := Field(m, "state")
+		if reason := Field(m, "reason"); reason != "" {
+			state += " (" + reason + ")" // AdmissionDenied: what a script greps for
+		}
+		rows = append(rows, []string{Field(m, "cluster"), state, "generation " + Field(m, "syncedGeneration"),
 			Field(m, "lastSyncedAt"), Field(m, "message")})
 	}
 	d.section("Clusters", rows)

@@ -2,6 +2,7 @@ package attempt
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -20,6 +21,24 @@ import (
 // ("" for none). An error means the runnable's own expressions cannot be
 // applied, which is permanent.
 func Prepare(obj *unstructured.Unstructured, spec *v1alpha1.RunnableSpec, preserved map[string]string, restorePath string) error {
+	_, err := prepare(obj, spec, preserved, restorePath, nil)
+	return err
+}
+
+// PrepareOnly is Prepare with only the mutations named by only (none
+// when it is empty), each still applied only when its `when` holds. It
+// returns the indices of the mutations it applied: a writer whose
+// admission refuses the object renders each of them alone to name the
+// one to blame.
+func PrepareOnly(obj *unstructured.Unstructured, spec *v1alpha1.RunnableSpec, preserved map[string]string, restorePath string, only []int) ([]int, error) {
+	if only == nil {
+		only = []int{}
+	}
+	return prepare(obj, spec, preserved, restorePath, only)
+}
+
+// prepare applies the mutations named by only, every one when only is nil.
+func prepare(obj *unstructured.Unstructured, spec *v1alpha1.RunnableSpec, preserved map[string]string, restorePath string, only []int) ([]int, error) {
 	labels := obj.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -33,29 +52,34 @@ func Prepare(obj *unstructured.Unstructured, spec *v1alpha1.RunnableSpec, preser
 	}
 	obj.SetLabels(labels)
 	if spec.Failover == nil {
-		return nil
+		return nil, nil
 	}
 	vars := map[string]any{v1alpha1.MutationVariable: nonNil(preserved), v1alpha1.RestorePathVariable: restorePath}
+	var applied []int
 	for i, m := range spec.Failover.Mutations {
+		if only != nil && !slices.Contains(only, i) {
+			continue
+		}
 		apply, err := evalMutation(m.When, vars)
 		if err != nil {
-			return fmt.Errorf("spec.failover.mutations[%d].when: %w", i, err)
+			return nil, fmt.Errorf("spec.failover.mutations[%d].when: %w", i, err)
 		}
 		if b, ok := apply.(bool); !ok {
-			return fmt.Errorf("spec.failover.mutations[%d].when gave %T, not a bool", i, apply)
+			return nil, fmt.Errorf("spec.failover.mutations[%d].when gave %T, not a bool", i, apply)
 		} else if !b {
 			continue
 		}
 		value, err := evalMutation(m.Value, vars)
 		if err != nil {
-			return fmt.Errorf("spec.failover.mutations[%d].value: %w", i, err)
+			return nil, fmt.Errorf("spec.failover.mutations[%d].value: %w", i, err)
 		}
 		path := strings.Split(m.Path, ".")
 		if err := unstructured.SetNestedField(obj.Object, value, path...); err != nil {
-			return fmt.Errorf("spec.failover.mutations[%d]: set %s: %w", i, m.Path, err)
+			return nil, fmt.Errorf("spec.failover.mutations[%d]: set %s: %w", i, m.Path, err)
 		}
+		applied = append(applied, i)
 	}
-	return nil
+	return applied, nil
 }
 
 func nonNil(m map[string]string) map[string]string {

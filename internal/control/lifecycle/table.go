@@ -86,7 +86,7 @@ var Table = []Move{
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseQueued, BySubmitter, false, "waits for admission: no cluster fits what it requests now (or ever), a deployable it depends on is not Synced, or none matches; the message names the resource and the figures"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseScheduled, BySubmitter, true, "placed: an attempt on the cluster that fits it best, its requests counted there in flight; its health Unknown until its object is first observed"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseExpired, BySubmitter, true, "its deadline passed before it was created"},
-	{phases(v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled), v1alpha1.PhaseFailed, BySubmitter, true, "it can never be created: invalid, or no cluster serves its kind"},
+	{phases(v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled), v1alpha1.PhaseFailed, BySubmitter, true, "it can never be created: invalid, refused by the policy (ForbiddenByPolicy) or by the admission of the object as it would be written (AdmissionDenied, naming the rule and the mutation to blame), or no cluster serves its kind"},
 	{phases(v1alpha1.PhaseQueued), v1alpha1.PhaseFailed, BySubmitter, true, "in a namespace that needs approval, its live generation is not the one approved (written behind the API): it is not created"},
 	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseSubmitted, BySubmitter, true, "created on its attempt's cluster"},
 	{phases(v1alpha1.PhaseScheduled), v1alpha1.PhaseQueued, BySubmitter, true, "its cluster failed or went away before the create; placed again"},

@@ -153,6 +153,7 @@ type runnableSpec struct {
 	placement v1alpha1.Placement
 	deadline  *time.Time
 	author    *store.Author // as the API records it; nil: none recorded
+	failover  *v1alpha1.Failover
 }
 
 // submit stores a Queued runnable and publishes its submission, as the
@@ -160,7 +161,7 @@ type runnableSpec struct {
 func (f *fixture) submit(name string, spec runnableSpec) string {
 	f.t.Helper()
 	doc, err := json.Marshal(store.Document[v1alpha1.RunnableSpec]{Spec: v1alpha1.RunnableSpec{
-		Template: spec.template, Placement: spec.placement, Deadline: spec.deadline,
+		Template: spec.template, Placement: spec.placement, Deadline: spec.deadline, Failover: spec.failover,
 	}, Author: spec.author})
 	if err != nil {
 		f.t.Fatal(err)

@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/platform/fields"
 )
@@ -44,7 +45,10 @@ func decode(rec *store.Runnable) (*runnableDoc, schema.GroupVersionKind, error) 
 // resourceVersion, ownerReferences) reaches the cluster.
 func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, attempt int) *unstructured.Unstructured {
 	tmpl := doc.Spec.Template
-	obj := &unstructured.Unstructured{Object: maps.Clone(tmpl)}
+	// A deep copy: the failover mutations set nested fields of the
+	// object, which must not reach the decoded spec (the next rendering
+	// of the same attempt starts from it).
+	obj := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(tmpl)}
 	name := v1alpha1.ObjectName(tmpl, rec.Name)
 	var labels, annotations map[string]string
 	if md, ok := tmpl["metadata"].(map[string]any); ok {
@@ -79,4 +83,22 @@ func ref(obj *unstructured.Unstructured) string {
 		return obj.GetName()
 	}
 	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// blamer renders an attempt's object again with only some of the
+// runnable's mutations (nil: all of them, an empty list: none), for
+// authorize to name the one its admission refuses; build makes the
+// object before any mutation, as the create or the update does.
+func blamer(build func() *unstructured.Unstructured, spec *v1alpha1.RunnableSpec, kept map[string]string, restorePath string) func(only []int) (*unstructured.Unstructured, []int, error) {
+	return func(only []int) (*unstructured.Unstructured, []int, error) {
+		if only == nil && spec.Failover != nil {
+			only = make([]int, len(spec.Failover.Mutations))
+			for i := range only {
+				only[i] = i
+			}
+		}
+		obj := build()
+		applied, err := attempt.PrepareOnly(obj, spec, kept, restorePath, only)
+		return obj, applied, err
+	}
 }

@@ -345,7 +345,14 @@ func (s *Submitter) submit(ctx context.Context, r *lifecycle.Runnable, attempts 
 	if taint := unreachableTaint(row); atMostOne && taint != "" {
 		return s.lostCluster(a, taint)
 	}
-	if err := s.authorize(ctx, row, r.Rec, doc, gvk); err != nil {
+	// The object exactly as it is about to be created: admitted here,
+	// right before the create, or nothing is sent.
+	blame := blamer(func() *unstructured.Unstructured {
+		o := object(r.Rec, doc, gvk, a.Number)
+		attempt.HandOver(o, r.Status.Move, a.Number)
+		return o
+	}, &doc.Spec, kept, restorePath)
+	if err := s.authorize(ctx, row, r.Rec, doc, gvk, obj, blame); err != nil {
 		return s.createFailed(a, err, mayLand)
 	}
 	var mark *time.Time

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -17,12 +19,22 @@ const ReasonForbiddenByPolicy = "ForbiddenByPolicy"
 // authorize makes again, from the stored runnable and the discovery of the
 // cluster it is about to be created on, the decision the API made when it
 // accepted the runnable: whether its author may put the object's kind, in
-// the scope this cluster serves it, on member clusters. The policy may
-// have changed since, the API may not have known the kind's scope, and a
-// row may have been written behind the API's back; the hub's identity on
-// the cluster would create whatever it is given. A refusal is a permanent
+// the scope this cluster serves it, on member clusters (a refusal:
+// ForbiddenByPolicy); and then admits obj, the object exactly as it is
+// about to be written (its failover mutations, restore point and purser's
+// labels applied), by the one admission of what is written
+// (admission.Review.Written; a refusal: AdmissionDenied, naming the
+// mutation to blame). The policy may have changed since, the API may not
+// have known the kind's scope nor the values an attempt carries, and a row
+// may have been written behind the API's back; the hub's identity on the
+// cluster would create whatever it is given. A refusal is a permanent
 // failure (the attempt ends, the runnable Failed, both audited).
-func (s *Submitter) authorize(ctx context.Context, row *store.Cluster, rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind) error {
+//
+// blame renders the object again with only the mutations named (none for
+// an empty list), and returns the mutations it applied: called only on a
+// refusal, to find the one to blame.
+func (s *Submitter) authorize(ctx context.Context, row *store.Cluster, rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind,
+	obj *unstructured.Unstructured, blame func(only []int) (*unstructured.Unstructured, []int, error)) error {
 	cc, err := s.clients.Get(row)
 	if err != nil {
 		return err
@@ -60,11 +72,39 @@ func (s *Submitter) authorize(ctx context.Context, row *store.Cluster, rec *stor
 		}
 		return auth.ScopeCluster
 	}, true)
-	if err := review.Check(doc.Spec.Template); err != nil {
-		return &failure{
-			err:       fmt.Errorf("the policy does not let %s run this on %s: %w", author.Name, row.Name, err),
-			permanent: true, reason: ReasonForbiddenByPolicy,
+	err = review.Written(obj.Object, "")
+	if err == nil {
+		return nil
+	}
+	if cause := mutationToBlame(review, blame); cause != "" {
+		err = review.Written(obj.Object, cause)
+	}
+	return &failure{
+		err:       fmt.Errorf("the policy does not let %s run this on %s: %w", author.Name, row.Name, err),
+		permanent: true, reason: admission.ReasonDenied,
+	}
+}
+
+// mutationToBlame names what makes the refused object differ from one the
+// review admits: "" when the template itself (with purser's labels) is
+// refused, the first mutation that alone makes it refused, or all of them
+// together.
+func mutationToBlame(review admission.Review, blame func(only []int) (*unstructured.Unstructured, []int, error)) string {
+	if blame == nil {
+		return ""
+	}
+	base, applied, err := blame([]int{})
+	if err != nil || review.Written(base.Object, "") != nil {
+		return ""
+	}
+	if _, applied, err = blame(nil); err != nil || len(applied) == 0 {
+		return ""
+	}
+	for _, i := range applied {
+		one, _, err := blame([]int{i})
+		if err == nil && review.Written(one.Object, "") != nil {
+			return fmt.Sprintf("spec.failover.mutations[%d]", i)
 		}
 	}
-	return nil
+	return "spec.failover.mutations together"
 }

@@ -72,7 +72,9 @@ func (s *Submitter) update(ctx context.Context, r *lifecycle.Runnable, attempts 
 	if why := s.unapproved(r); why != "" {
 		return s.updateRefused(r, a, why)
 	}
-	if err := s.authorize(ctx, row, r.Rec, doc, gvk); err != nil {
+	kept, restorePath := carried(a)
+	blame := blamer(func() *unstructured.Unstructured { return object(r.Rec, doc, gvk, a.Number) }, &doc.Spec, kept, restorePath)
+	if err := s.authorize(ctx, row, r.Rec, doc, gvk, obj, blame); err != nil {
 		var f *failure
 		if errors.As(err, &f) && f.permanent {
 			return s.updateRefused(r, a, f.message())
@@ -116,9 +118,7 @@ func (s *Submitter) update(ctx context.Context, r *lifecycle.Runnable, attempts 
 // as from the runnable's current spec.
 func updatedObject(r *lifecycle.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, a *store.Attempt) (*unstructured.Unstructured, error) {
 	obj := object(r.Rec, doc, gvk, a.Number)
-	kept := maps.Clone(a.CarriedIn)
-	restorePath := kept[attempt.RestorePathKey]
-	delete(kept, attempt.RestorePathKey)
+	kept, restorePath := carried(a)
 	if err := attempt.Prepare(obj, &doc.Spec, kept, restorePath); err != nil {
 		return nil, err
 	}
@@ -131,6 +131,15 @@ func updatedObject(r *lifecycle.Runnable, doc *runnableDoc, gvk schema.GroupVers
 		obj.Object["spec"] = mergeInto(spec, keep)
 	}
 	return obj, nil
+}
+
+// carried is what attempt a carried in: its preserved values and its
+// restore point's path.
+func carried(a *store.Attempt) (map[string]string, string) {
+	kept := maps.Clone(a.CarriedIn)
+	restorePath := kept[attempt.RestorePathKey]
+	delete(kept, attempt.RestorePathKey)
+	return kept, restorePath
 }
 
 // mergeInto merges patch (a JSON merge patch of maps and values) into a

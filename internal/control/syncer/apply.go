@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -29,6 +30,7 @@ type outcome struct {
 	state   v1alpha1.SyncState
 	message string
 	err     error
+	reason  string // status.clusters[].reason: AdmissionDenied, or ""
 }
 
 func synced(message string) outcome { return outcome{state: v1alpha1.StateSynced, message: message} }
@@ -43,25 +45,32 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 	mapping, err := w.kube.Mapping(d.gvk)
 	if err != nil {
 		// Retried: a CRD may be installed later.
-		return outcome{v1alpha1.StateError, fmt.Sprintf("kind %s is not served by the cluster: %v", d.gvk, err), err}
+		return outcome{state: v1alpha1.StateError, message: fmt.Sprintf("kind %s is not served by the cluster: %v", d.gvk, err), err: err}
 	}
 	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
 	inf, err := w.informer(ctx, mapping.Resource)
 	if err != nil {
-		return outcome{v1alpha1.StateOutOfSync, err.Error(), err}
+		return outcome{state: v1alpha1.StateOutOfSync, message: err.Error(), err: err}
 	}
-	if why := w.s.forbidden(d, namespaced, w.scope); why != "" {
-		// Not applied, and a copy an apply before the rule made is removed
-		// (but one of a spec from before authors were recorded: tenancy.go).
-		// The informer of its kind, just started, holds that copy. Not
-		// retried: a change of the deployable, or the resync after a
-		// change of the policy, decides again.
-		if d.authored {
-			if err := w.removeStrays(ctx, uid, schema.GroupVersionResource{}, ""); err != nil {
-				return outcome{v1alpha1.StateError, why, err}
-			}
-		}
-		return outcome{state: v1alpha1.StateError, message: why}
+	if why := w.s.forbidden(d, namespaced); why != "" {
+		return w.refused(ctx, d, "", why)
+	}
+	// The object exactly as this cluster is to get it, admitted here,
+	// before anything is written: the one place the syncer writes.
+	labels := w.info.Load().Labels
+	obj, err := d.object(w.s.cfg.Sealer, namespaced, labels)
+	switch {
+	case errors.Is(err, v1alpha1.ErrTooLarge), errors.Is(err, v1alpha1.ErrIdentity):
+		return w.refused(ctx, d, admission.ReasonDenied, w.s.refusal(d, admission.ReasonDenied, err.Error()))
+	case err != nil:
+		// The spec cannot be rendered for this cluster (an override that
+		// does not apply to what the others made); retrying cannot help
+		// until the spec changes.
+		return outcome{state: v1alpha1.StateError, message: "the object cannot be rendered for this cluster: " + err.Error()}
+	}
+	which := v1alpha1.OverridesFor(d.overrides, labels)
+	if why := w.s.admit(d, obj.Object, which, w.scope); why != "" {
+		return w.refused(ctx, d, admission.ReasonDenied, why)
 	}
 	ns, key := "", d.name
 	if namespaced {
@@ -123,17 +132,17 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 		}
 	case apierrors.IsNotFound(err):
 	default:
-		return outcome{v1alpha1.StateOutOfSync, "cannot read the cluster's copy: " + err.Error(), err}
+		return outcome{state: v1alpha1.StateOutOfSync, message: "cannot read the cluster's copy: " + err.Error(), err: err}
 	}
 
-	applied, err := w.applyObject(ctx, d, ri, namespaced)
+	applied, err := w.applyObject(ctx, d, ri, obj)
 	if namespaced && apierrors.IsNotFound(err) {
 		// The namespace is missing, typically on a cluster rebuilt empty.
 		w.s.kubeWrites.Add(1)
 		if err := w.kube.EnsureNamespace(ctx, ns); err != nil {
-			return outcome{v1alpha1.StateOutOfSync, err.Error(), err}
+			return outcome{state: v1alpha1.StateOutOfSync, message: err.Error(), err: err}
 		}
-		applied, err = w.applyObject(ctx, d, ri, namespaced)
+		applied, err = w.applyObject(ctx, d, ri, obj)
 	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -144,7 +153,7 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 			// the spec changes, which the poller announces.
 			return outcome{state: v1alpha1.StateError, message: "the cluster refused the object: " + err.Error()}
 		}
-		return outcome{v1alpha1.StateOutOfSync, "apply failed: " + err.Error(), err}
+		return outcome{state: v1alpha1.StateOutOfSync, message: "apply failed: " + err.Error(), err: err}
 	}
 	w.mu.Lock()
 	w.lastWrite[uid] = applied.GetResourceVersion()
@@ -155,19 +164,31 @@ func (w *clusterWorker) apply(ctx context.Context, d *deployable) outcome {
 	return synced("")
 }
 
+// refused is the outcome of a deployable the policy or admission refuses
+// on this cluster (reason "" or admission.ReasonDenied, why the message):
+// nothing is applied, and a copy an apply before the rule made is removed
+// (but one of a spec from before authors were recorded: tenancy.go). The
+// informer of its kind, just started, holds that copy. Not retried: a
+// change of the deployable, or the resync after a change of the policy,
+// decides again.
+func (w *clusterWorker) refused(ctx context.Context, d *deployable, reason, why string) outcome {
+	if d.authored {
+		if err := w.removeStrays(ctx, d.rec.UID, schema.GroupVersionResource{}, ""); err != nil {
+			return outcome{state: v1alpha1.StateError, reason: reason, message: why, err: err}
+		}
+	}
+	return outcome{state: v1alpha1.StateError, reason: reason, message: why}
+}
+
 // hashOf is the spec hash of d's object on this cluster.
 func (w *clusterWorker) hashOf(d *deployable) string {
 	return d.hashFor(v1alpha1.OverridesFor(d.overrides, w.info.Load().Labels))
 }
 
-// applyObject builds the object (opening a Secret's values) and applies
-// it; the built object goes out of scope with this call, so a Secret's
-// values live only as long as the request.
-func (w *clusterWorker) applyObject(ctx context.Context, d *deployable, ri dynamic.ResourceInterface, namespaced bool) (*unstructured.Unstructured, error) {
-	obj, err := d.object(w.s.cfg.Sealer, namespaced, w.info.Load().Labels)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
+// applyObject applies the object apply built and admitted; it goes out of
+// scope when apply returns, so a Secret's values live only as long as the
+// sync.
+func (w *clusterWorker) applyObject(ctx context.Context, d *deployable, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	w.s.kubeWrites.Add(1)
 	return ri.Apply(ctx, d.name, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 }

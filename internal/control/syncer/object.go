@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -128,26 +129,42 @@ func (d *deployable) hashFor(which []int) string {
 // logged or stored.
 //
 // The overrides whose clusterSelector matches clusterLabels are applied to
-// the template first (Secret values joined), so that the object compared
-// and repaired on each cluster is that cluster's own.
+// the template first (Secret values joined, and a Secret's overrides'
+// patches, which are sealed with them), so that the object compared and
+// repaired on each cluster is that cluster's own. An error wrapping
+// v1alpha1.ErrTooLarge or ErrIdentity is a refusal of what the overrides
+// render (AdmissionDenied).
 func (d *deployable) object(sealer *seal.Sealer, namespaced bool, clusterLabels map[string]string) (*unstructured.Unstructured, error) {
-	tmpl := d.template
+	tmpl, overrides := d.template, d.overrides
 	if d.gvk.Group == "" && d.gvk.Kind == "Secret" && len(d.rec.Secret) > 0 {
 		values, err := sealer.Open(d.rec.Secret, seal.SecretBinding(d.rec.Namespace, d.rec.Name))
 		if err != nil {
 			return nil, fmt.Errorf("open secret values: %w", err)
 		}
 		tmpl, err = seal.JoinSecret(tmpl, values)
+		var patches []json.RawMessage
+		if err == nil {
+			patches, err = seal.OpenPatches(values)
+		}
 		clear(values)
 		if err != nil {
-			// JoinSecret's message names the field, never a value.
+			// The messages name the field, never a value.
 			return nil, err
 		}
+		if patches != nil {
+			if len(patches) != len(overrides) {
+				return nil, fmt.Errorf("the sealed overrides (%d) do not match spec.overrides (%d)", len(patches), len(overrides))
+			}
+			overrides = slices.Clone(overrides)
+			for i := range overrides {
+				overrides[i].Patch = patches[i]
+			}
+		}
 	}
-	which := v1alpha1.OverridesFor(d.overrides, clusterLabels)
+	which := v1alpha1.OverridesFor(overrides, clusterLabels)
 	if len(which) > 0 {
 		var err error
-		if tmpl, err = v1alpha1.ApplyOverrides(tmpl, d.overrides, which); err != nil {
+		if tmpl, err = v1alpha1.ApplyOverrides(tmpl, overrides, which); err != nil {
 			return nil, err // names the override, never a value
 		}
 	}

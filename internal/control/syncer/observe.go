@@ -48,7 +48,7 @@ func (w *clusterWorker) observe(ctx context.Context, d *deployable, ri dynamic.R
 	case apierrors.IsNotFound(err) && namespaced:
 		return outcome{state: v1alpha1.StateOutOfSync, message: "observed: missing on the cluster (its namespace too)"}
 	case err != nil:
-		return outcome{v1alpha1.StateOutOfSync, "observe: dry run failed: " + err.Error(), err}
+		return outcome{state: v1alpha1.StateOutOfSync, message: "observe: dry run failed: " + err.Error(), err: err}
 	case cur == nil:
 		return outcome{state: v1alpha1.StateOutOfSync, message: "observed: missing on the cluster"}
 	}

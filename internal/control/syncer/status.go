@@ -54,14 +54,14 @@ func (w *clusterWorker) record(ctx context.Context, d *deployable, out outcome) 
 	if out.state == "" {
 		return false, out.err
 	}
-	written, err := w.writeStatus(ctx, d, out.state, out.message)
+	written, err := w.writeStatus(ctx, d, out.state, out.reason, out.message)
 	if out.err != nil {
 		return written, out.err
 	}
 	return written, err
 }
 
-func (w *clusterWorker) writeStatus(ctx context.Context, d *deployable, state v1alpha1.SyncState, msg string) (bool, error) {
+func (w *clusterWorker) writeStatus(ctx context.Context, d *deployable, state v1alpha1.SyncState, reason, msg string) (bool, error) {
 	cur, err := w.currentStatus(ctx, d.rec.UID)
 	if err != nil {
 		return false, err
@@ -70,7 +70,7 @@ func (w *clusterWorker) writeStatus(ctx context.Context, d *deployable, state v1
 		msg = msg[:maxMessage]
 	}
 	next := &store.DeployableClusterStatus{DeployableUID: d.rec.UID, Cluster: w.name, State: stateOf(state), Message: msg,
-		StateGeneration: d.rec.Generation}
+		StateGeneration: d.rec.Generation, Reason: reason}
 	if cur != nil {
 		next.SyncedGeneration, next.LastSyncedAt = cur.SyncedGeneration, cur.LastSyncedAt
 	}
@@ -78,7 +78,7 @@ func (w *clusterWorker) writeStatus(ctx context.Context, d *deployable, state v1
 		next.SyncedGeneration = d.rec.Generation
 	}
 	if cur != nil && cur.State == next.State && cur.SyncedGeneration == next.SyncedGeneration && cur.Message == next.Message &&
-		cur.StateGeneration == next.StateGeneration {
+		cur.StateGeneration == next.StateGeneration && cur.Reason == next.Reason {
 		return false, nil
 	}
 	if state == v1alpha1.StateSynced {

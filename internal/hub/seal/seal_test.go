@@ -2,6 +2,7 @@ package seal
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -91,5 +92,37 @@ func TestSplitAndJoinSecret(t *testing.T) {
 	back, err := JoinSecret(inClear, values)
 	if err != nil || back["stringData"].(map[string]any)["p"] != "s3cret" || back["data"].(map[string]any)["q"] != "eA==" {
 		t.Fatalf("joined: %v, %v", back, err)
+	}
+}
+
+// TestSealedPatches: a Secret's overrides' patches travel with its
+// values; what stays in clear is their shape.
+func TestSealedPatches(t *testing.T) {
+	_, values, err := SplitSecret(map[string]any{"kind": "Secret", "stringData": map[string]any{"p": "base"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := OpenPatches(values); err != nil || got != nil {
+		t.Fatalf("values sealed without patches: %v %v", got, err)
+	}
+	patches := []json.RawMessage{json.RawMessage(`{"stringData":{"p":"dc2"}}`), json.RawMessage(`[{"op":"add","path":"/stringData/q","value":"dc3"}]`)}
+	sealed, err := SealPatches(values, patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := OpenPatches(sealed)
+	if err != nil || len(back) != 2 || string(back[0]) != string(patches[0]) || string(back[1]) != string(patches[1]) {
+		t.Fatalf("opened %s, %v", back, err)
+	}
+	if joined, err := JoinSecret(map[string]any{"kind": "Secret"}, sealed); err != nil || joined["stringData"].(map[string]any)["p"] != "base" {
+		t.Fatalf("the values beside the patches: %v %v", joined, err)
+	}
+	for in, want := range map[string]string{
+		`{"stringData":{"p":"dc2","gone":null},"metadata":{"labels":{"a":"b"}}}`:               `{"metadata":{"labels":{"a":"(redacted)"}},"stringData":{"gone":null,"p":"(redacted)"}}`,
+		`[{"op":"add","path":"/stringData/q","value":"dc3"},{"op":"remove","path":"/data/x"}]`: `[{"op":"add","path":"/stringData/q","value":"(redacted)"},{"op":"remove","path":"/data/x"}]`,
+	} {
+		if got, err := RedactPatch(json.RawMessage(in)); err != nil || string(got) != want {
+			t.Errorf("RedactPatch(%s) = %s, %v; want %s", in, got, err, want)
+		}
 	}
 }

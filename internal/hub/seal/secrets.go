@@ -49,3 +49,77 @@ func JoinSecret(inClear map[string]any, values []byte) (map[string]any, error) {
 	}
 	return out, nil
 }
+
+// overridesField holds, among a Secret deployable's sealed values, its
+// overrides' patches: a patch of a Secret carries values as its template
+// does (a merge patch's data, a JSON patch's value), so it is sealed with
+// them, and what is stored in clear is its shape alone (RedactPatch).
+const overridesField = "overrides"
+
+// SealPatches adds patches (the overrides' patches of a Secret
+// deployable, in order) to values as SplitSecret made them, for sealing.
+func SealPatches(values []byte, patches []json.RawMessage) ([]byte, error) {
+	if len(patches) == 0 {
+		return values, nil
+	}
+	var v map[string]any
+	if err := json.Unmarshal(values, &v); err != nil {
+		return nil, fmt.Errorf("secret values: %w", err)
+	}
+	v[overridesField] = patches
+	return json.Marshal(v)
+}
+
+// OpenPatches returns the overrides' patches sealed with values, nil when
+// none were (values sealed before overrides were, or a Secret without
+// overrides): the stored ones are then the real ones.
+func OpenPatches(values []byte) ([]json.RawMessage, error) {
+	var v struct {
+		Overrides []json.RawMessage `json:"overrides"`
+	}
+	if err := json.Unmarshal(values, &v); err != nil {
+		return nil, fmt.Errorf("secret values: %w", err)
+	}
+	return v.Overrides, nil
+}
+
+// Redacted stands for a value purser keeps only sealed.
+const Redacted = "(redacted)"
+
+// RedactPatch is a patch's shape without its values: a JSON patch keeps
+// each operation's op, path and from, its value replaced; a merge patch
+// keeps its keys and nulls (deletions), every other value replaced. It is
+// what the stored spec, a GET and the history show of a Secret's
+// override.
+func RedactPatch(patch json.RawMessage) (json.RawMessage, error) {
+	var v any
+	if err := json.Unmarshal(patch, &v); err != nil {
+		return nil, err
+	}
+	switch x := v.(type) {
+	case []any:
+		for _, op := range x {
+			if m, ok := op.(map[string]any); ok {
+				if _, has := m["value"]; has {
+					m["value"] = Redacted
+				}
+			}
+		}
+	case map[string]any:
+		v = redactLeaves(x)
+	}
+	return json.Marshal(v)
+}
+
+func redactLeaves(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case map[string]any:
+		for k, child := range x {
+			x[k] = redactLeaves(child)
+		}
+		return x
+	}
+	return Redacted
+}

@@ -59,6 +59,9 @@ type DeployableClusterStatus struct {
 	// StateGeneration is the generation State is about: the one last
 	// attempted (0 in rows written before it was recorded).
 	StateGeneration int64
+	// Reason is a word for why State is not Synced, where a script needs
+	// one (AdmissionDenied); "" otherwise.
+	Reason string
 }
 
 const deployableColumns = `id, namespace, name, uid, generation, spec, secret, spec_hash, pending,
@@ -213,12 +216,12 @@ func (ds Deployables) PutStatus(ctx context.Context, st *DeployableClusterStatus
 		return fmt.Errorf("put deployable status: %w", err)
 	}
 	_, err := ds.tx.exec(ctx, `INSERT INTO deployable_status (deployable_uid, cluster, state,
-			synced_generation, last_synced_at, message, state_generation)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+			synced_generation, last_synced_at, message, state_generation, reason)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (deployable_uid, cluster) DO UPDATE SET state = excluded.state,
 			synced_generation = excluded.synced_generation, last_synced_at = excluded.last_synced_at,
-			message = excluded.message, state_generation = excluded.state_generation`,
-		st.DeployableUID, st.Cluster, st.State, st.SyncedGeneration, ds.tx.s.d.nullTS(st.LastSyncedAt), st.Message, st.StateGeneration)
+			message = excluded.message, state_generation = excluded.state_generation, reason = excluded.reason`,
+		st.DeployableUID, st.Cluster, st.State, st.SyncedGeneration, ds.tx.s.d.nullTS(st.LastSyncedAt), st.Message, st.StateGeneration, st.Reason)
 	if err != nil {
 		return fmt.Errorf("put deployable status %s on %s: %w", st.DeployableUID, st.Cluster, classify(err))
 	}
@@ -229,7 +232,7 @@ func (ds Deployables) PutStatus(ctx context.Context, st *DeployableClusterStatus
 // ordered by cluster name.
 func (ds Deployables) ListStatus(ctx context.Context, deployableUID string) ([]*DeployableClusterStatus, error) {
 	rows, err := ds.tx.query(ctx, `SELECT deployable_uid, cluster, state, synced_generation, last_synced_at, message,
-			state_generation
+			state_generation, reason
 		FROM deployable_status WHERE deployable_uid = ? ORDER BY cluster`, deployableUID)
 	if err != nil {
 		return nil, fmt.Errorf("list deployable status of %s: %w", deployableUID, classify(err))
@@ -239,7 +242,7 @@ func (ds Deployables) ListStatus(ctx context.Context, deployableUID string) ([]*
 	for rows.Next() {
 		st := &DeployableClusterStatus{}
 		if err := rows.Scan(&st.DeployableUID, &st.Cluster, &st.State, &st.SyncedGeneration,
-			nullTimeCol{&st.LastSyncedAt}, &st.Message, &st.StateGeneration); err != nil {
+			nullTimeCol{&st.LastSyncedAt}, &st.Message, &st.StateGeneration, &st.Reason); err != nil {
 			return nil, fmt.Errorf("list deployable status of %s: %w", deployableUID, classify(err))
 		}
 		out = append(out, st)
