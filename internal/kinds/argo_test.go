@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -424,7 +425,7 @@ spec:
 	} {
 		got, _ := yaml.Marshal(FlinkPodTemplate(obj, "jobManager", tc.byName))
 		want, _ := yaml.Marshal(decode(t, tc.want))
-		if string(got) != string(want) {
+		if !bytes.Equal(got, want) {
 			t.Errorf("byName %v:\n%s\nwant:\n%s", tc.byName, got, want)
 		}
 	}

@@ -77,27 +77,27 @@ var kubectlFlags = []kubectlFlag{
 	{name: "from-file", verdict: flagUnseen},
 	{name: "from-env-file", verdict: flagUnseen},
 	{name: "prune", bool: true, verdict: flagUnseen},
-	{name: "validate", noOpt: "strict"},
-	{name: "overwrite", bool: true},
-	{name: "server-side", bool: true},
-	{name: "force-conflicts", bool: true},
-	{name: "field-manager"},
-	{name: "wait", bool: true},
-	{name: "timeout"},
-	{name: "cascade", noOpt: "background"},
-	{name: "grace-period"},
-	{name: "force", bool: true},
-	{name: "ignore-not-found", bool: true},
-	{name: "selector", short: "l"},
-	{name: "dry-run", noOpt: "unchanged"},
-	{name: "save-config", bool: true},
-	{name: "record", bool: true},
-	{name: "type"},
-	{name: "output", short: "o"},
-	{name: "request-timeout"},
-	{name: "v", short: "v"},
-	{name: "all", bool: true},
-	{name: "show-managed-fields", bool: true},
+	{name: "validate", noOpt: "strict", verdict: flagHarmless},
+	{name: "overwrite", bool: true, verdict: flagHarmless},
+	{name: "server-side", bool: true, verdict: flagHarmless},
+	{name: "force-conflicts", bool: true, verdict: flagHarmless},
+	{name: "field-manager", verdict: flagHarmless},
+	{name: "wait", bool: true, verdict: flagHarmless},
+	{name: "timeout", verdict: flagHarmless},
+	{name: "cascade", noOpt: "background", verdict: flagHarmless},
+	{name: "grace-period", verdict: flagHarmless},
+	{name: "force", bool: true, verdict: flagHarmless},
+	{name: "ignore-not-found", bool: true, verdict: flagHarmless},
+	{name: "selector", short: "l", verdict: flagHarmless},
+	{name: "dry-run", noOpt: "unchanged", verdict: flagHarmless},
+	{name: "save-config", bool: true, verdict: flagHarmless},
+	{name: "record", bool: true, verdict: flagHarmless},
+	{name: "type", verdict: flagHarmless},
+	{name: "output", short: "o", verdict: flagHarmless},
+	{name: "request-timeout", verdict: flagHarmless},
+	{name: "v", short: "v", verdict: flagHarmless},
+	{name: "all", bool: true, verdict: flagHarmless},
+	{name: "show-managed-fields", bool: true, verdict: flagHarmless},
 }
 
 // KubectlArgs is what a resource template's flags say.
@@ -157,7 +157,7 @@ func ParseKubectlFlags(flags []string) (KubectlArgs, error) {
 		return nil
 	})
 	if err != nil {
-		return KubectlArgs{}, fmt.Errorf("flags %q: %v (purser lets through only the kubectl flags it can judge)", flags, err)
+		return KubectlArgs{}, fmt.Errorf("flags %q: %w (purser lets through only the kubectl flags it can judge)", flags, err)
 	}
 	if refused != nil {
 		return KubectlArgs{}, refused

@@ -216,7 +216,7 @@ func testK8sRequestCap(t *testing.T, f *farm) {
 // could reach it by DNS rebinding and read the farm with the user's
 // credential. It answers only requests addressed to its own address.
 func testProxyHost(t *testing.T, f *farm) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func testProxyHost(t *testing.T, f *farm) {
 		}
 	}()
 	get := func(host string) (int, string) {
-		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/k8s/api/v1/namespaces/"+f.own+"/configmaps", http.NoBody)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+ln.Addr().String()+"/k8s/api/v1/namespaces/"+f.own+"/configmaps", http.NoBody)
 		req.Host = host
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -56,7 +56,8 @@ func (p *perUser) acquire(user string) (release func(), held int, ok bool) {
 		once.Do(func() {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			if p.open[user]--; p.open[user] <= 0 {
+			p.open[user]--
+			if p.open[user] <= 0 {
 				delete(p.open, user)
 			}
 		})

@@ -88,9 +88,12 @@ func (s *Server) admitRenderings(ctx context.Context, u auth.User, ns string, ru
 		}
 		var refusal *admission.Refusal
 		if errors.As(denied.Err, &refusal) {
-			apiErr, _ := refused(review, "the template as "+r.Cause+" renders it", refusal).(*APIError)
-			apiErr.Details = append([]v1alpha1.FieldError{{Field: r.Cause, Message: "renders an object that may not run: " + refusal.Error()}}, apiErr.Details...)
-			return apiErr
+			err := refused(review, "the template as "+r.Cause+" renders it", refusal)
+			var out *APIError
+			if errors.As(err, &out) {
+				out.Details = append([]v1alpha1.FieldError{{Field: r.Cause, Message: "renders an object that may not run: " + refusal.Error()}}, out.Details...)
+			}
+			return err
 		}
 		return &APIError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: denied.Error(),
 			Details: []v1alpha1.FieldError{{Field: r.Cause, Message: denied.Err.Error()}}}

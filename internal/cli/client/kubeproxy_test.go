@@ -22,7 +22,7 @@ func TestKubeProxyHost(t *testing.T) {
 		_, _ = io.WriteString(w, r.Header.Get("Authorization"))
 	}))
 	defer upstream.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestKubeProxyHost(t *testing.T) {
 		{"127.0.0.1:1" + port, http.StatusForbidden},
 	} {
 		before := reached.Load()
-		req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/k8s/api/v1/namespaces/team-a/configmaps", nil)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+ln.Addr().String()+"/k8s/api/v1/namespaces/team-a/configmaps", http.NoBody)
 		req.Host = tc.host
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -344,5 +344,3 @@ func decodeInto(v any, out any) error {
 	}
 	return json.Unmarshal(b, out)
 }
-
-func must(v any, _ bool) any { return v }

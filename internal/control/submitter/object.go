@@ -43,7 +43,7 @@ func decode(rec *store.Runnable) (*runnableDoc, schema.GroupVersionKind, error) 
 // with purser's labels. Metadata is rebuilt from the template's name,
 // labels and annotations only, so that nothing else a user put there (uid,
 // resourceVersion, ownerReferences) reaches the cluster.
-func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, attempt int) *unstructured.Unstructured {
+func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, number int) *unstructured.Unstructured {
 	tmpl := doc.Spec.Template
 	// A deep copy: the failover mutations set nested fields of the
 	// object, which must not reach the decoded spec (the next rendering
@@ -67,7 +67,7 @@ func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, 
 	}
 	labels[v1alpha1.LabelRunnableNamespace] = rec.Namespace
 	labels[v1alpha1.LabelRunnableUID] = rec.UID
-	labels[v1alpha1.LabelAttempt] = strconv.Itoa(attempt)
+	labels[v1alpha1.LabelAttempt] = strconv.Itoa(number)
 	obj.SetLabels(labels)
 	if annotations == nil {
 		annotations = map[string]string{}

@@ -93,11 +93,12 @@ func mutationToBlame(review admission.Review, blame func(only []int) (*unstructu
 	if blame == nil {
 		return ""
 	}
-	base, applied, err := blame([]int{})
+	base, _, err := blame([]int{})
 	if err != nil || review.Written(base.Object, "") != nil {
 		return ""
 	}
-	if _, applied, err = blame(nil); err != nil || len(applied) == 0 {
+	_, applied, err := blame(nil)
+	if err != nil || len(applied) == 0 {
 		return ""
 	}
 	for _, i := range applied {

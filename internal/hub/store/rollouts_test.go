@@ -101,7 +101,7 @@ func TestRollouts(t *testing.T) {
 					return err
 				}
 				if len(r.Kept) != 1 || r.Kept[0].Generation != 6 || string(r.Kept[0].Spec) != string(d.Spec) ||
-					string(r.Kept[0].Secret) != string(d.Secret) || r.Kept[0].SpecHash != d.SpecHash {
+					!bytes.Equal(r.Kept[0].Secret, d.Secret) || r.Kept[0].SpecHash != d.SpecHash {
 					t.Fatalf("kept %+v, want generation 6 as stored", r.Kept)
 				}
 				if r.KeepOnly([]int64{6, 8}) {
