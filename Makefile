@@ -25,13 +25,17 @@ test: sandbox-build
 sandbox-build:
 	$(GO) run ./cmd/purser sandbox build --dex
 
-# Go's fuzzing of what purser renders for a member cluster (template,
-# overrides, failover mutations, then the admission of the object as
-# written), from the hostile-tenant cases as seeds; `make test` runs the
-# seeds alone. A short budget per target, as CI runs it.
+# Go's fuzzing of what a tenant's bytes go through: the API's decoding of
+# a body, what purser renders for a member cluster (template, overrides,
+# failover mutations, then the admission of the object as written), and
+# an Argo workflow's pods as its controller would build them, from the
+# hostile-tenant cases as seeds; `make test` runs the seeds alone. CI runs
+# each target for a short budget (FUZZTIME=10s in .ci/run).
 FUZZTIME ?= 30s
 fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./api/v1alpha1
 	$(GO) test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/api/admission
+	$(GO) test -run '^$$' -fuzz '^FuzzArgoPods$$' -fuzztime $(FUZZTIME) ./internal/kinds
 
 # Copies the pins of the sandbox binaries (go.mod, go.sum and Go files of
 # every module under tools/) into internal/sandbox/pins, which go:embed puts
