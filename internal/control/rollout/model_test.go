@@ -73,9 +73,11 @@ func (m *model) put() {
 	rolls := m.rng.IntN(6) > 0
 	if m.gen > 0 && rolls {
 		done := !m.rolls || (m.prior != nil && m.prior.Generation == m.gen && m.prior.State == v1alpha1.RolloutComplete)
+		given := m.prior != nil && m.prior.Generation == m.gen && slices.ContainsFunc(m.prior.Clusters,
+			func(c v1alpha1.RolloutClusterStatus) bool { return c.Generation == m.gen })
 		if done {
 			m.previous = m.gen
-		} else if !slices.Contains(m.kept, m.gen) {
+		} else if given && !slices.Contains(m.kept, m.gen) {
 			m.kept = append(m.kept, m.gen)
 		}
 	}

@@ -162,9 +162,9 @@ func (ds Deployables) PutRollout(ctx context.Context, r *DeployableRollout) erro
 // that no decision named (those that join) fall back to, unless it
 // rolled out in waves itself (oldRollsOut) and did not complete, in which
 // case the previous generation stays as it was, and the one replaced is
-// kept beside it (Kept) for the clusters it reached: each keeps it until
-// its wave gives it the new one. Secret values stay sealed as the
-// deployables table holds them.
+// kept beside it (Kept) for the clusters the latest decision gave it:
+// each keeps it until its wave gives it the new one. Secret values stay
+// sealed as the deployables table holds them.
 func (ds Deployables) KeepPrevious(ctx context.Context, rec *Deployable, oldRollsOut bool) error {
 	if rec.Generation == 0 || rec.DeletedAt != nil {
 		return nil
@@ -176,20 +176,40 @@ func (ds Deployables) KeepPrevious(ctx context.Context, rec *Deployable, oldRoll
 	if err != nil {
 		return err
 	}
-	done := !oldRollsOut
-	if oldRollsOut && len(r.Status) > 0 {
-		// The decision's own JSON (v1alpha1.RolloutStatus); only these two
-		// fields matter here.
-		var st struct {
-			Generation int64  `json:"generation"`
-			State      string `json:"state"`
-		}
-		done = json.Unmarshal(r.Status, &st) == nil && st.Generation == rec.Generation && st.State == "Complete"
-	}
-	if done {
+	var st rolloutDecision
+	decided := len(r.Status) > 0 && json.Unmarshal(r.Status, &st) == nil && st.Generation == rec.Generation
+	done := !oldRollsOut || (decided && st.State == "Complete")
+	// Only a generation a decision gave some cluster is kept: one replaced
+	// before any cluster was given it is held by none, and a stream of
+	// changes cannot grow the row.
+	given := decided && st.gives(rec.Generation)
+	switch {
+	case done:
 		r.PreviousGeneration, r.PreviousSpec, r.PreviousSecret, r.PreviousSpecHash = rec.Generation, rec.Spec, rec.Secret, rec.SpecHash
-	} else if !slices.ContainsFunc(r.Kept, func(k KeptGeneration) bool { return k.Generation == rec.Generation }) {
+	case given && !slices.ContainsFunc(r.Kept, func(k KeptGeneration) bool { return k.Generation == rec.Generation }):
 		r.Kept = append(r.Kept, KeptGeneration{Generation: rec.Generation, Spec: rec.Spec, Secret: rec.Secret, SpecHash: rec.SpecHash})
+	case !given:
+		return nil
 	}
 	return ds.PutRollout(ctx, r)
+}
+
+// rolloutDecision is the part of the syncer's decision (the JSON of
+// v1alpha1.RolloutStatus) that KeepPrevious reads.
+type rolloutDecision struct {
+	Generation int64  `json:"generation"`
+	State      string `json:"state"`
+	Clusters   []struct {
+		Generation int64 `json:"generation"`
+	} `json:"clusters"`
+}
+
+// gives reports whether the decision gives gen to some cluster.
+func (d rolloutDecision) gives(gen int64) bool {
+	for _, c := range d.Clusters {
+		if c.Generation == gen {
+			return true
+		}
+	}
+	return false
 }

@@ -86,7 +86,7 @@ func TestRollouts(t *testing.T) {
 			if got := keep(5, false, ``); got != 5 {
 				t.Fatalf("replacing generation 5, which did not roll out: previous %d, want 5", got)
 			}
-			if got := keep(6, true, `{"generation":6,"state":"Halted"}`); got != 5 {
+			if got := keep(6, true, `{"generation":6,"state":"Halted","clusters":[{"cluster":"c1","generation":6},{"cluster":"c2","generation":5}]}`); got != 5 {
 				t.Fatalf("replacing generation 6 halted mid-rollout: previous %d, want 5", got)
 			}
 			if got := keep(7, true, `{"generation":7,"state":"Complete"}`); got != 7 {
@@ -116,6 +116,19 @@ func TestRollouts(t *testing.T) {
 				r, err = tx.Deployables().GetRollout(ctx, d.UID)
 				if err == nil && len(r.Kept) != 0 {
 					t.Fatalf("kept after the drop: %+v", r.Kept)
+				}
+				return err
+			})
+
+			// Generation 8, replaced before a decision gave it to any
+			// cluster, is held by none: neither previous nor kept.
+			if got := keep(8, true, `{"generation":8,"state":"Progressing","clusters":[{"cluster":"c1","generation":7}]}`); got != 7 {
+				t.Fatalf("replacing generation 8 that no cluster was given: previous %d, want 7", got)
+			}
+			mustTx(t, s, func(tx *Tx) error {
+				r, err := tx.Deployables().GetRollout(ctx, d.UID)
+				if err == nil && len(r.Kept) != 0 {
+					t.Fatalf("kept %+v, want none", r.Kept)
 				}
 				return err
 			})
