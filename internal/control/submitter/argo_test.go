@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -64,7 +65,7 @@ func TestArgoJudgedAsTheControllerBuildsIt(t *testing.T) {
 	for name, want := range map[string]string{"defaults": `privileged (container "main"`, "patched": "hostPID=true",
 		"second-doc": `-nkube-system would make the action run in namespace "kube-system"`} {
 		_, msg, attempts := f.waitPhase(name, v1alpha1.PhaseFailed)
-		if len(attempts) != 1 || attempts[0].Reason != submitter.ReasonForbiddenByPolicy || !strings.Contains(msg, want) {
+		if len(attempts) != 1 || attempts[0].Reason != admission.ReasonDenied || !strings.Contains(msg, want) {
 			t.Errorf("%s: %s (want %s); attempts %+v", name, msg, want, attempts)
 		}
 		for _, c := range cs {
