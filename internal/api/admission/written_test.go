@@ -43,7 +43,9 @@ var renderCases = []renderCase{
 		cause:     "spec.failover.mutations[0]", want: `service account "purser-agent"`},
 	{name: "a mutation giving a Workflow a podSpecPatch", template: plainWF,
 		mutations: `[{when: "true", path: spec.podSpecPatch, value: "'{\"hostPID\": true}'"}]`,
-		cause:     "spec.failover.mutations[0]", want: "podSpecPatch"},
+		// The patch is applied as Argo's controller applies it, and the
+		// pod it makes is judged.
+		cause: "spec.failover.mutations[0]", want: "hostPID=true"},
 	{name: "a harmless mutation", template: plainJob,
 		mutations: `[{when: "true", path: spec.backoffLimit, value: "3"}, {when: "true", path: spec.template.metadata.labels.restore, value: "'yes'"}]`},
 	{name: "a JSON patch override making the container privileged", template: plainDep,
