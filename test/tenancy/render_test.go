@@ -62,7 +62,7 @@ spec:
 		{"MutationPurserAgent", "POST", "/api/v1/runnables", withMutation("m", job, `{when: "true", path: spec.backoffLimit, value: "1"}, {when: "true", path: spec.template.spec.serviceAccountName, value: "'purser-agent'"}`),
 			[]string{"spec.failover.mutations[1]", `service account \"purser-agent\"`}},
 		{"MutationWorkflowPodSpecPatch", "POST", "/api/v1/runnables", withMutation("wf", wf, `{when: "true", path: spec.podSpecPatch, value: "'{\"hostPID\": true}'"}`),
-			[]string{"spec.failover.mutations[0]", "podSpecPatch"}},
+			[]string{"spec.failover.mutations[0]", "hostPID=true"}},
 		// Hole 4: overrides of a deployable.
 		{"OverridePrivileged", "PUT", "/api/v1/deployables/" + f.own + "/web", withOverrides(f.own, "web", dep, `[{patch: {spec: {replicas: 2}}}, {patch: [{op: add, path: /spec/template/spec/containers/0/securityContext, value: {privileged: true}}]}]`),
 			[]string{"spec.overrides[1]", "privileged"}},
