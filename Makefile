@@ -34,8 +34,8 @@ sandbox-build:
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./api/v1alpha1
-	$(GO) test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/api/admission
-	$(GO) test -run '^$$' -fuzz '^FuzzArgoPods$$' -fuzztime $(FUZZTIME) ./internal/kinds
+	$(GO) test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/domain/admission
+	$(GO) test -run '^$$' -fuzz '^FuzzArgoPods$$' -fuzztime $(FUZZTIME) ./internal/domain/kinds
 
 # Copies the pins of the sandbox binaries (go.mod, go.sum and Go files of
 # every module under tools/) into internal/sandbox/pins, which go:embed puts

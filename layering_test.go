@@ -17,11 +17,12 @@ const module = "github.com/purser-io/purser"
 // directly or through another package. A path matches itself and every
 // package below it; except names what a rule allows inside a banned path.
 // The groups under internal/ stand in this order, lowest first: platform
-// and sandbox (which know nothing of purser's state), kinds (what purser
-// knows of each kind it places), hub (the state),
-// flink (what purser knows about the operator), member and control (what
-// meets a member cluster, and the loops that decide), api, compose, and
-// cmd above everything. Test helpers (packages named *test) are test code
+// and sandbox (which know nothing of purser's state), domain/kinds (what
+// purser knows of each kind it places), hub (the state), flink (what
+// purser knows about the operator), domain (the decisions and rules that
+// the loops and the API share: admission, the lifecycle), member and
+// control (what meets a member cluster, and the loops that decide), api,
+// compose, and cmd above everything. Test helpers (packages named *test) are test code
 // and are kept out of production by the last rule of TestLayering.
 var layering = []struct {
 	pkg    string
@@ -41,9 +42,14 @@ var layering = []struct {
 		reason: "local clusters and simulators stand apart from what they host",
 	},
 	{
-		pkg:    "internal/kinds",
+		pkg:    "internal/domain/kinds",
 		never:  []string{"internal/hub", "internal/control", "internal/member", "internal/flink", "internal/api", "internal/compose", "internal/cli", "internal/sandbox"},
 		reason: "what purser knows of each kind is knowledge that admission, the loops and the Flink knowledge all import; it imports none of them",
+	},
+	{
+		pkg:    "internal/domain",
+		never:  []string{"internal/control", "internal/member", "internal/api", "internal/compose", "internal/cli", "internal/sandbox"},
+		reason: "the domain layer (kinds, admission, the lifecycle) is what the API and the control loops both import; it imports neither",
 	},
 	{
 		pkg:    "internal/hub",
@@ -58,14 +64,14 @@ var layering = []struct {
 	{
 		pkg:    "internal/control",
 		never:  []string{"internal/api", "internal/compose", "internal/cli", "internal/sandbox", "internal/member/agent", "internal/member/inventory"},
-		except: []string{"internal/api/auth", "internal/api/admission"},
-		reason: "the control loops meet the API, the agent and the ingester only in the hub (and ask the API's policy and admission again before they act)",
+		except: []string{"internal/api/auth"},
+		reason: "the control loops meet the API, the agent and the ingester only in the hub and the domain layer (and ask the API's policy again before they act)",
 	},
 	{
 		pkg:    "internal/member",
 		never:  []string{"internal/api", "internal/compose", "internal/cli", "internal/sandbox", "internal/control"},
-		except: []string{"internal/control/lifecycle", "internal/cli/manifest"},
-		reason: "what meets a member cluster moves a runnable only through its lifecycle (the ingester), and reads files as the command line does (purser health -f)",
+		except: []string{"internal/cli/manifest"},
+		reason: "what meets a member cluster moves a runnable only through its lifecycle in the domain layer (the ingester), and reads files as the command line does (purser health -f)",
 	},
 	{
 		pkg:    "internal/member/agent",

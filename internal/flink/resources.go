@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/purser-io/purser/internal/kinds"
+	"github.com/purser-io/purser/internal/domain/kinds"
 	"github.com/purser-io/purser/internal/platform/fields"
 )
 

@@ -3,7 +3,7 @@ package auth
 import (
 	"slices"
 
-	"github.com/purser-io/purser/internal/api/admission"
+	"github.com/purser-io/purser/internal/domain/admission"
 )
 
 // PodSecurityLevel is the Pod Security Standards level of namespace ns:

@@ -16,7 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/purser-io/purser/internal/api/admission"
+	"github.com/purser-io/purser/internal/domain/admission"
 )
 
 // User is an authenticated caller.

@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/purser-io/purser/internal/api/admission"
+	"github.com/purser-io/purser/internal/domain/admission"
 )
 
 // KindPolicy is what whoever acts on a member cluster (the submitter, the

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/lifecycle"
 	"github.com/purser-io/purser/internal/control/operate"
+	"github.com/purser-io/purser/internal/domain/lifecycle"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 )

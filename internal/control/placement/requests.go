@@ -12,8 +12,8 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/domain/kinds"
 	"github.com/purser-io/purser/internal/flink"
-	"github.com/purser-io/purser/internal/kinds"
 	"github.com/purser-io/purser/internal/platform/fields"
 )
 
@@ -258,7 +258,7 @@ func jobPods(tmpl map[string]any, path ...string) int64 {
 }
 
 // workflowPods is an Argo Workflow's largest step: the pod of each
-// template that runs one, as its driver builds it (internal/kinds: the
+// template that runs one, as its driver builds it (internal/domain/kinds: the
 // template with templateDefaults merged and podSpecPatch applied, as the
 // workflow controller makes it), of which placement needs the largest;
 // steps that run in parallel are not added up (declare spec.resources

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/domain/lifecycle"
 )
 
 // ApprovalPolicy is what the submitter reads of the policy to hold a

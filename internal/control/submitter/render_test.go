@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/submitter"
+	"github.com/purser-io/purser/internal/domain/admission"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/lifecycle"
+	"github.com/purser-io/purser/internal/domain/lifecycle"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"

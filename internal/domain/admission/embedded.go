@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/purser-io/purser/internal/kinds"
+	"github.com/purser-io/purser/internal/domain/kinds"
 )
 
 // Embedded is an object that another object makes its cluster create:

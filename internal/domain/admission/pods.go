@@ -8,12 +8,12 @@
 // accepted holds too.
 //
 // What pods and nested objects a kind makes is the kind's driver's to say
-// (internal/kinds); admission judges what the drivers return and reads no
+// (internal/domain/kinds); admission judges what the drivers return and reads no
 // kind's fields itself.
 package admission
 
 import (
-	"github.com/purser-io/purser/internal/kinds"
+	"github.com/purser-io/purser/internal/domain/kinds"
 )
 
 // PodTemplate is one pod an object describes (see kinds.PodTemplate).

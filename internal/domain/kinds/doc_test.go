@@ -24,7 +24,7 @@ func docTable(r *Registry) string {
 // TestDocsListEveryKind: docs/kinds.md's table is the registry's, kind by
 // kind, with what each driver knows.
 func TestDocsListEveryKind(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/kinds.md")
+	raw, err := os.ReadFile("../../../docs/kinds.md")
 	if err != nil {
 		t.Fatal(err)
 	}

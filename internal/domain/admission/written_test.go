@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/admission"
 	"github.com/purser-io/purser/internal/control/attempt"
+	"github.com/purser-io/purser/internal/domain/admission"
 )
 
 // renderCase is one of issue 33's holes in rendering: a template the
