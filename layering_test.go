@@ -20,7 +20,7 @@ const module = "github.com/purser-io/purser"
 // and sandbox (which know nothing of purser's state), domain/kinds (what
 // purser knows of each kind it places), hub (the state), flink (what
 // purser knows about the operator), domain (the decisions and rules that
-// the loops and the API share: admission, the lifecycle), member and
+// the loops and the API share: the policy, admission, the lifecycle), member and
 // control (what meets a member cluster, and the loops that decide), api,
 // compose, and cmd above everything. Test helpers (packages named *test) are test code
 // and are kept out of production by the last rule of TestLayering.
@@ -64,8 +64,7 @@ var layering = []struct {
 	{
 		pkg:    "internal/control",
 		never:  []string{"internal/api", "internal/compose", "internal/cli", "internal/sandbox", "internal/member/agent", "internal/member/inventory"},
-		except: []string{"internal/api/auth"},
-		reason: "the control loops meet the API, the agent and the ingester only in the hub and the domain layer (and ask the API's policy again before they act)",
+		reason: "the control loops meet the API, the agent and the ingester only in the hub and the domain layer (whose policy and admission they ask again before they act)",
 	},
 	{
 		pkg:    "internal/member",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
@@ -39,12 +40,12 @@ func TestDescribeRunnablePods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sealer, _ := sealtest.New(t)
-	srv := httptest.NewServer(server.New(server.Config{Store: st, Tokens: tokens, Policy: policy, Sealer: sealer}))
+	srv := httptest.NewServer(server.New(server.Config{Store: st, Tokens: tokens, Policy: pol, Sealer: sealer}))
 	t.Cleanup(srv.Close)
 	post := func(path, body string) {
 		t.Helper()

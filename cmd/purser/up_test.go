@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/anchor"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -185,9 +186,9 @@ func writeAPIFiles(t *testing.T, dir string) string {
 	t.Helper()
 	token := auth.NewToken()
 	tokens, _ := yaml.Marshal(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(token)}}})
-	policy, _ := yaml.Marshal(auth.PolicyFile{Admins: []string{"admin"}})
+	pol, _ := yaml.Marshal(policy.PolicyFile{Admins: []string{"admin"}})
 	key := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32)))
-	for name, data := range map[string]string{"tokens.yaml": string(tokens), "policy.yaml": string(policy), "secret.key": key} {
+	for name, data := range map[string]string{"tokens.yaml": string(tokens), "policy.yaml": string(pol), "secret.key": key} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}

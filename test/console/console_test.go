@@ -31,6 +31,7 @@ import (
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -321,13 +322,13 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.Config{Interval: 100 * time.Millisecond})
 	f.run(relay.Run)
-	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}))
+	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: sealer, Logger: log}))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
 	f.api = client.New(client.Config{Server: srv.URL, Token: f.token})

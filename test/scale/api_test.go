@@ -13,6 +13,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -34,12 +35,12 @@ func startAPI(t testing.TB, s *store.Store) *apiClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"bench"}})
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"bench"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sealer, _ := sealtest.New(t)
-	srv := httptest.NewServer(server.New(server.Config{Store: s, Tokens: tokens, Policy: policy, Sealer: sealer,
+	srv := httptest.NewServer(server.New(server.Config{Store: s, Tokens: tokens, Policy: pol, Sealer: sealer,
 		// The benchmark measures the server, not its per-user rate limit.
 		Limits: server.Limits{UserRate: 1e9, UserBurst: 1 << 30}}))
 	t.Cleanup(srv.Close)

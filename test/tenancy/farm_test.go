@@ -20,6 +20,7 @@ import (
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/hub/seal"
@@ -89,23 +90,23 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := auth.NewPolicy(auth.PolicyFile{
+	pol, err := policy.NewPolicy(policy.PolicyFile{
 		Admins: []string{"admin"},
 		// Every namespace may use batch and normal; critical is the victim's.
-		PriorityClasses: map[string]auth.PriorityClass{
+		PriorityClasses: map[string]policy.PriorityClass{
 			"batch": {Value: 0}, "normal": {Value: 10}, "critical": {Value: 1000, Namespaces: []string{f.victim}},
 		},
-		Namespaces: map[string]auth.NamespacePolicy{
+		Namespaces: map[string]policy.NamespacePolicy{
 			f.own: {
-				Roles: map[auth.Role][]string{auth.RoleEditor: {"mallory"}},
-				Kinds: auth.KindRules{Deny: []string{"RoleBinding.rbac.authorization.k8s.io"}},
+				Roles: map[policy.Role][]string{policy.RoleEditor: {"mallory"}},
+				Kinds: policy.KindRules{Deny: []string{"RoleBinding.rbac.authorization.k8s.io"}},
 			},
-			f.victim: {Roles: map[auth.Role][]string{auth.RoleEditor: {"victor"}}},
+			f.victim: {Roles: map[policy.Role][]string{policy.RoleEditor: {"victor"}}},
 			f.approval: {
-				Roles:    map[auth.Role][]string{auth.RoleEditor: {"mallory"}, auth.RoleApprover: {"carol", "mallory"}},
-				Approval: auth.Approval{Runnables: true, Deployables: true},
+				Roles:    map[policy.Role][]string{policy.RoleEditor: {"mallory"}, policy.RoleApprover: {"carol", "mallory"}},
+				Approval: policy.Approval{Runnables: true, Deployables: true},
 			},
-			f.privileged: {Roles: map[auth.Role][]string{auth.RoleEditor: {"mallory"}}, PodSecurity: "privileged"},
+			f.privileged: {Roles: map[policy.Role][]string{policy.RoleEditor: {"mallory"}}, PodSecurity: "privileged"},
 		},
 	})
 	if err != nil {
@@ -137,11 +138,11 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	run(t, relay.Run)
 	run(t, ingester.Run)
 	run(t, submitter.New(submitter.Config{Store: f.store, Sealer: sealer, Stream: streamtest.Connect(t, nats.URL),
-		Logger: log, Policy: policy}).Run)
-	run(t, syncer.New(syncer.Config{Store: f.store, Sealer: sealer, Identity: "tenancy", Logger: log, Policy: policy}).Run)
+		Logger: log, Policy: pol}).Run)
+	run(t, syncer.New(syncer.Config{Store: f.store, Sealer: sealer, Identity: "tenancy", Logger: log, Policy: pol}).Run)
 
 	srv := httptest.NewUnstartedServer(server.New(server.Config{Store: f.store, Stream: streams, Outbox: relay,
-		Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}))
+		Tokens: tokens, Policy: pol, Sealer: sealer, Logger: log}))
 	server.ConfigureHTTPServer(srv.Config)
 	srv.Start()
 	t.Cleanup(srv.Close)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/purser-io/purser/internal/domain/policy"
 )
 
 func TestTokensFile(t *testing.T) {
@@ -45,47 +47,47 @@ func TestTokensFileErrors(t *testing.T) {
 }
 
 func TestPolicy(t *testing.T) {
-	p, err := NewPolicy(PolicyFile{
+	p, err := policy.NewPolicy(policy.PolicyFile{
 		Admins: []string{"root", "group:platform"},
-		Namespaces: map[string]NamespacePolicy{
+		Namespaces: map[string]policy.NamespacePolicy{
 			"team-a": {
-				Roles: map[Role][]string{
-					RoleViewer:   {"group:team-a"},
-					RoleEditor:   {"alice"},
-					RoleApprover: {"carol"},
+				Roles: map[policy.Role][]string{
+					policy.RoleViewer:   {"group:team-a"},
+					policy.RoleEditor:   {"alice"},
+					policy.RoleApprover: {"carol"},
 				},
-				Approval: Approval{Runnables: true},
+				Approval: policy.Approval{Runnables: true},
 			},
-			AnyNamespace: {Roles: map[Role][]string{RoleViewer: {"auditor"}}},
+			policy.AnyNamespace: {Roles: map[policy.Role][]string{policy.RoleViewer: {"auditor"}}},
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	alice := User{Name: "alice"}
-	bob := User{Name: "bob", Groups: []string{"team-a"}}
-	carol := User{Name: "carol"}
-	ops := User{Name: "ops", Groups: []string{"platform"}}
-	auditor := User{Name: "auditor"}
-	stranger := User{Name: "stranger"}
+	alice := policy.User{Name: "alice"}
+	bob := policy.User{Name: "bob", Groups: []string{"team-a"}}
+	carol := policy.User{Name: "carol"}
+	ops := policy.User{Name: "ops", Groups: []string{"platform"}}
+	auditor := policy.User{Name: "auditor"}
+	stranger := policy.User{Name: "stranger"}
 	cases := []struct {
-		u    User
+		u    policy.User
 		ns   string
-		verb Verb
+		verb policy.Verb
 		want bool
 	}{
-		{alice, "team-a", VerbRead, true},
-		{alice, "team-a", VerbWrite, true},
-		{alice, "team-a", VerbApprove, false},
-		{alice, "team-b", VerbRead, false},
-		{bob, "team-a", VerbRead, true},
-		{bob, "team-a", VerbWrite, false},
-		{carol, "team-a", VerbApprove, true},
-		{carol, "team-a", VerbWrite, false},
-		{ops, "anything", VerbWrite, true},
-		{auditor, "team-z", VerbRead, true},
-		{auditor, "team-z", VerbWrite, false},
-		{stranger, "team-a", VerbRead, false},
+		{alice, "team-a", policy.VerbRead, true},
+		{alice, "team-a", policy.VerbWrite, true},
+		{alice, "team-a", policy.VerbApprove, false},
+		{alice, "team-b", policy.VerbRead, false},
+		{bob, "team-a", policy.VerbRead, true},
+		{bob, "team-a", policy.VerbWrite, false},
+		{carol, "team-a", policy.VerbApprove, true},
+		{carol, "team-a", policy.VerbWrite, false},
+		{ops, "anything", policy.VerbWrite, true},
+		{auditor, "team-z", policy.VerbRead, true},
+		{auditor, "team-z", policy.VerbWrite, false},
+		{stranger, "team-a", policy.VerbRead, false},
 	}
 	for _, c := range cases {
 		if got := p.Allowed(c.u, c.ns, c.verb); got != c.want {
@@ -101,28 +103,28 @@ func TestPolicy(t *testing.T) {
 	if !p.ApprovalRequired("team-a", "Runnable") || p.ApprovalRequired("team-a", "Deployable") || p.ApprovalRequired("team-b", "Runnable") {
 		t.Error("ApprovalRequired wrong")
 	}
-	if _, err := NewPolicy(PolicyFile{Namespaces: map[string]NamespacePolicy{"x": {Roles: map[Role][]string{"owner": {"a"}}}}}); err == nil {
+	if _, err := policy.NewPolicy(policy.PolicyFile{Namespaces: map[string]policy.NamespacePolicy{"x": {Roles: map[policy.Role][]string{"owner": {"a"}}}}}); err == nil {
 		t.Error("unknown role accepted")
 	}
 }
 
 func TestAccessOf(t *testing.T) {
-	p, _ := NewPolicy(PolicyFile{
+	p, _ := policy.NewPolicy(policy.PolicyFile{
 		Admins: []string{"root"},
-		Namespaces: map[string]NamespacePolicy{
-			"team-a": {Roles: map[Role][]string{RoleEditor: {"alice"}, RoleApprover: {"carol"}}},
-			"team-b": {Roles: map[Role][]string{RoleViewer: {"alice"}}},
+		Namespaces: map[string]policy.NamespacePolicy{
+			"team-a": {Roles: map[policy.Role][]string{policy.RoleEditor: {"alice"}, policy.RoleApprover: {"carol"}}},
+			"team-b": {Roles: map[policy.Role][]string{policy.RoleViewer: {"alice"}}},
 		},
 	})
-	a := p.AccessOf(User{Name: "alice"})
+	a := p.AccessOf(policy.User{Name: "alice"})
 	if a.Admin || a.ReadsEverywhere || len(a.Namespaces) != 2 ||
 		fmt.Sprint(a.Namespaces["team-a"]) != "[read write]" || fmt.Sprint(a.Namespaces["team-b"]) != "[read]" {
 		t.Fatalf("alice: %+v", a)
 	}
-	if c := p.AccessOf(User{Name: "carol"}); fmt.Sprint(c.Namespaces["team-a"]) != "[read approve]" {
+	if c := p.AccessOf(policy.User{Name: "carol"}); fmt.Sprint(c.Namespaces["team-a"]) != "[read approve]" {
 		t.Fatalf("carol: %+v", c)
 	}
-	if r := p.AccessOf(User{Name: "root"}); !r.Admin || !r.ReadsEverywhere {
+	if r := p.AccessOf(policy.User{Name: "root"}); !r.Admin || !r.ReadsEverywhere {
 		t.Fatalf("root: %+v", r)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/purser-io/purser/internal/domain/policy"
 )
 
 // How claims name a user and groups, for every setting of the claims and
@@ -13,17 +15,17 @@ func TestUserOfClaims(t *testing.T) {
 	for name, c := range map[string]struct {
 		cfg    OIDCConfig
 		claims string
-		want   User
+		want   policy.User
 		err    string
 	}{
-		"email and groups":        {OIDCConfig{}, `{"email":"a@x.io","email_verified":true,"groups":["g1","g2"]}`, User{Name: "a@x.io", Groups: []string{"g1", "g2"}}, ""},
-		"no email_verified claim": {OIDCConfig{}, `{"email":"a@x.io"}`, User{Name: "a@x.io"}, ""},
-		"unverified email":        {OIDCConfig{}, `{"email":"a@x.io","email_verified":false}`, User{}, "not verified"},
-		"no such claim":           {OIDCConfig{}, `{"sub":"123"}`, User{}, `no string claim "email"`},
-		"sub, prefixed":           {OIDCConfig{UsernameClaim: "sub", UsernamePrefix: "sso:", GroupsPrefix: "sso:"}, `{"sub":"123","groups":["g"]}`, User{Name: "sso:123", Groups: []string{"sso:g"}}, ""},
-		"one group as a string":   {OIDCConfig{GroupsClaim: "roles"}, `{"email":"a@x.io","roles":"ops"}`, User{Name: "a@x.io", Groups: []string{"ops"}}, ""},
-		"groups of numbers":       {OIDCConfig{}, `{"email":"a@x.io","groups":[1,2]}`, User{}, "neither a string nor a list"},
-		"name not a string":       {OIDCConfig{}, `{"email":42}`, User{}, "no string claim"},
+		"email and groups":        {OIDCConfig{}, `{"email":"a@x.io","email_verified":true,"groups":["g1","g2"]}`, policy.User{Name: "a@x.io", Groups: []string{"g1", "g2"}}, ""},
+		"no email_verified claim": {OIDCConfig{}, `{"email":"a@x.io"}`, policy.User{Name: "a@x.io"}, ""},
+		"unverified email":        {OIDCConfig{}, `{"email":"a@x.io","email_verified":false}`, policy.User{}, "not verified"},
+		"no such claim":           {OIDCConfig{}, `{"sub":"123"}`, policy.User{}, `no string claim "email"`},
+		"sub, prefixed":           {OIDCConfig{UsernameClaim: "sub", UsernamePrefix: "sso:", GroupsPrefix: "sso:"}, `{"sub":"123","groups":["g"]}`, policy.User{Name: "sso:123", Groups: []string{"sso:g"}}, ""},
+		"one group as a string":   {OIDCConfig{GroupsClaim: "roles"}, `{"email":"a@x.io","roles":"ops"}`, policy.User{Name: "a@x.io", Groups: []string{"ops"}}, ""},
+		"groups of numbers":       {OIDCConfig{}, `{"email":"a@x.io","groups":[1,2]}`, policy.User{}, "neither a string nor a list"},
+		"name not a string":       {OIDCConfig{}, `{"email":42}`, policy.User{}, "no string claim"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c.cfg.IssuerURL, c.cfg.ClientID = "https://idp.example.com", "purser"

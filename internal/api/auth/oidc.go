@@ -16,6 +16,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/purser-io/purser/internal/domain/policy"
 )
 
 // OIDCConfig says which OpenID Connect provider's ID tokens are accepted
@@ -164,19 +166,19 @@ func (o *OIDC) Endpoint(ctx context.Context) (oauth2.Endpoint, error) {
 // holds, for the ID token, which it checks as Authenticate does. The
 // server does it so that the console needs neither the provider's CORS
 // nor a hole in its own Content-Security-Policy.
-func (o *OIDC) Exchange(ctx context.Context, code, verifier, redirectURI string) (string, User, error) {
+func (o *OIDC) Exchange(ctx context.Context, code, verifier, redirectURI string) (string, policy.User, error) {
 	ep, err := o.Endpoint(ctx)
 	if err != nil {
-		return "", User{}, err
+		return "", policy.User{}, err
 	}
 	cfg := oauth2.Config{ClientID: o.cfg.ClientID, Endpoint: ep, RedirectURL: redirectURI}
 	tok, err := cfg.Exchange(oidc.ClientContext(ctx, o.client), code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return "", User{}, fmt.Errorf("oidc: exchange the code: %w", err)
+		return "", policy.User{}, fmt.Errorf("oidc: exchange the code: %w", err)
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return "", User{}, errors.New("oidc: the provider returned no ID token")
+		return "", policy.User{}, errors.New("oidc: the provider returned no ID token")
 	}
 	u, err := o.Authenticate(ctx, raw)
 	return raw, u, err
@@ -188,14 +190,14 @@ func (o *OIDC) Exchange(ctx context.Context, code, verifier, redirectURI string)
 func LooksLikeJWT(token string) bool { return strings.Count(token, ".") == 2 }
 
 // Authenticate verifies an ID token and returns its user.
-func (o *OIDC) Authenticate(ctx context.Context, raw string) (User, error) {
+func (o *OIDC) Authenticate(ctx context.Context, raw string) (policy.User, error) {
 	v, err := o.tokenVerifier(ctx)
 	if err != nil {
-		return User{}, err
+		return policy.User{}, err
 	}
 	tok, err := v.Verify(ctx, raw)
 	if err != nil {
-		return User{}, err
+		return policy.User{}, err
 	}
 	audienceOK := false
 	for _, a := range tok.Audience {
@@ -204,11 +206,11 @@ func (o *OIDC) Authenticate(ctx context.Context, raw string) (User, error) {
 		}
 	}
 	if !audienceOK {
-		return User{}, fmt.Errorf("oidc: the token is for %v, not for %s", tok.Audience, o.cfg.ClientID)
+		return policy.User{}, fmt.Errorf("oidc: the token is for %v, not for %s", tok.Audience, o.cfg.ClientID)
 	}
 	var claims map[string]json.RawMessage
 	if err := tok.Claims(&claims); err != nil {
-		return User{}, err
+		return policy.User{}, err
 	}
 	u, err := o.userOf(claims)
 	u.Expiry = tok.Expiry
@@ -216,10 +218,10 @@ func (o *OIDC) Authenticate(ctx context.Context, raw string) (User, error) {
 }
 
 // userOf maps claims to a user: a pure function of the configuration.
-func (o *OIDC) userOf(claims map[string]json.RawMessage) (User, error) {
+func (o *OIDC) userOf(claims map[string]json.RawMessage) (policy.User, error) {
 	var name string
 	if err := json.Unmarshal(claims[o.cfg.UsernameClaim], &name); err != nil || name == "" {
-		return User{}, fmt.Errorf("oidc: the token has no string claim %q to name its user", o.cfg.UsernameClaim)
+		return policy.User{}, fmt.Errorf("oidc: the token has no string claim %q to name its user", o.cfg.UsernameClaim)
 	}
 	if o.cfg.UsernameClaim == "email" {
 		// An unverified address could be anyone's (kube-apiserver refuses
@@ -227,17 +229,17 @@ func (o *OIDC) userOf(claims map[string]json.RawMessage) (User, error) {
 		if raw, ok := claims["email_verified"]; ok {
 			var verified bool
 			if err := json.Unmarshal(raw, &verified); err != nil || !verified {
-				return User{}, errors.New("oidc: the token's email is not verified")
+				return policy.User{}, errors.New("oidc: the token's email is not verified")
 			}
 		}
 	}
-	u := User{Name: o.cfg.UsernamePrefix + name}
+	u := policy.User{Name: o.cfg.UsernamePrefix + name}
 	if raw, ok := claims[o.cfg.GroupsClaim]; ok {
 		var groups []string
 		if err := json.Unmarshal(raw, &groups); err != nil {
 			var one string
 			if err := json.Unmarshal(raw, &one); err != nil {
-				return User{}, fmt.Errorf("oidc: claim %q is neither a string nor a list of strings", o.cfg.GroupsClaim)
+				return policy.User{}, fmt.Errorf("oidc: claim %q is neither a string nor a list of strings", o.cfg.GroupsClaim)
 			}
 			groups = []string{one}
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/auth/oidctest"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
@@ -43,7 +44,7 @@ func TestOIDCTokensOfDex(t *testing.T) {
 		t.Fatalf("Authenticate(erin's ID token) = %+v, %v", u, ok)
 	}
 	p := id.Policy()
-	if !p.Allowed(u, "team-a", auth.VerbWrite) || p.Allowed(u, "team-b", auth.VerbRead) || p.IsAdmin(u) {
+	if !p.Allowed(u, "team-a", policy.VerbWrite) || p.Allowed(u, "team-b", policy.VerbRead) || p.IsAdmin(u) {
 		t.Fatalf("erin's rights: %+v", p.AccessOf(u))
 	}
 
@@ -97,7 +98,7 @@ func TestIdentitiesReload(t *testing.T) {
 	}
 	ctx := t.Context()
 	runIdentities(t, id)
-	alice := auth.User{Name: "alice"}
+	alice := policy.User{Name: "alice"}
 	if id.Policy().IsAdmin(alice) {
 		t.Fatal("alice is admin before the edit")
 	}
@@ -145,8 +146,8 @@ func TestPolicyOnlyIdentities(t *testing.T) {
 	}
 	ctx := t.Context()
 	runIdentities(t, id)
-	alice := auth.User{Name: "alice"}
-	crb := auth.Target{Kind: schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}, Scope: auth.ScopeCluster,
+	alice := policy.User{Name: "alice"}
+	crb := policy.Target{Kind: schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}, Scope: policy.ScopeCluster,
 		Namespace: "team-a", ObjectNamespace: "team-a"}
 	if d := id.AuthorizeKind(alice, crb); d.Allowed {
 		t.Fatalf("alice may put a ClusterRoleBinding before the edit: %+v", d)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/purser-io/purser/internal/domain/policy"
 )
 
 // PolicyReport is what CheckPolicy found in a policy file that loads: a
@@ -34,7 +36,7 @@ func CheckPolicy(data []byte, tokens *TokensFile) (PolicyReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	var f PolicyFile
+	var f policy.PolicyFile
 	strict, err := sigsjson.UnmarshalStrict(js, &f)
 	if err != nil {
 		return rep, fmt.Errorf("not a policy: %w", err)
@@ -48,7 +50,7 @@ func CheckPolicy(data []byte, tokens *TokensFile) (PolicyReport, error) {
 			errs = append(errs, e)
 		}
 	}
-	if _, err := NewPolicy(f); err != nil {
+	if _, err := policy.NewPolicy(f); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -73,7 +75,7 @@ func CheckPolicy(data []byte, tokens *TokensFile) (PolicyReport, error) {
 	checkSubjects("admins", f.Admins)
 	for ns, np := range f.Namespaces {
 		rep.Namespaces = append(rep.Namespaces, ns)
-		if ns != AnyNamespace && len(validation.IsDNS1123Label(ns)) > 0 {
+		if ns != policy.AnyNamespace && len(validation.IsDNS1123Label(ns)) > 0 {
 			warn("namespaces.%s: not a namespace name (lower-case letters, digits and -), so it matches no namespace", ns)
 		}
 		for role, list := range np.Roles {
@@ -85,7 +87,7 @@ func CheckPolicy(data []byte, tokens *TokensFile) (PolicyReport, error) {
 	}
 	for name, c := range f.PriorityClasses {
 		for _, ns := range c.Namespaces {
-			if _, named := f.Namespaces[ns]; ns != AnyNamespace && !named && len(f.Namespaces[AnyNamespace].Roles) == 0 {
+			if _, named := f.Namespaces[ns]; ns != policy.AnyNamespace && !named && len(f.Namespaces[policy.AnyNamespace].Roles) == 0 {
 				warn("priorityClasses.%s.namespaces: %s is no namespace of the policy, so no tenant there may choose the class", name, ns)
 			}
 		}
@@ -113,13 +115,13 @@ func CheckPolicy(data []byte, tokens *TokensFile) (PolicyReport, error) {
 
 // canApprove reports whether someone may approve in namespace ns: an
 // approver or admin role there or under "*", or a global admin.
-func canApprove(f PolicyFile, ns string) bool {
+func canApprove(f policy.PolicyFile, ns string) bool {
 	if len(f.Admins) > 0 {
 		return true
 	}
-	for _, key := range []string{ns, AnyNamespace} {
+	for _, key := range []string{ns, policy.AnyNamespace} {
 		roles := f.Namespaces[key].Roles
-		if slices.ContainsFunc(append(roles[RoleApprover], roles[RoleAdmin]...), func(s string) bool { return strings.TrimSpace(s) != "" }) {
+		if slices.ContainsFunc(append(roles[policy.RoleApprover], roles[policy.RoleAdmin]...), func(s string) bool { return strings.TrimSpace(s) != "" }) {
 			return true
 		}
 	}

@@ -11,7 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
@@ -26,7 +29,7 @@ type Identities struct {
 	interval               time.Duration
 
 	tokens atomic.Pointer[Authenticator]
-	policy atomic.Pointer[Policy]
+	pol    atomic.Pointer[policy.Policy]
 
 	mu    sync.Mutex
 	files map[string]*watched
@@ -88,12 +91,12 @@ func (id *Identities) paths() []string {
 }
 
 // Policy is the policy in force.
-func (id *Identities) Policy() *Policy { return id.policy.Load() }
+func (id *Identities) Policy() *policy.Policy { return id.pol.Load() }
 
 // AuthorizeKind is Policy.AuthorizeKind with the policy in force, so that
 // the submitter and the syncer of purser up follow the policy file as the
 // api does.
-func (id *Identities) AuthorizeKind(u User, t Target) KindDecision {
+func (id *Identities) AuthorizeKind(u policy.User, t policy.Target) policy.KindDecision {
 	return id.Policy().AuthorizeKind(u, t)
 }
 
@@ -118,19 +121,19 @@ func (id *Identities) Reloads() int64 { return id.reloads.Load() }
 
 // Authenticate returns the user a bearer token belongs to: a token of the
 // tokens file, or an ID token of the OIDC provider.
-func (id *Identities) Authenticate(ctx context.Context, token string) (User, bool) {
+func (id *Identities) Authenticate(ctx context.Context, token string) (policy.User, bool) {
 	if tokens := id.tokens.Load(); tokens != nil {
 		if u, ok := tokens.Authenticate(token); ok {
 			return u, true
 		}
 	}
 	if id.oidc == nil || !LooksLikeJWT(token) {
-		return User{}, false
+		return policy.User{}, false
 	}
 	u, err := id.oidc.Authenticate(ctx, token)
 	if err != nil {
 		id.log.Debug("ID token refused", "error", err)
-		return User{}, false
+		return policy.User{}, false
 	}
 	return u, true
 }
@@ -220,11 +223,32 @@ func (id *Identities) apply(path string, data []byte) error {
 		}
 		id.tokens.Store(a)
 	case id.policyPath:
-		p, err := ParsePolicy(path, data)
+		p, err := policy.ParsePolicy(path, data)
 		if err != nil {
 			return err
 		}
-		id.policy.Store(p)
+		id.pol.Store(p)
 	}
 	return nil
 }
+
+// PriorityClass is the policy in force's.
+func (id *Identities) PriorityClass(name string) (int32, bool) {
+	return id.Policy().PriorityClass(name)
+}
+
+// Priority is the policy in force's.
+func (id *Identities) Priority(author policy.User, ns string, prio *intstr.IntOrString) int32 {
+	return id.Policy().Priority(author, ns, prio)
+}
+
+// PriorityClassesFor is the policy in force's.
+func (id *Identities) PriorityClassesFor(ns string) []string {
+	return id.Policy().PriorityClassesFor(ns)
+}
+
+// FairShareWeight is the policy in force's.
+func (id *Identities) FairShareWeight(ns string) float64 { return id.Policy().FairShareWeight(ns) }
+
+// Identities answers what the loops ask the policy, as it is reloaded.
+var _ policy.KindPolicy = (*Identities)(nil)

@@ -32,6 +32,7 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/cli/client"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -109,14 +110,14 @@ func startPipeline(t testing.TB, members []member) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sealer, _ := sealtest.New(t)
 	relay := outbox.NewRelay(outbox.StoreSource(st), streams, outbox.Config{Interval: 100 * time.Millisecond})
 	run("relay", relay.Run)
-	p.srv = httptest.NewTLSServer(server.New(server.Config{Store: st, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: sealer, Logger: log}))
+	p.srv = httptest.NewTLSServer(server.New(server.Config{Store: st, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: sealer, Logger: log}))
 	t.Cleanup(p.srv.Close)
 	for _, m := range members {
 		// Registered as an admin registers it, with the kinds its agent

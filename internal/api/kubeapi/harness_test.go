@@ -20,6 +20,7 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/feed"
 	"github.com/purser-io/purser/internal/api/kubeapi"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
@@ -71,19 +72,19 @@ func newFarm(t testing.TB, eng storetest.Engine) *farm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}, Namespaces: map[string]auth.NamespacePolicy{
-		"team-a": {Roles: map[auth.Role][]string{auth.RoleViewer: {"bob"}}},
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}, Namespaces: map[string]policy.NamespacePolicy{
+		"team-a": {Roles: map[policy.Role][]string{policy.RoleViewer: {"bob"}}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.feed = feed.New(feed.Config{Store: st, Poll: 50 * time.Millisecond})
 	api := kubeapi.New(kubeapi.Config{
-		Store: st, Feed: f.feed, Policy: func() *auth.Policy { return pol },
-		Authenticate: func(r *http.Request) (auth.User, bool) {
+		Store: st, Feed: f.feed, Policy: func() *policy.Policy { return pol },
+		Authenticate: func(r *http.Request) (policy.User, bool) {
 			return authn.Authenticate(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 		},
-		Freshness: func(_ auth.User, a store.AgentFreshness, now time.Time) v1alpha1.Freshness {
+		Freshness: func(_ policy.User, a store.AgentFreshness, now time.Time) v1alpha1.Freshness {
 			return v1alpha1.JudgeFreshness(&v1alpha1.AgentStatus{LastHeartbeat: a.LastHeartbeat, CurrentUntil: a.LastHeartbeat}, now)
 		},
 		BookmarkInterval: 200 * time.Millisecond,

@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/feed"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -56,9 +56,9 @@ type Config struct {
 	Feed  *feed.Feed
 	// Authenticate names the request's user (the server's tokens and
 	// OIDC), false when it has no valid credential.
-	Authenticate func(r *http.Request) (auth.User, bool)
+	Authenticate func(r *http.Request) (policy.User, bool)
 	// Policy is the policy in force, read once per decision.
-	Policy func() *auth.Policy
+	Policy func() *policy.Policy
 	// Reloads counts the reloads of the tokens and policy files, so that
 	// an open watch knows when to authorize again; nil: never reloaded.
 	Reloads func() int64
@@ -66,7 +66,7 @@ type Config struct {
 	// rule the clusters API serves), in the words the user may read: a
 	// tenant is not told the agent's transport error, which names the
 	// member's API address.
-	Freshness func(auth.User, store.AgentFreshness, time.Time) v1alpha1.Freshness
+	Freshness func(policy.User, store.AgentFreshness, time.Time) v1alpha1.Freshness
 	Logger    *slog.Logger     // nil: discarded
 	Now       func() time.Time // nil: time.Now
 	// BookmarkInterval is how often an open watch that asked for
@@ -125,7 +125,7 @@ func New(cfg Config) *API {
 // request is one call, parsed.
 type request struct {
 	r       *http.Request
-	user    auth.User
+	user    policy.User
 	cluster string // "" for every cluster
 	// base is the path the cluster's API is served at.
 	base string
@@ -155,7 +155,7 @@ func TooManyRequests(w http.ResponseWriter, wait time.Duration, msg string) {
 }
 
 // Serve serves a request under /k8s of the authenticated user u.
-func (a *API) Serve(w http.ResponseWriter, r *http.Request, u auth.User) {
+func (a *API) Serve(w http.ResponseWriter, r *http.Request, u policy.User) {
 	req := &request{r: r, user: u, base: Prefix}
 	path := strings.TrimPrefix(r.URL.Path, Prefix)
 	if rest, ok := strings.CutPrefix(r.URL.Path, PrefixCluster); ok {

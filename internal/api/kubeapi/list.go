@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -118,11 +118,11 @@ func parseSelectors(r *http.Request, q *sel) error {
 // namespace-limited user listing across namespaces (kubectl -A) is
 // refused, 403, as a kube-apiserver refuses one without a cluster-wide
 // binding, rather than shown a part presented as the whole.
-func (a *API) authorize(u auth.User, q *sel, verb string) error {
+func (a *API) authorize(u policy.User, q *sel, verb string) error {
 	p := a.cfg.Policy()
 	group := q.res.gvk.Group
 	if q.namespace != "" && q.res.namespaced {
-		if !p.Allowed(u, q.namespace, auth.VerbRead) {
+		if !p.Allowed(u, q.namespace, policy.VerbRead) {
 			return forbidden(fmt.Sprintf("%s is forbidden: User %q cannot %s resource %q in API group %q in the namespace %q: purser's policy gives no role there",
 				q.res.plural, u.Name, verb, q.res.plural, group, q.namespace))
 		}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 )
 
 // maxReviewBytes bounds a review as sent: a few hundred bytes in
@@ -140,7 +140,7 @@ func (a *API) access(req *request, spec authorizationv1.SelfSubjectAccessReviewS
 // resource or group) is allowed only when the policy lets u read every
 // resource it stands for, as kubectl's users take a yes to '*' to mean;
 // the first one refused is named.
-func (a *API) judgeAccess(u auth.User, cat *catalogue, ra *authorizationv1.ResourceAttributes) authorizationv1.SubjectAccessReviewStatus {
+func (a *API) judgeAccess(u policy.User, cat *catalogue, ra *authorizationv1.ResourceAttributes) authorizationv1.SubjectAccessReviewStatus {
 	var matched []*resource
 	for _, r := range cat.all {
 		if (ra.Group == "*" || r.gvk.Group == ra.Group) && (ra.Resource == "*" || r.plural == ra.Resource) {
@@ -167,7 +167,7 @@ func (a *API) judgeAccess(u auth.User, cat *catalogue, ra *authorizationv1.Resou
 // ns, the namespaced resources the inventory serves, by name, since the
 // cluster-scoped ones (Nodes, CRDs) stay refused; nothing elsewhere.
 // Discovery and the reviews themselves always.
-func (a *API) rules(u auth.User, cat *catalogue, ns string) authorizationv1.SubjectRulesReviewStatus {
+func (a *API) rules(u policy.User, cat *catalogue, ns string) authorizationv1.SubjectRulesReviewStatus {
 	st := authorizationv1.SubjectRulesReviewStatus{
 		ResourceRules: []authorizationv1.ResourceRule{},
 		NonResourceRules: []authorizationv1.NonResourceRule{{Verbs: []string{"get"},
@@ -177,7 +177,7 @@ func (a *API) rules(u auth.User, cat *catalogue, ns string) authorizationv1.Subj
 	switch {
 	case p.ReadsEverywhere(u):
 		st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: readVerbs, APIGroups: []string{"*"}, Resources: []string{"*"}})
-	case ns != "" && p.Allowed(u, ns, auth.VerbRead):
+	case ns != "" && p.Allowed(u, ns, policy.VerbRead):
 		byGroup := map[string][]string{}
 		for _, r := range cat.all {
 			if r.namespaced && !slices.Contains(byGroup[r.gvk.Group], r.plural) {

@@ -7,7 +7,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 )
 
 // The answers of can-i and of the rules review for wildcards tell what
@@ -15,20 +15,20 @@ import (
 // not Nodes or CRDs, so '*' is no for them and the rules name each
 // resource; a reader of every namespace reads everything.
 func TestReviewWildcards(t *testing.T) {
-	pol, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}, Namespaces: map[string]auth.NamespacePolicy{
-		"team-a": {Roles: map[auth.Role][]string{auth.RoleViewer: {"bob"}}},
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}, Namespaces: map[string]policy.NamespacePolicy{
+		"team-a": {Roles: map[policy.Role][]string{policy.RoleViewer: {"bob"}}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := New(Config{Policy: func() *auth.Policy { return pol }})
+	a := New(Config{Policy: func() *policy.Policy { return pol }})
 	cat := &catalogue{}
 	for i := range builtin {
 		cat.all = append(cat.all, &builtin[i])
 	}
-	bob, admin := auth.User{Name: "bob"}, auth.User{Name: "admin"}
+	bob, admin := policy.User{Name: "bob"}, policy.User{Name: "admin"}
 	for _, tc := range []struct {
-		user                auth.User
+		user                policy.User
 		group, resource, ns string
 		allowed             bool
 		reasonHas           string
@@ -51,7 +51,7 @@ func TestReviewWildcards(t *testing.T) {
 		}
 	}
 
-	rules := func(u auth.User, ns string) (out []string) {
+	rules := func(u policy.User, ns string) (out []string) {
 		for _, r := range a.rules(u, cat, ns).ResourceRules {
 			if !slices.Equal(r.Verbs, readVerbs) {
 				continue

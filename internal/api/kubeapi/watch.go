@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -341,7 +341,9 @@ type rights struct {
 	expiry  time.Time
 }
 
-func (a *API) rightsOf(u auth.User) rights { return rights{reloads: a.cfg.Reloads(), expiry: u.Expiry} }
+func (a *API) rightsOf(u policy.User) rights {
+	return rights{reloads: a.cfg.Reloads(), expiry: u.Expiry}
+}
 
 func (r rights) mayHaveChanged(a *API) bool {
 	if !r.expiry.IsZero() && !a.now().Before(r.expiry) {

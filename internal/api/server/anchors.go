@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/anchor"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -73,7 +73,7 @@ type RecordRestart struct {
 
 // verifyHistory walks the hash chain and checks it against the record of
 // anchors; anyone who may read all history may check it.
-func (s *Server) verifyHistory(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) verifyHistory(r *http.Request, u policy.User) (int, any, error) {
 	if !s.policy().ReadsEverywhere(u) {
 		return 0, nil, errForbidden("user %q may not read the whole history", u.Name)
 	}
@@ -130,7 +130,7 @@ type RestartRequest struct {
 // once the old record is gone (the stream removed after a restore of the
 // database, or lost): only a global admin, with a reason, which is
 // appended to the chain before the new record anchors it.
-func (s *Server) restartAnchors(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) restartAnchors(r *http.Request, u policy.User) (int, any, error) {
 	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not restart the record of anchors; only an admin may", u.Name)
 	}

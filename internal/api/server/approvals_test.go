@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 )
 
@@ -149,7 +149,7 @@ func testApprovalOfAnAuthorWhoLostTheRight(t *testing.T, h *harness) {
 	h.yaml("dave", "PUT", dpath, configMapDeployable("team-b", "daves-config", "v1")).want(t, http.StatusCreated)
 	p := testPolicy()
 	nsp := p.Namespaces["team-b"]
-	nsp.Roles = map[auth.Role][]string{auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol", "alice"}}
+	nsp.Roles = map[policy.Role][]string{policy.RoleEditor: {"alice"}, policy.RoleApprover: {"carol", "alice"}}
 	p.Namespaces["team-b"] = nsp
 	h.setPolicy(t, p)
 	before := h.counts()

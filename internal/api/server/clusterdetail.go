@@ -2,12 +2,12 @@ package server
 
 import (
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 )
 
 // seesClusterDetail reports whether u is shown what failed, in words, on
 // a member cluster: admins, who run the farm.
-func (s *Server) seesClusterDetail(u auth.User) bool { return s.policy().IsAdmin(u) }
+func (s *Server) seesClusterDetail(u policy.User) bool { return s.policy().IsAdmin(u) }
 
 // hideClusterDetail leaves of a cluster's status what a tenant needs to
 // judge where work can run (each condition's type, status, reason and

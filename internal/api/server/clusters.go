@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -30,7 +30,7 @@ type storedClusterSpec struct {
 }
 
 // createCluster serves POST /api/v1/clusters (admins only).
-func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) createCluster(r *http.Request, u policy.User) (int, any, error) {
 	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not register clusters; only admins may", u.Name)
 	}
@@ -73,7 +73,7 @@ func (s *Server) createCluster(r *http.Request, u auth.User) (int, any, error) {
 // when the cluster changed since, so that read-modify-write clients (the
 // CLI's label, taint and cordon, the console) never undo another's change.
 // A PUT that changes nothing writes nothing, not even an audit entry.
-func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) updateCluster(r *http.Request, u policy.User) (int, any, error) {
 	name := r.PathValue("name")
 	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not change clusters; only admins may", u.Name)
@@ -141,7 +141,7 @@ func (s *Server) updateCluster(r *http.Request, u auth.User) (int, any, error) {
 	return http.StatusOK, out, err
 }
 
-func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) deleteCluster(r *http.Request, u policy.User) (int, any, error) {
 	name := r.PathValue("name")
 	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not remove clusters; only admins may", u.Name)
@@ -164,7 +164,7 @@ func (s *Server) deleteCluster(r *http.Request, u auth.User) (int, any, error) {
 // Every authenticated user may see the clusters: where work can go is no
 // secret, and kubeconfigs are never returned. What failed, in words, is
 // for admins alone (hideClusterDetail).
-func (s *Server) getCluster(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) getCluster(r *http.Request, u policy.User) (int, any, error) {
 	name := r.PathValue("name")
 	var rec *store.Cluster
 	var obs observations
@@ -190,7 +190,7 @@ func (s *Server) getCluster(r *http.Request, u auth.User) (int, any, error) {
 	return http.StatusOK, out, nil
 }
 
-func (s *Server) listClusters(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) listClusters(r *http.Request, u policy.User) (int, any, error) {
 	var recs []*store.Cluster
 	var obs observations
 	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {

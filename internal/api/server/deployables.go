@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -73,7 +73,7 @@ func (s *Server) sealDeployable(obj *v1alpha1.Deployable, author *store.Author) 
 // deployableBody reads the deployable a request carries for the path's
 // namespace and name, checked as every write of one is: decoded strictly,
 // valid, the user allowed to write there, its template admitted.
-func (s *Server) deployableBody(r *http.Request, u auth.User) (ns, name string, obj *v1alpha1.Deployable, err error) {
+func (s *Server) deployableBody(r *http.Request, u policy.User) (ns, name string, obj *v1alpha1.Deployable, err error) {
 	ns, name = r.PathValue("namespace"), r.PathValue("name")
 	obj, err = decodeBody(r, v1alpha1.DecodeDeployable)
 	if err != nil {
@@ -85,7 +85,7 @@ func (s *Server) deployableBody(r *http.Request, u auth.User) (ns, name string, 
 	if errs := v1alpha1.ValidateDeployable(obj); len(errs) > 0 {
 		return "", "", nil, errInvalid("Deployable is invalid", errs)
 	}
-	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 		return "", "", nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
 	}
 	if err := s.admitDeployable(r.Context(), u, ns, &obj.Spec); err != nil {
@@ -97,7 +97,7 @@ func (s *Server) deployableBody(r *http.Request, u auth.User) (ns, name string, 
 // putDeployable serves PUT: create (201) or update (200; generation + 1
 // only when the spec changed). In a namespace that requires approval the
 // change waits, and the live spec stays as it was until it is approved.
-func (s *Server) putDeployable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) putDeployable(r *http.Request, u policy.User) (int, any, error) {
 	ns, name, obj, err := s.deployableBody(r, u)
 	if err != nil {
 		return 0, nil, err
@@ -213,9 +213,9 @@ func matchPath(m *v1alpha1.ObjectMeta, ns, name string) error {
 	return nil
 }
 
-func (s *Server) getDeployable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) getDeployable(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.policy().Allowed(u, ns, auth.VerbRead) {
+	if !s.policy().Allowed(u, ns, policy.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	var rec *store.Deployable
@@ -260,7 +260,7 @@ func (s *Server) deployableResponse(r *http.Request, status int, rec *store.Depl
 	return status, out, err
 }
 
-func (s *Server) listDeployables(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) listDeployables(r *http.Request, u policy.User) (int, any, error) {
 	q := r.URL.Query()
 	// Tombstones too, for those with a revive waiting for approval; the
 	// others are skipped below.
@@ -308,9 +308,9 @@ func (s *Server) listDeployables(r *http.Request, u auth.User) (int, any, error)
 // deleteDeployable marks a deployable deleted; the syncer removes it from
 // every cluster and then purges the row. With approval required, the
 // deletion waits for an approver.
-func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) deleteDeployable(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not delete deployables in namespace %q", u.Name, ns)
 	}
 	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindDeployable)
@@ -367,13 +367,13 @@ func (s *Server) deleteDeployable(r *http.Request, u auth.User) (int, any, error
 // change the approver reviewed (?resourceVersion=). An approved change is
 // authorized again for its author under the policy as it is now.
 func (s *Server) decideDeployable(approve bool) apiHandler {
-	return func(r *http.Request, u auth.User) (int, any, error) {
+	return func(r *http.Request, u policy.User) (int, any, error) {
 		if approve && r.URL.Query().Has("generation") {
 			return s.approveWave(r, u) // a wave of a rollout, not a pending change
 		}
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
 		ref := "deployable " + ns + "/" + name
-		if !s.policy().Allowed(u, ns, auth.VerbApprove) {
+		if !s.policy().Allowed(u, ns, policy.VerbApprove) {
 			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
 		}
 		reviewed, err := pendingVersion(r, "deployable")
@@ -407,7 +407,7 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 			if err := json.Unmarshal(rec.Pending, &doc); err != nil {
 				return 0, nil, fmt.Errorf("%s: pending spec: %w", ref, err)
 			}
-			if err := s.authorizeAuthor(userOf(doc.Author, rec.PendingBy), ns, "the pending change to "+ref, func(author auth.User) error {
+			if err := s.authorizeAuthor(userOf(doc.Author, rec.PendingBy), ns, "the pending change to "+ref, func(author policy.User) error {
 				return s.admitDeployable(r.Context(), author, ns, &doc.Spec)
 			}); err != nil {
 				return 0, nil, err

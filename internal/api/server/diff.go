@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/control/rollout"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/clusters"
 )
@@ -51,7 +51,7 @@ type DiffResult struct {
 // and each cluster its placement matches is asked, by a server-side apply
 // dry run of that cluster's object (its overrides applied), what would
 // change. Nothing is written, in the store or on any cluster.
-func (s *Server) diffDeployable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) diffDeployable(r *http.Request, u policy.User) (int, any, error) {
 	ns, name, obj, err := s.deployableBody(r, u)
 	if err != nil {
 		return 0, nil, err

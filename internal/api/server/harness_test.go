@@ -21,6 +21,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/seal/sealtest"
@@ -46,31 +47,31 @@ import (
 // team-a, top (100).
 var users = []string{"admin", "alice", "bob", "carol", "dave", "mallory"}
 
-func testPolicy() auth.PolicyFile {
-	return auth.PolicyFile{
+func testPolicy() policy.PolicyFile {
+	return policy.PolicyFile{
 		Admins: []string{"admin"},
-		PriorityClasses: map[string]auth.PriorityClass{
+		PriorityClasses: map[string]policy.PriorityClass{
 			"urgent": {Value: 5}, "high": {Value: 10}, "top": {Value: 100, Namespaces: []string{"team-a"}},
 		},
-		Namespaces: map[string]auth.NamespacePolicy{
+		Namespaces: map[string]policy.NamespacePolicy{
 			"team-a": {
-				Roles: map[auth.Role][]string{
-					auth.RoleViewer: {"bob"}, auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol"},
+				Roles: map[policy.Role][]string{
+					policy.RoleViewer: {"bob"}, policy.RoleEditor: {"alice"}, policy.RoleApprover: {"carol"},
 				},
-				Kinds: auth.KindRules{
+				Kinds: policy.KindRules{
 					Deny:          []string{"RoleBinding.rbac.authorization.k8s.io"},
 					ClusterScoped: []string{"ClusterWorkflowTemplate.argoproj.io"},
 				},
 			},
 			"team-k": {
-				Roles: map[auth.Role][]string{auth.RoleEditor: {"alice"}},
-				Kinds: auth.KindRules{Allow: []string{"Job.batch", "ConfigMap"}},
+				Roles: map[policy.Role][]string{policy.RoleEditor: {"alice"}},
+				Kinds: policy.KindRules{Allow: []string{"Job.batch", "ConfigMap"}},
 			},
 			"team-b": {
-				Roles: map[auth.Role][]string{
-					auth.RoleEditor: {"alice", "dave"}, auth.RoleApprover: {"carol", "alice"},
+				Roles: map[policy.Role][]string{
+					policy.RoleEditor: {"alice", "dave"}, policy.RoleApprover: {"carol", "alice"},
 				},
-				Approval: auth.Approval{Runnables: true, Deployables: true},
+				Approval: policy.Approval{Runnables: true, Deployables: true},
 			},
 		},
 	}
@@ -357,9 +358,9 @@ func writeYAML(t testing.TB, path string, v any) {
 
 // setPolicy puts f in force as the policy file, until the test ends, and
 // waits until the api decides by it.
-func (h *harness) setPolicy(t testing.TB, f auth.PolicyFile) {
+func (h *harness) setPolicy(t testing.TB, f policy.PolicyFile) {
 	t.Helper()
-	apply := func(f auth.PolicyFile) {
+	apply := func(f policy.PolicyFile) {
 		if data, err := yaml.Marshal(f); err == nil {
 			if cur, err := os.ReadFile(h.policyFile); err == nil && bytes.Equal(cur, data) {
 				return // in force already: nothing to reload

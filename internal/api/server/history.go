@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -47,7 +47,7 @@ func historyEntry(e *audit.Entry) HistoryEntry {
 // with ?order=newest (so that ?limit=N is the N latest). Reading one
 // namespace's history needs the viewer role there; the whole history
 // (clusters included) needs read access everywhere.
-func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) listHistory(r *http.Request, u policy.User) (int, any, error) {
 	q := r.URL.Query()
 	f := store.AuditFilter{
 		Namespace: q.Get("namespace"), Kind: q.Get("kind"), Name: q.Get("name"),
@@ -56,7 +56,7 @@ func (s *Server) listHistory(r *http.Request, u auth.User) (int, any, error) {
 	if f.Namespace == "" && !s.policy().ReadsEverywhere(u) {
 		return 0, nil, errForbidden("user %q may not read the history of every namespace; pass ?namespace=", u.Name)
 	}
-	if f.Namespace != "" && !s.policy().Allowed(u, f.Namespace, auth.VerbRead) {
+	if f.Namespace != "" && !s.policy().Allowed(u, f.Namespace, policy.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, f.Namespace)
 	}
 	var err error

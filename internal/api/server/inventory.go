@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -60,7 +60,7 @@ type InventoryList struct {
 // listInventory serves GET /api/v1/inventory from the database alone: it
 // answers for a cluster whose API server is down, with that cluster's
 // freshness beside the records.
-func (s *Server) listInventory(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) listInventory(r *http.Request, u policy.User) (int, any, error) {
 	q := r.URL.Query()
 	f := store.InventoryFilter{
 		Cluster: q.Get("cluster"), APIVersion: q.Get("apiVersion"), Kind: q.Get("kind"),

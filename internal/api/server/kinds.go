@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -21,13 +21,13 @@ import (
 // cluster has reported yet is decided again by the submitter or the
 // syncer with the discovery of the cluster they act on. The answer is 403
 // naming the kind and the rule that refused it.
-func (s *Server) authorizeKind(ctx context.Context, u auth.User, ns string, tmpl map[string]any) error {
+func (s *Server) authorizeKind(ctx context.Context, u policy.User, ns string, tmpl map[string]any) error {
 	return s.authorizeKindAt(ctx, u, ns, tmpl, "spec.template")
 }
 
 // authorizeKindAt is authorizeKind of an object at path in the runnable
 // or deployable: its template, or an object the template embeds.
-func (s *Server) authorizeKindAt(ctx context.Context, u auth.User, ns string, tmpl map[string]any, path string) error {
+func (s *Server) authorizeKindAt(ctx context.Context, u policy.User, ns string, tmpl map[string]any, path string) error {
 	gk, ok := templateGroupKind(tmpl)
 	if !ok {
 		return nil // validation has already said what is wrong
@@ -44,13 +44,13 @@ func (s *Server) authorizeKindAt(ctx context.Context, u auth.User, ns string, tm
 	if md, ok := tmpl["metadata"].(map[string]any); ok {
 		objNS, _ = md["namespace"].(string)
 	}
-	d := s.policy().AuthorizeKind(u, auth.Target{Kind: gk, Scope: auth.ResolveScope(gk, reported), Namespace: ns, ObjectNamespace: objNS})
+	d := s.policy().AuthorizeKind(u, policy.Target{Kind: gk, Scope: policy.ResolveScope(gk, reported), Namespace: ns, ObjectNamespace: objNS})
 	if d.Allowed {
 		return nil
 	}
 	return &APIError{
 		Code: http.StatusForbidden, Reason: "Forbidden",
-		Message: fmt.Sprintf("user %q may not put %s on member clusters from namespace %s: %s", u.Name, auth.KindName(gk), ns, d.Reason),
+		Message: fmt.Sprintf("user %q may not put %s on member clusters from namespace %s: %s", u.Name, policy.KindName(gk), ns, d.Reason),
 		Details: []v1alpha1.FieldError{{Field: path + ".kind", Message: "refused by the policy rule: " + d.Rule}},
 	}
 }
@@ -61,7 +61,7 @@ func (s *Server) authorizeKindAt(ctx context.Context, u auth.User, ns string, tm
 // for a kind the policy refuses, 422 with each violation otherwise). The
 // submitter and the syncer review what they write again before they act
 // (admitRunnable and admitDeployable add the renderings they foresee).
-func (s *Server) admit(ctx context.Context, u auth.User, ns string, tmpl map[string]any, runnable bool) error {
+func (s *Server) admit(ctx context.Context, u policy.User, ns string, tmpl map[string]any, runnable bool) error {
 	if err := s.authorizeKind(ctx, u, ns, tmpl); err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (s *Server) admit(ctx context.Context, u auth.User, ns string, tmpl map[str
 
 // review is the admission review of u's work in namespace ns, by the
 // policy in force: the rules Written applies, here and at the writers.
-func (s *Server) review(ctx context.Context, u auth.User, ns string, runnable bool) admission.Review {
+func (s *Server) review(ctx context.Context, u policy.User, ns string, runnable bool) admission.Review {
 	p := s.policy()
 	return admission.Review{
 		Checker: s.pods, Level: p.PodSecurityLevel(ns), ClusterRoles: p.BindableClusterRoles(ns), Embedded: p.EmbeddedRules(),
@@ -99,8 +99,8 @@ func refused(review admission.Review, what string, err error) error {
 // still make it: an approval lets through what was written, so a change
 // whose author has since lost the right to write in ns, or to put its
 // kind there, is refused rather than approved.
-func (s *Server) authorizeAuthor(author auth.User, ns, ref string, admit func(auth.User) error) error {
-	if !s.policy().Allowed(author, ns, auth.VerbWrite) {
+func (s *Server) authorizeAuthor(author policy.User, ns, ref string, admit func(policy.User) error) error {
+	if !s.policy().Allowed(author, ns, policy.VerbWrite) {
 		return errForbidden("%s was written by %q, who may no longer write in namespace %q; it cannot be approved (reject it, or have someone who may write submit it again)",
 			ref, author.Name, ns)
 	}
@@ -119,15 +119,15 @@ func templateGroupKind(tmpl map[string]any) (schema.GroupKind, bool) {
 }
 
 // authorOf is how the API records who wrote a spec.
-func authorOf(u auth.User) *store.Author {
+func authorOf(u policy.User) *store.Author {
 	return &store.Author{Name: u.Name, Groups: u.Groups}
 }
 
 // userOf is the author of a stored spec as a user for the policy; specs
 // stored before authors were recorded name only the user.
-func userOf(a *store.Author, name string) auth.User {
+func userOf(a *store.Author, name string) policy.User {
 	if a == nil {
-		return auth.User{Name: name}
+		return policy.User{Name: name}
 	}
-	return auth.User{Name: a.Name, Groups: a.Groups}
+	return policy.User{Name: a.Name, Groups: a.Groups}
 }

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/feed"
 	"github.com/purser-io/purser/internal/api/kubeapi"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -23,7 +23,7 @@ func (s *Server) mountKube() {
 	s.feed = feed.New(feed.Config{Store: s.cfg.Store, Logger: s.log})
 	s.kube = kubeapi.New(kubeapi.Config{
 		Store: s.cfg.Store, Feed: s.feed, Authenticate: s.authenticate, Policy: s.policy, Reloads: reloads,
-		Freshness: func(u auth.User, f store.AgentFreshness, now time.Time) v1alpha1.Freshness {
+		Freshness: func(u policy.User, f store.AgentFreshness, now time.Time) v1alpha1.Freshness {
 			return *agentStatus(f, now, s.seesClusterDetail(u)).Freshness
 		},
 		Logger: s.log, Now: s.now,

@@ -16,8 +16,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/hub/stream/streamtest"
@@ -363,7 +363,7 @@ func TestWatchesLoseTheirRights(t *testing.T) {
 	// bob is no longer a viewer of team-a.
 	p := testPolicy()
 	nsp := p.Namespaces["team-a"]
-	nsp.Roles = map[auth.Role][]string{auth.RoleEditor: {"alice"}, auth.RoleApprover: {"carol"}}
+	nsp.Roles = map[policy.Role][]string{policy.RoleEditor: {"alice"}, policy.RoleApprover: {"carol"}}
 	p.Namespaces["team-a"] = nsp
 	start := time.Now()
 	h.setPolicy(t, p)

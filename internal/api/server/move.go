@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/dependson"
 	"github.com/purser-io/purser/internal/control/operate"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/clusters"
 )
@@ -29,7 +29,7 @@ import (
 // when it is not Running or is being moved already, 422 when the target
 // cannot take it (the reason named). The failover controller does the
 // move (docs/operating.md, "Planned moves").
-func (s *Server) moveRunnable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) moveRunnable(r *http.Request, u policy.User) (int, any, error) {
 	req, err := moveRequest(r)
 	if err != nil {
 		return 0, nil, err

@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/operate"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -26,9 +26,9 @@ import (
 type operation func(ctx context.Context, tx *store.Tx, cur *lifecycle.Runnable, doc *storedRunnable, attempts []*store.Attempt) (*lifecycle.Transition, error)
 
 // operateRunnable runs op on runnable ns/name for u.
-func (s *Server) operateRunnable(r *http.Request, u auth.User, verb string, op operation) (int, any, error) {
+func (s *Server) operateRunnable(r *http.Request, u policy.User, verb string, op operation) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not %s runnables in namespace %q", u.Name, verb, ns)
 	}
 	var out *v1alpha1.Runnable
@@ -87,7 +87,7 @@ func (s *Server) operateRunnable(r *http.Request, u auth.User, verb string, op o
 // suspendRunnable serves POST .../suspend: a Submitted or Running
 // runnable becomes Suspended; the submitter sets the kind's own suspend
 // field on its cluster. Kinds purser cannot suspend are refused with 422.
-func (s *Server) suspendRunnable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) suspendRunnable(r *http.Request, u policy.User) (int, any, error) {
 	return s.operateRunnable(r, u, "suspend", func(_ context.Context, _ *store.Tx, cur *lifecycle.Runnable, doc *storedRunnable, attempts []*store.Attempt) (*lifecycle.Transition, error) {
 		apiVersion, _ := doc.Spec.Template["apiVersion"].(string)
 		kind, _ := doc.Spec.Template["kind"].(string)
@@ -102,7 +102,7 @@ func (s *Server) suspendRunnable(r *http.Request, u auth.User) (int, any, error)
 // resumeRunnable serves POST .../resume: a Suspended runnable stays
 // Suspended until the submitter has cleared the kind's suspend field on
 // its cluster, then it is Submitted again.
-func (s *Server) resumeRunnable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) resumeRunnable(r *http.Request, u policy.User) (int, any, error) {
 	return s.operateRunnable(r, u, "resume", func(_ context.Context, _ *store.Tx, cur *lifecycle.Runnable, _ *storedRunnable, _ []*store.Attempt) (*lifecycle.Transition, error) {
 		return operated(operate.Resume(cur, u.Name, s.now()))
 	})
@@ -115,7 +115,7 @@ func (s *Server) resumeRunnable(r *http.Request, u auth.User) (int, any, error) 
 // reruns it must be allowed to submit its template now (the same checks
 // as a create), becomes its submitter, and in a namespace that needs
 // approval the rerun waits for another approver.
-func (s *Server) rerunRunnable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) rerunRunnable(r *http.Request, u policy.User) (int, any, error) {
 	return s.operateRunnable(r, u, "rerun", func(ctx context.Context, _ *store.Tx, cur *lifecycle.Runnable, doc *storedRunnable, attempts []*store.Attempt) (*lifecycle.Transition, error) {
 		if doc.Pending != nil {
 			// A rerun runs the live spec; one asked for with a change

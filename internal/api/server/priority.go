@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 )
 
 // defaultPriority gives a runnable of ns without spec.priority the
@@ -27,9 +27,9 @@ func (s *Server) defaultPriority(ns string, spec *v1alpha1.RunnableSpec) {
 // authorizePriority refuses, with 422 naming the classes ns may use, a
 // spec.priority u may not give: the queue is the farm's, so a tenant's
 // choice is bounded to the classes the policy allows its namespace, and
-// an integer is for the farm's admins (auth.Policy.AuthorizePriority).
+// an integer is for the farm's admins (policy.Policy.AuthorizePriority).
 // what names the spec's author when it is not the caller (an approval).
-func (s *Server) authorizePriority(u auth.User, ns string, spec *v1alpha1.RunnableSpec, what string) error {
+func (s *Server) authorizePriority(u policy.User, ns string, spec *v1alpha1.RunnableSpec, what string) error {
 	r := s.policy().AuthorizePriority(u, ns, spec.Priority)
 	if r == nil {
 		return nil

@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -22,7 +22,7 @@ import (
 // putQuota serves PUT /api/v1/quotas/{namespace}: creates or replaces the
 // namespace's quota. A body with metadata.resourceVersion is a
 // precondition (409 when it moved). Unchanged limits write nothing.
-func (s *Server) putQuota(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) putQuota(r *http.Request, u policy.User) (int, any, error) {
 	ns := r.PathValue("namespace")
 	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not set quotas; only admins may", u.Name)
@@ -79,9 +79,9 @@ func (s *Server) putQuota(r *http.Request, u auth.User) (int, any, error) {
 }
 
 // getQuota serves GET /api/v1/quotas/{namespace}, with status.used.
-func (s *Server) getQuota(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) getQuota(r *http.Request, u policy.User) (int, any, error) {
 	ns := r.PathValue("namespace")
-	if !s.policy().Allowed(u, ns, auth.VerbRead) {
+	if !s.policy().Allowed(u, ns, policy.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	var rec *store.Quota
@@ -102,7 +102,7 @@ func (s *Server) getQuota(r *http.Request, u auth.User) (int, any, error) {
 
 // listQuotas serves GET /api/v1/quotas: those of the namespaces the user
 // may read.
-func (s *Server) listQuotas(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) listQuotas(r *http.Request, u policy.User) (int, any, error) {
 	var recs []*store.Quota
 	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
@@ -114,7 +114,7 @@ func (s *Server) listQuotas(r *http.Request, u auth.User) (int, any, error) {
 	}
 	items := []*v1alpha1.Quota{}
 	for _, rec := range recs {
-		if !s.policy().Allowed(u, rec.Namespace, auth.VerbRead) {
+		if !s.policy().Allowed(u, rec.Namespace, policy.VerbRead) {
 			continue
 		}
 		q, err := s.quotaResponse(r, rec)
@@ -128,7 +128,7 @@ func (s *Server) listQuotas(r *http.Request, u auth.User) (int, any, error) {
 
 // deleteQuota serves DELETE /api/v1/quotas/{namespace}: the namespace is
 // no longer bounded.
-func (s *Server) deleteQuota(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) deleteQuota(r *http.Request, u policy.User) (int, any, error) {
 	ns := r.PathValue("namespace")
 	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not remove quotas; only admins may", u.Name)

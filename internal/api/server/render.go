@@ -7,9 +7,9 @@ import (
 	"net/http"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -19,7 +19,7 @@ import (
 // is written (admission.Review.Written) that the submitter calls before
 // each create: a 422 naming the mutation, rather than an attempt that
 // fails later with AdmissionDenied.
-func (s *Server) admitRunnable(ctx context.Context, u auth.User, ns string, spec *v1alpha1.RunnableSpec) error {
+func (s *Server) admitRunnable(ctx context.Context, u policy.User, ns string, spec *v1alpha1.RunnableSpec) error {
 	if err := s.admit(ctx, u, ns, spec.Template, true); err != nil {
 		return err
 	}
@@ -32,7 +32,7 @@ func (s *Server) admitRunnable(ctx context.Context, u auth.User, ns string, spec
 // the admission the syncer calls before each apply. An override that
 // changes which object the template is, or renders an object past the
 // bound, is refused whatever the clusters.
-func (s *Server) admitDeployable(ctx context.Context, u auth.User, ns string, spec *v1alpha1.DeployableSpec) error {
+func (s *Server) admitDeployable(ctx context.Context, u policy.User, ns string, spec *v1alpha1.DeployableSpec) error {
 	if err := s.admit(ctx, u, ns, spec.Template, false); err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) admitDeployable(ctx context.Context, u auth.User, ns string, sp
 // admitRenderings reviews each rendering as its writer will (Written),
 // and answers the first refusal with a 422 (403 for a kind the policy
 // refuses) naming its cause.
-func (s *Server) admitRenderings(ctx context.Context, u auth.User, ns string, runnable bool, rs []v1alpha1.Rendering) error {
+func (s *Server) admitRenderings(ctx context.Context, u policy.User, ns string, runnable bool, rs []v1alpha1.Rendering) error {
 	if len(rs) == 0 {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -96,10 +96,10 @@ var (
 // same role is needed, and the change is audited with the control in the
 // same transaction. The syncer acts on it at its next decision.
 func (s *Server) controlRollout(a rolloutAction) apiHandler {
-	return func(r *http.Request, u auth.User) (int, any, error) {
+	return func(r *http.Request, u policy.User) (int, any, error) {
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
 		ref := "deployable " + ns + "/" + name
-		if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+		if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 			return 0, nil, errForbidden("user %q may not change deployables in namespace %q", u.Name, ns)
 		}
 		var rec *store.Deployable
@@ -173,10 +173,10 @@ func pastTense(verb string) string {
 // flow, bound to the generation reviewed instead of a pending change. The
 // approver needs the approver role and must not be the generation's
 // author.
-func (s *Server) approveWave(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) approveWave(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	ref := "deployable " + ns + "/" + name
-	if !s.policy().Allowed(u, ns, auth.VerbApprove) {
+	if !s.policy().Allowed(u, ns, policy.VerbApprove) {
 		return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
 	}
 	gen, err := strconv.ParseInt(r.URL.Query().Get("generation"), 10, 64)

@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/operate"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -25,7 +25,7 @@ type storedRunnable = store.Document[v1alpha1.RunnableSpec]
 // createRunnable serves POST /api/v1/runnables: 202 with the stored object,
 // 200 with the existing one when the same spec is submitted again under the
 // same name, 409 when that name holds another spec.
-func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) createRunnable(r *http.Request, u policy.User) (int, any, error) {
 	obj, err := decodeBody(r, v1alpha1.DecodeRunnable)
 	if err != nil {
 		return 0, nil, err
@@ -39,7 +39,7 @@ func (s *Server) createRunnable(r *http.Request, u auth.User) (int, any, error) 
 		return 0, nil, errInvalid("Runnable is invalid", errs)
 	}
 	ns := obj.Metadata.Namespace
-	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not submit runnables in namespace %q", u.Name, ns)
 	}
 	if err := s.authorizePriority(u, ns, &obj.Spec, ""); err != nil {
@@ -124,9 +124,9 @@ func freeRunnableName(ctx context.Context, tx *store.Tx, ns, prefix string) (str
 	return "", errConflict("no free name with prefix %q after 8 tries; use a longer prefix", prefix)
 }
 
-func (s *Server) getRunnable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) getRunnable(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.policy().Allowed(u, ns, auth.VerbRead) {
+	if !s.policy().Allowed(u, ns, policy.VerbRead) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	var rec *store.Runnable
@@ -157,7 +157,7 @@ func (s *Server) getRunnable(r *http.Request, u auth.User) (int, any, error) {
 	return http.StatusOK, out, nil
 }
 
-func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) listRunnables(r *http.Request, u policy.User) (int, any, error) {
 	q := r.URL.Query()
 	f := store.RunnableFilter{Namespace: q.Get("namespace"), Phase: q.Get("phase"), Cluster: q.Get("cluster"), Continue: q.Get("continue")}
 	if err := s.authorizeList(u, f.Namespace, "runnables"); err != nil {
@@ -206,14 +206,14 @@ func (s *Server) listRunnables(r *http.Request, u auth.User) (int, any, error) {
 
 // authorizeList allows a list in one namespace to its viewers, and a list
 // across namespaces to those who read every namespace.
-func (s *Server) authorizeList(u auth.User, ns, what string) error {
+func (s *Server) authorizeList(u policy.User, ns, what string) error {
 	if ns == "" {
 		if !s.policy().ReadsEverywhere(u) {
 			return errForbidden("user %q may not list %s in every namespace; pass ?namespace=", u.Name, what)
 		}
 		return nil
 	}
-	if !s.policy().Allowed(u, ns, auth.VerbRead) {
+	if !s.policy().Allowed(u, ns, policy.VerbRead) {
 		return errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	return nil
@@ -225,9 +225,9 @@ func (s *Server) authorizeList(u auth.User, ns, what string) error {
 // left on clusters is deleted there by the controller, and its history
 // stays in the audit log. So a live runnable takes two deletes to go, as
 // a cancelled one stays readable until someone removes it.
-func (s *Server) deleteRunnable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) deleteRunnable(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not cancel or delete runnables in namespace %q", u.Name, ns)
 	}
 	var out *v1alpha1.Runnable
@@ -310,9 +310,9 @@ func sameRunnable(ctx context.Context, tx *store.Tx, ns, name, hash string) (*st
 // vouches that the copy of the current attempt no longer runs, where
 // purser cannot confirm it (an AtMostOne runnable on a cluster that does
 // not answer); the controller then moves the runnable at once.
-func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) confirmStopped(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not fail over runnables in namespace %q", u.Name, ns)
 	}
 	if r.URL.Query().Get("confirmStopped") != "true" {
@@ -382,9 +382,9 @@ func (s *Server) confirmStopped(r *http.Request, u auth.User) (int, any, error) 
 // in a namespace that needs approval), or a change of its spec that
 // waits beside the live one, in any other phase (pending.go).
 func (s *Server) decideRunnable(approve bool) apiHandler {
-	return func(r *http.Request, u auth.User) (int, any, error) {
+	return func(r *http.Request, u policy.User) (int, any, error) {
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
-		if !s.policy().Allowed(u, ns, auth.VerbApprove) {
+		if !s.policy().Allowed(u, ns, policy.VerbApprove) {
 			return 0, nil, errForbidden("user %q is not an approver in namespace %q", u.Name, ns)
 		}
 		reviewed, err := pendingVersion(r, "runnable")
@@ -520,7 +520,7 @@ func (s *Server) authorizeRunnableAuthor(r *http.Request, ns, name string, revie
 	if err := s.authorizePriority(author, ns, spec, ref+" cannot be approved"); err != nil {
 		return err
 	}
-	return s.authorizeAuthor(author, ns, ref, func(author auth.User) error {
+	return s.authorizeAuthor(author, ns, ref, func(author policy.User) error {
 		return s.admitRunnable(r.Context(), author, ns, spec)
 	})
 }
@@ -576,7 +576,7 @@ func storedMeta[S any](doc *store.Document[S], name, namespace, uid string, gene
 // appendAudit records a change in the transaction that makes it. details
 // must never hold Secret values; callers pass specs with those removed,
 // and whatever sits under data or stringData is redacted all the same.
-func appendAudit(ctx context.Context, tx *store.Tx, u auth.User, action, kind, ns, name, summary, outcome string, details any) error {
+func appendAudit(ctx context.Context, tx *store.Tx, u policy.User, action, kind, ns, name, summary, outcome string, details any) error {
 	e := &audit.Entry{Actor: u.Name, Action: action, Kind: kind, Namespace: ns, Name: name, Summary: summary, Outcome: outcome}
 	if details != nil {
 		data, err := redactValues(details)

@@ -21,6 +21,7 @@ import (
 	"github.com/purser-io/purser/internal/api/feed"
 	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
@@ -63,7 +64,7 @@ type Config struct {
 	// tokens; nil: Tokens and Policy, fixed.
 	Identities *auth.Identities
 	Tokens     *auth.Authenticator
-	Policy     *auth.Policy
+	Policy     *policy.Policy
 	// ReservedServiceAccounts are the service accounts purser's own
 	// components run as in member clusters, which no tenant's pod may
 	// name; nil: admission.ReservedServiceAccounts.
@@ -226,7 +227,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // apiHandler is an API endpoint: it gets the authenticated user and
 // returns the response body and status, or an error that becomes the
 // API's error body.
-type apiHandler func(r *http.Request, u auth.User) (status int, body any, err error)
+type apiHandler func(r *http.Request, u policy.User) (status int, body any, err error)
 
 // streamFunc is a body that writes itself, for streaming answers (watch).
 // An error it returns before writing anything becomes an error answer.
@@ -306,11 +307,11 @@ func (s *Server) handle(pattern string, h apiHandler) {
 	})
 }
 
-func (s *Server) authenticate(r *http.Request) (auth.User, bool) {
+func (s *Server) authenticate(r *http.Request) (policy.User, bool) {
 	const scheme = "Bearer "
 	h := r.Header.Get("Authorization")
 	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return auth.User{}, false
+		return policy.User{}, false
 	}
 	token := strings.TrimSpace(h[len(scheme):])
 	switch {
@@ -319,12 +320,12 @@ func (s *Server) authenticate(r *http.Request) (auth.User, bool) {
 	case s.cfg.Tokens != nil:
 		return s.cfg.Tokens.Authenticate(token)
 	}
-	return auth.User{}, false
+	return policy.User{}, false
 }
 
 // policy is the policy in force: read it once per decision, never keep it,
 // since the policy file is reloaded when it changes.
-func (s *Server) policy() *auth.Policy {
+func (s *Server) policy() *policy.Policy {
 	if s.cfg.Identities != nil {
 		return s.cfg.Identities.Policy()
 	}
@@ -345,7 +346,7 @@ const writeTimeout = 30 * time.Second
 
 // whoami tells a client who it is and what it may do, so that the console
 // offers only that. The server still checks every request.
-func (s *Server) whoami(_ *http.Request, u auth.User) (int, any, error) {
+func (s *Server) whoami(_ *http.Request, u policy.User) (int, any, error) {
 	return http.StatusOK, s.policy().AccessOf(u), nil
 }
 

@@ -9,9 +9,9 @@ import (
 	"strconv"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/operate"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -29,7 +29,7 @@ import (
 // 200 that writes nothing. In a namespace that needs approval, a change
 // that could be made now waits beside the live spec until another person
 // approves it (pending.go); the live spec sent again withdraws it.
-func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) {
+func (s *Server) updateRunnable(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	obj, err := decodeBody(r, v1alpha1.DecodeRunnable)
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Server) updateRunnable(r *http.Request, u auth.User) (int, any, error) 
 	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
 		return 0, nil, errInvalid("Runnable is invalid", errs)
 	}
-	if !s.policy().Allowed(u, ns, auth.VerbWrite) {
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not change runnables in namespace %q", u.Name, ns)
 	}
 	if err := s.authorizePriority(u, ns, &obj.Spec, ""); err != nil {

@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/feed"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
@@ -73,7 +73,7 @@ func newWatchHub(s *Server, perUser, total int, timeout time.Duration) *watchHub
 }
 
 // acquire counts a new watch of u, or refuses it (429) past a cap.
-func (h *watchHub) acquire(u auth.User) (release func(), err error) {
+func (h *watchHub) acquire(u policy.User) (release func(), err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -399,7 +399,7 @@ func diff(seen, now map[string]InventoryItem) []WatchEvent {
 // reaches the database. It diffs the selection level-wise rather than
 // tailing a log, so nothing it reports depends on having seen every
 // intermediate write, and a reconnecting client simply starts again.
-func (s *Server) watchInventory(w http.ResponseWriter, r *http.Request, u auth.User, f store.InventoryFilter) error {
+func (s *Server) watchInventory(w http.ResponseWriter, r *http.Request, u policy.User, f store.InventoryFilter) error {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		return errBadRequest("this connection cannot stream; watch needs HTTP/1.1 or HTTP/2 without buffering")
@@ -501,7 +501,7 @@ type rights struct {
 	expiry  time.Time
 }
 
-func (s *Server) rightsOf(u auth.User) rights {
+func (s *Server) rightsOf(u policy.User) rights {
 	r := rights{expiry: u.Expiry}
 	if s.cfg.Identities != nil {
 		r.reloads = s.cfg.Identities.Reloads()
@@ -521,7 +521,7 @@ func (r rights) mayHaveChanged(s *Server) bool {
 
 // mayStillWatch authenticates the watch's request again and authorizes
 // its selection as at its start; it says why the watch must end, or "".
-func (s *Server) mayStillWatch(r *http.Request, u auth.User, f store.InventoryFilter) string {
+func (s *Server) mayStillWatch(r *http.Request, u policy.User, f store.InventoryFilter) string {
 	now, ok := s.authenticate(r)
 	switch {
 	case !ok:

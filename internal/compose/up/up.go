@@ -30,6 +30,7 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/cli/client"
 	"github.com/purser-io/purser/internal/compose"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/anchor"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -383,13 +384,13 @@ func ensureCredentials(dataDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	policy, err := yaml.Marshal(auth.PolicyFile{Admins: []string{adminUser}})
+	pol, err := yaml.Marshal(policy.PolicyFile{Admins: []string{adminUser}})
 	if err != nil {
 		return "", err
 	}
 	for path, data := range map[string][]byte{
 		filepath.Join(dataDir, TokensFile): tokens,
-		filepath.Join(dataDir, PolicyFile): policy,
+		filepath.Join(dataDir, PolicyFile): pol,
 	} {
 		if _, err := os.Stat(path); err == nil {
 			continue // an operator's file wins

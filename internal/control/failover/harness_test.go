@@ -37,6 +37,7 @@ import (
 	"github.com/purser-io/purser/internal/cli/client"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/control/submitter"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/flink/checkpoints"
 	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/hub/seal"
@@ -316,13 +317,13 @@ func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Rela
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.Config{Interval: poll})
 	f.run("relay", relay.Run)
-	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer}))
+	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: f.sealer}))
 	f.t.Cleanup(srv.Close)
 	f.api = client.New(client.Config{Server: srv.URL, Token: token})
 	return relay

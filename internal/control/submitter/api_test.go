@@ -14,6 +14,7 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/control/submitter"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
@@ -33,7 +34,7 @@ func (f *fixture) api() *api {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func (f *fixture) api() *api {
 	}()
 	f.t.Cleanup(func() { cancel(); <-done })
 	srv := httptest.NewServer(server.New(server.Config{
-		Store: f.store, Stream: f.streams, Outbox: relay, Tokens: tokens, Policy: policy, Sealer: f.sealer,
+		Store: f.store, Stream: f.streams, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: f.sealer,
 		// The tests and the benchmark measure the submitter, not the
 		// API's per-user limit, which the benchmark's burst would meet.
 		Limits: server.Limits{UserRate: 1e9, UserBurst: 1 << 30},

@@ -8,7 +8,7 @@ import (
 )
 
 // ApprovalPolicy is what the submitter reads of the policy to hold a
-// runnable to the generation an approver approved; auth.Policy and
+// runnable to the generation an approver approved; policy.Policy and
 // auth.Identities provide it.
 type ApprovalPolicy interface {
 	ApprovalRequired(ns, kind string) bool

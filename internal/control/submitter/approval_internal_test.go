@@ -5,21 +5,21 @@ import (
 	"testing"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
 // TestUnapproved: in a namespace that needs approval, only a generation
 // an approver approved reaches a cluster; elsewhere approval is not asked.
 func TestUnapproved(t *testing.T) {
-	policy, err := auth.NewPolicy(auth.PolicyFile{Namespaces: map[string]auth.NamespacePolicy{
-		"strict": {Approval: auth.Approval{Runnables: true}},
+	pol, err := policy.NewPolicy(policy.PolicyFile{Namespaces: map[string]policy.NamespacePolicy{
+		"strict": {Approval: policy.Approval{Runnables: true}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Submitter{cfg: Config{Policy: policy}}
+	s := &Submitter{cfg: Config{Policy: pol}}
 	for _, tc := range []struct {
 		name, ns   string
 		generation int64

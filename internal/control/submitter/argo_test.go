@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -25,11 +25,11 @@ import (
 func TestArgoJudgedAsTheControllerBuildsIt(t *testing.T) {
 	f := newFixture(t, sqliteDSN(t))
 	cs := f.registerShared()
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"group:platform"}})
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"group:platform"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.start(submitter.Config{Policy: policy})
+	f.start(submitter.Config{Policy: pol})
 	tenant := &store.Author{Name: "alice", Groups: []string{"team-a"}}
 	for _, tc := range []struct{ name, spec string }{
 		{"defaults", `

@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -33,9 +33,9 @@ import (
 // hold back another's single one.
 
 // SharePolicy is what the submitter reads of the policy to order the
-// queue; auth.Policy and auth.Identities provide it.
+// queue; policy.Policy and auth.Identities provide it.
 type SharePolicy interface {
-	Priority(author auth.User, ns string, prio *intstr.IntOrString) int32
+	Priority(author policy.User, ns string, prio *intstr.IntOrString) int32
 	FairShareWeight(ns string) float64
 }
 
@@ -59,16 +59,16 @@ func (s *Submitter) newWaiter(r *lifecycle.Runnable, doc *runnableDoc, gvk strin
 
 // priorityOf is spec.priority as the policy values it for the spec's
 // author: a class the author may use in the namespace by its value, an
-// integer only from an admin; anything else 0 (auth.Policy.Priority).
+// integer only from an admin; anything else 0 (policy.Policy.Priority).
 // Without a policy, the integer, and 0 for a class.
 func (s *Submitter) priorityOf(r *lifecycle.Runnable, doc *runnableDoc) int32 {
 	sp, ok := s.cfg.Policy.(SharePolicy)
 	if !ok {
 		return placement.PriorityValue(doc.Spec.Priority, nil)
 	}
-	author := auth.User{Name: r.Rec.Submitter}
+	author := policy.User{Name: r.Rec.Submitter}
 	if doc.Author != nil {
-		author = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}
+		author = policy.User{Name: doc.Author.Name, Groups: doc.Author.Groups}
 	}
 	return sp.Priority(author, r.Rec.Namespace, doc.Spec.Priority)
 }

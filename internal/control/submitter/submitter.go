@@ -37,9 +37,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -94,7 +94,7 @@ type Config struct {
 	// Policy decides, right before each create, whether the runnable's
 	// author may put its kind on the cluster (tenancy.go). Nil is a policy
 	// with no admins and no rules: namespaced kinds only.
-	Policy auth.KindPolicy
+	Policy policy.KindPolicy
 }
 
 // Defaults and tunables.
@@ -142,7 +142,7 @@ type Submitter struct {
 	log     *slog.Logger
 	now     func() time.Time
 	clients *clusters.Objects
-	policy  auth.KindPolicy
+	policy  policy.KindPolicy
 	pods    *admission.Checker // judges the pods of every template, as the API does
 	metrics *metrics
 	queue   *reconcile.Queue[string] // runnable uids
@@ -202,7 +202,7 @@ func New(cfg Config) *Submitter {
 		log:         log.With("component", "submitter"),
 		now:         cfg.Now,
 		clients:     clusters.NewObjects(clusters.NewLimitedCache(cfg.Sealer, cfg.ClientLimits)),
-		policy:      auth.KindPolicyOrEmpty(cfg.Policy),
+		policy:      policy.KindPolicyOrEmpty(cfg.Policy),
 		pods:        admission.DefaultChecker(),
 		metrics:     newMetrics(cfg.Registerer),
 		slots:       make(chan struct{}, maxHeld),

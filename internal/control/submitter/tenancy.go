@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -43,34 +43,34 @@ func (s *Submitter) authorize(ctx context.Context, row *store.Cluster, rec *stor
 	if err != nil {
 		return err
 	}
-	scope := auth.ScopeCluster
+	scope := policy.ScopeCluster
 	if namespaced {
-		scope = auth.ScopeNamespaced
+		scope = policy.ScopeNamespaced
 	}
-	author := auth.User{Name: rec.Submitter}
+	author := policy.User{Name: rec.Submitter}
 	if doc.Author != nil {
-		author = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}
+		author = policy.User{Name: doc.Author.Name, Groups: doc.Author.Groups}
 	}
 	// The object lands in the runnable's namespace whatever the template
 	// says (object), so that is the namespace decided on.
-	d := s.policy.AuthorizeKind(author, auth.Target{Kind: gvk.GroupKind(), Scope: scope, Namespace: rec.Namespace, ObjectNamespace: rec.Namespace})
+	d := s.policy.AuthorizeKind(author, policy.Target{Kind: gvk.GroupKind(), Scope: scope, Namespace: rec.Namespace, ObjectNamespace: rec.Namespace})
 	if !d.Allowed {
 		return &failure{
-			err:       fmt.Errorf("the policy does not let %s create %s on %s: %s", author.Name, auth.KindName(gvk.GroupKind()), row.Name, d.Reason),
+			err:       fmt.Errorf("the policy does not let %s create %s on %s: %s", author.Name, policy.KindName(gvk.GroupKind()), row.Name, d.Reason),
 			permanent: true, reason: ReasonForbiddenByPolicy,
 		}
 	}
 	// What it embeds and the pods it describes, by the policy as it is
 	// now, each kind in the scope this cluster serves it.
-	review := auth.NewReview(s.policy, s.pods, author, rec.Namespace, func(gvk schema.GroupVersionKind) auth.Scope {
+	review := policy.NewReview(s.policy, s.pods, author, rec.Namespace, func(gvk schema.GroupVersionKind) policy.Scope {
 		namespaced, err := cc.Namespaced(gvk)
 		switch {
 		case err != nil:
-			return auth.ScopeUnknown
+			return policy.ScopeUnknown
 		case namespaced:
-			return auth.ScopeNamespaced
+			return policy.ScopeNamespaced
 		}
-		return auth.ScopeCluster
+		return policy.ScopeCluster
 	}, true)
 	err = review.Written(obj.Object, "")
 	if err == nil {

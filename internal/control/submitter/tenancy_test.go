@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/submitter"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -24,11 +24,11 @@ import (
 func TestPolicyDecidesBeforeCreate(t *testing.T) {
 	f := newFixture(t, sqliteDSN(t))
 	cs := f.registerShared()
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"group:platform"}})
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"group:platform"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.start(submitter.Config{Policy: policy})
+	f.start(submitter.Config{Policy: pol})
 	tenant := &store.Author{Name: "alice", Groups: []string{"team-a"}}
 	suffix := f.ns
 	crbName, otherNS, adminNS := "tenant-admin-"+suffix, "team-b-"+suffix, "ops-"+suffix

@@ -14,6 +14,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
@@ -30,12 +31,12 @@ func TestSecretDeployableThroughTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"admin"}})
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(server.New(server.Config{
-		Store: f.store, Tokens: tokens, Policy: policy, Sealer: f.sealer,
+		Store: f.store, Tokens: tokens, Policy: pol, Sealer: f.sealer,
 		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}))
 	t.Cleanup(srv.Close)

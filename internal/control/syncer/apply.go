@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -291,13 +291,13 @@ func (w *clusterWorker) removeStrays(ctx context.Context, uid string, keep schem
 }
 
 // scope is how this worker's cluster serves a kind, for the policy.
-func (w *clusterWorker) scope(gvk schema.GroupVersionKind) auth.Scope {
+func (w *clusterWorker) scope(gvk schema.GroupVersionKind) policy.Scope {
 	m, err := w.kube.Mapping(gvk)
 	switch {
 	case err != nil:
-		return auth.ScopeUnknown
+		return policy.ScopeUnknown
 	case m.Scope.Name() == meta.RESTScopeNameNamespace:
-		return auth.ScopeNamespaced
+		return policy.ScopeNamespaced
 	}
-	return auth.ScopeCluster
+	return policy.ScopeCluster
 }

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -126,7 +126,7 @@ type syncerOpts struct {
 	lease    time.Duration
 	workers  int
 	hook     func(cluster string, working bool)
-	policy   auth.KindPolicy
+	policy   policy.KindPolicy
 	// noIdentityCheck leaves rebuilt clusters to the resync alone.
 	noIdentityCheck bool
 }

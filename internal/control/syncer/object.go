@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/platform/fields"
@@ -48,9 +48,9 @@ type deployable struct {
 	gatesErr  error
 	template  map[string]any
 	gvk       schema.GroupVersionKind
-	author    auth.User // who wrote the spec, whom the policy is asked about
-	authored  bool      // the spec records its author (written since authors are)
-	name      string    // the object's name on the member clusters
+	author    policy.User // who wrote the spec, whom the policy is asked about
+	authored  bool        // the spec records its author (written since authors are)
+	name      string      // the object's name on the member clusters
 	hash      string
 	err       error // the spec could not be decoded: reported as status Error
 }
@@ -72,7 +72,7 @@ func decodeDeployable(rec *store.Deployable) *deployable {
 	d.placement, d.template, d.rollout = doc.Spec.Placement, doc.Spec.Template, doc.Spec.Rollout
 	d.overrides, d.observe = doc.Spec.Overrides, doc.Spec.Mode == v1alpha1.ModeObserve
 	if doc.Author != nil {
-		d.author, d.authored = auth.User{Name: doc.Author.Name, Groups: doc.Author.Groups}, true
+		d.author, d.authored = policy.User{Name: doc.Author.Name, Groups: doc.Author.Groups}, true
 	}
 	apiVersion, _ := d.template["apiVersion"].(string)
 	kind, _ := d.template["kind"].(string)

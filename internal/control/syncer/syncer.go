@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -71,7 +71,7 @@ type Config struct {
 	// Policy decides, before each apply, whether the deployable's author
 	// may put its kind on the cluster (tenancy.go). Nil is a policy with no
 	// admins and no rules: namespaced kinds only.
-	Policy auth.KindPolicy
+	Policy policy.KindPolicy
 }
 
 // Defaults of Config.
@@ -92,7 +92,7 @@ type Syncer struct {
 	cfg     Config
 	log     *slog.Logger
 	configs *clusters.Cache
-	policy  auth.KindPolicy
+	policy  policy.KindPolicy
 	pods    *admission.Checker // judges the pods of every template, as the API does
 
 	mu          sync.RWMutex
@@ -139,7 +139,7 @@ func New(cfg Config) *Syncer {
 		cfg:         cfg,
 		log:         log.With("identity", cfg.Identity), // callers name the component
 		configs:     clusters.NewCache(cfg.Sealer),
-		policy:      auth.KindPolicyOrEmpty(cfg.Policy),
+		policy:      policy.KindPolicyOrEmpty(cfg.Policy),
 		pods:        admission.DefaultChecker(),
 		deployables: map[string]*deployable{},
 		clusters:    map[string]*store.Cluster{},

@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 )
 
 // forbidden makes again, from the stored deployable and the scope the
@@ -26,13 +26,13 @@ import (
 // is left as it is rather than removed from every cluster at the upgrade.
 // Writing it again through the API records its author.
 func (s *Syncer) forbidden(d *deployable, namespaced bool) string {
-	scope := auth.ScopeCluster
+	scope := policy.ScopeCluster
 	if namespaced {
-		scope = auth.ScopeNamespaced
+		scope = policy.ScopeNamespaced
 	}
 	// A namespaced object lands in the deployable's namespace whatever the
 	// template says (deployable.object).
-	dec := s.policy.AuthorizeKind(d.author, auth.Target{Kind: d.gvk.GroupKind(), Scope: scope, Namespace: d.rec.Namespace, ObjectNamespace: d.rec.Namespace})
+	dec := s.policy.AuthorizeKind(d.author, policy.Target{Kind: d.gvk.GroupKind(), Scope: scope, Namespace: d.rec.Namespace, ObjectNamespace: d.rec.Namespace})
 	if dec.Allowed {
 		return ""
 	}
@@ -51,7 +51,7 @@ func (s *Syncer) refusal(d *deployable, reason, why string) string {
 			by, why)
 	}
 	return fmt.Sprintf("refused by %s: %s may not put this %s on member clusters: %s; purser's copy, if any, was removed",
-		by, d.author.Name, auth.KindName(d.gvk.GroupKind()), why)
+		by, d.author.Name, policy.KindName(d.gvk.GroupKind()), why)
 }
 
 // admit is the one admission of what is written
@@ -60,8 +60,8 @@ func (s *Syncer) refusal(d *deployable, reason, why string) string {
 // by the policy as it is now, each kind it embeds in the scope this
 // cluster serves it. It returns why not, naming the override to blame,
 // or "".
-func (s *Syncer) admit(d *deployable, obj map[string]any, which []int, scopeOf func(schema.GroupVersionKind) auth.Scope) string {
-	review := auth.NewReview(s.policy, s.pods, d.author, d.rec.Namespace, scopeOf, false)
+func (s *Syncer) admit(d *deployable, obj map[string]any, which []int, scopeOf func(schema.GroupVersionKind) policy.Scope) string {
+	review := policy.NewReview(s.policy, s.pods, d.author, d.rec.Namespace, scopeOf, false)
 	err := review.Written(obj, "")
 	if err == nil {
 		return ""

@@ -11,16 +11,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
 // platformAdmins is a policy whose only admins are the group platform.
-func platformAdmins(t testing.TB) *auth.Policy {
-	p, err := auth.NewPolicy(auth.PolicyFile{Admins: []string{"group:platform"}})
+func platformAdmins(t testing.TB) *policy.Policy {
+	p, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"group:platform"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,9 +29,9 @@ func platformAdmins(t testing.TB) *auth.Policy {
 
 // reloadable is a policy that a test replaces, as a reloaded policy file
 // replaces the one a component started with.
-type reloadable struct{ p atomic.Pointer[auth.Policy] }
+type reloadable struct{ p atomic.Pointer[policy.Policy] }
 
-func (r *reloadable) AuthorizeKind(u auth.User, t auth.Target) auth.KindDecision {
+func (r *reloadable) AuthorizeKind(u policy.User, t policy.Target) policy.KindDecision {
 	return r.p.Load().AuthorizeKind(u, t)
 }
 
@@ -52,9 +52,9 @@ func (r *reloadable) EmbeddedRules() []admission.EmbeddedRule { return r.p.Load(
 // and a kind the policy denies after it was applied is removed.
 func TestPolicyDecidesBeforeApply(t *testing.T) {
 	f := newFixture(t, storetest.Engines()[0].NewDSN(t))
-	policy := &reloadable{}
-	policy.p.Store(platformAdmins(t))
-	f.start(syncerOpts{policy: policy})
+	pol := &reloadable{}
+	pol.p.Store(platformAdmins(t))
+	f.start(syncerOpts{policy: pol})
 	all := names(f.clusters...)
 	ctx := context.Background()
 	tenant := &store.Author{Name: "alice", Groups: []string{"team-a"}}
@@ -100,14 +100,14 @@ func TestPolicyDecidesBeforeApply(t *testing.T) {
 	// in the namespace, and the copy goes.
 	cm := f.putAs(tenant, "settings", configMapTemplate(map[string]any{"k": "v"}), v1alpha1.Placement{})
 	f.waitSynced(cm, all...)
-	denied, err := auth.NewPolicy(auth.PolicyFile{
+	denied, err := policy.NewPolicy(policy.PolicyFile{
 		Admins:     []string{"group:platform"},
-		Namespaces: map[string]auth.NamespacePolicy{f.ns: {Kinds: auth.KindRules{Deny: []string{"ConfigMap"}}}},
+		Namespaces: map[string]policy.NamespacePolicy{f.ns: {Kinds: policy.KindRules{Deny: []string{"ConfigMap"}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy.p.Store(denied)
+	pol.p.Store(denied)
 	// Touch the deployable so that the syncer looks at it now rather than
 	// at its next resync (the policy's reload would do as much).
 	cm = f.putAs(tenant, "settings", configMapTemplate(map[string]any{"k": "w"}), v1alpha1.Placement{})

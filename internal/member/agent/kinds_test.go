@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/hub/stream/streamtest"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
@@ -62,16 +62,16 @@ func TestServedKinds(t *testing.T) {
 			t.Errorf("%s reported as %+v (present %v), want namespaced=%v", gk, k, ok, namespaced)
 		}
 	}
-	builtin := auth.BuiltinGroups()
+	builtin := policy.BuiltinGroups()
 	for gk, k := range got {
 		if !builtin[gk.Group] {
 			continue
 		}
-		want := auth.ScopeCluster
+		want := policy.ScopeCluster
 		if k.Namespaced {
-			want = auth.ScopeNamespaced
+			want = policy.ScopeNamespaced
 		}
-		if s := auth.BuiltinScope(gk); s != want {
+		if s := policy.BuiltinScope(gk); s != want {
 			t.Errorf("built-in scope of %s is %q; the kube-apiserver serves it %q", gk, s, want)
 		}
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/anchor"
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/platform/localport"
@@ -184,11 +185,11 @@ func writeCredentials(dir string) (token, keyFile string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	policy, err := yaml.Marshal(auth.PolicyFile{Admins: []string{"admin"}})
+	pol, err := yaml.Marshal(policy.PolicyFile{Admins: []string{"admin"}})
 	if err != nil {
 		return "", "", err
 	}
-	for name, data := range map[string][]byte{"tokens.yaml": tokens, "policy.yaml": policy, "admin.token": []byte(token + "\n")} {
+	for name, data := range map[string][]byte{"tokens.yaml": tokens, "policy.yaml": pol, "admin.token": []byte(token + "\n")} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			return "", "", err
 		}

@@ -1,4 +1,4 @@
-package auth
+package policy
 
 import (
 	"bytes"
@@ -198,21 +198,3 @@ func (p *Policy) FairShareWeight(ns string) float64 {
 	}
 	return 1
 }
-
-// PriorityClass is the policy in force's.
-func (id *Identities) PriorityClass(name string) (int32, bool) {
-	return id.Policy().PriorityClass(name)
-}
-
-// Priority is the policy in force's.
-func (id *Identities) Priority(author User, ns string, prio *intstr.IntOrString) int32 {
-	return id.Policy().Priority(author, ns, prio)
-}
-
-// PriorityClassesFor is the policy in force's.
-func (id *Identities) PriorityClassesFor(ns string) []string {
-	return id.Policy().PriorityClassesFor(ns)
-}
-
-// FairShareWeight is the policy in force's.
-func (id *Identities) FairShareWeight(ns string) float64 { return id.Policy().FairShareWeight(ns) }

@@ -1,4 +1,4 @@
-package auth
+package policy
 
 import (
 	"fmt"
@@ -14,8 +14,8 @@ import (
 // of some scope there from a namespace, and what the namespace's objects
 // may run (its Pod Security level, the ClusterRoles its RoleBindings may
 // grant, where kinds keep the objects they create). *Policy answers it,
-// and so does *Identities, which follows the policy file as it is
-// reloaded.
+// and so does internal/api/auth's Identities, which follows the policy
+// file as it is reloaded.
 type KindPolicy interface {
 	AuthorizeKind(u User, t Target) KindDecision
 	PodSecurityLevel(ns string) admission.Level
@@ -23,10 +23,7 @@ type KindPolicy interface {
 	EmbeddedRules() []admission.EmbeddedRule
 }
 
-var (
-	_ KindPolicy = (*Policy)(nil)
-	_ KindPolicy = (*Identities)(nil)
-)
+var _ KindPolicy = (*Policy)(nil)
 
 // KindPolicyOrEmpty is p, or for nil the policy with no admins and no
 // rules, which allows namespaced kinds in their own namespace only: a

@@ -1,4 +1,4 @@
-package auth
+package policy
 
 import "k8s.io/apimachinery/pkg/runtime/schema"
 
