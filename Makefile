@@ -87,7 +87,7 @@ SOAK_FLAGS ?=
 # rollbacks, joins and syncs against the decision) from a random seed; the
 # seed is in its output, and -rollout.model.seed=N replays one.
 soak: sandbox-build
-	$(GO) test -count=1 -v -run '^TestRolloutModel$$' ./internal/control/rollout/ -rollout.model.seed=0 -rollout.model.runs=500 -rollout.model.steps=2000
+	$(GO) test -count=1 -v -run '^TestRolloutModel$$' ./internal/domain/rollout/ -rollout.model.seed=0 -rollout.model.runs=500 -rollout.model.steps=2000
 	$(GO) test -count=1 -timeout 3h -v -run '^TestSoak$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) $(SOAK_FLAGS)
 
 # The DC soak alone, verbose: purser over three data centers on this

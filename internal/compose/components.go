@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/purser-io/purser/internal/api/auth"
-	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
+	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/member/agent"
 	"github.com/purser-io/purser/internal/member/clusters"
 	"github.com/purser-io/purser/internal/member/health"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/attempt"
-	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/domain/placement"
 )
 
 // Reasons an attempt is evicted, as they appear on the attempt and in the

@@ -11,7 +11,7 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/dependson"
-	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/clusters"
 )

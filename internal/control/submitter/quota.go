@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/placement"
+	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 

@@ -5,7 +5,7 @@
 // whatever phase it is in.
 //
 //   - Queued: past its deadline it becomes Expired; otherwise a cluster is
-//     chosen (internal/control/placement) and the decision is committed (attempt,
+//     chosen (internal/domain/placement) and the decision is committed (attempt,
 //     phase Scheduled, audit entry) before anything is created, so that a
 //     crash at any point leaves a record of where the object may be.
 //   - Scheduled: the template is created on the attempt's cluster with
@@ -37,8 +37,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/placement"
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/seal"

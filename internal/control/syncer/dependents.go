@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/rollout"
+	"github.com/purser-io/purser/internal/domain/rollout"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/rollout"
+	"github.com/purser-io/purser/internal/domain/rollout"
 )
 
 // maxDriftPaths bounds the fields a drift message names.

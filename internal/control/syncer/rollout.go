@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/placement"
-	"github.com/purser-io/purser/internal/control/rollout"
+	"github.com/purser-io/purser/internal/domain/placement"
+	"github.com/purser-io/purser/internal/domain/rollout"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/platform/reconcile"
@@ -110,7 +110,7 @@ func (s *Syncer) forCluster(d *deployable, cluster string) (v *deployable, gen i
 }
 
 // rolloutLoop decides, every PollInterval, the next step of every
-// deployable that rolls out in waves (internal/control/rollout), and
+// deployable that rolls out in waves (internal/domain/rollout), and
 // stores each decision that moved with its audit entries in one
 // transaction. Every replica decides; the decisions are deterministic and
 // the write optimistic, so concurrent replicas agree and one write wins.
