@@ -97,9 +97,9 @@ function fitText(text, size, max) {
 
 // attemptTimeline draws a runnable's attempts as bars on one lane per
 // cluster, in time order, with each eviction as an arrow from the attempt
-// it ended to the next one. The arrows' labels (its reason and what was
-// carried: status.preserved, from the eviction's audit entry where there
-// is one) go in rows under the lanes: two failovers close in time would
+// it ended to the next one. The arrows' labels (its reason, what was
+// carried and the restore point, from the eviction's audit entry where
+// there is one) go in rows under the lanes: two failovers close in time would
 // draw labels at the same place between the lanes, and what a Flink job
 // carries (its job id and restore path) is wider than the gap between
 // attempts. A label starts under its arrow, goes to the first row where it
@@ -137,7 +137,9 @@ function attemptTimeline(r, history, now) {
       const nx = scale(start(next));
       const e = evictions.find(ev => (ev.summary || "").startsWith("attempt " + a.number + " evicted"));
       const carried = e && / preserved ([^;]+)/.exec(e.summary);
-      const why = "#" + a.number + " → #" + next.number + ": " + (a.reason || "evicted") + (carried ? "; carried " + carried[1] : "");
+      const point = e && /; restore point (\S+)/.exec(e.summary);
+      const why = "#" + a.number + " → #" + next.number + ": " + (a.reason || "evicted") + (carried ? "; carried " + carried[1] : "") +
+        (point ? "; restore point " + point[1] : "");
       g.append(svg("path", { d: `M${x1},${y + 11} C${x1 + 30},${y + 11} ${nx - 30},${ny + 11} ${nx},${ny + 11}`,
         fill: "none", stroke: "#d08700", "stroke-width": 2, "marker-end": "url(#arrow)", class: "failover" }, svg("title", {}, why)));
       const shown = fitText(why, fontSize, width - left - 4);

@@ -39,8 +39,10 @@ func TestConsoleRunnableAt1400(t *testing.T) {
 	carried := func(job, n string) map[string]string {
 		return map[string]string{"flink.apache.org/job-id": job, "restorePath": chk(job, n)}
 	}
-	preserved := func(job, n string) string {
-		return "flink.apache.org/job-id=" + job + ", restorePath=" + chk(job, n)
+	// What the failover controller's eviction entry says it carried.
+	evicted := func(job, n string) string {
+		return "; preserved flink.apache.org/job-id=" + job + "; restore point " + chk(job, n) +
+			" (newest completed checkpoint under s3://checkpoints/clickstream, attempt 1); placing it again"
 	}
 	now := time.Now().UTC()
 	at := func(minutes float64) time.Time { return now.Add(time.Duration(minutes * float64(time.Minute))) }
@@ -76,9 +78,9 @@ func TestConsoleRunnableAt1400(t *testing.T) {
 		}
 		for _, e := range []*audit.Entry{
 			{Actor: "controller", Action: "evict", Kind: "Runnable", Namespace: "team-a", Name: "clickstream",
-				Summary: "attempt 1 evicted from sandbox-1 (ApplicationUnhealthy): unhealthy on sandbox-1, longer than tolerationSeconds 120; preserved " + preserved(job1, "4")},
+				Summary: "attempt 1 evicted from sandbox-1 (ApplicationUnhealthy): unhealthy on sandbox-1, longer than tolerationSeconds 120" + evicted(job1, "4")},
 			{Actor: "controller", Action: "evict", Kind: "Runnable", Namespace: "team-a", Name: "clickstream",
-				Summary: "attempt 2 evicted from sandbox-2 (ClusterUnreachable): cluster sandbox-2 is tainted purser.io/unreachable:NoExecute; preserved " + preserved(job2, "3")},
+				Summary: "attempt 2 evicted from sandbox-2 (ClusterUnreachable): cluster sandbox-2 is tainted purser.io/unreachable:NoExecute" + evicted(job2, "3")},
 		} {
 			if err := tx.Audit().Append(ctx, e); err != nil {
 				return err
@@ -153,7 +155,10 @@ func TestConsoleRunnableAt1400(t *testing.T) {
 	if len(page.Labels) != 2 {
 		t.Fatalf("failover labels: %+v, want one per failover", page.Labels)
 	}
-	for i, want := range []string{"#1 → #2: ApplicationUnhealthy; carried " + preserved(job1, "4"), "#2 → #3: ClusterUnreachable; carried " + preserved(job2, "3")} {
+	for i, want := range []string{
+		"#1 → #2: ApplicationUnhealthy; carried flink.apache.org/job-id=" + job1 + "; restore point " + chk(job1, "4"),
+		"#2 → #3: ClusterUnreachable; carried flink.apache.org/job-id=" + job2 + "; restore point " + chk(job2, "3"),
+	} {
 		l := page.Labels[i]
 		if l.Title != want {
 			t.Errorf("label %d's full text (on hover): %q, want %q", i+1, l.Title, want)
