@@ -40,9 +40,9 @@ func TestConsoleRunnableAt1400(t *testing.T) {
 		return map[string]string{"flink.apache.org/job-id": job, "restorePath": chk(job, n)}
 	}
 	// What the failover controller's eviction entry says it carried.
-	evicted := func(job, n string) string {
+	evicted := func(number int, job, n string) string {
 		return "; preserved flink.apache.org/job-id=" + job + "; restore point " + chk(job, n) +
-			" (newest completed checkpoint under s3://checkpoints/clickstream, attempt 1); placing it again"
+			fmt.Sprintf(" (newest completed checkpoint under s3://checkpoints/clickstream, attempt %d); placing it again", number)
 	}
 	now := time.Now().UTC()
 	at := func(minutes float64) time.Time { return now.Add(time.Duration(minutes * float64(time.Minute))) }
@@ -78,9 +78,9 @@ func TestConsoleRunnableAt1400(t *testing.T) {
 		}
 		for _, e := range []*audit.Entry{
 			{Actor: "controller", Action: "evict", Kind: "Runnable", Namespace: "team-a", Name: "clickstream",
-				Summary: "attempt 1 evicted from sandbox-1 (ApplicationUnhealthy): unhealthy on sandbox-1, longer than tolerationSeconds 120" + evicted(job1, "4")},
+				Summary: "attempt 1 evicted from sandbox-1 (ApplicationUnhealthy): unhealthy on sandbox-1, longer than tolerationSeconds 120" + evicted(1, job1, "4")},
 			{Actor: "controller", Action: "evict", Kind: "Runnable", Namespace: "team-a", Name: "clickstream",
-				Summary: "attempt 2 evicted from sandbox-2 (ClusterUnreachable): cluster sandbox-2 is tainted purser.io/unreachable:NoExecute" + evicted(job2, "3")},
+				Summary: "attempt 2 evicted from sandbox-2 (ClusterUnreachable): cluster sandbox-2 is tainted purser.io/unreachable:NoExecute" + evicted(2, job2, "3")},
 		} {
 			if err := tx.Audit().Append(ctx, e); err != nil {
 				return err
