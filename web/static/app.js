@@ -492,7 +492,7 @@ function runnableDetail(ns, name) {
         el("tbody", {}, (st.attempts || []).length ? st.attempts.map(a => el("tr", {}, el("td", {}, a.number), el("td", { class: "nowrap" }, a.cluster ? link(clusterPath(a.cluster), a.cluster) : ""),
           el("td", { class: "nowrap" }, when(a.startedAt)), el("td", { class: "nowrap" }, a.endedAt ? when(a.endedAt) : el("span", { class: "muted" }, "running")),
           el("td", {}, badge(a.result)), el("td", {}, a.reason || ""), el("td", { class: "message" }, a.message || ""),
-          el("td", { class: "carried" }, pairs(a.carriedIn)), el("td", { class: "reported" }, pairs(a.reported)), el("td", { class: "message" }, a.note || "")))
+          el("td", { class: "carried" }, pairs(a.carriedIn)), el("td", { class: "reported" }, pairs(a.reported)), el("td", { class: "note" }, a.note || "")))
           : [el("tr", {}, el("td", { colspan: 10, class: "muted", id: "no-attempts" }, placementNote(st)))])),
       el("h2", {}, "History"),
       historyTable("runnable-history", hist.items, false),

@@ -74,14 +74,41 @@ function axis(g, scale, t0, t1, y, height) {
   }
 }
 
+// textWidth measures a label as the page will draw it (11 px in the body's
+// font), with a canvas, so that labels can be placed before the chart is
+// in the page.
+let measureCtx = null;
+function textWidth(text, size) {
+  if (!measureCtx) measureCtx = document.createElement("canvas").getContext("2d");
+  measureCtx.font = size + "px " + getComputedStyle(document.body).fontFamily;
+  return measureCtx.measureText(text).width;
+}
+
+// fitText shortens text with an ellipsis until it is at most max px wide.
+function fitText(text, size, max) {
+  if (textWidth(text, size) <= max) return text;
+  let lo = 0, hi = text.length;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (textWidth(text.slice(0, mid) + "…", size) <= max) lo = mid; else hi = mid - 1;
+  }
+  return text.slice(0, lo) + "…";
+}
+
 // attemptTimeline draws a runnable's attempts as bars on one lane per
 // cluster, in time order, with each eviction as an arrow from the attempt
-// it ended to the next one, labelled with its reason and what was carried
-// (status.preserved, from the eviction's audit entry where there is one).
+// it ended to the next one. The arrows' labels (its reason, what was
+// carried and the restore point, from the eviction's audit entry where
+// there is one) go in rows under the lanes: two failovers close in time would
+// draw labels at the same place between the lanes, and what a Flink job
+// carries (its job id and restore path) is wider than the gap between
+// attempts. A label starts under its arrow, goes to the first row where it
+// collides with no other, and is cut to fit the chart with its full text
+// in a title, shown on hover.
 function attemptTimeline(r, history, now) {
   const st = r.status || {};
   const attempts = st.attempts || [];
-  const width = 900, left = 110, right = 40, lane = 46, top = 24;
+  const width = 900, left = 110, right = 40, lane = 46, top = 24, fontSize = 11, rowHeight = 16, gap = 12;
   if (!attempts.length) return null;
   const lanes = [];
   for (const a of attempts) if (!lanes.includes(a.cluster)) lanes.push(a.cluster);
@@ -90,10 +117,12 @@ function attemptTimeline(r, history, now) {
   const t1 = Math.max(now, ...attempts.map(end));
   const scale = timeScale(t0, t1, left, width - right);
   const height = top + lanes.length * lane;
-  const g = svg("svg", { id: "timeline", width, height: height + 24, role: "img", "aria-label": "attempts of " + r.metadata.name });
+  const g = svg("svg", { id: "timeline", width, role: "img", "aria-label": "attempts of " + r.metadata.name });
   axis(g, scale, t0, t1, top - 8, lanes.length * lane);
   lanes.forEach((c, i) => g.append(svg("text", { x: 4, y: top + i * lane + 20, "font-size": 12, "font-weight": 600, fill: "#1d2329" }, c)));
   const evictions = (history || []).filter(e => e.action === "evict");
+  const rows = []; // per row of labels, the [x0, x1] taken
+  const labelsTop = height + 30;
   attempts.forEach((a, i) => {
     const y = top + lanes.indexOf(a.cluster) * lane + 6;
     const x0 = scale(start(a)), x1 = Math.max(x0 + 3, scale(end(a)));
@@ -101,21 +130,29 @@ function attemptTimeline(r, history, now) {
     const label = "attempt " + a.number + (a.endedAt ? ": " + (a.result || "ended") + (a.reason ? " (" + a.reason + ")" : "") : ": " + (st.phase || "live"));
     g.append(svg("rect", { x: x0, y, width: x1 - x0, height: 22, rx: 4, fill: colour, "data-attempt": a.number, class: "attempt" },
       svg("title", {}, label + "\n" + a.startedAt + (a.endedAt ? " → " + a.endedAt : " → now") + (a.message ? "\n" + a.message : ""))));
-    g.append(svg("text", { x: x0 + 4, y: y + 15, "font-size": 11, fill: "#fff" }, "#" + a.number));
+    g.append(svg("text", { x: x0 + 4, y: y + 15, "font-size": fontSize, fill: "#fff" }, "#" + a.number));
     const next = attempts[i + 1];
     if (a.result === "Evicted" && next) {
       const ny = top + lanes.indexOf(next.cluster) * lane + 6;
       const nx = scale(start(next));
       const e = evictions.find(ev => (ev.summary || "").startsWith("attempt " + a.number + " evicted"));
       const carried = e && / preserved ([^;]+)/.exec(e.summary);
-      const why = (a.reason || "evicted") + (carried ? "; carried " + carried[1] : "");
+      const point = e && /; restore point (\S+)/.exec(e.summary);
+      const why = "#" + a.number + " → #" + next.number + ": " + (a.reason || "evicted") + (carried ? "; carried " + carried[1] : "") +
+        (point ? "; restore point " + point[1] : "");
       g.append(svg("path", { d: `M${x1},${y + 11} C${x1 + 30},${y + 11} ${nx - 30},${ny + 11} ${nx},${ny + 11}`,
         fill: "none", stroke: "#d08700", "stroke-width": 2, "marker-end": "url(#arrow)", class: "failover" }, svg("title", {}, why)));
-      const mid = (x1 + nx) / 2;
-      g.append(svg("text", { x: Math.min(mid, width - right - 4), y: Math.min(y, ny) - 2 + (ny === y ? 0 : Math.abs(ny - y) / 2 + 14),
-        "font-size": 11, fill: "#8a5a00", "text-anchor": "middle", class: "failover-label" }, why));
+      const shown = fitText(why, fontSize, width - left - 4);
+      const w = textWidth(shown, fontSize);
+      const lx = Math.max(left, Math.min((x1 + nx) / 2 - w / 2, width - 4 - w));
+      let row = rows.findIndex(taken => taken.every(([a0, a1]) => lx + w + gap <= a0 || a1 + gap <= lx));
+      if (row < 0) rows.push([]), row = rows.length - 1;
+      rows[row].push([lx, lx + w]);
+      g.append(svg("text", { x: lx, y: labelsTop + row * rowHeight, "font-size": fontSize, fill: "#8a5a00", class: "failover-label",
+        "data-attempt": a.number }, svg("title", {}, why), shown));
     }
   });
+  g.setAttribute("height", rows.length ? labelsTop + (rows.length - 1) * rowHeight + 6 : height + 24);
   g.prepend(svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto" },
     svg("path", { d: "M0,0 L10,5 L0,10 z", fill: "#d08700" }))));
   return g;
