@@ -95,6 +95,13 @@ func TestReadmeFlinkWalkthrough(t *testing.T) {
 		{line: "purser sandbox stop sandbox-2", want: "sandbox-2 stopped"},
 		{line: "purser get clusters -o wide            # sandbox-2 NotReady, then tainted purser.io/unreachable (TAINT-LIST)",
 			until: showing(regexp.MustCompile(`(?m)^sandbox-2\s+NotReady\s.*purser.io/unreachable`))},
+		// What the text after the block says: from the first judgement
+		// that its cluster is not Ready, the runnable reads Unknown and
+		// names the cluster's state and what purser waits for.
+		{extra: "purser describe runnable clickstream -n team-a", until: func(out string) error {
+			return allOf(out, `Health:\s+Unknown`, `Waiting:\s+ClusterNotReady`,
+				`Message:\s+cluster sandbox-2 is not Ready \(APIServerUnreachable\) since \S+, so what the runnable does there is not known; if the cluster is still not Ready at \S+ it is tainted NoExecute`)
+		}},
 		// The move waits for the NoExecute taint, which comes later than
 		// the agent's lease and margin: the runnable stays until then.
 		{line: "purser describe cluster sandbox-2      # purser's taints: purser.io/unreachable:NoSchedule, and 40 s later :NoExecute, which moves its work",
