@@ -258,7 +258,8 @@ func (w *walk) goInstall(line string) {
 // up starts the README's `purser up` in a data folder, at an address and
 // with a client config of the test's.
 func (w *walk) up(line string) {
-	args := append(shellWords(w.t, line)[1:], "--data-dir", w.data, "--listen", "127.0.0.1:0", "--client-config", w.clientConfig)
+	args := shellWords(w.t, line)[1:]
+	args = append(args, "--data-dir", w.data, "--listen", "127.0.0.1:0", "--client-config", w.clientConfig)
 	cmd := exec.CommandContext(w.t.Context(), filepath.Join(w.bin, "purser"), args...)
 	cmd.Dir, cmd.Env = w.root, w.env()
 	w.purserUp = startCommand(w.t, cmd)
