@@ -11,9 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/domain/admission"
-	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -23,13 +21,7 @@ import (
 // namespace (a second manifest document, kubectl's -n), are refused by
 // the submitter before it creates anything, on clusters that run Argo.
 func TestArgoJudgedAsTheControllerBuildsIt(t *testing.T) {
-	f := newFixture(t, sqliteDSN(t))
-	cs := f.registerShared()
-	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"group:platform"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.start(submitter.Config{Policy: pol})
+	f, cs := startWithPlatformAdmins(t)
 	tenant := &store.Author{Name: "alice", Groups: []string{"team-a"}}
 	for _, tc := range []struct{ name, spec string }{
 		{"defaults", `

@@ -10,9 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/domain/admission"
-	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -23,13 +21,7 @@ import (
 // fails with AdmissionDenied naming the mutation and the rule, audited,
 // and nothing reaches the cluster. The same template without it runs.
 func TestAdmissionOfTheObjectAsWritten(t *testing.T) {
-	f := newFixture(t, sqliteDSN(t))
-	cs := f.registerShared()
-	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"group:platform"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.start(submitter.Config{Policy: pol})
+	f, cs := startWithPlatformAdmins(t)
 	tenant := &store.Author{Name: "alice", Groups: []string{"team-a"}}
 	job := func(name string) map[string]any {
 		return map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": name},

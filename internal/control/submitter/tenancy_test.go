@@ -13,6 +13,7 @@ import (
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/sandbox"
 )
 
 // TestPolicyDecidesBeforeCreate: runnables stored without the API's
@@ -22,13 +23,7 @@ import (
 // after another team's fail, audited, and reach no cluster; an admin's
 // Namespace is created.
 func TestPolicyDecidesBeforeCreate(t *testing.T) {
-	f := newFixture(t, sqliteDSN(t))
-	cs := f.registerShared()
-	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"group:platform"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.start(submitter.Config{Policy: pol})
+	f, cs := startWithPlatformAdmins(t)
 	tenant := &store.Author{Name: "alice", Groups: []string{"team-a"}}
 	suffix := f.ns
 	crbName, otherNS, adminNS := "tenant-admin-"+suffix, "team-b-"+suffix, "ops-"+suffix
@@ -71,4 +66,20 @@ func TestPolicyDecidesBeforeCreate(t *testing.T) {
 	if _, err := f.dyn[rec.Cluster].Resource(namespaces).Get(context.Background(), adminNS, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the admin's Namespace is not on %s: %v", rec.Cluster, err)
 	}
+}
+
+// startWithPlatformAdmins starts a submitter on the shared clusters whose
+// policy's only admins are the group platform: the tests of what a spec
+// stored behind the API may make a cluster run, where every author but
+// that group is a tenant.
+func startWithPlatformAdmins(t *testing.T) (*fixture, []*sandbox.Cluster) {
+	t.Helper()
+	f := newFixture(t, sqliteDSN(t))
+	cs := f.registerShared()
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"group:platform"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(submitter.Config{Policy: pol})
+	return f, cs
 }
