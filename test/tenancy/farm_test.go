@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/control/submitter"
@@ -317,4 +321,64 @@ spec:
 
 func configMap(name, value string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {key: %q}\n", name, value)
+}
+
+// storeBehindTheAPI writes a runnable of mallory's own namespace straight
+// to the database, Queued, as a writer with the database's password
+// could: only the writers' own checks stand between it and the cluster.
+func (f *farm) storeBehindTheAPI(ctx context.Context, name string, spec v1alpha1.RunnableSpec) {
+	f.t.Helper()
+	doc, err := json.Marshal(store.Document[v1alpha1.RunnableSpec]{Spec: spec, Author: &store.Author{Name: "mallory"}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.store.Tx(ctx, func(tx *store.Tx) error {
+		return tx.Runnables().Create(ctx, &store.Runnable{Namespace: f.own, Name: name, UID: name + "-" + f.own, Generation: 1,
+			Spec: doc, SpecHash: "x", Phase: string(v1alpha1.PhaseQueued), Submitter: "mallory"})
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// refusedByTheSubmitter waits until the runnable name of mallory's
+// namespace failed with its first attempt AdmissionDenied, the message
+// saying each of want.
+func (f *farm) refusedByTheSubmitter(ctx context.Context, name, what string, want ...string) {
+	f.t.Helper()
+	eventually(f.t, what, func() error {
+		var r *store.Runnable
+		var attempts []*store.Attempt
+		err := f.store.Read(ctx, func(tx *store.Tx) (err error) {
+			if r, err = tx.Runnables().Get(ctx, f.own, name); err != nil {
+				return err
+			}
+			attempts, err = tx.Attempts().List(ctx, r.UID)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if r.Phase != string(v1alpha1.PhaseFailed) || len(attempts) == 0 || attempts[0].Reason != "AdmissionDenied" {
+			return fmt.Errorf("phase %s, attempts %+v", r.Phase, attempts)
+		}
+		for _, w := range want {
+			if !strings.Contains(attempts[0].Message, w) {
+				return fmt.Errorf("the refusal does not say %q: %s", w, attempts[0].Message)
+			}
+		}
+		return nil
+	})
+}
+
+// notOnTheCluster fails the test if a Job name of mallory's namespace is
+// on the member cluster.
+func (f *farm) notOnTheCluster(ctx context.Context, name string) {
+	f.t.Helper()
+	kube, err := f.cluster.Client()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := kube.BatchV1().Jobs(f.own).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		f.t.Fatalf("Job %s, refused at the writer, reached the member cluster (%v)", name, err)
+	}
 }

@@ -175,44 +175,14 @@ func testStoredMutation(t *testing.T, f *farm) {
 	}
 	spec := v1alpha1.RunnableSpec{Template: tmpl, Failover: &v1alpha1.Failover{Mutations: []v1alpha1.Mutation{
 		{When: "true", Path: "spec.template.spec.hostPID", Value: "true"}}}}
-	doc, _ := json.Marshal(store.Document[v1alpha1.RunnableSpec]{Spec: spec, Author: &store.Author{Name: "mallory"}})
-	if err := f.store.Tx(ctx, func(tx *store.Tx) error {
-		return tx.Runnables().Create(ctx, &store.Runnable{Namespace: f.own, Name: "stored-mut", UID: "stored-mut-" + f.own, Generation: 1,
-			Spec: doc, SpecHash: "x", Phase: string(v1alpha1.PhaseQueued), Submitter: "mallory"})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the stored mutation refused by the submitter", func() error {
-		var r *store.Runnable
-		var attempts []*store.Attempt
-		err := f.store.Read(ctx, func(tx *store.Tx) (err error) {
-			if r, err = tx.Runnables().Get(ctx, f.own, "stored-mut"); err != nil {
-				return err
-			}
-			attempts, err = tx.Attempts().List(ctx, r.UID)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if r.Phase != string(v1alpha1.PhaseFailed) || len(attempts) == 0 || attempts[0].Reason != "AdmissionDenied" ||
-			!strings.Contains(attempts[0].Message, "spec.failover.mutations[0]") || !strings.Contains(attempts[0].Message, "hostPID=true") {
-			return fmt.Errorf("phase %s, attempts %+v", r.Phase, attempts)
-		}
-		return nil
-	})
+	f.storeBehindTheAPI(ctx, "stored-mut", spec)
+	f.refusedByTheSubmitter(ctx, "stored-mut", "the stored mutation refused by the submitter", "spec.failover.mutations[0]", "hostPID=true")
 	// Through the API, the attempt says the same.
 	a := f.do("mallory", "GET", "/api/v1/runnables/"+f.own+"/stored-mut", nil).want(t, http.StatusOK)
 	if !strings.Contains(string(a.raw), `"reason":"AdmissionDenied"`) {
 		t.Errorf("GET does not show the AdmissionDenied attempt: %s", a.raw)
 	}
-	kube, err := f.cluster.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.BatchV1().Jobs(f.own).Get(ctx, "stored-mut", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("the Job of a refused mutation reached the cluster (%v)", err)
-	}
+	f.notOnTheCluster(ctx, "stored-mut")
 }
 
 func testStoredOverride(t *testing.T, f *farm) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/hub/audit"
-	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 )
 
@@ -69,38 +68,12 @@ func testWhatTheWorkMayDo(t *testing.T, f *farm) {
 	if err := yamlTo(podJob("stored-priv", "      hostPID: true", "privileged: true"), &tmpl); err != nil {
 		t.Fatal(err)
 	}
-	doc, _ := json.Marshal(store.Document[v1alpha1.RunnableSpec]{Spec: v1alpha1.RunnableSpec{Template: tmpl}, Author: &store.Author{Name: "mallory"}})
-	if err := f.store.Tx(ctx, func(tx *store.Tx) error {
-		return tx.Runnables().Create(ctx, &store.Runnable{Namespace: f.own, Name: "stored-priv", UID: "stored-priv-" + f.own, Generation: 1,
-			Spec: doc, SpecHash: "x", Phase: string(v1alpha1.PhaseQueued), Submitter: "mallory"})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the stored privileged Job refused by the submitter", func() error {
-		var r *store.Runnable
-		var attempts []*store.Attempt
-		err := f.store.Read(ctx, func(tx *store.Tx) (err error) {
-			if r, err = tx.Runnables().Get(ctx, f.own, "stored-priv"); err != nil {
-				return err
-			}
-			attempts, err = tx.Attempts().List(ctx, r.UID)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if r.Phase != string(v1alpha1.PhaseFailed) || len(attempts) == 0 || attempts[0].Reason != "AdmissionDenied" ||
-			!strings.Contains(attempts[0].Message, "violates PodSecurity") {
-			return fmt.Errorf("phase %s, attempts %+v", r.Phase, attempts)
-		}
-		return nil
-	})
+	f.storeBehindTheAPI(ctx, "stored-priv", v1alpha1.RunnableSpec{Template: tmpl})
+	f.refusedByTheSubmitter(ctx, "stored-priv", "the stored privileged Job refused by the submitter", "violates PodSecurity")
+	f.notOnTheCluster(ctx, "stored-priv")
 	kube, err := f.cluster.Client()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := kube.BatchV1().Jobs(f.own).Get(ctx, "stored-priv", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("a privileged Job stored behind the API reached the cluster (%v)", err)
 	}
 
 	// A plain Job runs; the namespace purser made for it enforces the level.
