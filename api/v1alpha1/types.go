@@ -76,6 +76,14 @@ const (
 	HealthUnknown   Health = "Unknown"
 )
 
+// ObjectUnobserved is the phase of an object on its cluster (an
+// inventory item's phase) whose controller, an operator, has written no
+// status yet. Its health is Unknown, since nothing is known of it; a
+// runnable's application failover counts its toleration from it as from
+// Unhealthy, because a controller that never acts is a fault of the
+// cluster that another cluster fixes.
+const ObjectUnobserved = "Unobserved"
+
 // Runnable is one Kubernetes object to run once, on one cluster at a time,
 // moved to another cluster when its cluster or the object itself fails.
 type Runnable struct {
@@ -257,7 +265,9 @@ type RunnableStatus struct {
 	Cluster string `json:"cluster,omitempty"`
 	Health  Health `json:"health,omitempty"`
 	// UnhealthySince is when the current attempt's object was first seen
-	// Unhealthy without a Healthy observation since: the clock of
+	// Unhealthy, or not yet taken up by its controller (health Unknown,
+	// phase Unobserved on its cluster: an operator that never acts),
+	// without a Healthy observation since: the clock of
 	// spec.failover.application.tolerationSeconds, kept with the runnable
 	// so that it survives restarts of the controller.
 	UnhealthySince *time.Time `json:"unhealthySince,omitempty"`

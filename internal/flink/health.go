@@ -88,10 +88,13 @@ type flinkObject struct {
 func JudgeDeployment(obj map[string]any) Verdict {
 	f := readFlink(obj)
 	if f.lifecycle == "" && f.job == "" && f.jm == "" && f.err.raw == "" {
-		// Unhealthy rather than Unknown: on a cluster without the Flink
-		// operator the status stays empty forever, and that is exactly a
-		// case for running the work elsewhere once the toleration passes.
-		return unhealthy(PhasePending, "not yet observed by the Flink operator")
+		// No status at all: nothing is known of the job yet, so its
+		// health is Unknown, not Unhealthy. The phase says that the
+		// operator has not taken it up: on a cluster whose operator is
+		// gone the status stays empty forever, and the failover
+		// controller counts the toleration from the first such
+		// observation, as it would an Unhealthy one.
+		return Verdict{Health: v1alpha1.HealthUnknown, Phase: PhaseUnobserved, Message: "not yet observed by the Flink operator"}
 	}
 	if !f.application {
 		return flinkSession(f)

@@ -411,9 +411,9 @@ func TestFlinkWithoutSpec(t *testing.T) {
 		{"suspended", flinkDeployment(`
   jobManagerDeploymentStatus: MISSING
   lifecycleState: SUSPENDED`), judgement{H, PhasePending, "suspended"}},
-		{"not yet observed by the operator", flinkDeployment(`  {}`), judgement{U, PhasePending, "not yet observed by the Flink operator"}},
-		{"no status at all", "apiVersion: flink.apache.org/v1beta1\nkind: FlinkDeployment\nmetadata: {name: wordcount}", judgement{U, PhasePending, "not yet observed"}},
-		{"spec, no status", "apiVersion: flink.apache.org/v1beta1\nkind: FlinkDeployment\nmetadata: {name: wordcount}\nspec: {job: {jarURI: x}}", judgement{U, PhasePending, "not yet observed"}},
+		{"not yet observed by the operator", flinkDeployment(`  {}`), judgement{X, PhaseUnobserved, "not yet observed by the Flink operator"}},
+		{"no status at all", "apiVersion: flink.apache.org/v1beta1\nkind: FlinkDeployment\nmetadata: {name: wordcount}", judgement{X, PhaseUnobserved, "not yet observed"}},
+		{"spec, no status", "apiVersion: flink.apache.org/v1beta1\nkind: FlinkDeployment\nmetadata: {name: wordcount}\nspec: {job: {jarURI: x}}", judgement{X, PhaseUnobserved, "not yet observed"}},
 	})
 }
 

@@ -3,12 +3,14 @@ package flink
 import "github.com/purser-io/purser/api/v1alpha1"
 
 // Phases of a FlinkDeployment on its cluster, the same words the health
-// package gives every kind: Pending, then Running, Succeeded or Failed.
+// package gives every kind: Unobserved until the operator has written any
+// status, then Pending, Running, Succeeded or Failed.
 const (
-	PhasePending   = "Pending"
-	PhaseRunning   = string(v1alpha1.PhaseRunning)
-	PhaseSucceeded = string(v1alpha1.PhaseSucceeded)
-	PhaseFailed    = string(v1alpha1.PhaseFailed)
+	PhaseUnobserved = v1alpha1.ObjectUnobserved
+	PhasePending    = "Pending"
+	PhaseRunning    = string(v1alpha1.PhaseRunning)
+	PhaseSucceeded  = string(v1alpha1.PhaseSucceeded)
+	PhaseFailed     = string(v1alpha1.PhaseFailed)
 )
 
 // Verdict is the judgement of one FlinkDeployment, with the fields and

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -169,7 +170,9 @@ func testK8sWatchCap(t *testing.T, f *farm) {
 // way (each holds its place until its body is read, at most the read
 // timeout); at kubeapi.DefaultRequestsPerUser of them the next request of
 // the same user is refused 429, another user's is answered, and the
-// places are freed when the connections close.
+// places are freed when the connections close. A refused request holds
+// nothing: its connection is closed right after the 429, not kept until
+// the read timeout while its body trickles in.
 func testK8sRequestCap(t *testing.T, f *farm) {
 	u, _ := url.Parse(f.url)
 	var conns []net.Conn
@@ -181,26 +184,50 @@ func testK8sRequestCap(t *testing.T, f *farm) {
 	}
 	defer closeAll()
 	var d net.Dialer
-	for range kubeapi.DefaultRequestsPerUser {
+	// hold sends a review whose body never comes.
+	hold := func() net.Conn {
 		conn, err := d.DialContext(t.Context(), "tcp", u.Host)
 		if err != nil {
 			t.Fatal(err)
 		}
-		conns = append(conns, conn)
 		fmt.Fprintf(conn, "POST /k8s/apis/authorization.k8s.io/v1/selfsubjectaccessreviews HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
 			"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", u.Host, f.tokens["mallory"])
+		return conn
+	}
+	for range kubeapi.DefaultRequestsPerUser {
+		conns = append(conns, hold())
 	}
 	list := "/k8s/api/v1/namespaces/" + f.own + "/configmaps"
 	eventually(t, "mallory's requests under way at the cap", func() error {
-		if a := f.do("mallory", "GET", list, nil); a.code != http.StatusTooManyRequests {
-			return fmt.Errorf("%d %s", a.code, a.raw)
+		a := f.do("mallory", "GET", list, nil)
+		if a.code == http.StatusTooManyRequests {
+			return nil
 		}
-		return nil
+		// The poll takes a place while it is answered: a held review
+		// that arrived meanwhile was refused (and its connection
+		// closed), and is sent again.
+		for i, c := range conns {
+			_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+			if n, err := c.Read(make([]byte, 1)); n > 0 || errors.Is(err, io.EOF) {
+				c.Close()
+				conns[i] = hold()
+			}
+		}
+		return fmt.Errorf("%d %s", a.code, a.raw)
 	})
 	a := f.do("mallory", "GET", list, nil)
 	if a.str("kind") != "Status" || a.header.Get("Retry-After") == "" ||
 		!strings.Contains(a.str("message"), fmt.Sprintf("has %d requests under way", kubeapi.DefaultRequestsPerUser)) {
 		t.Errorf("past the cap: %d (Retry-After %q) %s; want a Status naming the cap", a.code, a.header.Get("Retry-After"), a.raw)
+	}
+	// One more review whose body trickles: refused, and its connection
+	// closed at once rather than held until the read timeout.
+	extra := hold()
+	defer extra.Close()
+	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	answer, err := io.ReadAll(extra)
+	if err != nil || !strings.HasPrefix(string(answer), "HTTP/1.1 429") {
+		t.Errorf("a request past the cap with a body to come: %q %v; want a 429 and the connection closed within 10s", answer, err)
 	}
 	f.do("victor", "GET", "/k8s/api/v1/namespaces/"+f.victim+"/configmaps", nil).want(t, http.StatusOK)
 	closeAll()

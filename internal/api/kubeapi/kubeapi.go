@@ -177,6 +177,10 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request, u policy.User) {
 	if !isTrue(r.URL.Query().Get("watch")) {
 		release, held, ok := a.requests.acquire(u.Name)
 		if !ok {
+			// Refused before its body is read: the connection closes
+			// after the answer (the server's closeNow), so that a refused
+			// request holds nothing.
+			w.Header().Set("Connection", "close")
 			writeStatus(w, tooMany(w, requestRetry, "user %s has %d requests under way under %s, the most one user may have at once (%d); wait for one to finish",
 				u.Name, held, Prefix, a.cfg.RequestsPerUser))
 			return

@@ -30,8 +30,23 @@ func (s *Server) mountKube() {
 		WatchesPerUser: s.cfg.Limits.KubeWatchesPerUser, RequestsPerUser: s.cfg.Limits.KubeRequestsPerUser,
 	})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A request refused before its body is read has its connection
+		// closed right after the answer, as the rest of the API does
+		// (closeNow): otherwise net/http reads what is left of the body
+		// first, and a client trickling bodies would hold a connection
+		// and a goroutine per refused request until ReadTimeout, whatever
+		// the caps say.
+		tracked := &trackedBody{ReadCloser: r.Body}
+		r.Body = tracked
+		defer func() {
+			if tracked.unread(r) {
+				closeNow(w)
+			}
+		}()
+		refused := func() { w.Header().Set("Connection", "close") }
 		u, ok := s.authenticate(r)
 		if !ok {
+			refused()
 			if allowed, wait := s.failed.allow(clientAddress(r), time.Now()); !allowed {
 				kubeapi.TooManyRequests(w, wait, "too many requests without a valid token from this address; wait before trying again")
 				return
@@ -40,6 +55,7 @@ func (s *Server) mountKube() {
 			return
 		}
 		if allowed, wait := s.users.allow(u.Name, time.Now()); !allowed {
+			refused()
 			kubeapi.TooManyRequests(w, wait, "user "+u.Name+" sends more requests than the server's limit; wait before sending more")
 			return
 		}

@@ -33,7 +33,7 @@ func (s *Server) operateRunnable(r *http.Request, u policy.User, verb string, op
 	}
 	var out *v1alpha1.Runnable
 	notify := false
-	err := s.tx(r.Context(), func(tx *store.Tx) error {
+	err := s.txFresh(r.Context(), func(tx *store.Tx) error {
 		notify = false
 		rec, err := tx.Runnables().Get(r.Context(), ns, name)
 		if err != nil {

@@ -232,7 +232,7 @@ func (s *Server) deleteRunnable(r *http.Request, u policy.User) (int, any, error
 	}
 	var out *v1alpha1.Runnable
 	cancelled := false
-	err := s.tx(r.Context(), func(tx *store.Tx) error {
+	err := s.txFresh(r.Context(), func(tx *store.Tx) error {
 		cancelled = false
 		rec, err := tx.Runnables().Get(r.Context(), ns, name)
 		if err != nil {

@@ -341,6 +341,26 @@ func (s *Server) tx(ctx context.Context, fn func(tx *store.Tx) error) error {
 	return s.cfg.Store.Tx(ctx, fn)
 }
 
+// txFresh is tx for a request that names no version of its own (a
+// DELETE, an operation's verb): when another writer, usually the
+// controller recording what a cluster did, changed the runnable between
+// fn's read and its write (store.ErrMoved), fn runs again on a fresh read,
+// and decides again from what it finds. That write is no conflict of the
+// user's; after movedRetries tries the conflict is answered.
+func (s *Server) txFresh(ctx context.Context, fn func(tx *store.Tx) error) error {
+	var err error
+	for range movedRetries {
+		if err = s.tx(ctx, fn); !errors.Is(err, store.ErrMoved) {
+			return err
+		}
+	}
+	return err
+}
+
+// movedRetries is how many times txFresh tries: the controller writes a
+// runnable a few times in its life, rarely twice within one request.
+const movedRetries = 5
+
 // writeTimeout bounds a write once it is accepted for processing.
 const writeTimeout = 30 * time.Second
 

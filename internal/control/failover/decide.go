@@ -129,7 +129,11 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 		return notReady(spec, c, *nr, t)
 	}
 	app := appFailover(spec)
-	if app == nil || st.Health != v1alpha1.HealthUnhealthy || st.UnhealthySince == nil {
+	// UnhealthySince with health Unknown is an object its controller has
+	// not taken up yet (the ingester sets it for nothing else; an Unknown
+	// cluster returned above): it waits as an Unhealthy one does.
+	unobserved := st.Health == v1alpha1.HealthUnknown
+	if app == nil || (st.Health != v1alpha1.HealthUnhealthy && !unobserved) || st.UnhealthySince == nil {
 		return Verdict{}
 	}
 	// An attempt that has not run Healthy yet is starting: its first start
@@ -152,6 +156,10 @@ func Decide(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c Cluster,
 		Grace:  time.Duration(*app.GracePeriodSeconds) * time.Second,
 		Message: fmt.Sprintf("unhealthy on %s since %s, longer than %s %d",
 			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), which, seconds),
+	}
+	if unobserved {
+		v.Message = fmt.Sprintf("not taken up by its controller on %s (no status written) since %s, longer than %s %d",
+			c.Name, st.UnhealthySince.UTC().Format(time.RFC3339), which, seconds)
 	}
 	// Gracefully places the next attempt before the old one is gone;
 	// AtMostOne forbids that, so there the old copy goes first.

@@ -39,6 +39,14 @@ func startingFor(d time.Duration) *v1alpha1.RunnableStatus {
 	return &v1alpha1.RunnableStatus{Health: v1alpha1.HealthUnhealthy, UnhealthySince: &since, Message: "RECONCILING"}
 }
 
+// unobservedFor is an attempt whose object its controller has not taken
+// up for d: health Unknown, the toleration's clock running.
+func unobservedFor(d time.Duration) *v1alpha1.RunnableStatus {
+	st := startingFor(d)
+	st.Health = v1alpha1.HealthUnknown
+	return st
+}
+
 func withInitial(spec *v1alpha1.RunnableSpec, seconds int64) *v1alpha1.RunnableSpec {
 	spec.Failover.Application.InitialTolerationSeconds = &seconds
 	return spec
@@ -81,6 +89,15 @@ func TestDecide(t *testing.T) {
 		{"explicit initial toleration", withInitial(appSpec("", v1alpha1.PurgeDirectly, 60), 90), startingFor(90 * time.Second),
 			Cluster{Name: "b", Reachable: true},
 			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, DeleteFirst: true, Purge: v1alpha1.PurgeDirectly, Grace: 600 * time.Second, Message: "initialTolerationSeconds"}},
+		// An object no controller takes up (a cluster whose operator is
+		// gone) is Unknown, not Unhealthy, yet moves once the initial
+		// toleration is over, and says why.
+		{"not taken up within the initial toleration stays", withInitial(appSpec("", v1alpha1.PurgeDirectly, 60), 90), unobservedFor(89 * time.Second),
+			Cluster{Name: "b", Reachable: true}, Verdict{}},
+		{"not taken up past the initial toleration moves", withInitial(appSpec("", v1alpha1.PurgeDirectly, 60), 90), unobservedFor(90 * time.Second),
+			Cluster{Name: "b", Reachable: true},
+			Verdict{Evict: true, Reason: ReasonApplicationUnhealthy, DeleteFirst: true, Purge: v1alpha1.PurgeDirectly, Grace: 600 * time.Second,
+				Message: "not taken up by its controller on b (no status written) since 2026-11-29T11:58:30Z, longer than initialTolerationSeconds"}},
 		{"explicit initial toleration not yet over", withInitial(appSpec("", v1alpha1.PurgeDirectly, 60), 90), startingFor(89 * time.Second),
 			Cluster{Name: "b", Reachable: true}, Verdict{}},
 		{"AtLeastOne gracefully: place first", appSpec(v1alpha1.ConsistencyAtLeastOne, v1alpha1.PurgeGracefully, 60), unhealthyFor(2 * time.Minute),

@@ -144,7 +144,7 @@ func (c *Controller) setUnknown(ctx context.Context, rec *store.Runnable, r *run
 // nothing was.
 func (c *Controller) readyAgain(ctx context.Context, rec *store.Runnable, r *runnable) error {
 	return c.runnableTx(ctx, rec, func(tx *store.Tx, st *v1alpha1.RunnableStatus) (*change, error) {
-		health := v1alpha1.HealthUnknown
+		observed, waits := v1alpha1.HealthUnknown, false
 		sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelRunnableUID: rec.UID})
 		rows, _, err := tx.Inventory().List(ctx, store.InventoryFilter{Cluster: rec.Cluster, Namespace: rec.Namespace,
 			Selector: sel, WithoutObject: true, Limit: 10})
@@ -158,16 +158,17 @@ func (c *Controller) readyAgain(ctx context.Context, rec *store.Runnable, r *run
 		if n := len(attempts); n > 0 {
 			for _, row := range rows {
 				if row.Labels[v1alpha1.LabelAttempt] == strconv.Itoa(attempts[n-1].Number) && row.Health != "" {
-					health = v1alpha1.Health(row.Health)
+					observed = v1alpha1.Health(row.Health)
+					waits = observed == v1alpha1.HealthUnhealthy || row.Phase == v1alpha1.ObjectUnobserved
 				}
 			}
 		}
-		st.Health, st.Waiting = health, ""
-		if health != v1alpha1.HealthUnhealthy {
+		st.Health, st.Waiting = observed, ""
+		if !waits {
 			st.UnhealthySince = nil
 		}
 		st.Message = fmt.Sprintf("cluster %s answers again and is Ready, so nothing holds the runnable back any more; it is %s there, health %s as last observed",
-			rec.Cluster, rec.Phase, health)
+			rec.Cluster, rec.Phase, observed)
 		return &change{phase: v1alpha1.Phase(rec.Phase)}, nil
 	})
 }

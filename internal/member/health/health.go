@@ -29,11 +29,14 @@ import (
 // Phases of an object. They describe the object on its cluster, not the
 // Runnable: the ingester maps them onto the Runnable's own phases, which
 // have no Pending (a Runnable that is on a cluster is at least Submitted).
+// Unobserved is an object whose controller has not written any status
+// yet (v1alpha1.ObjectUnobserved).
 const (
-	PhasePending   = "Pending"
-	PhaseRunning   = string(v1alpha1.PhaseRunning)
-	PhaseSucceeded = string(v1alpha1.PhaseSucceeded)
-	PhaseFailed    = string(v1alpha1.PhaseFailed)
+	PhaseUnobserved = v1alpha1.ObjectUnobserved
+	PhasePending    = "Pending"
+	PhaseRunning    = string(v1alpha1.PhaseRunning)
+	PhaseSucceeded  = string(v1alpha1.PhaseSucceeded)
+	PhaseFailed     = string(v1alpha1.PhaseFailed)
 )
 
 // maxMessage caps a Result's message in bytes. Operators put whole stack

@@ -92,8 +92,12 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 	// An attempt proves itself the first time its object is Healthy and
 	// running (or done): only then is what it reports carried on.
 	proven := row.Health == string(v1alpha1.HealthHealthy) && (row.Phase == health.PhaseRunning || row.Phase == health.PhaseSucceeded)
+	// An object its controller has not taken up is Unknown, but waits as
+	// an Unhealthy one does: its toleration counts from the first such
+	// observation (health.PhaseUnobserved).
+	waits := row.Health == string(v1alpha1.HealthUnhealthy) || row.Phase == health.PhaseUnobserved
 	if next == current && string(st.Health) == row.Health && equalJSON(st.Result, result) && st.Fenced == fenced &&
-		(!proven || st.HealthySince != nil) {
+		(!proven || st.HealthySince != nil) && waits == (st.UnhealthySince != nil) {
 		return nil
 	}
 	kind := row.Kind + " " + row.Namespace + "/" + row.Name
@@ -101,7 +105,7 @@ func observeRunnable(ctx context.Context, tx *store.Tx, uid string, row *store.I
 		st.Health = v1alpha1.Health(row.Health)
 		st.Fenced = fenced
 		switch {
-		case st.Health != v1alpha1.HealthUnhealthy:
+		case !waits:
 			st.UnhealthySince = nil
 		case st.UnhealthySince == nil:
 			since := row.ObservedAt
