@@ -125,6 +125,10 @@ type cluster struct {
 	sandbox   *sandbox.Cluster
 	natsURL   string // "" : the farm's NATS
 	apiServer string // "" : the cluster's own endpoint
+	// noOperator: the cluster serves FlinkDeployments (the CRD is
+	// installed) but no Flink operator runs there, as after the
+	// operator's loss.
+	noOperator bool
 }
 
 // periods are the farm's timings of the failover path. The tests use
@@ -352,12 +356,14 @@ func (f *farm) register(m cluster, p periods) {
 			f.t.Fatal(err)
 		}
 	}
-	sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Config{StartDelay: 300 * time.Millisecond, Logger: f.log,
-		Checkpoints: f.writeCheckpoint, Discards: f.discardCheckpoint, StateSnapshots: p.stateSnapshots, ReconcileInterval: p.reconcile})
-	if err != nil {
-		f.t.Fatal(err)
+	if !m.noOperator {
+		sim, err := flinksim.Start(f.ctx, m.name, cfg, flinksim.Config{StartDelay: 300 * time.Millisecond, Logger: f.log,
+			Checkpoints: f.writeCheckpoint, Discards: f.discardCheckpoint, StateSnapshots: p.stateSnapshots, ReconcileInterval: p.reconcile})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		f.sims[m.name] = sim
 	}
-	f.sims[m.name] = sim
 	if f.dyn[m.name], err = dynamic.NewForConfig(cfg); err != nil {
 		f.t.Fatal(err)
 	}
