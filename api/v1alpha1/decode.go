@@ -87,11 +87,13 @@ func decode(data []byte, contentType, wantKind string) (any, error) {
 		obj = &Cluster{}
 	case tm.Kind == KindQuota:
 		obj = &Quota{}
+	case tm.Kind == KindSchedule:
+		obj = &Schedule{}
 	}
 	if obj == nil {
 		allowed := wantKind
 		if allowed == "" {
-			allowed = "Runnable, Deployable, Cluster or Quota"
+			allowed = "Runnable, Deployable, Cluster, Quota or Schedule"
 		}
 		problems = append(problems, FieldError{Field: "kind", Message: "must be " + allowed})
 	}
@@ -357,6 +359,13 @@ func normalize(obj any) *DecodeError {
 				timeField{fmt.Sprintf("status.attempts[%d].startedAt", i), a.StartedAt},
 				timeField{fmt.Sprintf("status.attempts[%d].endedAt", i), a.EndedAt})
 		}
+	case *Schedule:
+		normalizeMap(o.Spec.Template.Template)
+		times = append(times,
+			timeField{"metadata.creationTimestamp", &o.Metadata.CreationTimestamp},
+			timeField{"spec.template.deadline", o.Spec.Template.Deadline},
+			timeField{"status.lastScheduleTime", o.Status.LastScheduleTime},
+			timeField{"status.nextScheduleTime", o.Status.NextScheduleTime})
 	case *Deployable:
 		normalizeMap(o.Spec.Template)
 		times = append(times, timeField{"metadata.creationTimestamp", &o.Metadata.CreationTimestamp})
