@@ -53,7 +53,7 @@ const (
 	// million runnables at once.
 	MaxCatchUpTicks = 100
 	// MaxHistoryLimit bounds the runs of each kind a schedule keeps.
-	MaxHistoryLimit = 1000
+	MaxHistoryLimit = 100
 )
 
 // Schedule creates a runnable from its template at each tick of a cron
