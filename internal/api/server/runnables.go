@@ -9,12 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/operate"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
 	"github.com/purser-io/purser/internal/domain/policy"
+	"github.com/purser-io/purser/internal/domain/submission"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -30,98 +29,39 @@ func (s *Server) createRunnable(r *http.Request, u policy.User) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	obj.SetDefaults()
-	if obj.Spec.TTLSecondsAfterFinished == nil {
-		obj.Spec.TTLSecondsAfterFinished = s.policy().RetentionTTL(obj.Metadata.Namespace)
-	}
-	s.defaultPriority(obj.Metadata.Namespace, &obj.Spec)
-	if errs := v1alpha1.ValidateRunnable(obj, s.now()); len(errs) > 0 {
-		return 0, nil, errInvalid("Runnable is invalid", errs)
-	}
-	ns := obj.Metadata.Namespace
-	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
-		return 0, nil, errForbidden("user %q may not submit runnables in namespace %q", u.Name, ns)
-	}
-	if err := s.authorizePriority(u, ns, &obj.Spec, ""); err != nil {
-		return 0, nil, err
-	}
-	if err := s.admitRunnable(r.Context(), u, ns, &obj.Spec); err != nil {
-		return 0, nil, err
-	}
-	needsApproval := s.policy().ApprovalRequired(ns, v1alpha1.KindRunnable)
-	hash := v1alpha1.SpecHash(obj.Spec)
-	doc, err := json.Marshal(storedRunnable{Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations, Spec: obj.Spec, Author: authorOf(u)})
+	out, req, err := s.submit(r.Context(), &submission.Request{Runnable: obj, Author: u})
 	if err != nil {
 		return 0, nil, err
 	}
-
-	var rec *store.Runnable
 	status := http.StatusAccepted
-	err = s.tx(r.Context(), func(tx *store.Tx) error {
-		rec, status = nil, http.StatusAccepted
-		name := obj.Metadata.Name
-		if name == "" {
-			var err error
-			if name, err = freeRunnableName(r.Context(), tx, ns, obj.Metadata.GenerateName); err != nil {
-				return err
-			}
-		} else if found, err := sameRunnable(r.Context(), tx, ns, name, hash); found != nil || err != nil {
-			rec, status = found, http.StatusOK
-			return err
+	if !out.Created {
+		if !out.SameSpec {
+			return 0, nil, errConflict("runnable %s/%s already exists with another spec; submit under another name, or delete it first",
+				obj.Metadata.Namespace, obj.Metadata.Name)
 		}
-
-		t := lifecycle.Transition{To: v1alpha1.PhaseQueued, By: lifecycle.ByAPI, Actor: u.Name,
-			Message: "waiting for a cluster", Enqueue: stream.SubmissionSubmit}
-		summary := fmt.Sprintf("submitted %s %s", templateKind(obj.Spec.Template), ns+"/"+name)
-		if needsApproval {
-			t.To, t.Enqueue = v1alpha1.PhasePendingApproval, ""
-			t.Message = "waiting for approval by an approver other than " + u.Name
-			summary += "; waits for approval"
-		}
-		details, err := redactValues(obj.Spec)
-		if err != nil {
-			return err
-		}
-		t.Audit = &audit.Entry{Action: "create", Summary: summary, Details: details}
-		rec = &store.Runnable{
-			Namespace: ns, Name: name, UID: uuid.NewString(), Generation: 1,
-			Spec: doc, SpecHash: hash, Submitter: u.Name,
-		}
-		_, err = lifecycle.Create(r.Context(), tx, rec, t)
-		if errors.Is(err, store.ErrConflict) && obj.Metadata.Name != "" {
-			// The same submission, retried while the first was still
-			// being committed elsewhere: that one has committed now, and
-			// this one answers as a retry does.
-			found, err := sameRunnable(r.Context(), tx, ns, name, hash)
-			if found == nil && err == nil {
-				err = errConflict("runnable %s/%s was created concurrently and is gone again; submit it again", ns, name)
-			}
-			rec, status = found, http.StatusOK
-			return err
-		}
-		return err
-	})
-	if err != nil {
-		return 0, nil, err
+		status = http.StatusOK
 	}
-	if status == http.StatusAccepted && !needsApproval {
+	if out.Created && !req.NeedsApproval() {
 		s.notifyOutbox()
 	}
-	out, err := runnableFromRecord(rec, nil)
-	return status, out, err
+	rec, err := runnableFromRecord(out.Rec, nil)
+	return status, rec, err
 }
 
-// freeRunnableName appends random suffixes to prefix until a name is free.
-func freeRunnableName(ctx context.Context, tx *store.Tx, ns, prefix string) (string, error) {
-	for range 8 {
-		name := v1alpha1.GenerateName(prefix)
-		if _, err := tx.Runnables().Get(ctx, ns, name); errors.Is(err, store.ErrNotFound) {
-			return name, nil
-		} else if err != nil {
-			return "", err
-		}
+// submit creates a runnable the one way there is (submission): the
+// gate's checks, then the transaction that stores it with its audit
+// entry. The scheduler runs the same two steps for each tick.
+func (s *Server) submit(ctx context.Context, req *submission.Request) (*submission.Outcome, *submission.Request, error) {
+	if err := s.gate().Prepare(ctx, req); err != nil {
+		return nil, nil, err
 	}
-	return "", errConflict("no free name with prefix %q after 8 tries; use a longer prefix", prefix)
+	var out *submission.Outcome
+	err := s.tx(ctx, func(tx *store.Tx) error {
+		var err error
+		out, err = submission.Create(ctx, tx, req)
+		return err
+	})
+	return out, req, err
 }
 
 func (s *Server) getRunnable(r *http.Request, u policy.User) (int, any, error) {
@@ -288,22 +228,6 @@ func (s *Server) deleteRunnable(r *http.Request, u policy.User) (int, any, error
 		s.notifyOutbox()
 	}
 	return http.StatusOK, out, nil
-}
-
-// sameRunnable returns the runnable ns/name when it exists with the spec
-// hash (a submission sent again), nil when there is none, and a conflict
-// when it exists with another spec.
-func sameRunnable(ctx context.Context, tx *store.Tx, ns, name, hash string) (*store.Runnable, error) {
-	existing, err := tx.Runnables().Get(ctx, ns, name)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case existing.SpecHash != hash:
-		return nil, errConflict("runnable %s/%s already exists with another spec; submit under another name, or delete it first", ns, name)
-	}
-	return existing, nil
 }
 
 // confirmStopped serves POST .../failover?confirmStopped=true: a person
@@ -586,13 +510,6 @@ func appendAudit(ctx context.Context, tx *store.Tx, u policy.User, action, kind,
 		e.Details = data
 	}
 	return tx.Audit().Append(ctx, e)
-}
-
-func templateKind(t map[string]any) string {
-	if k, ok := t["kind"].(string); ok {
-		return k
-	}
-	return "object"
 }
 
 func (s *Server) notifyOutbox() {

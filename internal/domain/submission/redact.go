@@ -1,4 +1,4 @@
-package server
+package submission
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 // redacted stands for a value the audit log does not keep.
 const redacted = "(redacted)"
 
-// redactValues returns details, as JSON, with the values under every
+// Redact returns details, as JSON, with the values under every
 // "data" and "stringData" key replaced, at any depth and whatever the
 // kind: a Secret's are the obvious case, but a ConfigMap, a CRD that
 // carries credentials, or a Secret nested in a list template holds them
@@ -19,7 +19,7 @@ const redacted = "(redacted)"
 // stringData has its value replaced too: there the values are not under
 // those keys but in the operation's "value". (A Secret's overrides never
 // reach here in clear: they are sealed with its values.)
-func redactValues(details any) (json.RawMessage, error) {
+func Redact(details any) (json.RawMessage, error) {
 	data, err := json.Marshal(details)
 	if err != nil {
 		return nil, err
