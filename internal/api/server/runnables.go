@@ -188,11 +188,8 @@ func (s *Server) deleteRunnable(r *http.Request, u policy.User) (int, any, error
 		}
 		phase := cur.Phase()
 		if !phase.Terminal() {
-			next, err := lifecycle.Apply(r.Context(), tx, cur, lifecycle.Transition{
-				To: v1alpha1.PhaseCancelled, By: lifecycle.ByAPI, Actor: u.Name,
-				Message: "cancelled by " + u.Name, Enqueue: stream.SubmissionCancel,
-				Audit: &audit.Entry{Action: "cancel", Summary: fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase)},
-			})
+			next, err := lifecycle.Apply(r.Context(), tx, cur,
+				submission.CancelTransition(u.Name, fmt.Sprintf("cancelled %s (was %s)", ns+"/"+name, phase)))
 			if err != nil {
 				return err
 			}

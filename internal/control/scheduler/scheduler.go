@@ -1,0 +1,560 @@
+// Package scheduler creates the runnables of schedules: at each tick due,
+// one runnable named after the schedule and the tick, created the one way
+// a runnable is (internal/domain/submission) with the rights of the
+// schedule's author as the policy stands at the tick, in one transaction
+// with its audit entry and the schedule's status.
+//
+// Exactly once: the runnable's name is the schedule's and the tick's
+// (v1alpha1.TickRunName), and the runnables table holds a name once. Two
+// schedulers looking at the same tick (two replicas, a restart half-way,
+// a database failover that replays a transaction) both try to create the
+// same name; one commits, the other finds the name taken and takes the
+// tick as done. Nothing else (no lease, no memory of the process) is
+// needed for it; the controller's lease only saves the standby the work.
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
+	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/lifecycle"
+	"github.com/purser-io/purser/internal/domain/policy"
+	"github.com/purser-io/purser/internal/domain/submission"
+	"github.com/purser-io/purser/internal/hub/audit"
+	"github.com/purser-io/purser/internal/hub/store"
+)
+
+// Actor is the audit log's actor of what the scheduler decides alone
+// (a tick skipped, missed or refused); the runnables it creates name
+// their author, whose rights they are created with.
+const Actor = "scheduler"
+
+// DefaultResync bounds how long a schedule written by the API of another
+// process waits before the scheduler sees it: it sleeps until the
+// earliest tick it knows, and reads the schedules again at least this
+// often. A schedule written in this process wakes it at once (Kick).
+const DefaultResync = 10 * time.Second
+
+// lastRunsShown is how many runs status.lastRuns lists.
+const lastRunsShown = 10
+
+// Config is what the scheduler runs with.
+type Config struct {
+	Store store.Transactor
+	// Policy is the policy in force, read again at each tick.
+	Policy func() *policy.Policy
+	// Pods judges the pods of templates; nil: admission.DefaultChecker.
+	Pods *admission.Checker
+	// Now is the clock (default time.Now); tests move it.
+	Now func() time.Time
+	// Notify wakes the outbox relay of this process, when there is one,
+	// once a runnable was queued or cancelled.
+	Notify func()
+	Resync time.Duration
+	Logger *slog.Logger
+}
+
+// Scheduler is the loop.
+type Scheduler struct {
+	cfg  Config
+	kick chan struct{}
+}
+
+// New returns a scheduler.
+func New(cfg Config) *Scheduler {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Pods == nil {
+		cfg.Pods = admission.DefaultChecker()
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Scheduler{cfg: cfg, kick: make(chan struct{}, 1)}
+}
+
+// Kick makes the loop look at the schedules now: one was written, or a
+// test moved the clock.
+func (s *Scheduler) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run fires the due schedules, then sleeps until the earliest next tick
+// (or Resync, or a Kick), until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	for {
+		next, err := s.Pass(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Error("schedules", "error", err)
+		}
+		wait := s.cfg.Resync
+		if next != nil {
+			if d := next.Sub(s.cfg.Now()); d < wait {
+				wait = max(d, 0)
+			}
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-s.kick:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// Pass fires every schedule due now and returns the earliest next tick.
+func (s *Scheduler) Pass(ctx context.Context) (*time.Time, error) {
+	var errs []error
+	for range 100 { // at most 100 pages of due schedules in one pass
+		var due []*store.Schedule
+		if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			due, err = tx.Schedules().Due(ctx, s.cfg.Now(), 100)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		for _, rec := range due {
+			if err := s.Fire(ctx, rec.Namespace, rec.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+				errs = append(errs, fmt.Errorf("schedule %s/%s: %w", rec.Namespace, rec.Name, err))
+			}
+		}
+		if len(due) < 100 || len(errs) > 0 {
+			break
+		}
+	}
+	var next *time.Time
+	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		next, err = tx.Schedules().NextTick(ctx)
+		return err
+	})
+	return next, errors.Join(append(errs, err)...)
+}
+
+// Fire looks at one schedule now: creates the runnables of its due ticks
+// as its rules say, and writes its status and next tick, in one
+// transaction. A schedule changed meanwhile (by the API, or by another
+// scheduler that fired it first) is read again and decided again.
+func (s *Scheduler) Fire(ctx context.Context, ns, name string) error {
+	var err error
+	for try := range fireTries {
+		if err = s.fire(ctx, ns, name); !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrMoved) {
+			return err
+		}
+		// Another writer won; its write is read again after a pause that
+		// spreads the losers apart.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try+1)*5*time.Millisecond + time.Duration(rand.IntN(20))*time.Millisecond):
+		}
+	}
+	return err
+}
+
+// fireTries is how often Fire reads a schedule again that another writer
+// changed meanwhile.
+const fireTries = 10
+
+// tick is one tick to run, and what the gate said of its runnable.
+type tick struct {
+	at      time.Time
+	req     *submission.Request
+	refusal error
+}
+
+func (s *Scheduler) fire(ctx context.Context, ns, name string) error {
+	var rec *store.Schedule
+	if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.Schedules().Get(ctx, ns, name)
+		return err
+	}); err != nil {
+		return err
+	}
+	sch, err := Decode(rec)
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	var plan Plan
+	st := sch.Obj.Status
+	if !sch.Obj.Spec.Suspend {
+		cronSched, loc, err := v1alpha1.ParseCron(sch.Obj.Spec.Schedule, sch.Obj.Spec.TimeZone)
+		if err != nil {
+			// Validated when written; a time zone the host lost since.
+			st.Message = "spec.schedule or spec.timeZone cannot be read: " + err.Error()
+			return s.writeStatus(ctx, rec, sch, st, nil)
+		}
+		plan = Decide(cronSched, loc, sch.Since(), now, RulesOf(&sch.Obj.Spec))
+	}
+	// Each tick's runnable passes the gate before the transaction (the
+	// gate reads the store itself): as its author, by the policy now.
+	gate := &submission.Gate{Policy: s.cfg.Policy(), Store: s.cfg.Store, Pods: s.cfg.Pods, Renderings: attempt.Renderings, Now: s.cfg.Now}
+	ticks := make([]tick, 0, len(plan.Run))
+	for _, at := range plan.Run {
+		req := &submission.Request{
+			Runnable: sch.Obj.RunnableAt(v1alpha1.TickRunName(name, at),
+				map[string]string{v1alpha1.LabelSchedule: name, v1alpha1.LabelScheduledTime: v1alpha1.ScheduledTimeLabel(at)}),
+			Author: sch.Author, Via: fmt.Sprintf("schedule %s, tick %s", name, at.UTC().Format(time.RFC3339)),
+		}
+		ticks = append(ticks, tick{at: at, req: req, refusal: gate.Prepare(ctx, req)})
+	}
+	notify := false
+	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		notify = false
+		cur, err := tx.Schedules().Get(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		if cur.ResourceVersion != rec.ResourceVersion {
+			return fmt.Errorf("schedule %s/%s changed meanwhile: %w", ns, name, store.ErrConflict)
+		}
+		st := sch.Obj.Status
+		st.Message = ""
+		runs, err := Runs(ctx, tx, ns, name)
+		if err != nil {
+			return err
+		}
+		for _, t := range ticks {
+			msg, created, err := s.runTick(ctx, tx, sch, runs, t)
+			if err != nil {
+				return err
+			}
+			if created != nil {
+				notify = true
+				runs = append(runs, *created)
+			} else if msg != "" {
+				st.Missed++
+			}
+			if msg != "" {
+				st.Message = msg
+			}
+		}
+		if plan.Missed > 0 {
+			st.Missed += plan.Missed
+			msg := fmt.Sprintf("%d tick(s) up to %s missed: %s", plan.Missed, plan.Latest.UTC().Format(time.RFC3339), plan.MissedWhy)
+			st.Message = joinMessage(st.Message, msg)
+			if err := tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: "miss", Kind: v1alpha1.KindSchedule,
+				Namespace: ns, Name: name, Summary: msg, Outcome: "Missed"}); err != nil {
+				return err
+			}
+		}
+		if runs, err = s.prune(ctx, tx, sch, runs); err != nil {
+			return err
+		}
+		if !plan.Latest.IsZero() {
+			latest := plan.Latest.UTC()
+			st.LastScheduleTime = &latest
+		}
+		if sch.Obj.Spec.Suspend {
+			st.Message = "suspended: no tick runs until spec.suspend is false"
+		}
+		fillRuns(&st, runs)
+		var next *time.Time
+		if !plan.Next.IsZero() && !sch.Obj.Spec.Suspend {
+			n := plan.Next.UTC()
+			next = &n
+		}
+		return s.writeStatusTx(ctx, tx, cur, sch, st, next)
+	})
+	if err == nil && notify && s.cfg.Notify != nil {
+		s.cfg.Notify()
+	}
+	return err
+}
+
+// runTick creates one tick's runnable in tx, under the concurrency
+// policy; it returns what the status says of it when no runnable was
+// created, and the run created.
+func (s *Scheduler) runTick(ctx context.Context, tx *store.Tx, sch *Stored, runs []Run, t tick) (string, *Run, error) {
+	ns, name := sch.Obj.Metadata.Namespace, sch.Obj.Metadata.Name
+	at := t.at.UTC().Format(time.RFC3339)
+	note := func(action, outcome, msg string) (string, *Run, error) {
+		return msg, nil, tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: action, Kind: v1alpha1.KindSchedule,
+			Namespace: ns, Name: name, Summary: msg, Outcome: outcome})
+	}
+	if t.refusal != nil {
+		var st *v1alpha1.Status
+		why := t.refusal.Error()
+		if errors.As(t.refusal, &st) {
+			why = st.Message
+			if len(st.Details) > 0 {
+				why += " (" + v1alpha1.FieldErrors(st.Details).String() + ")"
+			}
+		}
+		return note("refuse", "Refused", fmt.Sprintf("tick %s created no runnable: %s", at, why))
+	}
+	if _, err := tx.Runnables().Get(ctx, ns, t.req.Runnable.Metadata.Name); err == nil {
+		return "", nil, nil // done already, by another scheduler or before a restart
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", nil, err
+	}
+	var active []Run
+	for _, r := range runs {
+		if !v1alpha1.Phase(r.Rec.Phase).Terminal() {
+			active = append(active, r)
+		}
+	}
+	switch sch.Obj.Spec.ConcurrencyPolicy {
+	case v1alpha1.ConcurrencyForbid:
+		if len(active) > 0 {
+			return note("skip", "Skipped", fmt.Sprintf("tick %s skipped: run %s is still %s (concurrencyPolicy Forbid)", at, active[0].Rec.Name, active[0].Rec.Phase))
+		}
+	case v1alpha1.ConcurrencyReplace:
+		for _, r := range active {
+			cur, err := lifecycle.Decode(r.Rec)
+			if err != nil {
+				return "", nil, err
+			}
+			if _, err := lifecycle.Apply(ctx, tx, cur, submission.CancelTransition(sch.Author.Name,
+				fmt.Sprintf("cancelled %s/%s (was %s): replaced by the tick %s of schedule %s (concurrencyPolicy Replace)", ns, r.Rec.Name, r.Rec.Phase, at, name))); err != nil {
+				return "", nil, err
+			}
+			r.Rec.Phase = string(v1alpha1.PhaseCancelled)
+		}
+	}
+	out, err := submission.Create(ctx, tx, t.req)
+	if err != nil {
+		return "", nil, err
+	}
+	if !out.Created {
+		return "", nil, nil // the name is taken: the tick is done
+	}
+	return "", &Run{Rec: out.Rec, Tick: t.at.UTC()}, nil
+}
+
+// prune removes the ended runs beyond the schedule's history limits,
+// oldest first, each with its audit entry; it returns the runs kept.
+func (s *Scheduler) prune(ctx context.Context, tx *store.Tx, sch *Stored, runs []Run) ([]Run, error) {
+	keepOK, keepFailed := v1alpha1.DefaultSuccessfulRunsHistoryLimit, v1alpha1.DefaultFailedRunsHistoryLimit
+	if n := sch.Obj.Spec.SuccessfulRunsHistoryLimit; n != nil {
+		keepOK = *n
+	}
+	if n := sch.Obj.Spec.FailedRunsHistoryLimit; n != nil {
+		keepFailed = *n
+	}
+	sortNewestFirst(runs)
+	var kept []Run
+	var ok, failed int32
+	for _, r := range runs {
+		phase := v1alpha1.Phase(r.Rec.Phase)
+		if !phase.Terminal() {
+			kept = append(kept, r)
+			continue
+		}
+		limit, count := keepFailed, &failed
+		if phase == v1alpha1.PhaseSucceeded {
+			limit, count = keepOK, &ok
+		}
+		if *count < limit {
+			*count++
+			kept = append(kept, r)
+			continue
+		}
+		removed, err := removeRun(ctx, tx, sch, r)
+		if err != nil {
+			return nil, err
+		}
+		if !removed {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
+}
+
+// removeRun removes one ended run as the API's DELETE of an ended
+// runnable does; a cancelled one whose copy is still being removed from
+// its cluster waits for the next look.
+func removeRun(ctx context.Context, tx *store.Tx, sch *Stored, r Run) (bool, error) {
+	rec, err := tx.Runnables().Get(ctx, r.Rec.Namespace, r.Rec.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	attempts, err := tx.Attempts().List(ctx, rec.UID)
+	if err != nil {
+		return false, err
+	}
+	if n := len(attempts); n > 0 && attempts[n-1].EndedAt == nil {
+		return false, nil
+	}
+	cur, err := lifecycle.Decode(rec)
+	if err != nil {
+		return false, err
+	}
+	summary := fmt.Sprintf("deleted %s/%s, which had ended %s: beyond the history limits of schedule %s", rec.Namespace, rec.Name, rec.Phase, sch.Obj.Metadata.Name)
+	return true, lifecycle.Remove(ctx, tx, cur, lifecycle.ByAPI, Actor, audit.Entry{Action: "delete", Summary: summary})
+}
+
+func (s *Scheduler) writeStatus(ctx context.Context, rec *store.Schedule, sch *Stored, st v1alpha1.ScheduleStatus, next *time.Time) error {
+	return s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		cur, err := tx.Schedules().Get(ctx, rec.Namespace, rec.Name)
+		if err != nil {
+			return err
+		}
+		if cur.ResourceVersion != rec.ResourceVersion {
+			return fmt.Errorf("schedule %s/%s changed meanwhile: %w", rec.Namespace, rec.Name, store.ErrConflict)
+		}
+		return s.writeStatusTx(ctx, tx, cur, sch, st, next)
+	})
+}
+
+func (s *Scheduler) writeStatusTx(ctx context.Context, tx *store.Tx, cur *store.Schedule, _ *Stored, st v1alpha1.ScheduleStatus, next *time.Time) error {
+	st.NextScheduleTime = next
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(data, cur.Status) && sameTime(next, cur.NextTick) {
+		// Nothing to say: another scheduler said it first. Not writing
+		// keeps the schedule's version, so its other writers do not
+		// conflict for nothing.
+		return nil
+	}
+	cur.Status, cur.NextTick = data, next
+	return tx.Schedules().Update(ctx, cur)
+}
+
+func joinMessage(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// fillRuns writes the active runs and the latest ones into st.
+func fillRuns(st *v1alpha1.ScheduleStatus, runs []Run) {
+	sortNewestFirst(runs)
+	st.Active, st.LastRuns = nil, nil
+	for _, r := range runs {
+		if !v1alpha1.Phase(r.Rec.Phase).Terminal() {
+			st.Active = append(st.Active, v1alpha1.ScheduleRunRef{Name: r.Rec.Name, UID: r.Rec.UID})
+		}
+		if len(st.LastRuns) < lastRunsShown {
+			st.LastRuns = append(st.LastRuns, v1alpha1.ScheduleRun{Name: r.Rec.Name, Tick: r.Tick, Phase: v1alpha1.Phase(r.Rec.Phase)})
+		}
+	}
+}
+
+func sortNewestFirst(runs []Run) {
+	sort.SliceStable(runs, func(i, j int) bool {
+		if !runs[i].Tick.Equal(runs[j].Tick) {
+			return runs[i].Tick.After(runs[j].Tick)
+		}
+		return runs[i].Rec.Name > runs[j].Rec.Name
+	})
+}
+
+// Run is one runnable of a schedule.
+type Run struct {
+	Rec *store.Runnable
+	// Tick is the tick it was created for, or the time of a manual run.
+	Tick time.Time
+}
+
+// Runs lists the runnables of schedule ns/name: those named after it that
+// carry its label.
+func Runs(ctx context.Context, tx *store.Tx, ns, name string) ([]Run, error) {
+	recs, err := tx.Runnables().ListByNamePrefix(ctx, ns, name+"-", 1000)
+	if err != nil {
+		return nil, err
+	}
+	var out []Run
+	for _, rec := range recs {
+		var doc store.Document[json.RawMessage]
+		if err := json.Unmarshal(rec.Spec, &doc); err != nil {
+			return nil, fmt.Errorf("runnable %s/%s: stored spec: %w", rec.Namespace, rec.Name, err)
+		}
+		if doc.Labels[v1alpha1.LabelSchedule] != name {
+			continue
+		}
+		at, err := time.Parse(scheduledTimeLayout, doc.Labels[v1alpha1.LabelScheduledTime])
+		if err != nil {
+			at = rec.CreatedAt
+		}
+		out = append(out, Run{Rec: rec, Tick: at.UTC()})
+	}
+	return out, nil
+}
+
+// scheduledTimeLayout reads the purser.io/scheduled-time label.
+const scheduledTimeLayout = "2006-01-02T15-04-05Z"
+
+// Stored is a schedule as stored, decoded.
+type Stored struct {
+	Obj    *v1alpha1.Schedule
+	Author policy.User
+	// At is when the schedule's timetable last started: its creation, a
+	// change of its schedule or time zone, its resumption. Ticks before
+	// it are not caught up.
+	At time.Time
+}
+
+// Since is the time after which ticks are due: the last tick dealt with,
+// or when the timetable started.
+func (s *Stored) Since() time.Time {
+	since := s.At
+	if l := s.Obj.Status.LastScheduleTime; l != nil && l.After(since) {
+		since = *l
+	}
+	return since
+}
+
+// Decode reads a stored schedule.
+func Decode(rec *store.Schedule) (*Stored, error) {
+	var doc store.Document[v1alpha1.ScheduleSpec]
+	if err := json.Unmarshal(rec.Spec, &doc); err != nil {
+		return nil, fmt.Errorf("schedule %s/%s: stored spec: %w", rec.Namespace, rec.Name, err)
+	}
+	obj := &v1alpha1.Schedule{
+		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindSchedule},
+		Metadata: v1alpha1.ObjectMeta{Name: rec.Name, Namespace: rec.Namespace, UID: rec.UID, Labels: doc.Labels, Annotations: doc.Annotations,
+			ResourceVersion: fmt.Sprint(rec.ResourceVersion), CreationTimestamp: rec.CreatedAt},
+		Spec: doc.Spec,
+	}
+	if len(rec.Status) > 0 {
+		if err := json.Unmarshal(rec.Status, &obj.Status); err != nil {
+			return nil, fmt.Errorf("schedule %s/%s: stored status: %w", rec.Namespace, rec.Name, err)
+		}
+	}
+	out := &Stored{Obj: obj, At: rec.CreatedAt}
+	if doc.Author != nil {
+		out.Author = policy.User{Name: doc.Author.Name, Groups: slices.Clone(doc.Author.Groups)}
+	}
+	if doc.At != nil {
+		out.At = *doc.At
+	}
+	return out, nil
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
