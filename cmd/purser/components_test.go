@@ -133,7 +133,7 @@ func TestUpAndSplitComposeAlike(t *testing.T) {
 				"submitter":  splitConfig(t, &submitterFlags{}, append(slices.Clone(hub), "--policy", filepath.Join(dir, up.PolicyFile))...),
 				"syncer":     splitConfig(t, &syncerFlags{}, append(slices.Clone(hub), "--policy", filepath.Join(dir, up.PolicyFile))...),
 				"ingester":   splitConfig(t, &ingesterFlags{}, hub...),
-				"controller": splitConfig(t, &controllerFlags{}, "--database", dsn, "--key-file", filepath.Join(dir, up.KeyFile)),
+				"controller": splitConfig(t, &controllerFlags{}, "--database", dsn, "--key-file", filepath.Join(dir, up.KeyFile), "--policy", filepath.Join(dir, up.PolicyFile)),
 			}, nil)
 
 			embedded, err := stream.StartEmbedded(t.Context(), stream.EmbeddedConfig{Dir: t.TempDir(), NoListen: true})

@@ -24,6 +24,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.database, "database", "purser-data/purser.db", "SQLite file path, or a postgres:// DSN")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", metricsHelp)
 	fl.StringVar(&f.keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) that opens kubeconfigs")
+	fl.StringVar(&c.PolicyFile, "policy", "", "policy file, reloaded when it changes: each schedule's tick is checked against it with its author's rights; without it this replica fires no schedule")
 	fl.DurationVar(&c.ProbeInterval, "probe-interval", clusters.DefaultProbeInterval, "how often each cluster is probed")
 	fl.IntVar(&c.Health.FailureThreshold, "failure-threshold", clusters.DefaultFailureThreshold, "failed probes in a row before a cluster is not Ready")
 	fl.IntVar(&c.Health.SuccessThreshold, "success-threshold", clusters.DefaultSuccessThreshold, "good probes in a row before a cluster is Ready again")
@@ -79,7 +80,9 @@ func newControllerCommand() *cobra.Command {
   cluster's agent has certainly suspended it (--agent-lease plus
   --fencing-margin after its last heartbeat);
 - remove the copies left behind, as each runnable's purge mode says, when
-  their cluster answers.
+  their cluster answers;
+- create the runnable of each schedule's tick, once (docs/schedules.md),
+  with the rights of the schedule's author by the policy (--policy).
 
 Replicas elect one leader through a lease in the database; only it does the
 above, the others stand by and probe. A leader that cannot renew the lease stops within

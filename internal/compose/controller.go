@@ -4,8 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/controller"
 	"github.com/purser-io/purser/internal/control/failover"
+	"github.com/purser-io/purser/internal/control/scheduler"
 	"github.com/purser-io/purser/internal/flink/checkpoints"
 	"github.com/purser-io/purser/internal/member/clusters"
 )
@@ -32,6 +34,10 @@ type ControllerConfig struct {
 	LeaseDuration time.Duration
 	// ClientLimits are those of its clients of each member cluster.
 	ClientLimits clusters.Limits
+	// PolicyFile is the API's policy, reloaded as it changes: the
+	// scheduler checks each tick's runnable against it, with the rights
+	// of the schedule's author.
+	PolicyFile string
 }
 
 // Controller builds the controller on h, which needs the database and
@@ -48,13 +54,31 @@ func Controller(h *Hub, cfg ControllerConfig) (*Component, error) {
 		}
 		fo.Checkpoints = r
 	}
+	log := componentLog(h, "controller")
+	// The scheduler runs where the policy is given: a tick's runnable is
+	// judged by it, and without it none would pass.
+	var pol *auth.Identities
+	var loops []func(context.Context) error
+	if cfg.PolicyFile != "" {
+		var err error
+		if pol, err = loadPolicy(cfg.PolicyFile, log); err != nil {
+			return nil, err
+		}
+		sched := scheduler.New(scheduler.Config{Store: h.Store, Policy: pol.Policy, Logger: log.With("component", "scheduler")})
+		loops = append(loops, sched.Run)
+	}
 	ccfg := controller.Config{
 		Store: h.Store, Sealer: h.Sealer, Health: cfg.Health, ProbeInterval: cfg.ProbeInterval, Failover: fo,
 		DC: cfg.DC, Disruption: cfg.Disruption, Identity: cfg.Identity, LeaseDuration: cfg.LeaseDuration, ClientLimits: cfg.ClientLimits,
-		Logger: componentLog(h, "controller"), Registerer: h.Metrics, Guard: h.Guard,
+		Logger: log, Registerer: h.Metrics, Guard: h.Guard, Loops: loops,
 	}
 	return &Component{
-		desc: Description{Component: "controller", Guarded: ccfg.Guard != nil, Metrics: ccfg.Registerer != nil},
-		run:  func(ctx context.Context) error { return controller.Run(ctx, ccfg) },
+		desc: Description{Component: "controller", Guarded: ccfg.Guard != nil, Metrics: ccfg.Registerer != nil, Policy: pol != nil},
+		run: func(ctx context.Context) error {
+			if pol == nil {
+				return controller.Run(ctx, ccfg)
+			}
+			return followingPolicy(ctx, pol, func(ctx context.Context) error { return controller.Run(ctx, ccfg) })
+		},
 	}, nil
 }

@@ -88,8 +88,9 @@ func Compose(cfg Config, dataDir string) compose.Config {
 		API: compose.APIConfig{Listen: cfg.Listen, TokensFile: file(TokensFile), PolicyFile: file(PolicyFile), OIDC: cfg.OIDC,
 			AuditKeyFile: file(AuditKeyFile), GroupCommit: true,
 			KubeWatchesPerUser: cfg.KubeWatchesPerUser, KubeRequestsPerUser: cfg.KubeRequestsPerUser},
-		Submitter: compose.SubmitterConfig{PolicyFile: file(PolicyFile)},
-		Syncer:    compose.SyncerConfig{Identity: "purser-up", PolicyFile: file(PolicyFile)},
+		Submitter:  compose.SubmitterConfig{PolicyFile: file(PolicyFile)},
+		Controller: compose.ControllerConfig{PolicyFile: file(PolicyFile)},
+		Syncer:     compose.SyncerConfig{Identity: "purser-up", PolicyFile: file(PolicyFile)},
 	}
 }
 

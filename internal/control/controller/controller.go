@@ -56,7 +56,10 @@ type Config struct {
 	LeaseDuration time.Duration
 	// Guard, when set, holds the failover back while this replica does
 	// not reach the database's primary.
-	Guard      *guard.Guard
+	Guard *guard.Guard
+	// Loops run beside health and failover while this replica leads
+	// (the scheduler).
+	Loops      []func(context.Context) error
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 }
@@ -110,7 +113,7 @@ func Run(ctx context.Context, cfg Config) error {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var errs []error
-		for _, run := range []func(context.Context) error{monitor.Run, ctl.Run} {
+		for _, run := range append([]func(context.Context) error{monitor.Run, ctl.Run}, cfg.Loops...) {
 			wg.Go(func() {
 				if err := run(ctx); err != nil {
 					mu.Lock()
