@@ -180,6 +180,12 @@ func New(cfg Config) *Server {
 	s.handle("GET /api/v1/quotas/{namespace}", s.getQuota)
 	s.handle("DELETE /api/v1/quotas/{namespace}", s.deleteQuota)
 
+	s.handle("PUT /api/v1/schedules/{namespace}/{name}", s.putSchedule)
+	s.handle("GET /api/v1/schedules", s.listSchedules)
+	s.handle("GET /api/v1/schedules/{namespace}/{name}", s.getSchedule)
+	s.handle("DELETE /api/v1/schedules/{namespace}/{name}", s.deleteSchedule)
+	s.handle("POST /api/v1/schedules/{namespace}/{name}/run", s.runSchedule)
+
 	s.handle("GET /api/v1/inventory", s.listInventory)
 	s.mountKube()
 	s.handle("GET /api/v1/whoami", s.whoami)

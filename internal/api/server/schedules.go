@@ -1,0 +1,242 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/scheduler"
+	"github.com/purser-io/purser/internal/domain/policy"
+	"github.com/purser-io/purser/internal/domain/submission"
+	"github.com/purser-io/purser/internal/hub/store"
+)
+
+// Schedules create a runnable at each tick of a cron expression
+// (docs/schedules.md). The API stores them; the scheduler, in the
+// controller, fires them. A schedule's writer is its author: each tick's
+// runnable is created with the author's rights as the policy stands at
+// the tick, so the template is checked here as the runnable of a tick,
+// and again at each tick.
+
+// putSchedule serves PUT /api/v1/schedules/{namespace}/{name}: create
+// (201) or replace (200) the schedule's spec; its status is the
+// scheduler's and stays. metadata.resourceVersion, when set, is a
+// precondition (409 when it moved).
+func (s *Server) putSchedule(r *http.Request, u policy.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not write schedules in namespace %q", u.Name, ns)
+	}
+	obj, err := decodeBody(r, v1alpha1.DecodeSchedule)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := matchPath(&obj.Metadata, ns, name); err != nil {
+		return 0, nil, err
+	}
+	obj.SetDefaults()
+	now := s.now()
+	if errs := v1alpha1.ValidateSchedule(obj, now); len(errs) > 0 {
+		return 0, nil, errInvalid("Schedule is invalid", errs)
+	}
+	// The template as the runnable of a tick, by the author: refused now
+	// rather than at every tick.
+	if err := s.gate().Prepare(r.Context(), tickRequest(obj, u, now)); err != nil {
+		return 0, nil, asTemplateError(err)
+	}
+	var rec *store.Schedule
+	status := http.StatusOK
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
+		var created bool
+		var err error
+		if rec, created, err = scheduler.Put(r.Context(), tx, obj, u, now); err != nil {
+			return err
+		}
+		action, outcome, verb := "update", "Updated", "changed"
+		if created {
+			status, action, outcome, verb = http.StatusCreated, "create", "Created", "created"
+		}
+		summary := fmt.Sprintf("%s schedule %s/%s (%q in %s, %s)", verb, ns, name, obj.Spec.Schedule, obj.Spec.TimeZone, obj.Spec.ConcurrencyPolicy)
+		if obj.Spec.Suspend {
+			summary += ", suspended"
+		}
+		return appendAudit(r.Context(), tx, u, action, v1alpha1.KindSchedule, ns, name, summary, outcome, obj.Spec)
+	})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return 0, nil, errConflict("schedule %s/%s changed since resourceVersion %s; read it again and redo the change", ns, name, obj.Metadata.ResourceVersion)
+	case errors.Is(err, store.ErrNotFound):
+		return 0, nil, errNotFound("schedule %s/%s does not exist; drop metadata.resourceVersion to create it", ns, name)
+	case err != nil:
+		return 0, nil, err
+	}
+	out, err := scheduleFromRecord(rec)
+	return status, out, err
+}
+
+// tickRequest is the runnable a tick of obj would create now, by author.
+func tickRequest(obj *v1alpha1.Schedule, author policy.User, now time.Time) *submission.Request {
+	at := now.UTC()
+	return &submission.Request{
+		Runnable: obj.RunnableAt(v1alpha1.TickRunName(obj.Metadata.Name, at),
+			map[string]string{v1alpha1.LabelSchedule: obj.Metadata.Name, v1alpha1.LabelScheduledTime: v1alpha1.ScheduledTimeLabel(at)}),
+		Author: author,
+	}
+}
+
+// asTemplateError names, in a refusal of a tick's runnable, the fields
+// where they sit in the schedule: a runnable's spec.x is the schedule's
+// spec.template.x.
+func asTemplateError(err error) error {
+	var st *v1alpha1.Status
+	if !errors.As(err, &st) {
+		return err
+	}
+	out := *st
+	out.Message = "the template, as the runnable of a tick: " + st.Message
+	out.Details = make([]v1alpha1.FieldError, len(st.Details))
+	for i, d := range st.Details {
+		out.Details[i] = v1alpha1.FieldError{Field: v1alpha1.TemplateField(d.Field), Message: d.Message}
+	}
+	return &out
+}
+
+func (s *Server) getSchedule(r *http.Request, u policy.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.policy().Allowed(u, ns, policy.VerbRead) {
+		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
+	}
+	var rec *store.Schedule
+	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.Schedules().Get(r.Context(), ns, name)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("schedule %s/%s not found", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := scheduleFromRecord(rec)
+	return http.StatusOK, out, err
+}
+
+func (s *Server) listSchedules(r *http.Request, u policy.User) (int, any, error) {
+	q := r.URL.Query()
+	f := store.ScheduleFilter{Namespace: q.Get("namespace"), Continue: q.Get("continue")}
+	if err := s.authorizeList(u, f.Namespace, "schedules"); err != nil {
+		return 0, nil, err
+	}
+	var err error
+	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
+		return 0, nil, err
+	}
+	var recs []*store.Schedule
+	var next string
+	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		recs, next, err = tx.Schedules().List(r.Context(), f)
+		return err
+	}); err != nil {
+		return 0, nil, err
+	}
+	out := List[*v1alpha1.Schedule]{Items: make([]*v1alpha1.Schedule, 0, len(recs)), Continue: next}
+	for _, rec := range recs {
+		obj, err := scheduleFromRecord(rec)
+		if err != nil {
+			return 0, nil, err
+		}
+		out.Items = append(out.Items, obj)
+	}
+	return http.StatusOK, out, nil
+}
+
+// deleteSchedule serves DELETE: the schedule goes, and no tick runs any
+// more; its runnables stay, as runnables of their own (delete them as
+// any other).
+func (s *Server) deleteSchedule(r *http.Request, u policy.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not delete schedules in namespace %q", u.Name, ns)
+	}
+	var out *v1alpha1.Schedule
+	err := s.tx(r.Context(), func(tx *store.Tx) error {
+		rec, err := tx.Schedules().Get(r.Context(), ns, name)
+		if err != nil {
+			return err
+		}
+		if out, err = scheduleFromRecord(rec); err != nil {
+			return err
+		}
+		if err := tx.Schedules().Delete(r.Context(), ns, name); err != nil {
+			return err
+		}
+		return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindSchedule, ns, name,
+			fmt.Sprintf("deleted schedule %s/%s; its runnables stay", ns, name), "Removed", nil)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("schedule %s/%s not found", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out.Status.Message = "deleted; its runnables stay"
+	return http.StatusOK, out, nil
+}
+
+// runSchedule serves POST .../run: one run of the schedule now, by the
+// caller, named <schedule>-manual-<unix seconds>, whatever its timetable,
+// suspension or concurrency policy (as a Job created by hand from a
+// CronJob). It is created the one way a runnable is, audited, and waits
+// for approval where the namespace requires it.
+func (s *Server) runSchedule(r *http.Request, u policy.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not run schedules in namespace %q", u.Name, ns)
+	}
+	var rec *store.Schedule
+	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.Schedules().Get(r.Context(), ns, name)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("schedule %s/%s not found", ns, name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	sch, err := scheduler.Decode(rec)
+	if err != nil {
+		return 0, nil, err
+	}
+	now := s.now().UTC()
+	req := &submission.Request{
+		Runnable: sch.Obj.RunnableAt(v1alpha1.ManualRunName(name, now),
+			map[string]string{v1alpha1.LabelSchedule: name, v1alpha1.LabelScheduledTime: v1alpha1.ScheduledTimeLabel(now)}),
+		Author: u, Via: fmt.Sprintf("schedule %s, run by hand by %s", name, u.Name),
+	}
+	out, req, err := s.submit(r.Context(), req)
+	if err != nil {
+		return 0, nil, asTemplateError(err)
+	}
+	if !out.Created {
+		return 0, nil, errConflict("schedule %s/%s was already run by hand this second (%s); try again", ns, name, out.Rec.Name)
+	}
+	if !req.NeedsApproval() {
+		s.notifyOutbox()
+	}
+	obj, err := runnableFromRecord(out.Rec, nil)
+	return http.StatusAccepted, obj, err
+}
+
+// scheduleFromRecord is the API object of a stored schedule.
+func scheduleFromRecord(rec *store.Schedule) (*v1alpha1.Schedule, error) {
+	sch, err := scheduler.Decode(rec)
+	if err != nil {
+		return nil, err
+	}
+	return sch.Obj, nil
+}
