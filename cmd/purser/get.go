@@ -69,10 +69,11 @@ func newGetCommand() *cobra.Command {
 	var watch bool
 	cmd := &cobra.Command{
 		Use:   "get [KIND[,KIND...] [NAME...] | KIND/NAME...]",
-		Short: "List or show runnables, deployables, clusters or quotas",
+		Short: "List or show runnables, deployables, clusters, quotas or schedules",
 		Long: `List objects as a table (like kubectl get), or show some by name. KIND is
-runnables (rn), deployables (dp), clusters (cl) or quotas (a quota is named
-after its namespace and shows its usage beside each limit); several kinds are separated
+runnables (rn), deployables (dp), clusters (cl), quotas (a quota is named
+after its namespace and shows its usage beside each limit) or schedules
+(sched: SCHEDULE, TIMEZONE, SUSPEND, ACTIVE, LAST, NEXT); several kinds are separated
 by commas. Without arguments it lists the kinds.
 
 -o wide adds columns; -o yaml|json prints the objects as the API returns them
@@ -90,7 +91,8 @@ interrupted.`,
   purser get runnables,deployables -n team-a --sort-by .metadata.creationTimestamp
   purser get rn -n team-a -w
   purser get clusters
-  purser get quotas`,
+  purser get quotas
+  purser get schedules -n team-a`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				fmt.Fprintln(stderr(cmd), "Say which kind to get, for example `purser get runnables`. The kinds:")

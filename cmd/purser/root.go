@@ -51,6 +51,7 @@ runs all of them in one process.`,
 		newDrainCommand(),
 		newMoveCommand(),
 		newCordonCommand("uncordon"),
+		newScheduleCommand(),
 	)
 	root.AddCommand(newOperateCommands()...)
 	root.AddCommand(newComponentCommands()...)

@@ -70,7 +70,7 @@ func (c *Client) Apply(ctx context.Context, kind, ns, name string, body []byte, 
 		if kind == "" {
 			return Applied{}, errors.New("the object has no kind")
 		}
-		return Applied{}, fmt.Errorf("kind %q is not a purser kind (Runnable, Deployable, Cluster, Quota); wrap Kubernetes objects in spec.template", kind)
+		return Applied{}, fmt.Errorf("kind %q is not a purser kind (Runnable, Deployable, Cluster, Quota, Schedule); wrap Kubernetes objects in spec.template", kind)
 	}
 	out := Applied{Resource: r, Namespace: ns, Name: name}
 	var ans answer
@@ -90,6 +90,30 @@ func (c *Client) Apply(ctx context.Context, kind, ns, name string, body []byte, 
 			out.Verb = VerbUnchanged
 		}
 		out.Namespace, out.Name, out.Detail = ans.Metadata.Namespace, ans.Metadata.Name, ans.Status.Phase
+		return out, nil
+	case v1alpha1.KindSchedule:
+		if ns == "" || name == "" {
+			return out, errors.New("a Schedule needs metadata.namespace and metadata.name")
+		}
+		before, err := c.resourceVersion(ctx, r, ns, name)
+		if err != nil {
+			return out, err
+		}
+		var sch struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+			Status struct {
+				NextScheduleTime string `json:"nextScheduleTime"`
+			} `json:"status"`
+		}
+		if _, err := c.Do(ctx, http.MethodPut, r.Path(ns, name), nil, body, contentType, &sch); err != nil {
+			return out, err
+		}
+		out.Verb = changeVerb(before, sch.Metadata.ResourceVersion, VerbCreated)
+		if sch.Status.NextScheduleTime != "" {
+			out.Detail = "next tick " + sch.Status.NextScheduleTime
+		}
 		return out, nil
 	case v1alpha1.KindDeployable:
 		if ns == "" || name == "" {

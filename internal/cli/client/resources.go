@@ -29,6 +29,7 @@ var Resources = []Resource{
 	{v1alpha1.KindCluster, "clusters", "cl", false},
 	// A Quota is named after its namespace, and its path has no other.
 	{v1alpha1.KindQuota, "quotas", "quota", false},
+	{v1alpha1.KindSchedule, "schedules", "sched", true},
 }
 
 // ParseResource accepts what kubectl users type: runnable, runnables,
@@ -40,7 +41,7 @@ func ParseResource(s string) (Resource, error) {
 			return r, nil
 		}
 	}
-	return Resource{}, fmt.Errorf("unknown kind %q: use runnables (rn), deployables (dp), clusters (cl) or quotas", s)
+	return Resource{}, fmt.Errorf("unknown kind %q: use runnables (rn), deployables (dp), clusters (cl), quotas or schedules (sched)", s)
 }
 
 // ResourceOfKind returns the resource of an object's kind.

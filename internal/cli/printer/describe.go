@@ -57,6 +57,8 @@ func DescribeWithPods(w io.Writer, kind string, obj Object, history []Object, po
 		d.deployable(obj)
 	case v1alpha1.KindCluster:
 		d.cluster(obj)
+	case v1alpha1.KindSchedule:
+		d.schedule(obj)
 	case v1alpha1.KindQuota:
 		rows := [][]string{{"RESOURCE", "USED", "LIMIT"}}
 		d.section("Limits", append(rows, QuotaRows(obj)...))
@@ -213,6 +215,37 @@ func (d describer) pods(p *AttemptPods) {
 			Age(Field(obj, "metadata", "creationTimestamp")), orNone(pod.Spec.NodeName)})
 	}
 	d.section(title, rows)
+}
+
+func (d describer) schedule(obj Object) {
+	d.line("Schedule", Field(obj, "spec", "schedule")+" ("+orNone(Field(obj, "spec", "timeZone"))+")")
+	d.line("Template", Field(obj, "spec", "template", "template", "apiVersion")+" "+Field(obj, "spec", "template", "template", "kind"))
+	d.line("Concurrency", Field(obj, "spec", "concurrencyPolicy"))
+	d.line("Deadline", Field(obj, "spec", "startingDeadlineSeconds"))
+	if p := Field(obj, "spec", "catchUp", "policy"); p != "" {
+		d.line("Catch-up", p+" within "+orNone(Field(obj, "spec", "catchUp", "windowSeconds"))+" s")
+	}
+	d.line("Suspend", Field(obj, "spec", "suspend"))
+	d.line("History", "keep "+Field(obj, "spec", "successfulRunsHistoryLimit")+" succeeded, "+Field(obj, "spec", "failedRunsHistoryLimit")+" failed")
+	d.line("Last tick", Field(obj, "status", "lastScheduleTime"))
+	d.line("Next tick", Field(obj, "status", "nextScheduleTime"))
+	d.line("Missed", Field(obj, "status", "missed"))
+	d.line("Message", Field(obj, "status", "message"))
+	var active []string
+	for _, a := range list(obj, "status", "active") {
+		m, _ := a.(map[string]any)
+		active = append(active, Field(m, "name"))
+	}
+	d.line("Active", orNone(strings.Join(active, ", ")))
+	rows := [][]string{}
+	for _, r := range list(obj, "status", "lastRuns") {
+		m, _ := r.(map[string]any)
+		rows = append(rows, []string{Field(m, "name"), Field(m, "tick"), Field(m, "phase")})
+	}
+	if len(rows) > 0 {
+		rows = append([][]string{{"NAME", "TICK", "PHASE"}}, rows...)
+	}
+	d.section("Last runs", rows)
 }
 
 func (d describer) deployable(obj Object) {

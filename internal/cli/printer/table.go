@@ -111,6 +111,8 @@ func header(kind string, wide bool) []string {
 		return h
 	case v1alpha1.KindQuota:
 		return []string{"NAME", "USED / LIMIT", "AGE"}
+	case v1alpha1.KindSchedule:
+		return []string{"NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "NEXT"}
 	}
 	return []string{"NAME", "AGE"}
 }
@@ -152,6 +154,14 @@ func cells(kind string, it Object, wide bool) []string {
 			parts = append(parts, r[0]+" "+r[1]+"/"+r[2])
 		}
 		row = append(row, orNone(strings.Join(parts, ", ")), created)
+	case v1alpha1.KindSchedule:
+		suspend := Field(it, "spec", "suspend")
+		if suspend == "" {
+			suspend = "false"
+		}
+		row = append(row, Field(it, "spec", "schedule"), orNone(Field(it, "spec", "timeZone")), suspend,
+			fmt.Sprint(len(list(it, "status", "active"))), agoOrNone(Field(it, "status", "lastScheduleTime")),
+			orNone(Field(it, "status", "nextScheduleTime")))
 	default:
 		row = append(row, created)
 	}
@@ -197,4 +207,12 @@ func attemptCount(it Object) string {
 		return n
 	}
 	return fmt.Sprint(len(list(it, "status", "attempts")))
+}
+
+// agoOrNone is how long ago ts was, or <none>.
+func agoOrNone(ts string) string {
+	if ts == "" {
+		return orNone("")
+	}
+	return Age(ts) + " ago"
 }
