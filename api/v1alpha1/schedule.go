@@ -279,6 +279,12 @@ func ValidateSchedule(s *Schedule, now time.Time) FieldErrors {
 	}
 	v.historyLimit("spec.successfulRunsHistoryLimit", sp.SuccessfulRunsHistoryLimit)
 	v.historyLimit("spec.failedRunsHistoryLimit", sp.FailedRunsHistoryLimit)
+	if md, ok := sp.Template.Template["metadata"].(map[string]any); ok && (md["name"] != nil || md["generateName"] != nil) {
+		// Each tick's object is named after its runnable, which is named
+		// after the tick: one fixed name would make two runs (Allow, or a
+		// Replace whose old copy is still being removed) the same object.
+		v.add("spec.template.template.metadata.name", "must be unset in a schedule: each run's object is named after its runnable (<schedule>-<tick>)")
+	}
 	// The template, as the runnable of a tick: its name is the longest a
 	// tick's or a manual run's can be.
 	name := s.Metadata.Name

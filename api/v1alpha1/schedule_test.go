@@ -11,7 +11,7 @@ func validSchedule() *Schedule {
 		TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindSchedule},
 		Metadata: ObjectMeta{Name: "nightly", Namespace: "team-a"},
 		Spec: ScheduleSpec{Schedule: "0 2 * * *", TimeZone: "Europe/Paris", Template: RunnableSpec{Template: map[string]any{
-			"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": "report"},
+			"apiVersion": "batch/v1", "kind": "Job",
 		}}},
 	}
 }
@@ -56,6 +56,7 @@ func TestValidateScheduleRefuses(t *testing.T) {
 			s.Spec.Template.Template = map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "x"}}
 		}, "spec.template.template.kind"},
 		{"kind", func(s *Schedule) { s.Kind = "Runnable" }, "kind"},
+		{"object name", func(s *Schedule) { s.Spec.Template.Template["metadata"] = map[string]any{"name": "x"} }, "spec.template.template.metadata.name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := validSchedule()
@@ -78,7 +79,7 @@ metadata: {name: nightly, namespace: team-a}
 spec:
   schedule: "*/5 * * * *"
   template:
-    template: {apiVersion: batch/v1, kind: Job, metadata: {name: r}, spec: {backoffLimit: 2}}
+    template: {apiVersion: batch/v1, kind: Job, spec: {backoffLimit: 2}}
 `
 	s, err := DecodeSchedule([]byte(body), "application/yaml")
 	if err != nil {

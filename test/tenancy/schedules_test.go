@@ -25,7 +25,6 @@ spec:
     template:
       apiVersion: batch/v1
       kind: Job
-      metadata: {name: tick}
       spec:
         template:
           spec:

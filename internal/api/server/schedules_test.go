@@ -20,7 +20,6 @@ spec:
     template:
       apiVersion: batch/v1
       kind: Job
-      metadata: {name: report}
       spec:
         template:
           spec:

@@ -34,8 +34,8 @@ func testPolicy(t *testing.T, writers ...string) *policy.Policy {
 	return p
 }
 
-func job(name string) map[string]any {
-	return map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": name},
+func job() map[string]any {
+	return map[string]any{"apiVersion": "batch/v1", "kind": "Job",
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"restartPolicy": "Never",
 			"containers": []any{map[string]any{"name": "c", "image": "busybox"}}}}}}
 }
@@ -44,7 +44,7 @@ func newSchedule(name, cron string) *v1alpha1.Schedule {
 	s := &v1alpha1.Schedule{
 		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindSchedule},
 		Metadata: v1alpha1.ObjectMeta{Name: name, Namespace: "team-a"},
-		Spec:     v1alpha1.ScheduleSpec{Schedule: cron, Template: v1alpha1.RunnableSpec{Template: job("report")}},
+		Spec:     v1alpha1.ScheduleSpec{Schedule: cron, Template: v1alpha1.RunnableSpec{Template: job()}},
 	}
 	s.SetDefaults()
 	return s
