@@ -37,6 +37,9 @@ func TestExamplesAreValid(t *testing.T) {
 			errs = v1alpha1.ValidateCluster(o)
 		case *v1alpha1.Quota:
 			errs = v1alpha1.ValidateQuota(o, o.Metadata.Name)
+		case *v1alpha1.Schedule:
+			o.SetDefaults()
+			errs = v1alpha1.ValidateSchedule(o, time.Now())
 		}
 		if len(errs) > 0 {
 			t.Errorf("%s: %s", f, errs)
