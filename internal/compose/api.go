@@ -53,6 +53,9 @@ type APIConfig struct {
 	// Standby is a postgres:// DSN from which reads are answered while
 	// this process does not reach the primary; empty: none.
 	Standby string
+	// ScheduleWritten, when set, is called after each write of a
+	// schedule, to wake the scheduler of this process.
+	ScheduleWritten func()
 }
 
 // Defaults of APIConfig.
@@ -129,7 +132,7 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 		rate = DefaultUserRate
 	}
 	scfg := server.Config{Store: h.Store, Stream: h.Stream, Outbox: a.relay, Identities: identities, Sealer: h.Sealer, Logger: log,
-		Registry: h.Metrics, Guard: h.Guard, Commits: a.commits, Anchors: a.anchors,
+		Registry: h.Metrics, Guard: h.Guard, Commits: a.commits, Anchors: a.anchors, ScheduleWritten: cfg.ScheduleWritten,
 		Limits: server.Limits{UserRate: rate, UserBurst: int(2 * rate),
 			KubeWatchesPerUser:  orDefault(cfg.KubeWatchesPerUser, kubeapi.DefaultWatchesPerUser),
 			KubeRequestsPerUser: orDefault(cfg.KubeRequestsPerUser, kubeapi.DefaultRequestsPerUser)}}

@@ -38,6 +38,9 @@ type ControllerConfig struct {
 	// scheduler checks each tick's runnable against it, with the rights
 	// of the schedule's author.
 	PolicyFile string
+	// ScheduleWritten, when set, is signalled by the API of this process
+	// whenever it writes a schedule (APIConfig.ScheduleWritten).
+	ScheduleWritten <-chan struct{}
 }
 
 // Controller builds the controller on h, which needs the database and
@@ -64,7 +67,8 @@ func Controller(h *Hub, cfg ControllerConfig) (*Component, error) {
 		if pol, err = loadPolicy(cfg.PolicyFile, log); err != nil {
 			return nil, err
 		}
-		sched := scheduler.New(scheduler.Config{Store: h.Store, Policy: pol.Policy, Logger: log.With("component", "scheduler")})
+		sched := scheduler.New(scheduler.Config{Store: h.Store, Policy: pol.Policy, Notify: cfg.Failover.Notify,
+			Wake: cfg.ScheduleWritten, Logger: log.With("component", "scheduler")})
 		loops = append(loops, sched.Run)
 	}
 	ccfg := controller.Config{

@@ -72,8 +72,15 @@ func (s *Server) putSchedule(r *http.Request, u policy.User) (int, any, error) {
 	case err != nil:
 		return 0, nil, err
 	}
+	s.scheduleWritten()
 	out, err := scheduleFromRecord(rec)
 	return status, out, err
+}
+
+func (s *Server) scheduleWritten() {
+	if s.cfg.ScheduleWritten != nil {
+		s.cfg.ScheduleWritten()
+	}
 }
 
 // tickRequest is the runnable a tick of obj would create now, by author.
@@ -182,6 +189,7 @@ func (s *Server) deleteSchedule(r *http.Request, u policy.User) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
+	s.scheduleWritten()
 	out.Status.Message = "deleted; its runnables stay"
 	return http.StatusOK, out, nil
 }

@@ -59,6 +59,9 @@ type Config struct {
 	// database (*anchor.Publisher); nil: the chain is verified on its own.
 	Anchors AnchorRecord
 	Outbox  Notifier
+	// ScheduleWritten, when set, is called after a schedule was written
+	// or deleted: it wakes a scheduler of the same process at once.
+	ScheduleWritten func()
 	// Identities authenticates and authorizes, reloading the tokens and
 	// policy files as they change and accepting the OIDC provider's ID
 	// tokens; nil: Tokens and Policy, fixed.

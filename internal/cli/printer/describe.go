@@ -223,7 +223,10 @@ func (d describer) schedule(obj Object) {
 	d.line("Concurrency", Field(obj, "spec", "concurrencyPolicy"))
 	d.line("Deadline", Field(obj, "spec", "startingDeadlineSeconds"))
 	if p := Field(obj, "spec", "catchUp", "policy"); p != "" {
-		d.line("Catch-up", p+" within "+orNone(Field(obj, "spec", "catchUp", "windowSeconds"))+" s")
+		if w := Field(obj, "spec", "catchUp", "windowSeconds"); w != "" {
+			p += " within " + w + " s"
+		}
+		d.line("Catch-up", p)
 	}
 	d.line("Suspend", Field(obj, "spec", "suspend"))
 	d.line("History", "keep "+Field(obj, "spec", "successfulRunsHistoryLimit")+" succeeded, "+Field(obj, "spec", "failedRunsHistoryLimit")+" failed")

@@ -83,13 +83,22 @@ const (
 // starts (HubConfig.Embedded).
 func Compose(cfg Config, dataDir string) compose.Config {
 	file := func(name string) string { return filepath.Join(dataDir, name) }
+	// The API wakes the scheduler of this process when it writes a
+	// schedule, so that a first tick close to its writing is not late.
+	written := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case written <- struct{}{}:
+		default:
+		}
+	}
 	return compose.Config{
 		Hub: compose.HubConfig{Name: "up", Database: file(DatabaseFile), KeyFile: file(KeyFile), Logger: cfg.Logger},
 		API: compose.APIConfig{Listen: cfg.Listen, TokensFile: file(TokensFile), PolicyFile: file(PolicyFile), OIDC: cfg.OIDC,
 			AuditKeyFile: file(AuditKeyFile), GroupCommit: true,
-			KubeWatchesPerUser: cfg.KubeWatchesPerUser, KubeRequestsPerUser: cfg.KubeRequestsPerUser},
+			KubeWatchesPerUser: cfg.KubeWatchesPerUser, KubeRequestsPerUser: cfg.KubeRequestsPerUser, ScheduleWritten: wake},
 		Submitter:  compose.SubmitterConfig{PolicyFile: file(PolicyFile)},
-		Controller: compose.ControllerConfig{PolicyFile: file(PolicyFile)},
+		Controller: compose.ControllerConfig{PolicyFile: file(PolicyFile), ScheduleWritten: written},
 		Syncer:     compose.SyncerConfig{Identity: "purser-up", PolicyFile: file(PolicyFile)},
 	}
 }

@@ -62,6 +62,9 @@ type Config struct {
 	// once a runnable was queued or cancelled.
 	Notify func()
 	Resync time.Duration
+	// Wake, when set, is signalled by the API of this process when it
+	// wrote a schedule, so that a new first tick is not left to Resync.
+	Wake   <-chan struct{}
 	Logger *slog.Logger
 }
 
@@ -117,6 +120,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			timer.Stop()
 			return nil
 		case <-s.kick:
+		case <-s.cfg.Wake:
 		case <-timer.C:
 		}
 		timer.Stop()
