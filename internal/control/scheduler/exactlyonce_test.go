@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,4 +154,116 @@ func TestExactlyOnceAcrossSchedulers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// end moves a runnable to phase behind the API, as its cluster's
+// ingester would record its end.
+func end(t *testing.T, st *store.Store, name string, phase v1alpha1.Phase) {
+	t.Helper()
+	if err := st.Tx(t.Context(), func(tx *store.Tx) error {
+		rec, err := tx.Runnables().Get(t.Context(), "team-a", name)
+		if err != nil {
+			return err
+		}
+		rec.Phase = string(phase)
+		now := time.Now()
+		rec.EndedAt = &now
+		return tx.Runnables().Update(t.Context(), rec)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCatchUpAndHistory: after purser was down for half an hour, a
+// schedule with catchUp All runs each tick it missed within its window,
+// oldest first, once; ended runs beyond the history limits are deleted,
+// with an audit entry each, and the newest are kept.
+func TestCatchUpAndHistory(t *testing.T) {
+	st := open(t, storetest.Engines()[0].NewDSN(t))
+	var clk clock
+	start := time.Date(2026, 12, 7, 10, 0, 30, 0, time.UTC)
+	clk.Set(start)
+	s := newSchedule("often", "*/5 * * * *")
+	s.Spec.CatchUp = &v1alpha1.CatchUp{Policy: v1alpha1.CatchUpAll, WindowSeconds: 17 * 60}
+	one, none := int32(1), int32(0)
+	s.Spec.SuccessfulRunsHistoryLimit, s.Spec.FailedRunsHistoryLimit = &one, &none
+	put(t, st, s, start)
+	pol := testPolicy(t, "alice")
+	sched := scheduler.New(scheduler.Config{Store: st, Policy: func() *policy.Policy { return pol }, Now: clk.Now})
+
+	// Down from 10:00:30 to 10:31:10: ticks 10:05 .. 10:30 passed; the
+	// window keeps 10:15, 10:20, 10:25, 10:30.
+	clk.Set(start.Add(30*time.Minute + 40*time.Second))
+	if err := sched.Fire(t.Context(), "team-a", "often"); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range runsOf(t, st, "often") {
+		names = append(names, r.Rec.Name)
+	}
+	tick := func(hm string) string {
+		at, _ := time.Parse(time.RFC3339, "2026-12-07T"+hm+":00Z")
+		return v1alpha1.TickRunName("often", at)
+	}
+	want := []string{tick("10:15"), tick("10:20"), tick("10:25"), tick("10:30")}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Fatalf("caught up %v, want %v", names, want)
+	}
+	got := statusOf(t, st, "often")
+	if got.Missed != 2 || len(got.Active) != 4 || got.NextScheduleTime == nil || got.NextScheduleTime.Format("15:04") != "10:35" {
+		t.Fatalf("status after the catch-up: %+v", got)
+	}
+	// The same look again creates nothing.
+	if err := sched.Fire(t.Context(), "team-a", "often"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(runsOf(t, st, "often")); n != 4 {
+		t.Fatalf("%d runs after a second look, want 4", n)
+	}
+
+	// Three succeed and one fails; the next tick keeps the newest
+	// success only (limits 1 and 0).
+	end(t, st, tick("10:15"), v1alpha1.PhaseSucceeded)
+	end(t, st, tick("10:20"), v1alpha1.PhaseFailed)
+	end(t, st, tick("10:25"), v1alpha1.PhaseSucceeded)
+	end(t, st, tick("10:30"), v1alpha1.PhaseSucceeded)
+	clk.Set(time.Date(2026, 12, 7, 10, 35, 1, 0, time.UTC))
+	if err := sched.Fire(t.Context(), "team-a", "often"); err != nil {
+		t.Fatal(err)
+	}
+	names = nil
+	for _, r := range runsOf(t, st, "often") {
+		names = append(names, r.Rec.Name)
+	}
+	if want := []string{tick("10:30"), tick("10:35")}; strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Fatalf("runs kept %v, want %v", names, want)
+	}
+	var deletes int
+	if err := st.Read(t.Context(), func(tx *store.Tx) error {
+		es, err := tx.Audit().List(t.Context(), store.AuditFilter{Namespace: "team-a", Action: "delete"})
+		deletes = len(es)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if deletes != 3 {
+		t.Fatalf("%d audit entries of a delete, want 3", deletes)
+	}
+}
+
+func statusOf(t *testing.T, st *store.Store, name string) v1alpha1.ScheduleStatus {
+	t.Helper()
+	var rec *store.Schedule
+	if err := st.Read(t.Context(), func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.Schedules().Get(t.Context(), "team-a", name)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheduler.Decode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Obj.Status
 }

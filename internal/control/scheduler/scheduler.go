@@ -46,6 +46,9 @@ const Actor = "scheduler"
 // often. A schedule written in this process wakes it at once (Kick).
 const DefaultResync = 10 * time.Second
 
+// errorPause is how long the loop waits after a pass that failed.
+const errorPause = time.Second
+
 // lastRunsShown is how many runs status.lastRuns lists.
 const lastRunsShown = 10
 
@@ -113,6 +116,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			if d := next.Sub(s.cfg.Now()); d < wait {
 				wait = max(d, 0)
 			}
+		}
+		if err != nil {
+			// A schedule that failed is still due: look again in a
+			// while, not at once in a loop.
+			wait = max(wait, errorPause)
 		}
 		timer := time.NewTimer(wait)
 		select {
