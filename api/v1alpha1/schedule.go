@@ -215,7 +215,7 @@ func ParseCron(expr, timeZone string) (cron.Schedule, *time.Location, error) {
 	}
 	sched, err := cronParser.Parse(trimmed)
 	if err != nil {
-		return nil, nil, fmt.Errorf("is not a five-field cron expression: %v", err)
+		return nil, nil, fmt.Errorf("is not a five-field cron expression: %w", err)
 	}
 	return sched, loc, nil
 }
@@ -249,13 +249,10 @@ func ValidateSchedule(s *Schedule, now time.Time) FieldErrors {
 			len(s.Metadata.Name), MaxScheduleNameLength, LabelSchedule)
 	}
 	sp := &s.Spec
-	switch {
-	case sp.Schedule == "":
+	if sp.Schedule == "" {
 		v.add("spec.schedule", "is required: a five-field cron expression, e.g. \"*/5 * * * *\"")
-	default:
-		if _, _, err := ParseCron(sp.Schedule, "UTC"); err != nil {
-			v.add("spec.schedule", "%v", err)
-		}
+	} else if _, _, err := ParseCron(sp.Schedule, "UTC"); err != nil {
+		v.add("spec.schedule", "%v", err)
 	}
 	if _, err := LoadTimeZone(sp.TimeZone); err != nil {
 		v.add("spec.timeZone", "%v", err)

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/attempt"
-	"github.com/purser-io/purser/internal/domain/admission"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/domain/submission"
 )
@@ -30,16 +27,8 @@ func (s *Server) authorizePriority(u policy.User, ns string, spec *v1alpha1.Runn
 	return s.gate().AuthorizePriority(u, ns, spec, what)
 }
 
-func (s *Server) authorizeKind(ctx context.Context, u policy.User, ns string, tmpl map[string]any) error {
-	return s.gate().AuthorizeKind(ctx, u, ns, tmpl, "spec.template")
-}
-
 func (s *Server) admit(ctx context.Context, u policy.User, ns string, tmpl map[string]any, runnable bool) error {
 	return s.gate().Admit(ctx, u, ns, tmpl, runnable)
-}
-
-func (s *Server) review(ctx context.Context, u policy.User, ns string, runnable bool) admission.Review {
-	return s.gate().Review(ctx, u, ns, runnable)
 }
 
 func (s *Server) admitRunnable(ctx context.Context, u policy.User, ns string, spec *v1alpha1.RunnableSpec) error {
@@ -48,14 +37,6 @@ func (s *Server) admitRunnable(ctx context.Context, u policy.User, ns string, sp
 
 func (s *Server) admitRenderings(ctx context.Context, u policy.User, ns string, runnable bool, rs []v1alpha1.Rendering) error {
 	return s.gate().AdmitRenderings(ctx, u, ns, runnable, rs)
-}
-
-func refused(review admission.Review, what string, err error) error {
-	return submission.Refused(review, what, err)
-}
-
-func templateGroupKind(tmpl map[string]any) (schema.GroupKind, bool) {
-	return submission.TemplateGroupKind(tmpl)
 }
 
 // redactValues is submission.Redact: what the audit log keeps of a spec.
