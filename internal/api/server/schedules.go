@@ -22,7 +22,8 @@ import (
 
 // putSchedule serves PUT /api/v1/schedules/{namespace}/{name}: create
 // (201) or replace (200) the schedule's spec; its status is the
-// scheduler's and stays. metadata.resourceVersion, when set, is a
+// scheduler's and stays. The same spec from the same author writes
+// nothing. metadata.resourceVersion, when set, is a
 // precondition (409 when it moved).
 func (s *Server) putSchedule(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
@@ -49,13 +50,14 @@ func (s *Server) putSchedule(r *http.Request, u policy.User) (int, any, error) {
 	var rec *store.Schedule
 	status := http.StatusOK
 	err = s.tx(r.Context(), func(tx *store.Tx) error {
-		var created bool
+		status = http.StatusOK
+		var did scheduler.PutResult
 		var err error
-		if rec, created, err = scheduler.Put(r.Context(), tx, obj, u, now); err != nil {
+		if rec, did, err = scheduler.Put(r.Context(), tx, obj, u, now); err != nil || did == scheduler.PutUnchanged {
 			return err
 		}
 		action, outcome, verb := "update", "Updated", "changed"
-		if created {
+		if did == scheduler.PutCreated {
 			status, action, outcome, verb = http.StatusCreated, "create", "Created", "created"
 		}
 		summary := fmt.Sprintf("%s schedule %s/%s (%q in %s, %s)", verb, ns, name, obj.Spec.Schedule, obj.Spec.TimeZone, obj.Spec.ConcurrencyPolicy)

@@ -34,7 +34,12 @@ func TestSchedulesAPI(t *testing.T) {
 	if r.str("spec", "catchUp", "policy") != v1alpha1.CatchUpLast || r.str("status", "nextScheduleTime") == "" {
 		t.Fatalf("defaults or next tick missing: %s", r.raw)
 	}
-	h.yaml("alice", http.MethodPut, path, strings.Replace(scheduleYAML, "Forbid", "Replace", 1)).want(t, http.StatusOK)
+	changed := h.yaml("alice", http.MethodPut, path, strings.Replace(scheduleYAML, "Forbid", "Replace", 1)).want(t, http.StatusOK)
+	// The same again writes nothing (no new version, no audit entry).
+	same := h.yaml("alice", http.MethodPut, path, strings.Replace(scheduleYAML, "Forbid", "Replace", 1)).want(t, http.StatusOK)
+	if same.str("metadata", "resourceVersion") != changed.str("metadata", "resourceVersion") {
+		t.Fatalf("an unchanged PUT moved the version: %s -> %s", changed.str("metadata", "resourceVersion"), same.str("metadata", "resourceVersion"))
+	}
 	if got := h.get("bob", path).want(t, http.StatusOK).str("spec", "concurrencyPolicy"); got != "Replace" {
 		t.Fatalf("concurrencyPolicy %q after the update", got)
 	}
