@@ -118,9 +118,13 @@ func (s *Server) getSchedule(r *http.Request, u policy.User) (int, any, error) {
 		return 0, nil, errForbidden("user %q may not read namespace %q", u.Name, ns)
 	}
 	var rec *store.Schedule
+	var runs []scheduler.Run
 	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		rec, err = tx.Schedules().Get(r.Context(), ns, name)
+		if rec, err = tx.Schedules().Get(r.Context(), ns, name); err != nil {
+			return err
+		}
+		runs, err = scheduler.Runs(r.Context(), tx, ns, name)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -130,7 +134,13 @@ func (s *Server) getSchedule(r *http.Request, u policy.User) (int, any, error) {
 		return 0, nil, err
 	}
 	out, err := scheduleFromRecord(rec)
-	return http.StatusOK, out, err
+	if err != nil {
+		return 0, nil, err
+	}
+	// One schedule shows its runs as they are now; a list shows them as
+	// the scheduler last wrote them, at a tick.
+	scheduler.FillRuns(&out.Status, runs)
+	return http.StatusOK, out, nil
 }
 
 func (s *Server) listSchedules(r *http.Request, u policy.User) (int, any, error) {

@@ -71,6 +71,11 @@ func TestSchedulesAPI(t *testing.T) {
 		t.Fatalf("manual run: %s", run.raw)
 	}
 	h.do("bob", http.MethodPost, path+"/run", "", nil).want(t, http.StatusForbidden)
+	// One schedule shows its runs as they are now.
+	one := h.get("bob", path).want(t, http.StatusOK)
+	if !strings.Contains(string(one.raw), `"active":[{"name":"`+name+`"`) || !strings.Contains(string(one.raw), `"lastRuns":[{"name":"`+name+`"`) {
+		t.Fatalf("the run by hand is not among the schedule's runs: %s", one.raw)
+	}
 
 	h.do("bob", http.MethodDelete, path, "", nil).want(t, http.StatusForbidden)
 	h.do("alice", http.MethodDelete, path, "", nil).want(t, http.StatusOK)

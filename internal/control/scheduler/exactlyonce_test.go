@@ -267,3 +267,48 @@ func statusOf(t *testing.T, st *store.Store, name string) v1alpha1.ScheduleStatu
 	}
 	return s.Obj.Status
 }
+
+// TestSuspend: a suspended schedule has no next tick and creates nothing;
+// resumed, it does not catch up the ticks that passed while it was
+// suspended, and runs the next one.
+func TestSuspend(t *testing.T) {
+	st := open(t, storetest.Engines()[0].NewDSN(t))
+	var clk clock
+	start := time.Date(2026, 12, 7, 10, 0, 30, 0, time.UTC)
+	clk.Set(start)
+	s := newSchedule("paused", "*/5 * * * *")
+	s.Spec.Suspend = true
+	put(t, st, s, start)
+	if got := statusOf(t, st, "paused"); got.NextScheduleTime != nil {
+		t.Fatalf("a suspended schedule has a next tick: %+v", got)
+	}
+	pol := testPolicy(t, "alice")
+	sched := scheduler.New(scheduler.Config{Store: st, Policy: func() *policy.Policy { return pol }, Now: clk.Now})
+	clk.Set(start.Add(20 * time.Minute)) // 10:20:30: ticks 10:05 .. 10:20 passed
+	if next, err := sched.Pass(t.Context()); err != nil || next != nil {
+		t.Fatalf("Pass: next %v, %v", next, err)
+	}
+	if err := sched.Fire(t.Context(), "team-a", "paused"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(runsOf(t, st, "paused")); n != 0 {
+		t.Fatalf("a suspended schedule created %d runs", n)
+	}
+	s.Spec.Suspend = false
+	put(t, st, s, clk.Now())
+	got := statusOf(t, st, "paused")
+	if got.NextScheduleTime == nil || got.NextScheduleTime.Format("15:04") != "10:25" {
+		t.Fatalf("next tick after resuming: %+v", got)
+	}
+	clk.Set(time.Date(2026, 12, 7, 10, 25, 2, 0, time.UTC))
+	if _, err := sched.Pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	runs := runsOf(t, st, "paused")
+	if len(runs) != 1 || runs[0].Rec.Name != v1alpha1.TickRunName("paused", time.Date(2026, 12, 7, 10, 25, 0, 0, time.UTC)) {
+		t.Fatalf("runs after resuming: %+v", runs)
+	}
+	if got := statusOf(t, st, "paused"); got.Missed != 0 {
+		t.Fatalf("ticks passed while suspended counted as missed: %+v", got)
+	}
+}

@@ -284,7 +284,7 @@ func (s *Scheduler) fire(ctx context.Context, ns, name string) error {
 		if sch.Obj.Spec.Suspend {
 			st.Message = "suspended: no tick runs until spec.suspend is false"
 		}
-		fillRuns(&st, runs)
+		FillRuns(&st, runs)
 		var next *time.Time
 		if !plan.Next.IsZero() && !sch.Obj.Spec.Suspend {
 			n := plan.Next.UTC()
@@ -459,8 +459,8 @@ func joinMessage(a, b string) string {
 	return a + "; " + b
 }
 
-// fillRuns writes the active runs and the latest ones into st.
-func fillRuns(st *v1alpha1.ScheduleStatus, runs []Run) {
+// FillRuns writes the active runs and the latest ones into st.
+func FillRuns(st *v1alpha1.ScheduleStatus, runs []Run) {
 	sortNewestFirst(runs)
 	st.Active, st.LastRuns = nil, nil
 	for _, r := range runs {
