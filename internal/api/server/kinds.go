@@ -75,7 +75,7 @@ func (s *Server) review(ctx context.Context, u policy.User, ns string, runnable 
 	p := s.policy()
 	return admission.Review{
 		Checker: s.pods, Level: p.PodSecurityLevel(ns), ClusterRoles: p.BindableClusterRoles(ns), Embedded: p.EmbeddedRules(),
-		Namespace: ns, Runnable: runnable,
+		Namespace: ns, Runnable: runnable, Undriven: policy.Undriven(p, u, ns),
 		Kind: func(obj map[string]any, path string) error { return s.authorizeKindAt(ctx, u, ns, obj, path) },
 	}
 }

@@ -100,6 +100,12 @@ func (r *Registry) Driver(gk schema.GroupKind) (Driver, bool) {
 	return d, ok
 }
 
+// Has reports whether gk has a driver.
+func (r *Registry) Has(gk schema.GroupKind) bool {
+	_, ok := r.drivers[gk]
+	return ok
+}
+
 // Kinds lists the kinds with a driver, sorted by group then kind.
 func (r *Registry) Kinds() []schema.GroupKind {
 	out := make([]schema.GroupKind, 0, len(r.drivers))
