@@ -1,0 +1,178 @@
+package kinds
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The capabilities below are optional: a driver implements the ones its
+// kind has, and the registry's methods of the same names look the driver
+// up and say what purser does for a kind without them. They are here, and
+// not in the loops that use them, so that what purser knows of a kind
+// (how it suspends, how it is fenced, whether it takes a change while it
+// runs, how many pods it runs) is written once, beside its pods; a loop
+// that needs it asks the registry and never names a kind.
+
+// Suspender is a kind that its own spec can pause and start again, so
+// that purser's suspend and resume keep the object, its pods' history and
+// its progress, where a kind without one can only be cancelled.
+type Suspender interface {
+	// SuspendSpec is the part of spec that suspends (suspend true) or
+	// resumes an object made from template. A *NotSuspendableError when
+	// this object cannot be (a FlinkDeployment that runs no job).
+	SuspendSpec(template map[string]any, suspend bool) (map[string]any, error)
+	// SuspendsBy names the field, for docs/kinds.md.
+	SuspendsBy() string
+}
+
+// Fencer is a kind that the agent can stop in place when its cluster's
+// lease expires (consistency AtMostOne), keeping the object and what it
+// did, so that the failover controller can undo the fencing if the
+// cluster comes back before the work moved. A kind without one is deleted
+// by fencing: stopping it is all that AtMostOne asks.
+type Fencer interface {
+	// Fence is the merge patch of spec that stops the live object obj;
+	// nil when it is stopped already. remove says that obj cannot be
+	// stopped but by deleting it.
+	Fence(obj map[string]any) (spec map[string]any, remove bool)
+	// Unfence is the merge patch of spec that undoes Fence for an object
+	// made from template.
+	Unfence(template map[string]any) map[string]any
+	// FencesBy says how, for docs/kinds.md.
+	FencesBy() string
+}
+
+// InPlaceUpdater is a kind whose driver knows what its controller does
+// with a changed template while the object runs, so that an update of a
+// running runnable is applied when the controller takes it and refused,
+// with the reason, when the change would never reach the work. A kind
+// without one is refused: purser cannot tell how its controller takes it.
+type InPlaceUpdater interface {
+	// InPlace is nil when the running object made from old takes next by
+	// server-side apply, and otherwise says why not, as a sentence that
+	// a user reads.
+	InPlace(old, next map[string]any) error
+	// UpgradeMode is how the controller takes the change, for the
+	// status message; "" when there is nothing to name.
+	UpgradeMode(template map[string]any) string
+	// InPlaceBy says whether and how, for docs/kinds.md.
+	InPlaceBy() string
+}
+
+// Demander is a kind whose pods placement can count: which pods its
+// object runs at once, and how many of each. Placement weighs each by
+// Kubernetes' own request rule; a kind without one is weighed by every
+// pod spec found in it, one pod each.
+type Demander interface {
+	Demand(obj map[string]any) (Demand, error)
+	// DemandBy says how the pods are counted, for docs/kinds.md.
+	DemandBy() string
+}
+
+// PodGroup is Count pods of one spec.
+type PodGroup struct {
+	// What says in words which pods and what counted them
+	// ("pods (parallelism)", "taskmanager").
+	What  string
+	Count int64
+	Spec  corev1.PodSpec
+}
+
+// Demand is the pods an object runs.
+type Demand struct {
+	Groups []PodGroup
+	// OneAtATime: the groups run one after another (an Argo Workflow's
+	// steps), so the object needs the largest of them, not their sum.
+	OneAtATime bool
+}
+
+// NotSuspendableError says why a kind cannot be suspended.
+type NotSuspendableError struct{ Kind schema.GroupKind }
+
+func (e *NotSuspendableError) Error() string {
+	return fmt.Sprintf("%s cannot be suspended: purser suspends a batch/v1 Job (spec.suspend), an Argo Workflow (spec.suspend) "+
+		"and a FlinkDeployment (spec.job.state), and knows no suspend field of %s; cancel it instead", e.Kind, e.Kind)
+}
+
+// InPlaceError says why the running object of a kind cannot take a
+// changed template in place.
+type InPlaceError struct {
+	Kind schema.GroupKind
+	// Reason is the driver's, or, when Unsupported, the registry's.
+	Reason string
+	// Unsupported: the kind has no driver that knows (no
+	// InPlaceUpdater), rather than one that says no.
+	Unsupported bool
+}
+
+func (e *InPlaceError) Error() string { return e.Reason }
+
+// SuspendSpec is the part of spec that suspends or resumes an object of
+// kind gk made from template, by its driver; a *NotSuspendableError for a
+// kind without a Suspender.
+func (r *Registry) SuspendSpec(gk schema.GroupKind, template map[string]any, suspend bool) (map[string]any, error) {
+	if s, ok := r.drivers[gk].(Suspender); ok {
+		return s.SuspendSpec(template, suspend)
+	}
+	return nil, &NotSuspendableError{Kind: gk}
+}
+
+// Fence is how the agent stops the live object obj of kind gk: the merge
+// patch of spec that stops it (nil when it is stopped already), or remove
+// to delete it, which is what it does to a kind without a Fencer.
+func (r *Registry) Fence(gk schema.GroupKind, obj map[string]any) (spec map[string]any, remove bool) {
+	if f, ok := r.drivers[gk].(Fencer); ok {
+		return f.Fence(obj)
+	}
+	return nil, true
+}
+
+// Unfence is the merge patch of spec that undoes the agent's fencing of
+// an object of kind gk made from template; false for a kind that fencing
+// deletes.
+func (r *Registry) Unfence(gk schema.GroupKind, template map[string]any) (map[string]any, bool) {
+	if f, ok := r.drivers[gk].(Fencer); ok {
+		return f.Unfence(template), true
+	}
+	return nil, false
+}
+
+// InPlace says whether the running object of kind gk made from old can
+// take next in place: nil, or an *InPlaceError with the driver's reason
+// (or, for a kind without an InPlaceUpdater, that purser cannot tell).
+// Both templates are of kind gk: a change of kind is the caller's to
+// refuse.
+func (r *Registry) InPlace(gk schema.GroupKind, old, next map[string]any) error {
+	u, ok := r.drivers[gk].(InPlaceUpdater)
+	if !ok {
+		return &InPlaceError{Kind: gk, Unsupported: true, Reason: fmt.Sprintf("changing the object of a running %s in place is not supported yet "+
+			"(purser updates a FlinkDeployment in place, through the Flink operator's upgrade)", gk)}
+	}
+	if err := u.InPlace(old, next); err != nil {
+		return &InPlaceError{Kind: gk, Reason: err.Error()}
+	}
+	return nil
+}
+
+// UpgradeMode is how the controller of kind gk takes a change of an
+// object made from template, for the status message; "" for a kind
+// without a mode to name.
+func (r *Registry) UpgradeMode(gk schema.GroupKind, template map[string]any) string {
+	if u, ok := r.drivers[gk].(InPlaceUpdater); ok {
+		return u.UpgradeMode(template)
+	}
+	return ""
+}
+
+// Demand is the pods obj runs, by its driver; false for a kind without a
+// Demander, which the caller weighs by the pod specs it finds in obj.
+func (r *Registry) Demand(obj map[string]any) (Demand, bool, error) {
+	d, ok := r.drivers[GroupKindOf(obj)].(Demander)
+	if !ok {
+		return Demand{}, false, nil
+	}
+	demand, err := d.Demand(obj)
+	return demand, true, err
+}
