@@ -176,3 +176,21 @@ func (r *Registry) Demand(obj map[string]any) (Demand, bool, error) {
 	demand, err := d.Demand(obj)
 	return demand, true, err
 }
+
+// SavepointMover is a kind whose running state a planned move hands over:
+// stopped with a savepoint on the cluster it leaves and restored from
+// exactly that savepoint on the next, where any other kind leaves as a
+// failover moves it (the old copy gone, the next one started afresh).
+type SavepointMover interface {
+	// MovesBySavepoint says whether the object made from template has
+	// state to hand over (a FlinkDeployment that runs a job of its own).
+	MovesBySavepoint(template map[string]any) bool
+}
+
+// MovesBySavepoint reports whether a planned move of an object of kind gk
+// made from template hands its state over in a savepoint, by its driver;
+// false for a kind without a SavepointMover.
+func (r *Registry) MovesBySavepoint(gk schema.GroupKind, template map[string]any) bool {
+	m, ok := r.drivers[gk].(SavepointMover)
+	return ok && m.MovesBySavepoint(template)
+}

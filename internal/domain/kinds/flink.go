@@ -140,8 +140,18 @@ func (flinkDeployment) FencesBy() string {
 func (flinkDeployment) InPlace(_, _ map[string]any) error { return nil }
 
 // UpgradeMode is spec.job.upgradeMode (flink.UpgradeMode).
-func (flinkDeployment) UpgradeMode(template map[string]any) string { return flink.UpgradeMode(template) }
+func (flinkDeployment) UpgradeMode(template map[string]any) string {
+	return flink.UpgradeMode(template)
+}
 
 func (flinkDeployment) InPlaceBy() string {
 	return "yes, the operator's upgrade by spec.job.upgradeMode"
+}
+
+// MovesBySavepoint: a job of its own (not a session cluster, which has no
+// job to hand over) is stopped with a savepoint and restored from it
+// (flink.MoveStop).
+func (flinkDeployment) MovesBySavepoint(template map[string]any) bool {
+	_, isJob := flink.MoveStop(template)
+	return isJob
 }
