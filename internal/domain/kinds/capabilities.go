@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/purser-io/purser/api/v1alpha1"
 )
 
 // The capabilities below are optional: a driver implements the ones its
@@ -193,4 +195,54 @@ type SavepointMover interface {
 func (r *Registry) MovesBySavepoint(gk schema.GroupKind, template map[string]any) bool {
 	m, ok := r.drivers[gk].(SavepointMover)
 	return ok && m.MovesBySavepoint(template)
+}
+
+// FailureClassifier is a kind whose failed object's status says why it
+// failed in terms spec.retry's rules can match (an exit code, a deadline,
+// a disruption, OOMKilled), so that a retry can be decided on the cause
+// rather than on the failure alone. A kind without one fails as
+// FailureOther, with its status' message.
+type FailureClassifier interface {
+	// ClassifyFailure reads the status of a failed object.
+	ClassifyFailure(status map[string]any) Failure
+	// ClassifiesBy says from what, for docs/kinds.md.
+	ClassifiesBy() string
+}
+
+// Failure is what a driver can tell of why an object failed.
+type Failure struct {
+	Class  string // one of v1alpha1.FailureClasses
+	Reason string // the object's own words
+	// ExitCode is the container's exit code, when the object names it.
+	ExitCode *int32
+}
+
+// ClassifyFailure reads why an object of kind gk failed from its status,
+// by its driver; FailureOther with the status' message for a kind
+// without a FailureClassifier.
+func (r *Registry) ClassifyFailure(gk schema.GroupKind, status map[string]any) Failure {
+	if c, ok := r.drivers[gk].(FailureClassifier); ok {
+		return c.ClassifyFailure(status)
+	}
+	msg, _ := status["message"].(string)
+	return Failure{Class: v1alpha1.FailureOther, Reason: msg}
+}
+
+// PodSelector is a kind whose controller labels the pods it makes with
+// the owner's uid, so that a client can list an object's pods by label
+// rather than by walking owner references (a Job's pods, whose owner is
+// the Job itself).
+type PodSelector interface {
+	// PodSelector is the label selector of the pods made by the object
+	// with uid.
+	PodSelector(uid string) string
+}
+
+// PodSelector is the label selector of the pods the object of kind gk
+// with uid made, by its driver; "" for a kind without a PodSelector.
+func (r *Registry) PodSelector(gk schema.GroupKind, uid string) string {
+	if s, ok := r.drivers[gk].(PodSelector); ok {
+		return s.PodSelector(uid)
+	}
+	return ""
 }

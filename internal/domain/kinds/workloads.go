@@ -101,3 +101,9 @@ func (jobDriver) InPlace(_, _ map[string]any) error {
 func (jobDriver) UpgradeMode(map[string]any) string { return "" }
 
 func (jobDriver) InPlaceBy() string { return "no: its pod template is immutable" }
+
+// PodSelector: the Job controller labels each pod it makes with the Job's
+// uid (batch.kubernetes.io/controller-uid, Kubernetes' JobControllerUidLabel).
+func (jobDriver) PodSelector(uid string) string {
+	return "batch.kubernetes.io/controller-uid=" + uid
+}
