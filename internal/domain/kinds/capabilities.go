@@ -187,6 +187,8 @@ type SavepointMover interface {
 	// MovesBySavepoint says whether the object made from template has
 	// state to hand over (a FlinkDeployment that runs a job of its own).
 	MovesBySavepoint(template map[string]any) bool
+	// MovesBy says which objects, for docs/kinds.md.
+	MovesBy() string
 }
 
 // MovesBySavepoint reports whether a planned move of an object of kind gk

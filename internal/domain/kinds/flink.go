@@ -155,3 +155,7 @@ func (flinkDeployment) MovesBySavepoint(template map[string]any) bool {
 	_, isJob := flink.MoveStop(template)
 	return isJob
 }
+
+func (flinkDeployment) MovesBy() string {
+	return "by savepoint when it runs a job (a session cluster: afresh)"
+}
