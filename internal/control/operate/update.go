@@ -35,7 +35,7 @@ const rerunAdvice = "cancel it (DELETE) or wait for it to end, then change it an
 // whose driver does not know is not supported yet, since purser cannot
 // tell how its controller takes a change while it runs.
 func InPlace(old, next map[string]any, name string) error {
-	og, ng := groupKind(old), groupKind(next)
+	og, ng := kinds.GroupKindOf(old), kinds.GroupKindOf(next)
 	if og != ng {
 		return &NotUpdatableError{Message: fmt.Sprintf("the template's kind changes from %s to %s, which no object can take in place; %s",
 			og, ng, rerunAdvice)}
@@ -109,13 +109,6 @@ func UpdateSpecKeeps(gk schema.GroupKind, template map[string]any, suspended boo
 // spec.job.upgradeMode); "" for other kinds.
 func UpgradeMode(gk schema.GroupKind, template map[string]any) string {
 	return kinds.Default().UpgradeMode(gk, template)
-}
-
-func groupKind(template map[string]any) schema.GroupKind {
-	apiVersion, _ := template["apiVersion"].(string)
-	kind, _ := template["kind"].(string)
-	gv, _ := schema.ParseGroupVersion(apiVersion)
-	return schema.GroupKind{Group: gv.Group, Kind: kind}
 }
 
 func upperFirst(s string) string {
