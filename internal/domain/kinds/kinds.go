@@ -6,12 +6,13 @@
 // itself, so a kind is taught to purser here and in one place.
 //
 // It is knowledge, not a loop: pure functions over decoded objects, low
-// in the layering so that the API's admission, the control loops and the
-// control loops can all import it; what the Flink operator does with its
+// in the layering so that admission, placement and the control loops can
+// all import it; what the Flink operator does with its
 // kind is internal/flink's knowledge, which the FlinkDeployment's driver
 // imports. Besides its pods and nested objects, a driver says what it
-// can of its kind's demand, suspend, fence and update in place
-// (capabilities.go); a loop asks the registry and never names a kind.
+// can of its kind's demand, suspend, fence, update in place, planned move
+// and failure class (capabilities.go); a loop asks the registry and never
+// names a kind (TestNoSwitchOnKindOutsideDrivers).
 // Health stays a table of its own (internal/member/health) since its
 // rules go by apiVersion and configured CEL rules override them.
 package kinds
