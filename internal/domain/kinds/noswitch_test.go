@@ -58,8 +58,8 @@ func TestNoSwitchOnKindOutsideDrivers(t *testing.T) {
 	// The exported names of the two knowledge packages that stand for a
 	// driver's kind.
 	named := map[string]map[string]bool{}
-	named[flinkPath] = kindNamesOf(t, fset, filepath.Join(repoRoot, "internal/flink"), names, named)
-	named[kindsPath] = kindNamesOf(t, fset, filepath.Join(repoRoot, "internal/domain/kinds"), names, named)
+	named[flinkPath] = kindNamesOf(t, fset, filepath.Join(repoRoot, "internal", "flink"), names, named)
+	named[kindsPath] = kindNamesOf(t, fset, filepath.Join(repoRoot, "internal", "domain", "kinds"), names, named)
 	if !named[kindsPath]["Job"] || !named[kindsPath]["FlinkDeployment"] || !named[flinkPath]["KindDeployment"] {
 		t.Fatalf("the test no longer finds kinds.Job or flink.KindDeployment: %v", named)
 	}
