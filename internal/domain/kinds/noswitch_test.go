@@ -137,15 +137,28 @@ func kindComparisons(fset *token.FileSet, byPkg map[string][]*ast.File, names ma
 			changed = false
 			for _, f := range files {
 				k := kindTests{names: names, named: named, imports: importNames(f), local: local}
-				ast.Inspect(f, func(n ast.Node) bool {
-					spec, ok := n.(*ast.ValueSpec)
-					if !ok {
-						return true
+				set := func(name *ast.Ident, v ast.Expr) {
+					if name.Name != "_" && !local[name.Name] && k.kindOf(v) != "" {
+						local[name.Name] = true
+						changed = true
 					}
-					for i, v := range spec.Values {
-						if i < len(spec.Names) && !local[spec.Names[i].Name] && k.kindOf(v) != "" {
-							local[spec.Names[i].Name] = true
-							changed = true
+				}
+				ast.Inspect(f, func(n ast.Node) bool {
+					switch x := n.(type) {
+					case *ast.ValueSpec:
+						for i, v := range x.Values {
+							if i < len(x.Names) {
+								set(x.Names[i], v)
+							}
+						}
+					case *ast.AssignStmt:
+						if x.Tok != token.DEFINE || len(x.Lhs) != len(x.Rhs) {
+							return true
+						}
+						for i, v := range x.Rhs {
+							if id, ok := x.Lhs[i].(*ast.Ident); ok {
+								set(id, v)
+							}
 						}
 					}
 					return true
@@ -330,6 +343,8 @@ func f(gk schema.GroupKind, kind, group string) {
 	_ = gk != alias // 27
 	_ = gk == schema.GroupKind{Kind: "Pod"} // 28
 	_ = kind == "Event" || kind == "Deployable" || group == "batch"
+	wanted := kinds.Job
+	_ = gk == wanted // 31
 }
 `
 	fset := token.NewFileSet()
@@ -343,7 +358,7 @@ func f(gk schema.GroupKind, kind, group string) {
 	}
 	named := map[string]map[string]bool{
 		flinkPath: {"KindDeployment": true},
-		kindsPath: {"ArgoWorkflow": true},
+		kindsPath: {"ArgoWorkflow": true, "Job": true},
 	}
 	var got []string
 	for _, c := range kindComparisons(fset, map[string][]*ast.File{"a": {f}}, names, named) {
@@ -351,7 +366,7 @@ func f(gk schema.GroupKind, kind, group string) {
 	}
 	slices.Sort(got)
 	want := []string{"18 flinkKind", "18 jobKind", "19 kinds.ArgoWorkflow", "22 Job", "23 fl.KindDeployment",
-		"26 Deployment", "26 Pod", "27 alias", "28 Pod"}
+		"26 Deployment", "26 Pod", "27 alias", "28 Pod", "31 wanted"}
 	if !slices.Equal(got, want) {
 		t.Errorf("found %q, want %q", got, want)
 	}
