@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/purser-io/purser/internal/domain/kinds"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/purser-io/purser/internal/domain/kinds"
 )
 
 // Review checks one template, and every object it embeds, against a
