@@ -17,9 +17,9 @@ const module = "github.com/purser-io/purser"
 // directly or through another package. A path matches itself and every
 // package below it; except names what a rule allows inside a banned path.
 // The groups under internal/ stand in this order, lowest first: platform
-// and sandbox (which know nothing of purser's state), domain/kinds (what
-// purser knows of each kind it places), hub (the state), flink (what
-// purser knows about the operator), domain (the decisions and rules that
+// and sandbox (which know nothing of purser's state), flink (what purser
+// knows about the operator), domain/kinds (what purser knows of each kind
+// it places, the FlinkDeployment's from flink), hub (the state), domain (the decisions and rules that
 // the loops and the API share: the policy, admission, the lifecycle), member and
 // control (what meets a member cluster, and the loops that decide), api,
 // compose, and cmd above everything. Test helpers (packages named *test) are test code
@@ -43,8 +43,8 @@ var layering = []struct {
 	},
 	{
 		pkg:    "internal/domain/kinds",
-		never:  []string{"internal/hub", "internal/control", "internal/member", "internal/flink", "internal/api", "internal/compose", "internal/cli", "internal/sandbox"},
-		reason: "what purser knows of each kind is knowledge that admission, the loops and the Flink knowledge all import; it imports none of them",
+		never:  []string{"internal/hub", "internal/control", "internal/member", "internal/api", "internal/compose", "internal/cli", "internal/sandbox"},
+		reason: "what purser knows of each kind is knowledge that admission, placement and the loops all import; it imports none of them, only the operator knowledge (internal/flink) its FlinkDeployment driver asks",
 	},
 	{
 		pkg:    "internal/domain",
@@ -58,8 +58,8 @@ var layering = []struct {
 	},
 	{
 		pkg:    "internal/flink",
-		never:  []string{"internal/hub", "internal/control", "internal/member", "internal/api", "internal/compose", "internal/cli", "internal/sandbox"},
-		reason: "what purser knows about the Flink operator is knowledge, used by the loops and the agent alike",
+		never:  []string{"internal/domain", "internal/hub", "internal/control", "internal/member", "internal/api", "internal/compose", "internal/cli", "internal/sandbox"},
+		reason: "what purser knows about the Flink operator is knowledge below the kind drivers, which ask it, as the health interpreter and the failover controller do for restore points",
 	},
 	{
 		pkg:    "internal/control",

@@ -11,6 +11,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/cli/client"
 	"github.com/purser-io/purser/internal/cli/printer"
+	"github.com/purser-io/purser/internal/domain/kinds"
 )
 
 func newDescribeCommand() *cobra.Command {
@@ -80,8 +81,9 @@ func attemptPods(ctx context.Context, c *client.Client, obj printer.Object) *pri
 		return nil
 	}
 	q := url.Values{"cluster": {cluster}, "apiVersion": {"v1"}, "kind": {"Pod"}, "namespace": {printer.Field(obj, "metadata", "namespace")}}
-	if printer.Field(obj, "spec", "template", "kind") == "Job" {
-		q.Set("labelSelector", "batch.kubernetes.io/controller-uid="+uid)
+	tmpl, _ := printer.Lookup(obj, "spec", "template").(map[string]any)
+	if sel := kinds.Default().PodSelector(kinds.GroupKindOf(tmpl), uid); sel != "" {
+		q.Set("labelSelector", sel)
 	}
 	records, err := c.List(ctx, "/api/v1/inventory", q, 0)
 	if err != nil {

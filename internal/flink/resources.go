@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/purser-io/purser/internal/domain/kinds"
 	"github.com/purser-io/purser/internal/platform/fields"
 )
 
@@ -86,13 +85,13 @@ func must(v any, _ bool) any { return v }
 
 // rolePod is the pod of role (jobManager, taskManager): the role's
 // template merged over the common one as the operator merges them by
-// default (kinds.FlinkPodTemplate, the one merge admission judges too),
+// default (PodTemplate, the one merge admission judges too),
 // and the main container's requests and limits set from the role's
 // resource, as the native Kubernetes integration sets them (limit
 // factor 1).
 func rolePod(obj map[string]any, role string) (corev1.PodSpec, error) {
 	var spec corev1.PodSpec
-	if merged := kinds.FlinkPodTemplate(obj, role, false); merged != nil {
+	if merged := PodTemplate(obj, role, false); merged != nil {
 		if err := podTemplateSpec(merged, &spec); err != nil {
 			return spec, fmt.Errorf("spec.%s.podTemplate merged with spec.podTemplate: %w", role, err)
 		}

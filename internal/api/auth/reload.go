@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/purser-io/purser/internal/domain/admission"
@@ -115,6 +116,11 @@ func (id *Identities) BindableClusterRoles(ns string) []string {
 
 // EmbeddedRules is the policy in force's.
 func (id *Identities) EmbeddedRules() []admission.EmbeddedRule { return id.Policy().EmbeddedRules() }
+
+// OpaqueKind is the policy in force's.
+func (id *Identities) OpaqueKind(u policy.User, ns string, gk schema.GroupKind) bool {
+	return id.Policy().OpaqueKind(u, ns, gk)
+}
 
 // Reloads counts the reloads that took effect since start.
 func (id *Identities) Reloads() int64 { return id.reloads.Load() }

@@ -41,7 +41,8 @@ import (
 //   - mallory: authenticated, no role anywhere
 //
 // team-b requires approval of runnables and deployables. In team-a
-// RoleBindings are denied and ClusterWorkflowTemplates granted; in team-k
+// RoleBindings are denied, ClusterWorkflowTemplates granted and the
+// custom kind Gizmo.example.com, which has no driver, placed opaque; in team-k
 // (alice edits) only Jobs and ConfigMaps are allowed. Every namespace may
 // give its runnables the priority classes urgent (5) and high (10); only
 // team-a, top (100).
@@ -61,6 +62,7 @@ func testPolicy() policy.PolicyFile {
 				Kinds: policy.KindRules{
 					Deny:          []string{"RoleBinding.rbac.authorization.k8s.io"},
 					ClusterScoped: []string{"ClusterWorkflowTemplate.argoproj.io"},
+					Opaque:        []string{"Gizmo.example.com"},
 				},
 			},
 			"team-k": {

@@ -95,6 +95,16 @@ func TestKindAuthorization(t *testing.T) {
 				t.Fatalf("refused requests changed the database: %v -> %v", before, after)
 			}
 
+			// Gizmo has no driver: where the policy does not list it as
+			// opaque, it is refused (422), since what its controller
+			// would run cannot be judged; nothing is written.
+			r := h.yaml("alice", "PUT", "/api/v1/deployables/team-b/g0", deployableOf("team-b", "g0", gizmo)).want(t, http.StatusUnprocessableEntity)
+			if !strings.Contains(string(r.raw), "no driver for kind Gizmo.example.com") || !strings.Contains(string(r.raw), "namespaces.team-b.kinds.opaque") {
+				t.Errorf("an undriven kind: %s; want the 422 to name the kind and the policy's opaque list", r.raw)
+			}
+			if after := h.counts(); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Fatalf("a refused undriven kind changed the database: %v -> %v", before, after)
+			}
 			// No member cluster has reported Gizmo yet: its scope is
 			// unknown, and the cluster it goes to decides (the submitter
 			// and the syncer check again).
@@ -107,7 +117,7 @@ func TestKindAuthorization(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			r := h.yaml("alice", "PUT", "/api/v1/deployables/team-a/g2", deployableOf("team-a", "g2", gizmo)).want(t, http.StatusForbidden)
+			r = h.yaml("alice", "PUT", "/api/v1/deployables/team-a/g2", deployableOf("team-a", "g2", gizmo)).want(t, http.StatusForbidden)
 			if !strings.Contains(r.str("message"), "Gizmo.example.com is cluster-scoped") {
 				t.Errorf("reported cluster-scoped kind: %s", r.raw)
 			}

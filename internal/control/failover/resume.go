@@ -6,19 +6,18 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/domain/kinds"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
-	"github.com/purser-io/purser/internal/flink"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
 // resume undoes what a cluster's agent did to the runnable's object when
 // its lease expired (status.fenced), now that the cluster is Ready again
-// and the runnable was not moved meanwhile: a Job gets back the suspend
-// of its template, a FlinkDeployment its job state. The patch names the
+// and the runnable was not moved meanwhile, by the merge patch of spec its
+// kind's driver gives (kinds.Fencer's Unfence: a Job gets back the suspend
+// of its template, a FlinkDeployment its job state). The patch names the
 // object's uid, so it never touches a later object of the same name.
 func (c *Controller) resume(ctx context.Context, rec *store.Runnable, r *runnable, view *clusterView) error {
 	gvk, err := r.gvk()
@@ -36,7 +35,7 @@ func (c *Controller) resume(ctx context.Context, rec *store.Runnable, r *runnabl
 	if n == 0 || attempts[n-1].EndedAt != nil || attempts[n-1].Cluster != rec.Cluster || attempts[n-1].ObjectUID == "" {
 		return nil
 	}
-	spec, ok := resumeSpec(gvk.Kind, r.doc.Spec.Template)
+	spec, ok := kinds.Default().Unfence(gvk.GroupKind(), r.doc.Spec.Template)
 	if !ok {
 		return nil // fencing deleted it; the ingester reports what follows
 	}
@@ -90,18 +89,4 @@ func (c *Controller) resume(ctx context.Context, rec *store.Runnable, r *runnabl
 		return nil
 	}
 	return err
-}
-
-// resumeSpec is the merge patch of spec that undoes the agent's fencing
-// for kind, taken from the runnable's template; false for kinds that
-// fencing deletes.
-func resumeSpec(kind string, template map[string]any) (map[string]any, bool) {
-	switch kind {
-	case "Job":
-		suspend, _, _ := unstructured.NestedBool(template, "spec", "suspend")
-		return map[string]any{"suspend": suspend}, true
-	case flink.KindDeployment:
-		return flink.Resumption(template), true
-	}
-	return nil, false
 }

@@ -9,9 +9,9 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/attempt"
+	"github.com/purser-io/purser/internal/domain/kinds"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
 	"github.com/purser-io/purser/internal/domain/placement"
-	"github.com/purser-io/purser/internal/flink"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -137,14 +137,11 @@ type IneligibleError struct{ Message string }
 func (e *IneligibleError) Error() string { return e.Message }
 
 // BySavepoint reports whether a runnable of kind gk made from template is
-// moved by handing its state over in a savepoint: a FlinkDeployment that
-// runs a job of its own (not a session cluster).
+// moved by handing its state over in a savepoint, as its driver says
+// (kinds.SavepointMover: a FlinkDeployment that runs a job of its own,
+// not a session cluster).
 func BySavepoint(gk schema.GroupKind, template map[string]any) bool {
-	if gk != flinkKind {
-		return false
-	}
-	_, isJob := flink.MoveStop(template)
-	return isJob
+	return kinds.Default().MovesBySavepoint(gk, template)
 }
 
 // Move asks a planned move of a Running runnable to cluster to ("":

@@ -2,13 +2,12 @@ package operate
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/platform/fields"
+	"github.com/purser-io/purser/internal/domain/kinds"
 )
 
 // Failure is what purser can tell of why an attempt's object failed.
@@ -22,71 +21,14 @@ type Failure struct {
 	Object map[string]any
 }
 
-// The Job controller's words for a Job that a podFailurePolicy rule
-// failed (kubernetes pkg/controller/job/pod_failure_policy.go,
-// matchPodFailurePolicy): the container's exit code, or the pod's
-// condition.
-var (
-	exitCodeMessage  = regexp.MustCompile(`failed with exit code (-?\d+) matching`)
-	conditionMessage = regexp.MustCompile(`has condition (\w+) matching`)
-)
-
-// ClassifyFailure reads the class of a failure from what the inventory
-// keeps of the failed object: its status (the agent's trimmed object).
-// Pod-level facts (a pod's DisruptionTarget condition, a container's
-// OOMKilled or exit code) are not in the inventory, which records the
-// Job, not its pods; they are read from the Job's Failed condition, whose
-// reason and message carry them when the Job's podFailurePolicy matched
-// the pod (reason PodFailurePolicy) or the Job's deadline passed
-// (DeadlineExceeded). A Job that ran out of its backoffLimit
-// (BackoffLimitExceeded) failed by its pods' exits: an ExitCode failure
-// without a known code. Anything else is FailureOther.
-func ClassifyFailure(kind string, status map[string]any) Failure {
-	f := classify(kind, status)
-	f.Object = map[string]any{"kind": kind, "status": status}
-	return f
-}
-
-func classify(kind string, status map[string]any) Failure {
-	if kind != "Job" {
-		return Failure{Class: v1alpha1.FailureOther, Reason: fields.String(status, "message")}
-	}
-	// The Job controller adds FailureTarget first, with the reason and
-	// message the Failed condition gets once the pods are gone
-	// (job_controller.go, syncJob): the Job may be judged on either.
-	reason, message := "", ""
-	conds, _ := status["conditions"].([]any)
-	for _, want := range []string{"Failed", "FailureTarget"} {
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == want && m["status"] == "True" && reason == "" {
-				reason, _ = m["reason"].(string)
-				message, _ = m["message"].(string)
-			}
-		}
-	}
-	words := strings.TrimSpace(reason + ": " + message)
-	switch {
-	case reason == "DeadlineExceeded":
-		return Failure{Class: v1alpha1.FailureDeadlineExceeded, Reason: words}
-	case strings.Contains(message, "OOMKilled"):
-		return Failure{Class: v1alpha1.FailureOOMKilled, Reason: words}
-	case strings.Contains(message, "ImagePullBackOff") || strings.Contains(message, "ErrImagePull"):
-		return Failure{Class: v1alpha1.FailureImagePull, Reason: words}
-	}
-	if m := exitCodeMessage.FindStringSubmatch(message); len(m) > 1 {
-		if n, err := strconv.ParseInt(m[1], 10, 32); err == nil {
-			code := int32(n)
-			return Failure{Class: v1alpha1.FailureExitCode, Reason: words, ExitCode: &code}
-		}
-	}
-	if m := conditionMessage.FindStringSubmatch(message); len(m) > 1 && m[1] == v1alpha1.FailureDisruption {
-		return Failure{Class: v1alpha1.FailureDisruption, Reason: words}
-	}
-	if reason == "BackoffLimitExceeded" {
-		return Failure{Class: v1alpha1.FailureExitCode, Reason: words}
-	}
-	return Failure{Class: v1alpha1.FailureOther, Reason: words}
+// ClassifyFailure reads the class of a failure of an object of kind gk
+// from what the inventory keeps of it: its status (the agent's trimmed
+// object), as the kind's driver reads it (kinds.FailureClassifier: a
+// Job's Failed condition); anything else is FailureOther.
+func ClassifyFailure(gk schema.GroupKind, status map[string]any) Failure {
+	c := kinds.Default().ClassifyFailure(gk, status)
+	return Failure{Class: c.Class, Reason: c.Reason, ExitCode: c.ExitCode,
+		Object: map[string]any{"kind": gk.Kind, "status": status}}
 }
 
 // RetryVerdict is what spec.retry does with a failure.

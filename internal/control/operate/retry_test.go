@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/operate"
+	"github.com/purser-io/purser/internal/domain/kinds"
 )
 
 func failedJob(reason, message string) map[string]any {
@@ -19,20 +22,20 @@ func failedJob(reason, message string) map[string]any {
 func TestClassifyFailure(t *testing.T) {
 	cases := []struct {
 		name   string
-		kind   string
+		kind   schema.GroupKind
 		status map[string]any
 		class  string
 		code   int32
 	}{
-		{"deadline", "Job", failedJob("DeadlineExceeded", "Job was active longer than specified deadline"), v1alpha1.FailureDeadlineExceeded, 0},
-		{"exit code by podFailurePolicy", "Job", failedJob("PodFailurePolicy", "Container main for pod ns/p-1 failed with exit code 3 matching FailJob rule at index 0"), v1alpha1.FailureExitCode, 3},
-		{"disruption by podFailurePolicy", "Job", failedJob("PodFailurePolicy", "Pod ns/p-1 has condition DisruptionTarget matching FailJob rule at index 1"), v1alpha1.FailureDisruption, 0},
-		{"another pod condition", "Job", failedJob("PodFailurePolicy", "Pod ns/p-1 has condition ConfigIssue matching FailJob rule at index 0"), v1alpha1.FailureOther, 0},
-		{"backoff limit", "Job", failedJob("BackoffLimitExceeded", "Job has reached the specified backoff limit"), v1alpha1.FailureExitCode, 0},
-		{"oom", "Job", failedJob("PodFailurePolicy", "Container main for pod ns/p was OOMKilled"), v1alpha1.FailureOOMKilled, 0},
-		{"a Workflow", "Workflow", map[string]any{"message": "child failed"}, v1alpha1.FailureOther, 0},
-		{"no condition", "Job", map[string]any{}, v1alpha1.FailureOther, 0},
-		{"FailureTarget before Failed", "Job", map[string]any{"conditions": []any{
+		{"deadline", kinds.Job, failedJob("DeadlineExceeded", "Job was active longer than specified deadline"), v1alpha1.FailureDeadlineExceeded, 0},
+		{"exit code by podFailurePolicy", kinds.Job, failedJob("PodFailurePolicy", "Container main for pod ns/p-1 failed with exit code 3 matching FailJob rule at index 0"), v1alpha1.FailureExitCode, 3},
+		{"disruption by podFailurePolicy", kinds.Job, failedJob("PodFailurePolicy", "Pod ns/p-1 has condition DisruptionTarget matching FailJob rule at index 1"), v1alpha1.FailureDisruption, 0},
+		{"another pod condition", kinds.Job, failedJob("PodFailurePolicy", "Pod ns/p-1 has condition ConfigIssue matching FailJob rule at index 0"), v1alpha1.FailureOther, 0},
+		{"backoff limit", kinds.Job, failedJob("BackoffLimitExceeded", "Job has reached the specified backoff limit"), v1alpha1.FailureExitCode, 0},
+		{"oom", kinds.Job, failedJob("PodFailurePolicy", "Container main for pod ns/p was OOMKilled"), v1alpha1.FailureOOMKilled, 0},
+		{"a Workflow", kinds.ArgoWorkflow, map[string]any{"message": "child failed"}, v1alpha1.FailureOther, 0},
+		{"no condition", kinds.Job, map[string]any{}, v1alpha1.FailureOther, 0},
+		{"FailureTarget before Failed", kinds.Job, map[string]any{"conditions": []any{
 			map[string]any{"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer than specified deadline"},
 		}}, v1alpha1.FailureDeadlineExceeded, 0},
 	}
@@ -98,11 +101,11 @@ func TestDecideRetryByExpression(t *testing.T) {
 	if errs := retryErrors(spec); len(errs) > 0 {
 		t.Fatalf("valid rules refused: %v", errs)
 	}
-	wanted := operate.ClassifyFailure("Job", failedJob("PodFailurePolicy", "Container main for pod ns/p-1 failed with exit code 42 matching FailJob rule at index 0"))
+	wanted := operate.ClassifyFailure(kinds.Job, failedJob("PodFailurePolicy", "Container main for pod ns/p-1 failed with exit code 42 matching FailJob rule at index 0"))
 	if v := operate.DecideRetry(spec, wanted, nil); v.Action != v1alpha1.RetryActionRetryElsewhere || !v.Spends {
 		t.Errorf("exit code 42 by the expression: %+v", v)
 	}
-	other := operate.ClassifyFailure("Job", failedJob("PodFailurePolicy", "Container main for pod ns/p-1 failed with exit code 3 matching FailJob rule at index 0"))
+	other := operate.ClassifyFailure(kinds.Job, failedJob("PodFailurePolicy", "Container main for pod ns/p-1 failed with exit code 3 matching FailJob rule at index 0"))
 	if v := operate.DecideRetry(spec, other, nil); v.Action != v1alpha1.RetryActionFail {
 		t.Errorf("exit code 3 matched an expression about 42: %+v", v)
 	}

@@ -1,14 +1,15 @@
 package operate
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/domain/kinds"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
-	"github.com/purser-io/purser/internal/flink"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -27,29 +28,14 @@ const rerunAdvice = "cancel it (DELETE) or wait for it to end, then change it an
 // InPlace reports whether the running object made from old can take the
 // template next in place, by server-side apply of next over it, and says
 // why not otherwise (a *NotUpdatableError). name is the runnable's, for
-// the object's name when a template names none.
-//   - FlinkDeployment: yes. The operator compares the spec with the last
-//     one it reconciled and upgrades the running job by the spec's
-//     upgradeMode (stateless, savepoint, last-state), suspending it first
-//     (flink-kubernetes-operator, AbstractJobReconciler
-//     .reconcileSpecChange; a session cluster by SessionReconciler
-//     .reconcileSpecChange: deleted and deployed again).
-//   - Job: no. Its pod template is immutable once created (the API
-//     server's validation of a Job update, ValidateJobSpecUpdate, refuses
-//     a change of spec.template unless the Job is suspended and never
-//     started).
-//   - Argo Workflow: no. The workflow controller executes the spec it
-//     stored at its first reconcile (status.storedWorkflowTemplateSpec,
-//     workflow/controller/operator.go setExecWorkflow and setStoredWfSpec)
-//     and takes from later changes only spec.suspend, spec.shutdown and
-//     the entrypoint (needsStoredWfSpecUpdate): a changed step would be
-//     stored and never run.
-//   - any other kind: not supported yet, since purser cannot tell how its
-//     controller takes a change while it runs.
-//
-// A changed kind or object name can never be applied in place.
+// the object's name when a template names none. A changed kind or object
+// name can never be applied in place; otherwise the kind's driver says
+// (kinds.InPlaceUpdater: a FlinkDeployment yes, through the operator's
+// upgrade; a Job and an Argo Workflow no, with the reason), and a kind
+// whose driver does not know is not supported yet, since purser cannot
+// tell how its controller takes a change while it runs.
 func InPlace(old, next map[string]any, name string) error {
-	og, ng := groupKind(old), groupKind(next)
+	og, ng := kinds.GroupKindOf(old), kinds.GroupKindOf(next)
 	if og != ng {
 		return &NotUpdatableError{Message: fmt.Sprintf("the template's kind changes from %s to %s, which no object can take in place; %s",
 			og, ng, rerunAdvice)}
@@ -58,19 +44,15 @@ func InPlace(old, next map[string]any, name string) error {
 		return &NotUpdatableError{Message: fmt.Sprintf("the template's metadata.name changes from %q to %q, which would be another object; %s",
 			on, nn, rerunAdvice)}
 	}
-	switch og {
-	case flinkKind:
+	var refused *kinds.InPlaceError
+	switch err := kinds.Default().InPlace(og, old, next); {
+	case err == nil:
 		return nil
-	case jobKind:
-		return &NotUpdatableError{Message: "a Job's pod template is immutable on its cluster: the change cannot reach the running Job. " +
-			upperFirst(rerunAdvice)}
-	case workflowKind:
-		return &NotUpdatableError{Message: "an Argo Workflow runs the spec its controller stored when it started " +
-			"(status.storedWorkflowTemplateSpec) and takes only spec.suspend and spec.shutdown from later changes: " +
-			"the change would never run. " + upperFirst(rerunAdvice)}
+	case errors.As(err, &refused) && refused.Unsupported:
+		return &NotUpdatableError{Message: refused.Reason + "; " + rerunAdvice}
+	default:
+		return &NotUpdatableError{Message: err.Error() + ". " + upperFirst(rerunAdvice)}
 	}
-	return &NotUpdatableError{Message: fmt.Sprintf("changing the object of a running %s in place is not supported yet "+
-		"(purser updates a FlinkDeployment in place, through the Flink operator's upgrade); %s", og, rerunAdvice)}
 }
 
 // Update moves nothing but records, for a Submitted, Running or
@@ -123,21 +105,10 @@ func UpdateSpecKeeps(gk schema.GroupKind, template map[string]any, suspended boo
 }
 
 // UpgradeMode is how the object's controller takes the change, for the
-// status message: a FlinkDeployment's spec.job.upgradeMode (stateless
-// when it names none, as the operator's JobSpec defaults it); "" for
-// other kinds.
+// status message, as the kind's driver names it (a FlinkDeployment's
+// spec.job.upgradeMode); "" for other kinds.
 func UpgradeMode(gk schema.GroupKind, template map[string]any) string {
-	if gk != flinkKind {
-		return ""
-	}
-	return flink.UpgradeMode(template)
-}
-
-func groupKind(template map[string]any) schema.GroupKind {
-	apiVersion, _ := template["apiVersion"].(string)
-	kind, _ := template["kind"].(string)
-	gv, _ := schema.ParseGroupVersion(apiVersion)
-	return schema.GroupKind{Group: gv.Group, Kind: kind}
+	return kinds.Default().UpgradeMode(gk, template)
 }
 
 func upperFirst(s string) string {

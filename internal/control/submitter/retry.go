@@ -36,7 +36,7 @@ func (s *Submitter) retryFailed(r *lifecycle.Runnable, attempts []*store.Attempt
 	if err != nil {
 		return verdict{}
 	}
-	f := operate.ClassifyFailure(gvk.Kind, r.Status.Result)
+	f := operate.ClassifyFailure(gvk.GroupKind(), r.Status.Result)
 	v := operate.DecideRetry(doc.Spec.Retry, f, r.Status.Retries)
 	next := v1alpha1.RetryStatus{}
 	if r.Status.Retries != nil {

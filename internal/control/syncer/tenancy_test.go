@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/domain/admission"
@@ -44,6 +45,10 @@ func (r *reloadable) BindableClusterRoles(ns string) []string {
 }
 
 func (r *reloadable) EmbeddedRules() []admission.EmbeddedRule { return r.p.Load().EmbeddedRules() }
+
+func (r *reloadable) OpaqueKind(u policy.User, ns string, gk schema.GroupKind) bool {
+	return r.p.Load().OpaqueKind(u, ns, gk)
+}
 
 // TestPolicyDecidesBeforeApply: the syncer asks the policy again before it
 // applies, with the scope the cluster's discovery gives the kind and the

@@ -5,6 +5,9 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/purser-io/purser/internal/domain/kinds"
 )
 
 // Review checks one template, and every object it embeds, against a
@@ -26,6 +29,11 @@ type Review struct {
 	// API from what the agents reported, the submitter and the syncer
 	// from their cluster's discovery); its error is returned as it is.
 	Kind func(obj map[string]any, path string) error
+	// Undriven, when set, refuses a kind purser has no driver for (and no
+	// kube-apiserver serves built in) unless the policy lets it through:
+	// what its controller would run cannot be judged. For the template and
+	// each object it embeds.
+	Undriven func(gk schema.GroupKind) error
 	// Runnable: the template is a runnable's, which is stored, shown and
 	// created again on failover as written, so no Secret may be anywhere
 	// in it. A deployable's own Secret is sealed; one inside it is not.
@@ -65,6 +73,11 @@ func (r Review) check(obj map[string]any, path string, depth int, out *[]Violati
 	}
 	kind, _, _ := unstructured.NestedString(obj, "kind")
 	apiVersion, _, _ := unstructured.NestedString(obj, "apiVersion")
+	if r.Undriven != nil && !strings.HasSuffix(kind, "List") {
+		if err := r.Undriven(kinds.GroupKindOf(obj)); err != nil {
+			*out = append(*out, Violation{Path: path, Reason: err.Error()})
+		}
+	}
 	if isSecret(apiVersion, kind) && (r.Runnable || depth > 0) {
 		*out = append(*out, Violation{Path: path, Reason: "a Secret here would be stored, shown and audited as written; declare it as a Deployable of its own, whose values purser seals and never returns"})
 	}

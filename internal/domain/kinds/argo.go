@@ -27,7 +27,7 @@ var (
 
 func argoDrivers() []Driver {
 	return []Driver{
-		argoDriver{ArgoWorkflow, []string{"spec"}},
+		argoWorkflowDriver{argoDriver{ArgoWorkflow, []string{"spec"}}},
 		argoDriver{ArgoWorkflowTemplate, []string{"spec"}},
 		argoDriver{ArgoClusterWorkflowTemplate, []string{"spec"}},
 		argoDriver{ArgoCronWorkflow, []string{"spec", "workflowSpec"}},

@@ -1,7 +1,6 @@
 package kinds
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -407,31 +406,9 @@ func TestArgoNested(t *testing.T) {
 	}
 }
 
-// The operator's merge: objects by field, lists by index (or by name),
-// the role's values winning; the inputs are left as they were.
-func TestFlinkPodTemplate(t *testing.T) {
-	obj := decode(t, `
-spec:
-  podTemplate: {spec: {containers: [{name: a, image: x, env: [{name: E, value: "1"}]}, {name: b, image: b}], hostPID: false}}
-  jobManager:
-    podTemplate: {spec: {containers: [{name: b, image: y}], hostPID: true}}
-`)
-	for _, tc := range []struct {
-		byName bool
-		want   string
-	}{
-		{false, `{spec: {containers: [{name: b, image: y, env: [{name: E, value: "1"}]}, {name: b, image: b}], hostPID: true}}`},
-		{true, `{spec: {containers: [{name: a, image: x, env: [{name: E, value: "1"}]}, {name: b, image: y}], hostPID: true}}`},
-	} {
-		got, _ := yaml.Marshal(FlinkPodTemplate(obj, "jobManager", tc.byName))
-		want, _ := yaml.Marshal(decode(t, tc.want))
-		if !bytes.Equal(got, want) {
-			t.Errorf("byName %v:\n%s\nwant:\n%s", tc.byName, got, want)
-		}
-	}
-	if common, _ := yaml.Marshal(obj["spec"].(map[string]any)["podTemplate"]); strings.Contains(string(common), "image: y") {
-		t.Errorf("the common template was changed:\n%s", common)
-	}
+// The FlinkDeployment's driver gives admission each role's pod as
+// flink.PodTemplate merges it, and the service account.
+func TestFlinkPods(t *testing.T) {
 	pods, err := Default().PodTemplates(decode(t, `{apiVersion: flink.apache.org/v1beta1, kind: FlinkDeployment, spec: {serviceAccount: flink, taskManager: {podTemplate: {spec: {hostNetwork: true}}}}}`))
 	if err != nil || len(pods) != 2 || !pods[0].Spec.HostNetwork || pods[1].Spec.ServiceAccountName != "flink" {
 		t.Errorf("pods %+v, %v", pods, err)

@@ -5,17 +5,18 @@ import (
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/purser-io/purser/internal/flink"
 )
 
 // FlinkDeployment is the Apache Flink Kubernetes Operator's kind.
-var FlinkDeployment = schema.GroupKind{Group: "flink.apache.org", Kind: "FlinkDeployment"}
+var FlinkDeployment = schema.GroupKind{Group: flink.Group, Kind: flink.KindDeployment}
 
-// FlinkRoles are the fields of a FlinkDeploymentSpec whose pods the
-// operator makes, JobManager first.
-var FlinkRoles = []string{"jobManager", "taskManager"}
-
+// flinkDeployment is the FlinkDeployment's driver. What the operator does
+// with a FlinkDeployment (its pod-template merge, its pods, what stopping
+// and resuming a job means, how it upgrades) is internal/flink's
+// knowledge; the driver is where the rest of purser asks for it.
 type flinkDeployment struct{}
 
 func (flinkDeployment) GroupKind() schema.GroupKind { return FlinkDeployment }
@@ -32,10 +33,10 @@ func (flinkDeployment) Nested(map[string]any) ([]Nested, error) { return nil, ni
 // name; purser cannot see the option, so it judges both.
 func (flinkDeployment) PodTemplates(obj map[string]any) ([]PodTemplate, error) {
 	var pods []PodTemplate
-	for _, role := range FlinkRoles {
+	for _, role := range flink.Roles {
 		var seen []map[string]any
 		for _, byName := range []bool{false, true} {
-			merged := FlinkPodTemplate(obj, role, byName)
+			merged := flink.PodTemplate(obj, role, byName)
 			if merged == nil || containsJSON(seen, merged) {
 				continue
 			}
@@ -70,92 +71,91 @@ func containsJSON(list []map[string]any, m map[string]any) bool {
 	return false
 }
 
-// FlinkPodTemplate is role's pod template (jobManager, taskManager) as
-// the operator builds it (FlinkUtils.mergePodTemplates): spec.podTemplate
-// with spec.<role>.podTemplate merged into it, objects field by field,
-// lists element by element at the same index (longer lists append) or,
-// byName, elements with the same name merged and the others appended,
-// and any other value replaced by the role's. Nil when neither is set.
-// This is the one merge of Flink pod templates: admission judges it and
-// the Flink knowledge sizes pods from it.
-func FlinkPodTemplate(obj map[string]any, role string, byName bool) map[string]any {
-	spec, _ := obj["spec"].(map[string]any)
-	common, _ := spec["podTemplate"].(map[string]any)
-	r, _ := spec[role].(map[string]any)
-	own, _ := r["podTemplate"].(map[string]any)
-	switch {
-	case own == nil && common == nil:
-		return nil
-	case own == nil:
-		return runtime.DeepCopyJSON(common)
-	case common == nil:
-		return runtime.DeepCopyJSON(own)
+// Demand is the JobManager's pods and the TaskManagers' as the operator
+// sizes them (flink.Pods: the roles' replicas, or the TaskManagers the
+// job's parallelism needs, each pod with its role's resource), from the
+// merge by index, the operator's default.
+func (flinkDeployment) Demand(obj map[string]any) (Demand, error) {
+	groups, err := flink.Pods(obj)
+	if err != nil {
+		return Demand{}, err
 	}
-	out := runtime.DeepCopyJSON(common)
-	mergeInto(out, own, byName)
-	return out
+	out := Demand{Groups: make([]PodGroup, len(groups))}
+	for i, g := range groups {
+		out.Groups[i] = PodGroup{What: g.Role, Count: g.Count, Spec: g.Spec}
+	}
+	return out, nil
 }
 
-func mergeInto(to, from map[string]any, byName bool) {
-	for k, fv := range from {
-		tv, ok := to[k]
-		if !ok {
-			to[k] = runtime.DeepCopyJSONValue(fv)
-			continue
-		}
-		tl, tIsList := tv.([]any)
-		fl, fIsList := fv.([]any)
-		tm, tIsMap := tv.(map[string]any)
-		fm, fIsMap := fv.(map[string]any)
-		switch {
-		case tIsList && fIsList && byName && named(tl) && named(fl):
-			for _, item := range fl {
-				im := item.(map[string]any)
-				merged := false
-				for _, cur := range tl {
-					if cm := cur.(map[string]any); cm["name"] == im["name"] {
-						mergeInto(cm, im, byName)
-						merged = true
-						break
-					}
-				}
-				if !merged {
-					tl = append(tl, runtime.DeepCopyJSONValue(item))
-				}
-			}
-			to[k] = tl
-		case tIsList && fIsList:
-			for i, item := range fl {
-				if i >= len(tl) {
-					tl = append(tl, runtime.DeepCopyJSONValue(item))
-					continue
-				}
-				im, iIsMap := item.(map[string]any)
-				if cur, ok := tl[i].(map[string]any); ok && iIsMap {
-					mergeInto(cur, im, byName)
-				} else {
-					tl[i] = runtime.DeepCopyJSONValue(item)
-				}
-			}
-			to[k] = tl
-		case tIsMap && fIsMap:
-			mergeInto(tm, fm, byName)
-		default:
-			to[k] = runtime.DeepCopyJSONValue(fv)
-		}
-	}
+func (flinkDeployment) DemandBy() string {
+	return "spec.jobManager.replicas JobManagers and the TaskManagers of spec.taskManager.replicas (else job.parallelism / task slots), each pod with its role's resource"
 }
 
-// named: every element is an object with a name.
-func named(l []any) bool {
-	for _, x := range l {
-		m, ok := x.(map[string]any)
-		if !ok {
-			return false
-		}
-		if _, ok := m["name"].(string); !ok {
-			return false
-		}
+// SuspendSpec sets spec.job.state: suspended makes the operator stop the
+// job the way its upgradeMode says, with a savepoint or keeping its last
+// state, so that it can be restored from there; running makes it restore
+// the job (flink.Suspension, flink.Resumption). A session cluster (no
+// spec.job) runs no job of its own to suspend: a *NotSuspendableError.
+func (flinkDeployment) SuspendSpec(template map[string]any, suspend bool) (map[string]any, error) {
+	if !suspend {
+		return flink.Resumption(template), nil
 	}
-	return true
+	spec, remove := flink.Suspension(template)
+	if remove {
+		return nil, &NotSuspendableError{Kind: FlinkDeployment}
+	}
+	if spec == nil { // the template itself asks for a suspended job
+		spec = map[string]any{"job": map[string]any{"state": "suspended"}}
+	}
+	return spec, nil
+}
+
+func (flinkDeployment) SuspendsBy() string {
+	return "spec.job.state suspended / running (a session cluster: no)"
+}
+
+// Fence suspends the job as flink.Suspension says, so that the operator
+// stops it with a state the next attempt can restore from; a session
+// cluster, which runs no job of its own, is deleted.
+func (flinkDeployment) Fence(obj map[string]any) (map[string]any, bool) {
+	return flink.Suspension(obj)
+}
+
+// Unfence gives the object back the job state its template asks for
+// (flink.Resumption).
+func (flinkDeployment) Unfence(template map[string]any) map[string]any {
+	return flink.Resumption(template)
+}
+
+func (flinkDeployment) FencesBy() string {
+	return "spec.job.state suspended, the template's state on return (a session cluster: deleted)"
+}
+
+// InPlace: yes. The operator compares the spec with the last one it
+// reconciled and upgrades the running job by the spec's upgradeMode
+// (stateless, savepoint, last-state), suspending it first
+// (flink-kubernetes-operator, AbstractJobReconciler.reconcileSpecChange;
+// a session cluster by SessionReconciler.reconcileSpecChange: deleted
+// and deployed again).
+func (flinkDeployment) InPlace(_, _ map[string]any) error { return nil }
+
+// UpgradeMode is spec.job.upgradeMode (flink.UpgradeMode).
+func (flinkDeployment) UpgradeMode(template map[string]any) string {
+	return flink.UpgradeMode(template)
+}
+
+func (flinkDeployment) InPlaceBy() string {
+	return "yes, the operator's upgrade by spec.job.upgradeMode"
+}
+
+// MovesBySavepoint: a job of its own (not a session cluster, which has no
+// job to hand over) is stopped with a savepoint and restored from it
+// (flink.MoveStop).
+func (flinkDeployment) MovesBySavepoint(template map[string]any) bool {
+	_, isJob := flink.MoveStop(template)
+	return isJob
+}
+
+func (flinkDeployment) MovesBy() string {
+	return "by savepoint when it runs a job (a session cluster: afresh)"
 }

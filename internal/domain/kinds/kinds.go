@@ -6,21 +6,29 @@
 // itself, so a kind is taught to purser here and in one place.
 //
 // It is knowledge, not a loop: pure functions over decoded objects, low
-// in the layering so that the API's admission, the control loops and the
-// Flink knowledge can all import it. The driver is where a kind's demand,
-// suspend, fence, health and restore points go as they move out of the
-// switches that hold them today.
+// in the layering so that admission, placement and the control loops can
+// all import it; what the Flink operator does with its
+// kind is internal/flink's knowledge, which the FlinkDeployment's driver
+// imports. Besides its pods and nested objects, a driver says what it
+// can of its kind's demand, suspend, fence, update in place, planned move
+// and failure class (capabilities.go); a loop asks the registry and never
+// names a kind (TestNoSwitchOnKindOutsideDrivers).
+// Health stays a table of its own (internal/member/health) since its
+// rules go by apiVersion and configured CEL rules override them.
 package kinds
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 // PodTemplate is one pod an object describes, as the pods it makes will
@@ -85,19 +93,29 @@ func NewRegistry(drivers ...Driver) *Registry {
 	return r
 }
 
-// Default is the registry of every kind purser knows.
-func Default() *Registry {
+// Default is the registry of every kind purser knows. It is built once
+// and never changes, so that every caller (placement for each submission
+// among them) shares it.
+func Default() *Registry { return defaultRegistry() }
+
+var defaultRegistry = sync.OnceValue(func() *Registry {
 	var ds []Driver
 	ds = append(ds, workloadDrivers()...)
 	ds = append(ds, argoDrivers()...)
 	ds = append(ds, flinkDeployment{})
 	return NewRegistry(ds...)
-}
+})
 
 // Driver returns the driver of gk.
 func (r *Registry) Driver(gk schema.GroupKind) (Driver, bool) {
 	d, ok := r.drivers[gk]
 	return d, ok
+}
+
+// Has reports whether gk has a driver.
+func (r *Registry) Has(gk schema.GroupKind) bool {
+	_, ok := r.drivers[gk]
+	return ok
 }
 
 // Kinds lists the kinds with a driver, sorted by group then kind.
@@ -245,15 +263,29 @@ var (
 func workloadDrivers() []Driver {
 	tmpl := []string{"spec", "template"}
 	const knows = "spec.template"
+	replicas := counted{"pods (replicas)", "spec.replicas pods (1 by default)", func(obj map[string]any) int64 {
+		n, ok := fields.Int(obj, "spec", "replicas")
+		if !ok {
+			n = 1
+		}
+		return n
+	}}
 	return []Driver{
-		podDriver{Pod, nil, "the object's own spec"},
+		countedDriver{podDriver{Pod, nil, "the object's own spec"},
+			counted{"pod", "one pod", func(map[string]any) int64 { return 1 }}},
 		podDriver{PodTemplateKind, []string{"template"}, "template"},
 		podDriver{ReplicationController, tmpl, knows},
-		podDriver{Job, tmpl, knows},
-		podDriver{CronJob, []string{"spec", "jobTemplate", "spec", "template"}, "spec.jobTemplate.spec.template"},
-		podDriver{Deployment, tmpl, knows},
-		podDriver{StatefulSet, tmpl, knows},
+		jobDriver{countedDriver{podDriver{Job, tmpl, knows},
+			counted{"pods (parallelism)", "spec.parallelism pods (1 by default), at most spec.completions", func(obj map[string]any) int64 {
+				return jobPods(obj, "spec")
+			}}}},
+		countedDriver{podDriver{CronJob, []string{"spec", "jobTemplate", "spec", "template"}, "spec.jobTemplate.spec.template"},
+			counted{"pods (parallelism)", "its jobTemplate's, as a Job's", func(obj map[string]any) int64 {
+				return jobPods(obj, "spec", "jobTemplate", "spec")
+			}}},
+		countedDriver{podDriver{Deployment, tmpl, knows}, replicas},
+		countedDriver{podDriver{StatefulSet, tmpl, knows}, replicas},
 		podDriver{DaemonSet, tmpl, knows},
-		podDriver{ReplicaSet, tmpl, knows},
+		countedDriver{podDriver{ReplicaSet, tmpl, knows}, replicas},
 	}
 }

@@ -13,8 +13,6 @@ import (
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/domain/kinds"
-	"github.com/purser-io/purser/internal/flink"
-	"github.com/purser-io/purser/internal/platform/fields"
 )
 
 // Demand is what a runnable asks of the cluster it goes to.
@@ -58,15 +56,11 @@ func ParseList(m map[string]string) (corev1.ResourceList, error) {
 
 // Requests is what spec asks for: each pod of its template by
 // Kubernetes' own rule (PodRequests), times the pods its kind runs at
-// once:
-//
-//   - a Pod: one;
-//   - a Job: spec.parallelism (1 by default), at most spec.completions;
-//     a CronJob: that of its jobTemplate;
-//   - a Deployment, ReplicaSet or StatefulSet: spec.replicas (1 by default);
-//   - an Argo Workflow: its largest template's pod, one step at a time;
-//   - a FlinkDeployment: its JobManager and TaskManagers (flink.Pods);
-//   - any other kind: every pod template found in it, one pod each.
+// once, as the kind's driver counts them (kinds.Demander; docs/kinds.md
+// lists them: a Job's parallelism, a Deployment's replicas, an Argo
+// Workflow's largest step, a FlinkDeployment's JobManager and
+// TaskManagers); any other kind runs every pod template found in it, one
+// pod each.
 //
 // spec.resources may add to that what the pods do not show (a license,
 // parallel steps, an external resource), never take from it: per
@@ -199,93 +193,47 @@ type podGroup struct {
 	spec  corev1.PodSpec
 }
 
+// podGroups are the pods tmpl runs at once, as its kind's driver counts
+// them (kinds.Demander), of which an Argo Workflow's, run one step at a
+// time, count by the largest; a kind whose driver does not count its
+// pods runs every pod template found in it, one pod each.
 func podGroups(tmpl map[string]any) ([]podGroup, error) {
-	apiVersion, _ := tmpl["apiVersion"].(string)
-	kind, _ := tmpl["kind"].(string)
-	group, _, _ := strings.Cut(apiVersion, "/")
-	if !strings.Contains(apiVersion, "/") {
-		group = ""
-	}
-	one := func(what string, count int64, path ...string) ([]podGroup, error) {
-		spec, ok, err := podSpecAt(tmpl, path...)
-		if err != nil || !ok {
-			return nil, err
-		}
-		return []podGroup{{what: what, count: count, spec: spec}}, nil
-	}
-	switch {
-	case group == "" && kind == "Pod":
-		return one("pod", 1, "spec")
-	case group == "batch" && kind == "Job":
-		return one("pods (parallelism)", jobPods(tmpl, "spec"), "spec", "template", "spec")
-	case group == "batch" && kind == "CronJob":
-		return one("pods (parallelism)", jobPods(tmpl, "spec", "jobTemplate", "spec"), "spec", "jobTemplate", "spec", "template", "spec")
-	case group == "apps" && (kind == "Deployment" || kind == "ReplicaSet" || kind == "StatefulSet"):
-		n, ok := fields.Int(tmpl, "spec", "replicas")
-		if !ok {
-			n = 1
-		}
-		return one("pods (replicas)", n, "spec", "template", "spec")
-	case group == "argoproj.io" && kind == "Workflow":
-		return workflowPods(tmpl)
-	case group == flink.Group && kind == flink.KindDeployment:
-		fg, err := flink.Pods(tmpl)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]podGroup, len(fg))
-		for i, g := range fg {
-			out[i] = podGroup{what: g.Role, count: g.Count, spec: g.Spec}
-		}
-		return out, nil
-	}
-	var out []podGroup
-	findPodSpecs(tmpl, func(spec corev1.PodSpec) { out = append(out, podGroup{what: "pod template", count: 1, spec: spec}) })
-	return out, nil
-}
-
-// jobPods is how many pods a Job runs at once (JobSpec at path):
-// parallelism, 1 by default, at most completions when those are set.
-func jobPods(tmpl map[string]any, path ...string) int64 {
-	n, ok := fields.Int(tmpl, append(slices.Clone(path), "parallelism")...)
-	if !ok {
-		n = 1
-	}
-	if c, ok := fields.Int(tmpl, append(slices.Clone(path), "completions")...); ok && c < n {
-		n = c
-	}
-	return max(n, 0)
-}
-
-// workflowPods is an Argo Workflow's largest step: the pod of each
-// template that runs one, as its driver builds it (internal/domain/kinds: the
-// template with templateDefaults merged and podSpecPatch applied, as the
-// workflow controller makes it), of which placement needs the largest;
-// steps that run in parallel are not added up (declare spec.resources
-// for that). The executor's own containers, sized by the workflow
-// controller's configuration, are not counted.
-func workflowPods(tmpl map[string]any) ([]podGroup, error) {
-	pods, err := kinds.Default().PodTemplates(tmpl)
+	demand, ok, err := kinds.Default().Demand(tmpl)
 	if err != nil {
 		return nil, err
 	}
+	if !ok {
+		var out []podGroup
+		findPodSpecs(tmpl, func(spec corev1.PodSpec) { out = append(out, podGroup{what: "pod template", count: 1, spec: spec}) })
+		return out, nil
+	}
+	out := make([]podGroup, 0, len(demand.Groups))
+	for _, g := range demand.Groups {
+		out = append(out, podGroup{what: g.What, count: g.Count, spec: g.Spec})
+	}
+	if demand.OneAtATime {
+		return largest(out), nil
+	}
+	return out, nil
+}
+
+// largest is the group whose pod requests the most (by cpu, then
+// memory), alone; nil for none.
+func largest(groups []podGroup) []podGroup {
 	var best *podGroup
 	var bestReq corev1.ResourceList
-	for _, p := range pods {
-		if len(p.Spec.Containers) == 0 {
-			continue // a resource or data template: the executor's pod
-		}
-		pod := &corev1.Pod{Spec: *p.Spec.DeepCopy()}
+	for i := range groups {
+		pod := &corev1.Pod{Spec: *groups[i].spec.DeepCopy()}
 		DefaultRequests(pod)
 		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 		if best == nil || larger(req, bestReq) {
-			best, bestReq = &podGroup{what: "pod (largest step, " + p.Path + ")", count: 1, spec: p.Spec}, req
+			best, bestReq = &groups[i], req
 		}
 	}
 	if best == nil {
-		return nil, nil
+		return nil
 	}
-	return []podGroup{*best}, nil
+	return []podGroup{*best}
 }
 
 // larger orders requests by cpu, then memory, then the sum of the rest.
@@ -321,20 +269,6 @@ func findPodSpecs(v any, fn func(corev1.PodSpec)) {
 			findPodSpecs(e, fn)
 		}
 	}
-}
-
-// podSpecAt decodes the pod spec at path of tmpl; ok is false when there
-// is none.
-func podSpecAt(tmpl map[string]any, path ...string) (corev1.PodSpec, bool, error) {
-	var spec corev1.PodSpec
-	v, ok := fields.Get(tmpl, path...)
-	if !ok {
-		return spec, false, nil
-	}
-	if err := decodeInto(v, &spec); err != nil {
-		return spec, false, fmt.Errorf("spec.template.%s does not decode as a pod spec: %w", strings.Join(path, "."), err)
-	}
-	return spec, true, nil
 }
 
 func decodeInto(v any, out any) error {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/internal/domain/admission"
+	"github.com/purser-io/purser/internal/domain/kinds"
 )
 
 // KindPolicy is what whoever acts on a member cluster (the submitter, the
@@ -18,6 +19,7 @@ import (
 // file as it is reloaded.
 type KindPolicy interface {
 	AuthorizeKind(u User, t Target) KindDecision
+	OpaqueKind(u User, ns string, gk schema.GroupKind) bool
 	PodSecurityLevel(ns string) admission.Level
 	BindableClusterRoles(ns string) []string
 	EmbeddedRules() []admission.EmbeddedRule
@@ -44,6 +46,7 @@ func NewReview(p KindPolicy, pods *admission.Checker, author User, ns string, sc
 	return admission.Review{
 		Checker: pods, Level: p.PodSecurityLevel(ns), ClusterRoles: p.BindableClusterRoles(ns), Embedded: p.EmbeddedRules(),
 		Namespace: ns, Runnable: runnable,
+		Undriven: Undriven(p, author, ns),
 		Kind: func(obj map[string]any, path string) error {
 			u := unstructured.Unstructured{Object: obj}
 			gvk := u.GroupVersionKind()
@@ -57,5 +60,20 @@ func NewReview(p KindPolicy, pods *admission.Checker, author User, ns string, sc
 			}
 			return fmt.Errorf("%s: %s may not put %s in namespace %s from %s: %s", path, author.Name, KindName(gvk.GroupKind()), objNS, ns, d.Reason)
 		},
+	}
+}
+
+// Undriven is the review's rule for kinds without a driver, for author's
+// objects from namespace ns: a kind some driver knows, or one every
+// kube-apiserver serves built in (those that make pods all have drivers),
+// passes; any other (a custom resource whose controller may run pods
+// purser cannot see) only where the policy lists it in kinds.opaque.
+func Undriven(p KindPolicy, author User, ns string) func(schema.GroupKind) error {
+	return func(gk schema.GroupKind) error {
+		if kinds.Default().Has(gk) || BuiltinScope(gk) != ScopeUnknown || p.OpaqueKind(author, ns, gk) {
+			return nil
+		}
+		return fmt.Errorf("purser has no driver for kind %s: it cannot see the pods its controller would make, so it judges none of them; "+
+			"an admin may list it in the policy's namespaces.%s.kinds.opaque to place it unjudged", KindName(gk), ns)
 	}
 }

@@ -48,6 +48,13 @@ type KindRules struct {
 	// may create. Every other cluster-scoped kind needs a global admin:
 	// such an object is shared by every tenant of the member cluster.
 	ClusterScoped []string `json:"clusterScoped,omitempty"`
+	// Opaque lists kinds purser has no driver for (custom resources whose
+	// controllers make pods purser cannot see) that the namespace's
+	// editors may place all the same, judged only where a workload keeps
+	// its pod (spec.template.spec). Any other kind without a driver that
+	// no kube-apiserver serves built in is refused: its controller could
+	// run whatever pod it likes for them.
+	Opaque []string `json:"opaque,omitempty"`
 }
 
 // Target is what a change would put on a member cluster.
@@ -165,6 +172,17 @@ func (p *Policy) grantRule(keys []string, gk schema.GroupKind) string {
 	return "namespaces." + key + ".kinds.clusterScoped"
 }
 
+// OpaqueKind reports whether u may place objects of kind gk, which has no
+// driver, from namespace ns: a global admin always, anyone else where
+// kinds.opaque lists it for ns or for every namespace.
+func (p *Policy) OpaqueKind(u User, ns string, gk schema.GroupKind) bool {
+	if p.IsAdmin(u) {
+		return true
+	}
+	_, ok := p.kindMatch([]string{ns, AnyNamespace}, gk, func(r KindRules) []string { return r.Opaque })
+	return ok
+}
+
 // KindName writes gk as the policy and its messages do: Kind.group, or
 // Kind for the core group.
 func KindName(gk schema.GroupKind) string {
@@ -186,7 +204,7 @@ func kindPatternMatches(pattern string, gk schema.GroupKind) bool {
 // checkKindRules refuses patterns that could never match, so that a
 // typo ("rolebinding") does not silently leave a kind allowed.
 func checkKindRules(ns string, r KindRules) error {
-	for field, list := range map[string][]string{"allow": r.Allow, "deny": r.Deny, "clusterScoped": r.ClusterScoped} {
+	for field, list := range map[string][]string{"allow": r.Allow, "deny": r.Deny, "clusterScoped": r.ClusterScoped, "opaque": r.Opaque} {
 		for i, pat := range list {
 			if err := checkKindPattern(pat); err != nil {
 				return fmt.Errorf("policy: namespace %s: kinds.%s[%d] %q: %w", ns, field, i, pat, err)

@@ -157,7 +157,7 @@ func (g *Gate) Review(ctx context.Context, u policy.User, ns string, runnable bo
 	p := g.Policy
 	return admission.Review{
 		Checker: g.Pods, Level: p.PodSecurityLevel(ns), ClusterRoles: p.BindableClusterRoles(ns), Embedded: p.EmbeddedRules(),
-		Namespace: ns, Runnable: runnable,
+		Namespace: ns, Runnable: runnable, Undriven: policy.Undriven(p, u, ns),
 		Kind: func(obj map[string]any, path string) error { return g.AuthorizeKind(ctx, u, ns, obj, path) },
 	}
 }

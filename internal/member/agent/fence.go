@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	"github.com/purser-io/purser/internal/flink"
+	"github.com/purser-io/purser/internal/domain/kinds"
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
@@ -32,11 +32,6 @@ const (
 	fenceDelete  = "delete"
 )
 
-var (
-	jobKind   = schema.GroupKind{Group: "batch", Kind: "Job"}
-	flinkKind = schema.GroupKind{Group: flink.Group, Kind: flink.KindDeployment}
-)
-
 // fencing is what to do to one object; a zero fencing means nothing, the
 // object being suspended or on its way out already.
 type fencing struct {
@@ -44,32 +39,23 @@ type fencing struct {
 	patch  []byte // the merge patch of fenceSuspend
 }
 
-// fencingFor decides how to stop u: a Job is suspended (its pods are
-// deleted, the Job and its history stay), a FlinkDeployment as
-// flink.Suspension says (its job suspended, so that the operator stops it
-// with a state the next attempt can restore from; a session cluster
-// deleted), anything else is deleted.
+// fencingFor decides how to stop u, as its kind's driver says
+// (kinds.Fencer: a Job suspended, its pods deleted and the Job and its
+// history kept; a FlinkDeployment's job suspended so that the operator
+// stops it with a state the next attempt can restore from, a session
+// cluster deleted); a kind whose driver knows no fence is deleted.
 func fencingFor(gk schema.GroupKind, u *unstructured.Unstructured, now time.Time) fencing {
 	if u.GetDeletionTimestamp() != nil {
 		return fencing{}
 	}
-	switch gk {
-	case jobKind:
-		if suspended, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend"); suspended {
-			return fencing{}
-		}
-		return suspendPatch(u, map[string]any{"suspend": true}, now)
-	case flinkKind:
-		spec, remove := flink.Suspension(u.Object)
-		switch {
-		case remove:
-			return fencing{action: fenceDelete}
-		case spec == nil:
-			return fencing{}
-		}
-		return suspendPatch(u, spec, now)
+	spec, remove := kinds.Default().Fence(gk, u.Object)
+	switch {
+	case remove:
+		return fencing{action: fenceDelete}
+	case spec == nil:
+		return fencing{}
 	}
-	return fencing{action: fenceDelete}
+	return suspendPatch(u, spec, now)
 }
 
 // suspendPatch is a merge patch of spec that applies only to u itself: the

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/domain/kinds"
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/hub/stream/streamtest"
 	"github.com/purser-io/purser/internal/sandbox"
@@ -48,21 +49,21 @@ func TestFencingFor(t *testing.T) {
 		action string
 		patch  string
 	}{
-		{"running Job", jobKind, obj("batch/v1", "Job", map[string]any{"parallelism": int64(1)}, false),
+		{"running Job", kinds.Job, obj("batch/v1", "Job", map[string]any{"parallelism": int64(1)}, false),
 			fenceSuspend, `{"metadata":{"annotations":{"purser.io/fenced":"2026-11-29T12:00:00Z"},"uid":"u-1"},"spec":{"suspend":true}}`},
-		{"Job resumed", jobKind, obj("batch/v1", "Job", map[string]any{"suspend": false}, false),
+		{"Job resumed", kinds.Job, obj("batch/v1", "Job", map[string]any{"suspend": false}, false),
 			fenceSuspend, `{"metadata":{"annotations":{"purser.io/fenced":"2026-11-29T12:00:00Z"},"uid":"u-1"},"spec":{"suspend":true}}`},
-		{"suspended Job", jobKind, obj("batch/v1", "Job", map[string]any{"suspend": true}, false), "", ""},
-		{"Job being deleted", jobKind, obj("batch/v1", "Job", nil, true), "", ""},
-		{"running FlinkDeployment", flinkKind, obj("flink.apache.org/v1beta1", "FlinkDeployment",
+		{"suspended Job", kinds.Job, obj("batch/v1", "Job", map[string]any{"suspend": true}, false), "", ""},
+		{"Job being deleted", kinds.Job, obj("batch/v1", "Job", nil, true), "", ""},
+		{"running FlinkDeployment", kinds.FlinkDeployment, obj("flink.apache.org/v1beta1", "FlinkDeployment",
 			map[string]any{"job": map[string]any{"jarURI": "local:///j.jar", "state": "running"}}, false),
 			fenceSuspend, `{"metadata":{"annotations":{"purser.io/fenced":"2026-11-29T12:00:00Z"},"uid":"u-1"},"spec":{"job":{"state":"suspended"}}}`},
-		{"FlinkDeployment without a state", flinkKind, obj("flink.apache.org/v1beta1", "FlinkDeployment",
+		{"FlinkDeployment without a state", kinds.FlinkDeployment, obj("flink.apache.org/v1beta1", "FlinkDeployment",
 			map[string]any{"job": map[string]any{"jarURI": "local:///j.jar"}}, false),
 			fenceSuspend, `{"metadata":{"annotations":{"purser.io/fenced":"2026-11-29T12:00:00Z"},"uid":"u-1"},"spec":{"job":{"state":"suspended"}}}`},
-		{"suspended FlinkDeployment", flinkKind, obj("flink.apache.org/v1beta1", "FlinkDeployment",
+		{"suspended FlinkDeployment", kinds.FlinkDeployment, obj("flink.apache.org/v1beta1", "FlinkDeployment",
 			map[string]any{"job": map[string]any{"state": "suspended"}}, false), "", ""},
-		{"Flink session cluster", flinkKind, obj("flink.apache.org/v1beta1", "FlinkDeployment",
+		{"Flink session cluster", kinds.FlinkDeployment, obj("flink.apache.org/v1beta1", "FlinkDeployment",
 			map[string]any{"flinkVersion": "v1_20"}, false), fenceDelete, ""},
 		{"Argo Workflow", schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"},
 			obj("argoproj.io/v1alpha1", "Workflow", map[string]any{"entrypoint": "main"}, false), fenceDelete, ""},
