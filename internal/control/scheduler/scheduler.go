@@ -33,6 +33,7 @@ import (
 	"github.com/purser-io/purser/internal/domain/submission"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Actor is the audit log's actor of what the scheduler decides alone
@@ -46,7 +47,8 @@ const Actor = "scheduler"
 // often. A schedule written in this process wakes it at once (Kick).
 const DefaultResync = 10 * time.Second
 
-// errorPause is how long the loop waits after a pass that failed.
+// errorPause is how long the loop first waits after a pass that failed
+// (then longer, up to Resync).
 const errorPause = time.Second
 
 // lastRunsShown is how many runs status.lastRuns lists.
@@ -71,10 +73,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Scheduler is the loop.
+// Scheduler is the loop: one key on the reconcile scaffold, run again at
+// the earliest next tick, on a Kick, or every Resync at the latest, with
+// the scaffold's backoff after a pass that failed.
 type Scheduler struct {
-	cfg  Config
-	kick chan struct{}
+	cfg   Config
+	queue *reconcile.Queue[struct{}]
 }
 
 // New returns a scheduler.
@@ -91,48 +95,51 @@ func New(cfg Config) *Scheduler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{cfg: cfg, kick: make(chan struct{}, 1)}
+	s := &Scheduler{cfg: cfg}
+	s.queue = reconcile.New(s.reconcile, reconcile.Config[struct{}]{
+		Name: "scheduler", Logger: cfg.Logger, RetryBase: errorPause, RetryMax: cfg.Resync,
+	})
+	return s
 }
 
 // Kick makes the loop look at the schedules now: one was written, or a
 // test moved the clock.
-func (s *Scheduler) Kick() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
+func (s *Scheduler) Kick() { s.queue.Add(struct{}{}) }
+
+// Run fires the due schedules, then waits for the earliest next tick (or
+// Resync, or a Kick), until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if s.cfg.Wake != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-s.cfg.Wake:
+					s.Kick()
+				}
+			}
+		}()
 	}
+	s.Kick()
+	return s.queue.Run(ctx)
 }
 
-// Run fires the due schedules, then sleeps until the earliest next tick
-// (or Resync, or a Kick), until ctx ends.
-func (s *Scheduler) Run(ctx context.Context) error {
-	for {
-		next, err := s.Pass(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Error("schedules", "error", err)
-		}
-		wait := s.cfg.Resync
-		if next != nil {
-			if d := next.Sub(s.cfg.Now()); d < wait {
-				wait = max(d, 0)
-			}
-		}
-		if err != nil {
-			// A schedule that failed is still due: look again in a
-			// while, not at once in a loop.
-			wait = max(wait, errorPause)
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-s.kick:
-		case <-s.cfg.Wake:
-		case <-timer.C:
-		}
-		timer.Stop()
+// reconcile is one pass: the due schedules fired, and the wait until the
+// earliest next tick, Resync at most. A failed pass is retried with the
+// scaffold's backoff: a schedule that failed is still due.
+func (s *Scheduler) reconcile(ctx context.Context, _ struct{}) (reconcile.Result, error) {
+	next, err := s.Pass(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
+	wait := s.cfg.Resync
+	if next != nil {
+		if d := next.Sub(s.cfg.Now()); d < wait {
+			wait = max(d, time.Millisecond)
+		}
+	}
+	return reconcile.Result{RequeueAfter: wait}, nil
 }
 
 // Pass fires every schedule due now and returns the earliest next tick.
