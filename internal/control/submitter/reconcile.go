@@ -212,7 +212,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	s.metrics.placementSeconds.Observe(time.Since(start).Seconds())
 
 	if decision.Cluster == "" {
-		if servedNowhere(decision) {
+		if servedNowhere(decision) && !s.discoveryOlder(ctx, decision, r.Rec.CreatedAt) {
 			msg := fmt.Sprintf("no cluster serves %s: %s", gvk, decision.Reason)
 			return verdict{move: &transition{
 				phase: v1alpha1.PhaseFailed, message: msg,
@@ -290,6 +290,25 @@ func wake(now time.Time, deadline *time.Time, heldUntil time.Time) time.Duration
 		}
 	}
 	return max(d, 0)
+}
+
+// discoveryOlder reports whether some cluster d turned down for not
+// serving the kind said so from a discovery older than since (the
+// runnable's creation): a CRD installed just before may not be in it. The
+// runnable then waits for the next discovery, which the clusters' clients
+// ask for at most every mapperRefresh, rather than fail for good on a
+// stale answer.
+func (s *Submitter) discoveryOlder(ctx context.Context, d placement.Decision, since time.Time) bool {
+	for name := range d.Rejected {
+		row, err := s.clusterRow(ctx, name)
+		if err != nil {
+			continue // removed: it serves nothing
+		}
+		if cc, err := s.clients.Get(row); err == nil && !cc.DiscoveredSince(since) {
+			return true
+		}
+	}
+	return false
 }
 
 // servedNowhere reports that every cluster was turned down only because

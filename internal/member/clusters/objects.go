@@ -160,6 +160,16 @@ func (c *ObjectClient) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, 
 	return m, err
 }
 
+// DiscoveredSince reports whether what the client says of the kinds the
+// cluster serves comes from a discovery asked after t: the mapper is
+// reset, and discovers again on its next use, at most every refresh, so
+// a "not served" may be older than a CRD installed a moment ago.
+func (c *ObjectClient) DiscoveredSince(t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastReset.After(t)
+}
+
 // Rediscover is for a caller whose request to a resolved kind was answered
 // NotFound: the kind may have gone with its CRD. Discovery is asked again
 // on the next Mapping, under the same limit as for an unknown kind; a
