@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/scheduler"
 	"github.com/purser-io/purser/internal/domain/policy"
@@ -112,6 +114,30 @@ func testAttack(t *testing.T, f *farm) {
 				t.Errorf("%s name of a schedule of %d characters is %d long (%s): no member cluster takes a Job of that name", what, len(longest), len(name), name)
 			}
 		}
+		// And as the cluster sees it: a run by hand of the schedule of the
+		// longest name becomes a Job there.
+		f.yaml("mallory", "PUT", schedPath(f.own, longest), schedule(f.own, longest, "  suspend: true\n", "", job)).want(t, http.StatusCreated)
+		run := f.do("mallory", "POST", schedPath(f.own, longest)+"/run", nil).want(t, http.StatusAccepted)
+		name := run.str("metadata", "name")
+		kube, err := f.cluster.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the run by hand of "+longest+" on the cluster", func() error {
+			if _, err := kube.BatchV1().Jobs(f.own).Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+				return nil
+			}
+			r, err := f.runnableRow(name)
+			if err != nil {
+				return err
+			}
+			if v1alpha1.Phase(r.Phase).Terminal() {
+				t.Fatalf("the run by hand %s (%d characters) ended %s without a Job on the cluster: %s", name, len(name), r.Phase,
+					f.do("mallory", "GET", "/api/v1/runnables/"+f.own+"/"+name, nil).raw)
+			}
+			return fmt.Errorf("runnable %s is %s", name, r.Phase)
+		})
+		f.do("mallory", "DELETE", schedPath(f.own, longest), nil).want(t, http.StatusOK)
 	})
 
 	// Cron expressions and time zones a tenant may write: each a 422 that
@@ -246,7 +272,7 @@ func testAttack(t *testing.T, f *farm) {
 	// resource template (alone, and as a List's item).
 	t.Run("UndrivenKindTricks", func(t *testing.T) {
 		privPod := `{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, image: busybox, securityContext: {privileged: true}}]}}`
-		for _, c := range []struct{ what, tmpl, want string }{
+		for i, c := range []struct{ what, tmpl, want string }{
 			{"a Job written job", "apiVersion: batch/v1\nkind: job\nspec: {template: {spec: {hostPID: true, containers: [{name: c, image: busybox}]}}}\n", "no driver for kind job.batch"},
 			{"a Job of another group", "apiVersion: example.com/v1\nkind: Job\nspec: {template: {spec: {containers: [{name: c, image: busybox}]}}}\n", "no driver for kind Job.example.com"},
 			{"a Pod of another group", "apiVersion: evil.io/v1\nkind: Pod\nspec: {hostPID: true}\n", "no driver for kind Pod.evil.io"},
@@ -282,9 +308,30 @@ func testAttack(t *testing.T, f *farm) {
         items: []
         spec: {podTemplate: {spec: {hostPID: true}}}
 `), "no driver for kind GizmoList.example.com"},
+			// kubectl (which runs Argo's resource templates) reads any
+			// object with items as a list, whatever its kind, and creates
+			// its items.
+			{"privileged Pods as the items of a ConfigMap in a workflow's resource manifest", argoWorkflow("wf", `  templates:
+  - name: main
+    resource:
+      action: create
+      manifest: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: c}
+        items:
+        - `+privPod+`
+`), "privileged"},
+			{"a Gizmo as the item of a ConfigMap in a workflow's resource manifest", argoWorkflow("wf", `  templates:
+  - name: main
+    resource:
+      action: create
+      manifest: |
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "items": [{"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": "g"}}]}
+`), "no driver for kind Gizmo.example.com"},
 		} {
 			a := f.refused(c.what, http.StatusUnprocessableEntity, func() answer {
-				return f.yaml("mallory", "POST", "/api/v1/runnables", runnable(f.own, "trick", c.tmpl))
+				return f.yaml("mallory", "POST", "/api/v1/runnables", runnable(f.own, "trick-"+fmt.Sprint(i), c.tmpl))
 			})
 			if !strings.Contains(string(a.raw), c.want) {
 				t.Errorf("%s: the 422 does not say %q: %s", c.what, c.want, a.raw)
