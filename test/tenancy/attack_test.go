@@ -101,7 +101,7 @@ func testAttack(t *testing.T, f *farm) {
 	// name is a label of its pods).
 	t.Run("ScheduleNameLengths", func(t *testing.T) {
 		long := strings.Repeat("s", v1alpha1.MaxScheduleNameLength+1)
-		f.refused("a schedule name of 53 characters", http.StatusUnprocessableEntity, func() answer {
+		f.refused("a schedule name one character too long", http.StatusUnprocessableEntity, func() answer {
 			return f.yaml("mallory", "PUT", schedPath(f.own, long), schedule(f.own, long, "", "", job))
 		})
 		longest := strings.Repeat("l", v1alpha1.MaxScheduleNameLength)
