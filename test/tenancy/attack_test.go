@@ -298,14 +298,14 @@ func testAttack(t *testing.T, f *farm) {
         items:
         - {apiVersion: example.com/v1, kind: Gizmo, metadata: {name: g}, spec: {podTemplate: {spec: {hostPID: true}}}}
 `), "no driver for kind Gizmo.example.com"},
-			{"a GizmoList with items in a workflow's resource manifest", argoWorkflow("wf", `  templates:
+			{"a GizmoList without items in a workflow's resource manifest", argoWorkflow("wf", `  templates:
   - name: main
     resource:
       action: create
       manifest: |
         apiVersion: example.com/v1
         kind: GizmoList
-        items: []
+        metadata: {name: g}
         spec: {podTemplate: {spec: {hostPID: true}}}
 `), "no driver for kind GizmoList.example.com"},
 			// kubectl (which runs Argo's resource templates) reads any
@@ -336,6 +336,24 @@ func testAttack(t *testing.T, f *farm) {
 			if !strings.Contains(string(a.raw), c.want) {
 				t.Errorf("%s: the 422 does not say %q: %s", c.what, c.want, a.raw)
 			}
+		}
+		// A RoleBinding, which her namespace denies, as a ConfigMap's
+		// item: the kind rule sees it as it sees one alone.
+		a := f.refused("a RoleBinding as a ConfigMap's item in a workflow's resource manifest", http.StatusForbidden, func() answer {
+			return f.yaml("mallory", "POST", "/api/v1/runnables", runnable(f.own, "trick-rb", argoWorkflow("wf", `  templates:
+  - name: main
+    resource:
+      action: create
+      manifest: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: c}
+        items:
+        - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: rb}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}, subjects: [{kind: User, name: mallory, apiGroup: rbac.authorization.k8s.io}]}
+`)))
+		})
+		if !strings.Contains(string(a.raw), "RoleBinding.rbac.authorization.k8s.io") {
+			t.Errorf("the 403 does not name the kind: %s", a.raw)
 		}
 	})
 

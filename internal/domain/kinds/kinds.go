@@ -162,12 +162,15 @@ func (r *Registry) PodTemplates(obj map[string]any) ([]PodTemplate, error) {
 }
 
 // Nested are the objects obj makes its cluster create: its driver's, and
-// for any kind named *List, its items.
+// the items of a list. A list is what kubectl (which runs Argo's resource
+// templates) decodes as one: any object with an items field, whatever
+// its kind (apimachinery's unstructured decoding looks at items alone),
+// and kubectl creates its items; so a ConfigMap carrying items is read
+// here as kubectl reads it, not by its kind.
 func (r *Registry) Nested(obj map[string]any) ([]Nested, error) {
 	var out []Nested
 	gk := GroupKindOf(obj)
-	if strings.HasSuffix(gk.Kind, "List") {
-		items, _ := obj["items"].([]any)
+	if items, ok := ListItems(obj); ok {
 		for i, it := range items {
 			n, err := NestedAt(fmt.Sprintf("items[%d]", i), it)
 			if err != nil {
@@ -184,6 +187,18 @@ func (r *Registry) Nested(obj map[string]any) ([]Nested, error) {
 		out = append(out, more...)
 	}
 	return out, nil
+}
+
+// ListItems are the items of obj when kubectl would read it as a list:
+// it has an items field (a list of anything else is no list kubectl
+// decodes, and is refused by it).
+func ListItems(obj map[string]any) ([]any, bool) {
+	v, ok := obj["items"]
+	if !ok {
+		return nil, false
+	}
+	items, _ := v.([]any)
+	return items, true
 }
 
 // NestedAt reads what a field holds: an object, or a manifest as text
