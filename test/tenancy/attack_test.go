@@ -174,6 +174,62 @@ func testAttack(t *testing.T, f *farm) {
 		}
 	})
 
+	// The other doors of schedules: another tenant's schedule deleted, a
+	// namespace no policy names, every namespace at once, an approver who
+	// may not write running one by hand, and templates the kind rules and
+	// the namespace rule refuse, as a runnable's are.
+	t.Run("ScheduleDoors", func(t *testing.T) {
+		f.yaml("victor", "PUT", schedPath(f.victim, "nightly"), schedule(f.victim, "nightly", "", "", job)).want(t, http.StatusCreated)
+		f.refused("deleting the victim's schedule", http.StatusForbidden, func() answer {
+			return f.do("mallory", "DELETE", schedPath(f.victim, "nightly"), nil)
+		})
+		f.refused("reading the victim's schedule", http.StatusForbidden, func() answer {
+			return f.do("mallory", "GET", schedPath(f.victim, "nightly"), nil)
+		})
+		f.refused("a schedule in kube-system", http.StatusForbidden, func() answer {
+			return f.yaml("mallory", "PUT", schedPath("kube-system", "s"), schedule("kube-system", "s", "", "", job))
+		})
+		f.refused("listing every namespace's schedules", http.StatusForbidden, func() answer {
+			return f.do("mallory", "GET", "/api/v1/schedules", nil)
+		})
+		f.yaml("mallory", "PUT", schedPath(f.approval, "byhand"), schedule(f.approval, "byhand", "", "", job)).want(t, http.StatusCreated)
+		f.refused("an approver who may not write running a schedule by hand", http.StatusForbidden, func() answer {
+			return f.do("carol", "POST", schedPath(f.approval, "byhand")+"/run", nil)
+		})
+		f.do("mallory", "DELETE", schedPath(f.approval, "byhand"), nil).want(t, http.StatusOK)
+		before := schedules()
+		f.refused("a schedule of ClusterRoleBindings", http.StatusForbidden, func() answer {
+			return f.yaml("mallory", "PUT", schedPath(f.own, "crb"), schedule(f.own, "crb", "", "",
+				"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: User, name: mallory, apiGroup: rbac.authorization.k8s.io}]\n"))
+		})
+		f.refused("a schedule of RoleBindings, which her namespace denies", http.StatusForbidden, func() answer {
+			return f.yaml("mallory", "PUT", schedPath(f.own, "rb"), schedule(f.own, "rb", "", "",
+				"apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}\nsubjects: [{kind: User, name: mallory, apiGroup: rbac.authorization.k8s.io}]\n"))
+		})
+		f.refused("a schedule whose object lands in the victim's namespace", http.StatusUnprocessableEntity, func() answer {
+			return f.yaml("mallory", "PUT", schedPath(f.own, "away"), schedule(f.own, "away", "", "",
+				"apiVersion: v1\nkind: ConfigMap\nmetadata: {namespace: "+f.victim+"}\ndata: {k: v}\n"))
+		})
+		f.refused("a schedule of Secrets", http.StatusUnprocessableEntity, func() answer {
+			return f.yaml("mallory", "PUT", schedPath(f.own, "sec"), schedule(f.own, "sec", "", "",
+				"apiVersion: v1\nkind: Secret\nstringData: {password: hunter2}\n"))
+		})
+		if schedules() != before {
+			t.Error("a refused schedule was stored")
+		}
+		// Labels forged on the schedule itself: its runs carry its own.
+		forged := strings.Replace(schedule(f.own, "forge", "  suspend: true\n", "", job), "metadata: {",
+			"metadata: {labels: {purser.io/schedule: nightly, purser.io/scheduled-time: 2020-01-01T00-00-00Z}, ", 1)
+		f.yaml("mallory", "PUT", schedPath(f.own, "forge"), forged).want(t, http.StatusCreated)
+		run := f.do("mallory", "POST", schedPath(f.own, "forge")+"/run", nil).want(t, http.StatusAccepted)
+		labels, _ := run.body["metadata"].(map[string]any)["labels"].(map[string]any)
+		if labels[v1alpha1.LabelSchedule] != "forge" || labels[v1alpha1.LabelScheduledTime] == "2020-01-01T00-00-00Z" {
+			t.Errorf("a run carries the labels forged on its schedule: %v", labels)
+		}
+		f.do("mallory", "DELETE", "/api/v1/runnables/"+f.own+"/"+run.str("metadata", "name"), nil).want(t, http.StatusOK)
+		f.do("mallory", "DELETE", schedPath(f.own, "forge"), nil).want(t, http.StatusOK)
+	})
+
 	// A schedule in the approval namespace: neither a tick nor a run by
 	// hand skips approval, and its author may not approve its runs.
 	t.Run("ScheduleSkipsApproval", func(t *testing.T) {
