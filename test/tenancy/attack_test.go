@@ -378,6 +378,23 @@ func testAttack(t *testing.T, f *farm) {
         items:
         - `+privPod+`
 `), "privileged"},
+			// apiVersions that read as one group here and another there.
+			{"a Job of group Batch", "apiVersion: Batch/v1\nkind: Job\nspec: {template: {spec: {hostPID: true, containers: [{name: c, image: busybox}]}}}\n", "no driver for kind Job.Batch"},
+			{"a Job of apiVersion batch/v1/x", "apiVersion: batch/v1/x\nkind: Job\nspec: {template: {spec: {hostPID: true, containers: [{name: c, image: busybox}]}}}\n", "must be version or group/version"},
+			{"a Pod of apiVersion /v1", "apiVersion: /v1\nkind: Pod\nspec: {hostPID: true, containers: [{name: c, image: busybox}]}\n", "hostPID=true"},
+			// A manifest whose keys come twice: kubectl keeps the last.
+			{"a ConfigMap that is a Gizmo by its second kind, in a workflow's resource manifest", argoWorkflow("wf", `  templates:
+  - name: main
+    resource:
+      action: create
+      manifest: '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "kind": "Gizmo", "apiVersion": "example.com/v1"}'
+`), "no driver for kind Gizmo.example.com"},
+			{"a Pod made privileged by a second spec, in a workflow's resource manifest", argoWorkflow("wf", `  templates:
+  - name: main
+    resource:
+      action: create
+      manifest: '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}, "spec": {"containers": [{"name": "c", "image": "x", "securityContext": {"privileged": true}}]}}'
+`), "privileged=true"},
 			{"a Gizmo as the item of a ConfigMap in a workflow's resource manifest", argoWorkflow("wf", `  templates:
   - name: main
     resource:
