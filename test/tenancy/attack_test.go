@@ -430,23 +430,37 @@ func testAttack(t *testing.T, f *farm) {
 		}
 	})
 
-	// /k8s: a request refused before its body is read (no valid token)
-	// ends its connection, so that a trickled body holds nothing.
+	// /k8s: a request refused before its body is read (no valid token, a
+	// write /k8s does not take) ends its connection, so that a trickled
+	// body holds nothing, and writes nothing.
 	t.Run("KubeRefusedCloses", func(t *testing.T) {
-		req, err := http.NewRequestWithContext(t.Context(), "POST", f.url+"/k8s/api/v1/namespaces/"+f.own+"/configmaps",
-			strings.NewReader(strings.Repeat("x", 1<<20)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer not-a-token")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
-			t.Errorf("a refused /k8s request: %d, connection kept %v, want 401 and closed", resp.StatusCode, !resp.Close)
+		for _, c := range []struct {
+			what, token, path string
+			code              int
+		}{
+			{"no valid token", "not-a-token", "/k8s/api/v1/namespaces/" + f.own + "/configmaps", http.StatusUnauthorized},
+			{"mallory's runnable in the victim's namespace", f.tokens["mallory"], "/k8s/apis/purser.io/v1alpha1/namespaces/" + f.victim + "/runnables", http.StatusMethodNotAllowed},
+			{"mallory's schedule in her namespace", f.tokens["mallory"], "/k8s/apis/purser.io/v1alpha1/namespaces/" + f.own + "/schedules", http.StatusMethodNotAllowed},
+			{"mallory's ConfigMap, a kind /k8s does not write", f.tokens["mallory"], "/k8s/api/v1/namespaces/" + f.own + "/configmaps", http.StatusMethodNotAllowed},
+		} {
+			req, err := http.NewRequestWithContext(t.Context(), "POST", f.url+c.path, strings.NewReader(strings.Repeat("x", 1<<20)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+c.token)
+			req.Header.Set("Content-Type", "application/json")
+			before := f.state()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != c.code || !resp.Close {
+				t.Errorf("%s: %d, connection kept %v, want %d and closed", c.what, resp.StatusCode, !resp.Close, c.code)
+			}
+			if after := f.state(); after != before {
+				t.Errorf("%s changed the database: %s -> %s", c.what, before, after)
+			}
 		}
 	})
 }
