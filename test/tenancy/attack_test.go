@@ -1,8 +1,14 @@
 package tenancy
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -461,6 +467,33 @@ func testAttack(t *testing.T, f *farm) {
 			if after := f.state(); after != before {
 				t.Errorf("%s changed the database: %s -> %s", c.what, before, after)
 			}
+		}
+		// A body that trickles: the answer comes at once and the server
+		// ends the connection without waiting for the rest.
+		u, err := url.Parse(f.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(conn, "POST /k8s/api/v1/namespaces/%s/configmaps HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer not-a-token\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"a\":", f.own, u.Host)
+		start := time.Now()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("no answer to a trickled refused request: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		var one [1]byte
+		if _, err := conn.Read(one[:]); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("the connection of a trickled refused request stays open (%v)", err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized || time.Since(start) > 5*time.Second {
+			t.Errorf("a trickled refused request: %d after %s", resp.StatusCode, time.Since(start))
 		}
 	})
 }
