@@ -23,10 +23,6 @@ items:
 `, want: []string{"items[0] ConfigMap/", "items[1] Secret/kube-system"}, inText: []bool{false, false}},
 		{name: "a typed list", doc: `{apiVersion: v1, kind: ConfigMapList, items: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}]}`,
 			want: []string{"items[0] ConfigMap/"}},
-		// kubectl reads any object with items as a list, whatever its
-		// kind, and creates the items.
-		{name: "the items of a ConfigMap", doc: `{apiVersion: v1, kind: ConfigMap, metadata: {name: c}, items: [{apiVersion: v1, kind: Pod, metadata: {name: p}}]}`,
-			want: []string{"items[0] Pod/"}},
 		{name: "a Workflow's resource template", doc: `
 apiVersion: argoproj.io/v1alpha1
 kind: Workflow

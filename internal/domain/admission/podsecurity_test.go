@@ -362,6 +362,15 @@ spec:
 			t.Errorf("%s: %v, want a refusal saying %q", name, err, c.want)
 		}
 	}
+	// At the top, the object is created as written (by the writer's
+	// client, not kubectl): a Gizmo with items is a Gizmo, and a
+	// ConfigMap's odd items field is no list of objects.
+	if err := undriven.Check(decode(t, `{apiVersion: example.com/v1, kind: Gizmo, items: []}`)); !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), "no driver for kind Gizmo.example.com") {
+		t.Errorf("a Gizmo with items: %v", err)
+	}
+	if err := undriven.Check(decode(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c}, items: [1, "two"]}`)); err != nil {
+		t.Errorf("a ConfigMap with an items field of its own: %v", err)
+	}
 	// A list of Gizmos' kind (nested, with items) is no Gizmo: its items are what is judged.
 	if err := undriven.Check(decode(t, `
 apiVersion: argoproj.io/v1alpha1

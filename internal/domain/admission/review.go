@@ -79,7 +79,7 @@ func (r Review) check(obj map[string]any, path string, depth int, out *[]Violati
 	// refused below. Any other object, whatever its kind is named (a
 	// custom GizmoList without items is a Gizmo of sorts), is reviewed by
 	// its kind.
-	_, isList := kinds.ListItems(obj)
+	isList := kinds.IsList(obj)
 	if r.Undriven != nil && !(isList && (depth > 0 || strings.HasSuffix(kind, "List"))) {
 		if err := r.Undriven(kinds.GroupKindOf(obj)); err != nil {
 			*out = append(*out, Violation{Path: path, Reason: err.Error()})
@@ -107,6 +107,14 @@ func (r Review) check(obj map[string]any, path string, depth int, out *[]Violati
 		return nil
 	}
 	embedded, err := EmbeddedObjects(obj, r.Embedded)
+	if err == nil && isList && depth > 0 && !strings.HasSuffix(kind, "List") {
+		// Inside a manifest, kubectl creates the items of any object with
+		// items (a ConfigMap carrying Pods), not the object: they are
+		// judged as a List's are.
+		var items []Embedded
+		items, err = kinds.Items(obj)
+		embedded = append(embedded, items...)
+	}
 	if err != nil {
 		*out = append(*out, Violation{Path: path, Reason: err.Error()})
 		return nil

@@ -162,22 +162,17 @@ func (r *Registry) PodTemplates(obj map[string]any) ([]PodTemplate, error) {
 }
 
 // Nested are the objects obj makes its cluster create: its driver's, and
-// the items of a list. A list is what kubectl (which runs Argo's resource
-// templates) decodes as one: any object with an items field, whatever
-// its kind (apimachinery's unstructured decoding looks at items alone),
-// and kubectl creates its items; so a ConfigMap carrying items is read
-// here as kubectl reads it, not by its kind.
+// for any kind named *List, its items (Items: kubectl reads any object
+// with items as a list, which the review follows inside manifests).
 func (r *Registry) Nested(obj map[string]any) ([]Nested, error) {
 	var out []Nested
 	gk := GroupKindOf(obj)
-	if items, ok := ListItems(obj); ok {
-		for i, it := range items {
-			n, err := NestedAt(fmt.Sprintf("items[%d]", i), it)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, n...)
+	if strings.HasSuffix(gk.Kind, "List") {
+		items, err := Items(obj)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, items...)
 	}
 	if d, ok := r.drivers[gk]; ok {
 		more, err := d.Nested(obj)
@@ -189,16 +184,27 @@ func (r *Registry) Nested(obj map[string]any) ([]Nested, error) {
 	return out, nil
 }
 
-// ListItems are the items of obj when kubectl would read it as a list:
-// it has an items field (a list of anything else is no list kubectl
-// decodes, and is refused by it).
-func ListItems(obj map[string]any) ([]any, bool) {
-	v, ok := obj["items"]
-	if !ok {
-		return nil, false
+// IsList reports whether kubectl (which runs Argo's resource templates)
+// reads obj as a list: apimachinery's unstructured decoding takes any
+// object with an items field for one, whatever its kind, and kubectl
+// then creates the items, not the object.
+func IsList(obj map[string]any) bool {
+	_, ok := obj["items"]
+	return ok
+}
+
+// Items are the items of a list, each an object or a manifest.
+func Items(obj map[string]any) ([]Nested, error) {
+	items, _ := obj["items"].([]any)
+	var out []Nested
+	for i, it := range items {
+		n, err := NestedAt(fmt.Sprintf("items[%d]", i), it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n...)
 	}
-	items, _ := v.([]any)
-	return items, true
+	return out, nil
 }
 
 // NestedAt reads what a field holds: an object, or a manifest as text
