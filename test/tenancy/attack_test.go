@@ -474,7 +474,7 @@ func testAttack(t *testing.T, f *farm) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, err := net.Dial("tcp", u.Host)
+		conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", u.Host)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,7 +80,8 @@ func (r Review) check(obj map[string]any, path string, depth int, out *[]Violati
 	// custom GizmoList without items is a Gizmo of sorts), is reviewed by
 	// its kind.
 	isList := kinds.IsList(obj)
-	if r.Undriven != nil && !(isList && (depth > 0 || strings.HasSuffix(kind, "List"))) {
+	listOnly := isList && (depth > 0 || strings.HasSuffix(kind, "List"))
+	if r.Undriven != nil && !listOnly {
 		if err := r.Undriven(kinds.GroupKindOf(obj)); err != nil {
 			*out = append(*out, Violation{Path: path, Reason: err.Error()})
 		}
