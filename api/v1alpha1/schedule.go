@@ -44,10 +44,14 @@ const (
 
 // Bounds of a schedule's fields: a cron expression is five short fields,
 // and a schedule's name, with the suffix of its runs' names, must stay a
-// label value (purser.io/schedule) as Kubernetes bounds a CronJob's.
+// label value, at most 63 characters: the run's object takes the run's
+// name, and a Job's name is a label of its pods (a Job of a longer name
+// is refused by the member cluster). The longest suffix is a run by
+// hand's, "-manual-" and ten digits of Unix seconds (until 2286), so 45,
+// where a CronJob, whose Jobs have an eleven-character suffix, has 52.
 const (
 	MaxScheduleLength     = 256
-	MaxScheduleNameLength = 52
+	MaxScheduleNameLength = 63 - len("-manual-") - 10
 	// MaxCatchUpTicks bounds the ticks one catch-up creates: a window of a
 	// year of a schedule firing each minute would otherwise create half a
 	// million runnables at once.

@@ -102,3 +102,26 @@ func TestRunNames(t *testing.T) {
 		t.Fatalf("ScheduledTimeLabel = %s", got)
 	}
 }
+
+// The runs of a schedule of the longest name are named within a label
+// value's 63 characters, which a Job's name must be (it labels its
+// pods), until Unix seconds need an eleventh digit (2286); one character
+// more is refused.
+func TestRunNamesOfTheLongestSchedule(t *testing.T) {
+	longest := strings.Repeat("l", MaxScheduleNameLength)
+	last := time.Unix(9_999_999_999, 0)
+	for _, name := range []string{TickRunName(longest, last), ManualRunName(longest, last)} {
+		if len(name) > 63 {
+			t.Errorf("%s is %d characters long", name, len(name))
+		}
+	}
+	s := validSchedule()
+	s.Metadata.Name = longest + "l"
+	if errs := ValidateSchedule(s, time.Now()); !strings.Contains(errs.String(), "metadata.name") {
+		t.Fatalf("a schedule name of %d characters: %v", len(s.Metadata.Name), errs)
+	}
+	s.Metadata.Name = longest
+	if errs := ValidateSchedule(s, time.Now()); len(errs) > 0 {
+		t.Fatalf("a schedule name of %d characters: %v", len(s.Metadata.Name), errs)
+	}
+}

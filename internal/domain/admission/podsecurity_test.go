@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
 
@@ -324,6 +325,61 @@ spec:
 	list := decode(t, `{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}`)
 	if err := review(false, LevelBaseline).Check(list); !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), "a List is not an object a cluster stores") {
 		t.Fatalf("a List deployable: %v", err)
+	}
+
+	// Kinds without a driver: one named like a List is judged by its kind
+	// unless it is a list as kubectl reads one (items), and the items of
+	// any object kubectl reads as a list are judged, whatever its kind.
+	undriven := review(true, LevelBaseline)
+	undriven.Undriven = func(gk schema.GroupKind) error {
+		if gk.Group == "example.com" {
+			return fmt.Errorf("no driver for kind %s.%s", gk.Kind, gk.Group)
+		}
+		return nil
+	}
+	for name, c := range map[string]struct{ doc, want string }{
+		"a custom kind named like a List": {`{apiVersion: example.com/v1, kind: GizmoList, spec: {podTemplate: {spec: {hostPID: true}}}}`, "no driver for kind GizmoList.example.com"},
+		"a *List whose items are no list": {`{apiVersion: example.com/v1, kind: GizmoList, items: surprise}`, "a GizmoList is not an object a cluster stores"},
+		"a privileged Pod as a ConfigMap's item in a manifest": {`
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+spec:
+  templates:
+  - resource:
+      action: create
+      manifest: '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x", "securityContext": {"privileged": true}}]}}]}'
+`, "privileged"},
+		"a Gizmo as a ConfigMap's item in a manifest": {`
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+spec:
+  templates:
+  - resource: {action: create, manifest: '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "items": [{"apiVersion": "example.com/v1", "kind": "Gizmo"}]}'}
+`, "items[0]: no driver for kind Gizmo.example.com"},
+	} {
+		err := undriven.Check(decode(t, c.doc))
+		if !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), c.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", name, err, c.want)
+		}
+	}
+	// At the top, the object is created as written (by the writer's
+	// client, not kubectl): a Gizmo with items is a Gizmo, and a
+	// ConfigMap's odd items field is no list of objects.
+	if err := undriven.Check(decode(t, `{apiVersion: example.com/v1, kind: Gizmo, items: []}`)); !errors.As(err, &refusal) || !strings.Contains(refusal.Error(), "no driver for kind Gizmo.example.com") {
+		t.Errorf("a Gizmo with items: %v", err)
+	}
+	if err := undriven.Check(decode(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c}, items: [1, "two"]}`)); err != nil {
+		t.Errorf("a ConfigMap with an items field of its own: %v", err)
+	}
+	// A list of Gizmos' kind (nested, with items) is no Gizmo: its items are what is judged.
+	if err := undriven.Check(decode(t, `
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+spec:
+  templates:
+  - resource: {action: create, manifest: '{"apiVersion": "example.com/v1", "kind": "GizmoList", "items": []}'}
+`)); err != nil {
+		t.Errorf("an empty list of Gizmos in a manifest: %v", err)
 	}
 
 	secret := decode(t, `{apiVersion: v1, kind: Secret, metadata: {name: s}, stringData: {a: b}}`)

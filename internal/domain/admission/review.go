@@ -73,7 +73,15 @@ func (r Review) check(obj map[string]any, path string, depth int, out *[]Violati
 	}
 	kind, _, _ := unstructured.NestedString(obj, "kind")
 	apiVersion, _, _ := unstructured.NestedString(obj, "apiVersion")
-	if r.Undriven != nil && !strings.HasSuffix(kind, "List") {
+	// A list's own kind is no object anyone creates: nested (depth > 0),
+	// kubectl reads any object with items as a list and creates only its
+	// items, which are reviewed below; at the top, a *List with items is
+	// refused below. Any other object, whatever its kind is named (a
+	// custom GizmoList without items is a Gizmo of sorts), is reviewed by
+	// its kind.
+	isList := kinds.IsList(obj)
+	listOnly := isList && (depth > 0 || strings.HasSuffix(kind, "List"))
+	if r.Undriven != nil && !listOnly {
 		if err := r.Undriven(kinds.GroupKindOf(obj)); err != nil {
 			*out = append(*out, Violation{Path: path, Reason: err.Error()})
 		}
@@ -81,7 +89,7 @@ func (r Review) check(obj map[string]any, path string, depth int, out *[]Violati
 	if isSecret(apiVersion, kind) && (r.Runnable || depth > 0) {
 		*out = append(*out, Violation{Path: path, Reason: "a Secret here would be stored, shown and audited as written; declare it as a Deployable of its own, whose values purser seals and never returns"})
 	}
-	if _, ok := obj["items"].([]any); ok && strings.HasSuffix(kind, "List") && depth == 0 {
+	if isList && strings.HasSuffix(kind, "List") && depth == 0 {
 		// No cluster serves a List: its items are what would be created,
 		// and purser creates one object per runnable or deployable.
 		*out = append(*out, Violation{Path: path, Reason: fmt.Sprintf("a %s is not an object a cluster stores; declare each of its items as its own (purser apply -f unpacks Lists)", kind)})
@@ -100,6 +108,14 @@ func (r Review) check(obj map[string]any, path string, depth int, out *[]Violati
 		return nil
 	}
 	embedded, err := EmbeddedObjects(obj, r.Embedded)
+	if err == nil && isList && depth > 0 && !strings.HasSuffix(kind, "List") {
+		// Inside a manifest, kubectl creates the items of any object with
+		// items (a ConfigMap carrying Pods), not the object: they are
+		// judged as a List's are.
+		var items []Embedded
+		items, err = kinds.Items(obj)
+		embedded = append(embedded, items...)
+	}
 	if err != nil {
 		*out = append(*out, Violation{Path: path, Reason: err.Error()})
 		return nil

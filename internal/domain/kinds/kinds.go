@@ -162,19 +162,17 @@ func (r *Registry) PodTemplates(obj map[string]any) ([]PodTemplate, error) {
 }
 
 // Nested are the objects obj makes its cluster create: its driver's, and
-// for any kind named *List, its items.
+// for any kind named *List, its items (Items: kubectl reads any object
+// with items as a list, which the review follows inside manifests).
 func (r *Registry) Nested(obj map[string]any) ([]Nested, error) {
 	var out []Nested
 	gk := GroupKindOf(obj)
 	if strings.HasSuffix(gk.Kind, "List") {
-		items, _ := obj["items"].([]any)
-		for i, it := range items {
-			n, err := NestedAt(fmt.Sprintf("items[%d]", i), it)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, n...)
+		items, err := Items(obj)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, items...)
 	}
 	if d, ok := r.drivers[gk]; ok {
 		more, err := d.Nested(obj)
@@ -182,6 +180,29 @@ func (r *Registry) Nested(obj map[string]any) ([]Nested, error) {
 			return nil, err
 		}
 		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// IsList reports whether kubectl (which runs Argo's resource templates)
+// reads obj as a list: apimachinery's unstructured decoding takes any
+// object with an items field for one, whatever its kind, and kubectl
+// then creates the items, not the object.
+func IsList(obj map[string]any) bool {
+	_, ok := obj["items"]
+	return ok
+}
+
+// Items are the items of a list, each an object or a manifest.
+func Items(obj map[string]any) ([]Nested, error) {
+	items, _ := obj["items"].([]any)
+	var out []Nested
+	for i, it := range items {
+		n, err := NestedAt(fmt.Sprintf("items[%d]", i), it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n...)
 	}
 	return out, nil
 }
