@@ -358,7 +358,12 @@ func (c *Controller) stay(ctx context.Context, rec *store.Runnable, r *runnable,
 		return c.setUnknown(ctx, rec, r, v.Waiting, v.Message)
 	case v.Message != "":
 		return c.setWaiting(ctx, rec, r, v.Waiting, v.Message)
-	case r.status.Waiting == v1alpha1.WaitingClusterNotReady:
+	case r.status.Waiting == v1alpha1.WaitingClusterNotReady,
+		r.status.Waiting != "" && r.status.Health == v1alpha1.HealthUnknown:
+		// A wait that began with its cluster not Ready (which made the
+		// health Unknown) may have turned into another on the way (a
+		// NoExecute taint with no target to move to): when it ends, the
+		// health is what was last observed, not left Unknown.
 		return c.readyAgain(ctx, rec, r)
 	case r.status.Waiting == v1alpha1.WaitingTarget:
 		// What held the runnable is over: say so, rather than leave a
