@@ -96,7 +96,7 @@ func TestDocsShowTheTable(t *testing.T) {
 		}
 	}
 	if !strings.Contains(string(doc), table) {
-		t.Errorf("docs/lifecycle.md does not hold the table of internal/control/lifecycle; go test ./internal/control/lifecycle -run TestDocs -update rewrites it")
+		t.Errorf("docs/lifecycle.md does not hold the table of internal/domain/lifecycle; go test ./internal/domain/lifecycle -run TestDocs -update rewrites it")
 	}
 }
 
