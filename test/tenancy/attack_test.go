@@ -340,49 +340,29 @@ func testAttack(t *testing.T, f *farm) {
 			{"a Pod of another group", "apiVersion: evil.io/v1\nkind: Pod\nspec: {hostPID: true}\n", "no driver for kind Pod.evil.io"},
 			{"a custom kind named like a List", "apiVersion: example.com/v1\nkind: GizmoList\nspec: {podTemplate: {spec: {hostPID: true}}}\n", "no driver for kind GizmoList.example.com"},
 			{"a List of privileged Pods", "apiVersion: v1\nkind: List\nitems: [" + privPod + "]\n", "privileged"},
-			{"a Gizmo in a workflow's resource manifest", argoWorkflow("wf", `  templates:
-  - name: main
-    resource:
-      action: create
-      manifest: |
-        apiVersion: example.com/v1
-        kind: Gizmo
-        metadata: {name: g}
-        spec: {podTemplate: {spec: {hostPID: true}}}
+			{"a Gizmo in a workflow's resource manifest", resourceWorkflow(`apiVersion: example.com/v1
+kind: Gizmo
+metadata: {name: g}
+spec: {podTemplate: {spec: {hostPID: true}}}
 `), "no driver for kind Gizmo.example.com"},
-			{"a Gizmo as the item of a List in a workflow's resource manifest", argoWorkflow("wf", `  templates:
-  - name: main
-    resource:
-      action: create
-      manifest: |
-        apiVersion: v1
-        kind: List
-        items:
-        - {apiVersion: example.com/v1, kind: Gizmo, metadata: {name: g}, spec: {podTemplate: {spec: {hostPID: true}}}}
+			{"a Gizmo as the item of a List in a workflow's resource manifest", resourceWorkflow(`apiVersion: v1
+kind: List
+items:
+- {apiVersion: example.com/v1, kind: Gizmo, metadata: {name: g}, spec: {podTemplate: {spec: {hostPID: true}}}}
 `), "no driver for kind Gizmo.example.com"},
-			{"a GizmoList without items in a workflow's resource manifest", argoWorkflow("wf", `  templates:
-  - name: main
-    resource:
-      action: create
-      manifest: |
-        apiVersion: example.com/v1
-        kind: GizmoList
-        metadata: {name: g}
-        spec: {podTemplate: {spec: {hostPID: true}}}
+			{"a GizmoList without items in a workflow's resource manifest", resourceWorkflow(`apiVersion: example.com/v1
+kind: GizmoList
+metadata: {name: g}
+spec: {podTemplate: {spec: {hostPID: true}}}
 `), "no driver for kind GizmoList.example.com"},
 			// kubectl (which runs Argo's resource templates) reads any
 			// object with items as a list, whatever its kind, and creates
 			// its items.
-			{"privileged Pods as the items of a ConfigMap in a workflow's resource manifest", argoWorkflow("wf", `  templates:
-  - name: main
-    resource:
-      action: create
-      manifest: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: {name: c}
-        items:
-        - `+privPod+`
+			{"privileged Pods as the items of a ConfigMap in a workflow's resource manifest", resourceWorkflow(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: c}
+items:
+- ` + privPod + `
 `), "privileged"},
 			// apiVersions that read as one group here and another there.
 			{"a Job of group Batch", "apiVersion: Batch/v1\nkind: Job\nspec: {template: {spec: {hostPID: true, containers: [{name: c, image: busybox}]}}}\n", "no driver for kind Job.Batch"},
@@ -401,12 +381,7 @@ func testAttack(t *testing.T, f *farm) {
       action: create
       manifest: '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}, "spec": {"containers": [{"name": "c", "image": "x", "securityContext": {"privileged": true}}]}}'
 `), "privileged=true"},
-			{"a Gizmo as the item of a ConfigMap in a workflow's resource manifest", argoWorkflow("wf", `  templates:
-  - name: main
-    resource:
-      action: create
-      manifest: |
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "items": [{"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": "g"}}]}
+			{"a Gizmo as the item of a ConfigMap in a workflow's resource manifest", resourceWorkflow(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "items": [{"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": "g"}}]}
 `), "no driver for kind Gizmo.example.com"},
 		} {
 			a := f.refused(c.what, http.StatusUnprocessableEntity, func() answer {
@@ -419,16 +394,11 @@ func testAttack(t *testing.T, f *farm) {
 		// A RoleBinding, which her namespace denies, as a ConfigMap's
 		// item: the kind rule sees it as it sees one alone.
 		a := f.refused("a RoleBinding as a ConfigMap's item in a workflow's resource manifest", http.StatusForbidden, func() answer {
-			return f.yaml("mallory", "POST", "/api/v1/runnables", runnable(f.own, "trick-rb", argoWorkflow("wf", `  templates:
-  - name: main
-    resource:
-      action: create
-      manifest: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: {name: c}
-        items:
-        - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: rb}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}, subjects: [{kind: User, name: mallory, apiGroup: rbac.authorization.k8s.io}]}
+			return f.yaml("mallory", "POST", "/api/v1/runnables", runnable(f.own, "trick-rb", resourceWorkflow(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: c}
+items:
+- {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: rb}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}, subjects: [{kind: User, name: mallory, apiGroup: rbac.authorization.k8s.io}]}
 `)))
 		})
 		if !strings.Contains(string(a.raw), "RoleBinding.rbac.authorization.k8s.io") {
@@ -530,4 +500,11 @@ func farmPolicy(t *testing.T, f *farm) *policy.Policy {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// resourceWorkflow is a Workflow whose one template is a resource template
+// creating manifest, as Argo hands it to kubectl.
+func resourceWorkflow(manifest string) string {
+	return argoWorkflow("wf", "  templates:\n  - name: main\n    resource:\n      action: create\n      manifest: |\n"+
+		strings.TrimRight(indentBy(manifest, "        "), " "))
 }

@@ -302,10 +302,13 @@ func deployable(ns, name, template string) string {
 		name, ns, indent(template))
 }
 
-func indent(s string) string {
+func indent(s string) string { return indentBy(s, "    ") }
+
+// indentBy puts prefix before every line of s.
+func indentBy(s, prefix string) string {
 	var b strings.Builder
 	for line := range strings.Lines(s) {
-		b.WriteString("    " + line)
+		b.WriteString(prefix + line)
 	}
 	return b.String()
 }
