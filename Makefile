@@ -40,6 +40,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./api/v1alpha1
 	$(GO) test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/domain/admission
 	$(GO) test -run '^$$' -fuzz '^FuzzArgoPods$$' -fuzztime $(FUZZTIME) ./internal/domain/kinds
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./internal/hub/stream
 
 # Copies the pins of the sandbox binaries (go.mod, go.sum and Go files of
 # every module under tools/) into internal/sandbox/pins, which go:embed puts

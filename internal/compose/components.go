@@ -106,7 +106,7 @@ func Ingester(h *Hub, cfg IngesterConfig) (*Component, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := inventory.New(inventory.Config{Store: h.Store, Stream: h.Stream, Logger: componentLog(h, "ingester"), Health: interp.InterpretJSON,
+	in, err := inventory.New(inventory.Config{Store: h.Store, Stream: h.Stream, Logger: componentLog(h, "ingester"), Health: interp,
 		Fingerprint: h.Sealer.Fingerprint})
 	if err != nil {
 		return nil, err

@@ -362,7 +362,7 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 	if err != nil {
 		t.Fatal(err)
 	}
-	ingester, err := inventory.New(inventory.Config{Store: f.store, Stream: streams, Health: interp.InterpretJSON, Logger: log})
+	ingester, err := inventory.New(inventory.Config{Store: f.store, Stream: streams, Health: interp, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

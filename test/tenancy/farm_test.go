@@ -135,7 +135,7 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 		t.Fatal(err)
 	}
 	ingester, err := inventory.New(inventory.Config{Store: f.store, Stream: streamtest.Connect(t, nats.URL), Logger: log,
-		Health: interp.InterpretJSON, Fingerprint: sealer.Fingerprint})
+		Health: interp, Fingerprint: sealer.Fingerprint})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ func startPipeline(t testing.TB, members []member) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ingester, err := inventory.New(inventory.Config{Store: st, Stream: streams, Health: interp.InterpretJSON, Logger: log.With("component", "ingester")})
+	ingester, err := inventory.New(inventory.Config{Store: st, Stream: streams, Health: interp, Logger: log.With("component", "ingester")})
 	if err != nil {
 		t.Fatal(err)
 	}

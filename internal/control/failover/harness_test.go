@@ -202,7 +202,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ingester, err := inventory.New(inventory.Config{Store: f.store, Stream: streams, Health: interp.InterpretJSON, Logger: f.log.With("component", "ingester")})
+	ingester, err := inventory.New(inventory.Config{Store: f.store, Stream: streams, Health: interp, Logger: f.log.With("component", "ingester")})
 	if err != nil {
 		t.Fatal(err)
 	}

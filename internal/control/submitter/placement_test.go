@@ -93,7 +93,7 @@ func (f *fixture) runMembers(cs []*sandbox.Cluster) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ing, err := inventory.New(inventory.Config{Store: f.store, Stream: f.streams, Logger: log, Health: interp.InterpretJSON})
+	ing, err := inventory.New(inventory.Config{Store: f.store, Stream: f.streams, Logger: log, Health: interp})
 	if err != nil {
 		f.t.Fatal(err)
 	}

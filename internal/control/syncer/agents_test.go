@@ -43,7 +43,7 @@ func (f *fixture) startRealAgents() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ingester, err := inventory.New(inventory.Config{Store: f.store, Stream: streams, Health: interp.InterpretJSON, Logger: log.With("component", "ingester")})
+	ingester, err := inventory.New(inventory.Config{Store: f.store, Stream: streams, Health: interp, Logger: log.With("component", "ingester")})
 	if err != nil {
 		f.t.Fatal(err)
 	}

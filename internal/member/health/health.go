@@ -15,7 +15,6 @@
 package health
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
@@ -236,27 +235,26 @@ func clip(s string) string {
 	return s[:cut] + "..."
 }
 
-// InterpretJSON judges an object given as JSON, as the ingester holds it,
-// returning only health and phase; anything that does not decode is
-// Unknown. apiVersion and kind are the record's: a kind that no rule and
-// no built-in judges is judged by them alone, as Interpret would, without
-// decoding the object, which is all a ConfigMap's record needs: decoding
-// every object was a quarter of the ingester's time at 100 clusters, where
-// two records in five are ConfigMaps (docs/benchmarks.md, "The inventory
-// at design size").
-func (i *Interpreter) InterpretJSON(apiVersion, kind string, object []byte) (health, phase string) {
+// ByKind judges an object by its kind alone, without the object, when
+// its kind needs nothing more (ok): a kind that no rule and no built-in
+// judges (a ConfigMap: two records in five at 100 clusters) is judged by
+// apiVersion and kind as Interpret would judge it. The ingester asks
+// before it decodes an event, so that such an object is only scanned,
+// never decoded (docs/benchmarks.md, "The inventory at design size").
+func (i *Interpreter) ByKind(apiVersion, kind string) (health, phase string, ok bool) {
 	k := gvk{apiVersion, kind}
-	if apiVersion != "" && kind != "" && i.rule(apiVersion, kind) == nil && builtins[k] == nil {
-		if stateless[k] {
-			r := interpretStateless(kind)
-			return string(r.Health), r.Phase
-		}
-		return string(v1alpha1.HealthUnknown), ""
+	if apiVersion == "" || kind == "" || i.rule(apiVersion, kind) != nil || builtins[k] != nil {
+		return "", "", false
 	}
-	var obj map[string]any
-	if err := json.Unmarshal(object, &obj); err != nil {
-		return string(v1alpha1.HealthUnknown), PhasePending
+	if stateless[k] {
+		r := interpretStateless(kind)
+		return string(r.Health), r.Phase, true
 	}
+	return string(v1alpha1.HealthUnknown), "", true
+}
+
+// Judge is Interpret for a caller that keeps only health and phase.
+func (i *Interpreter) Judge(obj map[string]any) (health, phase string) {
 	r := i.Interpret(obj)
 	return string(r.Health), r.Phase
 }

@@ -23,7 +23,7 @@ import (
 // tombstone's final state carries the version of the last update it
 // follows).
 type eventConverter struct {
-	health      HealthFunc
+	health      Judge
 	fingerprint func([]byte) string // Config.Fingerprint
 	log         *slog.Logger
 }
@@ -39,28 +39,29 @@ type eventBatch struct {
 
 func (c *eventConverter) convert(msgs []jetstream.Msg) (eventBatch, []jetstream.Msg) {
 	type key struct{ cluster, uid string }
-	newest := map[key]*stream.Event{}
+	newest := map[key]*decoded{}
 	var order []key
 	ready := make([]jetstream.Msg, 0, len(msgs))
 	for _, m := range msgs {
-		ev, ok := c.decode(m)
+		d, ok := c.decode(m)
 		if !ok {
 			continue
 		}
 		ready = append(ready, m)
-		k := key{ev.Cluster, ev.UID}
+		k := key{d.ev.Cluster, d.ev.UID}
 		prev, seen := newest[k]
 		if !seen {
 			order = append(order, k)
-			newest[k] = ev
+			newest[k] = d
 			continue
 		}
-		if newerEvent(ev, prev) {
-			newest[k] = ev
+		if newerEvent(d.ev, prev.ev) {
+			newest[k] = d
 		}
 	}
 	b := eventBatch{lastEvent: map[string]time.Time{}}
-	for _, ev := range newest {
+	for _, d := range newest {
+		ev := d.ev
 		if ev.Time.After(b.lastEvent[ev.Cluster]) {
 			b.lastEvent[ev.Cluster] = ev.Time
 		}
@@ -69,13 +70,13 @@ func (c *eventConverter) convert(msgs []jetstream.Msg) (eventBatch, []jetstream.
 	// the agent's.
 	now := time.Now()
 	for _, k := range order {
-		ev := newest[k]
+		ev := newest[k].ev
 		if ev.Type == stream.EventDeleted {
 			b.tombs = append(b.tombs, store.InventoryTombstone{Cluster: ev.Cluster, UID: ev.UID,
 				ResourceVersion: ev.ResourceVersion, DeletedAt: now})
 			continue
 		}
-		b.rows = append(b.rows, c.row(ev))
+		b.rows = append(b.rows, c.row(newest[k]))
 	}
 	return b, ready
 }
@@ -92,12 +93,21 @@ func newerEvent(a, b *stream.Event) bool {
 	return a.Type == stream.EventDeleted
 }
 
+// decoded is an event and, when its kind is judged from its object, the
+// object decoded in the same pass (stream.DecodeEvent).
+type decoded struct {
+	ev  *stream.Event
+	obj map[string]any
+}
+
 // decode reads one event; a message that can never be applied is
 // terminated so that it is not redelivered forever, and logged.
-func (c *eventConverter) decode(m jetstream.Msg) (*stream.Event, bool) {
-	ev := &stream.Event{}
+func (c *eventConverter) decode(m jetstream.Msg) (*decoded, bool) {
 	cluster, ok := stream.ClusterOf(m.Subject())
-	err := json.Unmarshal(m.Data(), ev)
+	ev, obj, err := stream.DecodeEvent(m.Data(), func(apiVersion, kind string) bool {
+		_, _, byKind := c.health.ByKind(apiVersion, kind)
+		return !byKind && !stream.IsSecret(apiVersion, kind)
+	})
 	if !ok || err != nil || ev.UID == "" || ev.Kind == "" ||
 		(ev.Type != stream.EventAdded && ev.Type != stream.EventModified && ev.Type != stream.EventDeleted) {
 		c.log.Error("dropping malformed event", "subject", m.Subject(), "error", err)
@@ -107,10 +117,11 @@ func (c *eventConverter) decode(m jetstream.Msg) (*stream.Event, bool) {
 	// The subject, not the payload, names the cluster: it is what the
 	// stream's permissions let an agent publish on.
 	ev.Cluster = cluster
-	return ev, true
+	return &decoded{ev: ev, obj: obj}, true
 }
 
-func (c *eventConverter) row(ev *stream.Event) store.InventoryRow {
+func (c *eventConverter) row(d *decoded) store.InventoryRow {
+	ev := d.ev
 	obj := []byte(ev.Object)
 	if stream.IsSecret(ev.APIVersion, ev.Kind) {
 		// The agent never sends data; this guards against an agent that
@@ -123,13 +134,28 @@ func (c *eventConverter) row(ev *stream.Event) store.InventoryRow {
 	}
 	health, phase := "Unknown", ""
 	if obj != nil {
-		health, phase = c.health(ev.APIVersion, ev.Kind, obj)
+		health, phase = c.judge(ev, d.obj)
 	}
 	return store.InventoryRow{
 		Cluster: ev.Cluster, APIVersion: ev.APIVersion, Kind: ev.Kind, Namespace: ev.Namespace, Name: ev.Name,
 		UID: ev.UID, ResourceVersion: ev.ResourceVersion, Labels: ev.Labels, Health: health, Phase: phase,
 		ObservedAt: ev.Time, Object: obj,
 	}
+}
+
+// judge gives an event's object its health: by its kind alone when that
+// decides, from the object decoded with the event otherwise. An object
+// the decoder left as bytes (written before its kind) is decoded here; one
+// that is not a JSON object is Unknown, and Pending, since its state is
+// not known.
+func (c *eventConverter) judge(ev *stream.Event, obj map[string]any) (health, phase string) {
+	if health, phase, ok := c.health.ByKind(ev.APIVersion, ev.Kind); ok {
+		return health, phase
+	}
+	if obj == nil && json.Unmarshal(ev.Object, &obj) != nil || obj == nil {
+		return "Unknown", "Pending"
+	}
+	return c.health.Judge(obj)
 }
 
 // KeyedDataField replaces, in a Secret's record, the digest of its data

@@ -25,9 +25,16 @@ import (
 	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
-// HealthFunc interprets a trimmed object (JSON) as its health and phase;
-// see internal/member/health. Without one, records are "Unknown" with no phase.
-type HealthFunc func(apiVersion, kind string, object []byte) (health, phase string)
+// Judge gives the health and phase of the objects the ingester records
+// (internal/member/health's Interpreter). Without one, records are
+// "Unknown" with no phase.
+type Judge interface {
+	// ByKind judges an object by its kind alone when its kind needs
+	// nothing more (ok): its object is then never decoded.
+	ByKind(apiVersion, kind string) (health, phase string, ok bool)
+	// Judge judges a decoded object.
+	Judge(obj map[string]any) (health, phase string)
+}
 
 // Store is the database as the ingester uses it: it only writes.
 type Store interface {
@@ -45,7 +52,7 @@ type Config struct {
 	// events (1h): far longer than any redelivery, since the consumer's
 	// ack wait is 30s.
 	TombstoneTTL time.Duration
-	Health       HealthFunc
+	Health       Judge
 	// Fingerprint is a keyed hash with a key only the hub holds
 	// (seal.Sealer.Fingerprint). A Secret's record keeps, of its data,
 	// only this hash of the digest its agent computed: a bare SHA-256 of a
@@ -76,7 +83,7 @@ func New(cfg Config) (*Ingester, error) {
 		cfg.TombstoneTTL = time.Hour
 	}
 	if cfg.Health == nil {
-		cfg.Health = func(string, string, []byte) (string, string) { return "Unknown", "" }
+		cfg.Health = unjudged{}
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -191,3 +198,9 @@ func (in *Ingester) prune(ctx context.Context) {
 		in.log.Warn("prune tombstones", "error", err)
 	}
 }
+
+// unjudged judges nothing: every record is Unknown, with no phase.
+type unjudged struct{}
+
+func (unjudged) ByKind(string, string) (string, string, bool) { return "Unknown", "", true }
+func (unjudged) Judge(map[string]any) (string, string)        { return "Unknown", "" }
