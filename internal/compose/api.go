@@ -131,7 +131,7 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 	if rate <= 0 {
 		rate = DefaultUserRate
 	}
-	scfg := server.Config{Store: h.Store, Stream: h.Stream, Outbox: a.relay, Identities: identities, Sealer: h.Sealer, Logger: log,
+	scfg := server.Config{Store: h.Store, Stream: h.Stream, InventoryChanges: h.Stream, Outbox: a.relay, Identities: identities, Sealer: h.Sealer, Logger: log,
 		Registry: h.Metrics, Guard: h.Guard, Commits: a.commits, Anchors: a.anchors, ScheduleWritten: cfg.ScheduleWritten,
 		Limits: server.Limits{UserRate: rate, UserBurst: int(2 * rate),
 			KubeWatchesPerUser:  orDefault(cfg.KubeWatchesPerUser, kubeapi.DefaultWatchesPerUser),

@@ -1,9 +1,11 @@
 // Package feed is the one reader of the inventory's change sequence that
-// every watch of the API shares: a single poller reads what changed since
+// every watch of the API shares: a single reader reads what changed since
 // its last position (store.Inventory.Changes) and hands each batch to
-// every subscriber, so a thousand open watches cost one query per period,
-// not a thousand. Subscribers filter what they were given; the feed knows
-// no selection and no user.
+// every subscriber, so a thousand open watches cost one query per change
+// committed, not a thousand. It reads when the ingester says it committed
+// changes (Config.Changes), and every Poll besides, for a word lost.
+// Subscribers filter what they were given; the feed knows no selection
+// and no user.
 package feed
 
 import (
@@ -22,12 +24,26 @@ type Reader interface {
 	Read(ctx context.Context, fn func(*store.Tx) error) error
 }
 
+// Changes tells of changes committed to the inventory
+// (stream.Client.OnInventoryChanged).
+type Changes interface {
+	OnInventoryChanged(fn func()) (stop func(), err error)
+}
+
 // Config configures a Feed; zero values take the defaults.
 type Config struct {
 	Store Reader
-	// Poll is how often the sequence is read while anyone subscribes:
-	// 250ms, which bounds what a watch adds to an ingest's latency.
+	// Changes, when set, wakes the feed as soon as the ingester commits,
+	// so that a change reaches the watches in a few milliseconds.
+	Changes Changes
+	// Poll is how often the sequence is read while anyone subscribes,
+	// whatever Changes says: 250ms without Changes, which bounds what a
+	// watch adds to an ingest's latency, and 1s with it, for a word lost.
 	Poll time.Duration
+	// MinGap is the least time between the starts of two reads: 10ms,
+	// which bounds the database's load however often Changes speaks
+	// (any holder of the stream's credentials may speak on its subject).
+	MinGap time.Duration
 	// Backlog is how many batches a subscriber may fall behind before it
 	// is dropped (its channel closed, Err saying why): 64.
 	Backlog int
@@ -63,12 +79,20 @@ type Feed struct {
 	cancel context.CancelFunc // of the running loop; nil when stopped
 	done   chan struct{}      // closed when the running loop returns
 	polls  int64
+	wakes  int64
 }
 
 // New returns a feed; it reads nothing until someone subscribes.
 func New(cfg Config) *Feed {
-	if cfg.Poll <= 0 {
+	switch {
+	case cfg.Poll > 0:
+	case cfg.Changes != nil:
+		cfg.Poll = time.Second
+	default:
 		cfg.Poll = 250 * time.Millisecond
+	}
+	if cfg.MinGap <= 0 {
+		cfg.MinGap = 10 * time.Millisecond
 	}
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = 64
@@ -109,18 +133,20 @@ func (s *Subscription) Close() {
 	f.stopIfIdle()
 }
 
-// Stats says how many subscribers the feed serves and how many polls it
-// made, for metrics and benchmarks.
+// Stats says how many subscribers the feed serves, how many reads it
+// made and how many words of a change woke it, for metrics and
+// benchmarks.
 type Stats struct {
 	Subscribers int
 	Polls       int64
+	Wakes       int64
 }
 
 // Stats returns the feed's counts.
 func (f *Feed) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return Stats{Subscribers: len(f.subs), Polls: f.polls}
+	return Stats{Subscribers: len(f.subs), Polls: f.polls, Wakes: f.wakes}
 }
 
 // Subscribe joins the feed, starting the poller (after reading where the
@@ -169,9 +195,36 @@ func (f *Feed) stopIfIdle() {
 	}
 }
 
+// loop reads on each word of a change and every Poll, never two reads
+// closer than MinGap: the words coalesce in the queue's one key, so a
+// burst of commits costs one read, and a word that comes during a read
+// costs one more after it.
 func (f *Feed) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	reconcile.Every(ctx, f.cfg.Poll, f.poll)
+	var last time.Time
+	q := reconcile.New(func(ctx context.Context, _ struct{}) (reconcile.Result, error) {
+		if wait := f.cfg.MinGap - time.Since(last); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+		last = time.Now()
+		f.poll(ctx)
+		return reconcile.Result{RequeueAfter: f.cfg.Poll}, nil
+	}, reconcile.Config[struct{}]{Name: "inventory-feed"})
+	if f.cfg.Changes != nil {
+		stop, err := f.cfg.Changes.OnInventoryChanged(func() {
+			f.mu.Lock()
+			f.wakes++
+			f.mu.Unlock()
+			q.Add(struct{}{})
+		})
+		if err != nil {
+			f.log.Warn("inventory feed: cannot hear of changes; polling only", "poll", f.cfg.Poll, "err", err)
+		} else {
+			defer stop()
+		}
+	}
+	q.Add(struct{}{})
+	_ = q.Run(ctx)
 }
 
 // poll reads every change after the feed's head, in one snapshot, and

@@ -117,7 +117,7 @@ func startPipeline(t testing.TB, members []member) *pipeline {
 	sealer, _ := sealtest.New(t)
 	relay := outbox.NewRelay(outbox.StoreSource(st), streams, outbox.Config{Interval: 100 * time.Millisecond})
 	run("relay", relay.Run)
-	p.srv = httptest.NewTLSServer(server.New(server.Config{Store: st, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: sealer, Logger: log}))
+	p.srv = httptest.NewTLSServer(server.New(server.Config{Store: st, InventoryChanges: streams, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: sealer, Logger: log}))
 	t.Cleanup(p.srv.Close)
 	for _, m := range members {
 		// Registered as an admin registers it, with the kinds its agent

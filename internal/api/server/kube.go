@@ -20,7 +20,7 @@ func (s *Server) mountKube() {
 	if s.cfg.Identities != nil {
 		reloads = s.cfg.Identities.Reloads
 	}
-	s.feed = feed.New(feed.Config{Store: s.cfg.Store, Logger: s.log})
+	s.feed = feed.New(feed.Config{Store: s.cfg.Store, Changes: s.cfg.InventoryChanges, Logger: s.log})
 	s.kube = kubeapi.New(kubeapi.Config{
 		Store: s.cfg.Store, Feed: s.feed, Authenticate: s.authenticate, Policy: s.policy, Reloads: reloads,
 		Freshness: func(u policy.User, f store.AgentFreshness, now time.Time) v1alpha1.Freshness {

@@ -55,6 +55,9 @@ type Store interface {
 type Config struct {
 	Store  Store
 	Stream Checker // nil: /readyz checks the database only
+	// InventoryChanges wakes the watches' feed when the ingester commits
+	// (*stream.Client); nil: the feed polls only.
+	InventoryChanges feed.Changes
 	// Anchors keeps the record of the audit chain's heads outside the
 	// database (*anchor.Publisher); nil: the chain is verified on its own.
 	Anchors AnchorRecord

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,6 +157,11 @@ func (in *Ingester) pipelines(ctx context.Context) ([]runner, error) {
 				{"reopen clean-ups", reopenCleanups},
 				{"touch agents", touchAgentsByEvents},
 			},
+			committed: func(b eventBatch, stored []store.InventoryRow) {
+				if len(stored) > 0 || len(b.tombs) > 0 {
+					in.cfg.Stream.NotifyInventoryChanged()
+				}
+			},
 			store: in.cfg.Store, log: in.log,
 		},
 		&pipeline[jetstream.Msg, snapshotBatch, []store.Reconciliation]{
@@ -167,7 +173,12 @@ func (in *Ingester) pipelines(ctx context.Context) ([]runner, error) {
 			// the removals, so that a reader never sees it before the
 			// records say what the snapshot said.
 			then:      []step[snapshotBatch, []store.Reconciliation]{{"touch agents", touchAgentsBySnapshots}},
-			committed: assembler.logReconciled,
+			committed: func(b snapshotBatch, recs []store.Reconciliation) {
+				assembler.logReconciled(b, recs)
+				if slices.ContainsFunc(recs, func(r store.Reconciliation) bool { return r.Removed > 0 }) {
+					in.cfg.Stream.NotifyInventoryChanged()
+				}
+			},
 			store:     in.cfg.Store, log: in.log,
 		},
 		&pipeline[jetstream.KeyValueEntry, []heartbeat, struct{}]{

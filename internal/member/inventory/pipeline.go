@@ -80,7 +80,8 @@ type pipeline[M, W, S any] struct {
 	sink    sink[W, S]
 	then    []step[W, S]
 	// committed, when set, is told what was stored once it is committed
-	// (to log what a snapshot removed, once it is true).
+	// (to log what a snapshot removed, once it is true, and to wake the
+	// API's watches).
 	committed func(work W, stored S)
 	store     Store
 	log       *slog.Logger
