@@ -332,6 +332,7 @@ var sections = []section{
 		Rows: [][]cell{
 			k8sWatchRow("1", "watches=1"),
 			k8sWatchRow("1,000", "watches=1000"),
+			k8sWatchRow("1,000, the feed woken by the ingester's word on NATS", "watches=1000/pushed"),
 		}},
 	{ID: "k8s-watch-latency",
 		Columns: []string{"`kubectl get -w` of one namespace's ConfigMaps", "member change to the line at kubectl, p50 / p99 (50 changes)"},

@@ -24,6 +24,8 @@ import (
 
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
+	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/hub/stream/streamtest"
 	"github.com/purser-io/purser/internal/member/agent"
 	"github.com/purser-io/purser/internal/sandbox"
 )
@@ -225,9 +227,27 @@ func copyInventory(b *testing.B, f *farm, c *sandbox.Cluster) {
 // time per second over the changes (the watchers' client side runs in the
 // same process, so the CPU is an upper bound).
 func BenchmarkK8sWatches(b *testing.B) {
-	for _, n := range []int{1, 1000} {
-		b.Run(fmt.Sprintf("watches=%d", n), func(b *testing.B) {
-			f := newFarm(b, storetest.Engines()[0])
+	for _, c := range []struct {
+		n      int
+		pushed bool
+	}{{1, false}, {1000, false}, {1000, true}} {
+		n := c.n
+		name := fmt.Sprintf("watches=%d", n)
+		if c.pushed {
+			name += "/pushed"
+		}
+		b.Run(name, func(b *testing.B) {
+			// Pushed: the feed is woken by the word the ingester says on
+			// NATS after each commit, said here after each change is
+			// stored; otherwise it polls every 50 ms.
+			var streams *stream.Client
+			var f *farm
+			if c.pushed {
+				streams = streamtest.Connect(b, streamtest.Start(b, b.TempDir()).URL)
+				f = newFarmWoken(b, storetest.Engines()[0], streams)
+			} else {
+				f = newFarm(b, storetest.Engines()[0])
+			}
 			f.put(configMap("c1", "team-a", "seed", nil, nil))
 			var list struct {
 				Metadata struct {
@@ -284,6 +304,9 @@ func BenchmarkK8sWatches(b *testing.B) {
 					name := fmt.Sprintf("change-%d-%d", b.N, i)
 					t0 := time.Now()
 					f.put(configMap("c1", "team-a", name, nil, nil))
+					if streams != nil {
+						streams.NotifyInventoryChanged()
+					}
 					for got := 0; got < n; {
 						if <-seen == name {
 							got++

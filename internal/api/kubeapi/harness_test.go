@@ -53,7 +53,12 @@ type farm struct {
 }
 
 // The users: admin reads everything; bob views team-a only.
-func newFarm(t testing.TB, eng storetest.Engine) *farm {
+func newFarm(t testing.TB, eng storetest.Engine) *farm { return newFarmWoken(t, eng, nil) }
+
+// newFarmWoken is a farm whose feed, when changes is set, is woken by
+// it, as the api's is by the ingester's word on NATS, and polls at its
+// default period besides.
+func newFarmWoken(t testing.TB, eng storetest.Engine, changes feed.Changes) *farm {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, eng.NewDSN(t))
@@ -79,6 +84,9 @@ func newFarm(t testing.TB, eng storetest.Engine) *farm {
 		t.Fatal(err)
 	}
 	f.feed = feed.New(feed.Config{Store: st, Poll: 50 * time.Millisecond})
+	if changes != nil {
+		f.feed = feed.New(feed.Config{Store: st, Changes: changes})
+	}
 	api := kubeapi.New(kubeapi.Config{
 		Store: st, Feed: f.feed, Policy: func() *policy.Policy { return pol },
 		Authenticate: func(r *http.Request) (policy.User, bool) {
@@ -88,6 +96,9 @@ func newFarm(t testing.TB, eng storetest.Engine) *farm {
 			return v1alpha1.JudgeFreshness(&v1alpha1.AgentStatus{LastHeartbeat: a.LastHeartbeat, CurrentUntil: a.LastHeartbeat}, now)
 		},
 		BookmarkInterval: 200 * time.Millisecond,
+		// BenchmarkK8sWatches holds 1,000 watches as one user; the cap
+		// itself is the hostile-tenant suite's to test.
+		WatchesPerUser: 1000,
 	})
 	f.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
