@@ -145,17 +145,7 @@ func (f *Firer) fire(ctx context.Context, ns, name string, ev Event) (*Outcome, 
 	if _, ok := trg.Seen.Recent[runName]; ok {
 		return out, nil // dealt with lately; its run may be gone since
 	}
-	labels := v1alpha1.RunLabels(name, ev.Chain+1)
-	req := &submission.Request{
-		Runnable: trg.Obj.RunnableAt(runName, labels),
-		Author:   trg.Author, Via: fmt.Sprintf("trigger %s, event: %s", name, ev.What),
-	}
-	ann := map[string]string{}
-	for k, v := range req.Runnable.Metadata.Annotations {
-		ann[k] = v
-	}
-	ann[v1alpha1.AnnotationTriggerEvent] = ev.What
-	req.Runnable.Metadata.Annotations = ann
+	req := Request(trg.Obj, trg.Author, ev)
 	// The gate reads the store itself: before the transaction, as the
 	// author, by the policy now.
 	gate := &submission.Gate{Policy: f.cfg.Policy(), Store: f.cfg.Store, Pods: f.cfg.Pods, Renderings: attempt.Renderings, Now: f.cfg.Now}
@@ -223,6 +213,24 @@ func (f *Firer) fire(ctx context.Context, ns, name string, ev Event) (*Outcome, 
 		f.cfg.Notify()
 	}
 	return out, refused
+}
+
+// Request is the runnable event ev of trigger obj creates, by author:
+// named after the trigger and the event, labelled with the trigger and
+// the chain's length, annotated with the event.
+func Request(obj *v1alpha1.Trigger, author policy.User, ev Event) *submission.Request {
+	name := obj.Metadata.Name
+	req := &submission.Request{
+		Runnable: obj.RunnableAt(v1alpha1.EventRunName(name, ev.ID), v1alpha1.RunLabels(name, ev.Chain+1)),
+		Author:   author, Via: fmt.Sprintf("trigger %s, event: %s", name, ev.What),
+	}
+	ann := map[string]string{}
+	for k, v := range req.Runnable.Metadata.Annotations {
+		ann[k] = v
+	}
+	ann[v1alpha1.AnnotationTriggerEvent] = ev.What
+	req.Runnable.Metadata.Annotations = ann
+	return req
 }
 
 // why is a refusal in one line, with the fields it names.
