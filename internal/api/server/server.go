@@ -101,12 +101,13 @@ type Server struct {
 	// users limits each user's requests; failed, each client address's
 	// requests without a valid token.
 	users, failed *limiterSet
-	// webhooks limits each trigger's webhook calls.
-	webhooks *limiterSet
 	watches       *watchHub
 	pods          *admission.Checker // judges the pods of every template
 	feed          *feed.Feed         // the inventory's changes, for every /k8s watch
 	kube          *kubeapi.API
+
+	// webhooks limits each trigger's webhook calls.
+	webhooks *limiterSet
 }
 
 // apiFallback is the pattern that answers API paths no route serves.
