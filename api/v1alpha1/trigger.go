@@ -49,8 +49,9 @@ type Trigger struct {
 
 // TriggerSpec is what the user asks for.
 type TriggerSpec struct {
-	// On is the trigger's event source: exactly one of its fields.
-	On TriggerSource `json:"on"`
+	// Source is the trigger's event source: exactly one of its fields. (Not
+	// "on": YAML 1.1, which Kubernetes tools read, takes the key on as true.)
+	Source TriggerSource `json:"source"`
 	// Template is the spec of each runnable the trigger creates.
 	Template RunnableSpec `json:"template"`
 	// Suspend stops the trigger: events while it is suspended are not
@@ -184,47 +185,47 @@ func ValidateTrigger(t *Trigger, now time.Time) FieldErrors {
 		v.add("metadata.name", "is %d characters long; a trigger's name is at most %d, so that its runs' names (<trigger>-<event hash>) stay valid",
 			len(t.Metadata.Name), MaxTriggerNameLength)
 	}
-	on := t.Spec.On
+	on := t.Spec.Source
 	n := 0
 	if s := on.RunnableEnded; s != nil {
 		n++
 		if len(s.Phases) > MaxTriggerPhases {
-			v.add("spec.on.runnableEnded.phases", "lists %d phases; at most %d", len(s.Phases), MaxTriggerPhases)
+			v.add("spec.source.runnableEnded.phases", "lists %d phases; at most %d", len(s.Phases), MaxTriggerPhases)
 		}
 		for i, p := range s.Phases {
 			if !p.Terminal() {
-				v.add("spec.on.runnableEnded.phases["+strconv.Itoa(i)+"]", "%s is not a phase a runnable ends in (Succeeded, Failed, Cancelled, Expired, Rejected)", quote(string(p)))
+				v.add("spec.source.runnableEnded.phases["+strconv.Itoa(i)+"]", "%s is not a phase a runnable ends in (Succeeded, Failed, Cancelled, Expired, Rejected)", quote(string(p)))
 			}
 		}
-		v.selector("spec.on.runnableEnded.selector", s.Selector)
+		v.selector("spec.source.runnableEnded.selector", s.Selector)
 		if s.IncludeOwnRuns && (s.Selector == nil || (len(s.Selector.MatchLabels) == 0 && len(s.Selector.MatchExpressions) == 0)) {
 			// A trigger on every end of its own runs restarts forever;
 			// with a selector the template's labels must match it on
 			// purpose, and the chain is bounded still.
-			v.add("spec.on.runnableEnded.includeOwnRuns", "needs a non-empty selector: a trigger on the end of every one of its own runs would start one after another without end (chains stop after %d hops anyway)", MaxTriggerChain)
+			v.add("spec.source.runnableEnded.includeOwnRuns", "needs a non-empty selector: a trigger on the end of every one of its own runs would start one after another without end (chains stop after %d hops anyway)", MaxTriggerChain)
 		}
 	}
 	if s := on.DeployableRolledOut; s != nil {
 		n++
 		if s.Name == "" && s.Selector == nil {
-			v.add("spec.on.deployableRolledOut", "set name or selector")
+			v.add("spec.source.deployableRolledOut", "set name or selector")
 		}
 		if s.Name != "" && s.Selector != nil {
-			v.add("spec.on.deployableRolledOut", "set name or selector, not both")
+			v.add("spec.source.deployableRolledOut", "set name or selector, not both")
 		}
 		if s.Name != "" {
-			v.name("spec.on.deployableRolledOut.name", s.Name, false)
+			v.name("spec.source.deployableRolledOut.name", s.Name, false)
 		}
-		v.selector("spec.on.deployableRolledOut.selector", s.Selector)
+		v.selector("spec.source.deployableRolledOut.selector", s.Selector)
 	}
 	if on.Webhook != nil {
 		n++
 	}
 	switch {
 	case n == 0:
-		v.add("spec.on", "is required: one of %s", triggerSourcesAllowed)
+		v.add("spec.source", "is required: one of %s", triggerSourcesAllowed)
 	case n > 1:
-		v.add("spec.on", "sets %d sources; set exactly one of %s", n, triggerSourcesAllowed)
+		v.add("spec.source", "sets %d sources; set exactly one of %s", n, triggerSourcesAllowed)
 	}
 	if md, ok := t.Spec.Template.Template["metadata"].(map[string]any); ok && (md["name"] != nil || md["generateName"] != nil) {
 		// Each event's object is named after its runnable, which is

@@ -78,7 +78,7 @@ func (s *Server) putTrigger(r *http.Request, u policy.User) (int, any, error) {
 		if did == triggers.PutCreated {
 			status, action, outcome, verb = http.StatusCreated, "create", "Created", "created"
 		}
-		summary := fmt.Sprintf("%s trigger %s/%s on %s", verb, ns, name, sourceName(&obj.Spec.On))
+		summary := fmt.Sprintf("%s trigger %s/%s on %s", verb, ns, name, sourceName(&obj.Spec.Source))
 		if token != "" {
 			summary += "; a new webhook token was issued"
 		}

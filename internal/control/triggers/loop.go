@@ -110,7 +110,7 @@ func (l *Loop) Pass(ctx context.Context, ns, name string) (bool, error) {
 	if trg.Obj.Spec.Suspend {
 		return false, nil
 	}
-	switch on := trg.Obj.Spec.On; {
+	switch on := trg.Obj.Spec.Source; {
 	case on.RunnableEnded != nil:
 		return l.ended(ctx, rec, trg, on.RunnableEnded)
 	case on.DeployableRolledOut != nil:

@@ -53,7 +53,7 @@ func Put(ctx context.Context, tx *store.Tx, obj *v1alpha1.Trigger, author policy
 		}
 		rec := &store.Trigger{UID: uuid.NewString(), Namespace: ns, Name: name, Spec: doc, Watermark: now}
 		var token string
-		if obj.Spec.On.Webhook != nil {
+		if obj.Spec.Source.Webhook != nil {
 			if token, rec.TokenHash, err = NewToken(); err != nil {
 				return nil, 0, "", err
 			}
@@ -74,14 +74,14 @@ func Put(ctx context.Context, tx *store.Tx, obj *v1alpha1.Trigger, author policy
 		return nil, 0, "", err
 	}
 	var token string
-	if !reflect.DeepEqual(old.Obj.Spec.On, obj.Spec.On) {
+	if !reflect.DeepEqual(old.Obj.Spec.Source, obj.Spec.Source) {
 		// A new source watches from now: the events of the old one are
 		// not the new one's.
 		cur.Watermark = now
 		if cur.Seen, err = baseline(ctx, tx, obj, old.Seen); err != nil {
 			return nil, 0, "", err
 		}
-		if obj.Spec.On.Webhook == nil {
+		if obj.Spec.Source.Webhook == nil {
 			cur.TokenHash = ""
 		} else if cur.TokenHash == "" {
 			if token, cur.TokenHash, err = NewToken(); err != nil {
@@ -104,7 +104,7 @@ func Rotate(ctx context.Context, tx *store.Tx, ns, name string) (*store.Trigger,
 	if err != nil {
 		return nil, "", err
 	}
-	if old.Obj.Spec.On.Webhook == nil {
+	if old.Obj.Spec.Source.Webhook == nil {
 		return nil, "", ErrNoWebhook
 	}
 	token, hash, err := NewToken()
@@ -116,7 +116,7 @@ func Rotate(ctx context.Context, tx *store.Tx, ns, name string) (*store.Trigger,
 }
 
 // ErrNoWebhook: the trigger's source is not a webhook.
-var ErrNoWebhook = errors.New("the trigger has no webhook (spec.on.webhook)")
+var ErrNoWebhook = errors.New("the trigger has no webhook (spec.source.webhook)")
 
 // baseline is what a trigger on rollouts takes as already dealt with
 // when it starts to watch: the generation of each matching deployable
@@ -124,7 +124,7 @@ var ErrNoWebhook = errors.New("the trigger has no webhook (spec.on.webhook)")
 // of a generation under way now or a new one, fires it.
 func baseline(ctx context.Context, tx *store.Tx, obj *v1alpha1.Trigger, seen Seen) ([]byte, error) {
 	seen.Deployables = nil
-	if src := obj.Spec.On.DeployableRolledOut; src != nil {
+	if src := obj.Spec.Source.DeployableRolledOut; src != nil {
 		done, err := RolledOut(ctx, tx, obj.Metadata.Namespace, src)
 		if err != nil {
 			return nil, err

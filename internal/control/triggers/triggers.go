@@ -132,7 +132,7 @@ func Decode(rec *store.Trigger) (*Stored, error) {
 			return nil, fmt.Errorf("trigger %s/%s: stored status: %w", rec.Namespace, rec.Name, err)
 		}
 	}
-	if obj.Spec.On.Webhook != nil {
+	if obj.Spec.Source.Webhook != nil {
 		obj.Status.WebhookPath = WebhookPath(rec.Namespace, rec.Name)
 	}
 	out := &Stored{Obj: obj}
