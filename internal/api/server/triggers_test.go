@@ -70,7 +70,7 @@ func TestTriggersAPI(t *testing.T) {
 		t.Fatalf("a GET shows the token: %s", got.raw)
 	}
 	var stored int
-	if err := h.raw.QueryRow(`SELECT COUNT(*) FROM triggers WHERE token_hash = $1 OR spec LIKE $2 OR status LIKE $2`, token, "%"+token+"%").Scan(&stored); err != nil || stored != 0 {
+	if err := h.raw.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM triggers WHERE token_hash = $1 OR spec LIKE $2 OR status LIKE $2`, token, "%"+token+"%").Scan(&stored); err != nil || stored != 0 {
 		t.Fatalf("the token is stored as itself (%d rows, %v)", stored, err)
 	}
 	// The same PUT again writes nothing and issues no new token.
@@ -111,7 +111,7 @@ func TestTriggersAPI(t *testing.T) {
 	h.call(hook, "", "k", nil).want(t, http.StatusUnauthorized)
 	h.call("/api/v1/triggers/team-a/nosuch/webhook", token, "k", nil).want(t, http.StatusUnauthorized)
 	for _, p := range []string{"/api/v1/runnables", path, "/api/v1/whoami"} {
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, h.url+p, nil)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, h.url+p, http.NoBody)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -92,7 +92,7 @@ type Outcome struct {
 	RunName string
 }
 
-// ErrSuspended: the trigger is suspended and runs no event.
+// ErrSuspended is returned for an event of a suspended trigger, which runs none.
 var ErrSuspended = errors.New("the trigger is suspended (spec.suspend)")
 
 // fireTries is how often Fire reads a trigger again that another writer

@@ -115,7 +115,7 @@ func Rotate(ctx context.Context, tx *store.Tx, ns, name string) (*store.Trigger,
 	return cur, token, tx.Triggers().Update(ctx, cur)
 }
 
-// ErrNoWebhook: the trigger's source is not a webhook.
+// ErrNoWebhook is a rotation of the token of a trigger whose source is not a webhook.
 var ErrNoWebhook = errors.New("the trigger has no webhook (spec.source.webhook)")
 
 // baseline is what a trigger on rollouts takes as already dealt with
