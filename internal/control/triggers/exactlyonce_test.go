@@ -198,3 +198,85 @@ func TestExactlyOnceAcrossLoops(t *testing.T) {
 		})
 	}
 }
+
+// TestRolledOut: a trigger on a deployable's rollout fires once per
+// generation rolled out on every one of its clusters, after its
+// creation: not for the generation rolled out when it was created, not
+// while a cluster lags, and not twice for one generation.
+func TestRolledOut(t *testing.T) {
+	for _, eng := range storetest.Engines() {
+		t.Run(eng.Name, func(t *testing.T) {
+			st := open(t, eng.NewDSN(t))
+			ctx := t.Context()
+			pol := testPolicy(t)
+			dep := &store.Deployable{Namespace: "team-a", Name: "web", UID: uuid.NewString(), Generation: 1, Spec: []byte(`{"spec":{}}`), SpecHash: "h"}
+			sync := func(gen int64, clusters ...string) {
+				t.Helper()
+				if err := st.Tx(ctx, func(tx *store.Tx) error {
+					for _, c := range clusters {
+						if err := tx.Deployables().PutStatus(ctx, &store.DeployableClusterStatus{DeployableUID: dep.UID, Cluster: c,
+							State: string(v1alpha1.StateSynced), SyncedGeneration: gen, StateGeneration: gen}); err != nil {
+							return err
+						}
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			setGen := func(gen int64) {
+				t.Helper()
+				if err := st.Tx(ctx, func(tx *store.Tx) error {
+					cur, err := tx.Deployables().Get(ctx, "team-a", "web")
+					if err != nil {
+						return err
+					}
+					cur.Generation = gen
+					return tx.Deployables().Update(ctx, cur)
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.Tx(ctx, func(tx *store.Tx) error {
+				for _, c := range []string{"a", "b"} {
+					if err := tx.Clusters().Create(ctx, &store.Cluster{Name: c, Spec: []byte("{}")}); err != nil {
+						return err
+					}
+				}
+				return tx.Deployables().Create(ctx, dep)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			sync(1, "a", "b") // generation 1 is out before the trigger
+			putTrigger(t, st, "after-web", v1alpha1.TriggerSource{DeployableRolledOut: &v1alpha1.DeployableRolledOutSource{Name: "web"}}, nil)
+			l := triggers.NewLoop(triggers.Config{Store: st, Policy: func() *policy.Policy { return pol }})
+			pass := func(want int) {
+				t.Helper()
+				for range 2 { // a second pass sees the same state: nothing more
+					if _, err := l.Pass(ctx, "team-a", "after-web"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := len(runsOf(t, st, "after-web")); got != want {
+					t.Fatalf("%d runs, want %d", got, want)
+				}
+			}
+			pass(0)
+			setGen(2)
+			sync(2, "a") // b lags
+			pass(0)
+			sync(2, "b")
+			pass(1)
+			if _, err := runnableNamed(st, v1alpha1.EventRunName("after-web", v1alpha1.DeployableRolledOutEvent(dep.UID, 2))); err != nil {
+				t.Fatalf("the run of generation 2: %v", err)
+			}
+			setGen(3)
+			sync(3, "a", "b")
+			pass(2)
+		})
+	}
+}
+
+func runnableNamed(st *store.Store, name string) (*store.Runnable, error) {
+	return runnable(st, "team-a", name)
+}
