@@ -124,10 +124,11 @@ func TestExactlyOnceAcrossLoops(t *testing.T) {
 				Phases: []v1alpha1.Phase{v1alpha1.PhaseSucceeded}, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "etl"}},
 			}}, map[string]string{"app": "etl"}) // its runs match its own selector: they must not fire it
 			now := time.Now()
-			etl := ended(t, stores[0], "team-a", "etl", v1alpha1.PhaseSucceeded, now, map[string]string{"app": "etl"})
-			ended(t, stores[0], "team-b", "etl", v1alpha1.PhaseSucceeded, now, map[string]string{"app": "etl"})
+			// Those that fire nothing end first: the scan goes on past them.
 			ended(t, stores[0], "team-a", "web", v1alpha1.PhaseSucceeded, now, map[string]string{"app": "web"})
-			ended(t, stores[0], "team-a", "etl-failed", v1alpha1.PhaseFailed, now, map[string]string{"app": "etl"})
+			ended(t, stores[0], "team-a", "etl-failed", v1alpha1.PhaseFailed, now.Add(time.Millisecond), map[string]string{"app": "etl"})
+			ended(t, stores[0], "team-b", "etl", v1alpha1.PhaseSucceeded, now.Add(time.Millisecond), map[string]string{"app": "etl"})
+			etl := ended(t, stores[0], "team-a", "etl", v1alpha1.PhaseSucceeded, now.Add(2*time.Millisecond), map[string]string{"app": "etl"})
 			var loops []*triggers.Loop
 			for _, st := range stores {
 				loops = append(loops, triggers.NewLoop(triggers.Config{Store: st, Policy: func() *policy.Policy { return pol }}))

@@ -127,43 +127,48 @@ func (l *Loop) ended(ctx context.Context, rec *store.Trigger, trg *Stored, src *
 	if since.Before(rec.CreatedAt) {
 		since = rec.CreatedAt // work that ended before the trigger is not its
 	}
+	match, err := Matcher(name, src)
+	if err != nil {
+		return false, reconcile.Terminal(err)
+	}
 	var ended []*store.Runnable
-	attempts := map[string]int{}
+	// The events, with their runnables' numbers of attempts (part of an
+	// end's identity), read only for the ends that match.
+	events := map[string]Event{}
 	if err := l.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if ended, err = tx.Runnables().EndedSince(ctx, ns, since, scanPage); err != nil {
 			return err
 		}
 		for _, r := range ended {
+			if r.EndedAt == nil || r.EndedAt.Before(rec.CreatedAt) {
+				continue
+			}
+			ok, chain, err := match(r)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
 			as, err := tx.Attempts().List(ctx, r.UID)
 			if err != nil {
 				return err
 			}
-			attempts[r.UID] = len(as)
+			events[r.UID] = EndEvent(r, len(as), chain)
 		}
 		return nil
 	}); err != nil {
 		return false, err
 	}
-	match, err := Matcher(name, src)
-	if err != nil {
-		return false, reconcile.Terminal(err)
-	}
 	mark := rec.Watermark
 	for _, r := range ended {
-		if r.EndedAt == nil || r.EndedAt.Before(rec.CreatedAt) {
-			continue
-		}
-		ev, ok, err := match(r, attempts[r.UID])
-		if err != nil {
-			return false, err
-		}
-		if ok {
+		if ev, ok := events[r.UID]; ok {
 			if _, err := l.fire.Fire(ctx, ns, name, ev); err != nil && !isStatus(err) {
 				return false, fmt.Errorf("trigger %s/%s, %s: %w", ns, name, ev.What, err)
 			}
 		}
-		if r.EndedAt.After(mark) {
+		if r.EndedAt != nil && r.EndedAt.After(mark) {
 			mark = *r.EndedAt
 		}
 	}
@@ -175,12 +180,12 @@ func (l *Loop) ended(ctx context.Context, rec *store.Trigger, trg *Stored, src *
 	return len(ended) == scanPage, nil
 }
 
-// Matcher returns the decision whether the end of a runnable (with its
-// number of attempts) is an event of trigger name's source: its phase
-// is one of the source's, its labels match the selector, it is not a run
-// of the trigger itself unless the source says so, and the chain of
-// triggers behind it is shorter than v1alpha1.MaxTriggerChain.
-func Matcher(name string, src *v1alpha1.RunnableEndedSource) (func(r *store.Runnable, attempts int) (Event, bool, error), error) {
+// Matcher returns the decision whether the end of a runnable is an event
+// of trigger name's source: its phase is one of the source's, its labels
+// match the selector, it is not a run of the trigger itself unless the
+// source says so, and the chain of triggers behind it (returned) is
+// shorter than v1alpha1.MaxTriggerChain.
+func Matcher(name string, src *v1alpha1.RunnableEndedSource) (func(r *store.Runnable) (bool, int, error), error) {
 	sel := labels.Everything()
 	if src.Selector != nil {
 		var err error
@@ -188,34 +193,40 @@ func Matcher(name string, src *v1alpha1.RunnableEndedSource) (func(r *store.Runn
 			return nil, err
 		}
 	}
-	return func(r *store.Runnable, attempts int) (Event, bool, error) {
+	return func(r *store.Runnable) (bool, int, error) {
 		phase := v1alpha1.Phase(r.Phase)
 		if !phase.Terminal() || (len(src.Phases) > 0 && !slices.Contains(src.Phases, phase)) {
-			return Event{}, false, nil
+			return false, 0, nil
 		}
 		var doc store.Document[json.RawMessage]
 		if err := json.Unmarshal(r.Spec, &doc); err != nil {
-			return Event{}, false, fmt.Errorf("runnable %s/%s: stored spec: %w", r.Namespace, r.Name, err)
+			return false, 0, fmt.Errorf("runnable %s/%s: stored spec: %w", r.Namespace, r.Name, err)
 		}
 		if !sel.Matches(labels.Set(doc.Labels)) {
-			return Event{}, false, nil
+			return false, 0, nil
 		}
 		if doc.Labels[v1alpha1.LabelTrigger] == name && !src.IncludeOwnRuns {
-			return Event{}, false, nil
+			return false, 0, nil
 		}
 		chain := 0
 		if c, ok := doc.Labels[v1alpha1.LabelTriggerChain]; ok {
 			chain, _ = strconv.Atoi(c)
 		}
 		if chain >= v1alpha1.MaxTriggerChain {
-			return Event{}, false, nil
+			return false, chain, nil
 		}
-		return Event{
-			ID:    v1alpha1.RunnableEndedEvent(r.UID, attempts),
-			What:  fmt.Sprintf("runnable %s/%s (uid %s) ended %s after %d attempt(s)", r.Namespace, r.Name, r.UID, r.Phase, attempts),
-			Chain: chain,
-		}, true, nil
+		return true, chain, nil
 	}, nil
+}
+
+// EndEvent is the end of runnable r after attempts attempts, chain hops
+// behind.
+func EndEvent(r *store.Runnable, attempts, chain int) Event {
+	return Event{
+		ID:    v1alpha1.RunnableEndedEvent(r.UID, attempts),
+		What:  fmt.Sprintf("runnable %s/%s (uid %s) ended %s after %d attempt(s)", r.Namespace, r.Name, r.UID, r.Phase, attempts),
+		Chain: chain,
+	}
 }
 
 // rolledOut fires a trigger on the deployables of its namespace rolled
