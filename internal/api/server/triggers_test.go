@@ -134,6 +134,15 @@ func TestTriggersAPI(t *testing.T) {
 	h.call(hook, token, "after", nil).want(t, http.StatusUnauthorized)
 	h.call(hook, rotated, "after", nil).want(t, http.StatusAccepted)
 
+	// Suspended: a call starts nothing (409), and the token stays valid.
+	suspended := strings.Replace(webhookTriggerYAML, "  source: {webhook: {}}", "  suspend: true\n  source: {webhook: {}}", 1)
+	if s := h.yaml("alice", http.MethodPut, path, suspended).want(t, http.StatusOK); s.str("status", "token") != "" {
+		t.Fatalf("suspending issued a token: %s", s.raw)
+	}
+	h.call(hook, rotated, "while-suspended", nil).want(t, http.StatusConflict)
+	h.yaml("alice", http.MethodPut, path, webhookTriggerYAML).want(t, http.StatusOK)
+	h.call(hook, rotated, "resumed", nil).want(t, http.StatusAccepted)
+
 	// A burst past the limit: 429 with Retry-After, for this trigger only.
 	limited := false
 	for i := range server.WebhookBurst + 5 {
