@@ -211,7 +211,7 @@ func TestRolledOut(t *testing.T) {
 			ctx := t.Context()
 			pol := testPolicy(t)
 			dep := &store.Deployable{Namespace: "team-a", Name: "web", UID: uuid.NewString(), Generation: 1, Spec: []byte(`{"spec":{}}`), SpecHash: "h"}
-			sync := func(gen int64, clusters ...string) {
+			synced := func(gen int64, clusters ...string) {
 				t.Helper()
 				if err := st.Tx(ctx, func(tx *store.Tx) error {
 					for _, c := range clusters {
@@ -248,7 +248,7 @@ func TestRolledOut(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			sync(1, "a", "b") // generation 1 is out before the trigger
+			synced(1, "a", "b") // generation 1 is out before the trigger
 			putTrigger(t, st, "after-web", v1alpha1.TriggerSource{DeployableRolledOut: &v1alpha1.DeployableRolledOutSource{Name: "web"}}, nil)
 			l := triggers.NewLoop(triggers.Config{Store: st, Policy: func() *policy.Policy { return pol }})
 			pass := func(want int) {
@@ -264,15 +264,15 @@ func TestRolledOut(t *testing.T) {
 			}
 			pass(0)
 			setGen(2)
-			sync(2, "a") // b lags
+			synced(2, "a") // b lags
 			pass(0)
-			sync(2, "b")
+			synced(2, "b")
 			pass(1)
 			if _, err := runnableNamed(st, v1alpha1.EventRunName("after-web", v1alpha1.DeployableRolledOutEvent(dep.UID, 2))); err != nil {
 				t.Fatalf("the run of generation 2: %v", err)
 			}
 			setGen(3)
-			sync(3, "a", "b")
+			synced(3, "a", "b")
 			pass(2)
 		})
 	}
