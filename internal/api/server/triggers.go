@@ -345,6 +345,11 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	body := map[string]any{"runnable": out.RunName, "created": out.Created, "event": what}
 	if out.Run != nil {
 		body["phase"] = out.Run.Phase
+	} else if !out.Created {
+		// Dealt with before, and no run holds the name: the author was
+		// refused then (the trigger's status.message said why), or the
+		// run was deleted since. The same key does not try again.
+		body["message"] = "this event was dealt with before and created no runnable that exists now; see the trigger's status.message, or send a new " + HeaderIdempotencyKey
 	}
 	writeJSON(w, status, body)
 }
