@@ -3,12 +3,11 @@ package main
 import (
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"path/filepath"
 )
 
 const hookTrigger = `apiVersion: purser.io/v1alpha1
