@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/purser-io/purser/internal/domain/submission"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Actor is the audit log's actor of what the trigger loop decides alone
@@ -107,21 +107,35 @@ const fireTries = 10
 // returned as the gate's v1alpha1.Status, and written into the status
 // and the audit log.
 func (f *Firer) Fire(ctx context.Context, ns, name string, ev Event) (*Outcome, error) {
-	var err error
 	var out *Outcome
-	for try := range fireTries {
-		if out, err = f.fire(ctx, ns, name, ev); !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrMoved) {
-			return out, err
-		}
-		// Another writer won; read again after a pause that spreads the
-		// losers apart.
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Duration(try+1)*5*time.Millisecond + time.Duration(rand.IntN(20))*time.Millisecond):
-		}
-	}
+	err := retryMoved(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = f.fire(ctx, ns, name, ev)
+		return err
+	})
 	return out, err
+}
+
+// retryMoved runs fn again, on the scaffold's backoff (which spreads the
+// losers apart), while another writer changed the trigger between its
+// read and its write, fireTries times at most; any other outcome is
+// final.
+func retryMoved(ctx context.Context, fn func(ctx context.Context) error) error {
+	err := reconcile.Retry(ctx, reconcile.Backoff(5*time.Millisecond, 100*time.Millisecond), func(ctx context.Context, attempt int) error {
+		err := fn(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case (errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrMoved)) && attempt+1 < fireTries:
+			return err
+		}
+		return reconcile.Terminal(err)
+	})
+	var term interface{ Unwrap() error }
+	if reconcile.IsTerminal(err) && errors.As(err, &term) {
+		return term.Unwrap()
+	}
+	return err
 }
 
 func (f *Firer) fire(ctx context.Context, ns, name string, ev Event) (*Outcome, error) {

@@ -283,9 +283,8 @@ func (l *Loop) markDeployable(ctx context.Context, ns, name string, d Deployment
 // edit changes trigger ns/name's row on a fresh read, again when another
 // writer moved it meanwhile; fn reports whether it changed anything.
 func (l *Loop) edit(ctx context.Context, ns, name string, fn func(cur *store.Trigger, seen *Seen) bool) error {
-	var err error
-	for range fireTries {
-		err = l.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+	return retryMoved(ctx, func(ctx context.Context) error {
+		return l.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 			cur, err := tx.Triggers().Get(ctx, ns, name)
 			if err != nil {
 				return err
@@ -302,11 +301,7 @@ func (l *Loop) edit(ctx context.Context, ns, name string, fn func(cur *store.Tri
 			}
 			return tx.Triggers().Update(ctx, cur)
 		})
-		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrMoved) {
-			return err
-		}
-	}
-	return err
+	})
 }
 
 // isStatus: a refusal of the gate, recorded with the trigger; the event
