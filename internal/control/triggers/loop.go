@@ -112,7 +112,7 @@ func (l *Loop) Pass(ctx context.Context, ns, name string) (bool, error) {
 	}
 	switch on := trg.Obj.Spec.Source; {
 	case on.RunnableEnded != nil:
-		return l.ended(ctx, rec, trg, on.RunnableEnded)
+		return l.ended(ctx, rec, on.RunnableEnded)
 	case on.DeployableRolledOut != nil:
 		return false, l.rolledOut(ctx, rec, trg, on.DeployableRolledOut)
 	}
@@ -121,7 +121,7 @@ func (l *Loop) Pass(ctx context.Context, ns, name string) (bool, error) {
 
 // ended fires a trigger on the runnables of its namespace that ended
 // since its watermark, and moves the watermark.
-func (l *Loop) ended(ctx context.Context, rec *store.Trigger, trg *Stored, src *v1alpha1.RunnableEndedSource) (bool, error) {
+func (l *Loop) ended(ctx context.Context, rec *store.Trigger, src *v1alpha1.RunnableEndedSource) (bool, error) {
 	ns, name := rec.Namespace, rec.Name
 	since := rec.Watermark.Add(-Lookback)
 	if since.Before(rec.CreatedAt) {
