@@ -40,6 +40,11 @@ func TestExamplesAreValid(t *testing.T) {
 		case *v1alpha1.Schedule:
 			o.SetDefaults()
 			errs = v1alpha1.ValidateSchedule(o, time.Now())
+		case *v1alpha1.Trigger:
+			o.SetDefaults()
+			errs = v1alpha1.ValidateTrigger(o, time.Now())
+		default:
+			t.Errorf("%s: no validation of %T here", f, obj)
 		}
 		if len(errs) > 0 {
 			t.Errorf("%s: %s", f, errs)

@@ -89,11 +89,13 @@ func decode(data []byte, contentType, wantKind string) (any, error) {
 		obj = &Quota{}
 	case tm.Kind == KindSchedule:
 		obj = &Schedule{}
+	case tm.Kind == KindTrigger:
+		obj = &Trigger{}
 	}
 	if obj == nil {
 		allowed := wantKind
 		if allowed == "" {
-			allowed = "Runnable, Deployable, Cluster, Quota or Schedule"
+			allowed = "Runnable, Deployable, Cluster, Quota, Schedule or Trigger"
 		}
 		problems = append(problems, FieldError{Field: "kind", Message: "must be " + allowed})
 	}

@@ -52,6 +52,7 @@ runs all of them in one process.`,
 		newMoveCommand(),
 		newCordonCommand("uncordon"),
 		newScheduleCommand(),
+		newTriggerCommand(),
 	)
 	root.AddCommand(newOperateCommands()...)
 	root.AddCommand(newComponentCommands()...)

@@ -8,6 +8,7 @@ import (
 	"github.com/purser-io/purser/internal/control/controller"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/control/scheduler"
+	"github.com/purser-io/purser/internal/control/triggers"
 	"github.com/purser-io/purser/internal/flink/checkpoints"
 	"github.com/purser-io/purser/internal/member/clusters"
 )
@@ -58,8 +59,9 @@ func Controller(h *Hub, cfg ControllerConfig) (*Component, error) {
 		fo.Checkpoints = r
 	}
 	log := componentLog(h, "controller")
-	// The scheduler runs where the policy is given: a tick's runnable is
-	// judged by it, and without it none would pass.
+	// The scheduler and the trigger loop run where the policy is given: a
+	// tick's or an event's runnable is judged by it, and without it none
+	// would pass.
 	var pol *auth.Identities
 	var loops []func(context.Context) error
 	if cfg.PolicyFile != "" {
@@ -69,7 +71,9 @@ func Controller(h *Hub, cfg ControllerConfig) (*Component, error) {
 		}
 		sched := scheduler.New(scheduler.Config{Store: h.Store, Policy: pol.Policy, Notify: cfg.Failover.Notify,
 			Wake: cfg.ScheduleWritten, Logger: log.With("component", "scheduler")})
-		loops = append(loops, sched.Run)
+		trig := triggers.NewLoop(triggers.Config{Store: h.Store, Policy: pol.Policy, Notify: cfg.Failover.Notify,
+			Logger: log.With("component", "triggers")})
+		loops = append(loops, sched.Run, trig.Run)
 	}
 	ccfg := controller.Config{
 		Store: h.Store, Sealer: h.Sealer, Health: cfg.Health, ProbeInterval: cfg.ProbeInterval, Failover: fo,

@@ -108,6 +108,9 @@ type Server struct {
 	pods          *admission.Checker // judges the pods of every template
 	feed          *feed.Feed         // the inventory's changes, for every /k8s watch
 	kube          *kubeapi.API
+
+	// webhooks limits each trigger's webhook calls.
+	webhooks *limiterSet
 }
 
 // apiFallback is the pattern that answers API paths no route serves.
@@ -137,6 +140,7 @@ func New(cfg Config) *Server {
 	lim := cfg.Limits.withDefaults()
 	s.users = newLimiterSet(lim.UserRate, lim.UserBurst, maxLimiterKeys)
 	s.failed = newLimiterSet(lim.FailedAuthRate, lim.FailedAuthBurst, maxLimiterKeys)
+	s.webhooks = newLimiterSet(WebhookRate, WebhookBurst, maxLimiterKeys)
 	s.watches = newWatchHub(s, lim.WatchesPerUser, lim.Watches, lim.WatchTimeout)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "purser_api_inventory_watches", Help: "Inventory watches open."},
@@ -191,6 +195,13 @@ func New(cfg Config) *Server {
 	s.handle("GET /api/v1/schedules/{namespace}/{name}", s.getSchedule)
 	s.handle("DELETE /api/v1/schedules/{namespace}/{name}", s.deleteSchedule)
 	s.handle("POST /api/v1/schedules/{namespace}/{name}/run", s.runSchedule)
+
+	s.handle("PUT /api/v1/triggers/{namespace}/{name}", s.putTrigger)
+	s.handle("GET /api/v1/triggers", s.listTriggers)
+	s.handle("GET /api/v1/triggers/{namespace}/{name}", s.getTrigger)
+	s.handle("DELETE /api/v1/triggers/{namespace}/{name}", s.deleteTrigger)
+	s.handle("POST /api/v1/triggers/{namespace}/{name}/rotate-token", s.rotateTriggerToken)
+	s.mux.HandleFunc("POST /api/v1/triggers/{namespace}/{name}/webhook", s.webhook)
 
 	s.handle("GET /api/v1/inventory", s.listInventory)
 	s.mountKube()

@@ -115,6 +115,32 @@ func (c *Client) Apply(ctx context.Context, kind, ns, name string, body []byte, 
 			out.Detail = "next tick " + sch.Status.NextScheduleTime
 		}
 		return out, nil
+	case v1alpha1.KindTrigger:
+		if ns == "" || name == "" {
+			return out, errors.New("a Trigger needs metadata.namespace and metadata.name")
+		}
+		before, err := c.resourceVersion(ctx, r, ns, name)
+		if err != nil {
+			return out, err
+		}
+		var trg struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+			Status struct {
+				Token       string `json:"token"`
+				WebhookPath string `json:"webhookPath"`
+			} `json:"status"`
+		}
+		if _, err := c.Do(ctx, http.MethodPut, r.Path(ns, name), nil, body, contentType, &trg); err != nil {
+			return out, err
+		}
+		out.Verb = changeVerb(before, trg.Metadata.ResourceVersion, VerbCreated)
+		if trg.Status.Token != "" {
+			// Shown this once: purser keeps only its hash.
+			out.Detail = fmt.Sprintf("webhook POST %s with Authorization: Bearer %s (shown once; keep it)", trg.Status.WebhookPath, trg.Status.Token)
+		}
+		return out, nil
 	case v1alpha1.KindDeployable:
 		if ns == "" || name == "" {
 			return out, errors.New("a Deployable needs metadata.namespace and metadata.name")

@@ -30,6 +30,7 @@ var Resources = []Resource{
 	// A Quota is named after its namespace, and its path has no other.
 	{v1alpha1.KindQuota, "quotas", "quota", false},
 	{v1alpha1.KindSchedule, "schedules", "sched", true},
+	{v1alpha1.KindTrigger, "triggers", "trig", true},
 }
 
 // ParseResource accepts what kubectl users type: runnable, runnables,
@@ -41,7 +42,7 @@ func ParseResource(s string) (Resource, error) {
 			return r, nil
 		}
 	}
-	return Resource{}, fmt.Errorf("unknown kind %q: use runnables (rn), deployables (dp), clusters (cl), quotas or schedules (sched)", s)
+	return Resource{}, fmt.Errorf("unknown kind %q: use runnables (rn), deployables (dp), clusters (cl), quotas, schedules (sched) or triggers (trig)", s)
 }
 
 // ResourceOfKind returns the resource of an object's kind.

@@ -59,6 +59,8 @@ func DescribeWithPods(w io.Writer, kind string, obj Object, history []Object, po
 		d.cluster(obj)
 	case v1alpha1.KindSchedule:
 		d.schedule(obj)
+	case v1alpha1.KindTrigger:
+		d.trigger(obj)
 	case v1alpha1.KindQuota:
 		rows := [][]string{{"RESOURCE", "USED", "LIMIT"}}
 		d.section("Limits", append(rows, QuotaRows(obj)...))
@@ -247,6 +249,30 @@ func (d describer) schedule(obj Object) {
 	}
 	if len(rows) > 0 {
 		rows = append([][]string{{"NAME", "TICK", "PHASE"}}, rows...)
+	}
+	d.section("Last runs", rows)
+}
+
+func (d describer) trigger(obj Object) {
+	d.line("Source", TriggerSource(obj))
+	var phases []string
+	for _, p := range list(obj, "spec", "source", "runnableEnded", "phases") {
+		phases = append(phases, fmt.Sprint(p))
+	}
+	d.line("Phases", strings.Join(phases, ", "))
+	d.line("Webhook", Field(obj, "status", "webhookPath"))
+	d.line("Template", Field(obj, "spec", "template", "template", "apiVersion")+" "+Field(obj, "spec", "template", "template", "kind"))
+	d.line("Suspend", Field(obj, "spec", "suspend"))
+	d.line("Fired", Field(obj, "status", "fired"))
+	d.line("Last fired", Field(obj, "status", "lastFired"))
+	d.line("Message", Field(obj, "status", "message"))
+	rows := [][]string{}
+	for _, r := range list(obj, "status", "lastRuns") {
+		m, _ := r.(map[string]any)
+		rows = append(rows, []string{Field(m, "name"), Field(m, "phase"), Field(m, "event")})
+	}
+	if len(rows) > 0 {
+		rows = append([][]string{{"NAME", "PHASE", "EVENT"}}, rows...)
 	}
 	d.section("Last runs", rows)
 }

@@ -113,6 +113,8 @@ func header(kind string, wide bool) []string {
 		return []string{"NAME", "USED / LIMIT", "AGE"}
 	case v1alpha1.KindSchedule:
 		return []string{"NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "NEXT"}
+	case v1alpha1.KindTrigger:
+		return []string{"NAME", "SOURCE", "SUSPEND", "FIRED", "LAST", "AGE"}
 	}
 	return []string{"NAME", "AGE"}
 }
@@ -162,10 +164,36 @@ func cells(kind string, it Object, wide bool) []string {
 		row = append(row, Field(it, "spec", "schedule"), orNone(Field(it, "spec", "timeZone")), suspend,
 			fmt.Sprint(len(list(it, "status", "active"))), agoOrNone(Field(it, "status", "lastScheduleTime")),
 			orNone(Field(it, "status", "nextScheduleTime")))
+	case v1alpha1.KindTrigger:
+		suspend := Field(it, "spec", "suspend")
+		if suspend == "" {
+			suspend = "false"
+		}
+		fired := Field(it, "status", "fired")
+		if fired == "" {
+			fired = "0"
+		}
+		row = append(row, TriggerSource(it), suspend, fired, agoOrNone(Field(it, "status", "lastFired")), created)
 	default:
 		row = append(row, created)
 	}
 	return row
+}
+
+// TriggerSource says which events a trigger watches.
+func TriggerSource(it Object) string {
+	switch {
+	case Lookup(it, "spec", "source", "runnableEnded") != nil:
+		return "runnableEnded"
+	case Lookup(it, "spec", "source", "deployableRolledOut") != nil:
+		if n := Field(it, "spec", "source", "deployableRolledOut", "name"); n != "" {
+			return "deployableRolledOut " + n
+		}
+		return "deployableRolledOut"
+	case Lookup(it, "spec", "source", "webhook") != nil:
+		return "webhook"
+	}
+	return "<none>"
 }
 
 // QuotaRows are a quota's limits in name order, each [name, used, limit].
