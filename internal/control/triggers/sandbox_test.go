@@ -83,7 +83,7 @@ func TestChainOnRealJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ingester, err := inventory.New(inventory.Config{Store: st, Stream: streamtest.Connect(t, nats.URL), Logger: log,
-		Health: interp.InterpretJSON, Fingerprint: sealer.Fingerprint})
+		Health: interp, Fingerprint: sealer.Fingerprint})
 	if err != nil {
 		t.Fatal(err)
 	}
