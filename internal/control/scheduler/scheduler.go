@@ -258,7 +258,7 @@ func (s *Scheduler) fire(ctx context.Context, ns, name string) error {
 			return err
 		}
 		for _, t := range ticks {
-			msg, created, err := s.runTick(ctx, tx, sch, runs, t)
+			msg, created, err := runTick(ctx, tx, sch, runs, t, byTimetable(sch))
 			if err != nil {
 				return err
 			}
@@ -305,14 +305,23 @@ func (s *Scheduler) fire(ctx context.Context, ns, name string) error {
 	return err
 }
 
+// acting says who acts for a tick: Note is the audit log's actor of a
+// tick not run, Cancel the actor of the cancels of Replace.
+type acting struct{ Note, Cancel string }
+
+// byTimetable is who acts for a tick of the timetable: the scheduler
+// decides alone what it skips, and cancels with the author's rights.
+func byTimetable(sch *Stored) acting { return acting{Note: Actor, Cancel: sch.Author.Name} }
+
 // runTick creates one tick's runnable in tx, under the concurrency
 // policy; it returns what the status says of it when no runnable was
-// created, and the run created.
-func (s *Scheduler) runTick(ctx context.Context, tx *store.Tx, sch *Stored, runs []Run, t tick) (string, *Run, error) {
+// created, and the run created. The timetable and a backfill both run
+// their ticks through it.
+func runTick(ctx context.Context, tx *store.Tx, sch *Stored, runs []Run, t tick, by acting) (string, *Run, error) {
 	ns, name := sch.Obj.Metadata.Namespace, sch.Obj.Metadata.Name
 	at := t.at.UTC().Format(time.RFC3339)
 	note := func(action, outcome, msg string) (string, *Run, error) {
-		return msg, nil, tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: action, Kind: v1alpha1.KindSchedule,
+		return msg, nil, tx.Audit().Append(ctx, &audit.Entry{Actor: by.Note, Action: action, Kind: v1alpha1.KindSchedule,
 			Namespace: ns, Name: name, Summary: msg, Outcome: outcome})
 	}
 	if t.refusal != nil {
@@ -348,7 +357,7 @@ func (s *Scheduler) runTick(ctx context.Context, tx *store.Tx, sch *Stored, runs
 			if err != nil {
 				return "", nil, err
 			}
-			if _, err := lifecycle.Apply(ctx, tx, cur, submission.CancelTransition(sch.Author.Name,
+			if _, err := lifecycle.Apply(ctx, tx, cur, submission.CancelTransition(by.Cancel,
 				fmt.Sprintf("cancelled %s/%s (was %s): replaced by the tick %s of schedule %s (concurrencyPolicy Replace)", ns, r.Rec.Name, r.Rec.Phase, at, name))); err != nil {
 				return "", nil, err
 			}
