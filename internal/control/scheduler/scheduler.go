@@ -70,6 +70,7 @@ type Config struct {
 	// just committed: the moment each was accepted, for the lag from the
 	// tick (make bench).
 	Accepted func(ticks []time.Time)
+
 	Resync time.Duration
 	// Wake, when set, is signalled by the API of this process when it
 	// wrote a schedule, so that a new first tick is not left to Resync.
