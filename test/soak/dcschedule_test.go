@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ func TestDCScheduleExactlyOnce(t *testing.T) {
 		t.Skip("starts the three-DC farm")
 	}
 	ctx := t.Context()
-	f, clusters := startDCFarm(ctx, t, keptDir(t), controllerArgs, agentArgs)
+	dir := keptDir(t)
+	f, clusters := startDCFarm(ctx, t, dir, withSchedules(dir, controllerArgs), agentArgs)
 	const ns, name = "dc-schedule", "every-minute"
 	for _, c := range clusters {
 		if err := c.EnsureNamespace(ctx, ns); err != nil {
@@ -163,6 +165,13 @@ func countTicks(t *testing.T, f *farm.DCFarm, ns, name string, first, last time.
 	}
 	c.StatusMissed, c.Message = sch.Status.Missed, sch.Status.Message
 	return c
+}
+
+// withSchedules adds to a controller's flags the policy each tick is
+// checked against: without it a controller fires no schedule. The farm
+// writes the policy in its folder.
+func withSchedules(dir string, args []string) []string {
+	return append(slices.Clone(args), "--policy", filepath.Join(dir, "policy.yaml"))
 }
 
 // nextMinute is the first whole minute after t.

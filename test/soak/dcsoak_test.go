@@ -59,7 +59,8 @@ func TestDCSoak(t *testing.T) {
 	t.Logf("dc soak: %s of load and faults, seed %d (rerun with -soak.seed=%d)", *soakDuration, seed, seed)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f, clusters := startDCFarm(ctx, t, keptDir(t), controllerArgs, agentArgs)
+	dir := keptDir(t)
+	f, clusters := startDCFarm(ctx, t, dir, withSchedules(dir, controllerArgs), agentArgs)
 	for _, c := range clusters {
 		for _, ns := range append(slices.Clone(dcNamespaces), dcScheduleNS) {
 			if err := c.EnsureNamespace(ctx, ns); err != nil {
