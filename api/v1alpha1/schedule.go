@@ -130,6 +130,43 @@ type ScheduleRun struct {
 	Phase Phase     `json:"phase"`
 }
 
+// ScheduleBackfill is the body of POST .../backfill: run the schedule's
+// ticks in [From, To] now, as the timetable would have.
+type ScheduleBackfill struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// MaxBackfillTicks bounds the ticks of one backfill: a day of a schedule
+// firing each minute is 1,440; a longer interval is several calls.
+const MaxBackfillTicks = 1000
+
+// What a backfill did with a tick.
+const (
+	BackfillRun         = "Run"
+	BackfillSkipped     = "Skipped"
+	BackfillAlreadyDone = "AlreadyDone"
+)
+
+// ScheduleBackfillResult is what a backfill did, tick by tick, oldest
+// first, with the counts of each outcome.
+type ScheduleBackfillResult struct {
+	Ticks       []BackfillTick `json:"ticks"`
+	Run         int            `json:"run"`
+	Skipped     int            `json:"skipped"`
+	AlreadyDone int            `json:"alreadyDone"`
+}
+
+// BackfillTick is one tick of a backfill: its runnable's name, the
+// outcome (Run, Skipped, AlreadyDone), and why when it did not run.
+type BackfillTick struct {
+	Tick    time.Time `json:"tick"`
+	Name    string    `json:"name"`
+	Outcome string    `json:"outcome"`
+	Phase   Phase     `json:"phase,omitempty"`
+	Message string    `json:"message,omitempty"`
+}
+
 // SetDefaults fills the schedule's unset fields, and its template's as a
 // runnable's.
 func (s *Schedule) SetDefaults() {

@@ -69,6 +69,16 @@ func TestCLISchedules(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
+	// A backfill of two past minutes: a line per tick, under the names
+	// the timetable gives them.
+	from := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
+	matches(t, "schedule backfill", me.ok("schedule", "backfill", "every", "-n", "team-a",
+		"--from", from.Format(time.RFC3339), "--to", from.Add(time.Minute).Format(time.RFC3339)),
+		`(?m)^`+regexp.QuoteMeta(from.Format(time.RFC3339))+`  runnable/team-a/every-\d+ created: Queued$`,
+		`(?m)^schedule every backfilled: 2 run, 0 skipped, 0 already done$`)
+	if out := me.fail("schedule", "backfill", "every", "-n", "team-a", "--from", from.Format(time.RFC3339), "--to", "2999-01-01T00:00:00Z"); !strings.Contains(out, "in the future") {
+		t.Fatalf("backfill into the future: %s", out)
+	}
 	if out := me.ok("delete", "schedule", "every", "-n", "team-a"); !strings.Contains(out, "schedule/team-a/every") {
 		t.Fatalf("delete: %q", out)
 	}

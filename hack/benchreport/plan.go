@@ -117,6 +117,11 @@ var plan = []entry{
 	{ID: "fair-share", Section: "fair-share", Pkg: "./internal/control/submitter/",
 		Test: "TestBenchmarkFairShare", Env: []string{"PURSER_BENCH=1"}, Timeout: 20 * time.Minute, Estimate: 90 * time.Second,
 		Logs: fairShareLogs()},
+	// Two ticks of a minute each per engine, so at least two minutes of
+	// wall time each, most of it waiting for the second tick.
+	{ID: "schedules", Section: "schedules", Pkg: "./internal/control/scheduler/",
+		Test: "TestBenchmarkSchedules", Env: []string{"PURSER_BENCH=1"}, Timeout: 30 * time.Minute, Estimate: 8 * time.Minute,
+		Logs: []logMetric{schedulesLag("sqlite"), schedulesLag("postgres")}},
 	{ID: "health", Section: "health", Pkg: "./internal/member/health/",
 		Bench: "^BenchmarkInterpret$", Timeout: 5 * time.Minute, Estimate: 10 * time.Second},
 	{ID: "dc-accept", Section: "dc-accept", Pkg: "./test/soak/",
@@ -372,6 +377,9 @@ var sections = []section{
 		Columns: []string{"time", "fair-a: share of the farm's cpu / fair share", "fair-b: share / fair share", "queued, fair-a / fair-b"},
 		Rows:    fairShareRows(),
 	},
+	{ID: "schedules",
+		Columns: []string{"engine", "tick to accepted, p50 / p99 / max", "ceiling: as many plain creates through the gate, one loop", "its p50 / p99 / max from the loop's start", "goal"},
+		Rows:    [][]cell{schedulesRow("SQLite", "sqlite"), schedulesRow("PostgreSQL", "postgres")}},
 	{ID: "health",
 		Columns: []string{"object", "interpreter", "per verdict", "allocations"},
 		Rows: [][]cell{
@@ -728,4 +736,21 @@ func inventoryDesignSizeRows() [][]cell {
 		{lit("ingester memory during churn: Go heap in use / RSS"),
 			join(" / ", designSize("churn-heap-MB", 0, " MB"), designSize("churn-rss-MB", 0, " MB")), lit("")},
 	}
+}
+
+// schedulesLag reads the line TestBenchmarkSchedules logs per engine.
+func schedulesLag(eng string) logMetric {
+	return logMetric{regexp.MustCompile(`schedules ` + eng + `: \d+ schedules each minute over \d+ clusters, \d+ ticks: tick to accepted p50 (\S+) p99 (\S+) max (\S+); ` +
+		`ceiling, \d+ plain creates through the gate in one loop: ([0-9.]+)/s, from the loop's start p50 (\S+) p99 (\S+) max (\S+)`),
+		[]string{eng + "-p50-s", eng + "-p99-s", eng + "-max-s", eng + "-ceiling/s", eng + "-ceiling-p50-s", eng + "-ceiling-p99-s", eng + "-ceiling-max-s"}}
+}
+
+func schedulesRow(label, eng string) []cell {
+	name := "scheduler.TestBenchmarkSchedules"
+	s := func(unit string) fig { return fig{name: name, unit: unit, scale: 1, prec: 2, suffix: " s"} }
+	return []cell{lit(label),
+		join(" / ", s(eng+"-p50-s"), s(eng+"-p99-s"), s(eng+"-max-s")),
+		metric(name, eng+"-ceiling/s", 0, " creates/s"),
+		join(" / ", s(eng+"-ceiling-p50-s"), s(eng+"-ceiling-p99-s"), s(eng+"-ceiling-max-s")),
+		lit("p99 < 1 s")}
 }

@@ -44,6 +44,10 @@ const (
 // objects may still be on the shared clusters.
 var dcNamespaces = []string{"dcsoak-a", "dcsoak-b"}
 
+// The schedule the DC soak keeps firing, in a namespace of its own (its
+// runs are not the workload's).
+const dcScheduleNS, dcSchedule = "dcsoak-schedule", "soak-minute"
+
 func TestDCSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the DC soak takes minutes")
@@ -55,14 +59,17 @@ func TestDCSoak(t *testing.T) {
 	t.Logf("dc soak: %s of load and faults, seed %d (rerun with -soak.seed=%d)", *soakDuration, seed, seed)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f, clusters := startDCFarm(ctx, t, keptDir(t), controllerArgs, agentArgs)
+	dir := keptDir(t)
+	f, clusters := startDCFarm(ctx, t, dir, withSchedules(dir, controllerArgs), agentArgs)
 	for _, c := range clusters {
-		for _, ns := range dcNamespaces {
+		for _, ns := range append(slices.Clone(dcNamespaces), dcScheduleNS) {
 			if err := c.EnsureNamespace(ctx, ns); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
+	// A schedule firing each minute through the faults: one run per tick.
+	firstTick := putMinuteSchedule(t, f.API, dcScheduleNS, dcSchedule)
 	w := newWorkload(f.API, seed, dcNamespaces)
 	watch, err := newLiveWatcher(ctx, f, dcNamespaces)
 	if err != nil {
@@ -87,6 +94,9 @@ func TestDCSoak(t *testing.T) {
 		}
 	}
 	dr.measure(ctx, t, f, w)
+	lastTick := nextMinute(time.Now())
+	waitTick(t, f, dcScheduleNS, dcSchedule, lastTick, "the schedule's tick after the soak")
+	dr.Schedule = countTicks(t, f, dcScheduleNS, dcSchedule, firstTick, lastTick)
 	summary := dr.String()
 	t.Log("\n" + summary)
 	fmt.Println(summary)
@@ -414,6 +424,8 @@ type dcReport struct {
 	// AckedLost: accepted runnables not stored, and deployables whose
 	// source of truth lost an accepted change.
 	AckedLost int
+	// Schedule: the runnables of a schedule firing each minute, per tick.
+	Schedule tickCount
 }
 
 var (
@@ -500,6 +512,9 @@ func (d *dcReport) Violations() []string {
 	if d.AckedLost > 0 {
 		v = append(v, fmt.Sprintf("%d acknowledged writes lost", d.AckedLost))
 	}
+	if sv := d.Schedule.Violation(); sv != "" {
+		v = append(v, sv)
+	}
 	if len(d.TwoPrimaries) > 0 {
 		v = append(v, fmt.Sprintf("two PostgreSQL primaries in %d of %d rounds:\n  %s", len(d.TwoPrimaries), d.PrimaryRounds, strings.Join(d.TwoPrimaries, "\n  ")))
 	}
@@ -526,6 +541,7 @@ func (d *dcReport) String() string {
 	}
 	b.WriteString(describeStalls(d.stalls, d.faults))
 	fmt.Fprintf(&b, "  PostgreSQL nodes accepting writes, asked every 250 ms from inside each DC: two at once in %d of %d rounds\n", len(d.TwoPrimaries), d.PrimaryRounds)
+	fmt.Fprintf(&b, "  schedule %s firing each minute over %d ticks: %s\n", dcSchedule, d.Schedule.Ticks, d.Schedule)
 	chain := "chain intact"
 	if !d.AuditOK {
 		chain = "chain broken"

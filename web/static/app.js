@@ -213,6 +213,7 @@ function route() {
     case "apply-deployable": return applyDeployable();
     case "runnables": return parts[1] ? runnableDetail(parts[1], parts[2]) : runnables();
     case "queue": return queuePage();
+    case "schedules": return parts[1] ? scheduleDetail(parts[1], parts[2]) : schedules();
     case "edit-runnable": return editRunnable(parts[1], parts[2]);
     default: return farmPage();
   }
@@ -615,6 +616,91 @@ function lineDiff(a, b) {
   while (i < n) out.push(["-", a[i++]]);
   while (j < m) out.push(["+", b[j++]]);
   return out;
+}
+
+// ---- schedules ----
+// A schedule's timetable as purser kept it: each tick run (its runnable
+// and phase, from status.lastRuns) or not run (skipped by Forbid, missed
+// past a deadline or while purser was down, refused by the policy: the
+// scheduler's audit entries on the schedule), newest first.
+function schedulePath(ns, name) { return "#/schedules/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name); }
+
+function schedules() {
+  const body = el("tbody");
+  const holder = {};
+  main(el("h1", {}, "Schedules"), el("div", { class: "filters" }, namespaceSelect("sns", true)),
+    el("table", { id: "schedules", class: "list" },
+      el("thead", {}, el("tr", {}, ["Namespace", "Name", "Schedule", "Time zone", "Concurrency", "Active", "Last tick", "Next tick", "Missed"].map(h => el("th", {}, h)))), body));
+  live(async () => {
+    const q = new URLSearchParams();
+    if (filters.sns) q.set("namespace", filters.sns);
+    const list = await api("GET", "/api/v1/schedules?" + q);
+    if (!changed(holder, [list, Math.floor(Date.now() / 10000)])) return;
+    body.replaceChildren(...list.items.map(s => {
+      const st = s.status || {};
+      return el("tr", { class: "linked", "data-name": s.metadata.name },
+        el("td", {}, s.metadata.namespace), el("td", { class: "nowrap" }, rowLink(schedulePath(s.metadata.namespace, s.metadata.name), s.metadata.name)),
+        el("td", { class: "nowrap" }, el("code", {}, s.spec.schedule)), el("td", {}, s.spec.timeZone || "UTC"),
+        el("td", {}, s.spec.concurrencyPolicy || "Allow"), el("td", { class: "num" }, (st.active || []).length),
+        el("td", { class: "nowrap" }, when(st.lastScheduleTime, true)),
+        el("td", { class: "nowrap" }, s.spec.suspend ? badge("Suspended") : when(st.nextScheduleTime)),
+        el("td", { class: "num", title: st.message || "" }, st.missed || 0));
+    }));
+    if (!list.items.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 9, class: "muted" }, "No schedules.")));
+  });
+}
+
+// TICK_NOT_RUN maps the scheduler's audit actions on a schedule to what
+// the timeline says of the tick.
+const TICK_NOT_RUN = { skip: "skipped", miss: "missed", refuse: "refused" };
+// tickOf is the tick an entry speaks of, which its summary names ("tick
+// T skipped: ...", "N tick(s) up to T missed: ..."); else when it was written.
+function tickOf(e) {
+  const m = /^(?:tick|\d+ tick\(s\) up to) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)/.exec(e.summary || "");
+  return m ? m[1] : e.time;
+}
+
+function scheduleDetail(ns, name) {
+  const view = el("div");
+  const holder = {};
+  const base = "/api/v1/schedules/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name);
+  main(el("p", {}, link("#/schedules", "← Schedules")), view);
+  live(async () => {
+    let s;
+    try { s = await api("GET", base); } catch (e) {
+      if (e.status === 404) {
+        if (changed(holder, "gone")) fill(view, el("h1", {}, "Schedule " + ns + "/" + name), el("p", { id: "gone", class: "muted" }, "No such schedule (it may have been deleted; its runnables stay)."));
+        return;
+      }
+      throw e;
+    }
+    const hist = await historyTail(new URLSearchParams({ namespace: ns, kind: "Schedule", name }), 500);
+    if (!changed(holder, [s, hist.length, Math.floor(Date.now() / 10000)])) return;
+    const st = s.status || {};
+    const events = (st.lastRuns || []).map(r => ({ at: r.tick, what: "run", cell: [link(runnablePath(ns, r.name), r.name), " ", badge(r.phase)] }))
+      .concat(hist.filter(e => TICK_NOT_RUN[e.action]).map(e => ({ at: tickOf(e), what: TICK_NOT_RUN[e.action], cell: el("span", { class: "message" }, e.summary) })))
+      .sort((a, b) => new Date(b.at) - new Date(a.at));
+    const actions = [];
+    if (may(ns, "write")) actions.push(el("button", { id: "run-now", onclick: async () => {
+      try { const r = await api("POST", base + "/run"); toast(r.metadata.name + " created: " + r.status.phase); holder.last = null; }
+      catch (e) { toast(describeError(e)); }
+    } }, "Run now"));
+    fill(view,
+      el("h1", {}, "Schedule " + ns + "/" + name, " ", s.spec.suspend ? badge("Suspended") : null),
+      el("div", { class: "actions" }, actions),
+      kv({ id: "schedule" }, ...[["Schedule", el("code", {}, s.spec.schedule)], ["Time zone", s.spec.timeZone || "UTC"],
+        ["Concurrency", s.spec.concurrencyPolicy || "Allow"], ["Catch-up", ((s.spec.catchUp || {}).policy || "Last") + ((s.spec.catchUp || {}).windowSeconds ? " within " + s.spec.catchUp.windowSeconds + " s" : "")],
+        ["Last tick", when(st.lastScheduleTime, true)], ["Next tick", s.spec.suspend ? "none while suspended" : when(st.nextScheduleTime)],
+        ["Active", (st.active || []).length ? el("span", {}, ...st.active.flatMap(a => [link(runnablePath(ns, a.name), a.name), " "])) : el("span", { class: "muted" }, "none")],
+        ["Missed", String(st.missed || 0)], ["Message", el("span", { class: "message" }, st.message || "")]].flat(1)),
+      el("h2", {}, "Timeline"),
+      el("table", { id: "timeline", class: "list" }, el("thead", {}, el("tr", {}, ["Tick", "What", "Run or why"].map(h => el("th", {}, h)))),
+        el("tbody", {}, events.length ? events.map(e => el("tr", { "data-what": e.what }, el("td", { class: "nowrap" }, when(e.at, true)), el("td", {}, badge(e.what)), el("td", {}, e.cell)))
+          : [el("tr", {}, el("td", { colspan: 3, class: "muted" }, "No tick yet."))])),
+      el("h2", {}, "History"),
+      historyTable("schedule-history", hist, false),
+      el("h2", {}, "Spec"), yamlBlock("schedule-spec", s.spec));
+  });
 }
 
 // ---- deployables ----

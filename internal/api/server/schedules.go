@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/scheduler"
 	"github.com/purser-io/purser/internal/domain/policy"
@@ -250,6 +252,87 @@ func (s *Server) runSchedule(r *http.Request, u policy.User) (int, any, error) {
 	}
 	obj, err := runnableFromRecord(out.Rec, nil)
 	return http.StatusAccepted, obj, err
+}
+
+// backfillSchedule serves POST .../backfill {from, to}: the schedule's
+// ticks in [from, to] run now, by the caller, as the timetable runs them
+// (the same names, the concurrency policy, the same create), whatever its
+// suspension; a tick already done is not run again. At most
+// v1alpha1.MaxBackfillTicks ticks, and none in the future.
+func (s *Server) backfillSchedule(r *http.Request, u policy.User) (int, any, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
+		return 0, nil, errForbidden("user %q may not backfill schedules in namespace %q", u.Name, ns)
+	}
+	req, err := decodeBody(r, func(data []byte, _ string) (v1alpha1.ScheduleBackfill, error) {
+		var req v1alpha1.ScheduleBackfill
+		if err := yaml.UnmarshalStrict(data, &req); err != nil {
+			return req, errBadRequest("request body is malformed (want {\"from\": RFC 3339, \"to\": RFC 3339}): %v", err)
+		}
+		return req, nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	now := s.now()
+	var errs []v1alpha1.FieldError
+	switch {
+	case req.From.IsZero():
+		errs = append(errs, v1alpha1.FieldError{Field: "from", Message: "is required (RFC 3339)"})
+	case req.To.IsZero():
+		errs = append(errs, v1alpha1.FieldError{Field: "to", Message: "is required (RFC 3339)"})
+	case !req.From.Before(req.To):
+		errs = append(errs, v1alpha1.FieldError{Field: "from", Message: fmt.Sprintf("%s is not before to (%s)",
+			req.From.UTC().Format(time.RFC3339), req.To.UTC().Format(time.RFC3339))})
+	case req.To.After(now):
+		errs = append(errs, v1alpha1.FieldError{Field: "to", Message: fmt.Sprintf("%s is in the future (now is %s); a backfill runs past ticks only",
+			req.To.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))})
+	}
+	if len(errs) > 0 {
+		return 0, nil, errInvalid("backfill is invalid", errs)
+	}
+	var rec *store.Schedule
+	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		rec, err = tx.Schedules().Get(r.Context(), ns, name)
+		return err
+	}); errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("schedule %s/%s not found", ns, name)
+	} else if err != nil {
+		return 0, nil, err
+	}
+	sch, err := scheduler.Decode(rec)
+	if err != nil {
+		return 0, nil, err
+	}
+	ticks, n, err := scheduler.TicksBetween(&sch.Obj.Spec, req.From, req.To, v1alpha1.MaxBackfillTicks)
+	if err != nil {
+		return 0, nil, errInvalid("schedule's timetable cannot be read", []v1alpha1.FieldError{{Field: "spec.schedule", Message: err.Error()}})
+	}
+	if n > v1alpha1.MaxBackfillTicks {
+		count := fmt.Sprint(n)
+		if n >= 100*v1alpha1.MaxBackfillTicks {
+			count = "at least " + count
+		}
+		return 0, nil, errInvalid(fmt.Sprintf("backfill of %s ticks refused: at most %d in one call", count, v1alpha1.MaxBackfillTicks),
+			[]v1alpha1.FieldError{{Field: "to", Message: fmt.Sprintf("[from, to] holds %s ticks of %q; at most %d in one call: split the interval", count, sch.Obj.Spec.Schedule, v1alpha1.MaxBackfillTicks)}})
+	}
+	res, err := scheduler.Backfill(r.Context(), s.cfg.Store, s.gate(), sch, u, ticks, s.notifyOutbox)
+	if res != nil {
+		// What was run is said and audited even when a later batch failed.
+		if aerr := s.tx(r.Context(), func(tx *store.Tx) error {
+			return scheduler.AuditBackfill(r.Context(), tx, u, ns, name, req.From, req.To, res)
+		}); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("schedule %s/%s was deleted during its backfill", ns, name)
+	}
+	if err != nil {
+		return 0, nil, asTemplateError(err)
+	}
+	s.scheduleWritten()
+	return http.StatusOK, res, nil
 }
 
 // scheduleFromRecord is the API object of a stored schedule.

@@ -195,6 +195,7 @@ func New(cfg Config) *Server {
 	s.handle("GET /api/v1/schedules/{namespace}/{name}", s.getSchedule)
 	s.handle("DELETE /api/v1/schedules/{namespace}/{name}", s.deleteSchedule)
 	s.handle("POST /api/v1/schedules/{namespace}/{name}/run", s.runSchedule)
+	s.handle("POST /api/v1/schedules/{namespace}/{name}/backfill", s.backfillSchedule)
 
 	s.handle("PUT /api/v1/triggers/{namespace}/{name}", s.putTrigger)
 	s.handle("GET /api/v1/triggers", s.listTriggers)

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,5 +311,72 @@ func TestSuspend(t *testing.T) {
 	}
 	if got := statusOf(t, st, "paused"); got.Missed != 0 {
 		t.Fatalf("ticks passed while suspended counted as missed: %+v", got)
+	}
+}
+
+// TestExactlyOnceInBatches: the scheduler fires the schedules due at the
+// same tick in batches (one transaction per page of them); two
+// schedulers on their own pools run whole passes at once, four
+// goroutines each, tick after tick, over more schedules than a batch
+// holds. Each schedule has exactly one runnable per tick, whichever
+// batch or single fire committed it.
+func TestExactlyOnceInBatches(t *testing.T) {
+	for _, eng := range storetest.Engines() {
+		t.Run(eng.Name, func(t *testing.T) {
+			dsn := eng.NewDSN(t)
+			stores := []*store.Store{open(t, dsn), open(t, dsn)}
+			raw := storetest.RawDB(t, dsn)
+			var clk clock
+			start := time.Date(2026, 12, 7, 10, 0, 30, 0, time.UTC)
+			clk.Set(start)
+			const schedules, ticks = 130, 3
+			for i := range schedules {
+				put(t, stores[0], newSchedule(fmt.Sprintf("s-%03d", i), "* * * * *"), start)
+			}
+			pol := testPolicy(t, "alice")
+			var scheds []*scheduler.Scheduler
+			for _, st := range stores {
+				scheds = append(scheds, scheduler.New(scheduler.Config{Store: st, Policy: func() *policy.Policy { return pol }, Now: clk.Now}))
+			}
+			for i := range ticks {
+				clk.Set(start.Add(time.Duration(i+1)*time.Minute - 29*time.Second))
+				var wg sync.WaitGroup
+				gate := make(chan struct{})
+				for g := range 8 {
+					wg.Go(func() {
+						<-gate
+						if _, err := scheds[g%2].Pass(t.Context()); err != nil {
+							t.Errorf("tick %d: Pass: %v", i+1, err)
+						}
+					})
+				}
+				close(gate)
+				wg.Wait()
+			}
+			rows, err := raw.QueryContext(t.Context(), `SELECT name FROM runnables WHERE namespace = 'team-a'`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			seen := map[string]int{}
+			for rows.Next() {
+				var name string
+				if err := rows.Scan(&name); err != nil {
+					t.Fatal(err)
+				}
+				seen[name]++
+			}
+			for s := range schedules {
+				for i := range ticks {
+					name := v1alpha1.TickRunName(fmt.Sprintf("s-%03d", s), start.Truncate(time.Minute).Add(time.Duration(i+1)*time.Minute))
+					if seen[name] != 1 {
+						t.Errorf("%s: %d runnables, want 1", name, seen[name])
+					}
+				}
+			}
+			if len(seen) != schedules*ticks {
+				t.Errorf("%d runnables for %d schedules and %d ticks", len(seen), schedules, ticks)
+			}
+		})
 	}
 }

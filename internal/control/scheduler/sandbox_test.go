@@ -16,9 +16,12 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/control/scheduler"
 	"github.com/purser-io/purser/internal/control/submitter"
+	"github.com/purser-io/purser/internal/domain/admission"
 	"github.com/purser-io/purser/internal/domain/policy"
+	"github.com/purser-io/purser/internal/domain/submission"
 	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -42,7 +45,9 @@ var jobs = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: 
 // submitter on one database and a real kube-apiserver, with the
 // scheduler's clock moved by hand from tick to tick: Forbid skips a tick
 // while the Job of the previous one is active, and Replace cancels it
-// (its Job leaves the cluster) before the next one's Job is created.
+// (its Job leaves the cluster) before the next one's Job is created; a
+// backfill of three past ticks puts three Jobs on the cluster, under
+// their ticks' names, and a second one of the same interval none.
 func TestConcurrencyOnRealJobs(t *testing.T) {
 	cluster := env.Clusters(t)[0]
 	st := open(t, storetest.Engines()[0].NewDSN(t))
@@ -147,6 +152,48 @@ func TestConcurrencyOnRealJobs(t *testing.T) {
 		}
 		clk.Set(second.Add(time.Minute)) // the next schedule starts later
 	}
+
+	// Backfill: three past ticks of an Allow schedule become three Jobs
+	// under their ticks' names, created by the caller; a second backfill
+	// of the same interval finds them done.
+	s := newSchedule("job-backfill", "*/5 * * * *")
+	s.Metadata.Namespace = ns
+	put(t, st, s, clk.Now())
+	stored := stored(t, st, ns, "job-backfill")
+	from := clk.Now().Truncate(5 * time.Minute).Add(-30 * time.Minute)
+	ticks, _, err := scheduler.TicksBetween(&stored.Obj.Spec, from, from.Add(10*time.Minute), v1alpha1.MaxBackfillTicks)
+	if err != nil || len(ticks) != 3 {
+		t.Fatalf("ticks of [%s, +10m]: %v, %v", from, ticks, err)
+	}
+	gate := &submission.Gate{Policy: pol, Store: st, Pods: admission.DefaultChecker(), Renderings: attempt.Renderings, Now: clk.Now}
+	res, err := scheduler.Backfill(t.Context(), st, gate, stored, policy.User{Name: "alice"}, ticks, relay.Notify)
+	if err != nil || res.Run != 3 {
+		t.Fatalf("backfill: %+v, %v", res, err)
+	}
+	for _, tick := range ticks {
+		jobOf(t, dyn, ns, v1alpha1.TickRunName("job-backfill", tick), true)
+	}
+	again, err := scheduler.Backfill(t.Context(), st, gate, stored, policy.User{Name: "alice"}, ticks, relay.Notify)
+	if err != nil || again.AlreadyDone != 3 || again.Run != 0 {
+		t.Fatalf("backfill again: %+v, %v", again, err)
+	}
+}
+
+func stored(t *testing.T, st *store.Store, ns, name string) *scheduler.Stored {
+	t.Helper()
+	var rec *store.Schedule
+	if err := st.Read(t.Context(), func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.Schedules().Get(t.Context(), ns, name)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheduler.Decode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // jobOf waits until the Job of runnable name is on the cluster (present)

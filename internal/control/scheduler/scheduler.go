@@ -66,6 +66,11 @@ type Config struct {
 	// Notify wakes the outbox relay of this process, when there is one,
 	// once a runnable was queued or cancelled.
 	Notify func()
+	// Accepted, when set, is told the ticks whose runnables a transaction
+	// just committed: the moment each was accepted, for the lag from the
+	// tick (make bench).
+	Accepted func(ticks []time.Time)
+
 	Resync time.Duration
 	// Wake, when set, is signalled by the API of this process when it
 	// wrote a schedule, so that a new first tick is not left to Resync.
@@ -154,10 +159,8 @@ func (s *Scheduler) Pass(ctx context.Context) (*time.Time, error) {
 		}); err != nil {
 			return nil, err
 		}
-		for _, rec := range due {
-			if err := s.Fire(ctx, rec.Namespace, rec.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-				errs = append(errs, fmt.Errorf("schedule %s/%s: %w", rec.Namespace, rec.Name, err))
-			}
+		if err := s.fireBatch(ctx, due); err != nil {
+			errs = append(errs, err)
 		}
 		if len(due) < 100 || len(errs) > 0 {
 			break
@@ -213,106 +216,215 @@ func (s *Scheduler) fire(ctx context.Context, ns, name string) error {
 	}); err != nil {
 		return err
 	}
-	sch, err := Decode(rec)
+	f, err := s.prepare(ctx, s.gate(), rec)
 	if err != nil {
 		return err
 	}
-	now := s.cfg.Now()
-	var plan Plan
-	st := sch.Obj.Status
-	if !sch.Obj.Spec.Suspend {
-		cronSched, loc, err := v1alpha1.ParseCron(sch.Obj.Spec.Schedule, sch.Obj.Spec.TimeZone)
-		if err != nil {
-			// Validated when written; a time zone the host lost since.
-			st.Message = "spec.schedule or spec.timeZone cannot be read: " + err.Error()
-			return s.writeStatus(ctx, rec, sch, st, nil)
-		}
-		plan = Decide(cronSched, loc, sch.Since(), now, RulesOf(&sch.Obj.Spec))
+	var out fired
+	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		out = fired{}
+		return s.apply(ctx, tx, f, &out)
+	})
+	if err == nil {
+		s.after(out)
 	}
-	// Each tick's runnable passes the gate before the transaction (the
-	// gate reads the store itself): as its author, by the policy now.
-	gate := &submission.Gate{Policy: s.cfg.Policy(), Store: s.cfg.Store, Pods: s.cfg.Pods, Renderings: attempt.Renderings, Now: s.cfg.Now}
-	ticks := make([]tick, 0, len(plan.Run))
-	for _, at := range plan.Run {
+	return err
+}
+
+// fireBatch fires the due schedules recs (as read by Due) in one
+// transaction: a commit, and so a sync of the database's log, per batch
+// rather than per schedule is what lets ten thousand schedules firing at
+// the same minute be accepted within a second or so. Exactly once does
+// not depend on it: each tick's runnable still has its one name. Should
+// the batch fail (a schedule changed meanwhile, another scheduler fired
+// one first, an error of one schedule), each is fired again on its own,
+// so that one schedule's trouble delays none of the others for long.
+func (s *Scheduler) fireBatch(ctx context.Context, recs []*store.Schedule) error {
+	gate := s.gate()
+	fs := make([]*firing, 0, len(recs))
+	for _, rec := range recs {
+		f, err := s.prepare(ctx, gate, rec)
+		if err != nil {
+			return s.fireEach(ctx, recs)
+		}
+		fs = append(fs, f)
+	}
+	var out fired
+	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		out = fired{}
+		for _, f := range fs {
+			if err := s.apply(ctx, tx, f, &out); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return s.fireEach(ctx, recs)
+	}
+	s.after(out)
+	return nil
+}
+
+// fireEach fires recs one by one, each in its own transaction.
+func (s *Scheduler) fireEach(ctx context.Context, recs []*store.Schedule) error {
+	var errs []error
+	for _, rec := range recs {
+		if err := s.Fire(ctx, rec.Namespace, rec.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("schedule %s/%s: %w", rec.Namespace, rec.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// gate is the submission gate of this moment's policy, for the ticks of
+// one pass.
+func (s *Scheduler) gate() *submission.Gate {
+	return &submission.Gate{Policy: s.cfg.Policy(), Store: s.cfg.Store, Pods: s.cfg.Pods, Renderings: attempt.Renderings, Now: s.cfg.Now}
+}
+
+// firing is one look at a schedule, decided before the transaction that
+// carries it out: its plan, and each tick's runnable past the gate (the
+// gate reads the store itself).
+type firing struct {
+	rec   *store.Schedule
+	sch   *Stored
+	plan  Plan
+	ticks []tick
+	// unreadable says why the timetable cannot be read, when it cannot.
+	unreadable string
+}
+
+// fired is what committed transactions did, told after the commit.
+type fired struct {
+	notify   bool
+	accepted []time.Time
+}
+
+func (s *Scheduler) after(out fired) {
+	if out.notify && s.cfg.Notify != nil {
+		s.cfg.Notify()
+	}
+	if len(out.accepted) > 0 && s.cfg.Accepted != nil {
+		s.cfg.Accepted(out.accepted)
+	}
+}
+
+func (s *Scheduler) prepare(ctx context.Context, gate *submission.Gate, rec *store.Schedule) (*firing, error) {
+	sch, err := Decode(rec)
+	if err != nil {
+		return nil, err
+	}
+	f := &firing{rec: rec, sch: sch}
+	if sch.Obj.Spec.Suspend {
+		return f, nil
+	}
+	cronSched, loc, err := v1alpha1.ParseCron(sch.Obj.Spec.Schedule, sch.Obj.Spec.TimeZone)
+	if err != nil {
+		// Validated when written; a time zone the host lost since.
+		f.unreadable = "spec.schedule or spec.timeZone cannot be read: " + err.Error()
+		return f, nil
+	}
+	f.plan = Decide(cronSched, loc, sch.Since(), s.cfg.Now(), RulesOf(&sch.Obj.Spec))
+	name := rec.Name
+	// Each tick's runnable passes the gate as its author, by the policy now.
+	for _, at := range f.plan.Run {
 		req := &submission.Request{
 			Runnable: sch.Obj.RunnableAt(v1alpha1.TickRunName(name, at),
 				map[string]string{v1alpha1.LabelSchedule: name, v1alpha1.LabelScheduledTime: v1alpha1.ScheduledTimeLabel(at)}),
 			Author: sch.Author, Via: fmt.Sprintf("schedule %s, tick %s", name, at.UTC().Format(time.RFC3339)),
 		}
-		ticks = append(ticks, tick{at: at, req: req, refusal: gate.Prepare(ctx, req)})
+		f.ticks = append(f.ticks, tick{at: at, req: req, refusal: gate.Prepare(ctx, req)})
 	}
-	notify := false
-	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		notify = false
-		cur, err := tx.Schedules().Get(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		if cur.ResourceVersion != rec.ResourceVersion {
-			return fmt.Errorf("schedule %s/%s changed meanwhile: %w", ns, name, store.ErrConflict)
-		}
-		st := sch.Obj.Status
-		st.Message = ""
-		runs, err := Runs(ctx, tx, ns, name)
-		if err != nil {
-			return err
-		}
-		for _, t := range ticks {
-			msg, created, err := s.runTick(ctx, tx, sch, runs, t)
-			if err != nil {
-				return err
-			}
-			if created != nil {
-				notify = true
-				runs = append(runs, *created)
-			} else if msg != "" {
-				st.Missed++
-			}
-			if msg != "" {
-				st.Message = msg
-			}
-		}
-		if plan.Missed > 0 {
-			st.Missed += plan.Missed
-			msg := fmt.Sprintf("%d tick(s) up to %s missed: %s", plan.Missed, plan.Latest.UTC().Format(time.RFC3339), plan.MissedWhy)
-			st.Message = joinMessage(st.Message, msg)
-			if err := tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: "miss", Kind: v1alpha1.KindSchedule,
-				Namespace: ns, Name: name, Summary: msg, Outcome: "Missed"}); err != nil {
-				return err
-			}
-		}
-		if runs, err = s.prune(ctx, tx, sch, runs); err != nil {
-			return err
-		}
-		if !plan.Latest.IsZero() {
-			latest := plan.Latest.UTC()
-			st.LastScheduleTime = &latest
-		}
-		if sch.Obj.Spec.Suspend {
-			st.Message = "suspended: no tick runs until spec.suspend is false"
-		}
-		FillRuns(&st, runs)
-		var next *time.Time
-		if !plan.Next.IsZero() && !sch.Obj.Spec.Suspend {
-			n := plan.Next.UTC()
-			next = &n
-		}
-		return s.writeStatusTx(ctx, tx, cur, sch, st, next)
-	})
-	if err == nil && notify && s.cfg.Notify != nil {
-		s.cfg.Notify()
-	}
-	return err
+	return f, nil
 }
+
+// apply carries out f in tx: the runnables of its ticks, what was not
+// run, the history pruned, the status and next tick written, provided
+// the schedule is still as f read it (store.ErrConflict otherwise).
+func (s *Scheduler) apply(ctx context.Context, tx *store.Tx, f *firing, out *fired) error {
+	sch, plan, ns, name := f.sch, f.plan, f.rec.Namespace, f.rec.Name
+	cur, err := tx.Schedules().Get(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	if cur.ResourceVersion != f.rec.ResourceVersion {
+		return fmt.Errorf("schedule %s/%s changed meanwhile: %w", ns, name, store.ErrConflict)
+	}
+	st := sch.Obj.Status
+	if f.unreadable != "" {
+		st.Message = f.unreadable
+		return s.writeStatusTx(ctx, tx, cur, sch, st, nil)
+	}
+	st.Message = ""
+	runs, err := Runs(ctx, tx, ns, name)
+	if err != nil {
+		return err
+	}
+	for _, t := range f.ticks {
+		msg, created, err := runTick(ctx, tx, sch, runs, t, byTimetable(sch))
+		if err != nil {
+			return err
+		}
+		if created != nil {
+			out.notify = true
+			out.accepted = append(out.accepted, t.at)
+			runs = append(runs, *created)
+		} else if msg != "" {
+			st.Missed++
+		}
+		if msg != "" {
+			st.Message = msg
+		}
+	}
+	if plan.Missed > 0 {
+		st.Missed += plan.Missed
+		msg := fmt.Sprintf("%d tick(s) up to %s missed: %s", plan.Missed, plan.Latest.UTC().Format(time.RFC3339), plan.MissedWhy)
+		st.Message = joinMessage(st.Message, msg)
+		if err := tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: "miss", Kind: v1alpha1.KindSchedule,
+			Namespace: ns, Name: name, Summary: msg, Outcome: "Missed"}); err != nil {
+			return err
+		}
+	}
+	if runs, err = s.prune(ctx, tx, sch, runs); err != nil {
+		return err
+	}
+	if !plan.Latest.IsZero() {
+		latest := plan.Latest.UTC()
+		st.LastScheduleTime = &latest
+	}
+	if sch.Obj.Spec.Suspend {
+		st.Message = "suspended: no tick runs until spec.suspend is false"
+	}
+	FillRuns(&st, runs)
+	var next *time.Time
+	if !plan.Next.IsZero() && !sch.Obj.Spec.Suspend {
+		n := plan.Next.UTC()
+		next = &n
+	}
+	return s.writeStatusTx(ctx, tx, cur, sch, st, next)
+}
+
+// acting says who acts for a tick: Note is the audit log's actor of a
+// tick not run, Cancel the actor of the cancels of Replace.
+type acting struct{ Note, Cancel string }
+
+// byTimetable is who acts for a tick of the timetable: the scheduler
+// decides alone what it skips, and cancels with the author's rights.
+func byTimetable(sch *Stored) acting { return acting{Note: Actor, Cancel: sch.Author.Name} }
 
 // runTick creates one tick's runnable in tx, under the concurrency
 // policy; it returns what the status says of it when no runnable was
-// created, and the run created.
-func (s *Scheduler) runTick(ctx context.Context, tx *store.Tx, sch *Stored, runs []Run, t tick) (string, *Run, error) {
+// created, and the run created. The timetable and a backfill both run
+// their ticks through it.
+func runTick(ctx context.Context, tx *store.Tx, sch *Stored, runs []Run, t tick, by acting) (string, *Run, error) {
 	ns, name := sch.Obj.Metadata.Namespace, sch.Obj.Metadata.Name
 	at := t.at.UTC().Format(time.RFC3339)
 	note := func(action, outcome, msg string) (string, *Run, error) {
-		return msg, nil, tx.Audit().Append(ctx, &audit.Entry{Actor: Actor, Action: action, Kind: v1alpha1.KindSchedule,
+		return msg, nil, tx.Audit().Append(ctx, &audit.Entry{Actor: by.Note, Action: action, Kind: v1alpha1.KindSchedule,
 			Namespace: ns, Name: name, Summary: msg, Outcome: outcome})
 	}
 	if t.refusal != nil {
@@ -348,7 +460,7 @@ func (s *Scheduler) runTick(ctx context.Context, tx *store.Tx, sch *Stored, runs
 			if err != nil {
 				return "", nil, err
 			}
-			if _, err := lifecycle.Apply(ctx, tx, cur, submission.CancelTransition(sch.Author.Name,
+			if _, err := lifecycle.Apply(ctx, tx, cur, submission.CancelTransition(by.Cancel,
 				fmt.Sprintf("cancelled %s/%s (was %s): replaced by the tick %s of schedule %s (concurrencyPolicy Replace)", ns, r.Rec.Name, r.Rec.Phase, at, name))); err != nil {
 				return "", nil, err
 			}
@@ -428,19 +540,6 @@ func removeRun(ctx context.Context, tx *store.Tx, sch *Stored, r Run) (bool, err
 	}
 	summary := fmt.Sprintf("deleted %s/%s, which had ended %s: beyond the history limits of schedule %s", rec.Namespace, rec.Name, rec.Phase, sch.Obj.Metadata.Name)
 	return true, lifecycle.Remove(ctx, tx, cur, lifecycle.ByAPI, Actor, audit.Entry{Action: "delete", Summary: summary})
-}
-
-func (s *Scheduler) writeStatus(ctx context.Context, rec *store.Schedule, sch *Stored, st v1alpha1.ScheduleStatus, next *time.Time) error {
-	return s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-		cur, err := tx.Schedules().Get(ctx, rec.Namespace, rec.Name)
-		if err != nil {
-			return err
-		}
-		if cur.ResourceVersion != rec.ResourceVersion {
-			return fmt.Errorf("schedule %s/%s changed meanwhile: %w", rec.Namespace, rec.Name, store.ErrConflict)
-		}
-		return s.writeStatusTx(ctx, tx, cur, sch, st, next)
-	})
 }
 
 func (s *Scheduler) writeStatusTx(ctx context.Context, tx *store.Tx, cur *store.Schedule, _ *Stored, st v1alpha1.ScheduleStatus, next *time.Time) error {

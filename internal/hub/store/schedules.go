@@ -167,8 +167,20 @@ func (rs Runnables) ListByNamePrefix(ctx context.Context, namespace, prefix stri
 	if strings.ContainsAny(prefix, `%_\`) {
 		return nil, fmt.Errorf("runnables of prefix %q: a name holds no %%, _ or \\", prefix)
 	}
-	rows, err := rs.tx.query(ctx, `SELECT `+runnableColumns+` FROM runnables WHERE namespace = ? AND name LIKE ? ORDER BY name LIMIT ?`,
-		namespace, prefix+"%", pageLimit(limit))
+	q, args := `SELECT `+runnableColumns+` FROM runnables WHERE namespace = ? AND name LIKE ? ORDER BY name LIMIT ?`,
+		[]any{namespace, prefix + "%", pageLimit(limit)}
+	if rs.tx.s.d.engine != EnginePostgres && prefix != "" && prefix[len(prefix)-1] < 0x7f {
+		// SQLite's LIKE ignores case, so it cannot use the index on
+		// (namespace, name) for the prefix and would read every runnable
+		// of the namespace, for each schedule at each tick. Names compare
+		// bytewise (BINARY), so the prefix is the range [prefix, the
+		// prefix with its last byte one more). (PostgreSQL's order depends
+		// on the database's collation; there the LIKE stays.)
+		upper := prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
+		q = `SELECT ` + runnableColumns + ` FROM runnables WHERE namespace = ? AND name >= ? AND name < ? ORDER BY name LIMIT ?`
+		args = []any{namespace, prefix, upper, pageLimit(limit)}
+	}
+	rows, err := rs.tx.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("runnables of prefix %s/%s: %w", namespace, prefix, classify(err))
 	}

@@ -1,6 +1,9 @@
 package store
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -79,6 +82,40 @@ func TestSchedules(t *testing.T) {
 				_, err = tx.Schedules().Get(ctx, "team-a", "nightly")
 				wantErr(t, err, ErrNotFound)
 				return nil
+			})
+		})
+	}
+}
+
+// TestListByNamePrefix: a schedule's runs are the runnables whose names
+// start with its name and a dash, whichever way the engine finds them (a
+// range of the index on SQLite): not a schedule's whose name only starts
+// the same, nor another namespace's.
+func TestListByNamePrefix(t *testing.T) {
+	for _, eng := range engines(t) {
+		t.Run(eng.name, func(t *testing.T) {
+			s := eng.open(t)
+			ctx := t.Context()
+			mustTx(t, s, func(tx *Tx) error {
+				for i, key := range []string{"a/every-1", "a/every-29943933", "a/every-x-2", "a/every", "a/everyday-1", "a/every.1", "a/evert-1", "b/every-1"} {
+					ns, name, _ := strings.Cut(key, "/")
+					if err := tx.Runnables().Create(ctx, &Runnable{UID: fmt.Sprint("u", i), Namespace: ns, Name: name, Generation: 1,
+						Spec: []byte(`{}`), SpecHash: "h", Phase: "Queued", Submitter: "alice"}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			mustRead(t, s, func(tx *Tx) error {
+				recs, err := tx.Runnables().ListByNamePrefix(ctx, "a", "every-", 100)
+				var names []string
+				for _, r := range recs {
+					names = append(names, r.Name)
+				}
+				if want := []string{"every-1", "every-29943933", "every-x-2"}; !slices.Equal(names, want) {
+					t.Errorf("ListByNamePrefix(a, every-) = %v, want %v", names, want)
+				}
+				return err
 			})
 		})
 	}
