@@ -174,8 +174,10 @@ func (rs Runnables) ListByNamePrefix(ctx context.Context, namespace, prefix stri
 		// (namespace, name) for the prefix and would read every runnable
 		// of the namespace, for each schedule at each tick. Names compare
 		// bytewise (BINARY), so the prefix is the range [prefix, the
-		// prefix with its last byte one more). (PostgreSQL's order depends
-		// on the database's collation; there the LIKE stays.)
+		// prefix with its last byte one more). PostgreSQL's order depends
+		// on the database's collation, so there the LIKE stays, answered
+		// by the index on (namespace, name text_pattern_ops) (migration
+		// 00031).
 		upper := prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
 		q = `SELECT ` + runnableColumns + ` FROM runnables WHERE namespace = ? AND name >= ? AND name < ? ORDER BY name LIMIT ?`
 		args = []any{namespace, prefix, upper, pageLimit(limit)}
