@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 var runnables = Resources[0]
@@ -32,27 +33,32 @@ func (c *Client) Move(ctx context.Context, ns, name, to string) (*v1alpha1.Runna
 // progress, when set, is called with each new message.
 func (c *Client) WaitMoved(ctx context.Context, ns, name string, asked time.Time, interval time.Duration, progress func(string)) (*v1alpha1.Runnable, error) {
 	last := ""
-	for {
-		var r v1alpha1.Runnable
+	var r v1alpha1.Runnable
+	var failed error
+	err := reconcile.Poll(ctx, interval, func(ctx context.Context) (bool, error) {
+		r = v1alpha1.Runnable{}
 		if _, err := c.Do(ctx, http.MethodGet, runnables.Path(ns, name), nil, nil, "", &r); err != nil {
-			return nil, err
+			failed = err
+			return false, err
 		}
-		m := r.Status.Move
-		if m != nil && !m.At.Before(asked) && !m.Active() {
-			return &r, nil
+		if m := r.Status.Move; m != nil && !m.At.Before(asked) && !m.Active() {
+			return true, nil
 		}
 		if progress != nil && r.Status.Message != last {
 			last = r.Status.Message
 			progress(last)
 		}
-		select {
-		case <-ctx.Done():
-			step := "not started"
-			if m != nil {
-				step = m.Step
-			}
-			return &r, fmt.Errorf("runnable %s/%s: the move did not end in time (step %s): %s", ns, name, step, r.Status.Message)
-		case <-time.After(interval):
+		return false, nil
+	})
+	switch {
+	case failed != nil:
+		return nil, failed
+	case err != nil:
+		step := "not started"
+		if m := r.Status.Move; m != nil {
+			step = m.Step
 		}
+		return &r, fmt.Errorf("runnable %s/%s: the move did not end in time (step %s): %s", ns, name, step, r.Status.Message)
 	}
+	return &r, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // WatchInterval is how often a watch lists again.
@@ -18,13 +20,14 @@ const WatchInterval = time.Second
 // ctx ends (nil) or a list fails.
 func Watch(ctx context.Context, interval time.Duration, list func(context.Context) ([]Object, error), emit func([]Object) error) error {
 	seen := map[string]seenObject{}
-	for first := true; ; first = false {
+	first := true
+	err := reconcile.Poll(ctx, interval, func(ctx context.Context) (bool, error) {
 		items, err := list(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		var changed []Object
 		now := make(map[string]seenObject, len(items))
@@ -43,15 +46,16 @@ func Watch(ctx context.Context, interval time.Duration, list func(context.Contex
 		seen = now
 		if len(changed) > 0 || first {
 			if err := emit(changed); err != nil {
-				return err
+				return false, err
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(interval):
-		}
+		first = false
+		return false, nil
+	})
+	if ctx.Err() != nil {
+		return nil // the watch ends with its context
 	}
+	return err
 }
 
 type seenObject struct {

@@ -23,7 +23,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -35,6 +34,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/seal"
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/platform/dirlock"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 	"github.com/purser-io/purser/internal/sandbox"
 )
 
@@ -259,7 +259,9 @@ func ensureFiles(dataDir string) (string, error) {
 func waitReady(ctx context.Context, url string) error {
 	const timeout = 30 * time.Second
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	pollCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := reconcile.Poll(pollCtx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", http.NoBody)
 		if err != nil {
 			return false, err

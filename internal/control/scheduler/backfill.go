@@ -11,6 +11,7 @@ import (
 	"github.com/purser-io/purser/internal/domain/submission"
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // countBound stops counting the ticks of an interval refused as too
@@ -166,18 +167,8 @@ func ranBefore(ctx context.Context, tx *store.Tx, ns, name string) (string, erro
 // retryConflicts runs f again, a few times, while another writer changed
 // what it read (a runnable the timetable edited meanwhile).
 func retryConflicts(ctx context.Context, f func() error) error {
-	var err error
-	for try := range fireTries {
-		if err = f(); !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrMoved) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(try+1) * 10 * time.Millisecond):
-		}
-	}
-	return err
+	return reconcile.Tries(ctx, reconcile.Contention(10*time.Millisecond), fireTries, lostToAnotherWriter,
+		func(context.Context) error { return f() })
 }
 
 // AuditBackfill records a backfill of ns/name by caller on the schedule.

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
@@ -180,20 +179,17 @@ func (s *Scheduler) Pass(ctx context.Context) (*time.Time, error) {
 // transaction. A schedule changed meanwhile (by the API, or by another
 // scheduler that fired it first) is read again and decided again.
 func (s *Scheduler) Fire(ctx context.Context, ns, name string) error {
-	var err error
-	for try := range fireTries {
-		if err = s.fire(ctx, ns, name); !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrMoved) {
-			return err
-		}
-		// Another writer won; its write is read again after a pause that
-		// spreads the losers apart.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(try+1)*5*time.Millisecond + time.Duration(rand.IntN(20))*time.Millisecond):
-		}
-	}
-	return err
+	// Another writer won; its write is read again after a pause that
+	// spreads the losers apart.
+	return reconcile.Tries(ctx, reconcile.Contention(5*time.Millisecond), fireTries, lostToAnotherWriter, func(ctx context.Context) error {
+		return s.fire(ctx, ns, name)
+	})
+}
+
+// lostToAnotherWriter reports whether err says that another writer changed
+// what a transaction read (the schedule, or a runnable it looked at).
+func lostToAnotherWriter(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrMoved)
 }
 
 // fireTries is how often Fire reads a schedule again that another writer

@@ -15,8 +15,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	"k8s.io/apimachinery/pkg/util/wait"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/platform/reconcile"
@@ -389,18 +388,11 @@ func (s *Store) run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn fun
 	// Between two runs of a transaction that collided: 2 ms doubled at
 	// each retry, lengthened by up to as much again, so that transactions
 	// that collided do not collide again in lockstep.
-	contention := wait.Backoff{Duration: 2 * time.Millisecond, Factor: 2, Jitter: 1, Steps: maxAttempts - 1}
-	var err error
 	// The error goes back as fn or the database returned it, never
 	// wrapped: callers compare it.
-	_ = reconcile.Retry(ctx, contention, func(ctx context.Context, attempt int) error {
-		err = s.once(ctx, db, opts, fn)
-		if err == nil || attempt == maxAttempts-1 || !retryable(err) {
-			return reconcile.Terminal(err)
-		}
-		return err
+	return reconcile.Tries(ctx, reconcile.Contention(2*time.Millisecond), maxAttempts, retryable, func(ctx context.Context) error {
+		return s.once(ctx, db, opts, fn)
 	})
-	return err
 }
 
 func (s *Store) once(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *Tx) error) error {

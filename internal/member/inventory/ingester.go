@@ -172,14 +172,14 @@ func (in *Ingester) pipelines(ctx context.Context) ([]runner, error) {
 			// The snapshot's time is its cluster's freshness: recorded with
 			// the removals, so that a reader never sees it before the
 			// records say what the snapshot said.
-			then:      []step[snapshotBatch, []store.Reconciliation]{{"touch agents", touchAgentsBySnapshots}},
+			then: []step[snapshotBatch, []store.Reconciliation]{{"touch agents", touchAgentsBySnapshots}},
 			committed: func(b snapshotBatch, recs []store.Reconciliation) {
 				assembler.logReconciled(b, recs)
 				if slices.ContainsFunc(recs, func(r store.Reconciliation) bool { return r.Removed > 0 }) {
 					in.cfg.Stream.NotifyInventoryChanged()
 				}
 			},
-			store:     in.cfg.Store, log: in.log,
+			store: in.cfg.Store, log: in.log,
 		},
 		&pipeline[jetstream.KeyValueEntry, []heartbeat, struct{}]{
 			name:    "heartbeats",
