@@ -49,10 +49,13 @@ var activePhases = []string{string(v1alpha1.PhaseScheduled), string(v1alpha1.Pha
 // controller judges Ready) returns; zero when it holds none.
 func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind, namespace string, deps []v1alpha1.Dependency) ([]placement.Cluster, time.Time, error) {
 	var rows []*store.Cluster
-	var active map[string]int
 	var capacity map[string]store.Capacity
 	var free map[string]*placement.Free
 	var lacks map[string]string
+	if err := s.ensureSums(ctx); err != nil {
+		return nil, time.Time{}, err
+	}
+	active := s.activeCounts()
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if rows, err = tx.Clusters().List(ctx); err != nil {
@@ -63,9 +66,6 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind,
 			names[i] = row.Name
 		}
 		if lacks, err = dependson.Lacks(ctx, tx, namespace, deps, names); err != nil {
-			return err
-		}
-		if active, err = tx.Runnables().CountByCluster(ctx, activePhases...); err != nil {
 			return err
 		}
 		if capacity, err = tx.Clusters().Capacity(ctx); err != nil {
