@@ -155,7 +155,8 @@ func (st *sumsState) remove(uid string) {
 	}
 	delete(st.byUID, uid)
 	if k.cluster != "" {
-		if st.active[k.cluster]--; st.active[k.cluster] <= 0 {
+		st.active[k.cluster]--
+		if st.active[k.cluster] <= 0 {
 			delete(st.active, k.cluster)
 		}
 	}
@@ -169,7 +170,8 @@ func (st *sumsState) remove(uid string) {
 	case string(v1alpha1.PhaseScheduled), string(v1alpha1.PhaseSubmitted):
 		if p := st.pending[k.cluster]; p != nil {
 			placement.SubFrom(p.req, k.req)
-			if p.n--; p.n <= 0 {
+			p.n--
+			if p.n <= 0 {
 				delete(st.pending, k.cluster)
 			}
 		}

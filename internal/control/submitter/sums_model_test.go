@@ -127,12 +127,16 @@ func (m *sumsModel) step(i int) {
 		{"submit", 6, func() bool { return m.move(anyOf(v1alpha1.PhaseScheduled), m.submit) }},
 		{"start", 10, func() bool { return m.move(anyOf(v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted), m.start) }},
 		{"observe", 5, func() bool { return m.move(anyOf(v1alpha1.PhaseRunning), m.observe) }},
-		{"end", 10, func() bool { return m.move(anyOf(v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning), m.end) }},
+		{"end", 10, func() bool {
+			return m.move(anyOf(v1alpha1.PhaseScheduled, v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning), m.end)
+		}},
 		{"evict", 5, func() bool { return m.move(anyOf(v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning), m.evict) }},
 		{"failover", 3, func() bool { return m.move(anyOf(v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning), m.failingOver) }},
 		{"failed-over", 3, func() bool { return m.move(anyOf(v1alpha1.PhaseFailingOver), m.failedOver) }},
 		{"rerun", 4, func() bool { return m.move(anyOf(v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed), m.rerun) }},
-		{"cancel", 3, func() bool { return m.move(anyOf(v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled, v1alpha1.PhaseRunning), m.cancel) }},
+		{"cancel", 3, func() bool {
+			return m.move(anyOf(v1alpha1.PhaseQueued, v1alpha1.PhaseScheduled, v1alpha1.PhaseRunning), m.cancel)
+		}},
 		{"quota", 3, func() bool { m.editQuota(modelNamespaces[m.rnd.IntN(2)]); return true }},
 		{"report", 4, func() bool { m.report(m.clusters[m.rnd.IntN(len(m.clusters))]); return true }},
 		{"recount", 2, m.recount},
@@ -590,7 +594,7 @@ func (s *Submitter) divergences(found string) float64 {
 func TestRecheckHoldsAReplicaBehind(t *testing.T) {
 	for _, e := range storetest.Engines() {
 		for _, tc := range []struct{ what, ns, cpu string }{
-			{"room", "ns-free", "3"},    // room for one of 3 cpu
+			{"room", "ns-free", "3"},   // room for one of 3 cpu
 			{"quota", "ns-quota", "1"}, // a quota of one runnable
 		} {
 			t.Run(e.Name+"/"+tc.what, func(t *testing.T) {
