@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -76,11 +77,17 @@ func (s *Submitter) recheckRoom(ctx context.Context, tx *store.Tx, c placement.C
 	if !ok {
 		return fmt.Errorf("capacity report of %s does not decode: %w", c.Name, errSumsStale)
 	}
-	placed, err := tx.Runnables().PlacedOn(ctx, c.Name, r.At.Add(-s.cfg.InFlightMargin))
+	// As the sums count it (sumsState.free): by time, or every active
+	// runnable against a report that says what it counted of purser's.
+	since, free := r.At.Add(-s.cfg.InFlightMargin), fig.Free
+	if fig.Runnables != nil {
+		since, free = time.Time{}, reportFigure{Allocatable: fig.Allocatable, Free: fig.Free, Runnables: fig.Runnables}.freeOfPurser()
+	}
+	placed, err := tx.Runnables().PlacedOn(ctx, c.Name, since)
 	if err != nil {
 		return err
 	}
-	f := &placement.Free{Allocatable: fig.Allocatable, Free: fig.Free, NodeMax: fig.NodeMax, InFlight: corev1.ResourceList{}}
+	f := &placement.Free{Allocatable: fig.Allocatable, Free: free, NodeMax: fig.NodeMax, InFlight: corev1.ResourceList{}}
 	for _, pl := range placed {
 		var st v1alpha1.RunnableStatus
 		if len(pl.Status) == 0 || json.Unmarshal(pl.Status, &st) != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/hub/stream"
 )
 
 // The sums placement weighs (runnables per cluster, the requests in
@@ -82,6 +83,9 @@ type sumsState struct {
 	// usage is each namespace's usage per cluster, as its quota counts it
 	// (placement.QuotaUsage: requests, and one runnable each).
 	usage map[string]map[string]corev1.ResourceList
+	// all sums, per cluster, every active runnable: what counts against a
+	// report that says what it counted of purser's pods.
+	all map[string]*flightSum
 }
 
 type flightSum struct {
@@ -91,7 +95,8 @@ type flightSum struct {
 
 func newSumsState() *sumsState {
 	return &sumsState{byUID: map[string]*keptRunnable{}, active: map[string]int{}, pending: map[string]*flightSum{},
-		running: map[string]map[string]*keptRunnable{}, usage: map[string]map[string]corev1.ResourceList{}}
+		running: map[string]map[string]*keptRunnable{}, usage: map[string]map[string]corev1.ResourceList{},
+		all: map[string]*flightSum{}}
 }
 
 func isActive(phase string) bool { return slices.Contains(activePhases, phase) }
@@ -129,6 +134,13 @@ func (st *sumsState) add(uid string, k *keptRunnable) {
 		return
 	}
 	placement.AddTo(u, k.req)
+	a := st.all[k.cluster]
+	if a == nil {
+		a = &flightSum{req: corev1.ResourceList{}}
+		st.all[k.cluster] = a
+	}
+	placement.AddTo(a.req, k.req)
+	a.n++
 	switch k.phase {
 	case string(v1alpha1.PhaseScheduled), string(v1alpha1.PhaseSubmitted):
 		p := st.pending[k.cluster]
@@ -166,6 +178,13 @@ func (st *sumsState) remove(uid string) {
 		return
 	}
 	placement.SubFrom(u, k.req)
+	if a := st.all[k.cluster]; a != nil {
+		placement.SubFrom(a.req, k.req)
+		a.n--
+		if a.n <= 0 {
+			delete(st.all, k.cluster)
+		}
+	}
 	switch k.phase {
 	case string(v1alpha1.PhaseScheduled), string(v1alpha1.PhaseSubmitted):
 		if p := st.pending[k.cluster]; p != nil {
@@ -180,11 +199,14 @@ func (st *sumsState) remove(uid string) {
 	}
 }
 
-// free is cluster's figure for placement under its report r: what the
+// free is cluster's figure for placement under its report c: what the
 // report has free, less what is in flight there. With prune, the Running
 // ones the report counts already are dropped for good (reports only move
 // forward; a change of the runnable brings it back).
 func (st *sumsState) free(cluster string, c reportFigure, margin time.Duration, prune bool) *placement.Free {
+	if c.Runnables != nil {
+		return st.freeCountedOnce(cluster, c)
+	}
 	f := &placement.Free{Allocatable: c.Allocatable, Free: c.Free, NodeMax: c.NodeMax}
 	if p := st.pending[cluster]; p != nil && p.n > 0 {
 		f.InFlight = corev1.ResourceList{}
@@ -209,10 +231,45 @@ func (st *sumsState) free(cluster string, c reportFigure, margin time.Duration, 
 	return f
 }
 
+// freeCountedOnce is free under a report that says what it counted of
+// purser's pods: that is given back to its free figure, and every active
+// runnable on the cluster taken off instead, whatever its pods' state,
+// so that a runnable counts once, never in flight and in the report
+// both. A pod the report counts whose runnable is no longer active (its
+// copy being removed after an eviction) is given back too: the figure
+// errs by what such copies hold, until they are gone.
+func (st *sumsState) freeCountedOnce(cluster string, c reportFigure) *placement.Free {
+	f := &placement.Free{Allocatable: c.Allocatable, Free: c.freeOfPurser(), NodeMax: c.NodeMax}
+	if a := st.all[cluster]; a != nil && a.n > 0 {
+		f.InFlight = a.req.DeepCopy()
+		f.InFlightCount = a.n
+	}
+	return f
+}
+
+// freeOfPurser is the report's free figure with purser's pods given
+// back, never above the allocatable.
+func (c reportFigure) freeOfPurser() corev1.ResourceList {
+	free := c.Free.DeepCopy()
+	if free == nil {
+		free = corev1.ResourceList{}
+	}
+	placement.AddTo(free, c.Runnables.Requests)
+	for name, q := range free {
+		if a, ok := c.Allocatable[name]; ok && q.Cmp(a) > 0 {
+			free[name] = a.DeepCopy()
+		}
+	}
+	return free
+}
+
 // reportFigure is a decoded capacity report and when it was made.
 type reportFigure struct {
 	At                         time.Time
 	Allocatable, Free, NodeMax corev1.ResourceList
+	// Runnables is what the report counted of purser's pods; nil when
+	// it does not say.
+	Runnables *stream.RunnablePods
 }
 
 // keptSums are the sums and what orders their changes.
@@ -394,7 +451,7 @@ func (s *Submitter) decodedReports(reports map[string]store.CapacityReport) map[
 			s.log.Error("capacity report does not decode; cluster taken as not reported", "cluster", cluster)
 			continue
 		}
-		out[cluster] = reportFigure{At: r.At, Allocatable: c.Allocatable, Free: c.Free, NodeMax: c.NodeMax}
+		out[cluster] = reportFigure{At: r.At, Allocatable: c.Allocatable, Free: c.Free, NodeMax: c.NodeMax, Runnables: c.Runnables}
 	}
 	return out
 }

@@ -277,16 +277,23 @@ func (m *sumsModel) checkLimits(uid string) {
 		return
 	}
 	m.counts["placed"]++
-	var c struct{ Free corev1.ResourceList }
-	if err := json.Unmarshal(reports[rec.Cluster].Report, &c); err != nil {
-		m.t.Fatal(err)
+	fig := m.replicas[0].decodedReports(reports)[rec.Cluster]
+	free := fig.Free[corev1.ResourceCPU]
+	if fig.Runnables != nil {
+		// Counted once: every active runnable there, against the free
+		// figure with purser's pods given back.
+		free = fig.freeOfPurser()[corev1.ResourceCPU]
+		m.read(func(tx *store.Tx) error {
+			var err error
+			placed, err = tx.Runnables().PlacedOn(m.ctx, rec.Cluster, time.Time{})
+			return err
+		})
 	}
 	var statuses [][]byte
 	for _, p := range placed {
 		statuses = append(statuses, p.Status)
 	}
-	inFlight := placement.StoredUsage(statuses)[corev1.ResourceCPU]
-	if free := c.Free[corev1.ResourceCPU]; inFlight.Cmp(free) > 0 {
+	if inFlight := placement.StoredUsage(statuses)[corev1.ResourceCPU]; inFlight.Cmp(free) > 0 {
 		m.t.Errorf("%s placed on %s: cpu %s in flight there, more than the %s its report has free", uid, rec.Cluster, inFlight.String(), free.String())
 	}
 	if q == nil {
@@ -440,7 +447,12 @@ func (m *sumsModel) report(cluster string) {
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi")}
 	free := alloc.DeepCopy()
 	free[corev1.ResourceCPU] = *resource.NewQuantity(int64(2+m.rnd.IntN(7)), resource.DecimalSI)
-	body, _ := json.Marshal(map[string]any{"allocatable": alloc, "free": free, "nodeMax": free})
+	report := map[string]any{"allocatable": alloc, "free": free, "nodeMax": free}
+	if m.rnd.IntN(2) == 0 {
+		// An agent that says what it counted of purser's pods.
+		report["runnables"] = map[string]any{"requests": corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(int64(m.rnd.IntN(3)), resource.DecimalSI)}, "pods": 1}
+	}
+	body, _ := json.Marshal(report)
 	m.tx(func(tx *store.Tx) error { return tx.Agents().RecordCapacity(m.ctx, cluster, time.Now(), body) })
 }
 
@@ -546,7 +558,7 @@ func (m *sumsModel) check(when string, s *Submitter) {
 			if p.Cluster != c {
 				continue
 			}
-			if p.Phase == string(v1alpha1.PhaseRunning) && !p.UpdatedAt.After(fig.At.Add(-s.cfg.InFlightMargin)) {
+			if fig.Runnables == nil && p.Phase == string(v1alpha1.PhaseRunning) && !p.UpdatedAt.After(fig.At.Add(-s.cfg.InFlightMargin)) {
 				continue
 			}
 			var st v1alpha1.RunnableStatus
@@ -660,5 +672,86 @@ func TestRecheckHoldsAReplicaBehind(t *testing.T) {
 				m.check("the replica behind, after the refusal", a)
 			})
 		}
+	}
+}
+
+// TestShortWorkCountedOnce: a report that says what it counted of
+// purser's pods gives that back and counts every active runnable on the
+// cluster instead, so that one running now (its pods in the report, and
+// changed since the report by the time rule) is counted once: a cluster
+// of 8 cpu with 3 free, the 5 used being a running runnable's, takes
+// another of 5. By time alone it would count 3 in flight and in the
+// report both, and take nothing over 0 cpu; a report that does not say
+// keeps that rule.
+func TestShortWorkCountedOnce(t *testing.T) {
+	m := newSumsModel(t, storetest.Engines()[0].NewDSN(t), 1)
+	s := m.replicas[0]
+	s.cfg.InFlightMargin = time.Minute // running work counts in flight by time
+	record := func(runnables string) {
+		for _, c := range m.clusters {
+			free := "0"
+			body := `{"allocatable":{"cpu":"8"},"free":{"cpu":"` + free + `"},"nodeMax":{"cpu":"8"}}`
+			if c == "c0" {
+				body = `{"allocatable":{"cpu":"8"},"free":{"cpu":"3"},"nodeMax":{"cpu":"8"}` + runnables + `}`
+			}
+			m.tx(func(tx *store.Tx) error { return tx.Agents().RecordCapacity(m.ctx, c, time.Now(), []byte(body)) })
+		}
+	}
+	create := func(name, cpu string) string {
+		rec := sizedModelRunnable("ns-free", name, cpu)
+		m.tx(func(tx *store.Tx) error {
+			_, err := lifecycle.Create(m.ctx, tx, rec, lifecycle.Transition{To: v1alpha1.PhaseQueued, By: lifecycle.ByAPI,
+				Audit: &audit.Entry{Action: "create", Summary: "created"}})
+			return err
+		})
+		return rec.UID
+	}
+	phaseOf := func(uid string) string {
+		var rec *store.Runnable
+		m.read(func(tx *store.Tx) error {
+			var err error
+			rec, err = tx.Runnables().GetByUID(m.ctx, uid)
+			return err
+		})
+		return rec.Phase
+	}
+	// One running: 5 cpu on c0, placed while c0 was empty (and the
+	// other clusters full).
+	record("")
+	m.tx(func(tx *store.Tx) error {
+		return tx.Agents().RecordCapacity(m.ctx, "c0", time.Now(), []byte(`{"allocatable":{"cpu":"8"},"free":{"cpu":"8"},"nodeMax":{"cpu":"8"}}`))
+	})
+	first := create("running", "5")
+	if v := s.reconcileOnce(m.ctx, first); v.err != nil || phaseOf(first) != string(v1alpha1.PhaseScheduled) {
+		t.Fatalf("the first runnable is %s (%v), want Scheduled", phaseOf(first), v.err)
+	}
+	m.move(anyOf(v1alpha1.PhaseScheduled), m.start)
+
+	// Its pods are in c0's report, which does not say so: by time it
+	// counts in flight too, and there is no room for 3.
+	record("")
+	second := create("second", "3")
+	if _, err := s.catchUp(m.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := s.reconcileOnce(m.ctx, second); v.err != nil || phaseOf(second) != string(v1alpha1.PhaseQueued) {
+		t.Fatalf("a report that does not say what it counted: the second is %s (%v), want Queued (5 cpu counted twice)", phaseOf(second), v.err)
+	}
+	m.check("a report that does not say", s)
+
+	// The same report, saying it counted 5 cpu of purser's pods: the
+	// running one counts once, and 3 fit.
+	record(`,"runnables":{"requests":{"cpu":"5"},"pods":1}`)
+	if v := s.reconcileOnce(m.ctx, second); v.err != nil {
+		t.Fatal(v.err)
+	}
+	if p := phaseOf(second); p != string(v1alpha1.PhaseScheduled) {
+		t.Errorf("a report that says it counted the running runnable: the second is %s, want Scheduled (the running one counted once)", p)
+	}
+	m.check("a report that says", s)
+	// And nothing more: both now count, 8 of 8.
+	third := create("third", "1")
+	if v := s.reconcileOnce(m.ctx, third); v.err != nil || phaseOf(third) != string(v1alpha1.PhaseQueued) {
+		t.Errorf("a full cluster took a third runnable: %s (%v)", phaseOf(third), v.err)
 	}
 }
