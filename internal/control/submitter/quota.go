@@ -1,9 +1,7 @@
 package submitter
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 
@@ -15,28 +13,20 @@ import (
 )
 
 // overQuota says why one more runnable of namespace asking for demand
-// would pass its namespace's quota; "" when it has none or stays within.
-// With a quota per cluster label value (spec.perLabel), a candidate whose
-// value's share is used up is marked as lacking room there (its Lacks),
-// so that placement goes elsewhere; when every labelled candidate is so,
-// the runnable is over quota. The quota is read (one row, so an edit
-// counts at once); the usage is the kept sums', which count the
-// runnables placed before this one (placements are serialised), and the
-// placement's transaction checks it again against the store (recheck).
-func (s *Submitter) overQuota(ctx context.Context, namespace string, demand placement.Demand, cands []placement.Cluster) (string, error) {
-	var q *store.Quota
-	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		q, err = tx.Quotas().Get(ctx, namespace)
-		return err
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return "", nil
+// would pass its namespace's quota q; "" when it has none (nil) or stays
+// within. With a quota per cluster label value (spec.perLabel), a
+// candidate whose value's share is used up is marked as lacking room
+// there (its Lacks), so that placement goes elsewhere; when every
+// labelled candidate is so, the runnable is over quota. The quota is
+// read with the clusters (one row, so an edit counts at once); the usage
+// is the kept sums', which count the runnables placed before this one
+// (placements are serialised), and the placement's transaction checks
+// it again against the store (recheck).
+func (s *Submitter) overQuota(q *store.Quota, namespace string, demand placement.Demand, cands []placement.Cluster) string {
+	if q == nil {
+		return ""
 	}
-	if err != nil {
-		return "", err
-	}
-	return quotaVerdict(namespace, q, s.usageByCluster(namespace), labelsOf(cands), demand, cands), nil
+	return quotaVerdict(namespace, q, s.usageByCluster(namespace), labelsOf(cands), demand, cands)
 }
 
 // quotaVerdict is overQuota's decision on usage, the namespace's usage

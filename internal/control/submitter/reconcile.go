@@ -158,7 +158,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	}
 
 	start := time.Now()
-	cands, heldUntil, err := s.candidates(ctx, gvk, r.Rec.Namespace, doc.Spec.DependsOn)
+	cands, heldUntil, quota, err := s.gather(ctx, gvk, r.Rec.Namespace, doc.Spec.DependsOn, true)
 	if err != nil {
 		return retry(err)
 	}
@@ -194,11 +194,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	if requests == nil {
 		requests = map[string]string{}
 	}
-	over, err := s.overQuota(ctx, r.Rec.Namespace, demand, cands)
-	if err != nil {
-		return retry(err)
-	}
-	if over != "" {
+	if over := s.overQuota(quota, r.Rec.Namespace, demand, cands); over != "" {
 		// Held by its namespace's quota until some of its work ends: a
 		// wait like one for capacity, woken the same way.
 		v := verdict{after: wake(now, deadline, heldUntil)}
