@@ -247,6 +247,15 @@ func (st *sumsState) freeCountedOnce(cluster string, c reportFigure) *placement.
 	return f
 }
 
+// reportFigure is a decoded capacity report and when it was made.
+type reportFigure struct {
+	At                         time.Time
+	Allocatable, Free, NodeMax corev1.ResourceList
+	// Runnables is what the report counted of purser's pods; nil when
+	// it does not say.
+	Runnables *stream.RunnablePods
+}
+
 // freeOfPurser is the report's free figure with purser's pods given
 // back, never above the allocatable.
 func (c reportFigure) freeOfPurser() corev1.ResourceList {
@@ -261,15 +270,6 @@ func (c reportFigure) freeOfPurser() corev1.ResourceList {
 		}
 	}
 	return free
-}
-
-// reportFigure is a decoded capacity report and when it was made.
-type reportFigure struct {
-	At                         time.Time
-	Allocatable, Free, NodeMax corev1.ResourceList
-	// Runnables is what the report counted of purser's pods; nil when
-	// it does not say.
-	Runnables *stream.RunnablePods
 }
 
 // keptSums are the sums and what orders their changes.
