@@ -427,7 +427,8 @@ func (s *Submitter) keptFigures(reports map[string]store.CapacityReport) map[str
 	s.sums.mu.Lock()
 	for cluster, c := range figs {
 		f := s.sums.st.free(cluster, c, s.cfg.InFlightMargin, true)
-		counting = counting || f.InFlightCount > 0
+		// Only figures counted by time change as time passes.
+		counting = counting || (c.Runnables == nil && f.InFlightCount > 0)
 		out[cluster] = f
 	}
 	s.sums.mu.Unlock()
