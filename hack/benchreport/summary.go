@@ -102,6 +102,10 @@ func summaryRows() [][]cell {
 	throughPurser := metric("submitter.TestBenchmarkSubmit", "runnables/s", 1, "/s")
 	direct := metric("submitter.TestBenchmarkSubmit", "direct-objects/s", 1, "/s")
 	placed := metric("submitter.TestBenchmarkPlacementScale", "postgres-runnables/s", 0, "/s")
+	placedSQLite := metric("submitter.TestBenchmarkPlacementScale", "sqlite-runnables/s", 0, "/s")
+	decisionP99 := func(eng string) fig {
+		return fig{name: "submitter.TestBenchmarkPlacementScale", unit: eng + "-p99-s", scale: 1e3, prec: 1, suffix: " ms"}
+	}
 	ingest := metric("inventory.BenchmarkIngestEvents/postgres", "events/s", 0, "/s")
 	upsert := metric("inventory.BenchmarkRawUpsert/postgres", "rows/s", 0, "/s")
 	reconcile := secs("inventory.BenchmarkReconcileSnapshot/postgres", 2)
@@ -143,6 +147,15 @@ func summaryRows() [][]cell {
 			from{"Submitting runnables (submitter)", "submitter.TestBenchmarkSubmit"}},
 		{lit("placement, 10,000 queued over 100 clusters (PostgreSQL)"), placed, lit("≥ 100/s (design size)"),
 			lit(""), lit(""), atLeast(placed, 100, 0, "/s"),
+			from{"Placement and queueing at scale", "submitter.TestBenchmarkPlacementScale"}},
+		{lit("placement decision, 10,000 queued over 100 clusters (PostgreSQL), p99"), decisionP99("postgres"), lit("< 10 ms"),
+			lit(""), lit(""), atMost(decisionP99("postgres"), 10, 1, " ms"),
+			from{"Placement and queueing at scale", "submitter.TestBenchmarkPlacementScale"}},
+		{lit("placement, 10,000 queued over 100 clusters (SQLite)"), placedSQLite, lit("≥ 100/s (design size)"),
+			lit(""), lit(""), atLeast(placedSQLite, 100, 0, "/s"),
+			from{"Placement and queueing at scale", "submitter.TestBenchmarkPlacementScale"}},
+		{lit("placement decision, 10,000 queued over 100 clusters (SQLite), p99"), decisionP99("sqlite"), lit("< 10 ms"),
+			lit(""), lit(""), atMost(decisionP99("sqlite"), 10, 1, " ms"),
 			from{"Placement and queueing at scale", "submitter.TestBenchmarkPlacementScale"}},
 		{lit("Kueue's own scheduling baseline, 1 of its 5 cohorts: CPU in use over the quota"), kueueUsage, lit("at least Kueue's"),
 			lit("58.7 % (Kueue's published mean of the whole baseline; not this run)"), ratio(kueueUsage, constant{58.7, 1, " %"}, 2),

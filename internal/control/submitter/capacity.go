@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -91,8 +90,17 @@ func (w *capacityWatch) extendInFlight(until time.Time) {
 // one changed, queues every runnable waiting for capacity: the report of
 // a pod that finished is what lets the next one in.
 func (s *Submitter) followCapacity(ctx context.Context) {
+	// The moves others made since the last look: an end frees room and
+	// quota without a report necessarily changing.
+	freed, err := s.catchUp(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("reading the runnables changed since the last look failed; the next round reads again", "error", err)
+		}
+		return
+	}
 	var reports map[string]store.CapacityReport
-	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+	err = s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		reports, err = tx.Agents().Capacities(ctx)
 		return err
@@ -102,7 +110,7 @@ func (s *Submitter) followCapacity(ctx context.Context) {
 	}
 	w := s.capacity
 	w.mu.Lock()
-	changed := false
+	changed := freed
 	for cluster, r := range reports {
 		if !bytes.Equal(w.seen[cluster], r.Report) {
 			w.seen[cluster] = r.Report
@@ -237,24 +245,16 @@ func (s *Submitter) skipWaiting(uids []string) []string {
 }
 
 // figureCache keeps what freeFigures decoded, so that a placement does
-// not decode again every cluster's report and the status of every
-// runnable in flight: a report is decoded again only when its bytes
-// changed, a runnable's requests only when its status did.
+// not decode again every cluster's report: a report is decoded again
+// only when its bytes changed.
 type figureCache struct {
-	mu       sync.Mutex
-	reports  map[string]decodedReport   // by cluster
-	requests map[string]decodedRequests // by runnable uid
+	mu      sync.Mutex
+	reports map[string]decodedReport // by cluster
 }
 
 type decodedReport struct {
 	raw []byte
 	c   stream.Capacity
-	ok  bool
-}
-
-type decodedRequests struct {
-	raw []byte
-	req corev1.ResourceList
 	ok  bool
 }
 
@@ -273,79 +273,13 @@ func (fc *figureCache) report(cluster string, raw []byte) (stream.Capacity, bool
 	return c, ok
 }
 
-// placedRequests decodes the status.requests of each placed runnable,
-// and forgets the runnables no longer placed.
-func (fc *figureCache) placedRequests(placed []store.Placed) []decodedRequests {
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	next := make(map[string]decodedRequests, len(placed))
-	out := make([]decodedRequests, len(placed))
-	for i, p := range placed {
-		d, hit := fc.requests[p.UID]
-		if !hit || !bytes.Equal(d.raw, p.Status) {
-			d = decodedRequests{raw: p.Status}
-			var st v1alpha1.RunnableStatus
-			if len(p.Status) > 0 && json.Unmarshal(p.Status, &st) == nil {
-				if req, err := placement.ParseList(st.Requests); err == nil {
-					d.req, d.ok = req, true
-				}
-			}
-		}
-		next[p.UID] = d
-		out[i] = d
-	}
-	fc.requests = next
-	return out
-}
-
-// freeFigures reads, for placement, each cluster's latest report and the
-// placements since that it may not count yet.
+// freeFigures reads, for placement, each cluster's latest report (one
+// small query) and takes off each what the kept sums have in flight
+// there.
 func (s *Submitter) freeFigures(ctx context.Context, tx *store.Tx) (map[string]*placement.Free, error) {
 	reports, err := tx.Agents().Capacities(ctx)
 	if err != nil || len(reports) == 0 {
 		return nil, err
 	}
-	out := map[string]*placement.Free{}
-	var since time.Time
-	for cluster, r := range reports {
-		c, ok := s.figures.report(cluster, r.Report)
-		if !ok {
-			s.log.Error("capacity report does not decode; cluster taken as not reported", "cluster", cluster)
-			continue
-		}
-		out[cluster] = &placement.Free{Allocatable: c.Allocatable, Free: c.Free, NodeMax: c.NodeMax}
-		if from := r.At.Add(-s.cfg.InFlightMargin); since.IsZero() || from.Before(since) {
-			since = from
-		}
-	}
-	placed, err := tx.Runnables().ListPlaced(ctx, since)
-	if err != nil {
-		return nil, err
-	}
-	decoded := s.figures.placedRequests(placed)
-	for i, p := range placed {
-		f, ok := out[p.Cluster]
-		if !ok {
-			continue
-		}
-		// Seen running before the report was made: its pods are in it.
-		if p.Phase == string(v1alpha1.PhaseRunning) && !p.UpdatedAt.After(reports[p.Cluster].At.Add(-s.cfg.InFlightMargin)) {
-			continue
-		}
-		if !decoded[i].ok {
-			continue
-		}
-		if f.InFlight == nil {
-			f.InFlight = corev1.ResourceList{}
-		}
-		placement.AddTo(f.InFlight, decoded[i].req)
-		f.InFlightCount++
-		// While some placement still counts, the waiting are looked at
-		// again (each look extends this), so that they see it stop
-		// counting even when no report changes.
-		s.capacity.mu.Lock()
-		s.capacity.extendInFlight(time.Now().Add(s.cfg.InFlightMargin + 2*s.cfg.CapacityInterval))
-		s.capacity.mu.Unlock()
-	}
-	return out, nil
+	return s.keptFigures(reports), nil
 }

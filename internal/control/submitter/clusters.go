@@ -48,11 +48,24 @@ var activePhases = []string{string(v1alpha1.PhaseScheduled), string(v1alpha1.Pha
 // when the first of those this submitter holds out of placement (and the
 // controller judges Ready) returns; zero when it holds none.
 func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind, namespace string, deps []v1alpha1.Dependency) ([]placement.Cluster, time.Time, error) {
+	cands, returns, _, err := s.gather(ctx, gvk, namespace, deps, false)
+	return cands, returns, err
+}
+
+// gather is candidates, and with withQuota the namespace's quota (nil
+// when it has none), read in the same transaction: a placement's reads
+// are one round of the database.
+func (s *Submitter) gather(ctx context.Context, gvk schema.GroupVersionKind, namespace string, deps []v1alpha1.Dependency,
+	withQuota bool) ([]placement.Cluster, time.Time, *store.Quota, error) {
 	var rows []*store.Cluster
-	var active map[string]int
+	var quota *store.Quota
 	var capacity map[string]store.Capacity
 	var free map[string]*placement.Free
 	var lacks map[string]string
+	if err := s.ensureSums(ctx); err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	active := s.activeCounts()
 	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if rows, err = tx.Clusters().List(ctx); err != nil {
@@ -65,17 +78,28 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind,
 		if lacks, err = dependson.Lacks(ctx, tx, namespace, deps, names); err != nil {
 			return err
 		}
-		if active, err = tx.Runnables().CountByCluster(ctx, activePhases...); err != nil {
+		if free, err = s.freeFigures(ctx, tx); err != nil {
 			return err
 		}
-		if capacity, err = tx.Clusters().Capacity(ctx); err != nil {
-			return err
+		// The nodes' capacity in the inventory weighs only the clusters
+		// whose agent has not reported: not read when every one has.
+		for _, row := range rows {
+			if free[row.Name] == nil {
+				if capacity, err = tx.Clusters().Capacity(ctx); err != nil {
+					return err
+				}
+				break
+			}
 		}
-		free, err = s.freeFigures(ctx, tx)
+		if withQuota {
+			if quota, err = tx.Quotas().Get(ctx, namespace); errors.Is(err, store.ErrNotFound) {
+				quota, err = nil, nil
+			}
+		}
 		return err
 	})
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, nil, err
 	}
 	var returns time.Time
 	out := make([]placement.Cluster, 0, len(rows))
@@ -120,7 +144,7 @@ func (s *Submitter) candidates(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 		out = append(out, c)
 	}
-	return out, returns, nil
+	return out, returns, quota, nil
 }
 
 // clusterRow reads one cluster; a removed cluster is ErrNotFound.

@@ -11,6 +11,7 @@ type metrics struct {
 	outcomes         *prometheus.CounterVec
 	placementSeconds prometheus.Histogram
 	backlog          prometheus.Gauge
+	sumsDivergence   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,9 +41,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "purser_submitter_backlog",
 			Help: "Runnables found waiting (Queued, Scheduled, or Cancelled with an open attempt) at the last rescan.",
 		}),
+		sumsDivergence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "purser_submitter_sums_divergence_total",
+			Help: "Times the placement sums kept in memory differed from the store, by who found it: the periodic recount, or the re-check of a placement's cluster and quota.",
+		}, []string{"found"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.messages, m.attempts, m.retries, m.outcomes, m.placementSeconds, m.backlog)
+		reg.MustRegister(m.messages, m.attempts, m.retries, m.outcomes, m.placementSeconds, m.backlog, m.sumsDivergence)
 	}
 	return m
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/purser-io/purser/internal/domain/lifecycle"
 	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/domain/policy"
-	"github.com/purser-io/purser/internal/hub/store"
 )
 
 // The order of the queue. A runnable that fits a cluster is placed unless
@@ -193,15 +192,12 @@ func (s *Submitter) dominantShare(ctx context.Context, ns string, cands []placem
 		}
 		placement.AddTo(total, c.Free.Allocatable)
 	}
-	var statuses [][]byte
-	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		statuses, err = tx.Runnables().ActiveStatuses(ctx, ns)
-		return err
-	})
-	if err != nil {
+	if err := s.ensureSums(ctx); err != nil {
 		return 0, err
 	}
-	used := placement.StoredUsage(statuses)
+	used := corev1.ResourceList{}
+	for _, u := range s.usageByCluster(ns) {
+		placement.AddTo(used, u)
+	}
 	return placement.DominantShare(used, total) / s.weight(ns), nil
 }

@@ -158,7 +158,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	}
 
 	start := time.Now()
-	cands, heldUntil, err := s.candidates(ctx, gvk, r.Rec.Namespace, doc.Spec.DependsOn)
+	cands, heldUntil, quota, err := s.gather(ctx, gvk, r.Rec.Namespace, doc.Spec.DependsOn, true)
 	if err != nil {
 		return retry(err)
 	}
@@ -194,11 +194,7 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	if requests == nil {
 		requests = map[string]string{}
 	}
-	over, err := s.overQuota(ctx, r.Rec.Namespace, demand, cands)
-	if err != nil {
-		return retry(err)
-	}
-	if over != "" {
+	if over := s.overQuota(quota, r.Rec.Namespace, demand, cands); over != "" {
 		// Held by its namespace's quota until some of its work ends: a
 		// wait like one for capacity, woken the same way.
 		v := verdict{after: wake(now, deadline, heldUntil)}
@@ -265,7 +261,8 @@ func (s *Submitter) place(ctx context.Context, r *lifecycle.Runnable, attempts [
 	// The next step follows at once: the create on the chosen cluster.
 	s.placed(r.Rec.UID)
 	return verdict{next: true, move: &transition{
-		phase: v1alpha1.PhaseScheduled, cluster: &cluster, requests: requests,
+		recheck: s.recheck(chosen(cands, cluster), p, gvk.String(), demand, r.Rec.Namespace, labelsOf(cands)),
+		phase:   v1alpha1.PhaseScheduled, cluster: &cluster, requests: requests,
 		message: fmt.Sprintf("attempt %d placed on %s: %s", number, cluster, decision.Reason),
 		attempt: &store.Attempt{
 			RunnableUID: r.Rec.UID, Number: number, Cluster: cluster, StartedAt: now, Message: decision.Reason,
@@ -670,6 +667,9 @@ type transition struct {
 	// generation the attempt's object now carries (update.go).
 	update  *v1alpha1.Update
 	applied *appliedGeneration
+	// recheck, when set, runs in the transaction before the move is
+	// written; errSumsStale aborts it (sums.go).
+	recheck func(ctx context.Context, tx *store.Tx) error
 }
 
 // edit is the change of status beyond phase, cluster and message; nil
@@ -702,12 +702,19 @@ func (t *transition) edit() func(st *v1alpha1.RunnableStatus) error {
 // writes nothing and reports moved, so the caller reads it again. The
 // metrics count what was written.
 func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transition) (moved bool, err error) {
+	var next *lifecycle.Runnable
 	err = s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		if t.recheck != nil {
+			if err := t.recheck(ctx, tx); err != nil {
+				return err
+			}
+		}
 		lt := lifecycle.Transition{
 			To: t.phase, By: lifecycle.BySubmitter, Cluster: t.cluster, Message: t.message,
 			Attempt: t.attempt, Audit: t.audit, Edit: t.edit(),
 		}
-		_, err := lifecycle.Apply(ctx, tx, r, lt)
+		var err error
+		next, err = lifecycle.Apply(ctx, tx, r, lt)
 		if err == nil && t.landedBy != nil {
 			_, err = tx.Attempts().SetCreateLandedBy(ctx, t.attempt.RunnableUID, t.attempt.Number, *t.landedBy)
 		}
@@ -722,9 +729,20 @@ func (s *Submitter) write(ctx context.Context, r *lifecycle.Runnable, t *transit
 	if errors.Is(err, store.ErrMoved) || errors.Is(err, store.ErrNotFound) {
 		return true, nil // changed or deleted: the next read says which
 	}
+	if errors.Is(err, errSumsStale) {
+		// The sums missed a move (another replica's placement, most
+		// likely): caught up at once, and the runnable placed again.
+		s.metrics.sumsDivergence.WithLabelValues("recheck").Inc()
+		s.log.Info("a placement's re-check disagreed with the kept sums; catching up and placing again", "runnable", r.Rec.UID, "error", err)
+		if _, err := s.catchUp(ctx); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
 	if err != nil {
 		return false, err
 	}
+	s.applyWritten(next.Rec)
 	switch t.phase {
 	case v1alpha1.PhaseScheduled:
 		if r.Phase() == v1alpha1.PhaseQueued {

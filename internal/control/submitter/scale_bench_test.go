@@ -61,8 +61,9 @@ func (f *fixture) recordClusters(prefix string, n int, labels func(i int) map[st
 }
 
 // report writes cluster's capacity as its agent's heartbeat would carry
-// it: one node of cpu cores, usedMilli of them requested.
-func (f *fixture) report(ctx context.Context, cluster string, cpu, usedMilli int64) error {
+// it: one node of cpu cores, usedMilli of them requested, purserMilli of
+// those by purser's runnables (negative: the report does not say).
+func (f *fixture) report(ctx context.Context, cluster string, cpu, usedMilli, purserMilli int64) error {
 	alloc := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(cpu*1000, resource.DecimalSI),
 		corev1.ResourceMemory: resource.MustParse("4Ti"),
@@ -70,7 +71,11 @@ func (f *fixture) report(ctx context.Context, cluster string, cpu, usedMilli int
 	}
 	free := alloc.DeepCopy()
 	free[corev1.ResourceCPU] = *resource.NewMilliQuantity(max(cpu*1000-usedMilli, 0), resource.DecimalSI)
-	body, err := json.Marshal(stream.Capacity{Allocatable: alloc, Free: free, NodeMax: free, Nodes: 1, NodesTotal: 1})
+	c := stream.Capacity{Allocatable: alloc, Free: free, NodeMax: free, Nodes: 1, NodesTotal: 1}
+	if purserMilli >= 0 {
+		c.Runnables = &stream.RunnablePods{Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(purserMilli, resource.DecimalSI)}}
+	}
+	body, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
@@ -149,7 +154,7 @@ func TestBenchmarkPlacementScale(t *testing.T) {
 				if i%3 == 0 {
 					used[name] = 40_000
 				}
-				if err := f.report(ctx, name, cores, used[name]); err != nil {
+				if err := f.report(ctx, name, cores, used[name], -1); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -296,7 +301,7 @@ func (sim *simulation) run(t *testing.T, loads []workload, timeout time.Duration
 		snapshot := maps.Clone(used)
 		mu.Unlock()
 		for cluster, cores := range sim.cores {
-			if err := f.report(ctx, cluster, cores, snapshot[cluster]); err != nil {
+			if err := f.report(ctx, cluster, cores, snapshot[cluster], snapshot[cluster]); err != nil {
 				failed(err)
 			}
 		}

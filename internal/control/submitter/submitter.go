@@ -84,10 +84,15 @@ type Config struct {
 	// InFlightMargin is how long before an agent's report a placement
 	// still counts as not in it (its pods may not exist yet): default 5s.
 	InFlightMargin time.Duration
-	// CapacityInterval is how often the agents' reports are read for a
-	// change that may let waiting runnables in: default 1s (one small
-	// query, not one per runnable).
+	// CapacityInterval is how often the agents' reports, and the
+	// runnables changed since the last look, are read for a change that
+	// may let waiting runnables in: default 1s (two small queries, not
+	// one per runnable).
 	CapacityInterval time.Duration
+	// SumsResync is the period of the full recount of the sums placement
+	// keeps in memory (sums.go), the safety net under the changes it
+	// follows: default DefaultSumsResync.
+	SumsResync time.Duration
 	// ClientLimits are the rate limit of its client of each member
 	// cluster; the zero value is purser's (clusters.QPS and Burst).
 	ClientLimits clusters.Limits
@@ -153,8 +158,10 @@ type Submitter struct {
 	// capacity follows the agents' reports, to place the runnables that
 	// wait for capacity when a cluster's figure changes (capacity.go).
 	capacity *capacityWatch
-	// figures keeps the decoded reports and requests (capacity.go).
+	// figures keeps the decoded reports (capacity.go).
 	figures figureCache
+	// sums are what placement weighs, kept between placements (sums.go).
+	sums keptSums
 
 	mu          sync.Mutex
 	held        map[string]*heldMessages // by runnable uid
@@ -192,6 +199,9 @@ func New(cfg Config) *Submitter {
 	}
 	if cfg.CapacityInterval <= 0 {
 		cfg.CapacityInterval = DefaultCapacityInterval
+	}
+	if cfg.SumsResync <= 0 {
+		cfg.SumsResync = DefaultSumsResync
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -244,6 +254,7 @@ func (s *Submitter) Run(ctx context.Context) error {
 		wg.Go(func() { reconcile.Every(ctx, progressInterval, s.reportProgress) })
 	}
 	wg.Go(func() { reconcile.Every(ctx, s.cfg.CapacityInterval, s.followCapacity) })
+	wg.Go(func() { reconcile.Every(ctx, s.cfg.SumsResync, s.resyncSums) })
 	s.log.Info("submitter started", "workers", s.cfg.Workers, "rescan", s.cfg.RescanInterval)
 	wg.Wait()
 	s.releaseAll()

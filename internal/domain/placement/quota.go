@@ -34,6 +34,15 @@ func AddTo(into, l corev1.ResourceList) {
 	}
 }
 
+// SubFrom takes each quantity of l off into's: AddTo undone.
+func SubFrom(into, l corev1.ResourceList) {
+	for name, q := range l {
+		cur := into[name]
+		cur.Sub(q)
+		into[name] = cur
+	}
+}
+
 // StoredUsage is QuotaUsage of the stored statuses of a namespace's
 // active runnables (store.Runnables.ActiveStatuses): their
 // status.requests, nothing for a status that has none or does not decode.

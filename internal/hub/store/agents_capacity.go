@@ -98,3 +98,100 @@ func (rs Runnables) ListPlaced(ctx context.Context, since time.Time) ([]Placed, 
 	}
 	return out, classify(rows.Err())
 }
+
+// CapacityOf returns cluster's latest capacity report; ErrNotFound when
+// its agent has reported none.
+func (ag Agents) CapacityOf(ctx context.Context, cluster string) (CapacityReport, error) {
+	r := CapacityReport{Cluster: cluster}
+	var at *time.Time
+	var report sql.NullString
+	err := ag.tx.queryRow(ctx, `SELECT capacity_at, capacity FROM cluster_agents WHERE cluster = ? AND capacity IS NOT NULL`, cluster).
+		Scan(nullTimeCol{&at}, &report)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("capacity of %s: %w", cluster, ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("capacity of %s: %w", cluster, classify(err))
+	}
+	if at != nil {
+		r.At = *at
+	}
+	r.Report = []byte(report.String)
+	return r, nil
+}
+
+// PlacedOn is ListPlaced for one cluster: the runnables on it that its
+// agent's report of at may not count yet. The submitter checks the one
+// cluster it chose against it, inside the transaction that writes the
+// placement (its kept sums chose; the store decides).
+func (rs Runnables) PlacedOn(ctx context.Context, cluster string, since time.Time) ([]Placed, error) {
+	rows, err := rs.tx.query(ctx, `SELECT r.uid, r.namespace, a.cluster, r.phase, r.updated_at, r.status FROM runnables r
+		JOIN attempts a ON a.runnable_uid = r.uid AND a.ended_at IS NULL
+		WHERE r.cluster = ? AND a.cluster = ? AND (r.phase IN ('Scheduled', 'Submitted') OR (r.phase = 'Running' AND r.updated_at > ?))`,
+		cluster, cluster, rs.tx.s.d.ts(since))
+	if err != nil {
+		return nil, fmt.Errorf("list runnables placed on %s: %w", cluster, classify(err))
+	}
+	defer rows.Close()
+	var out []Placed
+	for rows.Next() {
+		var p Placed
+		var status sql.NullString
+		if err := rows.Scan(&p.UID, &p.Namespace, &p.Cluster, &p.Phase, timeCol{&p.UpdatedAt}, &status); err != nil {
+			return nil, fmt.Errorf("list runnables placed on %s: %w", cluster, classify(err))
+		}
+		if status.Valid {
+			p.Status = []byte(status.String)
+		}
+		out = append(out, p)
+	}
+	return out, classify(rows.Err())
+}
+
+// RunnableState is what the submitter keeps of a runnable for its sums:
+// where it is, in what phase, since when, what it asks for (in its
+// status), and the version of the row it read.
+type RunnableState struct {
+	UID, Namespace, Cluster, Phase string
+	UpdatedAt                      time.Time
+	Status                         []byte
+	ResourceVersion                int64
+}
+
+// ActiveStates returns the state of every runnable in an active phase
+// (Scheduled, Submitted, Running): what the submitter's sums are built
+// from.
+func (rs Runnables) ActiveStates(ctx context.Context) ([]RunnableState, error) {
+	return rs.states(ctx, `WHERE phase IN ('Scheduled', 'Submitted', 'Running')`)
+}
+
+// ChangedSince returns the state of every runnable whose row changed
+// after since, whatever its phase: how a submitter learns of the moves
+// the others made (the ingester's starts and ends, the controller's
+// evictions, another replica's placements). It reads the whole table's
+// updated_at (there is no index on it): one scan a second, never one
+// per placement.
+func (rs Runnables) ChangedSince(ctx context.Context, since time.Time) ([]RunnableState, error) {
+	return rs.states(ctx, `WHERE updated_at > ?`, rs.tx.s.d.ts(since))
+}
+
+func (rs Runnables) states(ctx context.Context, where string, args ...any) ([]RunnableState, error) {
+	rows, err := rs.tx.query(ctx, `SELECT uid, namespace, cluster, phase, updated_at, status, resource_version FROM runnables `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read runnable states: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []RunnableState
+	for rows.Next() {
+		var s RunnableState
+		var status sql.NullString
+		if err := rows.Scan(&s.UID, &s.Namespace, &s.Cluster, &s.Phase, timeCol{&s.UpdatedAt}, &status, &s.ResourceVersion); err != nil {
+			return nil, fmt.Errorf("read runnable states: %w", classify(err))
+		}
+		if status.Valid {
+			s.Status = []byte(status.String)
+		}
+		out = append(out, s)
+	}
+	return out, classify(rows.Err())
+}

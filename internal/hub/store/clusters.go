@@ -357,3 +357,24 @@ func quantity(s string, unit func(*resource.Quantity) int64) int64 {
 	}
 	return unit(&q)
 }
+
+// LockForPlacement holds cluster's row until the end of the transaction on
+// PostgreSQL, so that two submitter replicas placing on the same cluster
+// check its room one after the other, each seeing the other's placement
+// once committed (SQLite has a single writer anyway). ErrNotFound when the
+// cluster was removed.
+func (cs Clusters) LockForPlacement(ctx context.Context, name string) error {
+	q := `SELECT name FROM clusters WHERE name = ?`
+	if cs.tx.s.d.engine == EnginePostgres {
+		q += " FOR UPDATE"
+	}
+	var got string
+	err := cs.tx.queryRow(ctx, q, name).Scan(&got)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("cluster %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("lock cluster %s: %w", name, classify(err))
+	}
+	return nil
+}

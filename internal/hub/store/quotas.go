@@ -25,8 +25,23 @@ func (tx *Tx) Quotas() Quotas { return Quotas{tx} }
 
 // Get returns namespace's quota, ErrNotFound when it has none.
 func (qs Quotas) Get(ctx context.Context, namespace string) (*Quota, error) {
+	return qs.get(ctx, namespace, "")
+}
+
+// GetForPlacement is Get, holding the quota's row until the end of the
+// transaction on PostgreSQL: two submitter replicas placing in one
+// namespace check its quota one after the other (SQLite has a single
+// writer anyway).
+func (qs Quotas) GetForPlacement(ctx context.Context, namespace string) (*Quota, error) {
+	if qs.tx.s.d.engine == EnginePostgres {
+		return qs.get(ctx, namespace, " FOR UPDATE")
+	}
+	return qs.get(ctx, namespace, "")
+}
+
+func (qs Quotas) get(ctx context.Context, namespace, lock string) (*Quota, error) {
 	q := &Quota{}
-	err := qs.tx.queryRow(ctx, `SELECT namespace, spec, created_at, updated_at, resource_version FROM quotas WHERE namespace = ?`, namespace).
+	err := qs.tx.queryRow(ctx, `SELECT namespace, spec, created_at, updated_at, resource_version FROM quotas WHERE namespace = ?`+lock, namespace).
 		Scan(&q.Namespace, &q.Spec, timeCol{&q.CreatedAt}, timeCol{&q.UpdatedAt}, &q.ResourceVersion)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("quota of %s: %w", namespace, ErrNotFound)

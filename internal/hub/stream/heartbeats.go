@@ -64,4 +64,16 @@ type Capacity struct {
 	NodesTotal int `json:"nodesTotal"`
 	// Pods counts the non-terminal pods subtracted.
 	Pods int `json:"pods"`
+	// Runnables is what Free counts of the pods of purser's runnables
+	// (their requests, and how many pods); nil from an agent that does
+	// not say. When it is there, the submitter counts those runnables
+	// once, from its own sums whatever their pods' state, instead of
+	// guessing by time which of them the report has counted already.
+	Runnables *RunnablePods `json:"runnables,omitempty"`
+}
+
+// RunnablePods is what a capacity report counts of purser's runnables.
+type RunnablePods struct {
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+	Pods     int                 `json:"pods"`
 }
