@@ -22,9 +22,13 @@ import (
 // off from the hub: the control plane places such a runnable elsewhere
 // only once this agent's lease has expired (plus a margin), and by then the
 // agent, which counts the same lease on its own clock, has stopped the
-// copy here. Fencing is one-way: when heartbeats succeed again nothing is
-// resumed, since the control plane may have moved the work meanwhile and
-// is the one to decide.
+// copy here. The lease expires only when both its paths are silent: no
+// heartbeat acknowledged by the stream and no renewal of the hub's Lease
+// seen (hublease.go), so an outage of the stream alone fences nothing.
+// Fencing is one-way for the agent: when a path is back it resumes
+// nothing, since the control plane may have moved the work meanwhile and
+// is the one to decide; the control plane resumes (or recreates) what it
+// did not move once the cluster is Ready again.
 
 // Fencing actions.
 const (
@@ -100,11 +104,11 @@ func (a *Agent) fenceLoop(ctx context.Context) {
 			left = min(max(left, 0), a.fenceRepeat())
 		case left > 0 && done != nil:
 			done = nil
-			a.log.Info("heartbeats acknowledged again; fenced objects stay stopped", "fenced", a.fenced.Load())
+			a.log.Info("the lease holds again; fenced objects stay stopped until the control plane resumes what did not move", "fenced", a.fenced.Load())
 		case left <= 0:
 			if done == nil {
 				done = map[types.UID]string{}
-				a.log.Warn("lease expired: no heartbeat acknowledged for the lease duration; fencing objects labelled "+
+				a.log.Warn("lease expired: no heartbeat acknowledged by the stream and no renewal of the hub's Lease seen for the lease duration; fencing objects labelled "+
 					v1alpha1.LabelConsistency+"="+v1alpha1.ConsistencyAtMostOne, "leaseDuration", a.cfg.LeaseDuration)
 			}
 			a.fence(ctx, done)
