@@ -790,6 +790,7 @@ func TestAgentRBAC(t *testing.T) {
 			{"create", "coordination.k8s.io", "leases", leaseNS, ""}:        "leader election: the first term",
 			{"get", "coordination.k8s.io", "leases", leaseNS, leaseName}:    "leader election",
 			{"update", "coordination.k8s.io", "leases", leaseNS, leaseName}: "leader election",
+			{"get", "coordination.k8s.io", "leases", leaseNS, "purser-hub"}: "the hub's Lease, its lease's second path",
 		}
 		for r := range g {
 			if r.verb == "list" || r.verb == "watch" {

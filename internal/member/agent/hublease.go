@@ -81,15 +81,24 @@ func (a *Agent) readHubLease(ctx context.Context) {
 		// creation counts as the first renewal.
 		err = nil
 	}
+	msg := ""
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case rv == "":
+		msg = "the Lease " + a.cfg.LeaderElection.namespace() + "/" + hubLeaseName + " does not exist (yet)"
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err != nil {
-		a.hubLease.err = err.Error()
-		return
+	if msg != a.hubLease.err && msg != "" && err != nil {
+		// Once per change: a refusal (RBAC) or an outage; the lease then
+		// rests on the stream alone.
+		a.log.Warn("reading the hub's Lease failed; the agent's lease rests on its heartbeats alone",
+			"lease", a.cfg.LeaderElection.namespace()+"/"+hubLeaseName, "error", msg)
 	}
-	a.hubLease.err = ""
-	if rv == "" {
-		a.hubLease.err = "the Lease " + a.cfg.LeaderElection.namespace() + "/" + hubLeaseName + " does not exist (yet)"
+	a.hubLease.err = msg
+	if err != nil {
+		return
 	}
 	if a.hubLease.known && rv != a.hubLease.rv && sent.After(a.hubLease.seen) {
 		a.hubLease.seen = sent
