@@ -195,10 +195,33 @@ func (a *Agent) applyFencing(ctx context.Context, gvr schema.GroupVersionResourc
 		_, err := r.Patch(ctx, u.GetName(), types.MergePatchType, f.patch, metav1.PatchOptions{FieldManager: fieldManager})
 		return err
 	}
+	// Before it goes, the object is marked fenced, as a suspended one
+	// is: the ingester records the mark on its runnable (status.fenced),
+	// which is how the control plane knows to create it again from its
+	// template when the cluster is Ready again and the runnable was not
+	// moved. The mark is worth a try, not the fence: the delete follows
+	// whatever became of it, since stopping the copy is what matters.
 	uid := u.GetUID()
+	if _, err := r.Patch(ctx, u.GetName(), types.MergePatchType, fencedMark(u, time.Now()), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return err // gone, or another object of the name
+		}
+		a.log.Warn("marking an object fenced before deleting it failed; deleting it anyway (the control plane will not recreate it)",
+			"kind", u.GetKind(), "namespace", u.GetNamespace(), "name", u.GetName(), "error", err)
+	}
 	policy := metav1.DeletePropagationBackground
 	return r.Delete(ctx, u.GetName(), metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &policy})
+}
+
+// fencedMark is the merge patch that marks u fenced at now, and applies
+// to u only (its uid).
+func fencedMark(u *unstructured.Unstructured, now time.Time) []byte {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         string(u.GetUID()),
+		"annotations": map[string]any{v1alpha1.AnnotationFenced: now.UTC().Format(time.RFC3339)},
+	}})
+	return patch
 }
 
 // fieldManager names the agent's writes in managedFields.
