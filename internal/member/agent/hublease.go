@@ -131,14 +131,14 @@ func (a *Agent) logPaths() {
 	// A path is alive when it renewed within two beats.
 	recent := 2*a.cfg.HeartbeatInterval + a.heartbeatTimeout()
 	a.mu.Lock()
-	stream := time.Since(a.lastBeat) < recent
+	beats := time.Since(a.lastBeat) < recent
 	hub := !a.hubLease.seen.IsZero() && time.Since(a.hubLease.seen) < recent
 	a.mu.Unlock()
 	paths := "none"
 	switch {
-	case stream && hub:
+	case beats && hub:
 		paths = "stream and hub lease"
-	case stream:
+	case beats:
 		paths = "stream"
 	case hub:
 		paths = "hub lease"

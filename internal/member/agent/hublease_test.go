@@ -70,9 +70,11 @@ func TestStreamOutageWithHubLease(t *testing.T) {
 	const cluster = "agent-hub-lease"
 	clusterstest.Register(t, st, sealer, store.Cluster{Name: cluster}, kubeconfig)
 	hubCtx, stopHub := context.WithCancel(ctx)
-	hubDone := make(chan error, 1)
+	hubDone := make(chan struct{})
+	var hubErr error
 	go func() {
-		hubDone <- clusters.NewObserver(clusters.Config{Store: st, Sealer: sealer, Interval: 300 * time.Millisecond,
+		defer close(hubDone)
+		hubErr = clusters.NewObserver(clusters.Config{Store: st, Sealer: sealer, Interval: 300 * time.Millisecond,
 			ProbeTimeout: time.Second}).Run(hubCtx)
 	}()
 	t.Cleanup(func() { stopHub(); <-hubDone })
@@ -111,10 +113,10 @@ func TestStreamOutageWithHubLease(t *testing.T) {
 	// Now the hub is gone too: the cluster is cut off, and fences.
 	stopHub()
 	stopped := time.Now()
-	if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
+	<-hubDone
+	if hubErr != nil && !errors.Is(hubErr, context.Canceled) {
+		t.Fatal(hubErr)
 	}
-	hubDone <- nil // for the cleanup
 	sandboxtest.Eventually(t, time.Minute, "the AtMostOne Job suspended once both paths are silent", func(ctx context.Context) error {
 		return jobSuspended(ctx, kc, ns, "kept", true)
 	})
