@@ -175,6 +175,81 @@ func TestDCControlPlaneOutages(t *testing.T) {
 	}
 	t.Logf("control-plane outages (lease %s):\n| outage | held | member clusters, sampled | accepted during | placed again after the restart |\n| --- | --- | --- | --- | --- |\n%s",
 		outageLease, strings.Join(rows, "\n"))
+
+	cutOff(t, f, kubes, ns)
+}
+
+// cutOff partitions a DC that holds neither the controller's leader nor
+// the database's primary: its member cluster is truly cut off from the
+// hub (neither the stream nor the hub's renewals reach its agent), so its
+// agent must fence its AtMostOne Jobs, and each must be suspended there
+// before its runnable runs elsewhere (two-live 0).
+func cutOff(t *testing.T, f *farm.DCFarm, kubes map[string]kubernetes.Interface, ns string) {
+	ctx := t.Context()
+	leader := leaderDC(t, f)
+	primary, err := f.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dc *farm.DC
+	for _, d := range f.DCs {
+		if d != leader && d != primary {
+			dc = d
+			break
+		}
+	}
+	if dc == nil {
+		dc = f.DCs[len(f.DCs)-1]
+	}
+	cluster := dc.Cluster.Name()
+	base := baseline(t, map[string]kubernetes.Interface{cluster: kubes[cluster]}, ns)
+	if len(base) == 0 {
+		t.Logf("no AtMostOne Job on %s: the cut-off is not tested", cluster)
+		return
+	}
+	var majority *farm.DC
+	for _, d := range f.DCs {
+		if d != dc {
+			majority = d
+			break
+		}
+	}
+	t.Logf("%s partition %s (cluster %s, %d AtMostOne Jobs)", stamp(), dc.Name, cluster, len(base))
+	cut := time.Now()
+	f.Partition(dc)
+	suspendedAt, movedAt := map[string]time.Duration{}, map[string]time.Duration{}
+	sandboxtest.Eventually(t, 5*time.Minute, "every Job of the cut DC fenced and its runnable moved", func(ctx context.Context) error {
+		for _, b := range base {
+			if _, ok := suspendedAt[b.name]; !ok {
+				if j, err := kubes[cluster].BatchV1().Jobs(ns).Get(ctx, b.name, metav1.GetOptions{}); err == nil && jobSuspended(j) {
+					suspendedAt[b.name] = time.Since(cut)
+				}
+			}
+			if _, ok := movedAt[b.name]; !ok {
+				var r v1alpha1.Runnable
+				if code, _ := majority.API.Do(ctx, http.MethodGet, "/api/v1/runnables/"+ns+"/"+b.name, nil, nil, &r); code == http.StatusOK &&
+					r.Status.Cluster != "" && r.Status.Cluster != cluster {
+					movedAt[b.name] = time.Since(cut)
+				}
+			}
+		}
+		if len(suspendedAt) < len(base) || len(movedAt) < len(base) {
+			return fmt.Errorf("suspended %v, moved %v of %d", suspendedAt, movedAt, len(base))
+		}
+		return nil
+	})
+	f.Heal(dc)
+	twoLive := 0
+	for name, s := range suspendedAt {
+		if movedAt[name] <= s {
+			twoLive++
+			t.Errorf("%s moved %s after the cut, before its copy on %s was suspended (%s)", name, movedAt[name].Round(time.Second), cluster, s.Round(time.Second))
+		}
+	}
+	t.Logf("%s cut-off of %s: %d Jobs suspended at %v, moved at %v after the cut; two-live %d", stamp(), dc.Name, len(base), suspendedAt, movedAt, twoLive)
+	if err := f.EnsureRunning(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func eachDC(f *farm.DCFarm, do func(*farm.DC)) {
