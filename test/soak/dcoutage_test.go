@@ -89,12 +89,7 @@ func TestDCControlPlaneOutages(t *testing.T) {
 	// Two long AtMostOne Jobs per cluster, wherever placement puts them.
 	var accepted []string
 	submit := func(ctx context.Context, name string) bool {
-		body := runnableBody(&submission{Namespace: ns, Name: name, Consistency: v1alpha1.ConsistencyAtMostOne})
-		pod := body["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)
-		pod["metadata"] = map[string]any{"annotations": map[string]any{
-			"pod-complete.stage.kwok.x-k8s.io/delay": "1h", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "1h"}}
-		code, _ := f.API.Do(ctx, http.MethodPost, "/api/v1/runnables", nil, body, nil)
-		if code/100 == 2 {
+		if submitLong(ctx, f.API, ns, name) {
 			accepted = append(accepted, ns+"/"+name)
 			return true
 		}
@@ -202,11 +197,24 @@ func cutOff(t *testing.T, f *farm.DCFarm, kubes map[string]kubernetes.Interface,
 		dc = f.DCs[len(f.DCs)-1]
 	}
 	cluster := dc.Cluster.Name()
-	base := baseline(t, map[string]kubernetes.Interface{cluster: kubes[cluster]}, ns)
-	if len(base) == 0 {
-		t.Logf("no AtMostOne Job on %s: the cut-off is not tested", cluster)
-		return
+	// Two more AtMostOne Jobs there for certain: the other clusters are
+	// cordoned while they are placed.
+	for _, d := range f.DCs {
+		cordon(t, f.API, d.Cluster, d != dc)
 	}
+	var placed []string
+	for i := range 2 {
+		name := fmt.Sprintf("cut-%d", i)
+		if !submitLong(ctx, f.API, ns, name) {
+			t.Fatalf("submit %s refused with the farm healthy", name)
+		}
+		placed = append(placed, ns+"/"+name)
+	}
+	waitPlaced(t, f.API, placed, 3*time.Minute)
+	for _, d := range f.DCs {
+		cordon(t, f.API, d.Cluster, false)
+	}
+	base := baseline(t, map[string]kubernetes.Interface{cluster: kubes[cluster]}, ns)
 	var majority *farm.DC
 	for _, d := range f.DCs {
 		if d != dc {
@@ -250,6 +258,17 @@ func cutOff(t *testing.T, f *farm.DCFarm, kubes map[string]kubernetes.Interface,
 	if err := f.EnsureRunning(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// submitLong submits an AtMostOne Job whose pod runs for an hour, and
+// reports whether the API accepted it.
+func submitLong(ctx context.Context, api *farm.Client, ns, name string) bool {
+	body := runnableBody(&submission{Namespace: ns, Name: name, Consistency: v1alpha1.ConsistencyAtMostOne})
+	pod := body["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)
+	pod["metadata"] = map[string]any{"annotations": map[string]any{
+		"pod-complete.stage.kwok.x-k8s.io/delay": "1h", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "1h"}}
+	code, _ := api.Do(ctx, http.MethodPost, "/api/v1/runnables", nil, body, nil)
+	return code/100 == 2
 }
 
 func eachDC(f *farm.DCFarm, do func(*farm.DC)) {
