@@ -156,6 +156,11 @@ func TestDCControlPlaneOutages(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		stopSampling()
 		wg.Wait()
+		// Nothing ran twice: each accepted runnable's Job is on one
+		// cluster, and the baseline's are where they were.
+		if dups := duplicated(t, kubes, ns); len(dups) > 0 {
+			t.Errorf("%s: Jobs on more than one cluster: %v", o.kind, dups)
+		}
 		fenced, suspended, deleted, restartedPods, samples := s.counts()
 		row := fmt.Sprintf("| %s | %s | fenced %d, suspended %d, deleted %d, restarted %d (%d samples of %d Jobs) | %d of %d accepted during | %s |",
 			o.kind, hold, fenced, suspended, deleted, restartedPods, samples, len(base), took, offered, recovered.Round(time.Second))
@@ -258,6 +263,28 @@ func cutOff(t *testing.T, f *farm.DCFarm, kubes map[string]kubernetes.Interface,
 	if err := f.EnsureRunning(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// duplicated lists the Jobs of ns found on more than one cluster.
+func duplicated(t *testing.T, kubes map[string]kubernetes.Interface, ns string) []string {
+	t.Helper()
+	where := map[string][]string{}
+	for name, kc := range kubes {
+		jobs, err := kc.BatchV1().Jobs(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs.Items {
+			where[j.Name] = append(where[j.Name], name)
+		}
+	}
+	var out []string
+	for job, cs := range where {
+		if len(cs) > 1 {
+			out = append(out, fmt.Sprintf("%s on %v", job, cs))
+		}
+	}
+	return out
 }
 
 // submitLong submits an AtMostOne Job whose pod runs for an hour, and
