@@ -94,6 +94,9 @@ SOAK_FLAGS ?=
 soak: sandbox-build
 	$(GO) test -count=1 -v -run '^TestRolloutModel$$' ./internal/domain/rollout/ -rollout.model.seed=0 -rollout.model.runs=500 -rollout.model.steps=2000
 	$(GO) test -count=1 -timeout 3h -v -run '^TestSoak$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) $(SOAK_FLAGS)
+	# Control-plane outages (stream, database, hub components), 5 minutes
+	# each on the three-DC farm (needs root; CI runs them for twice the lease).
+	$(GO) test -count=1 -timeout 1h -v -run '^TestDCControlPlaneOutages$$' ./test/soak/ -soak.outage=5m $(SOAK_FLAGS)
 
 # The DC soak alone, verbose: purser over three data centers on this
 # machine (a network namespace each, with NATS, PostgreSQL under Patroni

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	coordinationv1ac "k8s.io/client-go/applyconfigurations/coordination/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -35,6 +36,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/hub/stream/streamtest"
 	"github.com/purser-io/purser/internal/member/agent"
+	"github.com/purser-io/purser/internal/member/clusters"
 	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
@@ -544,6 +546,16 @@ func TestHubPermissionsSuffice(t *testing.T) {
 	if body, err := hub.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
 		t.Errorf("GET /readyz: %v (%s)", err, body)
 	}
+	// controller: the hub's Lease, renewed by server-side apply (created
+	// the first time), and read by the agent.
+	for range 2 {
+		l := coordinationv1ac.Lease(clusters.HubLeaseName, clusters.HubLeaseNamespace).WithSpec(
+			coordinationv1ac.LeaseSpec().WithHolderIdentity("purser-hub/test").WithRenewTime(metav1.NewMicroTime(time.Now())))
+		if _, err := hub.CoordinationV1().Leases(clusters.HubLeaseNamespace).Apply(ctx, l,
+			metav1.ApplyOptions{FieldManager: "purser-hub", Force: true}); err != nil {
+			t.Errorf("renew the hub's Lease: %v", err)
+		}
+	}
 	// syncer: the cluster's identity.
 	if _, err := hub.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil {
 		t.Errorf("get namespace kube-system: %v", err)
@@ -614,6 +626,8 @@ func TestHubPermissionsSuffice(t *testing.T) {
 		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Namespace: ns},
 		{Verb: "create", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
 		{Verb: "delete", Resource: "nodes"},
+		{Verb: "patch", Group: "coordination.k8s.io", Resource: "leases", Namespace: "purser-system", Name: "purser-agent"},
+		{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: "purser-system", Name: "purser-hub"},
 	} {
 		if can(t, admin, sa, attrs) {
 			t.Errorf("the hub may %s %s/%s %s in %q", attrs.Verb, attrs.Group, attrs.Resource, attrs.Name, attrs.Namespace)

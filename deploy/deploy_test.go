@@ -784,12 +784,16 @@ func TestAgentRBAC(t *testing.T) {
 			{"patch", "flink.apache.org", "flinkdeployments", "", ""}:       "fencing sets spec.job.state: suspended",
 			{"delete", "flink.apache.org", "flinkdeployments", "", ""}:      "fencing deletes Flink session clusters",
 			{"delete", "argoproj.io", "workflows", "", ""}:                  "fencing deletes other runnables",
+			{"patch", "argoproj.io", "workflows", "", ""}:                   "fencing marks what it deletes",
+			{"patch", "apps", "deployments", "", ""}:                        "fencing marks what it deletes",
+			{"patch", "apps", "statefulsets", "", ""}:                       "fencing marks what it deletes",
 			{"delete", "apps", "deployments", "", ""}:                       "fencing deletes other runnables",
 			{"delete", "apps", "statefulsets", "", ""}:                      "fencing deletes other runnables",
 			{"get", "", "namespaces", "", leaseNS}:                          "the Lease's namespace exists",
 			{"create", "coordination.k8s.io", "leases", leaseNS, ""}:        "leader election: the first term",
 			{"get", "coordination.k8s.io", "leases", leaseNS, leaseName}:    "leader election",
 			{"update", "coordination.k8s.io", "leases", leaseNS, leaseName}: "leader election",
+			{"get", "coordination.k8s.io", "leases", leaseNS, "purser-hub"}: "the hub's Lease, its lease's second path",
 		}
 		for r := range g {
 			if r.verb == "list" || r.verb == "watch" {

@@ -9,6 +9,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/domain/placement"
+	"github.com/purser-io/purser/internal/member/probe"
 )
 
 // Reasons an attempt is evicted, as they appear on the attempt and in the
@@ -37,6 +38,12 @@ type Cluster struct {
 	// through the stream and the ingester, and one of those is down, so
 	// the silence of this cluster's agent proves nothing.
 	HeartbeatsStale bool
+	// HubLeaseUntil is the latest time a renewal of the hub's Lease in
+	// the cluster can have landed (recorded before each renewal was
+	// sent, moved to the controller's clock); nil when none was ever
+	// recorded. The agent does not fence while it sees renewals, so it is
+	// counted like a heartbeat (fencedAt).
+	HubLeaseUntil *time.Time
 	// AgentReachesKubeAPI is what the agent's latest heartbeat said of its
 	// own kube-apiserver; nil when it said nothing.
 	AgentReachesKubeAPI *bool
@@ -57,7 +64,18 @@ type Timing struct {
 	// NoExecuteGrace is how long a cluster stays not Ready before it is
 	// tainted NoExecute (the cluster health policy's).
 	NoExecuteGrace time.Duration
+	// AgentReadPeriod bounds how long after a renewal of the hub's Lease
+	// lands the agent can first see it (it reads the Lease once per
+	// heartbeat interval, after its probe): added to HubLeaseUntil.
+	AgentReadPeriod time.Duration
 }
+
+// AgentReadPeriod is Timing.AgentReadPeriod for agents of lease: their
+// heartbeat interval is at most a third of it (the agent refuses a longer
+// one), a beat that runs long (probe, read, stream write, each bounded by
+// probe.DefaultTimeout or less) starts the next one late by as much, and
+// the read follows the next beat's probe.
+func AgentReadPeriod(lease time.Duration) time.Duration { return lease/3 + 3*probe.DefaultTimeout }
 
 // Verdict is what to do with one running attempt.
 type Verdict struct {
@@ -185,7 +203,7 @@ func notReady(spec *v1alpha1.RunnableSpec, c Cluster, nr v1alpha1.Condition, t T
 	case t.NoExecuteGrace <= 0:
 		msg += "it moves if the cluster is tainted NoExecute"
 	case attempt.Consistency(spec) == v1alpha1.ConsistencyAtMostOne:
-		msg += fmt.Sprintf("if the cluster is still not Ready at %s it is tainted NoExecute, and with consistency AtMostOne the runnable then moves once its copy is certainly stopped (its agent suspends it when its lease of %s runs out)",
+		msg += fmt.Sprintf("if the cluster is still not Ready at %s it is tainted NoExecute, and with consistency AtMostOne the runnable then moves once its copy is certainly stopped (its agent suspends it when its lease of %s runs out on both its paths, the stream and the hub's Lease in the cluster)",
 			taintAt, t.AgentLease)
 	default:
 		msg += fmt.Sprintf("if the cluster is still not Ready at %s it is tainted NoExecute and the runnable moves", taintAt)
@@ -234,9 +252,14 @@ func holdUnconfirmed(spec *v1alpha1.RunnableSpec, st *v1alpha1.RunnableStatus, c
 	if c.LastHeartbeat != nil {
 		since = "has been silent since " + c.LastHeartbeat.UTC().Format(time.RFC3339)
 	}
+	hub := ""
+	if c.HubLeaseUntil != nil {
+		hub = fmt.Sprintf(", and the last renewal of the hub's Lease in the cluster, which its agent also counts as the hub alive, can have landed until %s and been read %s later",
+			c.HubLeaseUntil.UTC().Format(time.RFC3339), t.AgentReadPeriod)
+	}
 	return hold(v1alpha1.WaitingFencing,
-		"%s: its API server does not answer and its agent %s; an agent cut off from purser suspends its copy when its lease runs out, so with consistency AtMostOne the runnable moves at %s",
-		tainted, since, fenced.UTC().Format(time.RFC3339))
+		"%s: its API server does not answer and its agent %s%s; an agent cut off from purser suspends its copy when its lease of %s has run out on both paths, so with consistency AtMostOne the runnable moves at %s (the lease and a margin of %s after the later of the two)",
+		tainted, since, hub, t.AgentLease, fenced.UTC().Format(time.RFC3339), t.FencingMargin)
 }
 
 // HoldLateCreate says why an AtMostOne runnable whose move trusts the
@@ -291,14 +314,22 @@ func untoleratedNoExecute(tolerations []corev1.Toleration, taints []corev1.Taint
 }
 
 // fencedAt is when the agent of c has certainly suspended its AtMostOne
-// work: its lease has run out, counted from its last heartbeat, plus the
-// margin. Without any heartbeat the taint's time stands in for it.
+// work: its lease has run out on both its paths, counted from the later
+// of its last heartbeat and the last moment it can have seen the hub's
+// Lease renewed (the latest a renewal recorded before it was sent can
+// land, plus the agent's read period), plus the margin. With neither, the
+// taint's time stands in for them.
 func fencedAt(c Cluster, taint *corev1.Taint, t Timing) time.Time {
 	var from time.Time
-	switch {
-	case c.LastHeartbeat != nil:
+	if c.LastHeartbeat != nil {
 		from = *c.LastHeartbeat
-	case taint.TimeAdded != nil:
+	}
+	if c.HubLeaseUntil != nil {
+		if seen := c.HubLeaseUntil.Add(t.AgentReadPeriod); seen.After(from) {
+			from = seen
+		}
+	}
+	if from.IsZero() && taint.TimeAdded != nil {
 		from = taint.TimeAdded.Time
 	}
 	return from.Add(t.AgentLease + t.FencingMargin)

@@ -341,7 +341,8 @@ func (c *Controller) consider(ctx context.Context, rec *store.Runnable, views ma
 }
 
 func (c *Controller) timing() Timing {
-	return Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin, NoExecuteGrace: c.cfg.NoExecuteGrace}
+	return Timing{AgentLease: c.cfg.AgentLease, FencingMargin: c.cfg.FencingMargin, NoExecuteGrace: c.cfg.NoExecuteGrace,
+		AgentReadPeriod: AgentReadPeriod(c.cfg.AgentLease)}
 }
 
 // stay acts on a verdict that keeps the runnable where it is: it records
@@ -441,9 +442,14 @@ type clusterView struct {
 func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView, error) {
 	var rows []*store.Cluster
 	var agents map[string]store.AgentFreshness
+	var hubLeases map[string]time.Time
+	var dbNow time.Time
 	err := c.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		if rows, err = tx.Clusters().List(ctx); err != nil {
+			return err
+		}
+		if hubLeases, dbNow, err = tx.Clusters().HubLeases(ctx); err != nil {
 			return err
 		}
 		agents, err = tx.Agents().ListFreshness(ctx)
@@ -452,6 +458,12 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 	if err != nil {
 		return nil, err
 	}
+	// The hub's renewals are recorded by the database's clock; moved to
+	// this controller's by the offset measured at the read, rounded to the
+	// second so that a wait's message, which quotes them, does not change
+	// from pass to pass with the read's latency (the margin covers the
+	// rounding).
+	offset := c.cfg.Now().Sub(dbNow).Round(time.Second)
 	var newest *time.Time
 	for _, a := range agents {
 		if a.LastHeartbeat != nil && (newest == nil || a.LastHeartbeat.After(*newest)) {
@@ -497,6 +509,10 @@ func (c *Controller) clusterViews(ctx context.Context) (map[string]*clusterView,
 		}
 		if d := clusters.DisruptedCondition(status); d != nil {
 			v.disrupted, v.disruption = d.Reason, d.Message
+		}
+		if until, ok := hubLeases[row.Name]; ok {
+			until = until.Add(offset)
+			v.failover.HubLeaseUntil = &until
 		}
 		if a, ok := agents[row.Name]; ok && a.LastHeartbeat != nil {
 			v.failover.LastHeartbeat = a.LastHeartbeat

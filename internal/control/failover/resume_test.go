@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
@@ -60,5 +61,77 @@ func TestFencedJobResumesWhenItsAgentReturns(t *testing.T) {
 	}
 	if len(r.Status.Attempts) != 1 || r.Status.Attempts[0].EndedAt != nil {
 		t.Errorf("attempts: %+v", r.Status.Attempts)
+	}
+}
+
+const deploymentRunnable = `
+apiVersion: purser.io/v1alpha1
+kind: Runnable
+metadata: {name: %s}
+spec:
+  template:
+    apiVersion: apps/v1
+    kind: Deployment
+    spec:
+      replicas: 1
+      selector: {matchLabels: {app: served}}
+      template:
+        metadata:
+          labels: {app: served}
+          annotations:
+            pod-create.stage.kwok.x-k8s.io/delay: "100ms"
+            pod-ready.stage.kwok.x-k8s.io/delay: "100ms"
+        spec:
+          containers: [{name: main, image: busybox}]
+  placement:
+    clusterAffinity: {clusterNames: [b]}
+  failover:
+    consistency: AtMostOne
+`
+
+// A kind its agent fences by deleting it (a Deployment: it has no suspend
+// of its own) is created again from its template, through the submitter,
+// once its agent reports again and the cluster is Ready, when the
+// runnable did not move; its history says so.
+func TestFencedDeploymentIsRecreatedWhenItsAgentReturns(t *testing.T) {
+	cs := env.Clusters(t)
+	f := newFarm(t, sqliteDSN(t), []cluster{{name: "a", sandbox: cs[0]}})
+	natsProxy := f.natsProxy()
+	f.register(cluster{name: "b", sandbox: cs[1], natsURL: "nats://" + natsProxy.Addr()}, testPeriods)
+	f.startOn("b", fmt.Sprintf(deploymentRunnable, "served"))
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	first := f.objects("b", deployments)
+	if len(first) != 1 {
+		t.Fatalf("Deployments on b: %v", first)
+	}
+
+	natsProxy.Cut()
+	sandboxtest.Eventually(t, wait, "the Deployment on b deleted after its agent was cut off", func(context.Context) error {
+		if ds := f.objects("b", deployments); len(ds) != 0 {
+			return fmt.Errorf("Deployments on b: %d", len(ds))
+		}
+		return nil
+	})
+	if err := natsProxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	r := f.waitFor("served", "recreated", func(r *v1alpha1.Runnable) bool {
+		return !r.Status.Fenced && slices.Contains(f.history("served"), "recreate")
+	})
+	sandboxtest.Eventually(t, wait, "the Deployment on b created again", func(context.Context) error {
+		ds := f.objects("b", deployments)
+		if len(ds) != 1 || ds[0].GetUID() == first[0].GetUID() {
+			return fmt.Errorf("Deployments on b: %d", len(ds))
+		}
+		if _, ok := ds[0].GetAnnotations()[v1alpha1.AnnotationFenced]; ok {
+			return fmt.Errorf("the new Deployment carries %s", v1alpha1.AnnotationFenced)
+		}
+		return nil
+	})
+	if r.Status.Cluster != "b" || len(r.Status.Attempts) != 1 || r.Status.Attempts[0].EndedAt != nil {
+		t.Errorf("the runnable moved or changed attempt: %+v", r.Status)
+	}
+	if !slices.ContainsFunc(f.historySummaries("served"), func(s string) bool { return strings.Contains(s, "created again from its template") }) {
+		t.Errorf("no history line says the Deployment was created again: %v", f.historySummaries("served"))
 	}
 }

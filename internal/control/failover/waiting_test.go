@@ -118,7 +118,7 @@ func TestWaitingSaysWhatIsTrue(t *testing.T) {
 		r := f.waitFor("report", "waiting for fencing", func(r *v1alpha1.Runnable) bool {
 			return r.Status.Waiting == v1alpha1.WaitingFencing
 		})
-		if !strings.Contains(r.Status.Message, "an agent cut off from purser suspends its copy when its lease runs out") ||
+		if !strings.Contains(r.Status.Message, "an agent cut off from purser suspends its copy when its lease of") ||
 			!strings.Contains(r.Status.Message, "moves at ") {
 			t.Errorf("message %q does not say when the runnable moves", r.Status.Message)
 		}

@@ -107,6 +107,7 @@ var Table = []Move{
 	{occupied, v1alpha1.PhaseFailingOver, ByController, true, "evicted; its old copy must go before it is placed again"},
 	{phases(v1alpha1.PhaseFailingOver), v1alpha1.PhaseQueued, ByController, true, "its old copy is gone, or fenced on a cluster that stopped answering; placed again"},
 	{slices.Concat(placed, phases(v1alpha1.PhaseFailingOver)), Same, ByController, false, "waiting for a failover that cannot happen yet, or resumed after fencing; or its cluster is not Ready, its health Unknown until it is Ready again (then as last observed); the message says which"},
+	{phases(v1alpha1.PhaseSubmitted, v1alpha1.PhaseRunning), v1alpha1.PhaseScheduled, ByController, true, "its object, of a kind its agent fences by deletion, was deleted when the agent's lease expired; the cluster is Ready again and the runnable was not moved: the submitter creates the same attempt's object again from its template"},
 	{phases(v1alpha1.PhaseRunning), Same, ByController, true, "a planned move's progress: its job asked to stop with a savepoint, put back to running where it was when the savepoint failed, or running on the target (with its downtime)"},
 	{every, Same, ByController, true, "an ended attempt's old copy removed from its cluster"},
 

@@ -81,6 +81,7 @@ var suite = []struct {
 	{"MigrationsIdempotent", testMigrationsIdempotent},
 	{"AgentFreshness", testAgentFreshness},
 	{"ClusterViews", testClusterViews},
+	{"HubLeases", testHubLeases},
 	{"CheckWrites", testCheckWrites},
 	{"ReadInfo", testReadInfo},
 	{"DurableAuditHead", testDurableAuditHead},

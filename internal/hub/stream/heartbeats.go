@@ -42,6 +42,26 @@ type Heartbeat struct {
 	// its Nodes and Pods; absent until those caches are synced, and from
 	// agents that predate it.
 	Capacity *Capacity `json:"capacity,omitempty"`
+	// HubLease is what the agent last saw of the hub's Lease in its
+	// cluster (purser-system/purser-hub), its second path to the hub
+	// beside the stream: absent before its first read, and from agents
+	// that predate it.
+	HubLease *HubLeaseSeen `json:"hubLease,omitempty"`
+}
+
+// HubLeaseSeen is what an agent saw of the hub's renewals of its Lease in
+// the agent's cluster. The agent's own lease holds while either the
+// stream acknowledged a heartbeat or the hub renewed that Lease within
+// LeaseSeconds; it fences only when both are older.
+type HubLeaseSeen struct {
+	// Renewing: a renewal was seen within the lease.
+	Renewing bool `json:"renewing"`
+	// SecondsSinceRenewal is how long ago, by the agent's monotonic
+	// clock, it last saw the Lease change; absent when it never did in
+	// this term.
+	SecondsSinceRenewal *float64 `json:"secondsSinceRenewal,omitempty"`
+	// Error is why the last read failed (the Lease missing, a refusal).
+	Error string `json:"error,omitempty"`
 }
 
 // Capacity is a cluster's free capacity as its agent computes it: the

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -104,6 +105,12 @@ type Agent struct {
 	disc   *discovery.DiscoveryClient
 	access *access // which resources it may watch for purser's labels
 	prober *probe.Prober
+	// hubLeases reads the hub's Lease in the agent's namespace
+	// (hublease.go).
+	hubLeases coordinationv1client.LeaseInterface
+	// paths names the lease's paths alive at the last beat, for the log
+	// (owned by the heartbeat loop).
+	paths string
 	// elect is the validated leader election, nil when it is off.
 	elect *elector
 
@@ -150,8 +157,12 @@ type Agent struct {
 	reportedKinds   []stream.ServedKind
 	reportedKindsAt time.Time
 	// lastBeat is when the last acknowledged heartbeat was sent, on the
-	// monotonic clock: the start of the agent's lease.
+	// monotonic clock: the start of the agent's lease on the stream's
+	// path.
 	lastBeat time.Time
+	// hubLease is what the agent saw of the hub's renewals of its Lease
+	// in this cluster: the lease's other path (hublease.go).
+	hubLease hubLeaseState
 	// kubeAPI is the latest probe of the kube-apiserver (kubeapi.go).
 	kubeAPI kubeAPIState
 	// capacity holds the term's Node and Pod caches (capacity.go).
@@ -236,6 +247,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if a.prober, err = probe.New(rc, a.probeTimeout()); err != nil {
 		return nil, fmt.Errorf("agent %s: probe client: %w", cfg.Cluster, err)
+	}
+	if a.hubLeases, err = hubLeaseClient(rc, cfg.LeaderElection.namespace(), a.probeTimeout()); err != nil {
+		return nil, fmt.Errorf("agent %s: lease client: %w", cfg.Cluster, err)
 	}
 	if a.cfg.LeaderElection.Identity == "" {
 		a.cfg.LeaderElection.Identity = replica.Identity()
@@ -328,6 +342,10 @@ func (a *Agent) reset() {
 	// The agent cannot know of beats before its term: its lease toward
 	// the control plane is counted from the term's start.
 	a.lastBeat = a.started
+	// Nor of renewals of the hub's Lease: the first read of the term
+	// only sets what the next ones compare with.
+	a.hubLease = hubLeaseState{}
+	a.paths = ""
 	a.returnChecked = false
 }
 

@@ -22,9 +22,13 @@ import (
 // off from the hub: the control plane places such a runnable elsewhere
 // only once this agent's lease has expired (plus a margin), and by then the
 // agent, which counts the same lease on its own clock, has stopped the
-// copy here. Fencing is one-way: when heartbeats succeed again nothing is
-// resumed, since the control plane may have moved the work meanwhile and
-// is the one to decide.
+// copy here. The lease expires only when both its paths are silent: no
+// heartbeat acknowledged by the stream and no renewal of the hub's Lease
+// seen (hublease.go), so an outage of the stream alone fences nothing.
+// Fencing is one-way for the agent: when a path is back it resumes
+// nothing, since the control plane may have moved the work meanwhile and
+// is the one to decide; the control plane resumes (or recreates) what it
+// did not move once the cluster is Ready again.
 
 // Fencing actions.
 const (
@@ -100,11 +104,11 @@ func (a *Agent) fenceLoop(ctx context.Context) {
 			left = min(max(left, 0), a.fenceRepeat())
 		case left > 0 && done != nil:
 			done = nil
-			a.log.Info("heartbeats acknowledged again; fenced objects stay stopped", "fenced", a.fenced.Load())
+			a.log.Info("the lease holds again; fenced objects stay stopped until the control plane resumes what did not move", "fenced", a.fenced.Load())
 		case left <= 0:
 			if done == nil {
 				done = map[types.UID]string{}
-				a.log.Warn("lease expired: no heartbeat acknowledged for the lease duration; fencing objects labelled "+
+				a.log.Warn("lease expired: no heartbeat acknowledged by the stream and no renewal of the hub's Lease seen for the lease duration; fencing objects labelled "+
 					v1alpha1.LabelConsistency+"="+v1alpha1.ConsistencyAtMostOne, "leaseDuration", a.cfg.LeaseDuration)
 			}
 			a.fence(ctx, done)
@@ -191,10 +195,33 @@ func (a *Agent) applyFencing(ctx context.Context, gvr schema.GroupVersionResourc
 		_, err := r.Patch(ctx, u.GetName(), types.MergePatchType, f.patch, metav1.PatchOptions{FieldManager: fieldManager})
 		return err
 	}
+	// Before it goes, the object is marked fenced, as a suspended one
+	// is: the ingester records the mark on its runnable (status.fenced),
+	// which is how the control plane knows to create it again from its
+	// template when the cluster is Ready again and the runnable was not
+	// moved. The mark is worth a try, not the fence: the delete follows
+	// whatever became of it, since stopping the copy is what matters.
 	uid := u.GetUID()
+	if _, err := r.Patch(ctx, u.GetName(), types.MergePatchType, fencedMark(u, time.Now()), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return err // gone, or another object of the name
+		}
+		a.log.Warn("marking an object fenced before deleting it failed; deleting it anyway (the control plane will not recreate it)",
+			"kind", u.GetKind(), "namespace", u.GetNamespace(), "name", u.GetName(), "error", err)
+	}
 	policy := metav1.DeletePropagationBackground
 	return r.Delete(ctx, u.GetName(), metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &policy})
+}
+
+// fencedMark is the merge patch that marks u fenced at now, and applies
+// to u only (its uid).
+func fencedMark(u *unstructured.Unstructured, now time.Time) []byte {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         string(u.GetUID()),
+		"annotations": map[string]any{v1alpha1.AnnotationFenced: now.UTC().Format(time.RFC3339)},
+	}})
+	return patch
 }
 
 // fieldManager names the agent's writes in managedFields.

@@ -13,10 +13,12 @@ import (
 	"github.com/purser-io/purser/internal/hub/stream"
 )
 
-// The heartbeat is the agent's lease toward the control plane: the control
-// plane considers the agent gone LeaseDuration after its last beat, and the
-// agent, counting from the same beat on its own monotonic clock, fences its
-// cluster when that much time has passed (fence.go).
+// The heartbeat is one path of the agent's lease toward the control
+// plane, the hub's Lease in the cluster the other (hublease.go): the
+// control plane considers the agent gone LeaseDuration after the later of
+// its last beat and the hub's last renewal (plus a margin), and the agent,
+// counting from the same two on its own monotonic clock, fences its
+// cluster when that much time has passed since both (fence.go).
 
 // heartbeatLoop beats every HeartbeatInterval. It binds the bucket lazily,
 // so that an agent started while the stream is out of reach still counts
@@ -45,8 +47,13 @@ func (a *Agent) heartbeatTimeout() time.Duration {
 // from the moment it was sent, the earliest the stream can have stored it.
 func (a *Agent) heartbeat(ctx context.Context, kv jetstream.KeyValue) jetstream.KeyValue {
 	// The probe goes first, so that the beat says what is true now; it
-	// is bounded well within the interval (probeTimeout).
-	a.probeKubeAPI(ctx)
+	// is bounded well within the interval (probeTimeout). Then the hub's
+	// Lease is read, before the stream is tried, so that a stream that
+	// does not answer never delays the other path (hublease.go).
+	if a.probeKubeAPI(ctx) {
+		a.readHubLease(ctx)
+	}
+	defer a.logPaths()
 	sent := time.Now()
 	beatCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 	defer cancel()
@@ -147,6 +154,7 @@ func (a *Agent) heartbeatMessage(now time.Time) *stream.Heartbeat {
 	}
 	hb.KubeAPI = a.kubeAPIReport()
 	hb.Capacity = a.capacityReport()
+	hb.HubLease = a.hubLeaseReport()
 	a.mu.Lock()
 	hb.Started = a.started.UTC()
 	hb.LastSnapshot = a.lastSnapshot
@@ -155,11 +163,17 @@ func (a *Agent) heartbeatMessage(now time.Time) *stream.Heartbeat {
 }
 
 // leaseLeft is how long the agent's lease has to run; zero or less once it
-// has expired.
+// has expired: LeaseDuration after the later of the last heartbeat the
+// stream acknowledged and the last renewal of the hub's Lease seen, both
+// on the monotonic clock. It expires only when both paths are silent.
 func (a *Agent) leaseLeft() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.cfg.LeaseDuration - time.Since(a.lastBeat)
+	last := a.lastBeat
+	if a.hubLease.seen.After(last) {
+		last = a.hubLease.seen
+	}
+	return a.cfg.LeaseDuration - time.Since(last)
 }
 
 // kindKey names a tracked kind in logs and heartbeats.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/member/probe"
 	"github.com/purser-io/purser/internal/platform/reconcile"
@@ -61,6 +63,10 @@ type Observer struct {
 type cachedProber struct {
 	sealed string // the kubeconfig it was built from
 	prober *probe.Prober
+	// lease renews the hub's lease in the cluster (hublease.go);
+	// renewErr is the last renewal's error, logged when it changes.
+	lease    coordinationv1client.LeaseInterface
+	renewErr string
 }
 
 // NewObserver returns an observer of cfg's Store, Sealer, DC, Interval,
@@ -155,6 +161,7 @@ func (o *Observer) Pass(ctx context.Context) error {
 		return ctx.Err() // the probes were cut short: they say nothing
 	}
 	now := time.Now()
+	names := make([]string, len(rows))
 	views := make([]store.ViewRecord, len(rows))
 	for i, row := range rows {
 		v := store.ViewRecord{Cluster: row.Name, Outcome: outcomeName(results[i].Outcome), Detail: results[i].Detail}
@@ -169,14 +176,28 @@ func (o *Observer) Pass(ctx context.Context) error {
 			v.Failing, v.FailingFor = true, now.Sub(since)
 		}
 		views[i] = v
+		names[i] = row.Name
 	}
-	if err := o.cfg.Store.Tx(ctx, func(tx *store.Tx) error { return tx.Clusters().RecordViews(ctx, o.cfg.DC, views) }); err != nil {
+	// The hub's lease is renewed in the clusters that answered, after
+	// the record of when those renewals can land at the latest: start is
+	// taken before it, so that the database's clock at the record is
+	// later than start, and every renewal is over by start plus its
+	// timeout (hublease.go).
+	renew := okNames(names, results)
+	start := time.Now()
+	if err := o.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.Clusters().RecordViews(ctx, o.cfg.DC, views); err != nil {
+			return err
+		}
+		return tx.Clusters().RecordHubLeases(ctx, renew, hubLeaseLandsWithin(o.cfg.ProbeTimeout))
+	}); err != nil {
 		return fmt.Errorf("record the views of %s: %w", observerName(o.cfg.DC), err)
 	}
 	select {
 	case o.passed <- struct{}{}:
 	default:
 	}
+	o.renewHubLeases(ctx, start, renew)
 	return nil
 }
 
@@ -195,7 +216,11 @@ func (o *Observer) prober(row *store.Cluster) (*probe.Prober, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", row.Name, err)
 	}
-	o.probers[row.Name] = &cachedProber{sealed: string(row.Kubeconfig), prober: p}
+	lease, err := leaseClient(cfg, o.cfg.ProbeTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", row.Name, err)
+	}
+	o.probers[row.Name] = &cachedProber{sealed: string(row.Kubeconfig), prober: p, lease: lease}
 	return p, nil
 }
 

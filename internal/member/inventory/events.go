@@ -10,13 +10,15 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/stream"
 	"github.com/purser-io/purser/internal/platform/resourceversion"
 )
 
 // The events pipeline: eventConverter, then storeEvents, then (in the
-// same transaction) moveRunnables, reopenCleanups and touchAgentsByEvents.
+// same transaction) moveRunnables, markFencedDeletions, reopenCleanups and
+// touchAgentsByEvents.
 
 // eventConverter turns a batch of events into at most one change per
 // object: the newest by resourceVersion, a deletion winning a tie (a
@@ -35,6 +37,16 @@ type eventBatch struct {
 	// lastEvent is, per cluster, the time of its newest event in the
 	// batch: how fresh that cluster's records now are.
 	lastEvent map[string]time.Time
+	// fenced are the deletions of purser's objects that their agent
+	// marked fenced before deleting them (markFencedDeletions).
+	fenced []fencedDeletion
+}
+
+// fencedDeletion is an object of a runnable that its agent deleted when
+// its lease expired (a kind with no suspend of its own).
+type fencedDeletion struct {
+	cluster, uid, kind, namespace, name string
+	labels                              map[string]string
 }
 
 func (c *eventConverter) convert(msgs []jetstream.Msg) (eventBatch, []jetstream.Msg) {
@@ -74,6 +86,15 @@ func (c *eventConverter) convert(msgs []jetstream.Msg) (eventBatch, []jetstream.
 		if ev.Type == stream.EventDeleted {
 			b.tombs = append(b.tombs, store.InventoryTombstone{Cluster: ev.Cluster, UID: ev.UID,
 				ResourceVersion: ev.ResourceVersion, DeletedAt: now})
+			// The final state of a deleted object says whether fencing
+			// deleted it; the update that marked it is often in the same
+			// batch, and loses to the deletion above.
+			if ev.Labels[v1alpha1.LabelRunnableUID] != "" {
+				if _, fenced := objectStatus(ev.Object); fenced {
+					b.fenced = append(b.fenced, fencedDeletion{cluster: ev.Cluster, uid: ev.UID, kind: ev.Kind,
+						namespace: ev.Namespace, name: ev.Name, labels: ev.Labels})
+				}
+			}
 			continue
 		}
 		b.rows = append(b.rows, c.row(newest[k]))

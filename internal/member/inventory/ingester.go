@@ -154,6 +154,7 @@ func (in *Ingester) pipelines(ctx context.Context) ([]runner, error) {
 			// fresher than they are.
 			then: []step[eventBatch, []store.InventoryRow]{
 				{"move runnables", moveRunnables},
+				{"mark fenced deletions", markFencedDeletions},
 				{"reopen clean-ups", reopenCleanups},
 				{"touch agents", touchAgentsByEvents},
 			},

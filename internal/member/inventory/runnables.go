@@ -184,3 +184,45 @@ func equalJSON(a, b map[string]any) bool {
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
 }
+
+// markFencedDeletions is the events' step that records, on its runnable,
+// that the agent deleted the current attempt's object when its lease
+// expired (status.fenced, as for an object it suspended): the failover
+// controller then creates it again from its template once the cluster is
+// Ready, if the runnable did not move. Only the attempt's own object
+// counts (its uid): a deletion redelivered after the object was created
+// again changes nothing.
+func markFencedDeletions(ctx context.Context, tx *store.Tx, b eventBatch, _ []store.InventoryRow) error {
+	for _, d := range b.fenced {
+		uid := d.labels[v1alpha1.LabelRunnableUID]
+		rn, err := lifecycle.Load(ctx, tx, uid)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		current := rn.Phase()
+		if current.Terminal() || rn.Status.Fenced || !lifecycle.Allowed(current, current, lifecycle.ByIngester) {
+			continue
+		}
+		attempts, err := tx.Attempts().List(ctx, uid)
+		if err != nil {
+			return err
+		}
+		if len(attempts) == 0 {
+			continue
+		}
+		last := attempts[len(attempts)-1]
+		if n, err := strconv.Atoi(d.labels[v1alpha1.LabelAttempt]); err != nil || n != last.Number || last.Cluster != d.cluster ||
+			last.EndedAt != nil || last.ObjectUID != d.uid {
+			continue
+		}
+		msg := fmt.Sprintf("%s %s/%s was deleted on %s by its agent, whose lease had expired (fenced)", d.kind, d.namespace, d.name, d.cluster)
+		if _, err := lifecycle.Apply(ctx, tx, rn, lifecycle.Transition{To: current, By: lifecycle.ByIngester, Message: msg,
+			Edit: func(st *v1alpha1.RunnableStatus) error { st.Fenced = true; return nil }}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
