@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/purser-io/purser/internal/hub/stream"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // The heartbeat is one path of the agent's lease toward the control
@@ -25,14 +25,14 @@ import (
 // its lease from its start, and fences when the lease runs out.
 //
 // The beats start every interval, counted from the start of the last one
-// and not jittered, rather than on reconcile.Every, whose period runs
+// and not jittered (reconcile.Period), rather than on reconcile.Every, whose period runs
 // from the end of each run and is lengthened by up to a fifth: the lease
 // is three intervals, and a beat that fails slowly (an unanswered probe,
 // then a write that times out) followed by a longer wait would let it
 // run out after a single missed beat.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	var kv jetstream.KeyValue
-	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) { kv = a.heartbeat(ctx, kv) }, a.cfg.HeartbeatInterval)
+	reconcile.Period(ctx, a.cfg.HeartbeatInterval, func(ctx context.Context) { kv = a.heartbeat(ctx, kv) })
 }
 
 // heartbeatTimeout bounds one beat: a write that hangs on a connection cut
