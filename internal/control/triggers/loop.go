@@ -208,9 +208,16 @@ func Matcher(name string, src *v1alpha1.RunnableEndedSource) (func(r *store.Runn
 		if doc.Labels[v1alpha1.LabelTrigger] == name && !src.IncludeOwnRuns {
 			return false, 0, nil
 		}
+		// The label is the runnable's writer's as much as purser's: a
+		// writer may set it on a runnable of her own. A count below zero
+		// would buy hops past the bound (minus a million: a million
+		// hops), so it counts as a chain's start, as a label that is no
+		// number does; one past any int (Atoi gives the largest) is past
+		// the bound.
 		chain := 0
 		if c, ok := doc.Labels[v1alpha1.LabelTriggerChain]; ok {
-			chain, _ = strconv.Atoi(c)
+			n, _ := strconv.Atoi(c)
+			chain = max(n, 0)
 		}
 		if chain >= v1alpha1.MaxTriggerChain {
 			return false, chain, nil

@@ -1,0 +1,230 @@
+package tenancy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/control/triggers"
+	"github.com/purser-io/purser/internal/domain/policy"
+	"github.com/purser-io/purser/internal/hub/store"
+)
+
+// testAttack4: triggers tried by mallory, editor of her own namespace
+// and of the approval namespace, and by an outsider holding one of her
+// webhook tokens: what the token opens, how long it lives, what the
+// Idempotency-Key may make of a run's name, and whether the chain's
+// bound can be forged around.
+func testAttack4(t *testing.T, f *farm) {
+	trgPath := func(ns, name string) string { return "/api/v1/triggers/" + ns + "/" + name }
+	hookPath := func(ns, name string) string { return trgPath(ns, name) + "/webhook" }
+	labelsOf := func(t *testing.T, name string) map[string]string {
+		t.Helper()
+		r, err := f.runnableRow(name)
+		if err != nil {
+			t.Fatalf("run %s: %v", name, err)
+		}
+		var doc store.Document[json.RawMessage]
+		if err := json.Unmarshal(r.Spec, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Labels
+	}
+	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}, Namespaces: map[string]policy.NamespacePolicy{
+		f.own: {Roles: map[policy.Role][]string{policy.RoleEditor: {"mallory"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := triggers.NewLoop(triggers.Config{Store: f.store, Policy: func() *policy.Policy { return pol }})
+
+	// A runnable she writes carries any label, purser's too: one that
+	// says it is at hop minus a million of a chain. A trigger whose runs
+	// end where another trigger (or itself) fires would then go on for
+	// a million hops, past the bound of MaxTriggerChain.
+	t.Run("ChainLabelForgedNegative", func(t *testing.T) {
+		f.yaml("mallory", "PUT", trgPath(f.own, "relay"),
+			triggerDoc(f.own, "relay", "{runnableEnded: {selector: {matchLabels: {app: forged}}}}", plainContainer)).want(t, http.StatusCreated)
+		defer f.do("mallory", "DELETE", trgPath(f.own, "relay"), nil)
+		for i, forged := range []string{"-1000000", "-9223372036854775808", "99999999999999999999999", "x", "+3"} {
+			ended := f.endedRow(f.own, fmt.Sprintf("forged-%d", i), map[string]string{"app": "forged", v1alpha1.LabelTriggerChain: forged})
+			if _, err := loop.Pass(t.Context(), f.own, "relay"); err != nil {
+				t.Fatal(err)
+			}
+			run := v1alpha1.EventRunName("relay", v1alpha1.RunnableEndedEvent(ended.UID, 0))
+			r, err := f.runnableRow(run)
+			if forged == "99999999999999999999999" {
+				// Past any count: at the bound, it fires nothing.
+				if err == nil {
+					t.Errorf("an end labelled at hop %s fired run %s", forged, r.Name)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("the end labelled %q fired nothing: %v", forged, err)
+			}
+			got, err := strconv.Atoi(labelsOf(t, run)[v1alpha1.LabelTriggerChain])
+			if err != nil || got < 1 || got > v1alpha1.MaxTriggerChain {
+				t.Errorf("the end labelled at hop %q made a run at hop %q: the chain's bound of %d hops is escaped",
+					forged, labelsOf(t, run)[v1alpha1.LabelTriggerChain], v1alpha1.MaxTriggerChain)
+			}
+		}
+	})
+
+	// The token opens the webhook of its own trigger only: no other
+	// path of the API, /k8s, a watch, the trigger itself.
+	t.Run("WebhookTokenElsewhere", func(t *testing.T) {
+		tok := f.yaml("mallory", "PUT", trgPath(f.own, "leak"), triggerDoc(f.own, "leak", "{webhook: {}}", plainContainer)).
+			want(t, http.StatusCreated).str("status", "token")
+		defer f.do("mallory", "DELETE", trgPath(f.own, "leak"), nil)
+		for _, c := range []struct{ method, path string }{
+			{"GET", trgPath(f.own, "leak")},
+			{"GET", "/api/v1/triggers?namespace=" + f.own},
+			{"POST", trgPath(f.own, "leak") + "/rotate-token"},
+			{"DELETE", trgPath(f.own, "leak")},
+			{"PUT", trgPath(f.own, "leak")},
+			{"GET", "/api/v1/runnables?namespace=" + f.own},
+			{"GET", "/api/v1/inventory?watch=true&namespace=" + f.own},
+			{"GET", "/api/v1/whoami"},
+			{"GET", "/api/v1/history?namespace=" + f.own},
+			{"GET", "/k8s/api/v1/namespaces/" + f.own + "/configmaps"},
+			{"GET", "/k8s/apis/purser.io/v1alpha1/namespaces/" + f.own + "/runnables?watch=true"},
+		} {
+			f.refused("the webhook token on "+c.method+" "+c.path, http.StatusUnauthorized, func() answer {
+				req, err := http.NewRequestWithContext(t.Context(), c.method, f.url+c.path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				return answer{code: resp.StatusCode, header: resp.Header}
+			})
+		}
+	})
+
+	// Rotation and re-creation: the old token is dead at once, and a
+	// trigger made again under the same name is a new trigger (its
+	// events, and so its runs' names, are new).
+	t.Run("TokenLifetime", func(t *testing.T) {
+		doc := triggerDoc(f.own, "rot", "{webhook: {}}", plainContainer)
+		first := f.yaml("mallory", "PUT", trgPath(f.own, "rot"), doc).want(t, http.StatusCreated).str("status", "token")
+		run1 := f.hook(hookPath(f.own, "rot"), first, "same-key", nil).want(t, http.StatusAccepted).str("runnable")
+		second := f.do("mallory", "POST", trgPath(f.own, "rot")+"/rotate-token", nil).want(t, http.StatusOK).str("status", "token")
+		if second == "" || second == first {
+			t.Fatalf("rotation gave %q", second)
+		}
+		f.refused("the token rotated away", http.StatusUnauthorized, func() answer { return f.hook(hookPath(f.own, "rot"), first, "k2", nil) })
+		// Mallory's API token rotates only her own namespace's triggers.
+		f.refused("rotating the victim's trigger", http.StatusForbidden, func() answer {
+			return f.do("mallory", "POST", trgPath(f.victim, "rot")+"/rotate-token", nil)
+		})
+		f.do("mallory", "DELETE", trgPath(f.own, "rot"), nil).want(t, http.StatusOK)
+		f.refused("the token of a deleted trigger", http.StatusUnauthorized, func() answer { return f.hook(hookPath(f.own, "rot"), second, "k3", nil) })
+		third := f.yaml("mallory", "PUT", trgPath(f.own, "rot"), doc).want(t, http.StatusCreated).str("status", "token")
+		defer f.do("mallory", "DELETE", trgPath(f.own, "rot"), nil)
+		for _, old := range []string{first, second} {
+			f.refused("a token of the trigger before it was made again", http.StatusUnauthorized, func() answer {
+				return f.hook(hookPath(f.own, "rot"), old, "k4", nil)
+			})
+		}
+		run2 := f.hook(hookPath(f.own, "rot"), third, "same-key", nil).want(t, http.StatusAccepted).str("runnable")
+		if run1 == run2 {
+			t.Errorf("the trigger made again took the same key's event as done (%s)", run1)
+		}
+		// A token cut short, lengthened, in other case, or its prefix
+		// alone: the compare is of the whole token.
+		for _, bad := range []string{third[:len(third)-1], third + "A", strings.ToUpper(third), "pwh_", "pwh_" + third} {
+			f.refused("a token that is nearly the trigger's", http.StatusUnauthorized, func() answer {
+				return f.hook(hookPath(f.own, "rot"), bad, "k5", nil)
+			})
+		}
+	})
+
+	// The Idempotency-Key names the event and nothing else: a name is
+	// the trigger's and a hash, whatever the key; a key past its bound,
+	// or not printable, is 400 and starts nothing.
+	t.Run("IdempotencyKeys", func(t *testing.T) {
+		tok := f.yaml("mallory", "PUT", trgPath(f.own, "keys"), triggerDoc(f.own, "keys", "{webhook: {}}", plainContainer)).
+			want(t, http.StatusCreated).str("status", "token")
+		defer f.do("mallory", "DELETE", trgPath(f.own, "keys"), nil)
+		long := strings.Repeat("k", v1alpha1.MaxIdempotencyKeyLen)
+		run := f.hook(hookPath(f.own, "keys"), tok, long, nil).want(t, http.StatusAccepted).str("runnable")
+		if run != v1alpha1.EventRunName("keys", v1alpha1.WebhookEvent(f.triggerUID(t, f.own, "keys"), long)) || len(run) > 63 {
+			t.Errorf("the run of a %d-character key is named %q", len(long), run)
+		}
+		// A key that looks like another trigger's run name, or a path.
+		for _, key := range []string{"../../" + f.victim + "/hook", v1alpha1.EventRunName("hook", "x"), "keys-000000000000"} {
+			r := f.hook(hookPath(f.own, "keys"), tok, key, nil).want(t, http.StatusAccepted).str("runnable")
+			if !strings.HasPrefix(r, "keys-") || len(r) != len("keys-")+v1alpha1.EventHashLength {
+				t.Errorf("key %q named its run %q", key, r)
+			}
+		}
+		for _, key := range []string{long + "k", "a b", "é", "a\tb"} {
+			f.refused(fmt.Sprintf("an Idempotency-Key of %d bytes", len(key)), http.StatusBadRequest, func() answer {
+				return f.hook(hookPath(f.own, "keys"), tok, key, nil)
+			})
+		}
+		// A header bomb: past the server's header limit, refused before
+		// any handler.
+		f.refused("an Idempotency-Key past the header limit", http.StatusRequestHeaderFieldsTooLarge, func() answer {
+			return f.hook(hookPath(f.own, "keys"), tok, strings.Repeat("k", 200<<10), nil)
+		})
+	})
+
+	// The run of a webhook call is the author's, audited as hers, and
+	// judged as her POST would be: in the approval namespace it waits
+	// for an approver.
+	t.Run("WebhookRunAdmittedAsTheAuthor", func(t *testing.T) {
+		tok := f.yaml("mallory", "PUT", trgPath(f.approval, "gate"), triggerDoc(f.approval, "gate", "{webhook: {}}", plainContainer)).
+			want(t, http.StatusCreated).str("status", "token")
+		defer f.do("mallory", "DELETE", trgPath(f.approval, "gate"), nil)
+		a := f.hook(hookPath(f.approval, "gate"), tok, "approve-me", nil).want(t, http.StatusAccepted)
+		if a.str("phase") != string(v1alpha1.PhasePendingApproval) {
+			t.Errorf("a webhook's run in a namespace needing approval is %q: %s", a.str("phase"), a.raw)
+		}
+		var actor, summary string
+		if err := f.raw.QueryRowContext(t.Context(), fmt.Sprintf(
+			"SELECT actor, summary FROM audit_log WHERE kind = 'Runnable' AND namespace = '%s' AND name = '%s' AND action = 'create' ORDER BY seq DESC LIMIT 1",
+			f.approval, a.str("runnable"))).Scan(&actor, &summary); err != nil {
+			t.Fatalf("the webhook's run is not audited: %v", err)
+		}
+		if actor != "mallory" || !strings.Contains(summary, "trigger gate") {
+			t.Errorf("the webhook's run is audited as %q: %q", actor, summary)
+		}
+		// A priority class only the victim's namespace may use: refused
+		// at the PUT, as her POST would be.
+		for _, prio := range []string{"critical", "2147483647"} {
+			a := f.refused("a trigger's template with priority "+prio, http.StatusUnprocessableEntity, func() answer {
+				return f.yaml("mallory", "PUT", trgPath(f.own, "prio"), strings.Replace(
+					triggerDoc(f.own, "prio", "{webhook: {}}", plainContainer), "  template:\n", "  template:\n    priority: "+prio+"\n", 1))
+			})
+			if !strings.Contains(string(a.raw), `"field":"spec.template.priority"`) {
+				t.Errorf("priority %s: the 422 does not name spec.template.priority: %s", prio, a.raw)
+			}
+		}
+	})
+}
+
+// triggerUID is the uid of trigger ns/name as stored.
+func (f *farm) triggerUID(t *testing.T, ns, name string) string {
+	t.Helper()
+	var uid string
+	if err := f.store.Read(t.Context(), func(tx *store.Tx) error {
+		rec, err := tx.Triggers().Get(t.Context(), ns, name)
+		if err == nil {
+			uid = rec.UID
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return uid
+}
