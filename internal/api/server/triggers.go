@@ -326,8 +326,15 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), writeTimeout)
 	defer cancel()
 	fire := triggers.NewFirer(triggers.Config{Store: s.cfg.Store, Policy: s.policy, Pods: s.pods, Now: s.now, Notify: s.notifyOutbox})
-	out, err := fire.Fire(ctx, ns, name, triggers.Event{ID: v1alpha1.WebhookEvent(rec.UID, key), What: what})
+	out, err := fire.Fire(ctx, ns, name, triggers.Event{ID: v1alpha1.WebhookEvent(rec.UID, key), What: what,
+		TriggerUID: rec.UID, TokenHash: rec.TokenHash})
 	switch {
+	case errors.Is(err, triggers.ErrTokenGone):
+		// Rotated or deleted between the check above and the event: the
+		// token no longer opens the trigger, and this call fires nothing.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="purser-webhook"`)
+		writeError(w, newError(http.StatusUnauthorized, "Unauthorized", "this path takes the webhook token of trigger %s/%s only (Authorization: Bearer <token>)", ns, name))
+		return
 	case errors.Is(err, triggers.ErrSuspended):
 		writeError(w, errConflict("trigger %s/%s is suspended (spec.suspend); the call started nothing", ns, name))
 		return

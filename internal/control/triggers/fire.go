@@ -34,6 +34,13 @@ type Event struct {
 	// Chain is the number of trigger hops behind the event: the chain of
 	// the run that ended, 0 otherwise.
 	Chain int
+	// TriggerUID and TokenHash, set for a webhook call, are the trigger
+	// and the token the call was let in with. The API checks the token
+	// on one read and fires on another: a trigger deleted and made again
+	// under the name meanwhile (another trigger, perhaps of another
+	// author), or its token rotated, is ErrTokenGone, so that no call
+	// fires with a token that no longer opens the trigger.
+	TriggerUID, TokenHash string
 }
 
 // Config is what the trigger loop and the webhook fire with.
@@ -95,6 +102,17 @@ type Outcome struct {
 // ErrSuspended is returned for an event of a suspended trigger, which runs none.
 var ErrSuspended = errors.New("the trigger is suspended (spec.suspend)")
 
+// ErrTokenGone is returned for a webhook call whose trigger was deleted
+// (and perhaps made again) or whose token was rotated since the call was
+// let in.
+var ErrTokenGone = errors.New("the trigger's webhook token changed since the call was let in")
+
+// sameTrigger: rec is the trigger, and holds the token, that ev was let
+// in with (any, for an event not of a webhook).
+func sameTrigger(rec *store.Trigger, ev Event) bool {
+	return (ev.TriggerUID == "" || rec.UID == ev.TriggerUID) && (ev.TokenHash == "" || rec.TokenHash == ev.TokenHash)
+}
+
 // fireTries is how often Fire reads a trigger again that another writer
 // changed meanwhile.
 const fireTries = 10
@@ -147,6 +165,9 @@ func (f *Firer) fire(ctx context.Context, ns, name string, ev Event) (*Outcome, 
 	}); err != nil {
 		return nil, err
 	}
+	if !sameTrigger(rec, ev) {
+		return nil, ErrTokenGone
+	}
 	trg, err := Decode(rec)
 	if err != nil {
 		return nil, err
@@ -171,7 +192,9 @@ func (f *Firer) fire(ctx context.Context, ns, name string, ev Event) (*Outcome, 
 		if err != nil {
 			return err
 		}
-		if cur.ResourceVersion != rec.ResourceVersion {
+		// Another row under the name (the trigger made again) may stand
+		// at the same version: the uid tells them apart.
+		if cur.UID != rec.UID || cur.ResourceVersion != rec.ResourceVersion {
 			return fmt.Errorf("trigger %s/%s changed meanwhile: %w", ns, name, store.ErrConflict)
 		}
 		if r, err := tx.Runnables().Get(ctx, ns, runName); err == nil {
