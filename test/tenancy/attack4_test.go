@@ -95,7 +95,7 @@ func testAttack4(t *testing.T, f *farm) {
 			{"GET", "/k8s/apis/purser.io/v1alpha1/namespaces/" + f.own + "/runnables?watch=true"},
 		} {
 			f.refused("the webhook token on "+c.method+" "+c.path, http.StatusUnauthorized, func() answer {
-				req, err := http.NewRequestWithContext(t.Context(), c.method, f.url+c.path, nil)
+				req, err := http.NewRequestWithContext(t.Context(), c.method, f.url+c.path, http.NoBody)
 				if err != nil {
 					t.Fatal(err)
 				}
