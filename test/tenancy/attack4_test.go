@@ -179,6 +179,66 @@ func testAttack4(t *testing.T, f *farm) {
 		})
 	})
 
+	// A trigger's template is judged at each PUT, not only the first:
+	// one made harmless, then changed to a privileged pod or to an
+	// object in the victim's namespace, is refused and stays as it was.
+	t.Run("TemplateChangedAfterCreation", func(t *testing.T) {
+		f.yaml("mallory", "PUT", trgPath(f.own, "swap"), triggerDoc(f.own, "swap", "{webhook: {}}", plainContainer)).want(t, http.StatusCreated)
+		defer f.do("mallory", "DELETE", trgPath(f.own, "swap"), nil)
+		spec := func() string {
+			var s string
+			if err := f.raw.QueryRowContext(t.Context(), fmt.Sprintf("SELECT CAST(spec AS TEXT) FROM triggers WHERE namespace = '%s' AND name = 'swap'", f.own)).Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		was := spec()
+		for what, doc := range map[string]string{
+			"a privileged pod": triggerDoc(f.own, "swap", "{webhook: {}}", `{name: c, image: busybox, securityContext: {privileged: true}}`),
+			"the victim's namespace": strings.Replace(triggerDoc(f.own, "swap", "{webhook: {}}", plainContainer),
+				"      kind: Job\n", "      kind: Job\n      metadata: {namespace: "+f.victim+"}\n", 1),
+		} {
+			f.refused("a trigger's template changed to "+what, http.StatusUnprocessableEntity, func() answer {
+				return f.yaml("mallory", "PUT", trgPath(f.own, "swap"), doc)
+			})
+			if spec() != was {
+				t.Errorf("the refused change to %s was stored", what)
+			}
+		}
+	})
+
+	// The author's rights are read at each event: once she may no
+	// longer write the namespace, its ends fire nothing, the trigger
+	// says why, and the refusal is audited as the loop's.
+	t.Run("AuthorLosesTheNamespace", func(t *testing.T) {
+		f.yaml("mallory", "PUT", trgPath(f.own, "orphan"),
+			triggerDoc(f.own, "orphan", "{runnableEnded: {selector: {matchLabels: {app: orphaned}}}}", plainContainer)).want(t, http.StatusCreated)
+		defer f.do("mallory", "DELETE", trgPath(f.own, "orphan"), nil)
+		ended := f.endedRow(f.own, "orphaned", map[string]string{"app": "orphaned"})
+		without, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}, Namespaces: map[string]policy.NamespacePolicy{
+			f.own: {Roles: map[policy.Role][]string{policy.RoleViewer: {"mallory"}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := triggers.NewLoop(triggers.Config{Store: f.store, Policy: func() *policy.Policy { return without }})
+		if _, err := l.Pass(t.Context(), f.own, "orphan"); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := f.runnableRow(v1alpha1.EventRunName("orphan", v1alpha1.RunnableEndedEvent(ended.UID, 0))); err == nil {
+			t.Errorf("an author who may no longer write the namespace got run %s", r.Name)
+		}
+		if msg := f.do("mallory", "GET", trgPath(f.own, "orphan"), nil).want(t, http.StatusOK).str("status", "message"); !strings.Contains(msg, "created no runnable") {
+			t.Errorf("the trigger does not say why its event created nothing: %q", msg)
+		}
+		var n int
+		if err := f.raw.QueryRowContext(t.Context(), fmt.Sprintf(
+			"SELECT COUNT(*) FROM audit_log WHERE actor = '%s' AND action = 'refuse' AND kind = 'Trigger' AND namespace = '%s' AND name = 'orphan'",
+			triggers.Actor, f.own)).Scan(&n); err != nil || n != 1 {
+			t.Errorf("the refused event is audited %d times (%v), want once as %q", n, err, triggers.Actor)
+		}
+	})
+
 	// The run of a webhook call is the author's, audited as hers, and
 	// judged as her POST would be: in the approval namespace it waits
 	// for an approver.
