@@ -210,10 +210,10 @@ func Matcher(name string, src *v1alpha1.RunnableEndedSource) (func(r *store.Runn
 		}
 		// The label is the runnable's writer's as much as purser's: a
 		// writer may set it on a runnable of her own. A count below zero
-		// would buy hops past the bound (minus a million: a million
-		// hops), so it counts as a chain's start, as a label that is no
-		// number does; one past any int (Atoi gives the largest) is past
-		// the bound.
+		// would buy hops past the bound (at -1 the run is at hop 0; below,
+		// at a label no value may be, refused), so it counts as a chain's
+		// start, as a label that is no number does; one past any int
+		// (Atoi gives the largest) is past the bound.
 		chain := 0
 		if c, ok := doc.Labels[v1alpha1.LabelTriggerChain]; ok {
 			n, _ := strconv.Atoi(c)

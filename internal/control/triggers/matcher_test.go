@@ -41,6 +41,7 @@ func TestMatcher(t *testing.T) {
 		// The label is any writer's: a count below zero (which would buy
 		// hops past the bound) or no number starts a chain; past any int
 		// is past the bound.
+		{"chain minus one", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTriggerChain: "-1"}), true, 0},
 		{"chain below zero", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTriggerChain: "-1000000"}), true, 0},
 		{"chain at the least int", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTriggerChain: "-9223372036854775809"}), true, 0},
 		{"chain no number", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTriggerChain: "x"}), true, 0},
