@@ -241,6 +241,30 @@ func testAttack4(t *testing.T, f *farm) {
 		}
 	})
 
+	// A trigger an admin made in her namespace, with a template only an
+	// admin may write (a raw priority), its token given to someone else:
+	// rotating the token (a writer of the namespace may) handed her the
+	// firing of the admin's runs, on demand, with the admin's rights.
+	// The rotator is now the author, judged as one.
+	t.Run("RotateTheTokenOfAMorePrivilegedAuthor", func(t *testing.T) {
+		doc := strings.Replace(triggerDoc(f.own, "boss", "{webhook: {}}", plainContainer), "  template:\n", "  template:\n    priority: 2147483647\n", 1)
+		adminToken := f.yaml("admin", "PUT", trgPath(f.own, "boss"), doc).want(t, http.StatusCreated).str("status", "token")
+		defer f.do("admin", "DELETE", trgPath(f.own, "boss"), nil)
+		a := f.refused("rotating the token of an admin's trigger with an admin's priority", http.StatusUnprocessableEntity, func() answer {
+			return f.do("mallory", "POST", trgPath(f.own, "boss")+"/rotate-token", nil)
+		})
+		if !strings.Contains(string(a.raw), `"field":"spec.template.priority"`) {
+			t.Errorf("the refusal does not name spec.template.priority: %s", a.raw)
+		}
+		if tok := a.str("status", "token"); tok != "" {
+			if r := f.hook(hookPath(f.own, "boss"), tok, "mine", nil); r.code == http.StatusAccepted {
+				t.Errorf("the rotated token started %s as the admin", r.str("runnable"))
+			}
+		}
+		// The admin's token still works: the refused rotation changed nothing.
+		f.hook(hookPath(f.own, "boss"), adminToken, "admins", nil).want(t, http.StatusAccepted)
+	})
+
 	// The run of a webhook call is the author's, audited as hers, and
 	// judged as her POST would be: in the approval namespace it waits
 	// for an approver.

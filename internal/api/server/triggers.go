@@ -230,19 +230,46 @@ func (s *Server) rotateTriggerToken(r *http.Request, u policy.User) (int, any, e
 	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not rotate the tokens of triggers in namespace %q", u.Name, ns)
 	}
+	// The rotator becomes the author (triggers.Rotate): the template is
+	// judged first as the runnable of an event by her, as at a PUT, so
+	// that no one takes over the firing of a trigger whose runs she may
+	// not create herself.
+	var was *store.Trigger
+	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		was, err = tx.Triggers().Get(r.Context(), ns, name)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("trigger %s/%s not found", ns, name)
+	} else if err != nil {
+		return 0, nil, err
+	}
+	obj, err := triggerFromRecord(was)
+	if err != nil {
+		return 0, nil, err
+	}
+	if obj.Spec.Source.Webhook != nil {
+		req := triggers.Request(obj, u, triggers.Event{ID: "check", What: "the check of a token's rotation", Chain: v1alpha1.MaxTriggerChain - 1})
+		if err := s.gate().Prepare(r.Context(), req); err != nil {
+			return 0, nil, asTriggerTemplateError(err)
+		}
+	}
 	var rec *store.Trigger
 	var token string
-	err := s.tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		var err error
-		if rec, token, err = triggers.Rotate(r.Context(), tx, ns, name); err != nil {
+		if rec, token, err = triggers.Rotate(r.Context(), tx, ns, name, obj.Metadata.ResourceVersion, u); err != nil {
 			return err
 		}
 		return appendAudit(r.Context(), tx, u, "rotate-token", v1alpha1.KindTrigger, ns, name,
-			fmt.Sprintf("issued a new webhook token for trigger %s/%s; the old one no longer works", ns, name), "Updated", nil)
+			fmt.Sprintf("issued a new webhook token for trigger %s/%s; the old one no longer works; %s is its author now", ns, name, u.Name), "Updated", nil)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return 0, nil, errNotFound("trigger %s/%s not found", ns, name)
+	case errors.Is(err, store.ErrConflict):
+		return 0, nil, errConflict("trigger %s/%s changed while its token was rotated; rotate again", ns, name)
 	case errors.Is(err, triggers.ErrNoWebhook):
 		return 0, nil, errConflict("trigger %s/%s: %v, so it has no token", ns, name, err)
 	case err != nil:

@@ -58,7 +58,7 @@ func TestWebhookCallOfATokenGone(t *testing.T) {
 			}
 			// Rotated since the call was let in.
 			if err := st.Tx(t.Context(), func(tx *store.Tx) error {
-				_, _, err := triggers.Rotate(t.Context(), tx, "team-a", "hook")
+				_, _, err := triggers.Rotate(t.Context(), tx, "team-a", "hook", "", alice)
 				return err
 			}); err != nil {
 				t.Fatal(err)
