@@ -123,7 +123,7 @@ func decodeEvent(dec *jsontext.Decoder, data []byte, decode func(apiVersion, kin
 
 // atEnd checks that nothing but space follows the event.
 func atEnd(dec *jsontext.Decoder) error {
-	if _, err := dec.ReadToken(); err != io.EOF {
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return errors.New("event: data after its value")
 	}
 	return nil
