@@ -3,10 +3,12 @@ package tenancy
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/triggers"
@@ -263,6 +265,43 @@ func testAttack4(t *testing.T, f *farm) {
 		}
 		// The admin's token still works: the refused rotation changed nothing.
 		f.hook(hookPath(f.own, "boss"), adminToken, "admins", nil).want(t, http.StatusAccepted)
+	})
+
+	// Deep bodies: a trigger nested past any decoder's depth, as YAML
+	// and as JSON, is refused whole (and quickly), nothing stored.
+	t.Run("DeepBodies", func(t *testing.T) {
+		deep := strings.Repeat("[", 200000) + strings.Repeat("]", 200000)
+		for _, c := range []struct {
+			what, contentType, body string
+			code                    int
+		}{
+			{"YAML", "application/yaml", strings.Replace(triggerDoc(f.own, "deep", "{webhook: {}}", plainContainer), "restartPolicy: Never", "restartPolicy: Never\n            deep: "+deep, 1), http.StatusBadRequest},
+			{"JSON", "application/json", `{"apiVersion":"purser.io/v1alpha1","kind":"Trigger","metadata":{"name":"deep","namespace":"` + f.own +
+				`"},"spec":{"source":{"webhook":{}},"template":{"template":{"apiVersion":"batch/v1","kind":"Job","spec":` + deep + `}}}}`, http.StatusUnprocessableEntity},
+		} {
+			start := time.Now()
+			a := f.refused("a trigger nested 200,000 deep as "+c.what, c.code, func() answer {
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, f.url+trgPath(f.own, "deep"), strings.NewReader(c.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Authorization", "Bearer "+f.tokens["mallory"])
+				req.Header.Set("Content-Type", c.contentType)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				raw, _ := io.ReadAll(resp.Body)
+				return answer{code: resp.StatusCode, header: resp.Header, raw: raw}
+			})
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the %s refusal took %v", c.what, d)
+			}
+			if len(a.raw) > 4096 {
+				t.Errorf("the %s refusal is %d bytes long", c.what, len(a.raw))
+			}
+		}
 	})
 
 	// The run of a webhook call is the author's, audited as hers, and
