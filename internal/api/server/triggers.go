@@ -361,7 +361,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	out, err := fire.Fire(ctx, ns, name, triggers.Event{ID: v1alpha1.WebhookEvent(rec.UID, key), What: what,
 		TriggerUID: rec.UID, TokenHash: rec.TokenHash})
 	switch {
-	case errors.Is(err, triggers.ErrTokenGone):
+	case errors.Is(err, triggers.ErrReplaced):
 		// Rotated or deleted between the check above and the event: the
 		// token no longer opens the trigger, and this call fires nothing.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="purser-webhook"`)

@@ -34,12 +34,13 @@ type Event struct {
 	// Chain is the number of trigger hops behind the event: the chain of
 	// the run that ended, 0 otherwise.
 	Chain int
-	// TriggerUID and TokenHash, set for a webhook call, are the trigger
-	// and the token the call was let in with. The API checks the token
-	// on one read and fires on another: a trigger deleted and made again
-	// under the name meanwhile (another trigger, perhaps of another
-	// author), or its token rotated, is ErrTokenGone, so that no call
-	// fires with a token that no longer opens the trigger.
+	// TriggerUID is the trigger the event was read for, and TokenHash,
+	// for a webhook call, the token the call was let in with. The event
+	// is read on one read of the trigger and fired on another: a trigger
+	// deleted and made again under the name meanwhile (another trigger,
+	// perhaps of another author, which is not to fire on what ended
+	// before it was made), or its token rotated, is ErrReplaced, so that
+	// no call fires with a token that no longer opens the trigger.
 	TriggerUID, TokenHash string
 }
 
@@ -102,10 +103,10 @@ type Outcome struct {
 // ErrSuspended is returned for an event of a suspended trigger, which runs none.
 var ErrSuspended = errors.New("the trigger is suspended (spec.suspend)")
 
-// ErrTokenGone is returned for a webhook call whose trigger was deleted
-// (and perhaps made again) or whose token was rotated since the call was
-// let in.
-var ErrTokenGone = errors.New("the trigger's webhook token changed since the call was let in")
+// ErrReplaced is returned for an event whose trigger was deleted (and
+// perhaps made again), or a webhook call whose token was rotated, since
+// the event was read or the call let in.
+var ErrReplaced = errors.New("the trigger was deleted, made again or its webhook token rotated since the event was read")
 
 // sameTrigger: rec is the trigger, and holds the token, that ev was let
 // in with (any, for an event not of a webhook).
@@ -166,7 +167,7 @@ func (f *Firer) fire(ctx context.Context, ns, name string, ev Event) (*Outcome, 
 		return nil, err
 	}
 	if !sameTrigger(rec, ev) {
-		return nil, ErrTokenGone
+		return nil, ErrReplaced
 	}
 	trg, err := Decode(rec)
 	if err != nil {

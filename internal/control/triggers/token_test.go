@@ -11,12 +11,12 @@ import (
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 )
 
-// TestWebhookCallOfATokenGone: the API lets a webhook call in on one
+// TestEventOfATriggerReplaced: the API lets a webhook call in on one
 // read of the trigger and fires on another. A trigger deleted and made
 // again under the same name meanwhile (by another author, with another
 // template), or its token rotated, must not take the call: the token the
 // call held no longer opens it.
-func TestWebhookCallOfATokenGone(t *testing.T) {
+func TestEventOfATriggerReplaced(t *testing.T) {
 	for _, eng := range storetest.Engines() {
 		t.Run(eng.Name, func(t *testing.T) {
 			st := open(t, eng.NewDSN(t))
@@ -63,7 +63,7 @@ func TestWebhookCallOfATokenGone(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if out, err := call(first, "b"); !errors.Is(err, triggers.ErrTokenGone) {
+			if out, err := call(first, "b"); !errors.Is(err, triggers.ErrReplaced) {
 				t.Errorf("a call let in with the token rotated away fired: %+v, %v", out, err)
 			}
 			// Deleted and made again under the name.
@@ -71,8 +71,14 @@ func TestWebhookCallOfATokenGone(t *testing.T) {
 				t.Fatal(err)
 			}
 			putTrigger(t, st, "hook", hook, nil)
-			if out, err := call(first, "c"); !errors.Is(err, triggers.ErrTokenGone) {
+			if out, err := call(first, "c"); !errors.Is(err, triggers.ErrReplaced) {
 				t.Errorf("a call let in by the deleted trigger fired the one made again: %+v, %v", out, err)
+			}
+			// An end read by the trigger loop for the deleted trigger: not
+			// the new one's to fire on.
+			if out, err := fire.Fire(t.Context(), "team-a", "hook", triggers.Event{ID: v1alpha1.RunnableEndedEvent("some-uid", 1),
+				What: "an end read for the old trigger", TriggerUID: first.UID}); !errors.Is(err, triggers.ErrReplaced) {
+				t.Errorf("an event read for the deleted trigger fired the one made again: %+v, %v", out, err)
 			}
 			if n := runs(); n != 1 {
 				t.Errorf("%d runs; only the control's should be", n)
