@@ -374,7 +374,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFound("trigger %s/%s was deleted", ns, name))
 		return
 	case err != nil:
-		writeError(w, asTriggerTemplateError(err))
+		writeError(w, forTheCaller(err, ns, name))
 		return
 	}
 	status := http.StatusAccepted
@@ -391,6 +391,19 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		body["message"] = "this event was dealt with before and created no runnable that exists now; see the trigger's status.message, or send a new " + HeaderIdempotencyKey
 	}
 	writeJSON(w, status, body)
+}
+
+// forTheCaller is a refusal of a webhook call's run as its caller is
+// told it: the code the author's POST would get, but not why. The caller
+// is an outside system holding one token, not a user of purser: what the
+// policy says of the author (her name, the namespaces that may use a
+// priority class) is for the author, in the trigger's status.message.
+func forTheCaller(err error, ns, name string) error {
+	var st *v1alpha1.Status
+	if !errors.As(err, &st) {
+		return err
+	}
+	return newError(st.Code, st.Reason, "trigger %s/%s's author may not create its run now; the trigger's status.message says why", ns, name)
 }
 
 // bearer is the request's bearer token, "" when none.
