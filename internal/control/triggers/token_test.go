@@ -12,10 +12,11 @@ import (
 )
 
 // TestEventOfATriggerReplaced: the API lets a webhook call in on one
-// read of the trigger and fires on another. A trigger deleted and made
-// again under the same name meanwhile (by another author, with another
-// template), or its token rotated, must not take the call: the token the
-// call held no longer opens it.
+// read of the trigger and fires on another, as the loop reads an end on
+// one and fires on another. A trigger deleted and made again under the
+// same name meanwhile (by another author, with another template), or its
+// token rotated, must not take the call (the token the call held no
+// longer opens it) nor the end read for the trigger that was.
 func TestEventOfATriggerReplaced(t *testing.T) {
 	for _, eng := range storetest.Engines() {
 		t.Run(eng.Name, func(t *testing.T) {
