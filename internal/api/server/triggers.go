@@ -230,19 +230,46 @@ func (s *Server) rotateTriggerToken(r *http.Request, u policy.User) (int, any, e
 	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
 		return 0, nil, errForbidden("user %q may not rotate the tokens of triggers in namespace %q", u.Name, ns)
 	}
+	// The rotator becomes the author (triggers.Rotate): the template is
+	// judged first as the runnable of an event by her, as at a PUT, so
+	// that no one takes over the firing of a trigger whose runs she may
+	// not create herself.
+	var was *store.Trigger
+	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		was, err = tx.Triggers().Get(r.Context(), ns, name)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errNotFound("trigger %s/%s not found", ns, name)
+	} else if err != nil {
+		return 0, nil, err
+	}
+	obj, err := triggerFromRecord(was)
+	if err != nil {
+		return 0, nil, err
+	}
+	if obj.Spec.Source.Webhook != nil {
+		req := triggers.Request(obj, u, triggers.Event{ID: "check", What: "the check of a token's rotation", Chain: v1alpha1.MaxTriggerChain - 1})
+		if err := s.gate().Prepare(r.Context(), req); err != nil {
+			return 0, nil, asTriggerTemplateError(err)
+		}
+	}
 	var rec *store.Trigger
 	var token string
-	err := s.tx(r.Context(), func(tx *store.Tx) error {
+	err = s.tx(r.Context(), func(tx *store.Tx) error {
 		var err error
-		if rec, token, err = triggers.Rotate(r.Context(), tx, ns, name); err != nil {
+		if rec, token, err = triggers.Rotate(r.Context(), tx, ns, name, obj.Metadata.ResourceVersion, u); err != nil {
 			return err
 		}
 		return appendAudit(r.Context(), tx, u, "rotate-token", v1alpha1.KindTrigger, ns, name,
-			fmt.Sprintf("issued a new webhook token for trigger %s/%s; the old one no longer works", ns, name), "Updated", nil)
+			fmt.Sprintf("issued a new webhook token for trigger %s/%s; the old one no longer works; %s is its author now", ns, name, u.Name), "Updated", nil)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return 0, nil, errNotFound("trigger %s/%s not found", ns, name)
+	case errors.Is(err, store.ErrConflict):
+		return 0, nil, errConflict("trigger %s/%s changed while its token was rotated; rotate again", ns, name)
 	case errors.Is(err, triggers.ErrNoWebhook):
 		return 0, nil, errConflict("trigger %s/%s: %v, so it has no token", ns, name, err)
 	case err != nil:
@@ -273,14 +300,19 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	}
 	token := bearer(r)
 	var rec *store.Trigger
-	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
-		var err error
-		rec, err = tx.Triggers().Get(r.Context(), ns, name)
-		return err
-	})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		early(err)
-		return
+	// A token not of a webhook token's shape opens no trigger: refused
+	// without reading the store, so that calls without one (the API's
+	// authenticators read nothing either) cost no read of the database.
+	if triggers.WellFormedToken(token) {
+		err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+			var err error
+			rec, err = tx.Triggers().Get(r.Context(), ns, name)
+			return err
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			early(err)
+			return
+		}
 	}
 	// An unknown trigger and a wrong token answer alike: the path tells
 	// a caller without the token nothing.
@@ -326,8 +358,15 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), writeTimeout)
 	defer cancel()
 	fire := triggers.NewFirer(triggers.Config{Store: s.cfg.Store, Policy: s.policy, Pods: s.pods, Now: s.now, Notify: s.notifyOutbox})
-	out, err := fire.Fire(ctx, ns, name, triggers.Event{ID: v1alpha1.WebhookEvent(rec.UID, key), What: what})
+	out, err := fire.Fire(ctx, ns, name, triggers.Event{ID: v1alpha1.WebhookEvent(rec.UID, key), What: what,
+		TriggerUID: rec.UID, TokenHash: rec.TokenHash})
 	switch {
+	case errors.Is(err, triggers.ErrReplaced):
+		// Rotated or deleted between the check above and the event: the
+		// token no longer opens the trigger, and this call fires nothing.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="purser-webhook"`)
+		writeError(w, newError(http.StatusUnauthorized, "Unauthorized", "this path takes the webhook token of trigger %s/%s only (Authorization: Bearer <token>)", ns, name))
+		return
 	case errors.Is(err, triggers.ErrSuspended):
 		writeError(w, errConflict("trigger %s/%s is suspended (spec.suspend); the call started nothing", ns, name))
 		return
@@ -335,7 +374,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFound("trigger %s/%s was deleted", ns, name))
 		return
 	case err != nil:
-		writeError(w, asTriggerTemplateError(err))
+		writeError(w, forTheCaller(err, ns, name))
 		return
 	}
 	status := http.StatusAccepted
@@ -352,6 +391,19 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		body["message"] = "this event was dealt with before and created no runnable that exists now; see the trigger's status.message, or send a new " + HeaderIdempotencyKey
 	}
 	writeJSON(w, status, body)
+}
+
+// forTheCaller is a refusal of a webhook call's run as its caller is
+// told it: the code the author's POST would get, but not why. The caller
+// is an outside system holding one token, not a user of purser: what the
+// policy says of the author (her name, the namespaces that may use a
+// priority class) is for the author, in the trigger's status.message.
+func forTheCaller(err error, ns, name string) error {
+	var st *v1alpha1.Status
+	if !errors.As(err, &st) {
+		return err
+	}
+	return newError(st.Code, st.Reason, "trigger %s/%s's author may not create its run now; the trigger's status.message says why", ns, name)
 }
 
 // bearer is the request's bearer token, "" when none.

@@ -34,6 +34,14 @@ type Event struct {
 	// Chain is the number of trigger hops behind the event: the chain of
 	// the run that ended, 0 otherwise.
 	Chain int
+	// TriggerUID is the trigger the event was read for, and TokenHash,
+	// for a webhook call, the token the call was let in with. The event
+	// is read on one read of the trigger and fired on another: a trigger
+	// deleted and made again under the name meanwhile (another trigger,
+	// perhaps of another author, which is not to fire on what ended
+	// before it was made), or its token rotated, is ErrReplaced, so that
+	// no call fires with a token that no longer opens the trigger.
+	TriggerUID, TokenHash string
 }
 
 // Config is what the trigger loop and the webhook fire with.
@@ -95,6 +103,17 @@ type Outcome struct {
 // ErrSuspended is returned for an event of a suspended trigger, which runs none.
 var ErrSuspended = errors.New("the trigger is suspended (spec.suspend)")
 
+// ErrReplaced is returned for an event whose trigger was deleted (and
+// perhaps made again), or a webhook call whose token was rotated, since
+// the event was read or the call let in.
+var ErrReplaced = errors.New("the trigger was deleted, made again or its webhook token rotated since the event was read")
+
+// sameTrigger: rec is the trigger, and holds the token, that ev was let
+// in with (any, for an event not of a webhook).
+func sameTrigger(rec *store.Trigger, ev Event) bool {
+	return (ev.TriggerUID == "" || rec.UID == ev.TriggerUID) && (ev.TokenHash == "" || rec.TokenHash == ev.TokenHash)
+}
+
 // fireTries is how often Fire reads a trigger again that another writer
 // changed meanwhile.
 const fireTries = 10
@@ -147,6 +166,9 @@ func (f *Firer) fire(ctx context.Context, ns, name string, ev Event) (*Outcome, 
 	}); err != nil {
 		return nil, err
 	}
+	if !sameTrigger(rec, ev) {
+		return nil, ErrReplaced
+	}
 	trg, err := Decode(rec)
 	if err != nil {
 		return nil, err
@@ -171,7 +193,9 @@ func (f *Firer) fire(ctx context.Context, ns, name string, ev Event) (*Outcome, 
 		if err != nil {
 			return err
 		}
-		if cur.ResourceVersion != rec.ResourceVersion {
+		// Another row under the name (the trigger made again) may stand
+		// at the same version: the uid tells them apart.
+		if cur.UID != rec.UID || cur.ResourceVersion != rec.ResourceVersion {
 			return fmt.Errorf("trigger %s/%s changed meanwhile: %w", ns, name, store.ErrConflict)
 		}
 		if r, err := tx.Runnables().Get(ctx, ns, runName); err == nil {

@@ -84,6 +84,10 @@ func (l *Loop) reconcile(ctx context.Context, k Key) (reconcile.Result, error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return reconcile.Result{}, nil // deleted: the resync forgets it
+	case errors.Is(err, ErrReplaced):
+		// Made again under the name during the pass: the new trigger's
+		// pass reads it afresh.
+		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
 	case err != nil:
 		return reconcile.Result{}, err
 	case full:
@@ -155,7 +159,9 @@ func (l *Loop) ended(ctx context.Context, rec *store.Trigger, src *v1alpha1.Runn
 			if err != nil {
 				return err
 			}
-			events[r.UID] = EndEvent(r, len(as), chain)
+			ev := EndEvent(r, len(as), chain)
+			ev.TriggerUID = rec.UID // a trigger made again meanwhile is not to fire on it
+			events[r.UID] = ev
 		}
 		return nil
 	}); err != nil {
@@ -173,7 +179,7 @@ func (l *Loop) ended(ctx context.Context, rec *store.Trigger, src *v1alpha1.Runn
 		}
 	}
 	if mark.After(rec.Watermark) {
-		if err := l.moveWatermark(ctx, ns, name, mark); err != nil {
+		if err := l.moveWatermark(ctx, rec, mark); err != nil {
 			return false, err
 		}
 	}
@@ -208,9 +214,16 @@ func Matcher(name string, src *v1alpha1.RunnableEndedSource) (func(r *store.Runn
 		if doc.Labels[v1alpha1.LabelTrigger] == name && !src.IncludeOwnRuns {
 			return false, 0, nil
 		}
+		// The label is the runnable's writer's as much as purser's: a
+		// writer may set it on a runnable of her own. A count below zero
+		// would buy hops past the bound (at -1 the run is at hop 0; below,
+		// at a label no value may be, refused), so it counts as a chain's
+		// start, as a label that is no number does; one past any int
+		// (Atoi gives the largest) is past the bound.
 		chain := 0
 		if c, ok := doc.Labels[v1alpha1.LabelTriggerChain]; ok {
-			chain, _ = strconv.Atoi(c)
+			n, _ := strconv.Atoi(c)
+			chain = max(n, 0)
 		}
 		if chain >= v1alpha1.MaxTriggerChain {
 			return false, chain, nil
@@ -245,20 +258,20 @@ func (l *Loop) rolledOut(ctx context.Context, rec *store.Trigger, trg *Stored, s
 		if trg.Seen.Deployables[d.UID] >= d.Generation {
 			continue
 		}
-		ev := Event{ID: v1alpha1.DeployableRolledOutEvent(d.UID, d.Generation),
+		ev := Event{ID: v1alpha1.DeployableRolledOutEvent(d.UID, d.Generation), TriggerUID: rec.UID,
 			What: fmt.Sprintf("deployable %s/%s (uid %s) rolled out generation %d on every cluster", ns, d.Name, d.UID, d.Generation)}
 		if _, err := l.fire.Fire(ctx, ns, name, ev); err != nil && !isStatus(err) {
 			return fmt.Errorf("trigger %s/%s, %s: %w", ns, name, ev.What, err)
 		}
-		if err := l.markDeployable(ctx, ns, name, d); err != nil {
+		if err := l.markDeployable(ctx, rec, d); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (l *Loop) moveWatermark(ctx context.Context, ns, name string, mark time.Time) error {
-	return l.edit(ctx, ns, name, func(cur *store.Trigger, _ *Seen) bool {
+func (l *Loop) moveWatermark(ctx context.Context, rec *store.Trigger, mark time.Time) error {
+	return l.edit(ctx, rec, func(cur *store.Trigger, _ *Seen) bool {
 		if !mark.After(cur.Watermark) {
 			return false
 		}
@@ -267,8 +280,8 @@ func (l *Loop) moveWatermark(ctx context.Context, ns, name string, mark time.Tim
 	})
 }
 
-func (l *Loop) markDeployable(ctx context.Context, ns, name string, d Deployment) error {
-	return l.edit(ctx, ns, name, func(_ *store.Trigger, seen *Seen) bool {
+func (l *Loop) markDeployable(ctx context.Context, rec *store.Trigger, d Deployment) error {
+	return l.edit(ctx, rec, func(_ *store.Trigger, seen *Seen) bool {
 		if seen.Deployables[d.UID] >= d.Generation {
 			return false
 		}
@@ -280,14 +293,19 @@ func (l *Loop) markDeployable(ctx context.Context, ns, name string, d Deployment
 	})
 }
 
-// edit changes trigger ns/name's row on a fresh read, again when another
-// writer moved it meanwhile; fn reports whether it changed anything.
-func (l *Loop) edit(ctx context.Context, ns, name string, fn func(cur *store.Trigger, seen *Seen) bool) error {
+// edit changes trigger rec's row on a fresh read, again when another
+// writer moved it meanwhile; fn reports whether it changed anything. A
+// trigger made again under the name meanwhile is another trigger, whose
+// watermark and rollouts are not rec's: ErrReplaced.
+func (l *Loop) edit(ctx context.Context, rec *store.Trigger, fn func(cur *store.Trigger, seen *Seen) bool) error {
 	return retryMoved(ctx, func(ctx context.Context) error {
 		return l.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
-			cur, err := tx.Triggers().Get(ctx, ns, name)
+			cur, err := tx.Triggers().Get(ctx, rec.Namespace, rec.Name)
 			if err != nil {
 				return err
+			}
+			if cur.UID != rec.UID {
+				return ErrReplaced
 			}
 			trg, err := Decode(cur)
 			if err != nil {

@@ -38,6 +38,14 @@ func TestMatcher(t *testing.T) {
 		{"another trigger's run", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTrigger: "other", v1alpha1.LabelTriggerChain: "2"}), true, 2},
 		{"chain at its bound", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTrigger: "other",
 			v1alpha1.LabelTriggerChain: fmt.Sprint(v1alpha1.MaxTriggerChain)}), false, v1alpha1.MaxTriggerChain},
+		// The label is any writer's: a count below zero (which would buy
+		// hops past the bound) or no number starts a chain; past any int
+		// is past the bound.
+		{"chain minus one", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTriggerChain: "-1"}), true, 0},
+		{"chain below zero", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTriggerChain: "-1000000"}), true, 0},
+		{"chain at the least int", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTriggerChain: "-9223372036854775809"}), true, 0},
+		{"chain no number", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTriggerChain: "x"}), true, 0},
+		{"chain past any int", v1alpha1.RunnableEndedSource{}, rec(v1alpha1.PhaseSucceeded, map[string]string{v1alpha1.LabelTriggerChain: "99999999999999999999999"}), false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			match, err := triggers.Matcher("t", &c.src)

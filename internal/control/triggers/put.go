@@ -94,18 +94,31 @@ func Put(ctx context.Context, tx *store.Tx, obj *v1alpha1.Trigger, author policy
 }
 
 // Rotate gives trigger ns/name's webhook a new token, which it returns
-// once; the old one stops working in the same commit.
-func Rotate(ctx context.Context, tx *store.Tx, ns, name string) (*store.Trigger, string, error) {
+// once; the old one stops working in the same commit. Whoever rotates
+// the token holds it, and so decides when the trigger fires: she becomes
+// its author, as by a PUT, so that its events run with her rights, not
+// with those of a writer with more (who made the trigger in her
+// namespace and gave its token to someone else). rv, when set, is the
+// resourceVersion the caller judged the trigger at (store.ErrConflict
+// when it moved since).
+func Rotate(ctx context.Context, tx *store.Tx, ns, name, rv string, author policy.User) (*store.Trigger, string, error) {
 	cur, err := tx.Triggers().Get(ctx, ns, name)
 	if err != nil {
 		return nil, "", err
 	}
-	old, err := Decode(cur)
-	if err != nil {
-		return nil, "", err
+	if rv != "" && rv != strconv.FormatInt(cur.ResourceVersion, 10) {
+		return nil, "", fmt.Errorf("trigger %s/%s is at resourceVersion %d, not %s: %w", ns, name, cur.ResourceVersion, rv, store.ErrConflict)
 	}
-	if old.Obj.Spec.Source.Webhook == nil {
+	var doc store.Document[v1alpha1.TriggerSpec]
+	if err := json.Unmarshal(cur.Spec, &doc); err != nil {
+		return nil, "", fmt.Errorf("trigger %s/%s: stored spec: %w", ns, name, err)
+	}
+	if doc.Spec.Source.Webhook == nil {
 		return nil, "", ErrNoWebhook
+	}
+	doc.Author = &store.Author{Name: author.Name, Groups: author.Groups}
+	if cur.Spec, err = json.Marshal(doc); err != nil {
+		return nil, "", err
 	}
 	token, hash, err := NewToken()
 	if err != nil {

@@ -57,10 +57,20 @@ func HashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// tokenLen is the length of every token NewToken makes.
+var tokenLen = len(TokenPrefix) + base64.RawURLEncoding.EncodedLen(32)
+
+// WellFormedToken reports whether token has the shape of one NewToken
+// makes: one that has not opens no trigger, which the API says without
+// reading the store (an API token sent by mistake, a scanner's guess).
+func WellFormedToken(token string) bool {
+	return len(token) == tokenLen && strings.HasPrefix(token, TokenPrefix)
+}
+
 // TokenMatches reports, in constant time, whether token is the one whose
 // hash is stored.
 func TokenMatches(token, hash string) bool {
-	if hash == "" || !strings.HasPrefix(token, TokenPrefix) {
+	if hash == "" || !WellFormedToken(token) {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(HashToken(token)), []byte(hash)) == 1
