@@ -103,6 +103,8 @@ soak: sandbox-build
 # over etcd, every component and an agent), under the soak's load while
 # whole DCs lose power, are partitioned, or lose the database's primary,
 # besides the chaos soak's faults. Needs root and Patroni 4 (.ci/run installs Debian 13's).
-# `make soak-dc SOAK_DURATION=30m` for a long run.
+# It also runs TestDCScheduleExactlyOnce (a schedule each minute through
+# the loss of the leader's DC and of the primary at a tick), which waits on
+# whole minutes. `make soak-dc SOAK_DURATION=30m` for a long run.
 soak-dc: sandbox-build
-	$(GO) test -count=1 -timeout 3h -v -run '^TestDCSoak$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) $(SOAK_FLAGS)
+	$(GO) test -count=1 -timeout 3h -v -run '^(TestDCSoak|TestDCScheduleExactlyOnce)$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) -soak.dc-schedule $(SOAK_FLAGS)

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -80,9 +81,15 @@ type Config struct {
 // Scheduler is the loop: one key on the reconcile scaffold, run again at
 // the earliest next tick, on a Kick, or every Resync at the latest, with
 // the scaffold's backoff after a pass that failed.
+//
+// Run may be called again after it returned (the controller runs it for
+// each term it leads), so each run has a queue of its own: a queue is
+// done once its run ends.
 type Scheduler struct {
-	cfg   Config
-	queue *reconcile.Queue[struct{}]
+	cfg Config
+
+	mu    sync.Mutex
+	queue *reconcile.Queue[struct{}] // of the run going on; nil between runs
 }
 
 // New returns a scheduler.
@@ -99,20 +106,37 @@ func New(cfg Config) *Scheduler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Scheduler{cfg: cfg}
-	s.queue = reconcile.New(s.reconcile, reconcile.Config[struct{}]{
-		Name: "scheduler", Logger: cfg.Logger, RetryBase: errorPause, RetryMax: cfg.Resync,
-	})
-	return s
+	return &Scheduler{cfg: cfg}
 }
 
 // Kick makes the loop look at the schedules now: one was written, or a
-// test moved the clock.
-func (s *Scheduler) Kick() { s.queue.Add(struct{}{}) }
+// test moved the clock. Between runs there is nothing to wake: each run
+// looks at once when it starts.
+func (s *Scheduler) Kick() {
+	s.mu.Lock()
+	q := s.queue
+	s.mu.Unlock()
+	if q != nil {
+		q.Add(struct{}{})
+	}
+}
 
 // Run fires the due schedules, then waits for the earliest next tick (or
 // Resync, or a Kick), until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) error {
+	q := reconcile.New(s.reconcile, reconcile.Config[struct{}]{
+		Name: "scheduler", Logger: s.cfg.Logger, RetryBase: errorPause, RetryMax: s.cfg.Resync,
+	})
+	s.mu.Lock()
+	s.queue = q
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.queue == q {
+			s.queue = nil
+		}
+		s.mu.Unlock()
+	}()
 	if s.cfg.Wake != nil {
 		go func() {
 			for {
@@ -125,8 +149,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	s.Kick()
-	return s.queue.Run(ctx)
+	q.Add(struct{}{})
+	return q.Run(ctx)
 }
 
 // reconcile is one pass: the due schedules fired, and the wait until the

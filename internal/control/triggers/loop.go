@@ -30,10 +30,13 @@ const scanPage = 500
 // Loop looks at each trigger on ended runnables or rollouts, one key a
 // trigger on the reconcile scaffold: every Poll, and at once after a
 // page that was full.
+//
+// Run may be called again after it returned (the controller runs it for
+// each term it leads), so each run has a queue of its own: a queue is
+// done once its run ends.
 type Loop struct {
-	cfg   Config
-	fire  *Firer
-	queue *reconcile.Queue[Key]
+	cfg  Config
+	fire *Firer
 }
 
 // Key names one trigger.
@@ -42,16 +45,16 @@ type Key struct{ Namespace, Name string }
 // NewLoop returns the loop.
 func NewLoop(cfg Config) *Loop {
 	cfg.defaults()
-	l := &Loop{cfg: cfg, fire: NewFirer(cfg)}
-	l.queue = reconcile.New(l.reconcile, reconcile.Config[Key]{
-		Name: "triggers", Logger: cfg.Logger, Resync: l.keys, ResyncPeriod: 5 * cfg.Poll,
-		RetryBase: time.Second, RetryMax: 30 * time.Second,
-	})
-	return l
+	return &Loop{cfg: cfg, fire: NewFirer(cfg)}
 }
 
 // Run runs the loop until ctx ends.
-func (l *Loop) Run(ctx context.Context) error { return l.queue.Run(ctx) }
+func (l *Loop) Run(ctx context.Context) error {
+	return reconcile.New(l.reconcile, reconcile.Config[Key]{
+		Name: "triggers", Logger: l.cfg.Logger, Resync: l.keys, ResyncPeriod: 5 * l.cfg.Poll,
+		RetryBase: time.Second, RetryMax: 30 * time.Second,
+	}).Run(ctx)
+}
 
 // keys lists every trigger whose events the loop reads.
 func (l *Loop) keys(ctx context.Context) ([]Key, error) {
