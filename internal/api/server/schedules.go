@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -47,7 +48,7 @@ func (s *Server) putSchedule(r *http.Request, u policy.User) (int, any, error) {
 	// The template as the runnable of a tick, by the author: refused now
 	// rather than at every tick.
 	if err := s.gate().Prepare(r.Context(), tickRequest(obj, u, now)); err != nil {
-		return 0, nil, asTemplateError(err)
+		return 0, nil, templateError(err, "a tick")
 	}
 	var rec *store.Schedule
 	status := http.StatusOK
@@ -97,23 +98,6 @@ func tickRequest(obj *v1alpha1.Schedule, author policy.User, now time.Time) *sub
 	}
 }
 
-// asTemplateError names, in a refusal of a tick's runnable, the fields
-// where they sit in the schedule: a runnable's spec.x is the schedule's
-// spec.template.x.
-func asTemplateError(err error) error {
-	var st *v1alpha1.Status
-	if !errors.As(err, &st) {
-		return err
-	}
-	out := *st
-	out.Message = "the template, as the runnable of a tick: " + st.Message
-	out.Details = make([]v1alpha1.FieldError, len(st.Details))
-	for i, d := range st.Details {
-		out.Details[i] = v1alpha1.FieldError{Field: v1alpha1.TemplateField(d.Field), Message: d.Message}
-	}
-	return &out
-}
-
 func (s *Server) getSchedule(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	if !s.policy().Allowed(u, ns, policy.VerbRead) {
@@ -146,60 +130,30 @@ func (s *Server) getSchedule(r *http.Request, u policy.User) (int, any, error) {
 }
 
 func (s *Server) listSchedules(r *http.Request, u policy.User) (int, any, error) {
-	q := r.URL.Query()
-	f := store.ScheduleFilter{Namespace: q.Get("namespace"), Continue: q.Get("continue")}
-	if err := s.authorizeList(u, f.Namespace, "schedules"); err != nil {
-		return 0, nil, err
-	}
-	var err error
-	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
-		return 0, nil, err
-	}
-	var recs []*store.Schedule
-	var next string
-	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
-		recs, next, err = tx.Schedules().List(r.Context(), f)
-		return err
-	}); err != nil {
-		return 0, nil, err
-	}
-	out := List[*v1alpha1.Schedule]{Items: make([]*v1alpha1.Schedule, 0, len(recs)), Continue: next}
-	for _, rec := range recs {
-		obj, err := scheduleFromRecord(rec)
-		if err != nil {
-			return 0, nil, err
-		}
-		out.Items = append(out.Items, obj)
-	}
-	return http.StatusOK, out, nil
+	return listOwn(s, r, u, scheduleKind)
+}
+
+// scheduleKind is how the list and delete handlers read and remove
+// schedules.
+var scheduleKind = ownKind[*store.Schedule, *v1alpha1.Schedule]{
+	kind: v1alpha1.KindSchedule, plural: "schedules",
+	get: func(ctx context.Context, tx *store.Tx, ns, name string) (*store.Schedule, error) {
+		return tx.Schedules().Get(ctx, ns, name)
+	},
+	list: func(ctx context.Context, tx *store.Tx, ns, cont string, limit int) ([]*store.Schedule, string, error) {
+		return tx.Schedules().List(ctx, store.ScheduleFilter{Namespace: ns, Continue: cont, Limit: limit})
+	},
+	remove: func(ctx context.Context, tx *store.Tx, ns, name string) error {
+		return tx.Schedules().Delete(ctx, ns, name)
+	},
+	object: scheduleFromRecord,
 }
 
 // deleteSchedule serves DELETE: the schedule goes, and no tick runs any
 // more; its runnables stay, as runnables of their own (delete them as
 // any other).
 func (s *Server) deleteSchedule(r *http.Request, u policy.User) (int, any, error) {
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
-		return 0, nil, errForbidden("user %q may not delete schedules in namespace %q", u.Name, ns)
-	}
-	var out *v1alpha1.Schedule
-	err := s.tx(r.Context(), func(tx *store.Tx) error {
-		rec, err := tx.Schedules().Get(r.Context(), ns, name)
-		if err != nil {
-			return err
-		}
-		if out, err = scheduleFromRecord(rec); err != nil {
-			return err
-		}
-		if err := tx.Schedules().Delete(r.Context(), ns, name); err != nil {
-			return err
-		}
-		return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindSchedule, ns, name,
-			fmt.Sprintf("deleted schedule %s/%s; its runnables stay", ns, name), "Removed", nil)
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, errNotFound("schedule %s/%s not found", ns, name)
-	}
+	out, err := deleteOwn(s, r, u, scheduleKind, "its runnables stay")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -242,7 +196,7 @@ func (s *Server) runSchedule(r *http.Request, u policy.User) (int, any, error) {
 	}
 	out, req, err := s.submit(r.Context(), req)
 	if err != nil {
-		return 0, nil, asTemplateError(err)
+		return 0, nil, templateError(err, "a tick")
 	}
 	if !out.Created {
 		return 0, nil, errConflict("schedule %s/%s was already run by hand this second (%s); try again", ns, name, out.Rec.Name)
@@ -329,7 +283,7 @@ func (s *Server) backfillSchedule(r *http.Request, u policy.User) (int, any, err
 		return 0, nil, errNotFound("schedule %s/%s was deleted during its backfill", ns, name)
 	}
 	if err != nil {
-		return 0, nil, asTemplateError(err)
+		return 0, nil, templateError(err, "a tick")
 	}
 	s.scheduleWritten()
 	return http.StatusOK, res, nil

@@ -62,7 +62,7 @@ func (s *Server) putTrigger(r *http.Request, u policy.User) (int, any, error) {
 	// now rather than at every event.
 	req := triggers.Request(obj, u, triggers.Event{ID: "check", What: "the check of a PUT", Chain: v1alpha1.MaxTriggerChain - 1})
 	if err := s.gate().Prepare(r.Context(), req); err != nil {
-		return 0, nil, asTriggerTemplateError(err)
+		return 0, nil, templateError(err, "an event")
 	}
 	var rec *store.Trigger
 	var token string
@@ -116,22 +116,6 @@ func sourceName(on *v1alpha1.TriggerSource) string {
 	return "nothing"
 }
 
-// asTriggerTemplateError names, in a refusal of an event's runnable, the
-// fields where they sit in the trigger.
-func asTriggerTemplateError(err error) error {
-	var st *v1alpha1.Status
-	if !errors.As(err, &st) {
-		return err
-	}
-	out := *st
-	out.Message = "the template, as the runnable of an event: " + st.Message
-	out.Details = make([]v1alpha1.FieldError, len(st.Details))
-	for i, d := range st.Details {
-		out.Details[i] = v1alpha1.FieldError{Field: v1alpha1.TemplateField(d.Field), Message: d.Message}
-	}
-	return &out
-}
-
 func (s *Server) getTrigger(r *http.Request, u policy.User) (int, any, error) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	if !s.policy().Allowed(u, ns, policy.VerbRead) {
@@ -163,59 +147,29 @@ func (s *Server) getTrigger(r *http.Request, u policy.User) (int, any, error) {
 }
 
 func (s *Server) listTriggers(r *http.Request, u policy.User) (int, any, error) {
-	q := r.URL.Query()
-	f := store.TriggerFilter{Namespace: q.Get("namespace"), Continue: q.Get("continue")}
-	if err := s.authorizeList(u, f.Namespace, "triggers"); err != nil {
-		return 0, nil, err
-	}
-	var err error
-	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
-		return 0, nil, err
-	}
-	var recs []*store.Trigger
-	var next string
-	if err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
-		recs, next, err = tx.Triggers().List(r.Context(), f)
-		return err
-	}); err != nil {
-		return 0, nil, err
-	}
-	out := List[*v1alpha1.Trigger]{Items: make([]*v1alpha1.Trigger, 0, len(recs)), Continue: next}
-	for _, rec := range recs {
-		obj, err := triggerFromRecord(rec)
-		if err != nil {
-			return 0, nil, err
-		}
-		out.Items = append(out.Items, obj)
-	}
-	return http.StatusOK, out, nil
+	return listOwn(s, r, u, triggerKind)
+}
+
+// triggerKind is how the list and delete handlers read and remove
+// triggers.
+var triggerKind = ownKind[*store.Trigger, *v1alpha1.Trigger]{
+	kind: v1alpha1.KindTrigger, plural: "triggers",
+	get: func(ctx context.Context, tx *store.Tx, ns, name string) (*store.Trigger, error) {
+		return tx.Triggers().Get(ctx, ns, name)
+	},
+	list: func(ctx context.Context, tx *store.Tx, ns, cont string, limit int) ([]*store.Trigger, string, error) {
+		return tx.Triggers().List(ctx, store.TriggerFilter{Namespace: ns, Continue: cont, Limit: limit})
+	},
+	remove: func(ctx context.Context, tx *store.Tx, ns, name string) error {
+		return tx.Triggers().Delete(ctx, ns, name)
+	},
+	object: triggerFromRecord,
 }
 
 // deleteTrigger serves DELETE: the trigger goes, its webhook token with
 // it; its runnables stay.
 func (s *Server) deleteTrigger(r *http.Request, u policy.User) (int, any, error) {
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !s.policy().Allowed(u, ns, policy.VerbWrite) {
-		return 0, nil, errForbidden("user %q may not delete triggers in namespace %q", u.Name, ns)
-	}
-	var out *v1alpha1.Trigger
-	err := s.tx(r.Context(), func(tx *store.Tx) error {
-		rec, err := tx.Triggers().Get(r.Context(), ns, name)
-		if err != nil {
-			return err
-		}
-		if out, err = triggerFromRecord(rec); err != nil {
-			return err
-		}
-		if err := tx.Triggers().Delete(r.Context(), ns, name); err != nil {
-			return err
-		}
-		return appendAudit(r.Context(), tx, u, "delete", v1alpha1.KindTrigger, ns, name,
-			fmt.Sprintf("deleted trigger %s/%s; its runnables stay", ns, name), "Removed", nil)
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, errNotFound("trigger %s/%s not found", ns, name)
-	}
+	out, err := deleteOwn(s, r, u, triggerKind, "its runnables stay")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -252,7 +206,7 @@ func (s *Server) rotateTriggerToken(r *http.Request, u policy.User) (int, any, e
 	if obj.Spec.Source.Webhook != nil {
 		req := triggers.Request(obj, u, triggers.Event{ID: "check", What: "the check of a token's rotation", Chain: v1alpha1.MaxTriggerChain - 1})
 		if err := s.gate().Prepare(r.Context(), req); err != nil {
-			return 0, nil, asTriggerTemplateError(err)
+			return 0, nil, templateError(err, "an event")
 		}
 	}
 	var rec *store.Trigger
