@@ -22,7 +22,9 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -34,6 +36,7 @@ import (
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/platform/reconcile"
+	"github.com/robfig/cron/v3"
 )
 
 // Actor is the audit log's actor of what the scheduler decides alone
@@ -50,6 +53,11 @@ const DefaultResync = 10 * time.Second
 // errorPause is how long the loop first waits after a pass that failed
 // (then longer, up to Resync).
 const errorPause = time.Second
+
+// pageSize is how many due schedules one transaction fires: one commit,
+// and so one sync of the database's log, for each page of ticks. Larger
+// pages wait longer for their commit; smaller ones pay more syncs.
+const pageSize = 1000
 
 // lastRunsShown is how many runs status.lastRuns lists.
 const lastRunsShown = 10
@@ -90,6 +98,12 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	queue *reconcile.Queue[struct{}] // of the run going on; nil between runs
+	// ready are the firings prepared ahead of the tick readyAt (Early),
+	// by schedule uid.
+	ready   map[string]*firing
+	readyAt time.Time
+	// reviewedAhead counts the firings used as prepared ahead.
+	reviewedAhead atomic.Int64
 }
 
 // New returns a scheduler.
@@ -129,6 +143,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	})
 	s.mu.Lock()
 	s.queue = q
+	s.ready, s.readyAt = nil, time.Time{} // a new term reviews its ticks again
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -163,21 +178,99 @@ func (s *Scheduler) reconcile(ctx context.Context, _ struct{}) (reconcile.Result
 	}
 	wait := s.cfg.Resync
 	if next != nil {
-		if d := next.Sub(s.cfg.Now()); d < wait {
+		if next.Sub(s.cfg.Now()) <= Early {
+			s.prepareAhead(ctx, *next)
+		}
+		d := next.Sub(s.cfg.Now()) // after preparing, which takes a while
+		if d > Early {
+			d -= Early // wake to prepare the tick's firings
+		}
+		if d < wait {
 			wait = max(d, time.Millisecond)
 		}
 	}
 	return reconcile.Result{RequeueAfter: wait}, nil
 }
 
-// Pass fires every schedule due now and returns the earliest next tick.
-func (s *Scheduler) Pass(ctx context.Context) (*time.Time, error) {
-	var errs []error
-	for range 100 { // at most 100 pages of due schedules in one pass
+// Early is how long before a tick the scheduler reviews the runnables of
+// the schedules due at it: each schedule read and decoded, its plan made,
+// each tick's runnable past the gate (the rights of its author by the
+// policy then, its pods, its rendering), so that what is left at the tick
+// is writing them. A firing prepared so is used at the tick only if the
+// schedule is still at the version read, the policy is the one it was
+// reviewed by, and the plan made again at the tick runs the same ticks;
+// otherwise the tick is reviewed again then.
+const Early = 5 * time.Second
+
+// maxReady bounds the firings prepared ahead of one tick; the schedules
+// due beyond it are reviewed at the tick.
+const maxReady = 20_000
+
+// prepareAhead prepares the firings of the schedules due at tick, once
+// for each tick.
+func (s *Scheduler) prepareAhead(ctx context.Context, tick time.Time) {
+	s.mu.Lock()
+	done := s.readyAt.Equal(tick)
+	s.mu.Unlock()
+	if done {
+		return
+	}
+	gate := s.gate()
+	gate.Scopes = submission.ScopesOnce(s.cfg.Store)
+	ready := map[string]*firing{}
+	var after store.ScheduleDueCursor
+	for len(ready) < maxReady {
 		var due []*store.Schedule
 		if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 			var err error
-			due, err = tx.Schedules().Due(ctx, s.cfg.Now(), 100)
+			due, err = tx.Schedules().DueAfter(ctx, tick, after, pageSize)
+			return err
+		}); err != nil {
+			s.cfg.Logger.Warn("scheduler: reading the schedules due at the next tick ahead of it", "tick", tick, "err", err)
+			return // each is reviewed at the tick
+		}
+		for _, rec := range due {
+			if f, err := s.prepareAt(ctx, gate, rec, tick); err == nil {
+				ready[rec.UID] = f
+			}
+		}
+		if len(due) < pageSize {
+			break
+		}
+		after = store.ScheduleDueCursor{NextTick: *due[len(due)-1].NextTick, UID: due[len(due)-1].UID}
+	}
+	s.mu.Lock()
+	s.ready, s.readyAt = ready, tick
+	s.mu.Unlock()
+}
+
+// takeReady returns the firing of rec prepared ahead, when it still holds
+// now (see Early), and forgets it.
+func (s *Scheduler) takeReady(rec *store.Schedule, pol *policy.Policy, now time.Time) *firing {
+	s.mu.Lock()
+	f := s.ready[rec.UID]
+	delete(s.ready, rec.UID)
+	s.mu.Unlock()
+	if f == nil || f.rec.ResourceVersion != rec.ResourceVersion || f.pol != pol || f.cron == nil {
+		return nil
+	}
+	plan := Decide(f.cron, f.loc, f.sch.Since(), now, RulesOf(&f.sch.Obj.Spec))
+	if !slices.EqualFunc(plan.Run, f.plan.Run, time.Time.Equal) {
+		return nil
+	}
+	f.plan = plan
+	s.reviewedAhead.Add(1)
+	return f
+}
+
+// Pass fires every schedule due now and returns the earliest next tick.
+func (s *Scheduler) Pass(ctx context.Context) (*time.Time, error) {
+	var errs []error
+	for range 100 { // at most 100 pages of due schedules in one pass, then NextTick is read again
+		var due []*store.Schedule
+		if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			due, err = tx.Schedules().Due(ctx, s.cfg.Now(), pageSize)
 			return err
 		}); err != nil {
 			return nil, err
@@ -185,7 +278,7 @@ func (s *Scheduler) Pass(ctx context.Context) (*time.Time, error) {
 		if err := s.fireBatch(ctx, due); err != nil {
 			errs = append(errs, err)
 		}
-		if len(due) < 100 || len(errs) > 0 {
+		if len(due) < pageSize || len(errs) > 0 {
 			break
 		}
 	}
@@ -236,7 +329,7 @@ func (s *Scheduler) fire(ctx context.Context, ns, name string) error {
 	}); err != nil {
 		return err
 	}
-	f, err := s.prepare(ctx, s.gate(), rec)
+	f, err := s.prepareAt(ctx, s.gate(), rec, s.cfg.Now())
 	if err != nil {
 		return err
 	}
@@ -252,32 +345,34 @@ func (s *Scheduler) fire(ctx context.Context, ns, name string) error {
 }
 
 // fireBatch fires the due schedules recs (as read by Due) in one
-// transaction: a commit, and so a sync of the database's log, per batch
-// rather than per schedule is what lets ten thousand schedules firing at
-// the same minute be accepted within a second or so. Exactly once does
-// not depend on it: each tick's runnable still has its one name. Should
-// the batch fail (a schedule changed meanwhile, another scheduler fired
-// one first, an error of one schedule), each is fired again on its own,
-// so that one schedule's trouble delays none of the others for long.
+// transaction: a commit, and so a sync of the database's log, per page
+// rather than per schedule, and the page's runnables, messages, audit
+// entries and statuses each written by one statement (applyPage), is what
+// lets ten thousand schedules firing at the same minute be accepted
+// within a second or so. Exactly once does not depend on it: each tick's
+// runnable still has its one name. Should the page fail (a schedule
+// changed meanwhile, another scheduler fired one first, an error of one
+// schedule), each is fired again on its own, so that one schedule's
+// trouble delays none of the others for long.
 func (s *Scheduler) fireBatch(ctx context.Context, recs []*store.Schedule) error {
 	gate := s.gate()
+	gate.Scopes = submission.ScopesOnce(s.cfg.Store)
+	now := s.cfg.Now()
 	fs := make([]*firing, 0, len(recs))
 	for _, rec := range recs {
-		f, err := s.prepare(ctx, gate, rec)
-		if err != nil {
-			return s.fireEach(ctx, recs)
+		f := s.takeReady(rec, gate.Policy, now)
+		if f == nil {
+			var err error
+			if f, err = s.prepareAt(ctx, gate, rec, now); err != nil {
+				return s.fireEach(ctx, recs)
+			}
 		}
 		fs = append(fs, f)
 	}
 	var out fired
 	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		out = fired{}
-		for _, f := range fs {
-			if err := s.apply(ctx, tx, f, &out); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.applyPage(ctx, tx, fs, &out)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -287,6 +382,121 @@ func (s *Scheduler) fireBatch(ctx context.Context, recs []*store.Schedule) error
 	}
 	s.after(out)
 	return nil
+}
+
+// applyPage carries out a page of firings in tx. Most are the plain case
+// (ticks to run, each past the gate, none missed, nothing to skip, cancel
+// or prune): their runs are read by one query, their runnables created
+// together (submission.CreateMany) and their statuses written by one
+// statement, provided each schedule is still as read (store.ErrConflict
+// otherwise). The others are carried out one by one, as Fire does.
+func (s *Scheduler) applyPage(ctx context.Context, tx *store.Tx, fs []*firing, out *fired) error {
+	byNS := map[string][]string{}
+	for _, f := range fs {
+		if f.unreadable == "" && !f.sch.Obj.Spec.Suspend {
+			byNS[f.rec.Namespace] = append(byNS[f.rec.Namespace], f.rec.Name)
+		}
+	}
+	runs := map[string][]Run{} // by namespace/name
+	for ns, names := range byNS {
+		got, err := RunsOf(ctx, tx, ns, names)
+		if err != nil {
+			return err
+		}
+		for name, rs := range got {
+			runs[ns+"/"+name] = rs
+		}
+	}
+	var plain []*firing
+	var reqs []*submission.Request
+	for _, f := range fs {
+		key := f.rec.Namespace + "/" + f.rec.Name
+		if _, read := byNS[f.rec.Namespace]; !read || !plainFiring(f, runs[key]) {
+			if err := s.apply(ctx, tx, f, out); err != nil {
+				return err
+			}
+			continue
+		}
+		plain = append(plain, f)
+		for _, t := range f.ticks {
+			reqs = append(reqs, t.req)
+		}
+	}
+	outcomes, err := submission.CreateMany(ctx, tx, reqs)
+	if err != nil {
+		return err
+	}
+	var changed []*store.Schedule
+	for _, f := range plain {
+		key := f.rec.Namespace + "/" + f.rec.Name
+		rs := runs[key]
+		for _, t := range f.ticks {
+			o := outcomes[0]
+			outcomes = outcomes[1:]
+			if o.Created {
+				out.notify = true
+				out.accepted = append(out.accepted, t.at)
+				rs = append(rs, Run{Rec: o.Rec, Tick: t.at.UTC()})
+			}
+		}
+		st := f.sch.Obj.Status
+		st.Message = ""
+		if !f.plan.Latest.IsZero() {
+			latest := f.plan.Latest.UTC()
+			st.LastScheduleTime = &latest
+		}
+		FillRuns(&st, rs)
+		var next *time.Time
+		if !f.plan.Next.IsZero() {
+			n := f.plan.Next.UTC()
+			next = &n
+		}
+		st.NextScheduleTime = next
+		data, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(data, f.rec.Status) && sameTime(next, f.rec.NextTick) {
+			continue // nothing to say: another scheduler said it first
+		}
+		rec := *f.rec
+		rec.Status, rec.NextTick = data, next
+		changed = append(changed, &rec)
+	}
+	return tx.Schedules().UpdateStatuses(ctx, changed)
+}
+
+// plainFiring reports whether f, whose schedule has runs, is the plain
+// case applyPage writes together: its ticks all past the gate, none
+// missed, and neither its concurrency policy (an active run under Forbid
+// or Replace) nor its history limits (an ended run to remove) asking for
+// more than creating them.
+func plainFiring(f *firing, runs []Run) bool {
+	if f.plan.Missed > 0 {
+		return false
+	}
+	for _, t := range f.ticks {
+		if t.refusal != nil {
+			return false
+		}
+	}
+	keepOK, keepFailed := historyLimits(&f.sch.Obj.Spec)
+	var active bool
+	var ok, failed int32
+	for _, r := range runs {
+		switch phase := v1alpha1.Phase(r.Rec.Phase); {
+		case !phase.Terminal():
+			active = true
+		case phase == v1alpha1.PhaseSucceeded:
+			ok++
+		default:
+			failed++
+		}
+	}
+	if active && f.sch.Obj.Spec.ConcurrencyPolicy != v1alpha1.ConcurrencyAllow && f.sch.Obj.Spec.ConcurrencyPolicy != "" {
+		return false
+	}
+	return ok <= keepOK && failed <= keepFailed
 }
 
 // fireEach fires recs one by one, each in its own transaction.
@@ -314,6 +524,11 @@ type firing struct {
 	sch   *Stored
 	plan  Plan
 	ticks []tick
+	// pol is the policy its ticks were reviewed by; cron and loc its
+	// timetable, read (nil when suspended or unreadable).
+	pol  *policy.Policy
+	cron cron.Schedule
+	loc  *time.Location
 	// unreadable says why the timetable cannot be read, when it cannot.
 	unreadable string
 }
@@ -333,12 +548,14 @@ func (s *Scheduler) after(out fired) {
 	}
 }
 
-func (s *Scheduler) prepare(ctx context.Context, gate *submission.Gate, rec *store.Schedule) (*firing, error) {
+// prepareAt makes rec's plan as at now, and passes each tick it runs
+// through gate.
+func (s *Scheduler) prepareAt(ctx context.Context, gate *submission.Gate, rec *store.Schedule, now time.Time) (*firing, error) {
 	sch, err := Decode(rec)
 	if err != nil {
 		return nil, err
 	}
-	f := &firing{rec: rec, sch: sch}
+	f := &firing{rec: rec, sch: sch, pol: gate.Policy}
 	if sch.Obj.Spec.Suspend {
 		return f, nil
 	}
@@ -348,7 +565,8 @@ func (s *Scheduler) prepare(ctx context.Context, gate *submission.Gate, rec *sto
 		f.unreadable = "spec.schedule or spec.timeZone cannot be read: " + err.Error()
 		return f, nil
 	}
-	f.plan = Decide(cronSched, loc, sch.Since(), s.cfg.Now(), RulesOf(&sch.Obj.Spec))
+	f.cron, f.loc = cronSched, loc
+	f.plan = Decide(cronSched, loc, sch.Since(), now, RulesOf(&sch.Obj.Spec))
 	name := rec.Name
 	// Each tick's runnable passes the gate as its author, by the policy now.
 	for _, at := range f.plan.Run {
@@ -500,13 +718,7 @@ func runTick(ctx context.Context, tx *store.Tx, sch *Stored, runs []Run, t tick,
 // prune removes the ended runs beyond the schedule's history limits,
 // oldest first, each with its audit entry; it returns the runs kept.
 func (s *Scheduler) prune(ctx context.Context, tx *store.Tx, sch *Stored, runs []Run) ([]Run, error) {
-	keepOK, keepFailed := v1alpha1.DefaultSuccessfulRunsHistoryLimit, v1alpha1.DefaultFailedRunsHistoryLimit
-	if n := sch.Obj.Spec.SuccessfulRunsHistoryLimit; n != nil {
-		keepOK = *n
-	}
-	if n := sch.Obj.Spec.FailedRunsHistoryLimit; n != nil {
-		keepFailed = *n
-	}
+	keepOK, keepFailed := historyLimits(&sch.Obj.Spec)
 	sortNewestFirst(runs)
 	var kept []Run
 	var ok, failed int32
@@ -534,6 +746,18 @@ func (s *Scheduler) prune(ctx context.Context, tx *store.Tx, sch *Stored, runs [
 		}
 	}
 	return kept, nil
+}
+
+// historyLimits are how many succeeded and failed runs a schedule keeps.
+func historyLimits(spec *v1alpha1.ScheduleSpec) (keepOK, keepFailed int32) {
+	keepOK, keepFailed = v1alpha1.DefaultSuccessfulRunsHistoryLimit, v1alpha1.DefaultFailedRunsHistoryLimit
+	if n := spec.SuccessfulRunsHistoryLimit; n != nil {
+		keepOK = *n
+	}
+	if n := spec.FailedRunsHistoryLimit; n != nil {
+		keepFailed = *n
+	}
+	return keepOK, keepFailed
 }
 
 // removeRun removes one ended run as the API's DELETE of an ended
@@ -618,24 +842,41 @@ type Run struct {
 // Runs lists the runnables of schedule ns/name: those named after it that
 // carry its label.
 func Runs(ctx context.Context, tx *store.Tx, ns, name string) ([]Run, error) {
-	recs, err := tx.Runnables().ListByNamePrefix(ctx, ns, name+"-", 1000)
+	runs, err := RunsOf(ctx, tx, ns, []string{name})
+	return runs[name], err
+}
+
+// maxRuns bounds the runs read of one schedule.
+const maxRuns = 1000
+
+// RunsOf lists the runs of the schedules names of namespace ns, by one
+// query: the runnables named after one of them, each of the schedule its
+// label names (the runs of "a" and of "a-b" share the prefix "a-").
+func RunsOf(ctx context.Context, tx *store.Tx, ns string, names []string) (map[string][]Run, error) {
+	prefixes := make([]string, len(names))
+	want := make(map[string]bool, len(names))
+	for i, name := range names {
+		prefixes[i], want[name] = name+"-", true
+	}
+	recs, err := tx.Runnables().ListByNamePrefixes(ctx, ns, prefixes, maxRuns*len(names))
 	if err != nil {
 		return nil, err
 	}
-	var out []Run
+	out := make(map[string][]Run, len(names))
 	for _, rec := range recs {
 		var doc store.Document[json.RawMessage]
 		if err := json.Unmarshal(rec.Spec, &doc); err != nil {
 			return nil, fmt.Errorf("runnable %s/%s: stored spec: %w", rec.Namespace, rec.Name, err)
 		}
-		if doc.Labels[v1alpha1.LabelSchedule] != name {
+		name := doc.Labels[v1alpha1.LabelSchedule]
+		if !want[name] || !strings.HasPrefix(rec.Name, name+"-") || len(out[name]) >= maxRuns {
 			continue
 		}
 		at, err := time.Parse(scheduledTimeLayout, doc.Labels[v1alpha1.LabelScheduledTime])
 		if err != nil {
 			at = rec.CreatedAt
 		}
-		out = append(out, Run{Rec: rec, Tick: at.UTC()})
+		out[name] = append(out[name], Run{Rec: rec, Tick: at.UTC()})
 	}
 	return out, nil
 }

@@ -145,34 +145,91 @@ func Apply(ctx context.Context, tx *store.Tx, r *Runnable, t Transition) (*Runna
 
 // Create writes a new runnable in the phase t moves it to from New, with
 // its audit entry and submission message. rec carries everything but its
-// status, which t.Message and t.Edit fill in.
+// status, which t.Message and t.Edit fill in. A name or uid taken is
+// store.ErrConflict, and nothing is written.
 func Create(ctx context.Context, tx *store.Tx, rec *store.Runnable, t Transition) (*Runnable, error) {
-	if !Allowed(New, t.To, t.By) || t.Audit == nil {
-		return nil, fmt.Errorf("runnable %s/%s: %s may not create it %s: %w", rec.Namespace, rec.Name, t.By, t.To, ErrNotAllowed)
+	out, err := CreateMany(ctx, tx, []Creation{{Rec: rec, T: t}})
+	if err != nil {
+		return nil, err
 	}
-	r := &Runnable{Rec: rec, Status: v1alpha1.RunnableStatus{Message: t.Message}}
-	if t.Edit != nil {
-		if err := t.Edit(&r.Status); err != nil {
+	if out[0] == nil {
+		return nil, fmt.Errorf("create runnable %s/%s (uid %s): name or uid already exists: %w", rec.Namespace, rec.Name, rec.UID, store.ErrConflict)
+	}
+	return out[0], nil
+}
+
+// Creation is one runnable for CreateMany: its record and the move that
+// creates it.
+type Creation struct {
+	Rec *store.Runnable
+	T   Transition
+}
+
+// CreateMany creates each of news as Create does, with a few statements
+// for all of them rather than a few for each (a page of a schedule's
+// ticks): the runnables, then their attempts, their submission messages,
+// and their audit entries last, in the order of news. One whose name or
+// uid is taken is left out, nil in the result, and nothing of it is
+// written.
+func CreateMany(ctx context.Context, tx *store.Tx, news []Creation) ([]*Runnable, error) {
+	out := make([]*Runnable, len(news))
+	recs := make([]*store.Runnable, len(news))
+	for i, n := range news {
+		rec, t := n.Rec, n.T
+		if !Allowed(New, t.To, t.By) || t.Audit == nil {
+			return nil, fmt.Errorf("runnable %s/%s: %s may not create it %s: %w", rec.Namespace, rec.Name, t.By, t.To, ErrNotAllowed)
+		}
+		r := &Runnable{Rec: rec, Status: v1alpha1.RunnableStatus{Message: t.Message}}
+		if t.Edit != nil {
+			if err := t.Edit(&r.Status); err != nil {
+				return nil, err
+			}
+		}
+		rec.Phase = string(t.To)
+		if t.To.Terminal() {
+			if err := stampEnd(rec); err != nil {
+				return nil, err
+			}
+		}
+		var err error
+		if rec.Status, err = encode(r.Status); err != nil {
 			return nil, err
 		}
+		out[i], recs[i] = r, rec
 	}
-	var err error
-	rec.Phase = string(t.To)
-	if t.To.Terminal() {
-		if err := stampEnd(rec); err != nil {
-			return nil, err
+	created, err := tx.Runnables().CreateMany(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []*store.OutboxMessage
+	var entries []*audit.Entry
+	for i, n := range news {
+		if !created[i] {
+			out[i] = nil
+			continue
 		}
+		t := n.T
+		if t.Attempt != nil {
+			if err := tx.Attempts().Put(ctx, t.Attempt); err != nil {
+				return nil, err
+			}
+		}
+		if t.Enqueue != "" {
+			m, err := submissionMessage(n.Rec, t.Enqueue, t.EnqueueAttempt)
+			if err != nil {
+				return nil, err
+			}
+			msgs = append(msgs, m)
+		}
+		entries = append(entries, auditEntry(n.Rec, t.By, t.Actor, t.To, t.Audit))
 	}
-	if rec.Status, err = encode(r.Status); err != nil {
+	if err := tx.Outbox().EnqueueMany(ctx, msgs); err != nil {
 		return nil, err
 	}
-	if err := tx.Runnables().Create(ctx, rec); err != nil {
+	if err := tx.Audit().AppendMany(ctx, entries); err != nil {
 		return nil, err
 	}
-	if err := finish(ctx, tx, r, t); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return out, nil
 }
 
 // Remove deletes an ended runnable's record and its attempts, provided it
@@ -255,6 +312,11 @@ func finish(ctx context.Context, tx *store.Tx, r *Runnable, t Transition) error 
 }
 
 func appendAudit(ctx context.Context, tx *store.Tx, rec *store.Runnable, by Cause, actor string, to v1alpha1.Phase, in *audit.Entry) error {
+	return tx.Audit().Append(ctx, auditEntry(rec, by, actor, to, in))
+}
+
+// auditEntry is a move's audit entry, from the one its transition gave.
+func auditEntry(rec *store.Runnable, by Cause, actor string, to v1alpha1.Phase, in *audit.Entry) *audit.Entry {
 	e := *in
 	e.Actor = actor
 	if e.Actor == "" {
@@ -265,14 +327,24 @@ func appendAudit(ctx context.Context, tx *store.Tx, rec *store.Runnable, by Caus
 	if to == Removed {
 		e.Outcome = "Removed"
 	}
-	return tx.Audit().Append(ctx, &e)
+	return &e
 }
 
 // enqueue writes the outbox row that tells the submitters to look at the
-// runnable again. The message id makes a re-published row a duplicate the
-// stream drops; the attempt number tells one failover's message from the
-// next, the spec's generation one update's from the next.
+// runnable again.
 func enqueue(ctx context.Context, tx *store.Tx, rec *store.Runnable, event string, attempt int) error {
+	m, err := submissionMessage(rec, event, attempt)
+	if err != nil {
+		return err
+	}
+	return tx.Outbox().Enqueue(ctx, m)
+}
+
+// submissionMessage is the outbox row of a submission event. The message
+// id makes a re-published row a duplicate the stream drops; the attempt
+// number tells one failover's message from the next, the spec's
+// generation one update's from the next.
+func submissionMessage(rec *store.Runnable, event string, attempt int) (*store.OutboxMessage, error) {
 	msg := stream.Submission{UID: rec.UID, Namespace: rec.Namespace, Name: rec.Name, Event: event, Attempt: attempt}
 	if event == stream.SubmissionUpdate {
 		// Two updates of one attempt are two messages, not a duplicate.
@@ -280,9 +352,9 @@ func enqueue(ctx context.Context, tx *store.Tx, rec *store.Runnable, event strin
 	}
 	data, err := json.Marshal(msg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return tx.Outbox().Enqueue(ctx, &store.OutboxMessage{Subject: stream.SubjectSubmissions, MsgID: msg.ID(), Data: data})
+	return &store.OutboxMessage{Subject: stream.SubjectSubmissions, MsgID: msg.ID(), Data: data}, nil
 }
 
 func encode(st v1alpha1.RunnableStatus) ([]byte, error) {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -43,6 +44,41 @@ type Gate struct {
 	// knowledge the domain layer may not import).
 	Renderings func(*v1alpha1.RunnableSpec) []v1alpha1.Rendering
 	Now        func() time.Time
+	// Scopes, when set, answers what Store would of the scopes reported
+	// of a kind (ScopesOnce: a gate that decides a page of ticks reads
+	// them once).
+	Scopes func(ctx context.Context, group, kind string) ([]bool, error)
+}
+
+// ScopesOnce reads each kind's reported scopes from st once, for a gate
+// that makes many decisions in a moment (a page of a schedule's ticks):
+// what the clusters report of a kind changes over minutes, not within one
+// pass.
+func ScopesOnce(st store.Transactor) func(ctx context.Context, group, kind string) ([]bool, error) {
+	var mu sync.Mutex
+	seen := map[[2]string][]bool{}
+	return func(ctx context.Context, group, kind string) ([]bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if out, ok := seen[[2]string{group, kind}]; ok {
+			return out, nil
+		}
+		out, err := readScopes(ctx, st, group, kind)
+		if err == nil {
+			seen[[2]string{group, kind}] = out
+		}
+		return out, err
+	}
+}
+
+func readScopes(ctx context.Context, st store.Transactor, group, kind string) ([]bool, error) {
+	var reported []bool
+	err := st.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		reported, err = tx.Kinds().Scopes(ctx, group, kind)
+		return err
+	})
+	return reported, err
 }
 
 func (g *Gate) now() time.Time {
@@ -113,12 +149,14 @@ func (g *Gate) AuthorizeKind(ctx context.Context, u policy.User, ns string, tmpl
 	if !ok {
 		return nil // validation has already said what is wrong
 	}
-	var reported []bool
-	if err := g.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		reported, err = tx.Kinds().Scopes(ctx, gk.Group, gk.Kind)
-		return err
-	}); err != nil {
+	scopes := g.Scopes
+	if scopes == nil {
+		scopes = func(ctx context.Context, group, kind string) ([]bool, error) {
+			return readScopes(ctx, g.Store, group, kind)
+		}
+	}
+	reported, err := scopes(ctx, gk.Group, gk.Kind)
+	if err != nil {
 		return err
 	}
 	objNS := ""

@@ -96,50 +96,73 @@ type Outcome struct {
 // makes a retried submission, or a tick run by two schedulers, one
 // runnable.
 func Create(ctx context.Context, tx *store.Tx, req *Request) (*Outcome, error) {
-	if !req.prepared {
-		return nil, errors.New("submission: Create of a request Prepare did not accept")
-	}
-	obj, u := req.Runnable, req.Author
-	ns, name := obj.Metadata.Namespace, obj.Metadata.Name
-	if name == "" {
-		var err error
-		if name, err = freeName(ctx, tx, ns, obj.Metadata.GenerateName); err != nil {
-			return nil, err
-		}
-	} else if out, err := existing(ctx, tx, ns, name, req.hash); out != nil || err != nil {
-		return out, err
-	}
-	t := lifecycle.Transition{To: v1alpha1.PhaseQueued, By: lifecycle.ByAPI, Actor: u.Name,
-		Message: "waiting for a cluster", Enqueue: stream.SubmissionSubmit}
-	summary := fmt.Sprintf("submitted %s %s", TemplateKind(obj.Spec.Template), ns+"/"+name)
-	if req.Via != "" {
-		summary += " (" + req.Via + ")"
-	}
-	if req.needsApproval {
-		t.To, t.Enqueue = v1alpha1.PhasePendingApproval, ""
-		t.Message = "waiting for approval by an approver other than " + u.Name
-		summary += "; waits for approval"
-	}
-	t.Audit = &audit.Entry{Action: "create", Summary: summary, Details: req.details}
-	rec := &store.Runnable{
-		Namespace: ns, Name: name, UID: uuid.NewString(), Generation: 1,
-		Spec: req.doc, SpecHash: req.hash, Submitter: u.Name,
-	}
-	_, err := lifecycle.Create(ctx, tx, rec, t)
-	if errors.Is(err, store.ErrConflict) && obj.Metadata.Name != "" {
-		// The same name, committed meanwhile by another writer (the same
-		// submission retried, or another scheduler's tick): nothing of
-		// this one was written.
-		out, err := existing(ctx, tx, ns, name, req.hash)
-		if out == nil && err == nil {
-			err = Conflict("runnable %s/%s was created concurrently and is gone again; submit it again", ns, name)
-		}
-		return out, err
-	}
+	out, err := CreateMany(ctx, tx, []*Request{req})
 	if err != nil {
 		return nil, err
 	}
-	return &Outcome{Rec: rec, Created: true, SameSpec: true}, nil
+	return out[0], nil
+}
+
+// CreateMany stores prepared requests in tx as Create does, together: a
+// few statements for all of them rather than a few for each (a page of
+// schedules' ticks accepted at once). Each name taken is an Outcome
+// saying by what, as in Create.
+func CreateMany(ctx context.Context, tx *store.Tx, reqs []*Request) ([]*Outcome, error) {
+	news := make([]lifecycle.Creation, len(reqs))
+	for i, req := range reqs {
+		if !req.prepared {
+			return nil, errors.New("submission: Create of a request Prepare did not accept")
+		}
+		obj, u := req.Runnable, req.Author
+		ns, name := obj.Metadata.Namespace, obj.Metadata.Name
+		if name == "" {
+			var err error
+			if name, err = freeName(ctx, tx, ns, obj.Metadata.GenerateName); err != nil {
+				return nil, err
+			}
+		}
+		t := lifecycle.Transition{To: v1alpha1.PhaseQueued, By: lifecycle.ByAPI, Actor: u.Name,
+			Message: "waiting for a cluster", Enqueue: stream.SubmissionSubmit}
+		summary := fmt.Sprintf("submitted %s %s", TemplateKind(obj.Spec.Template), ns+"/"+name)
+		if req.Via != "" {
+			summary += " (" + req.Via + ")"
+		}
+		if req.needsApproval {
+			t.To, t.Enqueue = v1alpha1.PhasePendingApproval, ""
+			t.Message = "waiting for approval by an approver other than " + u.Name
+			summary += "; waits for approval"
+		}
+		t.Audit = &audit.Entry{Action: "create", Summary: summary, Details: req.details}
+		news[i] = lifecycle.Creation{T: t, Rec: &store.Runnable{
+			Namespace: ns, Name: name, UID: uuid.NewString(), Generation: 1,
+			Spec: req.doc, SpecHash: req.hash, Submitter: u.Name,
+		}}
+	}
+	// The name taken, before or concurrently by another writer (the same
+	// submission retried, or another scheduler's tick), is read back:
+	// nothing of this request was written.
+	created, err := lifecycle.CreateMany(ctx, tx, news)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Outcome, len(reqs))
+	for i, r := range created {
+		if r != nil {
+			out[i] = &Outcome{Rec: r.Rec, Created: true, SameSpec: true}
+			continue
+		}
+		ns, name := news[i].Rec.Namespace, news[i].Rec.Name
+		if out[i], err = existing(ctx, tx, ns, name, reqs[i].hash); err != nil {
+			return nil, err
+		}
+		if out[i] == nil {
+			// Its uid cannot have been taken: it is new. So the name was,
+			// by a runnable that is gone again within this transaction's
+			// view (deleted meanwhile at READ COMMITTED).
+			return nil, Conflict("runnable %s/%s was created concurrently and is gone again; submit it again", ns, name)
+		}
+	}
+	return out, nil
 }
 
 // existing is the runnable ns/name when there is one.

@@ -68,6 +68,32 @@ func (d dialect) ts(t time.Time) any {
 	return t.Format(sqliteTimeLayout)
 }
 
+// castRow is one row of a VALUES list of len(types) parameters: on
+// PostgreSQL each cast to its type, so that a CTE of them has the types
+// of the columns it is compared with; on SQLite plain, since a cast there
+// converts by affinity (a time cast to TIMESTAMPTZ would become a number).
+func (d dialect) castRow(types ...string) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, t := range types {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if d.engine == EnginePostgres {
+			b.WriteString("CAST(? AS " + t + ")")
+		} else {
+			b.WriteByte('?')
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// bulkRows is how many rows one multi-row statement writes at most: well
+// under both engines' limits on parameters (SQLite 32,766, PostgreSQL
+// 65,535) for the widest rows written so.
+const bulkRows = 500
+
 func (d dialect) nullTS(t *time.Time) any {
 	if t == nil {
 		return nil
@@ -343,4 +369,14 @@ func sqliteLabelCondition(r labels.Requirement) (string, []any, error) {
 		return "(NOT " + anyHas + " OR json_extract(labels, ?) IS NULL)", append(hasArgs, path), nil
 	}
 	return "", nil, fmt.Errorf("label selector operator %q is not supported", r.Operator())
+}
+
+// prefixed qualifies each of a list of columns ("a, b") with a table's
+// alias ("r." gives "r.a, r.b"), for a query that joins.
+func prefixed(alias, columns string) string {
+	fields := strings.Split(columns, ",")
+	for i, f := range fields {
+		fields[i] = alias + strings.TrimSpace(f)
+	}
+	return strings.Join(fields, ", ")
 }

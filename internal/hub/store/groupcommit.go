@@ -140,7 +140,7 @@ func (g *GroupCommit) commit(group []*groupTx) {
 			}
 		}
 		tx.auditBuf = nil
-		return tx.appendAudit(ctx, entries)
+		return tx.Audit().AppendMany(ctx, entries)
 	})
 	for i, r := range live {
 		if results[i] == nil {

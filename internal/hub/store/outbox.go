@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -40,6 +41,32 @@ func (ob Outbox) Enqueue(ctx context.Context, m *OutboxMessage) error {
 		return fmt.Errorf("enqueue outbox %s: %w", m.Subject, classify(err))
 	}
 	m.CreatedAt = now
+	return nil
+}
+
+// EnqueueMany adds ms to the outbox as Enqueue does, in one statement for
+// each few hundred, and fills their CreatedAt (not their IDs: nothing
+// that writes many reads them back).
+func (ob Outbox) EnqueueMany(ctx context.Context, ms []*OutboxMessage) error {
+	now := ob.tx.s.now()
+	at := ob.tx.s.d.ts(now)
+	for part := range slices.Chunk(ms, bulkRows) {
+		q := `INSERT INTO outbox (subject, msg_id, data, created_at) VALUES (?, ?, ?, ?)` + strings.Repeat(", (?, ?, ?, ?)", len(part)-1)
+		args := make([]any, 0, 4*len(part))
+		for _, m := range part {
+			data := m.Data
+			if data == nil {
+				data = []byte{}
+			}
+			args = append(args, m.Subject, m.MsgID, data, at)
+		}
+		if _, err := ob.tx.exec(ctx, q, args...); err != nil {
+			return fmt.Errorf("enqueue %d outbox messages: %w", len(part), classify(err))
+		}
+	}
+	for _, m := range ms {
+		m.CreatedAt = now
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -132,8 +133,26 @@ func (ss Schedules) List(ctx context.Context, f ScheduleFilter) ([]*Schedule, st
 // Due returns up to limit schedules whose next tick is at or before now,
 // earliest first.
 func (ss Schedules) Due(ctx context.Context, now time.Time, limit int) ([]*Schedule, error) {
-	rows, err := ss.tx.query(ctx, `SELECT `+scheduleColumns+` FROM schedules
-		WHERE next_tick IS NOT NULL AND next_tick <= ? ORDER BY next_tick, uid LIMIT ?`, ss.tx.s.d.ts(now), pageLimit(limit))
+	return ss.DueAfter(ctx, now, ScheduleDueCursor{}, limit)
+}
+
+// ScheduleDueCursor is where a page of DueAfter ends: the last schedule's
+// next tick and uid. The zero cursor is the start.
+type ScheduleDueCursor struct {
+	NextTick time.Time
+	UID      string
+}
+
+// DueAfter returns up to limit schedules whose next tick is at or before
+// now, earliest first, after the cursor: the pages of the schedules due
+// at a tick, read ahead of it.
+func (ss Schedules) DueAfter(ctx context.Context, now time.Time, after ScheduleDueCursor, limit int) ([]*Schedule, error) {
+	q, args := `SELECT `+scheduleColumns+` FROM schedules WHERE next_tick IS NOT NULL AND next_tick <= ?`, []any{ss.tx.s.d.ts(now)}
+	if !after.NextTick.IsZero() {
+		at := ss.tx.s.d.ts(after.NextTick)
+		q, args = q+` AND (next_tick > ? OR (next_tick = ? AND uid > ?))`, append(args, at, at, after.UID)
+	}
+	rows, err := ss.tx.query(ctx, q+` ORDER BY next_tick, uid LIMIT ?`, append(args, pageLimit(limit))...)
 	if err != nil {
 		return nil, fmt.Errorf("due schedules: %w", classify(err))
 	}
@@ -164,36 +183,100 @@ func (ss Schedules) NextTick(ctx context.Context) (*time.Time, error) {
 // prefix, by name: a schedule's runs are named after it, and the caller
 // tells them from others by their purser.io/schedule label.
 func (rs Runnables) ListByNamePrefix(ctx context.Context, namespace, prefix string, limit int) ([]*Runnable, error) {
-	if strings.ContainsAny(prefix, `%_\`) {
-		return nil, fmt.Errorf("runnables of prefix %q: a name holds no %%, _ or \\", prefix)
+	return rs.ListByNamePrefixes(ctx, namespace, []string{prefix}, pageLimit(limit))
+}
+
+// ListByNamePrefixes returns up to limit of namespace's runnables whose
+// names start with any of prefixes, by name, in one query: the runs of a
+// page of schedules at once.
+func (rs Runnables) ListByNamePrefixes(ctx context.Context, namespace string, prefixes []string, limit int) ([]*Runnable, error) {
+	if len(prefixes) == 0 {
+		return nil, nil
 	}
-	q, args := `SELECT `+runnableColumns+` FROM runnables WHERE namespace = ? AND name LIKE ? ORDER BY name LIMIT ?`,
-		[]any{namespace, prefix + "%", pageLimit(limit)}
-	if rs.tx.s.d.engine != EnginePostgres && prefix != "" && prefix[len(prefix)-1] < 0x7f {
-		// SQLite's LIKE ignores case, so it cannot use the index on
-		// (namespace, name) for the prefix and would read every runnable
-		// of the namespace, for each schedule at each tick. Names compare
-		// bytewise (BINARY), so the prefix is the range [prefix, the
-		// prefix with its last byte one more). PostgreSQL's order depends
-		// on the database's collation, so there the LIKE stays, answered
-		// by the index on (namespace, name text_pattern_ops) (migration
-		// 00031).
-		upper := prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
-		q = `SELECT ` + runnableColumns + ` FROM runnables WHERE namespace = ? AND name >= ? AND name < ? ORDER BY name LIMIT ?`
-		args = []any{namespace, prefix, upper, pageLimit(limit)}
+	// Each prefix is a range of the index on (namespace, name): [prefix,
+	// the prefix with its last byte one more), the ranges a table of
+	// values the query joins, so that each is one seek of the index
+	// whatever their number (an OR of as many ranges costs the planner
+	// more than the reads). SQLite's LIKE ignores case, so it cannot use
+	// the index for a prefix; PostgreSQL's usual comparisons follow the
+	// database's collation, so there the range is in the byte order of
+	// the index on (namespace, name text_pattern_ops) (migration 00031),
+	// whose operators take a parameter where LIKE's prefix would have to
+	// be known when the statement is planned. CROSS JOIN keeps SQLite from
+	// walking the namespace's runnables in name order for the ORDER BY
+	// and matching each against every range.
+	lower, upper := ">=", "<"
+	if rs.tx.s.d.engine == EnginePostgres {
+		lower, upper = "~>=~", "~<~"
 	}
-	rows, err := rs.tx.query(ctx, q, args...)
+	var ranges strings.Builder
+	args := make([]any, 0, 2*len(prefixes)+2)
+	for i, prefix := range prefixes {
+		if prefix == "" || strings.ContainsAny(prefix, `%_\`) || prefix[len(prefix)-1] >= 0x7f {
+			return nil, fmt.Errorf("runnables of prefix %q: a prefix is not empty, ends in an ASCII byte and holds no %%, _ or \\", prefix)
+		}
+		if i > 0 {
+			ranges.WriteString(", ")
+		}
+		ranges.WriteString(rs.tx.s.d.castRow("TEXT", "TEXT"))
+		args = append(args, prefix, prefix[:len(prefix)-1]+string(prefix[len(prefix)-1]+1))
+	}
+	q := `WITH p (lo, hi) AS (VALUES ` + ranges.String() + `) SELECT ` + prefixed("r.", runnableColumns) + `
+		FROM p CROSS JOIN runnables r WHERE r.namespace = ? AND r.name ` + lower + ` p.lo AND r.name ` + upper + ` p.hi
+		ORDER BY r.name LIMIT ?`
+	args = append(args, namespace)
+	rows, err := rs.tx.query(ctx, q, append(args, limit)...)
 	if err != nil {
-		return nil, fmt.Errorf("runnables of prefix %s/%s: %w", namespace, prefix, classify(err))
+		return nil, fmt.Errorf("runnables of %d prefixes in %s: %w", len(prefixes), namespace, classify(err))
 	}
 	defer rows.Close()
 	var out []*Runnable
 	for rows.Next() {
 		r, err := scanRunnable(rows)
 		if err != nil {
-			return nil, fmt.Errorf("runnables of prefix %s/%s: %w", namespace, prefix, classify(err))
+			return nil, fmt.Errorf("runnables of %d prefixes in %s: %w", len(prefixes), namespace, classify(err))
 		}
 		out = append(out, r)
 	}
 	return out, classify(rows.Err())
+}
+
+// UpdateStatuses writes the status and next tick of each of ss in one
+// statement for each few hundred, provided each is still at its
+// ResourceVersion: the scheduler's page of schedules fired together. When
+// one is not, nothing of the others is written either in the end: the
+// caller's transaction fails with ErrConflict and is rolled back.
+func (ss Schedules) UpdateStatuses(ctx context.Context, recs []*Schedule) error {
+	now := ss.tx.s.now()
+	for part := range slices.Chunk(recs, bulkRows) {
+		// A CTE of the new values, joined on (uid, resource_version): the
+		// casts give PostgreSQL the columns' types.
+		var q strings.Builder
+		q.WriteString(`WITH v (uid, rv, status, next_tick) AS (VALUES `)
+		args := make([]any, 0, 4*len(part)+1)
+		for i, s := range part {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString(ss.tx.s.d.castRow("TEXT", "BIGINT", "TEXT", "TIMESTAMPTZ"))
+			args = append(args, s.UID, s.ResourceVersion, string(s.Status), ss.tx.s.d.nullTS(s.NextTick))
+		}
+		q.WriteString(`) UPDATE schedules SET status = v.status, next_tick = v.next_tick, updated_at = ?,
+			resource_version = schedules.resource_version + 1
+			FROM v WHERE schedules.uid = v.uid AND schedules.resource_version = v.rv`)
+		res, err := ss.tx.exec(ctx, q.String(), append(args, ss.tx.s.d.ts(now))...)
+		if err != nil {
+			return fmt.Errorf("update %d schedules: %w", len(part), classify(err))
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("update %d schedules: %w", len(part), classify(err))
+		} else if n != int64(len(part)) {
+			return fmt.Errorf("update %d schedules: %d changed meanwhile: %w", len(part), int64(len(part))-n, ErrConflict)
+		}
+	}
+	for _, s := range recs {
+		s.ResourceVersion++
+		s.UpdatedAt = now
+	}
+	return nil
 }
