@@ -3,8 +3,11 @@
 // cluster) and /k8s/clusters/{cluster} (one) it answers discovery, list,
 // get and watch as a kube-apiserver does, from the database alone, so that
 // kubectl, client-go informers and other Kubernetes tools read the whole
-// farm, and keep reading it while a member cluster is down. It writes
-// nothing: every write is refused with a pointer to purser's own API.
+// farm, and keep reading it while a member cluster is down. The
+// inventory's kinds are read-only: a write is refused with a pointer to
+// purser's own API. Purser's own kinds (purser.io/v1alpha1, own.go) are
+// read and written here through the REST API's handlers, so that kubectl
+// writes them by the same code as /api/v1.
 // Watches are served from one shared feed of the inventory's change
 // sequence (internal/api/feed), whose numbers are the resourceVersions.
 package kubeapi
@@ -81,6 +84,15 @@ type Config struct {
 	// the answer is 429 with Retry-After and a Status naming the cap.
 	WatchesPerUser  int
 	RequestsPerUser int
+
+	// Own are purser's kinds, served under purser.io/v1alpha1 by the
+	// REST API's handlers (own.go); Failure classifies their refusals as
+	// the REST API does; DryRun marks a request's context so that the
+	// REST API's transaction is rolled back rather than committed
+	// (dryRun=All). Nil: purser's kinds are not served.
+	Own     []OwnKind
+	Failure func(error) Failure
+	DryRun  func(context.Context) context.Context
 }
 
 // API is the handler of /k8s.
@@ -119,6 +131,9 @@ func New(cfg Config) *API {
 		a.cfg.Reloads = func() int64 { return 0 }
 	}
 	a.kinds = &catalogues{s: cfg.Store, ttl: catalogueTTL}
+	for i := range a.cfg.Own {
+		a.kinds.own = append(a.kinds.own, a.cfg.Own[i].resource())
+	}
 	return a
 }
 
@@ -196,6 +211,12 @@ func (a *API) route(w http.ResponseWriter, req *request) error {
 	r, p := req.r, req.rest
 	if len(p) >= 4 && p[0] == "apis" && p[1] == "authorization.k8s.io" && r.Method == http.MethodPost {
 		return a.review(w, req)
+	}
+	if len(p) >= 2 && p[0] == "openapi" && p[1] == "v3" && r.Method == http.MethodGet {
+		return a.serveOpenAPI(w, req)
+	}
+	if ownPrefix(p) && len(p) > 3 && len(a.cfg.Own) > 0 {
+		return a.serveOwn(w, req, p[3:])
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/feed"
 	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/domain/policy"
+	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
@@ -28,6 +32,7 @@ func (s *Server) mountKube() {
 		},
 		Logger: s.log, Now: s.now,
 		WatchesPerUser: s.cfg.Limits.KubeWatchesPerUser, RequestsPerUser: s.cfg.Limits.KubeRequestsPerUser,
+		Own: s.kubeKinds(), Failure: kubeFailure, DryRun: withDryRun,
 	})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A request refused before its body is read has its connection
@@ -64,3 +69,71 @@ func (s *Server) mountKube() {
 	s.mux.Handle(kubeapi.Prefix, h)
 	s.mux.Handle(kubeapi.Prefix+"/", h)
 }
+
+// kubeKinds are purser's kinds as /k8s serves them (purser.io/v1alpha1),
+// each verb the REST API's own handler, so that a write through /k8s is
+// authorized, admitted, approved, audited and bounded by the same code as
+// the same write through /api/v1. A Quota is cluster-scoped there, named
+// after its namespace, as the REST API names it.
+func (s *Server) kubeKinds() []kubeapi.OwnKind {
+	k := s.kubeHandler
+	return []kubeapi.OwnKind{
+		{Kind: v1alpha1.KindRunnable, Plural: "runnables", Singular: "runnable", ShortNames: []string{"rn"}, Namespaced: true,
+			Object: v1alpha1.Runnable{}, Description: "Runnable is work that runs to its end on one member cluster at a time, placed, failed over and retried by purser.",
+			Get: k(s.getRunnable), List: k(s.listRunnables), Create: k(s.createRunnable), Update: k(s.updateRunnable),
+			Delete: k(s.deleteRunnable), NeedsResourceVersion: true},
+		{Kind: v1alpha1.KindDeployable, Plural: "deployables", Singular: "deployable", ShortNames: []string{"dp"}, Namespaced: true,
+			Object: v1alpha1.Deployable{}, Description: "Deployable is an object kept on every member cluster its placement selects, rolled out in waves.",
+			Get: k(s.getDeployable), List: k(s.listDeployables), Update: k(s.putDeployable), Delete: k(s.deleteDeployable)},
+		{Kind: v1alpha1.KindQuota, Plural: "quotas", Singular: "quota",
+			Object: v1alpha1.Quota{}, Description: "Quota bounds what the runnables of the namespace it is named after hold across the farm; admins set it.",
+			Get: k(s.getQuota), List: k(s.listQuotas), Update: k(s.putQuota), Delete: k(s.deleteQuota)},
+	}
+}
+
+// kubeHandler is what handle does around a handler that /k8s does not do
+// already (it authenticates and limits the rate itself): a write is
+// refused while the database's primary is out of reach, and runs to its
+// end whether or not the client stays.
+func (s *Server) kubeHandler(h apiHandler) kubeapi.Handler {
+	return func(r *http.Request, u policy.User) (int, any, error) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := s.cfg.Guard.Err(); errors.Is(err, guard.ErrNoPrimary) {
+				return 0, nil, errUnreached(err)
+			}
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), writeTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		return h(r, u)
+	}
+}
+
+// kubeFailure classifies a refusal of the REST API for /k8s, as
+// writeError does for /api/v1.
+func kubeFailure(err error) kubeapi.Failure {
+	if f, ok := kubeapi.AsFailure(err); ok {
+		return f
+	}
+	e := asAPIError(err)
+	f := kubeapi.Failure{Code: e.Code, Reason: e.Reason, Message: e.Message, RetryAfter: retryAfter(err)}
+	if e.Code == http.StatusServiceUnavailable && f.RetryAfter == "" {
+		f.RetryAfter = strconv.Itoa(retryAfterSeconds)
+	}
+	for _, d := range e.Details {
+		f.Fields = append(f.Fields, kubeapi.FieldCause{Field: d.Field, Message: d.Message})
+	}
+	return f
+}
+
+// dryRunKey marks a request's context as a dry run (dryRun=All through
+// /k8s): tx rolls its transaction back instead of committing it.
+type dryRunKey struct{}
+
+var errDryRun = errors.New("dry run: rolled back")
+
+func withDryRun(ctx context.Context) context.Context {
+	return context.WithValue(ctx, dryRunKey{}, true)
+}
+
+func isDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
