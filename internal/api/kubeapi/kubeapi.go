@@ -93,6 +93,10 @@ type Config struct {
 	Own     []OwnKind
 	Failure func(error) Failure
 	DryRun  func(context.Context) context.Context
+	// InTx adds a step to the REST API's transaction of a write: the
+	// server-side apply record (apply.go). Nil: server-side apply is not
+	// served.
+	InTx InTx
 }
 
 // API is the handler of /k8s.
@@ -103,6 +107,8 @@ type API struct {
 	kinds *catalogues
 	// watches and requests count what each user holds open.
 	watches, requests *perUser
+	// managers are server-side apply's field managers of purser's kinds.
+	managers managers
 }
 
 // New returns the API.

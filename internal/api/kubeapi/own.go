@@ -12,6 +12,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -62,6 +63,9 @@ type OwnKind struct {
 	// replaces whatever is there, as the kube-apiserver's does, and
 	// takes the version of the object's last read.
 	NeedsResourceVersion bool
+	// Identity names an object for its server-side apply record; nil:
+	// server-side apply is not served for the kind.
+	Identity Identity
 }
 
 func (k *OwnKind) verbs() []string {
@@ -142,6 +146,20 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			"watching "+k.Plural+"."+OwnGroup+" is not served yet; list it again, or watch through purser's API (/api/v1/watch)")
 	}
+	if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+		// Read first, whatever the answer: a refusal before the body is
+		// read would close the connection under the answer.
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
+				fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes))
+		}
+		if err != nil {
+			return badRequest("reading the request body: " + err.Error())
+		}
+		o.body = b
+	}
 	if err := o.dryRun(); err != nil {
 		return err
 	}
@@ -171,6 +189,8 @@ type ownCall struct {
 	req      *request
 	k        *OwnKind
 	ns, name string
+	// body is the request's, read whole (bounded) before anything else.
+	body []byte
 }
 
 // dryRun accepts dryRun=All, which the REST API's transactions honour by
@@ -308,29 +328,34 @@ func (o *ownCall) list() error {
 	})
 }
 
+// get answers the object as the REST API reads it, with its server-side
+// apply record as metadata.managedFields.
 func (o *ownCall) get() error {
 	_, body, err := o.call(o.k.Get, http.MethodGet, nil, nil)
 	if err != nil {
 		return err
 	}
-	return writeRaw(o.w, http.StatusOK, body)
+	if o.k.Identity == nil {
+		return writeRaw(o.w, http.StatusOK, body)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal(body, &obj.Object); err != nil {
+		return fmt.Errorf("the %s as read: %w", o.k.Kind, err)
+	}
+	entries, err := o.readManaged(o.req.r.Context(), identityOf(obj))
+	if err != nil {
+		return err
+	}
+	obj.SetManagedFields(entries)
+	return writeJSON(o.w, http.StatusOK, obj.Object)
 }
 
-// readBody reads the request's body, bounded as the REST API bounds it.
+// readBody is the request's body, bounded as the REST API bounds it.
 func (o *ownCall) readBody() ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(o.w, o.req.r.Body, MaxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
-			fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes))
-	}
-	if err != nil {
-		return nil, badRequest("reading the request body: " + err.Error())
-	}
-	if len(b) == 0 {
+	if len(o.body) == 0 {
 		return nil, badRequest("the request body is empty")
 	}
-	return b, nil
+	return o.body, nil
 }
 
 // object reads the body as one object of the kind, JSON or YAML (the REST
@@ -406,6 +431,12 @@ func (o *ownCall) create() error {
 	if err != nil {
 		return err
 	}
+	return o.createFrom(obj)
+}
+
+// createFrom creates obj, which fits the path, through the kind's Create
+// (or its Update, where nothing is).
+func (o *ownCall) createFrom(obj map[string]any) error {
 	body, _ := json.Marshal(obj)
 	if o.k.Create == nil {
 		// PUT creates or replaces: make sure it creates.
@@ -511,8 +542,7 @@ func (o *ownCall) patch() error {
 		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 			"strategic merge patch is not supported for "+o.k.Plural+"."+OwnGroup+": use --type=merge or --type=json")
 	case applyPatch:
-		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			"server-side apply is not served yet for "+o.k.Plural+"."+OwnGroup+": use kubectl apply without --server-side")
+		return o.apply()
 	default:
 		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 			fmt.Sprintf("the patch's media type %q is not served: %s or %s", mt, mergePatch, jsonPatch))

@@ -32,7 +32,7 @@ func (s *Server) mountKube() {
 		},
 		Logger: s.log, Now: s.now,
 		WatchesPerUser: s.cfg.Limits.KubeWatchesPerUser, RequestsPerUser: s.cfg.Limits.KubeRequestsPerUser,
-		Own: s.kubeKinds(), Failure: kubeFailure, DryRun: withDryRun,
+		Own: s.kubeKinds(), Failure: kubeFailure, DryRun: withDryRun, InTx: withTxStep,
 	})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A request refused before its body is read has its connection
@@ -81,13 +81,46 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 		{Kind: v1alpha1.KindRunnable, Plural: "runnables", Singular: "runnable", ShortNames: []string{"rn"}, Namespaced: true,
 			Object: v1alpha1.Runnable{}, Description: "Runnable is work that runs to its end on one member cluster at a time, placed, failed over and retried by purser.",
 			Get: k(s.getRunnable), List: k(s.listRunnables), Create: k(s.createRunnable), Update: k(s.updateRunnable),
-			Delete: k(s.deleteRunnable), NeedsResourceVersion: true},
+			Delete: k(s.deleteRunnable), NeedsResourceVersion: true,
+			Identity: func(ctx context.Context, tx *store.Tx, ns, name string) (string, error) {
+				rec, err := tx.Runnables().Get(ctx, ns, name)
+				if errors.Is(err, store.ErrNotFound) {
+					return "", nil
+				}
+				if err != nil {
+					return "", err
+				}
+				return rec.UID, nil
+			}},
 		{Kind: v1alpha1.KindDeployable, Plural: "deployables", Singular: "deployable", ShortNames: []string{"dp"}, Namespaced: true,
 			Object: v1alpha1.Deployable{}, Description: "Deployable is an object kept on every member cluster its placement selects, rolled out in waves.",
-			Get: k(s.getDeployable), List: k(s.listDeployables), Update: k(s.putDeployable), Delete: k(s.deleteDeployable)},
+			Get: k(s.getDeployable), List: k(s.listDeployables), Update: k(s.putDeployable), Delete: k(s.deleteDeployable),
+			Identity: func(ctx context.Context, tx *store.Tx, ns, name string) (string, error) {
+				rec, err := tx.Deployables().Get(ctx, ns, name)
+				if errors.Is(err, store.ErrNotFound) {
+					return "", nil
+				}
+				if err != nil {
+					return "", err
+				}
+				return rec.UID, nil
+			}},
 		{Kind: v1alpha1.KindQuota, Plural: "quotas", Singular: "quota",
 			Object: v1alpha1.Quota{}, Description: "Quota bounds what the runnables of the namespace it is named after hold across the farm; admins set it.",
-			Get: k(s.getQuota), List: k(s.listQuotas), Update: k(s.putQuota), Delete: k(s.deleteQuota)},
+			Get: k(s.getQuota), List: k(s.listQuotas), Update: k(s.putQuota), Delete: k(s.deleteQuota),
+			// A quota has no uid: its creation time, to the second as
+			// metadata.creationTimestamp shows it, tells one from another
+			// of the same namespace made after a delete.
+			Identity: func(ctx context.Context, tx *store.Tx, ns, _ string) (string, error) {
+				rec, err := tx.Quotas().Get(ctx, ns)
+				if errors.Is(err, store.ErrNotFound) {
+					return "", nil
+				}
+				if err != nil {
+					return "", err
+				}
+				return rec.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), nil
+			}},
 	}
 }
 
@@ -137,3 +170,10 @@ func withDryRun(ctx context.Context) context.Context {
 }
 
 func isDryRun(ctx context.Context) bool { return ctx.Value(dryRunKey{}) != nil }
+
+// txStepKey carries a step /k8s adds to a write's transaction (kubeapi.InTx).
+type txStepKey struct{}
+
+func withTxStep(ctx context.Context, fn func(context.Context, *store.Tx) error) context.Context {
+	return context.WithValue(ctx, txStepKey{}, fn)
+}

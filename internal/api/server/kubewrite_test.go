@@ -114,6 +114,14 @@ func TestKubeWrite(t *testing.T) {
 		}
 	}
 
+	// explain reads the OpenAPI v3 schema made from the Go types.
+	if out := alice.ok("", "explain", "runnables.spec"); !strings.Contains(out, "template") || !strings.Contains(out, "purser.io") {
+		t.Fatalf("explain runnables.spec:\n%s", out)
+	}
+	if out := alice.ok("", "explain", "runnables"); !strings.Contains(out, "one member cluster at a time") {
+		t.Fatalf("explain runnables:\n%s", out)
+	}
+
 	// create, then read back as a Kubernetes object.
 	alice.ok(runnableYAML("team-a", "k1", "sleep 1"), "create", "-f", "-")
 	y := alice.ok("", "get", "runnables", "-n", "team-a", "-o", "yaml")
@@ -199,5 +207,77 @@ func TestKubeWrite(t *testing.T) {
 	}
 	if got := history(t, h); !slices.Equal(got, want) {
 		t.Fatalf("history:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestKubeServerSideApply: kubectl apply --server-side by two field
+// managers, the second's change of a field the first owns refused as the
+// kube-apiserver refuses it (409, the conflict naming the field and its
+// manager), then taken with --force-conflicts; the ownership record is
+// stored with the object and served as metadata.managedFields.
+func TestKubeServerSideApply(t *testing.T) {
+	for _, eng := range storetest.Engines() {
+		t.Run(eng.Name, func(t *testing.T) { testKubeServerSideApply(t, newHarness(t, eng)) })
+	}
+}
+
+func testKubeServerSideApply(t *testing.T, h *harness) {
+	alice := newKubectlAt(t, h, "alice")
+	labelled := func(value, label string) string {
+		return strings.Replace(configMapDeployable("team-a", "cfg", value), "metadata: {name: cfg, namespace: team-a}",
+			"metadata: {name: cfg, namespace: team-a, labels: {"+label+": \"yes\"}}", 1)
+	}
+	alice.ok(labelled("v1", "ci"), "apply", "--server-side", "--field-manager=ci", "-f", "-")
+	d := h.get("alice", "/api/v1/deployables/team-a/cfg").want(t, http.StatusOK)
+	if !strings.Contains(string(d.raw), `"key":"v1"`) || d.str("metadata", "labels", "ci") != "yes" {
+		t.Fatalf("after the first apply: %s", d.raw)
+	}
+	// The same configuration again writes nothing new and conflicts with
+	// nothing.
+	alice.ok(labelled("v1", "ci"), "apply", "--server-side", "--field-manager=ci", "-f", "-")
+
+	// Another manager changing the data the first owns: a conflict.
+	out, errOut, failed := alice.run(labelled("v2", "ops"), "apply", "--server-side", "--field-manager=ops", "-f", "-")
+	if !failed || !strings.Contains(errOut, "conflict with \"ci\"") || !strings.Contains(errOut, ".spec.template.data.key") {
+		t.Fatalf("the second manager's apply: failed %v\n%s%s", failed, out, errOut)
+	}
+	if d := h.get("alice", "/api/v1/deployables/team-a/cfg"); !strings.Contains(string(d.raw), `"key":"v1"`) {
+		t.Fatalf("a refused apply changed the deployable: %s", d.raw)
+	}
+	r := h.do("alice", http.MethodPatch, "/k8s/apis/purser.io/v1alpha1/namespaces/team-a/deployables/cfg?fieldManager=ops", "application/apply-patch+yaml", []byte(labelled("v2", "ops")))
+	if r.code != http.StatusConflict || r.str("reason") != "Conflict" || !strings.Contains(string(r.raw), `"reason":"FieldManagerConflict"`) {
+		t.Fatalf("the conflict over HTTP: %d %s", r.code, r.raw)
+	}
+
+	// --force-conflicts takes the field.
+	alice.ok(labelled("v2", "ops"), "apply", "--server-side", "--field-manager=ops", "--force-conflicts", "-f", "-")
+	d = h.get("alice", "/api/v1/deployables/team-a/cfg").want(t, http.StatusOK)
+	if !strings.Contains(string(d.raw), `"key":"v2"`) || d.str("metadata", "labels", "ops") != "yes" {
+		t.Fatalf("after the forced apply: %s", d.raw)
+	}
+	y := alice.ok("", "get", "deployable", "cfg", "-n", "team-a", "-o", "yaml", "--show-managed-fields")
+	for _, want := range []string{"manager: ci", "manager: ops", "operation: Apply", "f:key: {}"} {
+		if !strings.Contains(y, want) {
+			t.Fatalf("managedFields lack %q:\n%s", want, y)
+		}
+	}
+	// ci now owns its label only: ops owns the data.
+	if i := strings.Index(y, "manager: ci"); i < 0 || strings.Contains(y[strings.LastIndex(y[:i], "- apiVersion"):i], "f:key") {
+		t.Fatalf("the forced field is still ci's:\n%s", y)
+	}
+
+	// Without a field manager, apply is refused as the kube-apiserver
+	// refuses it.
+	r = h.do("alice", http.MethodPatch, "/k8s/apis/purser.io/v1alpha1/namespaces/team-a/deployables/cfg", "application/apply-patch+yaml", []byte(labelled("v3", "x")))
+	if r.code != http.StatusUnprocessableEntity || !strings.Contains(string(r.raw), "fieldManager") {
+		t.Fatalf("apply without fieldManager: %d %s", r.code, r.raw)
+	}
+
+	// A server-side apply creates a runnable too, audited as alice.
+	alice.ok(runnableYAML("team-a", "ssa", "true"), "apply", "--server-side", "--field-manager=ci", "-f", "-")
+	h.get("alice", "/api/v1/runnables/team-a/ssa").want(t, http.StatusOK)
+	hist := history(t, h)
+	if !slices.Contains(hist, "alice create Runnable/team-a/ssa") || !slices.Contains(hist, "alice create Deployable/team-a/cfg") {
+		t.Fatalf("history:\n%s", strings.Join(hist, "\n"))
 	}
 }
