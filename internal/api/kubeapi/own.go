@@ -66,6 +66,14 @@ type OwnKind struct {
 	// Identity names an object for its server-side apply record; nil:
 	// server-side apply is not served for the kind.
 	Identity Identity
+	// MayWrite refuses a user who may not write the kind in the
+	// namespace (a cluster-scoped kind: its name) before anything of the
+	// write is computed, as the kube-apiserver authorizes before it
+	// admits: a patch or an apply of someone else's object would
+	// otherwise answer with what it found there (a field's owner, the
+	// schema's complaint) before the handler's own check refuses it.
+	// The handler checks again. Nil: the handler alone checks.
+	MayWrite func(u policy.User, namespace string) error
 }
 
 func (k *OwnKind) verbs() []string {
@@ -162,6 +170,11 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 	}
 	if err := o.dryRun(); err != nil {
 		return err
+	}
+	if r.Method != http.MethodGet && k.MayWrite != nil {
+		if err := k.MayWrite(req.user, nsOrName(k, ns, o.name)); err != nil {
+			return o.refusal(err)
+		}
 	}
 	switch {
 	case r.Method == http.MethodGet && o.name == "":

@@ -81,7 +81,7 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 		{Kind: v1alpha1.KindRunnable, Plural: "runnables", Singular: "runnable", ShortNames: []string{"rn"}, Namespaced: true,
 			Object: v1alpha1.Runnable{}, Description: "Runnable is work that runs to its end on one member cluster at a time, placed, failed over and retried by purser.",
 			Get: k(s.getRunnable), List: k(s.listRunnables), Create: k(s.createRunnable), Update: k(s.updateRunnable),
-			Delete: k(s.deleteRunnable), NeedsResourceVersion: true,
+			Delete: k(s.deleteRunnable), NeedsResourceVersion: true, MayWrite: s.mayWriteIn("runnables"),
 			Identity: func(ctx context.Context, tx *store.Tx, ns, name string) (string, error) {
 				rec, err := tx.Runnables().Get(ctx, ns, name)
 				if errors.Is(err, store.ErrNotFound) {
@@ -94,7 +94,7 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 			}},
 		{Kind: v1alpha1.KindDeployable, Plural: "deployables", Singular: "deployable", ShortNames: []string{"dp"}, Namespaced: true,
 			Object: v1alpha1.Deployable{}, Description: "Deployable is an object kept on every member cluster its placement selects, rolled out in waves.",
-			Get: k(s.getDeployable), List: k(s.listDeployables), Update: k(s.putDeployable), Delete: k(s.deleteDeployable),
+			Get: k(s.getDeployable), List: k(s.listDeployables), Update: k(s.putDeployable), Delete: k(s.deleteDeployable), MayWrite: s.mayWriteIn("deployables"),
 			Identity: func(ctx context.Context, tx *store.Tx, ns, name string) (string, error) {
 				rec, err := tx.Deployables().Get(ctx, ns, name)
 				if errors.Is(err, store.ErrNotFound) {
@@ -108,6 +108,12 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 		{Kind: v1alpha1.KindQuota, Plural: "quotas", Singular: "quota",
 			Object: v1alpha1.Quota{}, Description: "Quota bounds what the runnables of the namespace it is named after hold across the farm; admins set it.",
 			Get: k(s.getQuota), List: k(s.listQuotas), Update: k(s.putQuota), Delete: k(s.deleteQuota),
+			MayWrite: func(u policy.User, _ string) error {
+				if !s.policy().IsAdmin(u) {
+					return errForbidden("user %q may not set or remove quotas; only admins may", u.Name)
+				}
+				return nil
+			},
 			// A quota has no uid: its creation time, to the second as
 			// metadata.creationTimestamp shows it, tells one from another
 			// of the same namespace made after a delete.
@@ -121,6 +127,18 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 				}
 				return rec.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), nil
 			}},
+	}
+}
+
+// mayWriteIn is the namespace rule of the handlers' writes of what
+// (runnables, deployables), for /k8s to apply before it computes a patch
+// or an apply.
+func (s *Server) mayWriteIn(what string) func(policy.User, string) error {
+	return func(u policy.User, ns string) error {
+		if !s.policy().Allowed(u, ns, policy.VerbWrite) {
+			return errForbidden("user %q may not change %s in namespace %q", u.Name, what, ns)
+		}
+		return nil
 	}
 }
 
