@@ -154,7 +154,7 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			"watching "+k.Plural+"."+OwnGroup+" is not served yet; list it again, or watch through purser's API (/api/v1/watch)")
 	}
-	if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		// Read first, whatever the answer: a refusal before the body is
 		// read would close the connection under the answer.
 		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
@@ -630,7 +630,7 @@ func patchNamesVersion(p []byte, mt string) bool {
 }
 
 func (o *ownCall) delete() error {
-	if b, err := io.ReadAll(io.LimitReader(o.req.r.Body, MaxBodyBytes)); err == nil && len(bytes.TrimSpace(b)) > 0 {
+	if b := o.body; len(bytes.TrimSpace(b)) > 0 {
 		// DeleteOptions: only dryRun is honoured; a precondition would be
 		// silently ignored, so it is refused.
 		var opts metav1.DeleteOptions
@@ -653,7 +653,14 @@ func (o *ownCall) delete() error {
 	if err != nil {
 		return err
 	}
-	return writeRaw(o.w, http.StatusOK, out)
+	var tm metav1.TypeMeta
+	if json.Unmarshal(out, &tm) == nil && tm.Kind != "" {
+		return writeRaw(o.w, http.StatusOK, out) // the object, as it was or as it is now (a runnable cancelled)
+	}
+	// The REST API answers some deletes with a note, not the object: a
+	// Status of success, as the kube-apiserver answers an object gone.
+	return writeJSON(o.w, http.StatusOK, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
+		Details: &metav1.StatusDetails{Name: o.name, Group: OwnGroup, Kind: o.k.Plural}})
 }
 
 func writeRaw(w http.ResponseWriter, code int, b []byte) error {

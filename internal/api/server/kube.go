@@ -74,7 +74,7 @@ func (s *Server) mountKube() {
 // each verb the REST API's own handler, so that a write through /k8s is
 // authorized, admitted, approved, audited and bounded by the same code as
 // the same write through /api/v1. A Quota is cluster-scoped there, named
-// after its namespace, as the REST API names it.
+// after its namespace, as the REST API names it; so is a Cluster.
 func (s *Server) kubeKinds() []kubeapi.OwnKind {
 	k := s.kubeHandler
 	return []kubeapi.OwnKind{
@@ -119,6 +119,25 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 			// of the same namespace made after a delete.
 			Identity: func(ctx context.Context, tx *store.Tx, ns, _ string) (string, error) {
 				rec, err := tx.Quotas().Get(ctx, ns)
+				if errors.Is(err, store.ErrNotFound) {
+					return "", nil
+				}
+				if err != nil {
+					return "", err
+				}
+				return rec.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), nil
+			}},
+		{Kind: v1alpha1.KindCluster, Plural: "clusters", Singular: "cluster",
+			Object: v1alpha1.Cluster{}, Description: "Cluster is a member cluster registered with purser; only admins register, change and remove them.",
+			Get: k(s.getCluster), List: k(s.listClusters), Create: k(s.createCluster), Update: k(s.updateCluster), Delete: k(s.deleteCluster),
+			MayWrite: func(u policy.User, _ string) error {
+				if !s.policy().IsAdmin(u) {
+					return errForbidden("user %q may not register, change or remove clusters; only admins may", u.Name)
+				}
+				return nil
+			},
+			Identity: func(ctx context.Context, tx *store.Tx, _, name string) (string, error) {
+				rec, err := tx.Clusters().Get(ctx, name)
 				if errors.Is(err, store.ErrNotFound) {
 					return "", nil
 				}

@@ -281,3 +281,25 @@ func testKubeServerSideApply(t *testing.T, h *harness) {
 		t.Fatalf("history:\n%s", strings.Join(hist, "\n"))
 	}
 }
+
+// TestKubeWriteClusters: clusters through /k8s are the admins' to write,
+// as through /api/v1; their credentials are never served.
+func TestKubeWriteClusters(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	admin, alice := newKubectlAt(t, h, "admin"), newKubectlAt(t, h, "alice")
+	alice.fails(clusterYAML("dc9", "tok-9"), "Forbidden", "create", "-f", "-")
+	alice.fails(clusterYAML("dc9", "tok-9"), "Forbidden", "apply", "--server-side", "-f", "-")
+	admin.ok(clusterYAML("dc9", "tok-9"), "create", "-f", "-")
+	admin.ok("", "label", "cluster", "dc9", "tier=gold", "--overwrite")
+	if got := h.get("admin", "/api/v1/clusters/dc9").want(t, http.StatusOK).str("metadata", "labels", "tier"); got != "gold" {
+		t.Fatalf("after kubectl label the cluster's tier is %q", got)
+	}
+	admin.ok(strings.Replace(clusterYAML("dc9", "tok-9"), "tier: prod", "tier: silver", 1), "apply", "--server-side", "--force-conflicts", "-f", "-")
+	y := admin.ok("", "get", "clusters", "-o", "yaml")
+	if !strings.Contains(y, "tier: silver") || strings.Contains(y, "tok-9") {
+		t.Fatalf("clusters through /k8s:\n%s", y)
+	}
+	alice.fails("", "Forbidden", "delete", "cluster", "dc9", "--wait=false")
+	admin.ok("", "delete", "cluster", "dc9", "--wait=false")
+	h.get("admin", "/api/v1/clusters/dc9").want(t, http.StatusNotFound)
+}
