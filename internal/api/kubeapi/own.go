@@ -152,7 +152,7 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 	r := req.r
 	if isTrue(r.URL.Query().Get("watch")) {
 		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
-			"watching "+k.Plural+"."+OwnGroup+" is not served yet; list it again, or watch through purser's API (/api/v1/watch)")
+			"watching "+k.Plural+"."+OwnGroup+" is not served: purser keeps no change sequence of its own kinds to watch from; list again, or use purser's API and CLI (`purser get`, `purser describe`)")
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		// Read first, whatever the answer: a refusal before the body is
