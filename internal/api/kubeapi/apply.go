@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -240,23 +242,11 @@ func (o *ownCall) apply() error {
 // write stores obj through the REST API's create (when it did not exist)
 // or update, and the ownership record with it in the same transaction.
 func (o *ownCall) write(obj map[string]any, exists bool, entries []metav1.ManagedFieldsEntry) error {
-	raw, err := json.Marshal(entries)
+	restore, err := o.storeWith(entries)
 	if err != nil {
 		return err
 	}
-	k, ns, name := o.k, o.ns, o.name
-	if !k.Namespaced {
-		ns = ""
-	}
-	src := o.req.r
-	o.req.r = src.WithContext(o.a.cfg.InTx(src.Context(), func(ctx context.Context, tx *store.Tx) error {
-		id, err := k.Identity(ctx, tx, nsOrName(k, ns, name), name)
-		if err != nil || id == "" {
-			return err
-		}
-		return tx.ManagedFields().Put(ctx, k.Kind, ns, name, id, raw)
-	}))
-	defer func() { o.req.r = src }()
+	defer restore()
 	if !exists {
 		return o.createFrom(obj)
 	}
@@ -270,4 +260,91 @@ func nsOrName(k *OwnKind, ns, name string) string {
 		return ns
 	}
 	return name
+}
+
+// storeWith has the ownership record stored in the transaction of the
+// write that follows, until restore.
+func (o *ownCall) storeWith(entries []metav1.ManagedFieldsEntry) (restore func(), err error) {
+	raw, err := json.Marshal(entries)
+	if err != nil {
+		return nil, err
+	}
+	k, ns, name := o.k, o.ns, o.name
+	if !k.Namespaced {
+		ns = ""
+	}
+	src := o.req.r
+	o.req.r = src.WithContext(o.a.cfg.InTx(src.Context(), func(ctx context.Context, tx *store.Tx) error {
+		id, err := k.Identity(ctx, tx, nsOrName(k, ns, name), name)
+		if err != nil || id == "" {
+			return err
+		}
+		return tx.ManagedFields().Put(ctx, k.Kind, ns, name, id, raw)
+	}))
+	return func() { o.req.r = src }, nil
+}
+
+// ownership records a write that is not an apply (a create, an update, a
+// patch) as the kube-apiserver does: the fields it changes become its
+// manager's (fieldManager, else the client's name from its User-Agent,
+// kubectl-patch say), so that an applier who owned them meets a conflict
+// at its next apply rather than undoing the change unawares. cur is the
+// object as read (nil: none). Managed fields in obj are accepted only as
+// they are stored (an object read and written back); to change them is
+// refused.
+func (o *ownCall) ownership(obj map[string]any, cur []byte) (restore func(), err error) {
+	if o.a.cfg.InTx == nil || o.k.Identity == nil {
+		return func() {}, nil
+	}
+	manager := o.req.r.URL.Query().Get("fieldManager")
+	if manager == "" {
+		manager, _, _ = strings.Cut(o.req.r.UserAgent(), "/")
+	}
+	if len(manager) > maxFieldManager {
+		return nil, o.invalid(fmt.Sprintf("PatchOptions.meta.k8s.io is invalid: fieldManager: Too long: may not be longer than %d", maxFieldManager),
+			[]FieldCause{{Field: "fieldManager", Message: fmt.Sprintf("Too long: may not be longer than %d", maxFieldManager)}})
+	}
+	fm, err := o.a.fieldManager(o.k)
+	if err != nil {
+		return nil, err
+	}
+	live := &unstructured.Unstructured{}
+	if cur == nil {
+		live.SetGroupVersionKind(schema.GroupVersionKind{Group: OwnGroup, Version: OwnVersion, Kind: o.k.Kind})
+		live.SetName(o.name)
+		if o.k.Namespaced {
+			live.SetNamespace(o.ns)
+		}
+	} else {
+		if err := json.Unmarshal(cur, &live.Object); err != nil {
+			return nil, fmt.Errorf("the %s as read: %w", o.k.Kind, err)
+		}
+		entries, err := o.readManaged(o.req.r.Context(), identityOf(live))
+		if err != nil {
+			return nil, err
+		}
+		live.SetManagedFields(entries)
+	}
+	next := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(obj)}
+	if given, found, _ := unstructured.NestedFieldNoCopy(obj, "metadata", "managedFields"); found {
+		stored, _ := json.Marshal(live.GetManagedFields())
+		sent, _ := json.Marshal(given)
+		var a, b any
+		_ = json.Unmarshal(stored, &a)
+		_ = json.Unmarshal(sent, &b)
+		if !equality.Semantic.DeepEqual(a, b) && (len(live.GetManagedFields()) > 0 || given != nil) {
+			return nil, o.invalid("metadata.managedFields may not be written: they are kept by the server, from the writes it takes",
+				[]FieldCause{{Field: "metadata.managedFields", Message: "Forbidden: may not be changed"}})
+		}
+		unstructured.RemoveNestedField(obj, "metadata", "managedFields")
+		unstructured.RemoveNestedField(next.Object, "metadata", "managedFields")
+	}
+	next.SetManagedFields(live.GetManagedFields())
+	out, err := fm.Update(live, next, manager)
+	if err != nil {
+		// It does not fit the schema: the REST API's handler refuses it,
+		// in its own words, the same as through /api/v1.
+		return func() {}, nil //nolint:nilerr // the handler refuses it
+	}
+	return o.storeWith(out.(*unstructured.Unstructured).GetManagedFields())
 }

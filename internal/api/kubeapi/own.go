@@ -444,6 +444,11 @@ func (o *ownCall) create() error {
 	if err != nil {
 		return err
 	}
+	restore, err := o.ownership(obj, nil)
+	if err != nil {
+		return err
+	}
+	defer restore()
 	return o.createFrom(obj)
 }
 
@@ -492,6 +497,19 @@ func (o *ownCall) update() error {
 	if err != nil {
 		return err
 	}
+	_, cur, err := o.call(o.k.Get, http.MethodGet, nil, nil)
+	var se *statusError
+	if errors.As(err, &se) && se.st.Code == http.StatusNotFound {
+		cur, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	restore, err := o.ownership(obj, cur)
+	if err != nil {
+		return err
+	}
+	defer restore()
 	return o.replace(obj, true)
 }
 
@@ -602,7 +620,12 @@ func (o *ownCall) patch() error {
 			return err
 		}
 		pinned := patchNamesVersion(p, mt)
+		restore, err := o.ownership(obj, cur)
+		if err != nil {
+			return err
+		}
 		err = o.replace(obj, false)
+		restore()
 		var se *statusError
 		if errors.As(err, &se) && se.st.Code == http.StatusConflict && se.st.Reason == metav1.StatusReasonConflict && !pinned && attempt < maxPatchRetries {
 			continue

@@ -266,6 +266,18 @@ func testKubeServerSideApply(t *testing.T, h *harness) {
 		t.Fatalf("the forced field is still ci's:\n%s", y)
 	}
 
+	// A plain write through /k8s takes the fields it changes for its
+	// manager, as the kube-apiserver's does: the applier's next apply
+	// meets a conflict rather than undoing the change unawares.
+	alice.ok("", "patch", "deployable", "cfg", "-n", "team-a", "--type=merge", "-p", `{"spec":{"template":{"data":{"key":"patched"}}}}`)
+	out, errOut, failed = alice.run(labelled("v2", "ops"), "apply", "--server-side", "--field-manager=ops", "-f", "-")
+	if !failed || !strings.Contains(errOut, `conflict with "kubectl-patch"`) {
+		t.Fatalf("ops's apply after kubectl patch: failed %v\n%s%s", failed, out, errOut)
+	}
+	if y := alice.ok("", "get", "deployable", "cfg", "-n", "team-a", "-o", "yaml", "--show-managed-fields"); !strings.Contains(y, "manager: kubectl-patch") || !strings.Contains(y, "operation: Update") {
+		t.Fatalf("managedFields after kubectl patch:\n%s", y)
+	}
+
 	// Without a field manager, apply is refused as the kube-apiserver
 	// refuses it.
 	r = h.do("alice", http.MethodPatch, "/k8s/apis/purser.io/v1alpha1/namespaces/team-a/deployables/cfg", "application/apply-patch+yaml", []byte(labelled("v3", "x")))
