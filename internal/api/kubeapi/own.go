@@ -109,6 +109,9 @@ type Failure struct {
 // FieldCause is one field a refusal names.
 type FieldCause struct{ Field, Message string }
 
+// writeVerbs are the verbs of a write of purser's kinds.
+var writeVerbs = []string{"create", "delete", "patch", "update"}
+
 // MaxBodyBytes bounds a write's body, as the REST API bounds its own.
 const MaxBodyBytes = 1 << 20
 

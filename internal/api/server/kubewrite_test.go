@@ -122,6 +122,27 @@ func TestKubeWrite(t *testing.T) {
 		t.Fatalf("explain runnables:\n%s", out)
 	}
 
+	// auth can-i answers the writes from the handlers' rule.
+	for _, c := range []struct {
+		k    *kubectlAt
+		args []string
+		want string
+	}{
+		{alice, []string{"create", "runnables.purser.io", "-n", "team-a"}, "yes"},
+		{alice, []string{"patch", "deployables.purser.io", "-n", "team-a"}, "yes"},
+		{alice, []string{"create", "runnables.purser.io", "-n", "team-z"}, "no"},
+		{bob, []string{"delete", "runnables.purser.io", "-n", "team-a"}, "no"},
+		{alice, []string{"update", "quotas.purser.io/team-a"}, "no"},
+	} {
+		out, _, _ := c.k.run("", append([]string{"auth", "can-i"}, c.args...)...)
+		if got, _, _ := strings.Cut(strings.TrimSpace(out), " "); got != c.want {
+			t.Errorf("auth can-i %v: %q, want %q", c.args, out, c.want)
+		}
+	}
+	if out := alice.ok("", "auth", "can-i", "--list", "-n", "team-a"); !strings.Contains(out, "runnables.purser.io") || !strings.Contains(out, "create delete patch update]") {
+		t.Errorf("auth can-i --list -n team-a:\n%s", out)
+	}
+
 	// create, then read back as a Kubernetes object.
 	alice.ok(runnableYAML("team-a", "k1", "sleep 1"), "create", "-f", "-")
 	y := alice.ok("", "get", "runnables", "-n", "team-a", "-o", "yaml")
