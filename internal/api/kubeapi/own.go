@@ -63,6 +63,8 @@ type OwnKind struct {
 	// replaces whatever is there, as the kube-apiserver's does, and
 	// takes the version of the object's last read.
 	NeedsResourceVersion bool
+	// Columns are what kubectl get prints between NAME and AGE.
+	Columns []OwnColumn
 	// Identity names an object for its server-side apply record; nil:
 	// server-side apply is not served for the kind.
 	Identity Identity
@@ -338,6 +340,13 @@ func (o *ownCall) list() error {
 	if page.Items == nil {
 		page.Items = []json.RawMessage{}
 	}
+	if v := asTable(o.req.r); v != "" {
+		t, err := o.a.ownTable(o.k, o.req.r, v, page.Items, metav1.ListMeta{Continue: page.Continue})
+		if err != nil {
+			return err
+		}
+		return writeJSON(o.w, http.StatusOK, t)
+	}
 	return writeJSON(o.w, http.StatusOK, map[string]any{
 		"apiVersion": OwnGroup + "/" + OwnVersion, "kind": o.k.Kind + "List",
 		"metadata": metav1.ListMeta{Continue: page.Continue}, "items": page.Items,
@@ -350,6 +359,13 @@ func (o *ownCall) get() error {
 	_, body, err := o.call(o.k.Get, http.MethodGet, nil, nil)
 	if err != nil {
 		return err
+	}
+	if v := asTable(o.req.r); v != "" {
+		t, err := o.a.ownTable(o.k, o.req.r, v, []json.RawMessage{body}, metav1.ListMeta{})
+		if err != nil {
+			return err
+		}
+		return writeJSON(o.w, http.StatusOK, t)
 	}
 	if o.k.Identity == nil {
 		return writeRaw(o.w, http.StatusOK, body)

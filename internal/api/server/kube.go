@@ -80,6 +80,13 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 	return []kubeapi.OwnKind{
 		{Kind: v1alpha1.KindRunnable, Plural: "runnables", Singular: "runnable", ShortNames: []string{"rn"}, Namespaced: true,
 			Object: v1alpha1.Runnable{}, Description: "Runnable is work that runs to its end on one member cluster at a time, placed, failed over and retried by purser.",
+			Columns: []kubeapi.OwnColumn{
+				{Name: "Phase", Type: "string", Path: []string{"status", "phase"}, Description: "Where the runnable is in its life."},
+				{Name: "Cluster", Type: "string", Path: []string{"status", "cluster"}, Description: "The member cluster of its current attempt."},
+				{Name: "Health", Type: "string", Path: []string{"status", "health"}, Description: "Its object's health there."},
+				{Name: "Attempts", Type: "integer", Path: []string{"status", "attemptCount"}, Priority: 1, Description: "How many attempts it had."},
+				{Name: "Message", Type: "string", Path: []string{"status", "message"}, Priority: 1, Description: "What purser says of it last."},
+			},
 			Get: k(s.getRunnable), List: k(s.listRunnables), Create: k(s.createRunnable), Update: k(s.updateRunnable),
 			Delete: k(s.deleteRunnable), NeedsResourceVersion: true, MayWrite: s.mayWriteIn("runnables"),
 			Identity: func(ctx context.Context, tx *store.Tx, ns, name string) (string, error) {
@@ -94,6 +101,11 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 			}},
 		{Kind: v1alpha1.KindDeployable, Plural: "deployables", Singular: "deployable", ShortNames: []string{"dp"}, Namespaced: true,
 			Object: v1alpha1.Deployable{}, Description: "Deployable is an object kept on every member cluster its placement selects, rolled out in waves.",
+			Columns: []kubeapi.OwnColumn{
+				{Name: "Phase", Type: "string", Path: []string{"status", "phase"}, Description: "Active, or PendingApproval."},
+				{Name: "Generation", Type: "integer", Path: []string{"status", "generation"}, Description: "The spec's generation in force."},
+				{Name: "Rollout", Type: "string", Path: []string{"status", "rollout", "state"}, Priority: 1, Description: "Where its rollout is."},
+			},
 			Get: k(s.getDeployable), List: k(s.listDeployables), Update: k(s.putDeployable), Delete: k(s.deleteDeployable), MayWrite: s.mayWriteIn("deployables"),
 			Identity: func(ctx context.Context, tx *store.Tx, ns, name string) (string, error) {
 				rec, err := tx.Deployables().Get(ctx, ns, name)
@@ -129,6 +141,9 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 			}},
 		{Kind: v1alpha1.KindCluster, Plural: "clusters", Singular: "cluster",
 			Object: v1alpha1.Cluster{}, Description: "Cluster is a member cluster registered with purser; only admins register, change and remove them.",
+			Columns: []kubeapi.OwnColumn{
+				{Name: "State", Type: "string", Path: []string{"status", "state"}, Description: "Ready, NotReady or Unknown."},
+			},
 			Get: k(s.getCluster), List: k(s.listClusters), Create: k(s.createCluster), Update: k(s.updateCluster), Delete: k(s.deleteCluster),
 			MayWrite: func(u policy.User, _ string) error {
 				if !s.policy().IsAdmin(u) {

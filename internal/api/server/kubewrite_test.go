@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -87,6 +88,29 @@ func (k *kubectlAt) fails(stdin, want string, args ...string) {
 	}
 }
 
+// table reads kubectl's table output: its header, and each row's cells
+// by column.
+func table(t *testing.T, out string) (header []string, rows []map[string]string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		return nil, nil
+	}
+	split := regexp.MustCompile(`\s{2,}`)
+	header = split.Split(strings.TrimSpace(lines[0]), -1)
+	for _, l := range lines[1:] {
+		cells := split.Split(strings.TrimSpace(l), -1)
+		row := map[string]string{}
+		for i, h := range header {
+			if i < len(cells) {
+				row[h] = cells[i]
+			}
+		}
+		rows = append(rows, row)
+	}
+	return header, rows
+}
+
 // history is the audit log, oldest first, as "actor action object".
 func history(t *testing.T, h *harness) []string {
 	t.Helper()
@@ -151,8 +175,11 @@ func TestKubeWrite(t *testing.T) {
 			t.Fatalf("get -o yaml lacks %q:\n%s", want, y)
 		}
 	}
-	if out := alice.ok("", "get", "runnable", "k1", "-n", "team-a"); !strings.Contains(out, "k1") {
-		t.Fatalf("get runnable k1:\n%s", out)
+	if _, rows := table(t, alice.ok("", "get", "runnable", "k1", "-n", "team-a")); len(rows) != 1 || rows[0]["NAME"] != "k1" || rows[0]["PHASE"] != "Queued" {
+		t.Fatalf("get runnable k1: %v", rows)
+	}
+	if header, _ := table(t, alice.ok("", "get", "runnables", "-n", "team-a", "-o", "wide")); !slices.Contains(header, "ATTEMPTS") {
+		t.Fatalf("get runnables -o wide: %v", header)
 	}
 	rest := h.get("alice", "/api/v1/runnables/team-a/k1").want(t, http.StatusOK)
 	if rest.str("metadata", "uid") == "" || !strings.Contains(y, "uid: "+rest.str("metadata", "uid")) {
