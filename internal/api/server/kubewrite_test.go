@@ -29,6 +29,7 @@ import (
 type kubectlAt struct {
 	t                    *testing.T
 	bin, kubeconfig, dir string
+	env                  []string // more of kubectl's environment
 }
 
 func newKubectlAt(t *testing.T, h *harness, user string) *kubectlAt {
@@ -59,7 +60,7 @@ func (k *kubectlAt) run(stdin string, args ...string) (string, string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig", k.kubeconfig, "--cache-dir", filepath.Join(k.dir, "cache")}, args...)...)
-	c.Env = append(os.Environ(), "HOME="+k.dir)
+	c.Env = append(append(os.Environ(), "HOME="+k.dir), k.env...)
 	c.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errOut
@@ -235,6 +236,28 @@ func TestKubeWrite(t *testing.T) {
 		t.Fatalf("after apply of v2: %s", d.raw)
 	}
 
+	// diff (a dry-run patch), edit (an EDITOR script), and get -o yaml
+	// round-tripped through replace.
+	diff, _, _ := alice.run(configMapDeployable("team-a", "cfg", "v3"), "diff", "-f", "-")
+	if !strings.Contains(diff, "-      key: v2") || !strings.Contains(diff, "+      key: v3") {
+		t.Fatalf("kubectl diff:\n%s", diff)
+	}
+	editor := filepath.Join(t.TempDir(), "editor.sh")
+	if err := os.WriteFile(editor, []byte("#!/bin/sh\nsed -i 's/key: v2/key: edited/' \"$1\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	alice.env = []string{"KUBE_EDITOR=" + editor}
+	alice.ok("", "edit", "deployable", "cfg", "-n", "team-a")
+	alice.env = nil
+	if d := h.get("alice", "/api/v1/deployables/team-a/cfg"); !strings.Contains(string(d.raw), `"key":"edited"`) {
+		t.Fatalf("after kubectl edit: %s", d.raw)
+	}
+	y = alice.ok("", "get", "deployable", "cfg", "-n", "team-a", "-o", "yaml")
+	alice.ok(strings.Replace(y, "key: edited", "key: replaced", 1), "replace", "-f", "-")
+	if d := h.get("alice", "/api/v1/deployables/team-a/cfg"); !strings.Contains(string(d.raw), `"key":"replaced"`) {
+		t.Fatalf("after get -o yaml | replace: %s", d.raw)
+	}
+
 	// delete: the REST API's delete, a cancel of a runnable that has not
 	// ended.
 	alice.ok("", "delete", "runnable", "k1", "-n", "team-a", "--wait=false")
@@ -249,6 +272,8 @@ func TestKubeWrite(t *testing.T) {
 		"alice update Runnable/team-a/k1",
 		"alice update Runnable/team-a/k1",
 		"alice create Deployable/team-a/cfg",
+		"alice update Deployable/team-a/cfg",
+		"alice update Deployable/team-a/cfg",
 		"alice update Deployable/team-a/cfg",
 		"alice cancel Runnable/team-a/k1",
 		"alice delete Deployable/team-a/cfg",
