@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -387,4 +388,45 @@ func TestKubeWriteClusters(t *testing.T) {
 	alice.fails("", "Forbidden", "delete", "cluster", "dc9", "--wait=false")
 	admin.ok("", "delete", "cluster", "dc9", "--wait=false")
 	h.get("admin", "/api/v1/clusters/dc9").want(t, http.StatusNotFound)
+}
+
+// TestKubeWriteSameAsREST: the same write through /api/v1 and through
+// /k8s (create, then a change of spec) stores the same object and the
+// same audit entry, but for the name.
+func TestKubeWriteSameAsREST(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "via-rest", "sleep 1")).want(t, http.StatusAccepted)
+	h.do("alice", "POST", "/k8s/apis/purser.io/v1alpha1/namespaces/team-a/runnables", "application/yaml", []byte(runnableYAML("team-a", "via-k8s", "sleep 1"))).want(t, http.StatusCreated)
+	for _, name := range []string{"via-rest", "via-k8s"} {
+		rv := h.get("alice", "/api/v1/runnables/team-a/"+name).want(t, http.StatusOK).str("metadata", "resourceVersion")
+		changed := strings.Replace(runnableYAML("team-a", name, "sleep 2"), "  namespace: team-a\n", "  namespace: team-a\n  resourceVersion: \""+rv+"\"\n", 1)
+		path := "/api/v1/runnables/team-a/" + name
+		if name == "via-k8s" {
+			path = "/k8s/apis/purser.io/v1alpha1/namespaces/team-a/runnables/" + name
+		}
+		h.yaml("alice", "PUT", path, changed).want(t, http.StatusOK)
+	}
+	strip := func(name string) string {
+		r := h.get("alice", "/api/v1/runnables/team-a/"+name).want(t, http.StatusOK)
+		spec, _ := json.Marshal(r.body["spec"])
+		return string(spec) + " " + r.str("status", "phase") + " " + r.str("status", "submittedBy")
+	}
+	if a, b := strip("via-rest"), strip("via-k8s"); a != b {
+		t.Fatalf("stored through /api/v1:\n%s\nthrough /k8s:\n%s", a, b)
+	}
+	entries := map[string][]string{}
+	for _, e := range h.get("admin", "/api/v1/history?limit=500").want(t, http.StatusOK).items() {
+		obj := fmt.Sprint(e["object"])
+		name := obj[strings.LastIndex(obj, "/")+1:]
+		delete(e, "seq")
+		delete(e, "time")
+		delete(e, "hash")
+		delete(e, "prevHash")
+		delete(e, "object")
+		b, _ := json.Marshal(e)
+		entries[name] = append(entries[name], strings.ReplaceAll(string(b), name, "NAME"))
+	}
+	if len(entries["via-rest"]) != 2 || !slices.Equal(entries["via-rest"], entries["via-k8s"]) {
+		t.Fatalf("audit through /api/v1:\n%s\nthrough /k8s:\n%s", strings.Join(entries["via-rest"], "\n"), strings.Join(entries["via-k8s"], "\n"))
+	}
 }
