@@ -359,6 +359,10 @@ func writeStatus(w http.ResponseWriter, err error) {
 		}
 	}
 	_ = writeJSON(w, int(se.st.Code), se.st)
+	// Sent now: a refusal made before the request's body was read is
+	// followed by closing the connection (the server's closeNow), which
+	// would drop what is still buffered.
+	_ = http.NewResponseController(w).Flush()
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) error {
@@ -369,6 +373,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) error {
 	if w.Header().Get("Content-Type") == "" {
 		w.Header().Set("Content-Type", "application/json")
 	}
+	// With its length, an answer followed by closing the connection
+	// (closeNow) reaches the client whole, not as a chunked body cut off.
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
 	return nil

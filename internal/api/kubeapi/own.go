@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,9 +160,17 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			"watching "+k.Plural+"."+OwnGroup+" is not served: purser keeps no change sequence of its own kinds to watch from; list again, or use purser's API and CLI (`purser get`, `purser describe`)")
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && k.MayWrite != nil {
+		// Refused before the body is read: the connection closes after
+		// the answer, so that a body trickled in holds nothing.
+		if err := k.MayWrite(req.user, nsOrName(k, ns, o.name)); err != nil {
+			w.Header().Set("Connection", "close")
+			return o.refusal(err)
+		}
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		// Read first, whatever the answer: a refusal before the body is
-		// read would close the connection under the answer.
+		// Read whole before any other answer: what is refused from here
+		// on is answered on a connection that stays usable.
 		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -175,11 +184,6 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 	}
 	if err := o.dryRun(); err != nil {
 		return err
-	}
-	if r.Method != http.MethodGet && k.MayWrite != nil {
-		if err := k.MayWrite(req.user, nsOrName(k, ns, o.name)); err != nil {
-			return o.refusal(err)
-		}
 	}
 	switch {
 	case r.Method == http.MethodGet && o.name == "":
@@ -707,6 +711,7 @@ func (o *ownCall) delete() error {
 
 func writeRaw(w http.ResponseWriter, code int, b []byte) error {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
 	return nil

@@ -176,6 +176,18 @@ func (s *Server) mayWriteIn(what string) func(policy.User, string) error {
 	}
 }
 
+// KubeKinds are purser's kinds as /k8s describes them (names, schema,
+// columns), without the handlers: what deploy/crds is made from
+// (TestCRDsAreGenerated).
+func KubeKinds() []kubeapi.OwnKind {
+	kinds := (&Server{}).kubeKinds()
+	for i := range kinds {
+		k := &kinds[i]
+		k.Get, k.List, k.Create, k.Update, k.Delete, k.MayWrite, k.Identity = nil, nil, nil, nil, nil, nil, nil
+	}
+	return kinds
+}
+
 // kubeHandler is what handle does around a handler that /k8s does not do
 // already (it authenticates and limits the rate itself): a write is
 // refused while the database's primary is out of reach, and runs to its
