@@ -26,6 +26,7 @@ func CRD(k *OwnKind) ([]byte, error) {
 		return nil, err
 	}
 	delete(schema, extGVK)
+	delete(schema, extMapType) // the root of a CRD's schema is always granular, and may not say so
 	props, _ := schema["properties"].(map[string]any)
 	if props != nil {
 		props["metadata"] = map[string]any{"type": "object"}
