@@ -14,8 +14,12 @@ import (
 	"github.com/purser-io/purser/internal/api/server"
 )
 
-// crdDir holds the CustomResourceDefinitions of purser's kinds.
-const crdDir = "../../../deploy/crds"
+// crdDir holds the CustomResourceDefinitions of purser's kinds;
+// examplesDir, what users copy.
+var (
+	crdDir      = filepath.FromSlash("../../../deploy/crds")
+	examplesDir = filepath.FromSlash("../../../examples")
+)
 
 // TestCRDsAreGenerated: deploy/crds is what the schema /k8s serves makes
 // (PURSER_UPDATE_CRDS=1 writes it), so that the CRDs tools install say
@@ -79,6 +83,6 @@ func TestCRDsInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"runnable-job.yaml", "runnable-flink.yaml", "deployable-rollout.yaml"} {
-		kubectl("apply", "--dry-run=server", "--validate=strict", "-n", "team-a", "-f", filepath.Join("../../../examples", f))
+		kubectl("apply", "--dry-run=server", "--validate=strict", "-n", "team-a", "-f", filepath.Join(examplesDir, f))
 	}
 }
