@@ -14,6 +14,8 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -327,8 +329,12 @@ func (o *ownCall) list() error {
 	if v := o.req.r.URL.Query().Get("continue"); v != "" {
 		q.Set("continue", v)
 	}
-	if o.req.r.URL.Query().Get("labelSelector") != "" || o.req.r.URL.Query().Get("fieldSelector") != "" {
-		return badRequest("selectors are not served on " + o.k.Plural + "." + OwnGroup + " yet; list without them")
+	// Selectors are applied to each page the REST API answers: a page
+	// may hold fewer items than the limit, and the continue token goes on
+	// from where the REST API's page ended, as a kube-apiserver's does.
+	var sq sel
+	if err := parseSelectors(o.req.r, &sq); err != nil {
+		return err
 	}
 	_, body, err := o.call(o.k.List, http.MethodGet, q, nil)
 	if err != nil {
@@ -340,6 +346,28 @@ func (o *ownCall) list() error {
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
 		return fmt.Errorf("list %s: %w", o.k.Plural, err)
+	}
+	if sq.labels != nil || sq.fields != nil || sq.none {
+		kept := page.Items[:0]
+		for _, raw := range page.Items {
+			var m struct {
+				Metadata struct {
+					Name      string            `json:"name"`
+					Namespace string            `json:"namespace"`
+					Labels    map[string]string `json:"labels"`
+				} `json:"metadata"`
+			}
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return fmt.Errorf("a %s as listed: %w", o.k.Kind, err)
+			}
+			md := m.Metadata
+			if sq.none || (sq.labels != nil && !sq.labels.Matches(labels.Set(md.Labels))) ||
+				(sq.fields != nil && !sq.fields.Matches(fields.Set{"metadata.name": md.Name, "metadata.namespace": md.Namespace})) {
+				continue
+			}
+			kept = append(kept, raw)
+		}
+		page.Items = kept
 	}
 	if page.Items == nil {
 		page.Items = []json.RawMessage{}

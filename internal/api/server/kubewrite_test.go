@@ -430,3 +430,39 @@ func TestKubeWriteSameAsREST(t *testing.T) {
 		t.Fatalf("audit through /api/v1:\n%s\nthrough /k8s:\n%s", strings.Join(entries["via-rest"], "\n"), strings.Join(entries["via-k8s"], "\n"))
 	}
 }
+
+// TestKubePrune: a folder applied with --prune -l keeps purser's kinds
+// as the folder says: a file removed, its deployable is deleted (through
+// the REST API's delete), and what the selector does not select stays.
+func TestKubePrune(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	alice := newKubectlAt(t, h, "alice")
+	dir := t.TempDir()
+	labelled := func(name string) string {
+		return strings.Replace(configMapDeployable("team-a", name, "v1"), "metadata: {name: "+name+", namespace: team-a}",
+			"metadata: {name: "+name+", namespace: team-a, labels: {app: gitops}}", 1)
+	}
+	for _, name := range []string{"one", "two"} {
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(labelled(name)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.yaml("alice", "PUT", "/api/v1/deployables/team-a/other", configMapDeployable("team-a", "other", "v1")).want(t, http.StatusCreated)
+	prune := []string{"apply", "-f", dir, "--prune", "-l", "app=gitops", "--prune-allowlist=purser.io/v1alpha1/Deployable", "-n", "team-a"}
+	alice.ok("", prune...)
+	if _, rows := table(t, alice.ok("", "get", "deployables", "-n", "team-a", "-l", "app=gitops")); len(rows) != 2 {
+		t.Fatalf("deployables labelled app=gitops: %v", rows)
+	}
+	if err := os.Remove(filepath.Join(dir, "two.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out := alice.ok("", prune...)
+	if !strings.Contains(out, "deployable.purser.io/two pruned") {
+		t.Fatalf("apply --prune:\n%s", out)
+	}
+	h.get("alice", "/api/v1/deployables/team-a/one").want(t, http.StatusOK)
+	h.get("alice", "/api/v1/deployables/team-a/other").want(t, http.StatusOK)
+	if !slices.Contains(history(t, h), "alice delete Deployable/team-a/two") {
+		t.Fatalf("the prune is not in the history:\n%s", strings.Join(history(t, h), "\n"))
+	}
+}
