@@ -248,7 +248,7 @@ func (o *ownCall) write(obj map[string]any, exists bool, entries []metav1.Manage
 	}
 	defer restore()
 	if !exists {
-		return o.createFrom(obj)
+		return o.create1(obj, true)
 	}
 	return o.replace(obj, false)
 }

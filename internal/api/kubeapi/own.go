@@ -505,14 +505,24 @@ func (o *ownCall) create() error {
 
 // createFrom creates obj, which fits the path, through the kind's Create
 // (or its Update, where nothing is).
-func (o *ownCall) createFrom(obj map[string]any) error {
+func (o *ownCall) createFrom(obj map[string]any) error { return o.create1(obj, false) }
+
+// create1 is createFrom; absent says the caller found nothing there just
+// now (an apply's read), which spares a second look: PUT creates or
+// replaces, and an apply is create-or-update anyway.
+func (o *ownCall) create1(obj map[string]any, absent bool) error {
 	body, _ := json.Marshal(obj)
 	if o.k.Create == nil {
 		// PUT creates or replaces: make sure it creates.
-		if _, _, err := o.call(o.k.Get, http.MethodGet, nil, nil); err == nil {
-			return o.alreadyExists()
-		} else if se := (*statusError)(nil); !errors.As(err, &se) || se.st.Code != http.StatusNotFound {
-			return err
+		if !absent {
+			_, _, err := o.call(o.k.Get, http.MethodGet, nil, nil)
+			var se *statusError
+			switch {
+			case err == nil:
+				return o.alreadyExists()
+			case !errors.As(err, &se) || se.st.Code != http.StatusNotFound:
+				return err
+			}
 		}
 		_, out, err := o.call(o.k.Update, http.MethodPut, nil, body)
 		if err != nil {
