@@ -31,7 +31,9 @@ func (f *farm) send(user, method, path, contentType string, body []byte) answer 
 		f.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+f.tokens[user])
-	req.Header.Set("Content-Type", contentType)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
@@ -42,6 +44,8 @@ func (f *farm) send(user, method, path, contentType string, body []byte) answer 
 	_ = json.Unmarshal(raw, &a.body)
 	return a
 }
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
 
 // managedRows counts the server-side apply records.
 func (f *farm) managedRows() int {
@@ -88,6 +92,15 @@ func testK8sWrite(t *testing.T, f *farm) {
 	}
 	if d := f.do("victor", "GET", "/api/v1/deployables/"+f.victim+"/k8s-app", nil).want(t, http.StatusOK); strings.Contains(string(d.raw), "mallory") {
 		t.Fatalf("the victim's deployable changed: %s", d.raw)
+	}
+
+	// What a web page may send to another origin without asking first
+	// (through `purser kubeconfig --proxy`, which adds the user's
+	// credential): no media type, text/plain, a form. None is a write.
+	for _, ct := range []string{"", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+		f.refused("a create sent as "+strconvQuote(ct), http.StatusUnsupportedMediaType, func() answer {
+			return f.send("mallory", "POST", k8s(f.own, "runnables", ""), ct, []byte(runnable(f.own, "k8s-csrf", job)))
+		})
 	}
 
 	// Her own namespace's path, another namespace's object.

@@ -431,11 +431,15 @@ func (o *ownCall) object() (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ct := o.req.r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && mt != "application/yaml") {
-			return nil, statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-				fmt.Sprintf("the body's media type %q is not served: send application/json or application/yaml", ct))
-		}
+	// The media type is required, and one a web page cannot send to
+	// another origin without asking first (CORS): through `purser
+	// kubeconfig --proxy`, which adds the user's credential on the
+	// loopback, a page's plain POST (text/plain, a form, or no type at
+	// all) must not become the user's write.
+	ct := o.req.r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && mt != "application/yaml") {
+		return nil, statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+			fmt.Sprintf("the body's media type %q is not served: send application/json or application/yaml", ct))
 	}
 	js, err := v1alpha1.BoundedJSON(b, o.req.r.Header.Get("Content-Type"))
 	var de *v1alpha1.DecodeError
