@@ -98,6 +98,8 @@ var plan = []entry{
 		Bench: "^BenchmarkInventoryList$", Timeout: 40 * time.Minute, Estimate: 90 * time.Second},
 	{ID: "k8s-list", Section: "k8s-list", Pkg: "./internal/api/kubeapi/",
 		Bench: "^BenchmarkK8sList$", Timeout: 30 * time.Minute, Estimate: 4 * time.Minute},
+	{ID: "k8s-apply", Section: "k8s-apply", Pkg: "./internal/api/server/",
+		Bench: "^BenchmarkKubeApply$", Benchtime: "3s", Timeout: 10 * time.Minute, Estimate: 45 * time.Second},
 	{ID: "k8s-watch", Section: "k8s-watch", Pkg: "./internal/api/kubeapi/",
 		Bench: "^BenchmarkK8sWatches$", Benchtime: "1x", Timeout: 10 * time.Minute, Estimate: 40 * time.Second},
 	{ID: "k8s-watch-latency", Section: "k8s-watch-latency", Pkg: "./internal/api/kubeapi/",
@@ -332,6 +334,12 @@ var sections = []section{
 			k8sListRow("10,000 ConfigMaps as a Table (what `kubectl get` asks for)", "table"),
 			k8sListRow("`labelSelector=shard=7` (100 matches)", "selector"),
 		}},
+	{ID: "k8s-apply",
+		Columns: []string{"engine", "PUT /api/v1/deployables, writes/s", "server-side apply through /k8s, writes/s", "apply / REST"},
+		Rows: [][]cell{
+			k8sApplyRow("SQLite (WAL, synchronous=FULL)", "sqlite"),
+			k8sApplyRow("PostgreSQL (default fsync)", "postgres"),
+		}},
 	{ID: "k8s-watch",
 		Columns: []string{"open watches of one selection", "change to its event at the last watcher, p50 / max", "database reads/s", "CPU of the process (API and watchers)"},
 		Rows: [][]cell{
@@ -477,6 +485,14 @@ func designRow(label, unit string, prec int, suffix string, goal cell) []cell {
 
 func designRSS(role string) cell {
 	return join(" ", metric(agentDesignSize, role+"-MB-rss", 0, " MB"), join("", lit("("), metric(agentDesignSize, role+"-MB-rss-peak", 0, " MB"), lit(")")))
+}
+
+// k8sApplyRow is one engine's deployables created through the REST API
+// and by server-side apply through /k8s (server.BenchmarkKubeApply).
+func k8sApplyRow(label, eng string) []cell {
+	rest := metric("server.BenchmarkKubeApply/"+eng+"/rest", "writes/s", 0, "")
+	apply := metric("server.BenchmarkKubeApply/"+eng+"/k8s-apply", "writes/s", 0, "")
+	return []cell{lit(label), rest, apply, ratio(apply, rest, 2)}
 }
 
 func submitRow(label, eng string) []cell {

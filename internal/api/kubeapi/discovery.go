@@ -118,7 +118,7 @@ func (a *API) resourceList(w http.ResponseWriter, req *request, group, version s
 	}
 	for _, r := range rs {
 		list.APIResources = append(list.APIResources, metav1.APIResource{Name: r.plural, SingularName: r.singular,
-			Namespaced: r.namespaced, Kind: r.gvk.Kind, Verbs: verbs, ShortNames: r.shortNames, Categories: r.categories})
+			Namespaced: r.namespaced, Kind: r.gvk.Kind, Verbs: r.verbs(), ShortNames: r.shortNames, Categories: r.categories})
 	}
 	return writeJSON(w, http.StatusOK, list)
 }
@@ -162,7 +162,7 @@ func (a *API) aggregated(w http.ResponseWriter, req *request, v string, core boo
 				}
 				ver.Resources = append(ver.Resources, apidiscoveryv2.APIResourceDiscovery{Resource: r.plural,
 					ResponseKind: &metav1.GroupVersionKind{Group: g, Version: vs[i], Kind: r.gvk.Kind}, Scope: scope,
-					SingularResource: r.singular, Verbs: verbs, ShortNames: r.shortNames, Categories: r.categories})
+					SingularResource: r.singular, Verbs: r.verbs(), ShortNames: r.shortNames, Categories: r.categories})
 			}
 			item.Versions = append(item.Versions, ver)
 		}

@@ -3,8 +3,11 @@
 // cluster) and /k8s/clusters/{cluster} (one) it answers discovery, list,
 // get and watch as a kube-apiserver does, from the database alone, so that
 // kubectl, client-go informers and other Kubernetes tools read the whole
-// farm, and keep reading it while a member cluster is down. It writes
-// nothing: every write is refused with a pointer to purser's own API.
+// farm, and keep reading it while a member cluster is down. The
+// inventory's kinds are read-only: a write is refused with a pointer to
+// purser's own API. Purser's own kinds (purser.io/v1alpha1, own.go) are
+// read and written here through the REST API's handlers, so that kubectl
+// writes them by the same code as /api/v1.
 // Watches are served from one shared feed of the inventory's change
 // sequence (internal/api/feed), whose numbers are the resourceVersions.
 package kubeapi
@@ -81,6 +84,19 @@ type Config struct {
 	// the answer is 429 with Retry-After and a Status naming the cap.
 	WatchesPerUser  int
 	RequestsPerUser int
+
+	// Own are purser's kinds, served under purser.io/v1alpha1 by the
+	// REST API's handlers (own.go); Failure classifies their refusals as
+	// the REST API does; DryRun marks a request's context so that the
+	// REST API's transaction is rolled back rather than committed
+	// (dryRun=All). Nil: purser's kinds are not served.
+	Own     []OwnKind
+	Failure func(error) Failure
+	DryRun  func(context.Context) context.Context
+	// InTx adds a step to the REST API's transaction of a write: the
+	// server-side apply record (apply.go). Nil: server-side apply is not
+	// served.
+	InTx InTx
 }
 
 // API is the handler of /k8s.
@@ -91,6 +107,8 @@ type API struct {
 	kinds *catalogues
 	// watches and requests count what each user holds open.
 	watches, requests *perUser
+	// managers are server-side apply's field managers of purser's kinds.
+	managers managers
 }
 
 // New returns the API.
@@ -119,6 +137,9 @@ func New(cfg Config) *API {
 		a.cfg.Reloads = func() int64 { return 0 }
 	}
 	a.kinds = &catalogues{s: cfg.Store, ttl: catalogueTTL}
+	for i := range a.cfg.Own {
+		a.kinds.own = append(a.kinds.own, a.cfg.Own[i].resource())
+	}
 	return a
 }
 
@@ -196,6 +217,12 @@ func (a *API) route(w http.ResponseWriter, req *request) error {
 	r, p := req.r, req.rest
 	if len(p) >= 4 && p[0] == "apis" && p[1] == "authorization.k8s.io" && r.Method == http.MethodPost {
 		return a.review(w, req)
+	}
+	if len(p) >= 2 && p[0] == "openapi" && p[1] == "v3" && r.Method == http.MethodGet {
+		return a.serveOpenAPI(w, req)
+	}
+	if ownPrefix(p) && len(p) > 3 && len(a.cfg.Own) > 0 {
+		return a.serveOwn(w, req, p[3:])
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -332,6 +359,10 @@ func writeStatus(w http.ResponseWriter, err error) {
 		}
 	}
 	_ = writeJSON(w, int(se.st.Code), se.st)
+	// Sent now: a refusal made before the request's body was read is
+	// followed by closing the connection (the server's closeNow), which
+	// would drop what is still buffered.
+	_ = http.NewResponseController(w).Flush()
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) error {
@@ -342,6 +373,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) error {
 	if w.Header().Get("Content-Type") == "" {
 		w.Header().Set("Content-Type", "application/json")
 	}
+	// With its length, an answer followed by closing the connection
+	// (closeNow) reaches the client whole, not as a chunked body cut off.
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
 	return nil

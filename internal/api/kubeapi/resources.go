@@ -26,6 +26,16 @@ type resource struct {
 	// whose CRD the inventory holds); nil: the built-in printer of the
 	// kind, or NAME and AGE.
 	columns []printerColumn
+	// own is purser's kind this is, served by the REST API's handlers.
+	own *OwnKind
+}
+
+// verbs are what the resource serves.
+func (r *resource) verbs() []string {
+	if r.own != nil {
+		return r.own.verbs()
+	}
+	return verbs
 }
 
 func (r *resource) apiVersion() string { return r.gvk.GroupVersion().String() }
@@ -107,6 +117,8 @@ func (c *catalogue) resources(group, version string) []*resource {
 type catalogues struct {
 	s   Reader
 	ttl time.Duration
+	// own are purser's kinds, served at the farm's level alone.
+	own []*resource
 
 	mu   sync.Mutex
 	at   time.Time
@@ -125,6 +137,7 @@ func (cs *catalogues) get(ctx context.Context, cluster string) (*catalogue, erro
 		if err != nil {
 			return nil, err
 		}
+		data[""].all = append(data[""].all, cs.own...)
 		cs.data, cs.at = data, time.Now()
 	}
 	if c, ok := cs.data[cluster]; ok {

@@ -120,6 +120,25 @@ func (a *API) access(req *request, spec authorizationv1.SelfSubjectAccessReviewS
 	if ra == nil {
 		return authorizationv1.SubjectAccessReviewStatus{}, badRequest("the review names neither resourceAttributes nor nonResourceAttributes")
 	}
+	if k := a.ownKind(ra.Resource); k != nil && ra.Group == OwnGroup && slices.Contains(writeVerbs, ra.Verb) && ra.Subresource == "" {
+		// purser's own kinds are written here: the rule of their
+		// handlers (MayWrite) answers.
+		where := ra.Namespace
+		if !k.Namespaced {
+			where = ra.Name
+		}
+		if k.MayWrite == nil {
+			return authorizationv1.SubjectAccessReviewStatus{Reason: "purser's API decides each write of " + k.Plural + " when it is made"}, nil
+		}
+		if err := k.MayWrite(req.user, where); err != nil {
+			reason := err.Error()
+			if a.cfg.Failure != nil {
+				reason = a.cfg.Failure(err).Message
+			}
+			return authorizationv1.SubjectAccessReviewStatus{Denied: true, Reason: reason}, nil
+		}
+		return authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "purser's policy lets " + req.user.Name + " write " + k.Plural + " here"}, nil
+	}
 	if !slices.Contains(readVerbs, ra.Verb) && ra.Verb != "*" {
 		return authorizationv1.SubjectAccessReviewStatus{Reason: fmt.Sprintf("the farm's Kubernetes API is read-only: %s is never allowed; purser's API (/api/v1) changes what runs on member clusters", ra.Verb)}, nil
 	}
@@ -188,6 +207,17 @@ func (a *API) rules(u policy.User, cat *catalogue, ns string) authorizationv1.Su
 			st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: readVerbs, APIGroups: []string{g},
 				Resources: slices.Sorted(slices.Values(byGroup[g]))})
 		}
+	}
+	// What the user may write of purser's own kinds here.
+	var writable []string
+	for i := range a.cfg.Own {
+		k := &a.cfg.Own[i]
+		if k.MayWrite != nil && (!k.Namespaced || ns != "") && k.MayWrite(u, ns) == nil {
+			writable = append(writable, k.Plural)
+		}
+	}
+	if len(writable) > 0 {
+		st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: writeVerbs, APIGroups: []string{OwnGroup}, Resources: writable})
 	}
 	st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: []string{"create"}, APIGroups: []string{authzGroup},
 		Resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}})

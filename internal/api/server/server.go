@@ -359,6 +359,31 @@ func (s *Server) policy() *policy.Policy {
 // tx runs fn, a change and its audit entry, in a transaction of its own
 // or of the next group.
 func (s *Server) tx(ctx context.Context, fn func(tx *store.Tx) error) error {
+	if step, ok := ctx.Value(txStepKey{}).(func(context.Context, *store.Tx) error); ok {
+		// A step /k8s adds to the write (server-side apply's record of
+		// who owns which field), committed with it or not at all.
+		write := fn
+		fn = func(tx *store.Tx) error {
+			if err := write(tx); err != nil {
+				return err
+			}
+			return step(ctx, tx)
+		}
+	}
+	if isDryRun(ctx) {
+		// Everything the write would do, checks and all, then rolled
+		// back: a dry run through /k8s is the same code as the write.
+		err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return errDryRun
+		})
+		if errors.Is(err, errDryRun) {
+			return nil
+		}
+		return err
+	}
 	if s.cfg.Commits != nil {
 		return s.cfg.Commits.Tx(ctx, fn)
 	}
