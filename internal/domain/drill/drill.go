@@ -441,8 +441,11 @@ func figure(c placement.Cluster) Figure {
 		}
 	}
 	f.Free = placement.Strings(free)
-	f.Allocatable = placement.Strings(corev1.ResourceList{
-		corev1.ResourceCPU: c.Free.Allocatable[corev1.ResourceCPU], corev1.ResourceMemory: c.Free.Allocatable[corev1.ResourceMemory]})
+	alloc := corev1.ResourceList{}
+	for name := range free {
+		alloc[name] = c.Free.Allocatable[name]
+	}
+	f.Allocatable = placement.Strings(alloc)
 	return f
 }
 
