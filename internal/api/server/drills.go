@@ -66,11 +66,11 @@ func (s *Server) createDrill(r *http.Request, u policy.User) (int, any, error) {
 		return 0, nil, newError(http.StatusNotImplemented, "NotImplemented",
 			"a real drill (cordon and moves) is not available yet; nothing was changed. Ask for the what-if with \"dryRun\": true")
 	}
-	farm, err := s.drillSnapshot(r)
-	if err != nil {
-		return 0, nil, err
+	farm, err := s.drillSnapshot(r, &req.Target)
+	var rep *drill.Report
+	if err == nil {
+		rep, err = drill.Plan(farm, req.Target)
 	}
-	rep, err := drill.Plan(farm, req.Target)
 	var te *drill.TargetError
 	if errors.As(err, &te) {
 		return 0, nil, errInvalid("target "+te.Error(), []v1alpha1.FieldError{{Field: "target.name", Message: te.Why}})
@@ -93,9 +93,12 @@ func targetProblem(t drill.Target) (field, why string) {
 	return "", ""
 }
 
-func (s *Server) drillSnapshot(r *http.Request) (drill.Farm, error) {
+// drillSnapshot reads the farm; with target, only the runnables it
+// moves.
+func (s *Server) drillSnapshot(r *http.Request, target *drill.Target) (drill.Farm, error) {
 	var farm drill.Farm
 	o := s.cfg.Drill
+	o.Target = target
 	if pol := s.policy(); pol != nil {
 		o.Policy = pol
 	}
@@ -136,7 +139,7 @@ type Headroom struct {
 // computed by the drill's what-if on one snapshot. Every user sees the
 // DCs and how much would be short; which runnables, for admins alone.
 func (s *Server) listDCs(r *http.Request, u policy.User) (int, any, error) {
-	farm, err := s.drillSnapshot(r)
+	farm, err := s.drillSnapshot(r, nil)
 	if err != nil {
 		return 0, nil, err
 	}

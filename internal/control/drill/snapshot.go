@@ -39,14 +39,18 @@ type Options struct {
 	// Kinds tells a kind that hands its state over by savepoint; nil for
 	// kinds.Default().
 	Kinds *kinds.Registry
+	// Target, when set, limits the runnables read to those of the
+	// clusters it takes (drill.Lost), which are all one what-if moves;
+	// a target that names nothing is its *drill.TargetError.
+	Target *drill.Target
 }
 
 // pageSize is how many runnables one query of the snapshot reads.
 const pageSize = 1000
 
 // Snapshot reads the farm in tx. Every active runnable is read with its
-// spec: the what-if of each DC (the standing headroom) needs the
-// runnables of every cluster.
+// spec, the what-if of each DC (the standing headroom) needing the
+// runnables of every cluster, unless o.Target limits them.
 func Snapshot(ctx context.Context, tx *store.Tx, o Options) (drill.Farm, error) {
 	f := drill.Farm{ZoneLabel: o.ZoneLabel, Score: o.Score, EvictionRate: o.EvictionRate, ZoneRate: o.ZoneRate,
 		Quotas: map[string]v1alpha1.QuotaSpec{}}
@@ -90,6 +94,12 @@ func Snapshot(ctx context.Context, tx *store.Tx, o Options) (drill.Farm, error) 
 		}
 		f.Clusters = append(f.Clusters, c)
 	}
+	var lost map[string]bool
+	if o.Target != nil {
+		if lost, err = drill.Lost(*o.Target, f.Clusters, o.ZoneLabel); err != nil {
+			return f, err
+		}
+	}
 	quotas, err := tx.Quotas().List(ctx)
 	if err != nil {
 		return f, err
@@ -108,6 +118,9 @@ func Snapshot(ctx context.Context, tx *store.Tx, o Options) (drill.Farm, error) 
 			return f, err
 		}
 		for _, rec := range page {
+			if lost != nil && !lost[rec.Cluster] {
+				continue
+			}
 			if r, ok := runnableOf(rec, o.Policy, reg); ok {
 				f.Runnables = append(f.Runnables, r)
 			}

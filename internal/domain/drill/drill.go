@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -397,13 +398,13 @@ func Plan(f Farm, t Target) (*Report, error) {
 }
 
 // quotaDemand is what a runnable counts in its namespace's usage: its
-// requests and one runnable (placement.QuotaUsage).
+// requests and one runnable, as placement.QuotaUsage counts it.
 func quotaDemand(d placement.Demand) corev1.ResourceList {
 	l := d.Total.DeepCopy()
 	if l == nil {
 		l = corev1.ResourceList{}
 	}
-	placement.AddTo(l, placement.QuotaUsage(nil))
+	placement.AddTo(l, corev1.ResourceList{v1alpha1.QuotaRunnables: *resource.NewQuantity(1, resource.DecimalSI)})
 	return l
 }
 

@@ -49,7 +49,7 @@ func usageOf(rs ...drill.Runnable) map[string]map[string]corev1.ResourceList {
 			out[r.Namespace][r.Cluster] = corev1.ResourceList{}
 		}
 		placement.AddTo(out[r.Namespace][r.Cluster], r.Demand.Total)
-		placement.AddTo(out[r.Namespace][r.Cluster], placement.QuotaUsage(nil))
+		placement.AddTo(out[r.Namespace][r.Cluster], placement.QuotaUsage([]map[string]string{nil}))
 	}
 	return out
 }
