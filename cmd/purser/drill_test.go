@@ -68,18 +68,18 @@ func TestDrillDryRunCommand(t *testing.T) {
 		return b
 	}
 	if err := st.Tx(ctx, func(tx *store.Tx) error {
-		old := time.Now().Add(-time.Hour) // reported long after the runnables started
-		if err := tx.Agents().RecordCapacity(ctx, "east-1", time.Now(), report("4")); err != nil {
+		// Reported after the runnables started: they count in the reports.
+		reported := time.Now().Add(time.Minute)
+		if err := tx.Agents().RecordCapacity(ctx, "east-1", reported, report("4")); err != nil {
 			return err
 		}
-		if err := tx.Agents().RecordCapacity(ctx, "west-1", time.Now(), report("6")); err != nil {
+		if err := tx.Agents().RecordCapacity(ctx, "west-1", reported, report("6")); err != nil {
 			return err
 		}
-		for _, name := range []string{"ingest", "score"} {
-			if err := tx.Runnables().Create(ctx, &store.Runnable{Namespace: "team-a", Name: name, UID: "uid-" + name, Generation: 1,
+		for _, r := range []struct{ name, cluster, cpu string }{{"ingest", "east-1", "2"}, {"score", "east-1", "2"}, {"train", "west-1", "5"}} {
+			if err := tx.Runnables().Create(ctx, &store.Runnable{Namespace: "team-a", Name: r.name, UID: "uid-" + r.name, Generation: 1,
 				Spec: []byte(`{"spec":{"template":{"apiVersion":"batch/v1","kind":"Job"}}}`), SpecHash: "h", Phase: "Running",
-				Cluster: "east-1", CreatedAt: old, UpdatedAt: old,
-				Status: []byte(`{"phase":"Running","cluster":"east-1","requests":{"cpu":"2"}}`)}); err != nil {
+				Cluster: r.cluster, Status: []byte(`{"phase":"Running","cluster":"` + r.cluster + `","requests":{"cpu":"` + r.cpu + `"}}`)}); err != nil {
 				return err
 			}
 		}
@@ -107,7 +107,7 @@ func TestDrillDryRunCommand(t *testing.T) {
 		`(?m)^team-a/ingest\s+east-1\s+west-1\s+0.5s\s+<none>$`,
 		`(?m)^team-a/score\s+east-1\s+west-1\s+1s\s+<none>$`,
 		`(?m)^east-1\s+2 -> lost\s+`,
-		`(?m)^west-1\s+0 -> 2\s+6 -> 2\s+Unknown -> Unknown$`,
+		`(?m)^west-1\s+1 -> 3\s+6 -> 2\s+Unknown -> Unknown$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("purser drill dc east --dry-run: no line matching %s:\n%s", want, out)
@@ -118,12 +118,39 @@ func TestDrillDryRunCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep struct {
-		Target  map[string]string
-		Verdict string
-		Moves   []any
+		Target      map[string]string
+		Verdict     string
+		Unplaceable []struct{ Runnable, Reason string }
 	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Verdict != "Absorbed" || rep.Target["name"] != "west-1" || len(rep.Moves) != 0 {
+	// east-1 has 4 CPUs free: train's 5 do not fit.
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Verdict != "Partial" || rep.Target["name"] != "west-1" ||
+		len(rep.Unplaceable) != 1 || rep.Unplaceable[0].Runnable != "team-a/train" {
 		t.Errorf("purser drill cluster west-1 --dry-run -o json: %v\n%s", err, out)
+	}
+	get := func(args ...string) string {
+		t.Helper()
+		cmd := newGetCommand()
+		var out, errOut bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		cmd.SetArgs(append(args, "--server", srv.URL, "--token", token))
+		if err := cmd.ExecuteContext(ctx); err != nil {
+			t.Fatalf("purser get %v: %v\n%s", args, err, errOut.String())
+		}
+		return out.String()
+	}
+	out = get("dcs", "-o", "wide")
+	for _, want := range []string{
+		`(?m)^NAME\s+CLUSTERS\s+ABSORBABLE\s+SHORT\s+VERDICT\s+CLUSTER-LIST\s+MESSAGE$`,
+		`(?m)^east\s+1\s+yes\s+<none>\s+Absorbed\s+east-1\s+losing dc east is absorbed`,
+		`(?m)^west\s+1\s+no\s+1 runnable \(cpu 5\)\s+Partial\s+west-1\s+losing dc west is not absorbed: 1 of 1 runnables left queued`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("purser get dcs -o wide: no line matching %s:\n%s", want, out)
+		}
+	}
+	if out = get("dc", "-o", "name"); out != "dc/east\ndc/west\n" {
+		t.Errorf("purser get dc -o name: %q", out)
 	}
 	if _, err := drill("dc", "north", "--dry-run"); err == nil || !strings.Contains(err.Error(), "dc=north") {
 		t.Errorf("a DC the farm does not have: %v", err)
