@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	controldrill "github.com/purser-io/purser/internal/control/drill"
@@ -135,19 +137,59 @@ type Headroom struct {
 	Short   *drill.Short `json:"short,omitempty"`
 }
 
+// DCHeadroomTTL is how long the DC list's headroom is kept: every what-if
+// of a DC reads every runnable (about 2 s at 10,000), and every user may
+// list the DCs, so a list is computed at most once in that period, whoever
+// asks and however often, rather than once per request.
+const DCHeadroomTTL = 10 * time.Second
+
+// dcCache is the DC list last computed, with the admins' messages; one
+// computation at a time, the others waiting for it.
+type dcCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	items []DC
+}
+
 // listDCs serves GET /api/v1/dcs: each DC with its standing headroom,
-// computed by the drill's what-if on one snapshot. Every user sees the
-// DCs and how much would be short; which runnables, for admins alone.
+// computed by the drill's what-if on one snapshot, as of at most
+// DCHeadroomTTL ago. Every user sees the DCs and how much would be short;
+// which runnables, for admins alone.
 func (s *Server) listDCs(r *http.Request, u policy.User) (int, any, error) {
-	farm, err := s.drillSnapshot(r, nil)
+	items, err := s.dcHeadroom(r)
 	if err != nil {
 		return 0, nil, err
 	}
+	admin := s.policy().IsAdmin(u)
+	out := List[DC]{Items: make([]DC, len(items))}
+	for i, dc := range items {
+		dc.Status.Clusters = slices.Clone(dc.Status.Clusters)
+		if !admin {
+			dc.Status.Message = ""
+		}
+		out.Items[i] = dc
+	}
+	return http.StatusOK, out, nil
+}
+
+// dcHeadroom is every DC's headroom, from the cache while it is fresh.
+func (s *Server) dcHeadroom(r *http.Request) ([]DC, error) {
+	c := &s.dcs
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.items != nil && s.now().Sub(c.at) < DCHeadroomTTL {
+		return c.items, nil
+	}
+	at := s.now()
+	farm, err := s.drillSnapshot(r, nil)
+	if err != nil {
+		return nil, err
+	}
 	label := cmp.Or(farm.ZoneLabel, "dc")
 	byDC := map[string][]string{}
-	for _, c := range farm.Clusters {
-		if v, ok := c.Labels[label]; ok {
-			byDC[v] = append(byDC[v], c.Name)
+	for _, cl := range farm.Clusters {
+		if v, ok := cl.Labels[label]; ok {
+			byDC[v] = append(byDC[v], cl.Name)
 		}
 	}
 	names := make([]string, 0, len(byDC))
@@ -155,20 +197,17 @@ func (s *Server) listDCs(r *http.Request, u policy.User) (int, any, error) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	admin := s.policy().IsAdmin(u)
-	out := List[DC]{Items: make([]DC, 0, len(names))}
+	items := make([]DC, 0, len(names))
 	for _, n := range names {
 		rep, err := drill.Plan(farm, drill.Target{Kind: drill.TargetDC, Name: n})
 		if err != nil {
-			return 0, nil, err
+			return nil, err
 		}
 		dc := DC{Kind: "DC", Metadata: v1alpha1.ObjectMeta{Name: n}, Status: DCStatus{Clusters: byDC[n],
-			Headroom: Headroom{Absorbable: rep.Verdict == drill.Absorbed, Verdict: rep.Verdict, Short: rep.Short}}}
+			Headroom: Headroom{Absorbable: rep.Verdict == drill.Absorbed, Verdict: rep.Verdict, Short: rep.Short}, Message: rep.Message}}
 		slices.Sort(dc.Status.Clusters)
-		if admin {
-			dc.Status.Message = rep.Message
-		}
-		out.Items = append(out.Items, dc)
+		items = append(items, dc)
 	}
-	return http.StatusOK, out, nil
+	c.items, c.at = items, at
+	return items, nil
 }

@@ -7,23 +7,23 @@ import (
 	"maps"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/hub/stream"
 )
 
-// TestDrillDryRun: POST /api/v1/drills with dryRun answers the what-if of
-// losing a DC from the farm as the store holds it (the clusters' labels,
-// the agents' reports, the runnables on them), for admins only, and
-// changes nothing; GET /api/v1/dcs gives each DC's headroom.
-func TestDrillDryRun(t *testing.T) {
-	h := newHarness(t, storetest.Engines()[0])
+// drillFarm registers dc1-a (DC dc1, two Running jobs of 2 CPUs of
+// team-a, the second of class high) and dc2-a (DC dc2, 3 CPUs free).
+func drillFarm(t *testing.T, h *harness) {
+	t.Helper()
 	ctx := context.Background()
 	for _, c := range []struct{ name, dc string }{{"dc1-a", "dc1"}, {"dc2-a", "dc2"}} {
 		body := strings.Replace(clusterYAML(c.name, "tok-"+c.name), "labels: {dc: dc1,", "labels: {dc: "+c.dc+",", 1)
@@ -56,6 +56,15 @@ func TestDrillDryRun(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDrillDryRun: POST /api/v1/drills with dryRun answers the what-if of
+// losing a DC from the farm as the store holds it (the clusters' labels,
+// the agents' reports, the runnables on them), for admins only, and
+// changes nothing; GET /api/v1/dcs gives each DC's headroom.
+func TestDrillDryRun(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	drillFarm(t, h)
 	before := h.counts()
 
 	dry := `{"target":{"kind":"dc","name":"dc1"},"dryRun":true}`
@@ -126,5 +135,44 @@ func TestDrillDryRun(t *testing.T) {
 	}
 	if after := h.counts(); !maps.Equal(before, after) {
 		t.Errorf("a dry run changed the store: %v, then %v", before, after)
+	}
+}
+
+// TestDCHeadroomKept: the DC list is computed at most once per
+// DCHeadroomTTL, whoever asks: a change of the farm shows once it passed.
+func TestDCHeadroomKept(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h := newHarness(t, storetest.Engines()[0], func(cfg *server.Config, _ *http.Server) { cfg.Now = clock })
+	drillFarm(t, h)
+	absorbable := func(user string) any {
+		for _, it := range h.get(user, "/api/v1/dcs").want(t, http.StatusOK).items() {
+			if it["metadata"].(map[string]any)["name"] == "dc2" {
+				return it["status"].(map[string]any)["headroom"].(map[string]any)["absorbable"]
+			}
+		}
+		return nil
+	}
+	if got := absorbable("alice"); got != true {
+		t.Fatalf("dc2 absorbable: %v", got)
+	}
+	// dc2-a now runs a job that dc1-a has no room for.
+	ctx := context.Background()
+	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
+		return tx.Runnables().Create(ctx, &store.Runnable{Namespace: "team-a", Name: "big", UID: "uid-big", Generation: 1,
+			Spec: []byte(`{"spec":{"template":{"apiVersion":"batch/v1","kind":"Job"}}}`), SpecHash: "h", Phase: "Running",
+			Cluster: "dc2-a", Status: []byte(`{"phase":"Running","cluster":"dc2-a","requests":{"cpu":"7"}}`)})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := absorbable("admin"); got != true {
+		t.Errorf("within %s of the first list, another user's is computed again: dc2 absorbable %v", server.DCHeadroomTTL, got)
+	}
+	mu.Lock()
+	now = now.Add(server.DCHeadroomTTL)
+	mu.Unlock()
+	if got := absorbable("alice"); got != false {
+		t.Errorf("after %s, the list is not computed again: dc2 absorbable %v", server.DCHeadroomTTL, got)
 	}
 }

@@ -114,6 +114,8 @@ type Server struct {
 
 	// webhooks limits each trigger's webhook calls.
 	webhooks *limiterSet
+	// dcs keeps the DC list's headroom for a while (drills.go).
+	dcs dcCache
 }
 
 // apiFallback is the pattern that answers API paths no route serves.
