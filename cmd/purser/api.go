@@ -7,14 +7,19 @@ import (
 
 	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/compose"
+	"github.com/purser-io/purser/internal/control/failover"
+	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/hub/anchor"
 	"github.com/purser-io/purser/internal/hub/audit"
+	"github.com/purser-io/purser/internal/member/clusters"
 )
 
 type apiFlags struct {
 	hub         hubFlags
 	api         compose.APIConfig
 	trustedKeys []string
+	// drillBestFit: the submitter's --best-fit, for the drills' what-if.
+	drillBestFit bool
 }
 
 func (f *apiFlags) register(cmd *cobra.Command) {
@@ -30,11 +35,23 @@ func (f *apiFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.api.GroupCommit, "group-commit", true, "commit concurrent changes in groups, each answered once its group has committed (PostgreSQL): a commit's round trip to a synchronous standby is then paid once per group")
 	fl.Float64Var(&f.api.UserRate, "user-rate", compose.DefaultUserRate, "requests a second each user may make (twice that at once); past it the answer is 429 with Retry-After")
 	registerKubeLimitFlags(cmd, &f.api.KubeWatchesPerUser, &f.api.KubeRequestsPerUser)
+	// The drills' what-if weighs the farm as the controller and the
+	// submitter are configured: their flags of the same meaning.
+	fl.StringVar(&f.api.Drill.ZoneLabel, "drill-zone-label", clusters.DefaultZoneLabel, "the cluster label that names its DC, as the controller's --zone-label: what purser drill dc NAME and GET /api/v1/dcs take as DCs")
+	fl.Float64Var(&f.api.Drill.EvictionRate, "drill-eviction-rate", failover.DefaultEvictionRate, "the controller's --eviction-rate, by which the drills' what-if times the moves")
+	fl.Float64Var(&f.api.Drill.ZoneRate, "drill-secondary-eviction-rate", failover.DefaultSecondaryEvictionRate, "the controller's --secondary-eviction-rate, by which the drills' what-if times the moves out of a whole DC")
+	fl.BoolVar(&f.drillBestFit, "drill-best-fit", false, "the submitter runs with --best-fit: the drills' what-if places as it does")
 	fl.StringVar(&f.api.Standby, "database-standby", "", "a postgres:// DSN of a standby (a multi-host one with target_session_attrs=prefer-standby, the nearest first) from which reads are answered, with their freshness, while this replica does not reach the primary; writes then answer 503")
 }
 
 func (f *apiFlags) config() (compose.Config, error) {
 	api := f.api
+	if f.drillBestFit {
+		api.Drill.Score = placement.BestFit
+	}
+	if api.Drill.EvictionRate <= 0 || api.Drill.ZoneRate <= 0 {
+		return compose.Config{}, fmt.Errorf("--drill-eviction-rate and --drill-secondary-eviction-rate must be above 0")
+	}
 	if err := checkKubeLimits(api.KubeWatchesPerUser, api.KubeRequestsPerUser); err != nil {
 		return compose.Config{}, err
 	}

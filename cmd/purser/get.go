@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
@@ -74,7 +77,10 @@ func newGetCommand() *cobra.Command {
 runnables (rn), deployables (dp), clusters (cl), quotas (a quota is named
 after its namespace and shows its usage beside each limit) or schedules
 (sched: SCHEDULE, TIMEZONE, SUSPEND, ACTIVE, LAST, NEXT); several kinds are separated
-by commas. Without arguments it lists the kinds.
+by commas. Without arguments it lists the kinds. "purser get dcs" lists the
+DCs (the values of the clusters' dc label) with their standing headroom:
+whether the farm could absorb losing each one now, and what would be short
+(the what-if of purser drill, computed on each read).
 
 -o wide adds columns; -o yaml|json prints the objects as the API returns them
 (a List for several); -o name prints kind/name, which every command taking
@@ -92,17 +98,24 @@ interrupted.`,
   purser get rn -n team-a -w
   purser get clusters
   purser get quotas
+  purser get dcs -o wide
   purser get schedules -n team-a`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				fmt.Fprintln(stderr(cmd), "Say which kind to get, for example `purser get runnables`. The kinds:")
 				return printer.Kinds(stdout(cmd), client.Resources)
 			}
-			targets, err := parseTargets(args)
+			format, err := printer.ParseFormat(output, printer.OutputWide, printer.OutputYAML, printer.OutputJSON, printer.OutputName, printer.OutputJSONPath)
 			if err != nil {
 				return err
 			}
-			format, err := printer.ParseFormat(output, printer.OutputWide, printer.OutputYAML, printer.OutputJSON, printer.OutputName, printer.OutputJSONPath)
+			if len(args) == 1 && slices.Contains([]string{"dcs", "dc"}, strings.ToLower(args[0])) {
+				if watch {
+					return errors.New("-w does not watch DCs: their headroom is computed on each read")
+				}
+				return getDCs(cmd, &cf, tf, format)
+			}
+			targets, err := parseTargets(args)
 			if err != nil {
 				return err
 			}
@@ -170,6 +183,25 @@ interrupted.`,
 	tf.register(cmd)
 	cf.register(cmd)
 	return cmd
+}
+
+// getDCs prints GET /api/v1/dcs: each DC with whether the farm could
+// absorb losing it now, and what would be short (docs/drills.md).
+func getDCs(cmd *cobra.Command, cf *clientFlags, tf tableFlags, format printer.Format) error {
+	c, err := cf.client(cmd)
+	if err != nil {
+		return err
+	}
+	var list struct {
+		Items []client.Object `json:"items"`
+	}
+	if _, err := c.Do(cmd.Context(), http.MethodGet, "/api/v1/dcs", nil, nil, "", &list); err != nil {
+		return named(c, err)
+	}
+	if len(list.Items) == 0 && format.Table() {
+		fmt.Fprintln(stderr(cmd), "No DCs found: no cluster has the label dc.")
+	}
+	return format.Print(tf.out(cmd, format.Table()), []printer.Group{{Kind: printer.KindDC, Items: list.Items}}, false, printer.TableOptions{})
 }
 
 // addGroup adds items of a kind to groups: to the last group when it is

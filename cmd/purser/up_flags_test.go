@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/purser-io/purser/internal/compose/up"
+	"github.com/purser-io/purser/internal/control/failover"
+	"github.com/purser-io/purser/internal/domain/placement"
 )
 
 // --flink runs in the sandbox clusters, so it needs --sandbox; --help says
@@ -79,5 +81,30 @@ func TestKubeLimitFlags(t *testing.T) {
 	upCfg := up.Compose(up.Config{KubeWatchesPerUser: 3, KubeRequestsPerUser: 7}, t.TempDir())
 	if upCfg.API.KubeWatchesPerUser != 3 || upCfg.API.KubeRequestsPerUser != 7 {
 		t.Errorf("purser up: %d watches, %d requests", upCfg.API.KubeWatchesPerUser, upCfg.API.KubeRequestsPerUser)
+	}
+}
+
+// TestDrillFlags: purser api weighs the drills' what-if as the controller
+// and the submitter it runs beside are configured, and refuses a rate
+// that would time nothing.
+func TestDrillFlags(t *testing.T) {
+	cfg := splitConfig(t, &apiFlags{}, "--drill-zone-label", "topology.kubernetes.io/region", "--drill-eviction-rate", "5",
+		"--drill-secondary-eviction-rate", "0.5", "--drill-best-fit")
+	d := cfg.API.Drill
+	if d.ZoneLabel != "topology.kubernetes.io/region" || d.EvictionRate != 5 || d.ZoneRate != 0.5 || d.Score != placement.BestFit {
+		t.Errorf("purser api: drill config %+v", d)
+	}
+	if d := splitConfig(t, &apiFlags{}).API.Drill; d.ZoneLabel != "dc" || d.EvictionRate != failover.DefaultEvictionRate ||
+		d.ZoneRate != failover.DefaultSecondaryEvictionRate || d.Score != "" {
+		t.Errorf("purser api: default drill config %+v", d)
+	}
+	var f apiFlags
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	if err := cmd.ParseFlags([]string{"--drill-eviction-rate", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.config(); err == nil || !strings.Contains(err.Error(), "--drill-eviction-rate") {
+		t.Errorf("purser api --drill-eviction-rate 0: %v", err)
 	}
 }

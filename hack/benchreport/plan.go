@@ -124,6 +124,9 @@ var plan = []entry{
 	{ID: "schedules", Section: "schedules", Pkg: "./internal/control/scheduler/",
 		Test: "TestBenchmarkSchedules", Env: []string{"PURSER_BENCH=1"}, Timeout: 30 * time.Minute, Estimate: 8 * time.Minute,
 		Logs: []logMetric{schedulesLag("sqlite"), schedulesLag("postgres")}},
+	{ID: "drill", Section: "drill", Pkg: "./internal/control/drill/",
+		Test: "TestBenchmarkDrill", Env: []string{"PURSER_BENCH=1"}, Timeout: 20 * time.Minute, Estimate: time.Minute,
+		Logs: []logMetric{drillLog("sqlite"), drillLog("postgres")}},
 	{ID: "health", Section: "health", Pkg: "./internal/member/health/",
 		Bench: "^BenchmarkInterpret$", Timeout: 5 * time.Minute, Estimate: 10 * time.Second},
 	{ID: "dc-accept", Section: "dc-accept", Pkg: "./test/soak/",
@@ -388,6 +391,9 @@ var sections = []section{
 	{ID: "schedules",
 		Columns: []string{"engine", "tick to accepted, p50 / p99 / max", "ceiling: as many plain creates through the gate, one loop", "its p50 / p99 / max from the loop's start", "goal"},
 		Rows:    [][]cell{schedulesRow("SQLite", "sqlite"), schedulesRow("PostgreSQL", "postgres")}},
+	{ID: "drill",
+		Columns: []string{"engine", "dry run of a DC (2,000 runnables to move): snapshot / what-if / total", "headroom of the 5 DCs on one snapshot", "goal"},
+		Rows:    [][]cell{drillRow("SQLite", "sqlite"), drillRow("PostgreSQL", "postgres")}},
 	{ID: "health",
 		Columns: []string{"object", "interpreter", "per verdict", "allocations"},
 		Rows: [][]cell{
@@ -769,4 +775,17 @@ func schedulesRow(label, eng string) []cell {
 		metric(name, eng+"-ceiling/s", 0, " creates/s"),
 		join(" / ", s(eng+"-ceiling-p50-s"), s(eng+"-ceiling-p99-s"), s(eng+"-ceiling-max-s")),
 		lit("p99 < 1 s")}
+}
+
+// drillLog reads the line TestBenchmarkDrill logs per engine.
+func drillLog(eng string) logMetric {
+	return logMetric{regexp.MustCompile(`drill ` + eng + `: \d+ clusters, \d+ runnables, dc-0 \(\d+ to move\): snapshot (\S+) s, what-if (\S+) s, total (\S+) s; ` +
+		`headroom of \d+ DCs (\S+) s`),
+		[]string{eng + "-snapshot-s", eng + "-plan-s", eng + "-total-s", eng + "-headroom-s"}}
+}
+
+func drillRow(label, eng string) []cell {
+	name := "drill.TestBenchmarkDrill"
+	s := func(unit string) fig { return fig{name: name, unit: unit, scale: 1, prec: 2, suffix: " s"} }
+	return []cell{lit(label), join(" / ", s(eng+"-snapshot-s"), s(eng+"-plan-s"), s(eng+"-total-s")), s(eng + "-headroom-s"), lit("total < 1 s")}
 }

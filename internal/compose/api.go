@@ -56,6 +56,10 @@ type APIConfig struct {
 	// ScheduleWritten, when set, is called after each write of a
 	// schedule, to wake the scheduler of this process.
 	ScheduleWritten func()
+	// Drill is what the drills' what-if weighs with: the controller's
+	// zone label and eviction rates, the submitter's score, as they are
+	// configured (zero: their defaults).
+	Drill server.DrillConfig
 }
 
 // Defaults of APIConfig.
@@ -132,7 +136,7 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 		rate = DefaultUserRate
 	}
 	scfg := server.Config{Store: h.Store, Stream: h.Stream, InventoryChanges: h.Stream, Outbox: a.relay, Identities: identities, Sealer: h.Sealer, Logger: log,
-		Registry: h.Metrics, Guard: h.Guard, Commits: a.commits, Anchors: a.anchors, ScheduleWritten: cfg.ScheduleWritten,
+		Registry: h.Metrics, Guard: h.Guard, Commits: a.commits, Anchors: a.anchors, ScheduleWritten: cfg.ScheduleWritten, Drill: cfg.Drill,
 		Limits: server.Limits{UserRate: rate, UserBurst: int(2 * rate),
 			KubeWatchesPerUser:  orDefault(cfg.KubeWatchesPerUser, kubeapi.DefaultWatchesPerUser),
 			KubeRequestsPerUser: orDefault(cfg.KubeRequestsPerUser, kubeapi.DefaultRequestsPerUser)}}

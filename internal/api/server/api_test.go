@@ -337,6 +337,7 @@ var endpoints = []struct{ method, path, body string }{
 	{"DELETE", "/api/v1/clusters/c1", ""},
 	{"GET", "/api/v1/history", ""},
 	{"GET", "/api/v1/history/verify", ""},
+	{"POST", "/api/v1/drills", "target: {kind: dc, name: dc1}\ndryRun: true\n"},
 }
 
 func testUnauthenticated(t *testing.T, h *harness) {
@@ -388,6 +389,7 @@ func testForbidden(t *testing.T, h *harness) {
 		{"bob", "GET", "/api/v1/history", ""},
 		{"alice", "POST", "/api/v1/clusters", clusterYAML("c2", "token-2")},
 		{"alice", "DELETE", "/api/v1/clusters/c1", ""},
+		{"alice", "POST", "/api/v1/drills?dryRun=All", "target: {kind: dc, name: dc1}\n"},
 		{"alice", "POST", "/api/v1/runnables/team-a/x/approve", ""},
 		{"alice", "POST", "/api/v1/runnables", runnableYAML("team-c", "z", "true")},
 	} {

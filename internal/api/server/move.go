@@ -9,18 +9,16 @@ import (
 	"io"
 	"net/http"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/dependson"
 	"github.com/purser-io/purser/internal/control/operate"
+	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
 	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
-	"github.com/purser-io/purser/internal/member/clusters"
 )
 
 // moveRunnable serves POST /api/v1/runnables/{ns}/{name}/move with an
@@ -87,22 +85,12 @@ func placementClusters(ctx context.Context, tx *store.Tx, namespace string, deps
 	out := make([]placement.Cluster, 0, len(rows))
 	names := make([]string, 0, len(rows))
 	for _, row := range rows {
-		var spec store.Document[v1alpha1.ClusterSpec]
-		var status v1alpha1.ClusterStatus
-		if err := json.Unmarshal(row.Spec, &spec); err != nil {
-			return nil, fmt.Errorf("cluster %s: stored spec: %w", row.Name, err)
+		// As the submitter describes a cluster to placement.
+		c, err := submitter.PlacementCluster(row)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", row.Name, err)
 		}
-		if len(row.Status) > 0 {
-			if err := json.Unmarshal(row.Status, &status); err != nil {
-				return nil, fmt.Errorf("cluster %s: stored status: %w", row.Name, err)
-			}
-		}
-		ready := clusters.ReadyCondition(status)
-		out = append(out, placement.Cluster{
-			Name: row.Name, Labels: row.Labels,
-			Taints: append(append([]corev1.Taint(nil), spec.Spec.Taints...), status.Taints...),
-			Ready:  ready == nil || ready.Status == metav1.ConditionTrue,
-		})
+		out = append(out, c)
 		names = append(names, row.Name)
 	}
 	lacks, err := dependson.Lacks(ctx, tx, namespace, deps, names)

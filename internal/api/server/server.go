@@ -92,6 +92,9 @@ type Config struct {
 	// Limits bound request rates and watches; the zero value means the
 	// defaults.
 	Limits Limits
+	// Drill is what the drills' what-if weighs with (zone label, rates,
+	// score); the zero value means the controllers' defaults.
+	Drill DrillConfig
 }
 
 // Server is the HTTP API.
@@ -111,6 +114,8 @@ type Server struct {
 
 	// webhooks limits each trigger's webhook calls.
 	webhooks *limiterSet
+	// dcs keeps the DC list's headroom for a while (drills.go).
+	dcs dcCache
 }
 
 // apiFallback is the pattern that answers API paths no route serves.
@@ -203,6 +208,9 @@ func New(cfg Config) *Server {
 	s.handle("DELETE /api/v1/triggers/{namespace}/{name}", s.deleteTrigger)
 	s.handle("POST /api/v1/triggers/{namespace}/{name}/rotate-token", s.rotateTriggerToken)
 	s.mux.HandleFunc("POST /api/v1/triggers/{namespace}/{name}/webhook", s.webhook)
+
+	s.handle("POST /api/v1/drills", s.createDrill)
+	s.handle("GET /api/v1/dcs", s.listDCs)
 
 	s.handle("GET /api/v1/inventory", s.listInventory)
 	s.mountKube()

@@ -45,7 +45,7 @@ func Table(w io.Writer, kind string, items []Object, opts TableOptions) error {
 }
 
 func buildTable(kind string, items []Object, opts TableOptions) table {
-	namespaced := kind != v1alpha1.KindCluster && kind != v1alpha1.KindQuota
+	namespaced := kind != v1alpha1.KindCluster && kind != v1alpha1.KindQuota && kind != KindDC
 	var t table
 	if opts.WithNamespace && namespaced {
 		t.header = append(t.header, "NAMESPACE")
@@ -115,6 +115,12 @@ func header(kind string, wide bool) []string {
 		return []string{"NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "NEXT"}
 	case v1alpha1.KindTrigger:
 		return []string{"NAME", "SOURCE", "SUSPEND", "FIRED", "LAST", "AGE"}
+	case KindDC:
+		h := []string{"NAME", "CLUSTERS", "ABSORBABLE", "SHORT"}
+		if wide {
+			h = append(h, "VERDICT", "CLUSTER-LIST", "MESSAGE")
+		}
+		return h
 	}
 	return []string{"NAME", "AGE"}
 }
@@ -174,10 +180,54 @@ func cells(kind string, it Object, wide bool) []string {
 			fired = "0"
 		}
 		row = append(row, TriggerSource(it), suspend, fired, agoOrNone(Field(it, "status", "lastFired")), created)
+	case KindDC:
+		clusters := list(it, "status", "clusters")
+		names := make([]string, len(clusters))
+		for i, c := range clusters {
+			names[i] = fmt.Sprint(c)
+		}
+		absorbable := "no"
+		if Field(it, "status", "headroom", "absorbable") == "true" {
+			absorbable = "yes"
+		}
+		row = append(row, fmt.Sprint(len(clusters)), absorbable, dcShort(it))
+		if wide {
+			row = append(row, Field(it, "status", "headroom", "verdict"), strings.Join(names, ","), Field(it, "status", "message"))
+		}
 	default:
 		row = append(row, created)
 	}
 	return row
+}
+
+// KindDC is a DC of GET /api/v1/dcs, with its standing headroom.
+const KindDC = "DC"
+
+// dcShort says what the farm lacks to absorb a DC's loss: "2 runnables
+// (cpu 4, memory 8Gi)", or <none>.
+func dcShort(it Object) string {
+	n := Field(it, "status", "headroom", "short", "runnables")
+	if n == "" {
+		return "<none>"
+	}
+	req, _ := Lookup(it, "status", "headroom", "short", "requests").(map[string]any)
+	names := make([]string, 0, len(req))
+	for name := range req {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = name + " " + fmt.Sprint(req[name])
+	}
+	word := " runnables"
+	if n == "1" {
+		word = " runnable"
+	}
+	if len(parts) == 0 {
+		return n + word
+	}
+	return n + word + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // TriggerSource says which events a trigger watches.

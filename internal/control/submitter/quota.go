@@ -2,8 +2,6 @@ package submitter
 
 import (
 	"encoding/json"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -30,24 +28,15 @@ func (s *Submitter) overQuota(q *store.Quota, namespace string, demand placement
 }
 
 // quotaVerdict is overQuota's decision on usage, the namespace's usage
-// per cluster; labels gives each cluster's labels.
+// per cluster; labels gives each cluster's labels (placement.QuotaVerdict,
+// which the drill's what-if applies too).
 func quotaVerdict(namespace string, q *store.Quota, usage map[string]corev1.ResourceList, labels map[string]map[string]string,
 	demand placement.Demand, cands []placement.Cluster) string {
 	var spec v1alpha1.QuotaSpec
 	if err := json.Unmarshal(q.Spec, &spec); err != nil {
 		return "quota " + namespace + " does not decode: " + err.Error()
 	}
-	total := corev1.ResourceList{}
-	for _, u := range usage {
-		placement.AddTo(total, u)
-	}
-	if ok, why := placement.QuotaAllows(namespace, spec.Limits, total, demand); !ok {
-		return why
-	}
-	if spec.PerLabel == nil {
-		return ""
-	}
-	return perLabelQuota(namespace, spec.PerLabel, usage, labels, demand, cands)
+	return placement.QuotaVerdict(namespace, spec, usage, labels, demand, cands)
 }
 
 func labelsOf(cands []placement.Cluster) map[string]map[string]string {
@@ -66,44 +55,4 @@ func storedUsage(byCluster map[string][][]byte) map[string]corev1.ResourceList {
 		out[c] = placement.StoredUsage(sts)
 	}
 	return out
-}
-
-// perLabelQuota marks the candidates whose label value has no room left
-// in the namespace's quota for it, and says why when no labelled
-// candidate has any.
-func perLabelQuota(namespace string, pl *v1alpha1.QuotaPerLabel, usage map[string]corev1.ResourceList, labels map[string]map[string]string,
-	demand placement.Demand, cands []placement.Cluster) string {
-	used := map[string]corev1.ResourceList{}
-	for cluster, u := range usage {
-		v, ok := labels[cluster][pl.Label]
-		if !ok {
-			continue
-		}
-		if used[v] == nil {
-			used[v] = corev1.ResourceList{}
-		}
-		placement.AddTo(used[v], u)
-	}
-	var whys []string
-	open := false
-	for i := range cands {
-		v, ok := cands[i].Labels[pl.Label]
-		if !ok {
-			open = true // not bounded by the per-label quota
-			continue
-		}
-		if fits, why := placement.QuotaAllows(namespace+" for "+pl.Label+"="+v, pl.Limits, used[v], demand); !fits {
-			if cands[i].Lacks == "" {
-				cands[i].Lacks = "room in its " + strings.TrimPrefix(why, "over ")
-			}
-			whys = append(whys, why)
-			continue
-		}
-		open = true
-	}
-	if open || len(whys) == 0 {
-		return ""
-	}
-	slices.Sort(whys)
-	return strings.Join(slices.Compact(whys), "; ")
 }

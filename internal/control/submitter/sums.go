@@ -541,3 +541,36 @@ func keysOf[K ~string, V any](a, b map[K]V) []K {
 	slices.Sort(out)
 	return out
 }
+
+// Figures are the placement sums of a snapshot of the farm, built as a
+// recount builds them: what each reporting cluster has free less what is
+// in flight there, the runnables on each cluster, and each namespace's
+// usage per cluster. The drill's what-if weighs a farm with them, so
+// that it sees exactly what the submitter would.
+type Figures struct {
+	Free   map[string]*placement.Free
+	Active map[string]int
+	// Usage is namespace -> cluster -> usage, as quotas count it.
+	Usage map[string]map[string]corev1.ResourceList
+}
+
+// SnapshotFigures is Figures of the active runnables rows and the
+// agents' reports, with margin the in-flight margin
+// (DefaultInFlightMargin unless configured). A report that does not
+// decode leaves its cluster without a free figure, as for placement.
+func SnapshotFigures(rows []store.RunnableState, reports map[string]store.CapacityReport, margin time.Duration) Figures {
+	st := newSumsState()
+	for i := range rows {
+		st.add(rows[i].UID, keep(&rows[i]))
+	}
+	f := Figures{Free: map[string]*placement.Free{}, Active: st.active, Usage: st.usage}
+	for cluster, r := range reports {
+		var c stream.Capacity
+		if json.Unmarshal(r.Report, &c) != nil {
+			continue
+		}
+		fig := reportFigure{At: r.At, Allocatable: c.Allocatable, Free: c.Free, NodeMax: c.NodeMax, Runnables: c.Runnables}
+		f.Free[cluster] = st.free(cluster, fig, margin, false)
+	}
+	return f
+}

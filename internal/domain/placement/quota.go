@@ -3,6 +3,7 @@ package placement
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,4 +126,67 @@ func DominantShare(used, total corev1.ResourceList) float64 {
 		}
 	}
 	return most
+}
+
+// QuotaVerdict says why one more runnable of namespace asking for demand
+// would pass the namespace's quota spec, given its usage per cluster;
+// "" when it stays within. With a quota per cluster label value
+// (spec.perLabel), a candidate whose value's share is used up is marked
+// as lacking room there (its Lacks), so that placement goes elsewhere;
+// when every labelled candidate is so, the runnable is over quota.
+// labels gives each cluster's labels. The submitter decides with it, and
+// the drill's what-if asks it the same question.
+func QuotaVerdict(namespace string, spec v1alpha1.QuotaSpec, usage map[string]corev1.ResourceList, labels map[string]map[string]string,
+	demand Demand, cands []Cluster) string {
+	total := corev1.ResourceList{}
+	for _, u := range usage {
+		AddTo(total, u)
+	}
+	if ok, why := QuotaAllows(namespace, spec.Limits, total, demand); !ok {
+		return why
+	}
+	if spec.PerLabel == nil {
+		return ""
+	}
+	return perLabelQuota(namespace, spec.PerLabel, usage, labels, demand, cands)
+}
+
+// perLabelQuota marks the candidates whose label value has no room left
+// in the namespace's quota for it, and says why when no labelled
+// candidate has any.
+func perLabelQuota(namespace string, pl *v1alpha1.QuotaPerLabel, usage map[string]corev1.ResourceList, labels map[string]map[string]string,
+	demand Demand, cands []Cluster) string {
+	used := map[string]corev1.ResourceList{}
+	for cluster, u := range usage {
+		v, ok := labels[cluster][pl.Label]
+		if !ok {
+			continue
+		}
+		if used[v] == nil {
+			used[v] = corev1.ResourceList{}
+		}
+		AddTo(used[v], u)
+	}
+	var whys []string
+	open := false
+	for i := range cands {
+		v, ok := cands[i].Labels[pl.Label]
+		if !ok {
+			open = true // not bounded by the per-label quota
+			continue
+		}
+		if fits, why := QuotaAllows(namespace+" for "+pl.Label+"="+v, pl.Limits, used[v], demand); !fits {
+			if cands[i].Lacks == "" {
+				cands[i].Lacks = "room in its " + strings.TrimPrefix(why, "over ")
+			}
+			whys = append(whys, why)
+			continue
+		}
+		open = true
+	}
+	if open || len(whys) == 0 {
+		return ""
+	}
+	slices.Sort(whys)
+	return strings.Join(slices.Compact(whys), "; ")
 }

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/purser-io/purser/api/v1alpha1"
+	controldrill "github.com/purser-io/purser/internal/control/drill"
+	"github.com/purser-io/purser/internal/domain/drill"
+	"github.com/purser-io/purser/internal/domain/policy"
+	"github.com/purser-io/purser/internal/hub/store"
+)
+
+// DrillConfig is the farm's configuration the drill's what-if weighs
+// with: the failover controller's zone label and rates, the submitter's
+// score. The zero value is their defaults.
+type DrillConfig = controldrill.Options
+
+// drillRequest is the body of POST /api/v1/drills.
+type drillRequest struct {
+	Target drill.Target `json:"target"`
+	// DryRun asks for the what-if only; ?dryRun=All says the same.
+	DryRun bool `json:"dryRun"`
+}
+
+func decodeDrillRequest(data []byte, _ string) (drillRequest, error) {
+	var req drillRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// createDrill serves POST /api/v1/drills (admins only). With dryRun it
+// answers the what-if of losing the target: it reads a snapshot and
+// changes nothing, so it writes no audit entry, as no other read does. A
+// real drill (cordon and moves) is not built yet: asking for one is
+// answered 501 and changes nothing.
+func (s *Server) createDrill(r *http.Request, u policy.User) (int, any, error) {
+	if !s.policy().IsAdmin(u) {
+		return 0, nil, errForbidden("user %q may not run drills; only admins may", u.Name)
+	}
+	req, err := decodeBody(r, decodeDrillRequest)
+	if err != nil {
+		return 0, nil, err
+	}
+	switch v := r.URL.Query().Get("dryRun"); v {
+	case "":
+	case "All":
+		req.DryRun = true
+	default:
+		return 0, nil, errInvalid(fmt.Sprintf("dryRun=%s: the only value is All", v),
+			[]v1alpha1.FieldError{{Field: "dryRun", Message: "the only value is All"}})
+	}
+	if field, why := targetProblem(req.Target); field != "" {
+		return 0, nil, errInvalid("target "+req.Target.String()+": "+why, []v1alpha1.FieldError{{Field: field, Message: why}})
+	}
+	if !req.DryRun {
+		return 0, nil, newError(http.StatusNotImplemented, "NotImplemented",
+			"a real drill (cordon and moves) is not available yet; nothing was changed. Ask for the what-if with \"dryRun\": true")
+	}
+	farm, err := s.drillSnapshot(r, &req.Target)
+	var rep *drill.Report
+	if err == nil {
+		rep, err = drill.Plan(farm, req.Target)
+	}
+	var te *drill.TargetError
+	if errors.As(err, &te) {
+		return 0, nil, errInvalid("target "+te.Error(), []v1alpha1.FieldError{{Field: "target.name", Message: te.Why}})
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, rep, nil
+}
+
+// targetProblem says which field of t is wrong and why, before the farm
+// is read.
+func targetProblem(t drill.Target) (field, why string) {
+	switch {
+	case !slices.Contains([]string{drill.TargetDC, drill.TargetCluster, drill.TargetSelector}, t.Kind):
+		return "target.kind", fmt.Sprintf("%q is not a kind of target: dc, cluster or selector", t.Kind)
+	case t.Name == "":
+		return "target.name", "is required: the DC, the cluster or the label selector"
+	}
+	return "", ""
+}
+
+// drillSnapshot reads the farm; with target, only the runnables it
+// moves.
+func (s *Server) drillSnapshot(r *http.Request, target *drill.Target) (drill.Farm, error) {
+	var farm drill.Farm
+	o := s.cfg.Drill
+	o.Target = target
+	if pol := s.policy(); pol != nil {
+		o.Policy = pol
+	}
+	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+		var err error
+		farm, err = controldrill.Snapshot(r.Context(), tx, o)
+		return err
+	})
+	return farm, err
+}
+
+// DC is one data center of the farm: its clusters (those whose zone
+// label names it) and whether the farm could absorb losing it now.
+type DC struct {
+	Kind     string              `json:"kind"`
+	Metadata v1alpha1.ObjectMeta `json:"metadata"`
+	Status   DCStatus            `json:"status"`
+}
+
+// DCStatus is what the DC list says of a DC.
+type DCStatus struct {
+	Clusters []string `json:"clusters"`
+	Headroom Headroom `json:"headroom"`
+	// Message names the shortage (the first runnable left and why): for
+	// admins only, as it names a tenant's work.
+	Message string `json:"message,omitempty"`
+}
+
+// Headroom is the what-if of losing the DC, as of the answer.
+type Headroom struct {
+	Absorbable bool `json:"absorbable"`
+	// Verdict is the what-if's (Absorbed, Partial, NotAbsorbed).
+	Verdict string       `json:"verdict"`
+	Short   *drill.Short `json:"short,omitempty"`
+}
+
+// DCHeadroomTTL is how long the DC list's headroom is kept: every what-if
+// of a DC reads every runnable (about 2 s at 10,000), and every user may
+// list the DCs, so a list is computed at most once in that period, whoever
+// asks and however often, rather than once per request.
+const DCHeadroomTTL = 10 * time.Second
+
+// dcCache is the DC list last computed, with the admins' messages; one
+// computation at a time, the others waiting for it.
+type dcCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	items []DC
+}
+
+// listDCs serves GET /api/v1/dcs: each DC with its standing headroom,
+// computed by the drill's what-if on one snapshot, as of at most
+// DCHeadroomTTL ago. Every user sees the DCs and how much would be short;
+// which runnables, for admins alone.
+func (s *Server) listDCs(r *http.Request, u policy.User) (int, any, error) {
+	items, err := s.dcHeadroom(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	admin := s.policy().IsAdmin(u)
+	out := List[DC]{Items: make([]DC, len(items))}
+	for i, dc := range items {
+		dc.Status.Clusters = slices.Clone(dc.Status.Clusters)
+		if !admin {
+			dc.Status.Message = ""
+		}
+		out.Items[i] = dc
+	}
+	return http.StatusOK, out, nil
+}
+
+// dcHeadroom is every DC's headroom, from the cache while it is fresh.
+func (s *Server) dcHeadroom(r *http.Request) ([]DC, error) {
+	c := &s.dcs
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.items != nil && s.now().Sub(c.at) < DCHeadroomTTL {
+		return c.items, nil
+	}
+	at := s.now()
+	farm, err := s.drillSnapshot(r, nil)
+	if err != nil {
+		return nil, err
+	}
+	label := cmp.Or(farm.ZoneLabel, "dc")
+	byDC := map[string][]string{}
+	for _, cl := range farm.Clusters {
+		if v, ok := cl.Labels[label]; ok {
+			byDC[v] = append(byDC[v], cl.Name)
+		}
+	}
+	names := make([]string, 0, len(byDC))
+	for n := range byDC {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	items := make([]DC, 0, len(names))
+	for _, n := range names {
+		rep, err := drill.Plan(farm, drill.Target{Kind: drill.TargetDC, Name: n})
+		if err != nil {
+			return nil, err
+		}
+		dc := DC{Kind: "DC", Metadata: v1alpha1.ObjectMeta{Name: n}, Status: DCStatus{Clusters: byDC[n],
+			Headroom: Headroom{Absorbable: rep.Verdict == drill.Absorbed, Verdict: rep.Verdict, Short: rep.Short}, Message: rep.Message}}
+		slices.Sort(dc.Status.Clusters)
+		items = append(items, dc)
+	}
+	c.items, c.at = items, at
+	return items, nil
+}
