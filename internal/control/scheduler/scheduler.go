@@ -858,7 +858,7 @@ func RunsOf(ctx context.Context, tx *store.Tx, ns string, names []string) (map[s
 	for i, name := range names {
 		prefixes[i], want[name] = name+"-", true
 	}
-	recs, err := tx.Runnables().ListByNamePrefixes(ctx, ns, prefixes, maxRuns*len(names))
+	recs, err := tx.Runnables().ListByNamePrefixes(ctx, ns, prefixes, maxRuns)
 	if err != nil {
 		return nil, err
 	}
