@@ -187,7 +187,7 @@ func (rs Runnables) ListByNamePrefix(ctx context.Context, namespace, prefix stri
 }
 
 // ListByNamePrefixes returns up to limit of namespace's runnables whose
-// names start with any of prefixes, by name, in one query: the runs of a
+// names start with any of prefixes, by name, each once, in one query: the runs of a
 // page of schedules at once.
 func (rs Runnables) ListByNamePrefixes(ctx context.Context, namespace string, prefixes []string, limit int) ([]*Runnable, error) {
 	if len(prefixes) == 0 {
@@ -209,12 +209,29 @@ func (rs Runnables) ListByNamePrefixes(ctx context.Context, namespace string, pr
 	if rs.tx.s.d.engine == EnginePostgres {
 		lower, upper = "~>=~", "~<~"
 	}
-	var ranges strings.Builder
-	args := make([]any, 0, 2*len(prefixes)+2)
-	for i, prefix := range prefixes {
+	for _, prefix := range prefixes {
 		if prefix == "" || strings.ContainsAny(prefix, `%_\`) || prefix[len(prefix)-1] >= 0x7f {
 			return nil, fmt.Errorf("runnables of prefix %q: a prefix is not empty, ends in an ASCII byte and holds no %%, _ or \\", prefix)
 		}
+	}
+	// Ranges that overlap would answer a runnable once for each: the runs
+	// of schedule "a-b" are in the range of "a-" too, and were listed
+	// twice in a-b's status when both fired in one page. A prefix inside
+	// another's range is dropped (sorted, a prefix's extensions follow it
+	// at once), which leaves disjoint ranges: each row once, and the
+	// limit counts rows, not repeats.
+	sorted := slices.Clone(prefixes)
+	slices.Sort(sorted)
+	disjoint := sorted[:0]
+	for _, p := range sorted {
+		if n := len(disjoint); n > 0 && strings.HasPrefix(p, disjoint[n-1]) {
+			continue
+		}
+		disjoint = append(disjoint, p)
+	}
+	var ranges strings.Builder
+	args := make([]any, 0, 2*len(disjoint)+2)
+	for i, prefix := range disjoint {
 		if i > 0 {
 			ranges.WriteString(", ")
 		}
