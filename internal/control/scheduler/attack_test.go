@@ -78,3 +78,75 @@ func TestPrefixesOfOtherSchedules(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewedAheadKindNowClusterScoped: a schedule's template of a kind
+// the clusters report as namespaced is reviewed ahead of its tick; then a
+// cluster reports the kind cluster-scoped (a CRD made again so). The tick
+// is decided by what the clusters report then: refused, as a runnable of
+// a cluster-scoped kind is for a tenant, and its runnable not created.
+func TestReviewedAheadKindNowClusterScoped(t *testing.T) {
+	for _, eng := range storetest.Engines() {
+		t.Run(eng.Name, func(t *testing.T) {
+			st := open(t, eng.NewDSN(t))
+			ctx := t.Context()
+			report := func(at time.Time, namespaced bool) {
+				t.Helper()
+				if err := st.Tx(ctx, func(tx *store.Tx) error {
+					return tx.Kinds().Replace(ctx, "dc1", at, []store.ServedKind{{Group: "example.com", Version: "v1", Kind: "Widget", Namespaced: namespaced}})
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.Tx(ctx, func(tx *store.Tx) error {
+				return tx.Clusters().Create(ctx, &store.Cluster{Name: "dc1", Spec: []byte("{}")})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var clk clock
+			tick := time.Date(2026, 12, 7, 10, 1, 0, 0, time.UTC)
+			clk.Set(tick.Add(-30 * time.Second))
+			report(clk.Now(), true)
+			w := newSchedule("widgets", "* * * * *")
+			w.Spec.Template.Template = map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "spec": map[string]any{"size": "1"}}
+			put(t, st, w, clk.Now())
+			pol, err := policy.NewPolicy(policy.PolicyFile{Namespaces: map[string]policy.NamespacePolicy{
+				"team-a": {Roles: map[policy.Role][]string{policy.RoleEditor: {"alice"}}, Kinds: policy.KindRules{Opaque: []string{"Widget.example.com"}}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sched := scheduler.New(scheduler.Config{Store: st, Policy: func() *policy.Policy { return pol }, Now: clk.Now})
+
+			// Without the change, the review ahead is used and runs.
+			clk.Set(tick.Add(-3 * time.Second))
+			sched.PrepareAhead(ctx, tick)
+			clk.Set(tick.Add(time.Second))
+			if _, err := sched.Pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if runs := runsOf(t, st, "widgets"); len(runs) != 1 || sched.ReviewedAhead() != 1 {
+				t.Fatalf("widgets: %d runs, %d reviewed ahead, want 1 and 1: %q", len(runs), sched.ReviewedAhead(), statusOf(t, st, "widgets").Message)
+			}
+			tick = tick.Add(time.Minute)
+			clk.Set(tick.Add(-3 * time.Second))
+			sched.PrepareAhead(ctx, tick)
+			// A pass between the review and the change (a schedule
+			// written wakes it) does not stand for the tick's.
+			clk.Set(tick.Add(-2 * time.Second))
+			if _, err := sched.Pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+			report(clk.Now(), false)
+			clk.Set(tick.Add(time.Second))
+			if _, err := sched.Pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if runs := runsOf(t, st, "widgets"); len(runs) != 1 {
+				t.Fatalf("widgets: %d runs, want still 1: none of a kind now cluster-scoped", len(runs))
+			}
+			if msg := statusOf(t, st, "widgets").Message; !strings.Contains(msg, "cluster-scoped") {
+				t.Errorf("widgets: status message %q, want the tick's refusal", msg)
+			}
+		})
+	}
+}
