@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/domain/admission"
@@ -36,7 +38,6 @@ import (
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/platform/reconcile"
-	"github.com/robfig/cron/v3"
 )
 
 // Actor is the audit log's actor of what the scheduler decides alone
