@@ -67,6 +67,24 @@ func testAttack5(t *testing.T, f *farm) {
 				return f.send("carol", c.method, c.path, c.ct, []byte(c.body))
 			})
 		}
+		// In the approval namespace carol reads and approves, and writes
+		// nothing: not by /k8s, not as a dry run, not a status that
+		// would say approved.
+		f.send("mallory", "POST", k8s(f.approval, "runnables", ""), "application/yaml", []byte(runnable(f.approval, "a5-appr", job))).want(t, http.StatusCreated)
+		defer f.do("mallory", "DELETE", "/api/v1/runnables/"+f.approval+"/a5-appr", nil)
+		f.send("carol", "GET", k8s(f.approval, "runnables", "a5-appr"), "", nil).want(t, http.StatusOK)
+		for _, c := range []struct{ method, path, ct, body string }{
+			{"POST", k8s(f.approval, "runnables", ""), "application/yaml", runnable(f.approval, "a5-carol", job)},
+			{"POST", k8s(f.approval, "runnables", "") + "?dryRun=All", "application/yaml", runnable(f.approval, "a5-carol", job)},
+			{"PATCH", k8s(f.approval, "runnables", "a5-appr"), merge, `{"status":{"phase":"Queued"}}`},
+			{"PATCH", k8s(f.approval, "runnables", "a5-appr") + "?fieldManager=carol&force=true", apply, runnable(f.approval, "a5-appr", job)},
+			{"PUT", k8s(f.approval, "runnables", "a5-appr"), "application/yaml", runnable(f.approval, "a5-appr", job)},
+			{"DELETE", k8s(f.approval, "runnables", "a5-appr"), "", ""},
+		} {
+			f.refused("carol, approver: "+c.method+" "+c.path, http.StatusForbidden, func() answer {
+				return f.send("carol", c.method, c.path, c.ct, []byte(c.body))
+			})
+		}
 	})
 
 	// A namespaced kind on the cluster-scoped path: no namespace at all
@@ -233,7 +251,7 @@ func testAttack5(t *testing.T, f *farm) {
 			"target: {kind: bogus}\n",
 			"{{{",
 		} {
-			a := f.refused("mallory's drill "+body, http.StatusForbidden, func() answer { return f.yaml("mallory", "POST", "/api/v1/drills", body) })
+			a := f.refused("mallory's drill "+body, http.StatusForbidden, func() answer { return f.yaml("mallory", "POST", "/api/v1/drills?dryRun=Bogus", body) })
 			if first == "" {
 				first = a.str("message")
 			}
