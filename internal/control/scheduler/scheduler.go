@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/attempt"
 	"github.com/purser-io/purser/internal/domain/admission"
@@ -36,7 +38,6 @@ import (
 	"github.com/purser-io/purser/internal/hub/audit"
 	"github.com/purser-io/purser/internal/hub/store"
 	"github.com/purser-io/purser/internal/platform/reconcile"
-	"github.com/robfig/cron/v3"
 )
 
 // Actor is the audit log's actor of what the scheduler decides alone
@@ -102,6 +103,9 @@ type Scheduler struct {
 	// by schedule uid.
 	ready   map[string]*firing
 	readyAt time.Time
+	// readyScopes are the kinds' scopes, as the clusters reported them,
+	// that the firings in ready were reviewed by.
+	readyScopes map[[2]string][]bool
 	// reviewedAhead counts the firings used as prepared ahead.
 	reviewedAhead atomic.Int64
 }
@@ -216,7 +220,22 @@ func (s *Scheduler) prepareAhead(ctx context.Context, tick time.Time) {
 		return
 	}
 	gate := s.gate()
-	gate.Scopes = submission.ScopesOnce(s.cfg.Store)
+	// The scopes the review reads are kept with it: a kind a cluster
+	// reports cluster-scoped by the tick (a CRD made again so) is
+	// refused then, which a review made as namespaced would not be
+	// (scopesHold).
+	once := submission.ScopesOnce(s.cfg.Store)
+	var seenMu sync.Mutex
+	seen := map[[2]string][]bool{}
+	gate.Scopes = func(ctx context.Context, group, kind string) ([]bool, error) {
+		out, err := once(ctx, group, kind)
+		if err == nil {
+			seenMu.Lock()
+			seen[[2]string{group, kind}] = out
+			seenMu.Unlock()
+		}
+		return out, err
+	}
 	ready := map[string]*firing{}
 	var after store.ScheduleDueCursor
 	for len(ready) < maxReady {
@@ -240,8 +259,46 @@ func (s *Scheduler) prepareAhead(ctx context.Context, tick time.Time) {
 		after = store.ScheduleDueCursor{NextTick: *due[len(due)-1].NextTick, UID: due[len(due)-1].UID}
 	}
 	s.mu.Lock()
-	s.ready, s.readyAt = ready, tick
+	s.ready, s.readyAt, s.readyScopes = ready, tick, seen
 	s.mu.Unlock()
+}
+
+// scopesHold checks, once the tick of the firings ready is due, that the
+// kinds' scopes they were reviewed by are still those the clusters
+// report (scopes, the page's: one read of each kind the review looked
+// at); when not, every firing ready is forgotten, to be reviewed at the
+// tick. Checked at each page while firings are ready, not once: a pass
+// between the review and the tick (a Kick) must not stand for the tick.
+func (s *Scheduler) scopesHold(ctx context.Context, now time.Time, scopes func(ctx context.Context, group, kind string) ([]bool, error)) {
+	s.mu.Lock()
+	seen := s.readyScopes
+	if len(s.ready) == 0 || now.Before(s.readyAt) {
+		seen = nil
+	}
+	s.mu.Unlock()
+	for gk, was := range seen {
+		now, err := scopes(ctx, gk[0], gk[1])
+		if err != nil || !sameScopes(was, now) {
+			s.mu.Lock()
+			s.ready = nil
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// sameScopes compares two reports of a kind's scopes as sets (one entry
+// for each cluster, in no particular order).
+func sameScopes(a, b []bool) bool {
+	count := func(v []bool) (n int) {
+		for _, namespaced := range v {
+			if namespaced {
+				n++
+			}
+		}
+		return n
+	}
+	return len(a) == len(b) && count(a) == count(b)
 }
 
 // takeReady returns the firing of rec prepared ahead, when it still holds
@@ -358,6 +415,7 @@ func (s *Scheduler) fireBatch(ctx context.Context, recs []*store.Schedule) error
 	gate := s.gate()
 	gate.Scopes = submission.ScopesOnce(s.cfg.Store)
 	now := s.cfg.Now()
+	s.scopesHold(ctx, now, gate.Scopes)
 	fs := make([]*firing, 0, len(recs))
 	for _, rec := range recs {
 		f := s.takeReady(rec, gate.Policy, now)

@@ -210,18 +210,35 @@ func (rs Runnables) ListByNamePrefixes(ctx context.Context, namespace string, pr
 	// by a LATERAL subquery with its own LIMIT, which it cannot flatten
 	// (else it scans the table, not knowing how narrow the ranges are).
 	join := `CROSS JOIN runnables r WHERE r.namespace = ? AND r.name >= p.lo AND r.name < p.hi ORDER BY r.name LIMIT ?`
-	limit := limitEach * len(prefixes)
+	limit := limitEach * len(prefixes) // of the disjoint ranges below, at most as many
 	if rs.tx.s.d.engine == EnginePostgres {
 		join = `CROSS JOIN LATERAL (SELECT * FROM runnables x WHERE x.namespace = ? AND x.name ~>=~ p.lo AND x.name ~<~ p.hi
 			ORDER BY x.name LIMIT ?) r ORDER BY r.name`
 		limit = limitEach
 	}
-	var ranges strings.Builder
-	args := make([]any, 0, 2*len(prefixes)+2)
-	for i, prefix := range prefixes {
+	for _, prefix := range prefixes {
 		if prefix == "" || strings.ContainsAny(prefix, `%_\`) || prefix[len(prefix)-1] >= 0x7f {
 			return nil, fmt.Errorf("runnables of prefix %q: a prefix is not empty, ends in an ASCII byte and holds no %%, _ or \\", prefix)
 		}
+	}
+	// Ranges that overlap would answer a runnable once for each: the runs
+	// of schedule "a-b" are in the range of "a-" too, and were listed
+	// twice in a-b's status when both fired in one page. A prefix inside
+	// another's range is dropped (sorted, a prefix's extensions follow it
+	// at once), which leaves disjoint ranges: each row once, and the
+	// limit counts rows, not repeats.
+	sorted := slices.Clone(prefixes)
+	slices.Sort(sorted)
+	disjoint := sorted[:0]
+	for _, p := range sorted {
+		if n := len(disjoint); n > 0 && strings.HasPrefix(p, disjoint[n-1]) {
+			continue
+		}
+		disjoint = append(disjoint, p)
+	}
+	var ranges strings.Builder
+	args := make([]any, 0, 2*len(disjoint)+2)
+	for i, prefix := range disjoint {
 		if i > 0 {
 			ranges.WriteString(", ")
 		}
