@@ -215,6 +215,7 @@ function route() {
     case "queue": return queuePage();
     case "schedules": return parts[1] ? scheduleDetail(parts[1], parts[2]) : schedules();
     case "edit-runnable": return editRunnable(parts[1], parts[2]);
+    case "whatif": return whatIfPage(parts[1], parts[2]);
     default: return farmPage();
   }
 }
@@ -299,27 +300,124 @@ function resourceBars(id, res) {
 // ---- farm ----
 // The farm at a glance: one column per data center (the clusters' dc
 // label), each cluster with its state, the freshness of its records, what
-// its nodes can allocate and the runnables on it by phase.
+// its nodes can allocate and the runnables on it by phase. Each DC carries
+// its standing headroom from GET /api/v1/dcs (could the farm absorb its
+// loss now), and for an admin the shortage's message and the what-if.
 function farmPage() {
   const board = el("div", { id: "farm", class: "farm" });
+  const note = el("p", { id: "headroom-error", class: "error", hidden: true });
   const holder = {};
   main(el("h1", {}, "Farm"),
-    el("p", { class: "muted" }, "Data centers as columns (each cluster's ", el("code", {}, "dc"), " label); per cluster its state, how fresh purser's records of it are, what its nodes can allocate, and the runnables on it by phase."),
-    board);
+    el("p", { class: "muted" }, "Data centers as columns (each cluster's ", el("code", {}, "dc"), " label); per DC whether the farm could absorb losing it now; per cluster its state, how fresh purser's records of it are, what its nodes can allocate, and the runnables on it by phase."),
+    note, board);
+  // The DC list is the what-if of every DC, computed by the API at most
+  // once in DCHeadroomTTL, and a call that finds it old waits for it (2 s
+  // at 10,000 runnables): after the first, it is asked for beside the
+  // polls and drawn at the next one, so that the clusters never wait for
+  // it. The farm still shows when it cannot be had.
+  const dcs = { list: null, pending: null };
+  const fetchDCs = () => dcs.pending || (dcs.pending = api("GET", "/api/v1/dcs")
+    .catch(e => ({ items: [], error: describeError(e) }))
+    .then(l => { dcs.list = l; dcs.pending = null; return l; }));
   live(async () => {
-    const list = await api("GET", "/api/v1/clusters");
-    if (!changed(holder, list.items.map(c => [c.metadata, c.status, c.spec.taints]))) return;
-    const dcs = new Map();
+    const [list, dcList] = await Promise.all([api("GET", "/api/v1/clusters"), dcs.list ? (fetchDCs(), dcs.list) : fetchDCs()]);
+    if (!changed(holder, [list.items.map(c => [c.metadata, c.status, c.spec.taints]), dcList])) return;
+    const byDC = new Map();
     for (const c of list.items) {
       const dc = (c.metadata.labels || {}).dc || "no dc label";
-      if (!dcs.has(dc)) dcs.set(dc, []);
-      dcs.get(dc).push(c);
+      if (!byDC.has(dc)) byDC.set(dc, []);
+      byDC.get(dc).push(c);
     }
-    const names = [...dcs.keys()].sort((a, b) => (a === "no dc label") - (b === "no dc label") || a.localeCompare(b));
+    note.hidden = !dcList.error;
+    note.textContent = dcList.error ? "The DCs' headroom is not available: " + dcList.error : "";
+    const headroom = new Map(dcList.items.map(d => [d.metadata.name, d.status || {}]));
+    const names = [...byDC.keys()].sort((a, b) => (a === "no dc label") - (b === "no dc label") || a.localeCompare(b));
     fill(board, names.length ? names.map(dc => el("section", { class: "dc", "data-dc": dc },
-      el("h2", {}, dc, el("span", { class: "muted" }, " · " + dcs.get(dc).length + " cluster" + (dcs.get(dc).length === 1 ? "" : "s"))),
-      dcs.get(dc).map(clusterCard))) : el("p", { class: "muted" }, "No clusters registered."));
+      el("h2", {}, dc, el("span", { class: "muted" }, " · " + byDC.get(dc).length + " cluster" + (byDC.get(dc).length === 1 ? "" : "s"))),
+      headroom.has(dc) ? dcHeadroom(dc, headroom.get(dc)) : null,
+      byDC.get(dc).map(clusterCard))) : el("p", { class: "muted" }, "No clusters registered."));
   });
+}
+
+// dcHeadroom is a DC's badge (absorbable, or short by how much), the
+// message naming the shortage (the API gives it to admins alone) and, for
+// an admin, the link to the what-if of losing it.
+function dcHeadroom(dc, st) {
+  const hr = st.headroom || {};
+  const short = hr.short ? hr.short.runnables + " runnable" + (hr.short.runnables === 1 ? "" : "s") +
+    Object.entries(hr.short.requests || {}).map(([k, v]) => ", " + k + " " + v).join("") : "";
+  return el("div", { class: "headroom", "data-dc": dc },
+    hr.absorbable ? el("span", { class: "badge absorbable", title: "losing " + dc + " now would be absorbed (" + hr.verdict + ")" }, "absorbable")
+      : el("span", { class: "badge short " + (hr.verdict || ""), title: "losing " + dc + " now: " + (hr.verdict || "unknown") }, "short" + (short ? ": " + short : "")),
+    st.message ? el("div", { class: "message small" }, st.message) : null,
+    access.admin ? el("a", { class: "button whatif", "data-dc": dc, href: whatIfPath("dc", dc) }, "What if " + dc + " is lost") : null);
+}
+
+// ---- what-if ----
+// What losing a DC (or a cluster) would do, as POST /api/v1/drills with
+// dryRun answers it: a snapshot placed by the submitter's own code,
+// nothing changed. It is run when the page opens and again on demand,
+// not polled: each run reads every runnable of the farm.
+function whatIfPath(kind, name) { return "#/whatif/" + encodeURIComponent(kind) + "/" + encodeURIComponent(name); }
+
+function whatIfPage(kind, name) {
+  stopPolling();
+  const page = location.hash;
+  const view = el("div", { id: "whatif" }, el("p", { class: "muted" }, "Computing…"));
+  const run = async () => {
+    fill(view, el("p", { class: "muted" }, "Computing…"));
+    let rep;
+    try {
+      rep = await api("POST", "/api/v1/drills", JSON.stringify({ target: { kind, name }, dryRun: true }));
+    } catch (e) {
+      if (location.hash === page) fill(view, el("p", { id: "whatif-error", class: "error" }, describeError(e)));
+      return;
+    }
+    if (location.hash === page) fill(view, whatIfReport(rep));
+  };
+  main(el("p", {}, link("#/farm", "← Farm")),
+    el("h1", {}, "What if " + kind + " " + name + " is lost"),
+    el("p", { class: "muted" }, "A dry run: the farm as it stands is placed by the submitter's own code without the lost clusters; nothing is changed."),
+    el("div", { class: "actions" }, el("button", { id: "whatif-again", class: "secondary", onclick: run }, "Run again")),
+    view);
+  run();
+}
+
+function whatIfReport(rep) {
+  const runnableLink = ref => {
+    const i = ref.indexOf("/");
+    return i > 0 ? link(runnablePath(ref.slice(0, i), ref.slice(i + 1)), ref) : ref;
+  };
+  const figure = (id, f) => f ? [el("div", { class: "small" }, f.runnables + " active runnable" + (f.runnables === 1 ? "" : "s")),
+    f.allocatable ? resourceBars(id, { allocatable: f.allocatable, free: f.free }) : el("span", { class: "muted" }, "capacity not reported")] : null;
+  const short = rep.short ? rep.short.runnables + " runnable" + (rep.short.runnables === 1 ? "" : "s") +
+    Object.entries(rep.short.requests || {}).map(([k, v]) => ", " + k + " " + v).join("") : "nothing";
+  return [
+    el("div", { id: "whatif-verdict", class: "actions" }, badge(rep.verdict), el("span", { class: "message" }, rep.message)),
+    kv({ id: "whatif-summary" }, "Target", rep.target.kind + " " + rep.target.name, "Moves", String((rep.moves || []).length),
+      "Left queued", String((rep.unplaceable || []).length), "Short", short,
+      "Time to move all", rep.durationSeconds + " s (the last move's turn at the eviction rate)"),
+    el("h2", {}, "Moves (" + (rep.moves || []).length + ")"),
+    el("table", { id: "whatif-moves", class: "list" }, el("thead", {}, el("tr", {}, ["Runnable", "From", "To", "Downtime", "Restore point", "Why there"].map(h => el("th", {}, h)))),
+      el("tbody", {}, (rep.moves || []).length ? rep.moves.map(m => el("tr", { "data-runnable": m.runnable },
+        el("td", { class: "nowrap" }, runnableLink(m.runnable)), el("td", { class: "from" }, link(clusterPath(m.from), m.from)), el("td", { class: "to" }, link(clusterPath(m.to), m.to)),
+        el("td", { class: "num downtime" }, m.downtimeSeconds + " s"),
+        el("td", { class: "carried" }, m.restorePoint ? m.restorePoint.kind + " " + m.restorePoint.path : el("span", { class: "muted" }, "—")),
+        el("td", { class: "message" }, m.reason || "")))
+        : el("tr", {}, el("td", { colspan: 6, class: "muted" }, "Nothing moves.")))),
+    el("h2", {}, "Left queued (" + (rep.unplaceable || []).length + ")"),
+    el("table", { id: "whatif-unplaceable", class: "list" }, el("thead", {}, el("tr", {}, ["Runnable", "", "Why"].map(h => el("th", {}, h)))),
+      el("tbody", {}, (rep.unplaceable || []).length ? rep.unplaceable.map(u => el("tr", { "data-runnable": u.runnable },
+        el("td", { class: "nowrap" }, runnableLink(u.runnable)),
+        el("td", {}, u.never ? el("span", { class: "badge NotAbsorbed", title: "no cluster left could ever take it" }, "never") : el("span", { class: "badge Queued", title: "waits for capacity or quota to free" }, "waits")),
+        el("td", { class: "message" }, u.reason)))
+        : el("tr", {}, el("td", { colspan: 3, class: "muted" }, "Every runnable finds a cluster.")))),
+    el("h2", {}, "Clusters before and after"),
+    el("table", { id: "whatif-clusters", class: "list" }, el("thead", {}, el("tr", {}, ["Cluster", "Before", "After"].map(h => el("th", {}, h)))),
+      el("tbody", {}, (rep.clusters || []).map(c => el("tr", { "data-cluster": c.name },
+        el("td", { class: "nowrap" }, link(clusterPath(c.name), c.name), c.lost ? [" ", el("span", { class: "badge NotReady" }, "lost")] : null),
+        el("td", {}, figure("before-" + c.name, c.before)),
+        el("td", {}, c.after ? figure("after-" + c.name, c.after) : el("span", { class: "muted" }, "taken away"))))))];
 }
 
 function clusterCard(c) {
