@@ -469,7 +469,7 @@ func (s *Scheduler) applyPage(ctx context.Context, tx *store.Tx, fs []*firing, o
 	var reqs []*submission.Request
 	for _, f := range fs {
 		key := f.rec.Namespace + "/" + f.rec.Name
-		if _, read := byNS[f.rec.Namespace]; !read || !plainFiring(f, runs[key]) {
+		if !plainFiring(f, runs[key]) {
 			if err := s.apply(ctx, tx, f, out); err != nil {
 				return err
 			}
@@ -530,7 +530,7 @@ func (s *Scheduler) applyPage(ctx context.Context, tx *store.Tx, fs []*firing, o
 // or Replace) nor its history limits (an ended run to remove) asking for
 // more than creating them.
 func plainFiring(f *firing, runs []Run) bool {
-	if f.plan.Missed > 0 {
+	if f.unreadable != "" || f.sch.Obj.Spec.Suspend || f.plan.Missed > 0 {
 		return false
 	}
 	for _, t := range f.ticks {
