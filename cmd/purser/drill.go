@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/cli/printer"
-	"github.com/purser-io/purser/internal/domain/drill"
 )
 
 func newDrillCommand() *cobra.Command {
@@ -15,9 +15,9 @@ func newDrillCommand() *cobra.Command {
 		Short: "What losing a DC or a cluster would do to the work on it (--dry-run)",
 		Long:  drillLong,
 	}
-	cmd.AddCommand(newDrillTargetCommand(drill.TargetDC, "dc NAME", "the DC whose clusters carry the label dc=NAME", "  purser drill dc dc1 --dry-run"),
-		newDrillTargetCommand(drill.TargetCluster, "cluster NAME", "one cluster", "  purser drill cluster dc1-a --dry-run -o json"),
-		newDrillTargetCommand(drill.TargetSelector, "selector SELECTOR", "the clusters a label selector picks",
+	cmd.AddCommand(newDrillTargetCommand(v1alpha1.DrillTargetDC, "dc NAME", "the DC whose clusters carry the label dc=NAME", "  purser drill dc dc1 --dry-run"),
+		newDrillTargetCommand(v1alpha1.DrillTargetCluster, "cluster NAME", "one cluster", "  purser drill cluster dc1-a --dry-run -o json"),
+		newDrillTargetCommand(v1alpha1.DrillTargetSelector, "selector SELECTOR", "the clusters a label selector picks",
 			"  purser drill selector 'dc in (dc1,dc2)' --dry-run"))
 	return cmd
 }
@@ -64,7 +64,7 @@ func newDrillTargetCommand(kind, use, what, example string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, raw, err := c.DrillDryRun(cmd.Context(), drill.Target{Kind: kind, Name: args[0]})
+			rep, raw, err := c.DrillDryRun(cmd.Context(), v1alpha1.DrillTarget{Kind: kind, Name: args[0]})
 			if err != nil {
 				return named(c, err)
 			}

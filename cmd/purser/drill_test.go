@@ -17,6 +17,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
+	controldrill "github.com/purser-io/purser/internal/control/drill"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
@@ -46,7 +47,8 @@ func TestDrillDryRunCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	sealer, _ := sealtest.New(t)
-	srv := httptest.NewServer(server.New(server.Config{Store: st, Tokens: tokens, Policy: pol, Sealer: sealer}))
+	srv := httptest.NewServer(server.New(server.Config{Store: st, Tokens: tokens, Policy: pol, Sealer: sealer,
+		DrillSnapshot: controldrill.Snapshotter(controldrill.Options{})}))
 	t.Cleanup(srv.Close)
 	for _, c := range []struct{ name, dc string }{{"east-1", "east"}, {"west-1", "west"}} {
 		body := strings.NewReplacer("far-away", c.name, "dc-9", c.dc).Replace(unreachableCluster)

@@ -14,6 +14,7 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/api/server"
+	controldrill "github.com/purser-io/purser/internal/control/drill"
 	"github.com/purser-io/purser/internal/hub/anchor"
 	"github.com/purser-io/purser/internal/hub/guard"
 	"github.com/purser-io/purser/internal/hub/outbox"
@@ -59,7 +60,7 @@ type APIConfig struct {
 	// Drill is what the drills' what-if weighs with: the controller's
 	// zone label and eviction rates, the submitter's score, as they are
 	// configured (zero: their defaults).
-	Drill server.DrillConfig
+	Drill controldrill.Options
 }
 
 // Defaults of APIConfig.
@@ -136,7 +137,7 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 		rate = DefaultUserRate
 	}
 	scfg := server.Config{Store: h.Store, Stream: h.Stream, InventoryChanges: h.Stream, Outbox: a.relay, Identities: identities, Sealer: h.Sealer, Logger: log,
-		Registry: h.Metrics, Guard: h.Guard, Commits: a.commits, Anchors: a.anchors, ScheduleWritten: cfg.ScheduleWritten, Drill: cfg.Drill,
+		Registry: h.Metrics, Guard: h.Guard, Commits: a.commits, Anchors: a.anchors, ScheduleWritten: cfg.ScheduleWritten, DrillSnapshot: controldrill.Snapshotter(cfg.Drill),
 		Limits: server.Limits{UserRate: rate, UserBurst: int(2 * rate),
 			KubeWatchesPerUser:  orDefault(cfg.KubeWatchesPerUser, kubeapi.DefaultWatchesPerUser),
 			KubeRequestsPerUser: orDefault(cfg.KubeRequestsPerUser, kubeapi.DefaultRequestsPerUser)}}

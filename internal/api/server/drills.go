@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,16 +13,18 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/api/v1alpha1"
-	controldrill "github.com/purser-io/purser/internal/control/drill"
 	"github.com/purser-io/purser/internal/domain/drill"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
 
-// DrillConfig is the farm's configuration the drill's what-if weighs
-// with: the failover controller's zone label and rates, the submitter's
-// score. The zero value is their defaults.
-type DrillConfig = controldrill.Options
+// DrillSnapshot reads the farm in tx as the drills' what-if weighs it:
+// the failover controller's zone label and rates, the submitter's score
+// and figures, each namespace's fair share by pol; only the runnables
+// target takes away when it is set. internal/control/drill builds it
+// (controldrill.Snapshotter) and whoever composes the API hands it over,
+// so that the API links no component's code (the submitter's figures).
+type DrillSnapshot func(ctx context.Context, tx *store.Tx, target *drill.Target, pol *policy.Policy) (drill.Farm, error)
 
 // drillRequest is the body of POST /api/v1/drills.
 type drillRequest struct {
@@ -98,15 +101,13 @@ func targetProblem(t drill.Target) (field, why string) {
 // drillSnapshot reads the farm; with target, only the runnables it
 // moves.
 func (s *Server) drillSnapshot(r *http.Request, target *drill.Target) (drill.Farm, error) {
-	var farm drill.Farm
-	o := s.cfg.Drill
-	o.Target = target
-	if pol := s.policy(); pol != nil {
-		o.Policy = pol
+	if s.cfg.DrillSnapshot == nil {
+		return drill.Farm{}, newError(http.StatusServiceUnavailable, "ServiceUnavailable", "drills are not configured on this server")
 	}
+	var farm drill.Farm
 	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
 		var err error
-		farm, err = controldrill.Snapshot(r.Context(), tx, o)
+		farm, err = s.cfg.DrillSnapshot(r.Context(), tx, target, s.policy())
 		return err
 	})
 	return farm, err

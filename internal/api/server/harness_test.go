@@ -21,6 +21,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
+	controldrill "github.com/purser-io/purser/internal/control/drill"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/outbox"
 	"github.com/purser-io/purser/internal/hub/seal"
@@ -152,7 +153,7 @@ func newHarnessDSN(t testing.TB, dsn string, opts ...option) *harness {
 
 	cfg := server.Config{
 		Store: h.store, Stream: h.streams, Outbox: relay, Identities: h.identities, Sealer: h.sealer,
-		Anchors: startAnchors(t, h.store, h.streams),
+		Anchors: startAnchors(t, h.store, h.streams), DrillSnapshot: controldrill.Snapshotter(controldrill.Options{}),
 	}
 	// The suites send hundreds of requests without a valid token on
 	// purpose; TestRateLimits tests the limit itself.

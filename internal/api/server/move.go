@@ -14,11 +14,11 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/control/dependson"
 	"github.com/purser-io/purser/internal/control/operate"
-	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/domain/lifecycle"
 	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/member/clusters"
 )
 
 // moveRunnable serves POST /api/v1/runnables/{ns}/{name}/move with an
@@ -86,7 +86,7 @@ func placementClusters(ctx context.Context, tx *store.Tx, namespace string, deps
 	names := make([]string, 0, len(rows))
 	for _, row := range rows {
 		// As the submitter describes a cluster to placement.
-		c, err := submitter.PlacementCluster(row)
+		c, err := clusters.Placement(row)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", row.Name, err)
 		}

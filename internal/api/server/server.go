@@ -92,9 +92,9 @@ type Config struct {
 	// Limits bound request rates and watches; the zero value means the
 	// defaults.
 	Limits Limits
-	// Drill is what the drills' what-if weighs with (zone label, rates,
-	// score); the zero value means the controllers' defaults.
-	Drill DrillConfig
+	// DrillSnapshot reads the farm as the drills' what-if weighs it;
+	// nil: drills are answered 503, not configured.
+	DrillSnapshot DrillSnapshot
 }
 
 // Server is the HTTP API.

@@ -5,12 +5,12 @@ import (
 	"io"
 	"strings"
 
-	"github.com/purser-io/purser/internal/domain/drill"
+	"github.com/purser-io/purser/api/v1alpha1"
 )
 
 // Drill prints a drill's what-if as tables: the verdict, the moves, the
 // runnables left and why, each cluster before and after.
-func Drill(w io.Writer, rep *drill.Report, noHeaders bool) error {
+func Drill(w io.Writer, rep *v1alpha1.DrillReport, noHeaders bool) error {
 	fmt.Fprintf(w, "%s: %s\n", rep.Verdict, rep.Message)
 	var moves, left, clusters [][]string
 	for _, m := range rep.Moves {

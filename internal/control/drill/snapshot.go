@@ -20,6 +20,7 @@ import (
 	"github.com/purser-io/purser/internal/domain/placement"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/member/clusters"
 )
 
 // Policy is what the snapshot reads of the policy: the priority a
@@ -43,6 +44,19 @@ type Options struct {
 	// clusters it takes (drill.Lost), which are all one what-if moves;
 	// a target that names nothing is its *drill.TargetError.
 	Target *drill.Target
+}
+
+// Snapshotter is Snapshot with o's settings, the target and the policy in
+// force given at each call: the API's DrillSnapshot.
+func Snapshotter(o Options) func(ctx context.Context, tx *store.Tx, target *drill.Target, pol *policy.Policy) (drill.Farm, error) {
+	return func(ctx context.Context, tx *store.Tx, target *drill.Target, pol *policy.Policy) (drill.Farm, error) {
+		o := o
+		o.Target = target
+		if pol != nil {
+			o.Policy = pol
+		}
+		return Snapshot(ctx, tx, o)
+	}
 }
 
 // pageSize is how many runnables one query of the snapshot reads.
@@ -77,7 +91,7 @@ func Snapshot(ctx context.Context, tx *store.Tx, o Options) (drill.Farm, error) 
 	f.Usage = figs.Usage
 	var capacity map[string]store.Capacity
 	for _, row := range rows {
-		c, err := submitter.PlacementCluster(row)
+		c, err := clusters.Placement(row)
 		if err != nil {
 			return f, fmt.Errorf("cluster %s: %w", row.Name, err)
 		}

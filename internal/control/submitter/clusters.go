@@ -2,12 +2,9 @@ package submitter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -105,7 +102,7 @@ func (s *Submitter) gather(ctx context.Context, gvk schema.GroupVersionKind, nam
 	var returns time.Time
 	out := make([]placement.Cluster, 0, len(rows))
 	for _, row := range rows {
-		c, err := PlacementCluster(row)
+		c, err := clusters.Placement(row)
 		if err != nil {
 			s.log.Error("cluster skipped", "cluster", row.Name, "error", err)
 			continue
@@ -131,31 +128,6 @@ func (s *Submitter) gather(ctx context.Context, gvk schema.GroupVersionKind, nam
 		out = append(out, c)
 	}
 	return out, returns, quota, nil
-}
-
-// PlacementCluster is what placement knows of a cluster from its row: its
-// labels, its taints (the spec's and those its status adds) and whether
-// it is Ready as the controller judged it (a cluster it has not judged
-// yet counts as Ready; its taints still apply). The load, free figures
-// and dependencies are the caller's to add. The submitter and the
-// drill's what-if both describe clusters with it.
-func PlacementCluster(row *store.Cluster) (placement.Cluster, error) {
-	c := placement.Cluster{Name: row.Name, Labels: row.Labels}
-	var spec store.Document[v1alpha1.ClusterSpec]
-	if err := json.Unmarshal(row.Spec, &spec); err != nil {
-		return c, fmt.Errorf("cluster spec does not decode: %w", err)
-	}
-	c.Taints = append(c.Taints, spec.Spec.Taints...)
-	var status v1alpha1.ClusterStatus
-	if len(row.Status) > 0 {
-		if err := json.Unmarshal(row.Status, &status); err != nil {
-			return c, fmt.Errorf("cluster status does not decode: %w", err)
-		}
-	}
-	c.Taints = append(c.Taints, status.Taints...)
-	ready := clusters.ReadyCondition(status)
-	c.Ready = ready == nil || ready.Status == metav1.ConditionTrue
-	return c, nil
 }
 
 // clusterRow reads one cluster; a removed cluster is ErrNotFound.

@@ -26,36 +26,35 @@ import (
 	"github.com/purser-io/purser/internal/domain/placement"
 )
 
-// Verdicts.
+// Verdicts and target kinds, as the API names them.
 const (
-	// Absorbed: every runnable of the lost clusters finds a cluster.
-	Absorbed = "Absorbed"
-	// Partial: some are left queued, each only for capacity or quota to
-	// free; none needs what was lost.
-	Partial = "Partial"
-	// NotAbsorbed: some runnable has no cluster left that could ever take
-	// it (a placement rule, a taint, a dependency, the kind not served,
-	// or bigger than any remaining cluster's whole allocatable).
-	NotAbsorbed = "NotAbsorbed"
+	Absorbed    = v1alpha1.DrillAbsorbed
+	Partial     = v1alpha1.DrillPartial
+	NotAbsorbed = v1alpha1.DrillNotAbsorbed
+
+	TargetDC       = v1alpha1.DrillTargetDC
+	TargetCluster  = v1alpha1.DrillTargetCluster
+	TargetSelector = v1alpha1.DrillTargetSelector
 )
 
-// Target kinds.
-const (
-	TargetDC       = "dc"
-	TargetCluster  = "cluster"
-	TargetSelector = "selector"
+// The report's parts are the API's types (api/v1alpha1), which the
+// command line prints without linking the placement code.
+type (
+	// Target is what is taken away.
+	Target = v1alpha1.DrillTarget
+	// Move is one runnable's move.
+	Move = v1alpha1.DrillMove
+	// Unplaceable is a runnable the farm would not take.
+	Unplaceable = v1alpha1.DrillUnplaceable
+	// Figure is a cluster's load.
+	Figure = v1alpha1.DrillFigure
+	// ClusterChange is one cluster before and after.
+	ClusterChange = v1alpha1.DrillClusterChange
+	// Report is the what-if's answer.
+	Report = v1alpha1.DrillReport
+	// Short is what the farm lacks to absorb the target.
+	Short = v1alpha1.DrillShort
 )
-
-// Target is what is taken away.
-type Target struct {
-	// Kind is dc, cluster or selector.
-	Kind string `json:"kind"`
-	// Name is the DC (the value of the zone label) or the cluster; for a
-	// selector, the label selector in kubectl's form.
-	Name string `json:"name"`
-}
-
-func (t Target) String() string { return t.Kind + " " + t.Name }
 
 // Runnable is an active runnable as the what-if moves it.
 type Runnable struct {
@@ -113,67 +112,6 @@ const (
 	DefaultEvictionRate = 20.0
 	DefaultZoneRate     = DefaultEvictionRate / 10
 )
-
-// Move is one runnable's move.
-type Move struct {
-	Runnable string `json:"runnable"`
-	From     string `json:"from"`
-	To       string `json:"to"`
-	// DowntimeSeconds is how long it is expected to be down: until its
-	// turn at the eviction rate comes and it is placed.
-	DowntimeSeconds float64 `json:"downtimeSeconds"`
-	// RestorePoint is what a Flink job restarts from, when one is
-	// recorded; nil otherwise.
-	RestorePoint *v1alpha1.RestorePoint `json:"restorePoint,omitempty"`
-	// Reason is the placement's decision in words.
-	Reason string `json:"reason,omitempty"`
-}
-
-// Unplaceable is a runnable the farm would not take.
-type Unplaceable struct {
-	Runnable string `json:"runnable"`
-	Reason   string `json:"reason"`
-	// Never: no cluster left could ever take it (see NotAbsorbed).
-	Never bool `json:"never,omitempty"`
-}
-
-// Figure is a cluster's load: its active runnables and, when its agent
-// reports, what it has free (less what is in flight) and allocatable.
-type Figure struct {
-	Runnables   int               `json:"runnables"`
-	Free        map[string]string `json:"free,omitempty"`
-	Allocatable map[string]string `json:"allocatable,omitempty"`
-}
-
-// ClusterChange is one cluster before and after; After is nil for a
-// cluster the target takes away.
-type ClusterChange struct {
-	Name   string  `json:"name"`
-	Lost   bool    `json:"lost,omitempty"`
-	Before Figure  `json:"before"`
-	After  *Figure `json:"after"`
-}
-
-// Report is the what-if's answer.
-type Report struct {
-	Target      Target          `json:"target"`
-	Verdict     string          `json:"verdict"`
-	Moves       []Move          `json:"moves"`
-	Unplaceable []Unplaceable   `json:"unplaceable"`
-	Clusters    []ClusterChange `json:"clusters"`
-	// DurationSeconds is the time until the last move is placed.
-	DurationSeconds float64 `json:"durationSeconds"`
-	// Short sums what the unplaceable ask for; nil when none is.
-	Short *Short `json:"short,omitempty"`
-	// Message says the verdict in one sentence.
-	Message string `json:"message"`
-}
-
-// Short is what the farm lacks to absorb the target.
-type Short struct {
-	Runnables int               `json:"runnables"`
-	Requests  map[string]string `json:"requests,omitempty"`
-}
 
 // TargetError is a target that names nothing the farm has, or does not
 // parse.
