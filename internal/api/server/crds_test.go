@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/api/server"
+	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
 // crdDir holds the CustomResourceDefinitions of purser's kinds;
@@ -76,9 +78,15 @@ func TestCRDsInstall(t *testing.T) {
 	}
 	kubectl("apply", "-k", crdDir)
 	kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/runnables.purser.io", "crd/deployables.purser.io", "crd/quotas.purser.io", "crd/clusters.purser.io")
-	if out := kubectl("explain", "runnables.spec.template"); !strings.Contains(out, "purser.io") {
-		t.Fatalf("explain on the cluster:\n%s", out)
-	}
+	// Established is not yet served: the kube-apiserver publishes a new
+	// CRD's discovery and OpenAPI a moment later, and explain reads both.
+	sandboxtest.Eventually(t, time.Minute, "kubectl explain runnables.spec.template names purser.io", func(ctx context.Context) error {
+		out, err := exec.CommandContext(ctx, sandboxes.Binaries(t).Kubectl(), "--kubeconfig", c.KubeconfigPath(), "explain", "runnables.spec.template").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "purser.io") {
+			return fmt.Errorf("explain on the cluster: %v\n%s", err, out)
+		}
+		return nil
+	})
 	if err := c.EnsureNamespace(t.Context(), "team-a"); err != nil {
 		t.Fatal(err)
 	}
