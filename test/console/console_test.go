@@ -28,6 +28,7 @@ import (
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/cli/client"
 	"github.com/purser-io/purser/internal/control/attempt"
+	controldrill "github.com/purser-io/purser/internal/control/drill"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
@@ -328,7 +329,8 @@ func newFarm(t *testing.T, members map[string]*sandbox.Cluster, dcs map[string]s
 	}
 	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.Config{Interval: 100 * time.Millisecond})
 	f.run(relay.Run)
-	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: sealer, Logger: log}))
+	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: sealer, Logger: log,
+		DrillSnapshot: controldrill.Snapshotter(controldrill.Options{})}))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
 	f.api = client.New(client.Config{Server: srv.URL, Token: f.token})

@@ -22,6 +22,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
+	controldrill "github.com/purser-io/purser/internal/control/drill"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/control/syncer"
 	"github.com/purser-io/purser/internal/domain/policy"
@@ -146,7 +147,7 @@ func newFarm(t *testing.T, eng storetest.Engine) *farm {
 	run(t, syncer.New(syncer.Config{Store: f.store, Sealer: sealer, Identity: "tenancy", Logger: log, Policy: pol}).Run)
 
 	srv := httptest.NewUnstartedServer(server.New(server.Config{Store: f.store, Stream: streams, Outbox: relay,
-		Tokens: tokens, Policy: pol, Sealer: sealer, Logger: log}))
+		Tokens: tokens, Policy: pol, Sealer: sealer, Logger: log, DrillSnapshot: controldrill.Snapshotter(controldrill.Options{})}))
 	server.ConfigureHTTPServer(srv.Config)
 	srv.Start()
 	t.Cleanup(srv.Close)
