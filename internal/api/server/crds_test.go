@@ -82,8 +82,11 @@ func TestCRDsInstall(t *testing.T) {
 	// CRD's discovery and OpenAPI a moment later, and explain reads both.
 	sandboxtest.Eventually(t, time.Minute, "kubectl explain runnables.spec.template names purser.io", func(ctx context.Context) error {
 		out, err := exec.CommandContext(ctx, sandboxes.Binaries(t).Kubectl(), "--kubeconfig", c.KubeconfigPath(), "explain", "runnables.spec.template").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "purser.io") {
-			return fmt.Errorf("explain on the cluster: %v\n%s", err, out)
+		if err != nil {
+			return fmt.Errorf("explain on the cluster: %w\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "purser.io") {
+			return fmt.Errorf("explain on the cluster does not name purser.io:\n%s", out)
 		}
 		return nil
 	})
