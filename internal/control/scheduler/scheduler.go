@@ -256,7 +256,7 @@ func (s *Scheduler) prepareAhead(ctx context.Context, tick time.Time) {
 		if len(due) < pageSize {
 			break
 		}
-		after = store.ScheduleDueCursor{NextTick: *due[len(due)-1].NextTick, UID: due[len(due)-1].UID}
+		after = store.DueCursor(due[len(due)-1])
 	}
 	s.mu.Lock()
 	s.ready, s.readyAt, s.readyScopes = ready, tick, seen
@@ -321,21 +321,33 @@ func (s *Scheduler) takeReady(rec *store.Schedule, pol *policy.Policy, now time.
 }
 
 // Pass fires every schedule due now and returns the earliest next tick.
+//
+// The pages of a pass are pipelined: while one page's transaction is
+// written and committed, the next page is read (after the last schedule
+// of the one before, in the order of Due) and its firings prepared or
+// taken from the review ahead, on another goroutine. A page's writes
+// touch only its own schedules, so the page read meanwhile is what it
+// would be read after the commit. Due is then read from the start again,
+// which finds anything a failed page left (fired again on its own).
 func (s *Scheduler) Pass(ctx context.Context) (*time.Time, error) {
 	var errs []error
-	for range 100 { // at most 100 pages of due schedules in one pass, then NextTick is read again
-		var due []*store.Schedule
+	now := s.cfg.Now()
+	for read := 0; read < maxPagesPerPass; {
+		n, err := s.passPages(ctx, now, maxPagesPerPass-read)
+		read += n
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		var left []*store.Schedule
 		if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 			var err error
-			due, err = tx.Schedules().Due(ctx, s.cfg.Now(), pageSize)
+			left, err = tx.Schedules().Due(ctx, now, 1)
 			return err
 		}); err != nil {
 			return nil, err
 		}
-		if err := s.fireBatch(ctx, due); err != nil {
-			errs = append(errs, err)
-		}
-		if len(due) < pageSize || len(errs) > 0 {
+		if len(left) == 0 || n == 0 {
 			break
 		}
 	}
@@ -346,6 +358,74 @@ func (s *Scheduler) Pass(ctx context.Context) (*time.Time, error) {
 		return err
 	})
 	return next, errors.Join(append(errs, err)...)
+}
+
+// maxPagesPerPass bounds the pages of due schedules one pass fires; the
+// next pass reads the next tick again.
+const maxPagesPerPass = 100
+
+// page is one page of due schedules, read and prepared for its
+// transaction (fs nil when a firing could not be prepared: the page is
+// then fired schedule by schedule).
+type page struct {
+	recs []*store.Schedule
+	fs   []*firing
+}
+
+// passPages reads up to limit pages of the schedules due at now, one
+// ahead of the one being written, and fires each (fireBatch). It returns
+// how many pages it read.
+func (s *Scheduler) passPages(ctx context.Context, now time.Time, limit int) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan page, 1) // one page read ahead
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		var after store.ScheduleDueCursor
+		for range limit {
+			var due []*store.Schedule
+			if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+				var err error
+				due, err = tx.Schedules().DueAfter(ctx, now, after, pageSize)
+				return err
+			}); err != nil {
+				readErr <- err
+				return
+			}
+			if len(due) == 0 {
+				break
+			}
+			select {
+			case pages <- page{recs: due, fs: s.preparePage(ctx, due)}:
+			case <-ctx.Done():
+				return
+			}
+			if len(due) < pageSize {
+				break
+			}
+			after = store.DueCursor(due[len(due)-1])
+		}
+		readErr <- nil
+	}()
+	var n int
+	var errs []error
+	for p := range pages {
+		n++
+		if err := s.fireBatch(ctx, p); err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	cancel() // a reader still sending after a failure stops
+	for range pages {
+	}
+	if len(errs) == 0 {
+		errs = append(errs, <-readErr)
+	}
+	return n, errors.Join(errs...)
 }
 
 // Fire looks at one schedule now: creates the runnables of its due ticks
@@ -401,17 +481,10 @@ func (s *Scheduler) fire(ctx context.Context, ns, name string) error {
 	return err
 }
 
-// fireBatch fires the due schedules recs (as read by Due) in one
-// transaction: a commit, and so a sync of the database's log, per page
-// rather than per schedule, and the page's runnables, messages, audit
-// entries and statuses each written by one statement (applyPage), is what
-// lets ten thousand schedules firing at the same minute be accepted
-// within a second or so. Exactly once does not depend on it: each tick's
-// runnable still has its one name. Should the page fail (a schedule
-// changed meanwhile, another scheduler fired one first, an error of one
-// schedule), each is fired again on its own, so that one schedule's
-// trouble delays none of the others for long.
-func (s *Scheduler) fireBatch(ctx context.Context, recs []*store.Schedule) error {
+// preparePage makes the firings of a page of due schedules: each taken
+// from the review ahead where that still holds, else reviewed now. It
+// returns nil when one could not be prepared.
+func (s *Scheduler) preparePage(ctx context.Context, recs []*store.Schedule) []*firing {
 	gate := s.gate()
 	gate.Scopes = submission.ScopesOnce(s.cfg.Store)
 	now := s.cfg.Now()
@@ -422,21 +495,38 @@ func (s *Scheduler) fireBatch(ctx context.Context, recs []*store.Schedule) error
 		if f == nil {
 			var err error
 			if f, err = s.prepareAt(ctx, gate, rec, now); err != nil {
-				return s.fireEach(ctx, recs)
+				return nil
 			}
 		}
 		fs = append(fs, f)
 	}
+	return fs
+}
+
+// fireBatch fires a page of due schedules (as read by Due and prepared
+// by preparePage) in one transaction: a commit, and so a sync of the
+// database's log, per page rather than per schedule, and the page's
+// runnables, messages, audit entries and statuses each written by one
+// statement (applyPage), is what lets ten thousand schedules firing at
+// the same minute be accepted within a second or so. Exactly once does
+// not depend on it: each tick's runnable still has its one name. Should
+// the page fail (a schedule changed meanwhile, another scheduler fired
+// one first, an error of one schedule), each is fired again on its own,
+// so that one schedule's trouble delays none of the others for long.
+func (s *Scheduler) fireBatch(ctx context.Context, p page) error {
+	if p.fs == nil {
+		return s.fireEach(ctx, p.recs)
+	}
 	var out fired
 	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		out = fired{}
-		return s.applyPage(ctx, tx, fs, &out)
+		return s.applyPage(ctx, tx, p.fs, &out)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return s.fireEach(ctx, recs)
+		return s.fireEach(ctx, p.recs)
 	}
 	s.after(out)
 	return nil

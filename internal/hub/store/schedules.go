@@ -137,10 +137,15 @@ func (ss Schedules) Due(ctx context.Context, now time.Time, limit int) ([]*Sched
 }
 
 // ScheduleDueCursor is where a page of DueAfter ends: the last schedule's
-// next tick and uid. The zero cursor is the start.
+// next tick, namespace and name. The zero cursor is the start.
 type ScheduleDueCursor struct {
-	NextTick time.Time
-	UID      string
+	NextTick        time.Time
+	Namespace, Name string
+}
+
+// DueCursor is the cursor just after s.
+func DueCursor(s *Schedule) ScheduleDueCursor {
+	return ScheduleDueCursor{NextTick: *s.NextTick, Namespace: s.Namespace, Name: s.Name}
 }
 
 // DueAfter returns up to limit schedules whose next tick is at or before
@@ -149,10 +154,9 @@ type ScheduleDueCursor struct {
 func (ss Schedules) DueAfter(ctx context.Context, now time.Time, after ScheduleDueCursor, limit int) ([]*Schedule, error) {
 	q, args := `SELECT `+scheduleColumns+` FROM schedules WHERE next_tick IS NOT NULL AND next_tick <= ?`, []any{ss.tx.s.d.ts(now)}
 	if !after.NextTick.IsZero() {
-		at := ss.tx.s.d.ts(after.NextTick)
-		q, args = q+` AND (next_tick > ? OR (next_tick = ? AND uid > ?))`, append(args, at, at, after.UID)
+		q, args = q+` AND (next_tick, namespace, name) > (?, ?, ?)`, append(args, ss.tx.s.d.ts(after.NextTick), after.Namespace, after.Name)
 	}
-	rows, err := ss.tx.query(ctx, q+` ORDER BY next_tick, uid LIMIT ?`, append(args, pageLimit(limit))...)
+	rows, err := ss.tx.query(ctx, q+` ORDER BY next_tick, namespace, name LIMIT ?`, append(args, pageLimit(limit))...)
 	if err != nil {
 		return nil, fmt.Errorf("due schedules: %w", classify(err))
 	}

@@ -202,7 +202,7 @@ func TestBulkWrites(t *testing.T) {
 				if err != nil || len(first) != 2 {
 					t.Fatalf("first page of due: %d, %v", len(first), err)
 				}
-				rest, err := tx.Schedules().DueAfter(ctx, at.Add(time.Minute), ScheduleDueCursor{NextTick: *first[1].NextTick, UID: first[1].UID}, 2)
+				rest, err := tx.Schedules().DueAfter(ctx, at.Add(time.Minute), DueCursor(first[1]), 2)
 				if err != nil || len(rest) != 1 || rest[0].UID != "s2" {
 					t.Errorf("page after the cursor: %v, %v; want s2 alone", rest, err)
 				}
