@@ -73,11 +73,12 @@ type Config struct {
 	// Now is the clock (default time.Now); tests move it.
 	Now func() time.Time
 	// Notify wakes the outbox relay of this process, when there is one,
-	// once a runnable was queued or cancelled.
+	// once a runnable was queued or cancelled; it may be called
+	// concurrently.
 	Notify func()
 	// Accepted, when set, is told the ticks whose runnables a transaction
 	// just committed: the moment each was accepted, for the lag from the
-	// tick (make bench).
+	// tick (make bench). Pages written at once may tell it concurrently.
 	Accepted func(ticks []time.Time)
 
 	Resync time.Duration
@@ -372,13 +373,25 @@ type page struct {
 	fs   []*firing
 }
 
+// writers is how many pages of a pass are written at once. SQLite has
+// one writer at a time, so one. On PostgreSQL two: a page's reads,
+// inserts and status updates then overlap the other's, and only the audit
+// chain's head, taken at the end of each transaction and held to its
+// commit, is written one page after the other.
+func writers(st store.Transactor) int {
+	if e, ok := st.(interface{ Engine() string }); ok && e.Engine() == store.EnginePostgres {
+		return 2
+	}
+	return 1
+}
+
 // passPages reads up to limit pages of the schedules due at now, one
 // ahead of the one being written, and fires each (fireBatch). It returns
 // how many pages it read.
 func (s *Scheduler) passPages(ctx context.Context, now time.Time, limit int) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pages := make(chan page, 1) // one page read ahead
+	pages := make(chan page, 1) // one page read ahead of the writers
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(pages)
@@ -408,17 +421,29 @@ func (s *Scheduler) passPages(ctx context.Context, now time.Time, limit int) (in
 		}
 		readErr <- nil
 	}()
-	var n int
-	var errs []error
-	for p := range pages {
-		n++
-		if err := s.fireBatch(ctx, p); err != nil {
-			errs = append(errs, err)
-			if ctx.Err() != nil {
-				break
+	var (
+		mu   sync.Mutex
+		n    int
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for range writers(s.cfg.Store) {
+		wg.Go(func() {
+			for p := range pages {
+				err := s.fireBatch(ctx, p)
+				mu.Lock()
+				n++
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+				if err != nil && ctx.Err() != nil {
+					return
+				}
 			}
-		}
+		})
 	}
+	wg.Wait()
 	cancel() // a reader still sending after a failure stops
 	for range pages {
 	}
