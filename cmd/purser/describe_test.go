@@ -4,20 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
-	"github.com/purser-io/purser/internal/domain/policy"
-	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
-	"github.com/purser-io/purser/internal/hub/store/storetest"
 )
 
 // TestDescribeRunnablePods: `purser describe runnable` lists the pods of
@@ -29,38 +22,9 @@ import (
 // a real database; the inventory is written as the ingester writes it.
 func TestDescribeRunnablePods(t *testing.T) {
 	ctx := context.Background()
-	t.Setenv("PURSER_CONFIG", filepath.Join(t.TempDir(), "config"))
-	st, err := store.Open(ctx, storetest.Engines()[0].NewDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	token := auth.NewToken()
-	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(token)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, _ := sealtest.New(t)
-	srv := httptest.NewServer(server.New(server.Config{Store: st, Tokens: tokens, Policy: pol, Sealer: sealer}))
-	t.Cleanup(srv.Close)
-	post := func(path, body string) {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/yaml")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			t.Fatalf("POST %s: %d", path, resp.StatusCode)
-		}
-	}
+	api := newAdminAPI(t, server.Config{})
+	st, srv, token := api.st, api.srv, api.token
+	post := func(path, body string) { t.Helper(); api.post(t, path, body) }
 	kubeconfig := `
   kubeconfig: |
     apiVersion: v1

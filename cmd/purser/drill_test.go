@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,13 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	controldrill "github.com/purser-io/purser/internal/control/drill"
-	"github.com/purser-io/purser/internal/domain/policy"
-	"github.com/purser-io/purser/internal/hub/seal/sealtest"
 	"github.com/purser-io/purser/internal/hub/store"
-	"github.com/purser-io/purser/internal/hub/store/storetest"
 	"github.com/purser-io/purser/internal/hub/stream"
 )
 
@@ -31,38 +24,10 @@ import (
 // database, the farm written as the agents and the submitter write it.
 func TestDrillDryRunCommand(t *testing.T) {
 	ctx := context.Background()
-	t.Setenv("PURSER_CONFIG", filepath.Join(t.TempDir(), "config"))
-	st, err := store.Open(ctx, storetest.Engines()[0].NewDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	token := auth.NewToken()
-	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(token)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.NewPolicy(policy.PolicyFile{Admins: []string{"admin"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, _ := sealtest.New(t)
-	srv := httptest.NewServer(server.New(server.Config{Store: st, Tokens: tokens, Policy: pol, Sealer: sealer,
-		DrillSnapshot: controldrill.Snapshotter(controldrill.Options{})}))
-	t.Cleanup(srv.Close)
+	api := newAdminAPI(t, server.Config{DrillSnapshot: controldrill.Snapshotter(controldrill.Options{})})
+	st, srv, token := api.st, api.srv, api.token
 	for _, c := range []struct{ name, dc string }{{"east-1", "east"}, {"west-1", "west"}} {
-		body := strings.NewReplacer("far-away", c.name, "dc-9", c.dc).Replace(unreachableCluster)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/v1/clusters", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/yaml")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("register %s: %d", c.name, resp.StatusCode)
-		}
+		api.post(t, "/api/v1/clusters", strings.NewReplacer("far-away", c.name, "dc-9", c.dc).Replace(unreachableCluster))
 	}
 	report := func(free string) []byte {
 		b, _ := json.Marshal(stream.Capacity{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")},
