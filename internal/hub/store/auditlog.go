@@ -139,7 +139,7 @@ func (tx *Tx) appendAudit(ctx context.Context, entries []*audit.Entry) error {
 		args = append(args, e.Seq, tx.s.d.ts(e.Time), e.Actor, e.Action, e.Kind, e.Namespace, e.Name, e.Summary, e.Outcome,
 			nullText(e.Details), e.PrevHash, e.Hash, nullString(e.MAC))
 	}
-	if _, err := tx.exec(ctx, q.String(), args...); err != nil {
+	if _, err := tx.bulkExec(ctx, len(entries), q.String(), args...); err != nil {
 		return fmt.Errorf("append audit seq %d..%d: %w", entries[0].Seq, last, classify(err))
 	}
 	if _, err := tx.exec(ctx, `UPDATE audit_head SET last_hash = ? WHERE id = 1`, prevHash); err != nil {

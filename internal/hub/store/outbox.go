@@ -60,7 +60,7 @@ func (ob Outbox) EnqueueMany(ctx context.Context, ms []*OutboxMessage) error {
 			}
 			args = append(args, m.Subject, m.MsgID, data, at)
 		}
-		if _, err := ob.tx.exec(ctx, q, args...); err != nil {
+		if _, err := ob.tx.bulkExec(ctx, len(part), q, args...); err != nil {
 			return fmt.Errorf("enqueue %d outbox messages: %w", len(part), classify(err))
 		}
 	}

@@ -123,7 +123,7 @@ func (rs Runnables) CreateMany(ctx context.Context, recs []*Runnable) (created [
 		// ON CONFLICT DO NOTHING, as in Create: a name taken is an answer,
 		// not an error that would abort a PostgreSQL transaction.
 		q.WriteString(` ON CONFLICT DO NOTHING RETURNING id, uid`)
-		rows, err := rs.tx.query(ctx, q.String(), args...)
+		rows, err := rs.tx.bulkQuery(ctx, len(part), q.String(), args...)
 		if err != nil {
 			return nil, fmt.Errorf("create %d runnables: %w", len(part), classify(err))
 		}

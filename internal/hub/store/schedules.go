@@ -289,7 +289,7 @@ func (ss Schedules) UpdateStatuses(ctx context.Context, recs []*Schedule) error 
 		q.WriteString(`) UPDATE schedules SET status = v.status, next_tick = v.next_tick, updated_at = ?,
 			resource_version = schedules.resource_version + 1
 			FROM v WHERE schedules.uid = v.uid AND schedules.resource_version = v.rv`)
-		res, err := ss.tx.exec(ctx, q.String(), append(args, ss.tx.s.d.ts(now))...)
+		res, err := ss.tx.bulkExec(ctx, len(part), q.String(), append(args, ss.tx.s.d.ts(now))...)
 		if err != nil {
 			return fmt.Errorf("update %d schedules: %w", len(part), classify(err))
 		}

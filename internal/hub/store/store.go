@@ -33,6 +33,8 @@ type Transactor interface {
 // Store is a handle on purser's database. It is safe for concurrent use.
 type Store struct {
 	d dialect
+	// bulk is the writer's prepared statements of pages of rows (SQLite).
+	bulk bulkCache
 	// write runs read-write transactions. On SQLite it holds exactly one
 	// connection: SQLite admits one writer at a time anyway, and queueing
 	// in database/sql is cheaper and fairer than spinning on SQLITE_BUSY.
@@ -236,7 +238,7 @@ func openSQLite(ctx context.Context, dsn string) (*Store, error) {
 // Close releases the connections. Calls made after Close fail with
 // ErrUnavailable.
 func (s *Store) Close() error {
-	err := s.write.Close()
+	err := errors.Join(s.bulk.close(), s.write.Close())
 	if s.read != s.write {
 		err = errors.Join(err, s.read.Close())
 	}
@@ -296,6 +298,11 @@ type Tx struct {
 	// feedLocked: this transaction holds the row lock of the inventory's
 	// change sequence (Inventory.lockFeed), the first of its locks.
 	feedLocked bool
+	// bulkable: statements of a page of rows run prepared (SQLite's
+	// writer); toPrepare are those to prepare once this one has ended
+	// (bulkstmt.go).
+	bulkable  bool
+	toPrepare []string
 }
 
 func (tx *Tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -408,7 +415,14 @@ func (s *Store) once(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn fu
 			_ = sqlTx.Rollback()
 		}
 	}()
-	tx := &Tx{tx: sqlTx, s: s}
+	tx := &Tx{tx: sqlTx, s: s, bulkable: db == s.write && s.d.engine == EngineSQLite}
+	defer func() {
+		if len(tx.toPrepare) > 0 {
+			_ = sqlTx.Rollback() // a no-op once committed; the connection back first
+			done = true
+			s.bulk.prepare(ctx, db, tx.toPrepare)
+		}
+	}()
 	if err := fn(tx); err != nil {
 		return err
 	}
