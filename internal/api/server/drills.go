@@ -101,13 +101,17 @@ func targetProblem(t drill.Target) (field, why string) {
 // drillSnapshot reads the farm; with target, only the runnables it
 // moves.
 func (s *Server) drillSnapshot(r *http.Request, target *drill.Target) (drill.Farm, error) {
+	return s.readDrillSnapshot(r.Context(), target)
+}
+
+func (s *Server) readDrillSnapshot(ctx context.Context, target *drill.Target) (drill.Farm, error) {
 	if s.cfg.DrillSnapshot == nil {
 		return drill.Farm{}, newError(http.StatusServiceUnavailable, "ServiceUnavailable", "drills are not configured on this server")
 	}
 	var farm drill.Farm
-	err := s.cfg.Store.Read(r.Context(), func(tx *store.Tx) error {
+	err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		farm, err = s.cfg.DrillSnapshot(r.Context(), tx, target, s.policy())
+		farm, err = s.cfg.DrillSnapshot(ctx, tx, target, s.policy())
 		return err
 	})
 	return farm, err
@@ -157,7 +161,7 @@ type dcCache struct {
 // DCHeadroomTTL ago. Every user sees the DCs and how much would be short;
 // which runnables, for admins alone.
 func (s *Server) listDCs(r *http.Request, u policy.User) (int, any, error) {
-	items, err := s.dcHeadroom(r)
+	items, err := s.dcHeadroom(r.Context())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -173,8 +177,9 @@ func (s *Server) listDCs(r *http.Request, u policy.User) (int, any, error) {
 	return http.StatusOK, out, nil
 }
 
-// dcHeadroom is every DC's headroom, from the cache while it is fresh.
-func (s *Server) dcHeadroom(r *http.Request) ([]DC, error) {
+// dcHeadroom is every DC's headroom, from the cache while it is fresh
+// (the DC list and the metrics read it).
+func (s *Server) dcHeadroom(ctx context.Context) ([]DC, error) {
 	c := &s.dcs
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -182,7 +187,7 @@ func (s *Server) dcHeadroom(r *http.Request) ([]DC, error) {
 		return c.items, nil
 	}
 	at := s.now()
-	farm, err := s.drillSnapshot(r, nil)
+	farm, err := s.readDrillSnapshot(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -155,6 +155,9 @@ func New(cfg Config) *Server {
 	if cfg.Identities != nil {
 		registerIdentityMetrics(reg, cfg.Identities)
 	}
+	if cfg.DrillSnapshot != nil {
+		reg.MustRegister(dcCollector{s})
+	}
 
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
