@@ -12,6 +12,7 @@ import (
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/cli/client"
 	"github.com/purser-io/purser/internal/cli/printer"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 func newDrillCommand() *cobra.Command {
@@ -174,10 +175,8 @@ func followDrill(ctx context.Context, c *client.Client, d *v1alpha1.Drill, timeo
 		if d.Status.State != v1alpha1.DrillRunning {
 			return d, nil
 		}
-		select {
-		case <-ctx.Done():
+		if !reconcile.Sleep(ctx, pollInterval) {
 			return nil, fmt.Errorf("drill %s is still running after %s (it goes on; purser drill get %s): %w", d.Metadata.Name, timeout, d.Metadata.Name, ctx.Err())
-		case <-time.After(pollInterval):
 		}
 		next, _, err := c.GetDrill(ctx, d.Metadata.Name)
 		if err != nil {

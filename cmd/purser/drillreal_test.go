@@ -105,6 +105,7 @@ func TestDrillReal(t *testing.T) {
 	}
 
 	out := me.ok("drill", "dc", "dc-1", "--force")
+	t.Logf("purser drill dc dc-1 --force:\n%s", out)
 	matches(t, "the drill", out, `(?m)^drill 1 started: dc dc-1; cordoned sandbox-1; 2 planned moves, 1 left where they are$`,
 		`(?m)^\d moved: team-a/web-1 to `+planned["web-1"]+`, downtime \d+\.\d s$`,
 		`(?m)^\d moved: team-a/web-2 to `+planned["web-2"]+`, downtime \d+\.\d s$`,
@@ -141,6 +142,7 @@ func TestDrillReal(t *testing.T) {
 	matches(t, "drill list", me.ok("drill", "list"), `(?m)^ID\s+TARGET\s+STATE`, `(?m)^1\s+dc dc-1\s+Ended\s+NotAbsorbed\s+2/2\s+0\s+1\s+`)
 
 	out = me.ok("drill", "end", "1", "--move-back")
+	t.Logf("purser drill end 1 --move-back:\n%s", out)
 	matches(t, "the end", out, `(?m)^drill 1 ended: uncordoned sandbox-1$`, `(?m)^2 moves back asked$`,
 		`(?m)^\d moved: team-a/web-1 to sandbox-1`, `(?m)^moved back 2, 0 failed$`)
 	waitOn("the work back", map[string]string{"web-1": "sandbox-1", "web-2": "sandbox-1", "pinned": "sandbox-1"})
