@@ -199,6 +199,16 @@ func (s *Server) endDrill(r *http.Request, u policy.User) (int, any, error) {
 		}
 		asked := 0
 		if req.MoveBack {
+			// The moves back make the drill Running again, and one drill
+			// runs at a time (the table's unique index says so too).
+			running, err := tx.Drills().List(ctx, store.DrillFilter{State: store.DrillRunning, Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(running) > 0 {
+				return errConflict("drill %s (%s %s) is running; the work of drill %d can be moved back once it ended, and one drill runs at a time. Nothing was changed",
+					running[0].Name(), running[0].TargetKind, running[0].TargetName, id)
+			}
 			for i := range rec.Runnables {
 				o := &rec.Runnables[i]
 				if o.Step != v1alpha1.MoveDone {

@@ -1,12 +1,14 @@
 package store
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
 
-// TestDrills is the drills table on each engine: ids in order, a stale
-// writer refused, the running ones listed apart, newest first, paged.
+// TestDrills is the drills table on each engine: ids in order, one
+// running at a time, a stale writer refused, the running one listed
+// apart, newest first, paged.
 func TestDrills(t *testing.T) {
 	for _, eng := range engines(t) {
 		t.Run(eng.name, func(t *testing.T) {
@@ -15,14 +17,10 @@ func TestDrills(t *testing.T) {
 			start := time.Date(2026, 12, 7, 16, 0, 0, 123456789, time.UTC)
 			a := &Drill{TargetKind: "dc", TargetName: "dc1", Actor: "root", State: DrillRunning, StartedAt: start, Planned: []byte(`{"verdict":"Absorbed"}`)}
 			b := &Drill{TargetKind: "cluster", TargetName: "c1", Force: true, Actor: "root", State: DrillRunning, StartedAt: start.Add(time.Minute), Planned: []byte(`{}`)}
-			mustTx(t, s, func(tx *Tx) error {
-				if err := tx.Drills().Create(ctx, a); err != nil {
-					return err
-				}
-				return tx.Drills().Create(ctx, b)
-			})
-			if a.ID == 0 || b.ID <= a.ID || a.ResourceVersion != 1 || a.Name() == "" {
-				t.Fatalf("ids %d then %d (rv %d)", a.ID, b.ID, a.ResourceVersion)
+			mustTx(t, s, func(tx *Tx) error { return tx.Drills().Create(ctx, a) })
+			// A second running drill: refused by the database itself.
+			if err := s.Tx(ctx, func(tx *Tx) error { return tx.Drills().Create(ctx, b) }); !errors.Is(err, ErrConflict) {
+				t.Fatalf("a second running drill: %v", err)
 			}
 			stale := *a
 			end := start.Add(2 * time.Minute)
@@ -35,8 +33,12 @@ func TestDrills(t *testing.T) {
 				wantErr(t, tx.Drills().Update(ctx, &Drill{ID: 999, ResourceVersion: 1}), ErrNotFound)
 				_, err := tx.Drills().Get(ctx, 999)
 				wantErr(t, err, ErrNotFound)
-				return nil
+				// a has ended: another may run.
+				return tx.Drills().Create(ctx, b)
 			})
+			if a.ID == 0 || b.ID <= a.ID || b.ResourceVersion != 1 || a.Name() == "" {
+				t.Fatalf("ids %d then %d (rv %d)", a.ID, b.ID, b.ResourceVersion)
+			}
 			mustRead(t, s, func(tx *Tx) error {
 				got, err := tx.Drills().Get(ctx, a.ID)
 				if err != nil {

@@ -27,8 +27,9 @@ CREATE TABLE drills (
     updated_at       TIMESTAMPTZ NOT NULL,
     resource_version BIGINT      NOT NULL
 );
--- The follower reads the drills under way.
-CREATE INDEX drills_running ON drills (state) WHERE state = 'Running';
+-- One drill runs at a time: two starts at once cannot both pass the
+-- API's check, and the follower reads the drill under way by it.
+CREATE UNIQUE INDEX drills_running ON drills (state) WHERE state = 'Running';
 
 -- +goose Down
 DROP TABLE drills;

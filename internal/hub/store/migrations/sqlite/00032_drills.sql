@@ -16,7 +16,7 @@ CREATE TABLE drills (
     updated_at       TEXT    NOT NULL,
     resource_version INTEGER NOT NULL
 ) STRICT;
-CREATE INDEX drills_running ON drills (state) WHERE state = 'Running';
+CREATE UNIQUE INDEX drills_running ON drills (state) WHERE state = 'Running';
 
 -- +goose Down
 DROP TABLE drills;
