@@ -38,19 +38,44 @@ spec:
 `, name, placement)
 }
 
+// drillFlinkJob is a Flink job of team-a that a planned move hands over
+// by a savepoint.
+const drillFlinkJob = `apiVersion: purser.io/v1alpha1
+kind: Runnable
+metadata: {name: clicks, namespace: team-a}
+spec:
+  template:
+    apiVersion: flink.apache.org/v1beta1
+    kind: FlinkDeployment
+    spec:
+      image: flink:1.20
+      flinkVersion: v1_20
+      flinkConfiguration:
+        state.checkpoints.dir: s3://checkpoints/clicks
+        state.savepoints.dir: s3://savepoints/clicks
+      jobManager: {resource: {memory: 1024m, cpu: 0.5}}
+      taskManager: {resource: {memory: 1024m, cpu: 0.5}}
+      job:
+        jarURI: local:///opt/flink/examples/streaming/StateMachineExample.jar
+        parallelism: 1
+        upgradeMode: savepoint
+`
+
 // TestDrillReal is the prediction checked by reality, on three sandbox
 // clusters (dc-1, dc-2, dc-3): the what-if of losing dc-1 (two
-// Deployments that can go elsewhere, one pinned to sandbox-1) is
+// Deployments and a Flink job that can go elsewhere, one Deployment
+// pinned to sandbox-1) is
 // NotAbsorbed, and the real drill refuses to start without --force,
-// changing nothing; with --force it cordons sandbox-1 and moves the two
-// exactly where the dry run said, leaving the pinned one where it is, and
-// its report says so; its end uncordons sandbox-1 and --move-back brings
-// the two back. Every step is in the history.
+// changing nothing; with --force it cordons sandbox-1 and moves the three
+// exactly where the dry run said (the Flink job restored from the
+// savepoint its stop wrote), leaving the pinned one where it is, and its
+// report says so; its end uncordons sandbox-1 and --move-back brings the
+// three back. Every step is in the history.
 func TestDrillReal(t *testing.T) {
 	bin := buildPurser(t)
 	data := filepath.Join(t.TempDir(), "data")
 	config := filepath.Join(t.TempDir(), "client.yaml")
-	up := startPurser(t, bin, "up", "--data-dir", data, "--listen", "127.0.0.1:0", "--sandbox", "3", "--client-config", config)
+	up := startPurser(t, bin, "up", "--data-dir", data, "--listen", "127.0.0.1:0", "--sandbox", "3", "--flink", "--client-config", config)
 	up.waitLine(t, "purser is ready at http://", 30*time.Minute)
 	me := user{t: t, ctx: t.Context(), bin: bin, config: config}
 	clusterOf := func(name string) string {
@@ -74,11 +99,11 @@ func TestDrillReal(t *testing.T) {
 	// Everything starts on sandbox-1: the others cordoned meanwhile.
 	me.ok("cordon", "sandbox-2")
 	me.ok("cordon", "sandbox-3")
-	names := []string{"web-1", "web-2", "pinned"}
-	for _, n := range names {
+	for _, n := range []string{"web-1", "web-2", "pinned"} {
 		me.with(drillDeployment(n, n == "pinned")).ok("apply", "-f", "-")
 	}
-	waitOn("every Deployment runs on sandbox-1", map[string]string{"web-1": "sandbox-1", "web-2": "sandbox-1", "pinned": "sandbox-1"})
+	me.with(drillFlinkJob).ok("apply", "-f", "-")
+	waitOn("everything runs on sandbox-1", map[string]string{"web-1": "sandbox-1", "web-2": "sandbox-1", "pinned": "sandbox-1", "clicks": "sandbox-1"})
 	me.ok("uncordon", "sandbox-2")
 	me.ok("uncordon", "sandbox-3")
 
@@ -90,7 +115,7 @@ func TestDrillReal(t *testing.T) {
 	for _, m := range plan.Moves {
 		planned[strings.TrimPrefix(m.Runnable, "team-a/")] = m.To
 	}
-	if plan.Verdict != v1alpha1.DrillNotAbsorbed || len(plan.Moves) != 2 || planned["web-1"] == "" || planned["web-2"] == "" ||
+	if plan.Verdict != v1alpha1.DrillNotAbsorbed || len(plan.Moves) != 3 || planned["web-1"] == "" || planned["web-2"] == "" || planned["clicks"] == "" ||
 		len(plan.Unplaceable) != 1 || plan.Unplaceable[0].Runnable != "team-a/pinned" || !plan.Unplaceable[0].Never {
 		t.Fatalf("the dry run: %+v", plan)
 	}
@@ -106,12 +131,13 @@ func TestDrillReal(t *testing.T) {
 
 	out := me.ok("drill", "dc", "dc-1", "--force")
 	t.Logf("purser drill dc dc-1 --force:\n%s", out)
-	matches(t, "the drill", out, `(?m)^drill 1 started: dc dc-1; cordoned sandbox-1; 2 planned moves, 1 left where they are$`,
+	matches(t, "the drill", out, `(?m)^drill 1 started: dc dc-1; cordoned sandbox-1; 3 planned moves, 1 left where they are$`,
 		`(?m)^\d moved: team-a/web-1 to `+planned["web-1"]+`, downtime \d+\.\d s$`,
 		`(?m)^\d moved: team-a/web-2 to `+planned["web-2"]+`, downtime \d+\.\d s$`,
+		`(?m)^\d moved: team-a/clicks to `+planned["clicks"]+`, downtime \d+\.\d s$`,
 		`(?m)^drill 1: dc dc-1, Ended`, `(?m)^team-a/pinned\s+sandbox-1\s+<none>\s+<none>\s+NotMoved\s+`,
-		`(?m)^2 of 2 planned moves done, 0 failed, 0 under way; 1 unplaceable; 3 as planned;`)
-	waitOn("the moves as planned", map[string]string{"web-1": planned["web-1"], "web-2": planned["web-2"], "pinned": "sandbox-1"})
+		`(?m)^3 of 3 planned moves done, 0 failed, 0 under way; 1 unplaceable; 4 as planned;`)
+	waitOn("the moves as planned", map[string]string{"web-1": planned["web-1"], "web-2": planned["web-2"], "clicks": planned["clicks"], "pinned": "sandbox-1"})
 	if got := taints("sandbox-1"); got != v1alpha1.TaintCordon+"=NoSchedule" {
 		t.Fatalf("sandbox-1's taints during the drill: %q", got)
 	}
@@ -126,7 +152,7 @@ func TestDrillReal(t *testing.T) {
 		switch o.Step {
 		case v1alpha1.MoveDone:
 			actual[n] = o.To
-			if o.DowntimeSeconds == nil || o.From != "sandbox-1" {
+			if o.DowntimeSeconds == nil || o.From != "sandbox-1" || (n == "clicks") != (o.RestorePoint != "") {
 				t.Errorf("%s's outcome: %+v", n, o)
 			}
 		case v1alpha1.DrillNotMoved:
@@ -136,16 +162,16 @@ func TestDrillReal(t *testing.T) {
 		}
 	}
 	if !maps.Equal(actual, planned) || !slices.Equal(stayed, []string{"team-a/pinned"}) || d.Status.State != v1alpha1.DrillEnded ||
-		d.Status.Totals.AsPlanned != 3 || d.Status.DurationSeconds <= 0 || d.Spec.Force != true {
+		d.Status.Totals.AsPlanned != 4 || d.Status.DurationSeconds <= 0 || d.Spec.Force != true {
 		t.Fatalf("the report: moved %v (planned %v), stayed %v: %+v", actual, planned, stayed, d.Status)
 	}
-	matches(t, "drill list", me.ok("drill", "list"), `(?m)^ID\s+TARGET\s+STATE`, `(?m)^1\s+dc dc-1\s+Ended\s+NotAbsorbed\s+2/2\s+0\s+1\s+`)
+	matches(t, "drill list", me.ok("drill", "list"), `(?m)^ID\s+TARGET\s+STATE`, `(?m)^1\s+dc dc-1\s+Ended\s+NotAbsorbed\s+3/3\s+0\s+1\s+`)
 
 	out = me.ok("drill", "end", "1", "--move-back")
 	t.Logf("purser drill end 1 --move-back:\n%s", out)
-	matches(t, "the end", out, `(?m)^drill 1 ended: uncordoned sandbox-1$`, `(?m)^2 moves back asked$`,
-		`(?m)^\d moved: team-a/web-1 to sandbox-1`, `(?m)^moved back 2, 0 failed$`)
-	waitOn("the work back", map[string]string{"web-1": "sandbox-1", "web-2": "sandbox-1", "pinned": "sandbox-1"})
+	matches(t, "the end", out, `(?m)^drill 1 ended: uncordoned sandbox-1$`, `(?m)^3 moves back asked$`,
+		`(?m)^\d moved: team-a/web-1 to sandbox-1`, `(?m)^moved back 3, 0 failed$`)
+	waitOn("the work back", map[string]string{"web-1": "sandbox-1", "web-2": "sandbox-1", "clicks": "sandbox-1", "pinned": "sandbox-1"})
 	if got := taints("sandbox-1"); got != "=" {
 		t.Fatalf("sandbox-1's taints after the end: %q", got)
 	}
