@@ -284,12 +284,12 @@ func newDrillEndCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "end ID [--move-back]",
 		Short: "End a drill: uncordon its clusters and, with --move-back, move its work back",
-		Long: `End a drill whose moves have ended (Ended or Failed): the clusters it
-cordoned are uncordoned (a cluster that was cordoned before the drill stays
-so). With --move-back each runnable it moved is asked a planned move back
-to the cluster it came from, which the drill's report follows (BACK);
---wait (the default) prints each one as it ends. A drill that is still
-Running, or was ended already, is refused (409). Admins only.`,
+		Long: `End a drill: the clusters it cordoned are uncordoned (a cluster that was
+cordoned before the drill stays so). With --move-back each runnable it
+moved is asked a planned move back to the cluster it came from, which the
+drill's report follows (BACK); --wait (the default) prints each one as it
+ends. A drill still Running may be ended (its moves go on), but not with
+--move-back; one ended already is refused (409). Admins only.`,
 		Example: "  purser drill end 3 --move-back",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

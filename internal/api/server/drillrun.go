@@ -152,7 +152,9 @@ func (s *Server) startDrill(r *http.Request, u policy.User, req v1alpha1.DrillRe
 // {"moveBack": true} (admins only): the clusters the drill cordoned are
 // uncordoned and, with moveBack, each runnable it moved is asked to go
 // back by a planned move, which the follower records. A drill whose moves
-// are under way, or that was ended, is refused (409).
+// are under way may be ended (its clusters uncordoned; the follower goes on
+// until its moves ended), not moved back; one ended already is refused
+// (409).
 func (s *Server) endDrill(r *http.Request, u policy.User) (int, any, error) {
 	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not end drills; only admins may", u.Name)
@@ -178,9 +180,9 @@ func (s *Server) endDrill(r *http.Request, u policy.User) (int, any, error) {
 		if e := rec.End; e != nil {
 			return errConflict("drill %d was ended already, by %s at %s; nothing was changed", id, e.By, e.At.UTC().Format(time.RFC3339))
 		}
-		if d.State == store.DrillRunning {
+		if d.State == store.DrillRunning && req.MoveBack {
 			t := drill.Totals(&rec)
-			return errConflict("drill %d is Running: %d of its moves are under way; end it once it is Ended or Failed. Nothing was changed", id, t.Moving)
+			return errConflict("drill %d is Running: %d of its moves are under way; move the work back once it is Ended or Failed, or end it without moveBack to uncordon its clusters now. Nothing was changed", id, t.Moving)
 		}
 		now := s.now()
 		about := map[string]any{"drill": d.ID}
@@ -401,7 +403,7 @@ func drillFromRecord(d *store.Drill, now time.Time) (*v1alpha1.Drill, error) {
 	if st.Cordoned == nil {
 		st.Cordoned = []string{}
 	}
-	if st.DurationSeconds == 0 && d.State == store.DrillRunning && rec.End == nil {
+	if st.DurationSeconds == 0 && d.State == store.DrillRunning {
 		st.DurationSeconds = now.Sub(d.StartedAt).Round(10 * time.Millisecond).Seconds()
 	}
 	return &v1alpha1.Drill{Kind: v1alpha1.KindDrill,

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,5 +107,56 @@ func TestDrillForcedAndEnded(t *testing.T) {
 	h.do("admin", "POST", path+"/end", "", nil).want(t, http.StatusConflict)
 	if !strings.Contains(string(h.get("admin", "/api/v1/history?limit=50").want(t, http.StatusOK).raw), `"action":"drill-end"`) {
 		t.Error("the end is not in the history")
+	}
+}
+
+// TestDrillRunning: an absorbed DC's drill starts without force and asks
+// the planned move of its Running runnable (status.move, by the admin,
+// to the planned target); a second drill is refused while it runs; it
+// may be ended meanwhile (its cluster uncordoned) but not moved back.
+func TestDrillRunning(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	for i, c := range []struct{ name, dc string }{{"sandbox-1", "dc1"}, {"sandbox-2", "dc2"}} {
+		body := strings.Replace(clusterYAML(c.name, "tok-"+strconv.Itoa(i)), "labels: {dc: dc1,", "labels: {dc: "+c.dc+",", 1)
+		h.yaml("admin", "POST", "/api/v1/clusters", body).want(t, http.StatusCreated)
+	}
+	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "r1", "true")).want(t, http.StatusAccepted)
+	h.advance(t, "team-a", "r1", v1alpha1.PhaseRunning) // on sandbox-1
+
+	start := []byte(`{"target":{"kind":"dc","name":"dc1"}}`)
+	var d v1alpha1.Drill
+	r := h.do("admin", "POST", "/api/v1/drills", "application/json", start).want(t, http.StatusCreated)
+	if err := json.Unmarshal(r.raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	o := d.Status.Runnables
+	if d.Status.State != v1alpha1.DrillRunning || d.Status.Planned.Verdict != "Absorbed" || len(o) != 1 || o[0].Runnable != "team-a/r1" ||
+		o[0].Step != v1alpha1.MoveAsked || o[0].To != "sandbox-2" || o[0].PlannedTo != "sandbox-2" || o[0].AskedAt == nil || d.Status.Totals.Moving != 1 {
+		t.Fatalf("the drill: %s", r.raw)
+	}
+	run := h.get("admin", "/api/v1/runnables/team-a/r1").want(t, http.StatusOK)
+	if run.str("status", "move", "to") != "sandbox-2" || run.str("status", "move", "by") != "admin" || run.str("status", "move", "step") != v1alpha1.MoveAsked ||
+		!strings.Contains(run.str("status", "message"), "(for drill "+d.Metadata.Name+")") {
+		t.Fatalf("the runnable's move: %s", run.raw)
+	}
+
+	before := h.counts()
+	again := h.do("admin", "POST", "/api/v1/drills", "application/json", []byte(`{"target":{"kind":"dc","name":"dc2"},"force":true}`)).
+		want(t, http.StatusConflict)
+	if !strings.Contains(string(again.raw), "drill "+d.Metadata.Name+" (dc dc1, started by admin) is still running") {
+		t.Errorf("a second drill: %s", again.raw)
+	}
+	path := "/api/v1/drills/" + d.Metadata.Name + "/end"
+	h.do("admin", "POST", path, "application/json", []byte(`{"moveBack":true}`)).want(t, http.StatusConflict)
+	if after := h.counts(); !maps.Equal(before, after) {
+		t.Fatalf("refusals wrote: %v -> %v", before, after)
+	}
+	r = h.do("admin", "POST", path, "", nil).want(t, http.StatusOK)
+	var ended v1alpha1.Drill
+	if err := json.Unmarshal(r.raw, &ended); err != nil {
+		t.Fatal(err)
+	}
+	if e := ended.Status.End; e == nil || e.MoveBack || !slices.Equal(e.Uncordoned, []string{"sandbox-1"}) || ended.Status.State != v1alpha1.DrillRunning {
+		t.Fatalf("ended while running: %s", r.raw)
 	}
 }

@@ -133,7 +133,8 @@ func (f *Follower) Step(ctx context.Context, id int64) (running bool, err error)
 		if !running {
 			now := f.cfg.Now()
 			d.State, d.EndedAt = drill.Done(&rec), &now
-			if rec.End == nil {
+			if rec.DurationSeconds == 0 {
+				// The drill's own moves, not the moves back after it.
 				rec.DurationSeconds = now.Sub(d.StartedAt).Round(10 * time.Millisecond).Seconds()
 			}
 		}

@@ -157,7 +157,7 @@ func Totals(rec *Record) v1alpha1.DrillTotals {
 // moves were planned and not one of them was done, Ended otherwise.
 func Done(rec *Record) string {
 	t := Totals(rec)
-	if t.Planned > 0 && t.Moved == 0 && rec.End == nil {
+	if t.Planned > 0 && t.Moved == 0 {
 		return v1alpha1.DrillFailed
 	}
 	return v1alpha1.DrillEnded
