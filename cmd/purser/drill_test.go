@@ -122,7 +122,16 @@ func TestDrillDryRunCommand(t *testing.T) {
 	if _, err := drill("dc", "north", "--dry-run"); err == nil || !strings.Contains(err.Error(), "dc=north") {
 		t.Errorf("a DC the farm does not have: %v", err)
 	}
-	if _, err := drill("dc", "east"); err == nil || !strings.Contains(err.Error(), "--dry-run") {
-		t.Errorf("without --dry-run: %v", err)
+	// A real drill of a DC whose loss is not absorbed is refused, naming
+	// the verdict and the shortage, and nothing is started.
+	if _, err := drill("dc", "west"); err == nil || !strings.Contains(err.Error(), "409 Partial") || !strings.Contains(err.Error(), "team-a/train") ||
+		!strings.Contains(err.Error(), "force") {
+		t.Errorf("a real drill of dc west: %v", err)
+	}
+	if _, err := drill("dc", "west", "--dry-run", "--force"); err == nil || !strings.Contains(err.Error(), "--force is for a real drill") {
+		t.Errorf("--dry-run --force: %v", err)
+	}
+	if out, err := drill("list"); err != nil || strings.Count(out, "\n") != 1 {
+		t.Errorf("purser drill list after a refusal: %v\n%s", err, out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/control/controller"
+	controldrill "github.com/purser-io/purser/internal/control/drill"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/control/scheduler"
 	"github.com/purser-io/purser/internal/control/triggers"
@@ -63,7 +64,10 @@ func Controller(h *Hub, cfg ControllerConfig) (*Component, error) {
 	// tick's or an event's runnable is judged by it, and without it none
 	// would pass.
 	var pol *auth.Identities
-	var loops []func(context.Context) error
+	// The drill follower records how a real drill's planned moves end
+	// (docs/drills.md); it needs no policy: the API checked the admin.
+	loops := []func(context.Context) error{controldrill.NewFollower(controldrill.FollowerConfig{Store: h.Store,
+		Logger: log.With("component", "drills")}).Run}
 	if cfg.PolicyFile != "" {
 		var err error
 		if pol, err = loadPolicy(cfg.PolicyFile, log); err != nil {

@@ -64,6 +64,7 @@ func TestHostileTenant(t *testing.T) {
 			t.Run("Attack4", func(t *testing.T) { testAttack4(t, f) })
 			t.Run("K8sWrite", func(t *testing.T) { testK8sWrite(t, f) })
 			t.Run("Drills", func(t *testing.T) { testDrills(t, f) })
+			t.Run("Drills2", func(t *testing.T) { testDrills2(t, f) })
 			t.Run("Attack5", func(t *testing.T) { testAttack5(t, f) })
 			t.Run("ChainIntact", func(t *testing.T) {
 				v := f.do("admin", "GET", "/api/v1/history/verify", nil).want(t, http.StatusOK)

@@ -338,6 +338,10 @@ var endpoints = []struct{ method, path, body string }{
 	{"GET", "/api/v1/history", ""},
 	{"GET", "/api/v1/history/verify", ""},
 	{"POST", "/api/v1/drills", "target: {kind: dc, name: dc1}\ndryRun: true\n"},
+	{"POST", "/api/v1/drills", "target: {kind: dc, name: dc1}\nforce: true\n"},
+	{"GET", "/api/v1/drills", ""},
+	{"GET", "/api/v1/drills/1", ""},
+	{"POST", "/api/v1/drills/1/end", "moveBack: true\n"},
 }
 
 func testUnauthenticated(t *testing.T, h *harness) {

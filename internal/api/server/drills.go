@@ -26,15 +26,8 @@ import (
 // so that the API links no component's code (the submitter's figures).
 type DrillSnapshot func(ctx context.Context, tx *store.Tx, target *drill.Target, pol *policy.Policy) (drill.Farm, error)
 
-// drillRequest is the body of POST /api/v1/drills.
-type drillRequest struct {
-	Target drill.Target `json:"target"`
-	// DryRun asks for the what-if only; ?dryRun=All says the same.
-	DryRun bool `json:"dryRun"`
-}
-
-func decodeDrillRequest(data []byte, _ string) (drillRequest, error) {
-	var req drillRequest
+func decodeDrillRequest(data []byte, _ string) (v1alpha1.DrillRequest, error) {
+	var req v1alpha1.DrillRequest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -45,9 +38,8 @@ func decodeDrillRequest(data []byte, _ string) (drillRequest, error) {
 
 // createDrill serves POST /api/v1/drills (admins only). With dryRun it
 // answers the what-if of losing the target: it reads a snapshot and
-// changes nothing, so it writes no audit entry, as no other read does. A
-// real drill (cordon and moves) is not built yet: asking for one is
-// answered 501 and changes nothing.
+// changes nothing, so it writes no audit entry, as no other read does.
+// Without it, a real drill starts (startDrill).
 func (s *Server) createDrill(r *http.Request, u policy.User) (int, any, error) {
 	if !s.policy().IsAdmin(u) {
 		return 0, nil, errForbidden("user %q may not run drills; only admins may", u.Name)
@@ -68,8 +60,11 @@ func (s *Server) createDrill(r *http.Request, u policy.User) (int, any, error) {
 		return 0, nil, errInvalid("target "+req.Target.String()+": "+why, []v1alpha1.FieldError{{Field: field, Message: why}})
 	}
 	if !req.DryRun {
-		return 0, nil, newError(http.StatusNotImplemented, "NotImplemented",
-			"a real drill (cordon and moves) is not available yet; nothing was changed. Ask for the what-if with \"dryRun\": true")
+		return s.startDrill(r, u, req)
+	}
+	if req.Force {
+		return 0, nil, errInvalid("force is for a real drill; a dry run changes nothing",
+			[]v1alpha1.FieldError{{Field: "force", Message: "only without dryRun"}})
 	}
 	farm, err := s.drillSnapshot(r, &req.Target)
 	var rep *drill.Report

@@ -108,9 +108,15 @@ func TestDrillDryRun(t *testing.T) {
 	}
 	h.do("admin", "POST", "/api/v1/drills", "application/json", []byte(`{"target":{"kind":"dc","name":"dc1"},"extra":1}`)).
 		want(t, http.StatusBadRequest)
-	// A real drill is not built: refused, nothing done.
-	h.do("admin", "POST", "/api/v1/drills", "application/json", []byte(`{"target":{"kind":"dc","name":"dc1"}}`)).
-		want(t, http.StatusNotImplemented)
+	// A real drill of a DC whose loss is not absorbed: refused with the
+	// verdict and the shortage, nothing done (the counts below).
+	refused := h.do("admin", "POST", "/api/v1/drills", "application/json", []byte(`{"target":{"kind":"dc","name":"dc1"}}`)).
+		want(t, http.StatusConflict)
+	if !strings.Contains(string(refused.raw), `"reason":"Partial"`) || !strings.Contains(string(refused.raw), "team-a/j0: asks for cpu 2") {
+		t.Errorf("refusal of a real drill: %s", refused.raw)
+	}
+	h.do("admin", "POST", "/api/v1/drills", "application/json", []byte(`{"target":{"kind":"dc","name":"dc1"},"dryRun":true,"force":true}`)).
+		want(t, http.StatusUnprocessableEntity)
 
 	headroom := func(user string) map[string]map[string]any {
 		out := map[string]map[string]any{}

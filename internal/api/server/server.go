@@ -213,6 +213,9 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /api/v1/triggers/{namespace}/{name}/webhook", s.webhook)
 
 	s.handle("POST /api/v1/drills", s.createDrill)
+	s.handle("GET /api/v1/drills", s.listDrills)
+	s.handle("GET /api/v1/drills/{id}", s.getDrill)
+	s.handle("POST /api/v1/drills/{id}/end", s.endDrill)
 	s.handle("GET /api/v1/dcs", s.listDCs)
 
 	s.handle("GET /api/v1/inventory", s.listInventory)

@@ -233,18 +233,5 @@ func (e TaintEdit) Apply(taints []corev1.Taint) ([]corev1.Taint, bool, error) {
 // Cordon, Drain and Uncordon buttons do: NoSchedule keeps new work away,
 // NoExecute also moves the work there elsewhere.
 func Cordon(taints []corev1.Taint, effect corev1.TaintEffect) ([]corev1.Taint, bool) {
-	var mine []corev1.Taint
-	for _, t := range taints {
-		if t.Key == v1alpha1.TaintCordon {
-			mine = append(mine, t)
-		}
-	}
-	if (effect == "" && len(mine) == 0) || (len(mine) == 1 && mine[0].Effect == effect && mine[0].Value == "") {
-		return taints, false
-	}
-	out := slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintCordon })
-	if effect != "" {
-		out = append(out, corev1.Taint{Key: v1alpha1.TaintCordon, Effect: effect})
-	}
-	return out, true
+	return v1alpha1.Cordon(taints, effect)
 }
