@@ -2,8 +2,11 @@ package feed
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/platform/reconcile"
 )
 
 // Database is the database as the feed of purser's own kinds uses it: it
@@ -82,4 +85,44 @@ func (o own) Since(ctx context.Context, from int64) ([]store.OwnChange, int64, e
 		return nil
 	})
 	return out, head, err
+}
+
+// Retention is how long a change of purser's own kinds is kept once
+// numbered: a watch resuming from further back is told 410 Gone and lists
+// again, as from a kube-apiserver past its etcd compaction. Client-go's
+// watches end every 5 to 10 minutes and resume from their last bookmark,
+// well within it.
+const Retention = 15 * time.Minute
+
+// keepEvery is how often Keep numbers and prunes.
+const keepEvery = time.Minute
+
+// Keep numbers and prunes the change sequence of purser's own kinds every
+// minute until ctx is done, so that it stays bounded whether or not anyone
+// watches (watches number as they poll). Every API replica runs it; the
+// sequence's lock makes them take turns.
+func Keep(ctx context.Context, db Database, retention time.Duration, log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reconcile.Every(ctx, keepEvery, func(ctx context.Context) {
+		for {
+			n := 0
+			err := db.Tx(ctx, func(tx *store.Tx) error {
+				var err error
+				n, err = tx.OwnFeed().Number(ctx, numberBatch)
+				return err
+			})
+			if err != nil || n < numberBatch {
+				break
+			}
+		}
+		err := db.Tx(ctx, func(tx *store.Tx) error {
+			_, err := tx.OwnFeed().Prune(ctx, time.Now().Add(-retention))
+			return err
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Warn("prune the changes of purser's own kinds", "err", err)
+		}
+	})
 }
