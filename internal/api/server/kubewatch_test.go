@@ -44,7 +44,6 @@ type kubectlLines struct {
 	lines chan string
 	done  chan error
 	out   *bytes.Buffer
-	mu    sync.Mutex
 }
 
 func (k *kubectlAt) start(args ...string) *kubectlLines {
@@ -70,7 +69,9 @@ func (k *kubectlAt) start(args ...string) *kubectlLines {
 	}()
 	k.t.Cleanup(func() {
 		cancel()
-		<-l.done
+		if err := <-l.done; err != nil {
+			k.t.Logf("kubectl %v ended: %v", args, err) // killed at the end, or ended by itself
+		}
 	})
 	return l
 }
@@ -91,8 +92,8 @@ func (l *kubectlLines) next(t *testing.T, what string, match func(f []string) bo
 	}
 }
 
-// exit waits for kubectl to end and returns its error and output.
-func (l *kubectlLines) exit(t *testing.T) (error, string) {
+// exit waits for kubectl to end and returns its output and error.
+func (l *kubectlLines) exit(t *testing.T) (string, error) {
 	t.Helper()
 	var out []string
 	for {
@@ -104,7 +105,7 @@ func (l *kubectlLines) exit(t *testing.T) (error, string) {
 			for len(l.lines) > 0 {
 				out = append(out, <-l.lines)
 			}
-			return err, strings.Join(out, "\n") + l.out.String()
+			return strings.Join(out, "\n") + l.out.String(), err
 		case <-time.After(60 * time.Second):
 			t.Fatalf("kubectl did not end in 60s: %s", strings.Join(out, "\n"))
 		}
@@ -145,11 +146,11 @@ func TestKubeWatch(t *testing.T) {
 	gone := bob.start("wait", "runnable/w2", "-n", "team-a", "--for=delete", "--timeout=60s")
 	time.Sleep(500 * time.Millisecond) // both are watching (a wait that finds the state at once would pass anyway)
 	alice.ok("", "delete", "runnable", "w2", "-n", "team-a", "--wait=false")
-	if err, out := phase.exit(t); err != nil || !strings.Contains(out, "condition met") {
+	if out, err := phase.exit(t); err != nil || !strings.Contains(out, "condition met") {
 		t.Fatalf("wait --for=jsonpath: %v\n%s", err, out)
 	}
 	alice.ok("", "delete", "runnable", "w2", "-n", "team-a", "--wait=false")
-	if err, out := gone.exit(t); err != nil || !strings.Contains(out, "condition met") && !strings.Contains(out, "deleted") {
+	if out, err := gone.exit(t); err != nil || !strings.Contains(out, "condition met") && !strings.Contains(out, "deleted") {
 		t.Fatalf("wait --for=delete: %v\n%s", err, out)
 	}
 
@@ -166,7 +167,7 @@ func rawWatch(t *testing.T, h *harness, user, path string) (<-chan metav1.WatchE
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.url+path, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.url+path, http.NoBody)
 	req.Header.Set("Authorization", "Bearer "+h.tokens[user])
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
