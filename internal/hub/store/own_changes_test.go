@@ -110,6 +110,30 @@ func TestOwnFeed(t *testing.T) {
 			if h.PrunedTo != got[2].Seq || describeOwn(left) != describeOwn(got[3:]) {
 				t.Errorf("after pruning: horizon %d, left %q; want %d, %q", h.PrunedTo, describeOwn(left), got[2].Seq, describeOwn(got[3:]))
 			}
+
+			// A deployable's status on a cluster is a change of the
+			// deployable; a sync that moved only last_synced_at is not.
+			d := newDeployable("team-a", "app")
+			mustTx(t, s, func(tx *Tx) error {
+				if err := tx.Clusters().Create(ctx, &Cluster{Name: "c1"}); err != nil {
+					return err
+				}
+				return tx.Deployables().Create(ctx, d)
+			})
+			put := func(state string) {
+				t.Helper()
+				now := time.Now()
+				mustTx(t, s, func(tx *Tx) error {
+					return tx.Deployables().PutStatus(ctx, &DeployableClusterStatus{DeployableUID: d.UID, Cluster: "c1", State: state, LastSyncedAt: &now})
+				})
+			}
+			put("Pending")
+			put("Pending")
+			put("Synced")
+			ownNumber(t, s)
+			if _, got := ownTail(t, s, h.Seq); describeOwn(got) != "ADDED Deployable team-a/app; MODIFIED Deployable team-a/app; MODIFIED Deployable team-a/app; " {
+				t.Errorf("a deployable and its status: %q", describeOwn(got))
+			}
 		})
 	}
 }

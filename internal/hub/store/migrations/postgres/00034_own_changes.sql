@@ -89,7 +89,8 @@ CREATE TRIGGER deployable_status_own_add AFTER INSERT ON deployable_status
 -- Not when only last_synced_at moved: the syncer stamps it on every pass.
 CREATE TRIGGER deployable_status_own_change AFTER UPDATE ON deployable_status
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.synced_generation IS DISTINCT FROM NEW.synced_generation
-        OR OLD.message IS DISTINCT FROM NEW.message)
+        OR OLD.message IS DISTINCT FROM NEW.message OR OLD.state_generation IS DISTINCT FROM NEW.state_generation
+        OR OLD.reason IS DISTINCT FROM NEW.reason)
     EXECUTE FUNCTION own_deployable_status_change();
 
 -- +goose Down

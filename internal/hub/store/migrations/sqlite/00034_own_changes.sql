@@ -91,7 +91,8 @@ END;
 -- +goose StatementEnd
 -- +goose StatementBegin
 CREATE TRIGGER deployable_status_own_update AFTER UPDATE ON deployable_status FOR EACH ROW
-WHEN OLD.state IS NOT NEW.state OR OLD.synced_generation IS NOT NEW.synced_generation OR OLD.message IS NOT NEW.message BEGIN
+WHEN OLD.state IS NOT NEW.state OR OLD.synced_generation IS NOT NEW.synced_generation OR OLD.message IS NOT NEW.message
+    OR OLD.state_generation IS NOT NEW.state_generation OR OLD.reason IS NOT NEW.reason BEGIN
     INSERT INTO own_changes (kind, namespace, name, uid, type)
     SELECT 'Deployable', namespace, name, uid, 'MODIFIED' FROM deployables WHERE uid = NEW.deployable_uid;
 END;
