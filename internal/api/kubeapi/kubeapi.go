@@ -9,7 +9,9 @@
 // read and written here through the REST API's handlers, so that kubectl
 // writes them by the same code as /api/v1.
 // Watches are served from one shared feed of the inventory's change
-// sequence (internal/api/feed), whose numbers are the resourceVersions.
+// sequence (internal/api/feed), whose numbers are the resourceVersions;
+// watches of purser's own kinds from another, of their own change
+// sequence (ownwatch.go).
 package kubeapi
 
 import (
