@@ -260,6 +260,20 @@ func TestKubeWatchProtocol(t *testing.T) {
 			if typ, obj := nextEvent(t, sel); typ != "ADDED" || nameOf(obj) != "matching" {
 				t.Fatalf("labelSelector app=x after two creates: %s %s, want ADDED matching", typ, nameOf(obj))
 			}
+			// timeoutSeconds ends the watch; BOOKMARKs come when asked for.
+			short, _ := rawWatch(t, h, "alice", runnablesK8s+"?watch=1&timeoutSeconds=1&allowWatchBookmarks=true&resourceVersion="+rv)
+			ended := time.After(10 * time.Second)
+		drain:
+			for {
+				select {
+				case _, ok := <-short:
+					if !ok {
+						break drain
+					}
+				case <-ended:
+					t.Fatal("a watch of timeoutSeconds=1 still open after 10s")
+				}
+			}
 			for _, c := range []struct {
 				rv   string
 				code int
