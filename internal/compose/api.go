@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/purser-io/purser/internal/api/auth"
+	"github.com/purser-io/purser/internal/api/feed"
 	"github.com/purser-io/purser/internal/api/kubeapi"
 	"github.com/purser-io/purser/internal/api/server"
 	controldrill "github.com/purser-io/purser/internal/control/drill"
@@ -86,7 +87,11 @@ type APIServer struct {
 	anchors    *anchor.Publisher
 	identities *auth.Identities
 	commits    *store.GroupCommit
-	closeOnce  sync.Once
+	// changes is the database whose change sequence of purser's own
+	// kinds Run keeps numbered and pruned.
+	changes   feed.Database
+	log       *slog.Logger
+	closeOnce sync.Once
 }
 
 // API builds the API on h: it loads the audit key and the identities,
@@ -113,7 +118,7 @@ func API(ctx context.Context, h *Hub, cfg APIConfig) (_ *APIServer, err error) {
 		}
 		h.Guard.OnChange(func(err error) { h.Store.UseStandby(errors.Is(err, guard.ErrNoPrimary)) })
 	}
-	a := &APIServer{identities: identities}
+	a := &APIServer{identities: identities, changes: h.Store, log: log}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -202,6 +207,7 @@ func (a *APIServer) Run(ctx context.Context) error {
 	wg.Go(func() { _ = a.relay.Run(ctx) })
 	wg.Go(func() { _ = a.anchors.Run(ctx) })
 	wg.Go(func() { _ = a.identities.Run(ctx) })
+	wg.Go(func() { feed.Keep(ctx, a.changes, feed.Retention, a.log) })
 	wg.Go(func() {
 		<-ctx.Done()
 		shutdown, stop := context.WithTimeout(context.Background(), shutdownGrace)

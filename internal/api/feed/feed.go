@@ -1,11 +1,12 @@
-// Package feed is the one reader of the inventory's change sequence that
-// every watch of the API shares: a single reader reads what changed since
-// its last position (store.Inventory.Changes) and hands each batch to
-// every subscriber, so a thousand open watches cost one query per change
-// committed, not a thousand. It reads when the ingester says it committed
-// changes (Config.Changes), and every Poll besides, for a word lost.
-// Subscribers filter what they were given; the feed knows no selection
-// and no user.
+// Package feed is the one reader of a change sequence that every watch of
+// the API shares: a single reader reads what changed since its last
+// position and hands each batch to every subscriber, so a thousand open
+// watches cost one query per change committed, not a thousand. A Source
+// says how to read the sequence: the inventory's (store.Inventory.Changes,
+// New) or that of purser's own kinds (store.OwnFeed, NewOwn). It reads
+// when the writer says it committed changes (Config.Changes), and every
+// Poll besides, for a word lost. Subscribers filter what they were given;
+// the feed knows no selection and no user.
 package feed
 
 import (
@@ -24,6 +25,15 @@ type Reader interface {
 	Read(ctx context.Context, fn func(*store.Tx) error) error
 }
 
+// Source is a change sequence as the feed reads it; C is one change.
+type Source[C any] interface {
+	// Head is the position the sequence stands at now.
+	Head(ctx context.Context) (int64, error)
+	// Since reads, in one snapshot, every change after after and the
+	// position they lead up to.
+	Since(ctx context.Context, after int64) (changes []C, head int64, err error)
+}
+
 // Changes tells of changes committed to the inventory
 // (stream.Client.OnInventoryChanged).
 type Changes interface {
@@ -32,6 +42,7 @@ type Changes interface {
 
 // Config configures a Feed; zero values take the defaults.
 type Config struct {
+	// Store is the inventory's database, for New.
 	Store Reader
 	// Changes, when set, wakes the feed as soon as the ingester commits,
 	// so that a change reaches the watches in a few milliseconds.
@@ -48,6 +59,8 @@ type Config struct {
 	// is dropped (its channel closed, Err saying why): 64.
 	Backlog int
 	Logger  *slog.Logger // nil: discarded
+	// Name names the feed in its logs and its queue: "inventory-feed".
+	Name string
 }
 
 // pageSize is how many changes one query of a poll reads.
@@ -55,8 +68,8 @@ const pageSize = 1000
 
 // Batch is what one poll found: the changes after the previous batch's
 // Head, up to and including Head, in their order.
-type Batch struct {
-	Changes []store.InventoryChange
+type Batch[C any] struct {
+	Changes []C
 	// Head is the position the subscriber stands at after this batch;
 	// a batch without changes still moves it (bookmarks).
 	Head int64
@@ -69,12 +82,13 @@ type Batch struct {
 var ErrBehind = errors.New("the watch read too slowly and fell behind; watch again")
 
 // Feed is the shared poller. Its loop runs while it has subscribers.
-type Feed struct {
+type Feed[C any] struct {
 	cfg Config
+	src Source[C]
 	log *slog.Logger
 
 	mu     sync.Mutex
-	subs   map[*Subscription]bool
+	subs   map[*Subscription[C]]bool
 	head   int64
 	cancel context.CancelFunc // of the running loop; nil when stopped
 	done   chan struct{}      // closed when the running loop returns
@@ -82,8 +96,14 @@ type Feed struct {
 	wakes  int64
 }
 
-// New returns a feed; it reads nothing until someone subscribes.
-func New(cfg Config) *Feed {
+// New returns the feed of the inventory's changes (cfg.Store); it reads
+// nothing until someone subscribes.
+func New(cfg Config) *Feed[store.InventoryChange] {
+	return NewOf[store.InventoryChange](cfg, inventory{cfg.Store})
+}
+
+// NewOf returns a feed of src; it reads nothing until someone subscribes.
+func NewOf[C any](cfg Config, src Source[C]) *Feed[C] {
 	switch {
 	case cfg.Poll > 0:
 	case cfg.Changes != nil:
@@ -97,32 +117,35 @@ func New(cfg Config) *Feed {
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = 64
 	}
+	if cfg.Name == "" {
+		cfg.Name = "inventory-feed"
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Feed{cfg: cfg, log: log, subs: map[*Subscription]bool{}}
+	return &Feed[C]{cfg: cfg, src: src, log: log, subs: map[*Subscription[C]]bool{}}
 }
 
 // Subscription receives every batch after From.
-type Subscription struct {
-	f *Feed
+type Subscription[C any] struct {
+	f *Feed[C]
 	// From is the position the subscription starts after: its first
 	// batch holds the changes numbered above it.
 	From   int64
-	events chan Batch
+	events chan Batch[C]
 	err    error // why events closed; set before it closes
 }
 
 // Events delivers the batches; it is closed when the subscription ends
 // otherwise than by Close (Err says why).
-func (s *Subscription) Events() <-chan Batch { return s.events }
+func (s *Subscription[C]) Events() <-chan Batch[C] { return s.events }
 
 // Err says why Events was closed.
-func (s *Subscription) Err() error { return s.err }
+func (s *Subscription[C]) Err() error { return s.err }
 
 // Close ends the subscription; the last one out stops the poller.
-func (s *Subscription) Close() {
+func (s *Subscription[C]) Close() {
 	f := s.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -143,7 +166,7 @@ type Stats struct {
 }
 
 // Stats returns the feed's counts.
-func (f *Feed) Stats() Stats {
+func (f *Feed[C]) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return Stats{Subscribers: len(f.subs), Polls: f.polls, Wakes: f.wakes}
@@ -151,17 +174,12 @@ func (f *Feed) Stats() Stats {
 
 // Subscribe joins the feed, starting the poller (after reading where the
 // sequence stands) when it is not running.
-func (f *Feed) Subscribe(ctx context.Context) (*Subscription, error) {
+func (f *Feed[C]) Subscribe(ctx context.Context) (*Subscription[C], error) {
 	f.mu.Lock()
 	if f.cancel == nil {
 		// The first read runs under the lock: subscribers arriving meanwhile
 		// wait for it rather than start a second loop.
-		var h store.FeedHead
-		err := f.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-			var err error
-			h, err = tx.Inventory().FeedHead(ctx)
-			return err
-		})
+		head, err := f.src.Head(ctx)
 		if err != nil {
 			f.mu.Unlock()
 			return nil, err
@@ -175,20 +193,20 @@ func (f *Feed) Subscribe(ctx context.Context) (*Subscription, error) {
 			f.mu.Lock()
 		}
 		if f.cancel == nil {
-			f.head = max(f.head, h.Seq)
+			f.head = max(f.head, head)
 			loopCtx, cancel := context.WithCancel(context.Background())
 			f.cancel, f.done = cancel, make(chan struct{})
 			go f.loop(loopCtx, f.done)
 		}
 	}
-	s := &Subscription{f: f, From: f.head, events: make(chan Batch, f.cfg.Backlog)}
+	s := &Subscription[C]{f: f, From: f.head, events: make(chan Batch[C], f.cfg.Backlog)}
 	f.subs[s] = true
 	f.mu.Unlock()
 	return s, nil
 }
 
 // stopIfIdle ends the loop when nobody listens; f.mu is held.
-func (f *Feed) stopIfIdle() {
+func (f *Feed[C]) stopIfIdle() {
 	if len(f.subs) == 0 && f.cancel != nil {
 		f.cancel()
 		f.cancel = nil
@@ -199,7 +217,7 @@ func (f *Feed) stopIfIdle() {
 // closer than MinGap: the words coalesce in the queue's one key, so a
 // burst of commits costs one read, and a word that comes during a read
 // costs one more after it.
-func (f *Feed) loop(ctx context.Context, done chan struct{}) {
+func (f *Feed[C]) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	var last time.Time
 	q := reconcile.New(func(ctx context.Context, _ struct{}) (reconcile.Result, error) {
@@ -209,7 +227,7 @@ func (f *Feed) loop(ctx context.Context, done chan struct{}) {
 		last = time.Now()
 		f.poll(ctx)
 		return reconcile.Result{RequeueAfter: f.cfg.Poll}, nil
-	}, reconcile.Config[struct{}]{Name: "inventory-feed"})
+	}, reconcile.Config[struct{}]{Name: f.cfg.Name})
 	if f.cfg.Changes != nil {
 		stop, err := f.cfg.Changes.OnInventoryChanged(func() {
 			f.mu.Lock()
@@ -218,7 +236,7 @@ func (f *Feed) loop(ctx context.Context, done chan struct{}) {
 			q.Add(struct{}{})
 		})
 		if err != nil {
-			f.log.Warn("inventory feed: cannot hear of changes; polling only", "poll", f.cfg.Poll, "err", err)
+			f.log.Warn(f.cfg.Name+": cannot hear of changes; polling only", "poll", f.cfg.Poll, "err", err)
 		} else {
 			defer stop()
 		}
@@ -229,40 +247,16 @@ func (f *Feed) loop(ctx context.Context, done chan struct{}) {
 
 // poll reads every change after the feed's head, in one snapshot, and
 // hands it to every subscriber.
-func (f *Feed) poll(ctx context.Context) {
+func (f *Feed[C]) poll(ctx context.Context) {
 	f.mu.Lock()
 	from := f.head
 	f.polls++
 	f.mu.Unlock()
-	var b Batch
-	err := f.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-		b = Batch{Memo: &sync.Map{}}
-		h, err := tx.Inventory().FeedHead(ctx)
-		if err != nil {
-			return err
-		}
-		b.Head = h.Seq
-		after := from
-		for after < h.Seq {
-			page, err := tx.Inventory().Changes(ctx, after, pageSize, true)
-			if err != nil {
-				return err
-			}
-			for _, c := range page {
-				if c.Seq <= h.Seq {
-					b.Changes = append(b.Changes, c)
-				}
-			}
-			if len(page) < pageSize {
-				break
-			}
-			after = page[len(page)-1].Seq
-		}
-		return nil
-	})
+	changes, head, err := f.src.Since(ctx, from)
+	b := Batch[C]{Changes: changes, Head: head, Memo: &sync.Map{}}
 	if err != nil {
 		if ctx.Err() == nil {
-			f.log.Warn("inventory feed: poll failed; trying again", "err", err)
+			f.log.Warn(f.cfg.Name+": poll failed; trying again", "err", err)
 		}
 		return // the next poll reads from the same position
 	}
@@ -282,4 +276,48 @@ func (f *Feed) poll(ctx context.Context) {
 		}
 	}
 	f.stopIfIdle()
+}
+
+// inventory is the inventory's change sequence.
+type inventory struct{ s Reader }
+
+func (i inventory) Head(ctx context.Context) (int64, error) {
+	var h store.FeedHead
+	err := i.s.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		h, err = tx.Inventory().FeedHead(ctx)
+		return err
+	})
+	return h.Seq, err
+}
+
+func (i inventory) Since(ctx context.Context, from int64) ([]store.InventoryChange, int64, error) {
+	var out []store.InventoryChange
+	var head int64
+	err := i.s.Read(ctx, func(tx *store.Tx) error {
+		out = out[:0]
+		h, err := tx.Inventory().FeedHead(ctx)
+		if err != nil {
+			return err
+		}
+		head = h.Seq
+		after := from
+		for after < h.Seq {
+			page, err := tx.Inventory().Changes(ctx, after, pageSize, true)
+			if err != nil {
+				return err
+			}
+			for _, c := range page {
+				if c.Seq <= h.Seq {
+					out = append(out, c)
+				}
+			}
+			if len(page) < pageSize {
+				break
+			}
+			after = page[len(page)-1].Seq
+		}
+		return nil
+	})
+	return out, head, err
 }

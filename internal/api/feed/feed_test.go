@@ -36,7 +36,7 @@ func TestFeed(t *testing.T) {
 			}
 			put("before", "1")
 			f := feed.New(feed.Config{Store: st, Poll: 20 * time.Millisecond})
-			subs := make([]*feed.Subscription, 3)
+			subs := make([]*feed.Subscription[store.InventoryChange], 3)
 			for i := range subs {
 				if subs[i], err = f.Subscribe(ctx); err != nil {
 					t.Fatal(err)

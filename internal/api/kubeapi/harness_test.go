@@ -42,7 +42,7 @@ type farm struct {
 	// handler is the API with the test's counting, which srv serves over TLS.
 	handler http.Handler
 	tokens  map[string]string
-	feed    *feed.Feed
+	feed    *feed.Feed[store.InventoryChange]
 	clock   atomic.Int64 // member clusters' resourceVersions, one counter for both
 
 	// requests counts what reached the API, by kind of request.

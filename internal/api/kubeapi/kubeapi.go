@@ -9,7 +9,9 @@
 // read and written here through the REST API's handlers, so that kubectl
 // writes them by the same code as /api/v1.
 // Watches are served from one shared feed of the inventory's change
-// sequence (internal/api/feed), whose numbers are the resourceVersions.
+// sequence (internal/api/feed), whose numbers are the resourceVersions;
+// watches of purser's own kinds from another, of their own change
+// sequence (ownwatch.go).
 package kubeapi
 
 import (
@@ -56,7 +58,7 @@ type Reader interface {
 // Config holds the API's dependencies.
 type Config struct {
 	Store Reader
-	Feed  *feed.Feed
+	Feed  *feed.Feed[store.InventoryChange]
 	// Authenticate names the request's user (the server's tokens and
 	// OIDC), false when it has no valid credential.
 	Authenticate func(r *http.Request) (policy.User, bool)
@@ -93,6 +95,12 @@ type Config struct {
 	Own     []OwnKind
 	Failure func(error) Failure
 	DryRun  func(context.Context) context.Context
+	// OwnFeed is the change sequence of purser's own kinds, which their
+	// watches follow; Number numbers what was committed of it
+	// (feed.Number), so that a list's resourceVersion is current. Nil:
+	// purser's kinds are not watched.
+	OwnFeed *feed.Feed[store.OwnChange]
+	Number  func(context.Context) error
 	// InTx adds a step to the REST API's transaction of a write: the
 	// server-side apply record (apply.go). Nil: server-side apply is not
 	// served.

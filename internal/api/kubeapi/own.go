@@ -79,6 +79,11 @@ type OwnKind struct {
 	// schema's complaint) before the handler's own check refuses it.
 	// The handler checks again. Nil: the handler alone checks.
 	MayWrite func(u policy.User, namespace string) error
+	// MayRead refuses a user who may not read the kind in the namespace
+	// (a cluster-scoped kind: its name): a watch tells a deletion, whose
+	// object can no longer be read through Get, only to one it lets.
+	// Nil: the kind has no change sequence, and is not watched.
+	MayRead func(u policy.User, namespace string) error
 }
 
 func (k *OwnKind) verbs() []string {
@@ -90,6 +95,9 @@ func (k *OwnKind) verbs() []string {
 		if v.h != nil {
 			out = append(out, v.verb)
 		}
+	}
+	if k.MayRead != nil {
+		out = append(out, "watch")
 	}
 	return out
 }
@@ -159,8 +167,10 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 	}
 	r := req.r
 	if isTrue(r.URL.Query().Get("watch")) {
-		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
-			"watching "+k.Plural+"."+OwnGroup+" is not served: purser keeps no change sequence of its own kinds to watch from; list again, or use purser's API and CLI (`purser get`, `purser describe`)")
+		if r.Method != http.MethodGet {
+			return badRequest("a watch is a GET")
+		}
+		return o.watch()
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && k.MayWrite != nil {
 		// Refused before the body is read: the connection closes after
@@ -336,6 +346,14 @@ func (o *ownCall) list() error {
 	if err := parseSelectors(o.req.r, &sq); err != nil {
 		return err
 	}
+	lm := metav1.ListMeta{}
+	if o.a.watchable(o.k) {
+		h, err := o.a.ownHead(o.req.r)
+		if err != nil {
+			return err
+		}
+		lm.ResourceVersion = strconv.FormatInt(h.Seq, 10)
+	}
 	_, body, err := o.call(o.k.List, http.MethodGet, q, nil)
 	if err != nil {
 		return err
@@ -373,7 +391,8 @@ func (o *ownCall) list() error {
 		page.Items = []json.RawMessage{}
 	}
 	if v := asTable(o.req.r); v != "" {
-		t, err := o.a.ownTable(o.k, o.req.r, v, page.Items, metav1.ListMeta{Continue: page.Continue})
+		lm.Continue = page.Continue
+		t, err := o.a.ownTable(o.k, o.req.r, v, page.Items, lm)
 		if err != nil {
 			return err
 		}
@@ -381,7 +400,7 @@ func (o *ownCall) list() error {
 	}
 	return writeJSON(o.w, http.StatusOK, map[string]any{
 		"apiVersion": OwnGroup + "/" + OwnVersion, "kind": o.k.Kind + "List",
-		"metadata": metav1.ListMeta{Continue: page.Continue}, "items": page.Items,
+		"metadata": metav1.ListMeta{ResourceVersion: lm.ResourceVersion, Continue: page.Continue}, "items": page.Items,
 	})
 }
 

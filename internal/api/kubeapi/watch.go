@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/purser-io/purser/internal/api/feed"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -163,8 +164,35 @@ func (a *API) watch(w http.ResponseWriter, req *request, q sel) error {
 	}
 	flusher.Flush()
 
+	return follow(a, req, enc, flusher, sub, pos, bookmarks, func() string { return a.mayStillWatch(req, &q) },
+		func(b feed.Batch[store.InventoryChange], pos int64) (bool, error) {
+			sent := false
+			for _, c := range b.Changes {
+				if c.Seq <= pos || !q.matches(&c.Row) {
+					continue
+				}
+				if err := enc.sendShared(eventType(c, pos), &c.Row, b.Memo); err != nil {
+					return sent, err
+				}
+				sent = true
+			}
+			return sent, nil
+		})
+}
+
+// follow streams a watch's changes from the shared feed after its initial
+// events, until the client leaves, the watch's time is up (the client
+// watches again from its last version), the feed drops it for reading too
+// slowly, or its user may no longer watch (still says why, "" while it
+// may). tell writes the events of one batch for a watcher that stood at
+// pos, and says whether it wrote any; BOOKMARKs go every BookmarkInterval
+// where asked for.
+func follow[C any](a *API, req *request, enc *eventWriter, flusher http.Flusher, sub *feed.Subscription[C], pos int64, bookmarks bool,
+	still func() string, tell func(b feed.Batch[C], pos int64) (bool, error),
+) error {
+	ctx := req.r.Context()
 	timeout := a.cfg.WatchTimeout + rand.N(a.cfg.WatchTimeout)
-	if s := v.Get("timeoutSeconds"); s != "" {
+	if s := req.r.URL.Query().Get("timeoutSeconds"); s != "" {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
 			timeout = time.Duration(n) * time.Second
 		}
@@ -185,7 +213,7 @@ func (a *API) watch(w http.ResponseWriter, req *request, q sel) error {
 			return nil // the client watches again from its last version
 		case <-recheck.C:
 			if rights.mayHaveChanged(a) {
-				if why := a.mayStillWatch(req, &q); why != "" {
+				if why := still(); why != "" {
 					_ = enc.status(statusErr(http.StatusForbidden, metav1.StatusReasonForbidden, why))
 					flusher.Flush()
 					return nil
@@ -208,15 +236,9 @@ func (a *API) watch(w http.ResponseWriter, req *request, q sel) error {
 				// version it saw, which the database still answers.
 				return nil
 			}
-			sent := false
-			for _, c := range b.Changes {
-				if c.Seq <= pos || !q.matches(&c.Row) {
-					continue
-				}
-				if enc.sendShared(eventType(c, pos), &c.Row, b.Memo) != nil {
-					return nil
-				}
-				sent = true
+			sent, err := tell(b, pos)
+			if err != nil {
+				return nil
 			}
 			pos = max(pos, b.Head)
 			if sent {

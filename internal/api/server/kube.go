@@ -25,6 +25,9 @@ func (s *Server) mountKube() {
 		reloads = s.cfg.Identities.Reloads
 	}
 	s.feed = feed.New(feed.Config{Store: s.cfg.Store, Changes: s.cfg.InventoryChanges, Logger: s.log})
+	// The watches of purser's own kinds follow their change sequence,
+	// which the feed numbers as it polls (store.OwnFeed).
+	s.ownFeed = feed.NewOwn(feed.Config{Logger: s.log}, s.cfg.Store)
 	s.kube = kubeapi.New(kubeapi.Config{
 		Store: s.cfg.Store, Feed: s.feed, Authenticate: s.authenticate, Policy: s.policy, Reloads: reloads,
 		Freshness: func(u policy.User, f store.AgentFreshness, now time.Time) v1alpha1.Freshness {
@@ -33,6 +36,7 @@ func (s *Server) mountKube() {
 		Logger: s.log, Now: s.now,
 		WatchesPerUser: s.cfg.Limits.KubeWatchesPerUser, RequestsPerUser: s.cfg.Limits.KubeRequestsPerUser,
 		Own: s.kubeKinds(), Failure: kubeFailure, DryRun: withDryRun, InTx: withTxStep,
+		OwnFeed: s.ownFeed, Number: func(ctx context.Context) error { return feed.Number(ctx, s.cfg.Store) },
 	})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A request refused before its body is read has its connection
@@ -88,7 +92,7 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 				{Name: "Message", Type: "string", Path: []string{"status", "message"}, Priority: 1, Description: "What purser says of it last."},
 			},
 			Get: k(s.getRunnable), List: k(s.listRunnables), Create: k(s.createRunnable), Update: k(s.updateRunnable),
-			Delete: k(s.deleteRunnable), NeedsResourceVersion: true, MayWrite: s.mayWriteIn("runnables"),
+			Delete: k(s.deleteRunnable), NeedsResourceVersion: true, MayWrite: s.mayWriteIn("runnables"), MayRead: s.mayReadIn("runnables"),
 			Identity: func(ctx context.Context, tx *store.Tx, ns, name string) (string, error) {
 				rec, err := tx.Runnables().Get(ctx, ns, name)
 				if errors.Is(err, store.ErrNotFound) {
@@ -107,6 +111,7 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 				{Name: "Rollout", Type: "string", Path: []string{"status", "rollout", "state"}, Priority: 1, Description: "Where its rollout is."},
 			},
 			Get: k(s.getDeployable), List: k(s.listDeployables), Update: k(s.putDeployable), Delete: k(s.deleteDeployable), MayWrite: s.mayWriteIn("deployables"),
+			MayRead: s.mayReadIn("deployables"),
 			Identity: func(ctx context.Context, tx *store.Tx, ns, name string) (string, error) {
 				rec, err := tx.Deployables().Get(ctx, ns, name)
 				if errors.Is(err, store.ErrNotFound) {
@@ -120,6 +125,7 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 		{Kind: v1alpha1.KindQuota, Plural: "quotas", Singular: "quota",
 			Object: v1alpha1.Quota{}, Description: "Quota bounds what the runnables of the namespace it is named after hold across the farm; admins set it.",
 			Get: k(s.getQuota), List: k(s.listQuotas), Update: k(s.putQuota), Delete: k(s.deleteQuota),
+			MayRead: s.mayReadIn("quotas"),
 			MayWrite: func(u policy.User, _ string) error {
 				if !s.policy().IsAdmin(u) {
 					return errForbidden("user %q may not set or remove quotas; only admins may", u.Name)
@@ -176,6 +182,17 @@ func (s *Server) mayWriteIn(what string) func(policy.User, string) error {
 	}
 }
 
+// mayReadIn is the namespace rule of the handlers' reads of what, for a
+// watch of /k8s to apply to a deletion, whose object Get no longer reads.
+func (s *Server) mayReadIn(what string) func(policy.User, string) error {
+	return func(u policy.User, ns string) error {
+		if !s.policy().Allowed(u, ns, policy.VerbRead) {
+			return errForbidden("user %q may not read %s in namespace %q", u.Name, what, ns)
+		}
+		return nil
+	}
+}
+
 // KubeKinds are purser's kinds as /k8s describes them (names, schema,
 // columns), without the handlers: what deploy/crds is made from
 // (TestCRDsAreGenerated).
@@ -183,7 +200,7 @@ func KubeKinds() []kubeapi.OwnKind {
 	kinds := (&Server{}).kubeKinds()
 	for i := range kinds {
 		k := &kinds[i]
-		k.Get, k.List, k.Create, k.Update, k.Delete, k.MayWrite, k.Identity = nil, nil, nil, nil, nil, nil, nil
+		k.Get, k.List, k.Create, k.Update, k.Delete, k.MayWrite, k.MayRead, k.Identity = nil, nil, nil, nil, nil, nil, nil, nil
 	}
 	return kinds
 }

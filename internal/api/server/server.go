@@ -108,8 +108,9 @@ type Server struct {
 	// requests without a valid token.
 	users, failed *limiterSet
 	watches       *watchHub
-	pods          *admission.Checker // judges the pods of every template
-	feed          *feed.Feed         // the inventory's changes, for every /k8s watch
+	pods          *admission.Checker                // judges the pods of every template
+	feed          *feed.Feed[store.InventoryChange] // the inventory's changes, for every /k8s watch
+	ownFeed       *feed.Feed[store.OwnChange]       // the changes of purser's own kinds, for their watches
 	kube          *kubeapi.API
 
 	// webhooks limits each trigger's webhook calls.

@@ -250,7 +250,7 @@ func (p *watchPoller) stop() {
 // timer: an idle selection costs no read, and a thousand selections cost
 // one feed. sub was taken before the first read, so no change after that
 // read is missed.
-func (p *watchPoller) loop(ctx context.Context, sub *feed.Subscription) {
+func (p *watchPoller) loop(ctx context.Context, sub *feed.Subscription[store.InventoryChange]) {
 	defer func() { sub.Close() }()
 	for {
 		select {
