@@ -138,6 +138,15 @@ func summaryRows() [][]cell {
 	designSelector := designSizeMs("sel-p99-s", 1)
 	designReconcile := designSizeMs("snap-p99-s", 0)
 	designFrom := func(name string) from { return from{"The inventory at design size", name} }
+	scheduleP99 := func(eng, unit string) fig {
+		return fig{name: "scheduler.TestBenchmarkSchedules", unit: eng + unit, scale: 1, prec: 2, suffix: " s"}
+	}
+	scheduleRow := func(label, eng string) []cell {
+		p99, ceiling := scheduleP99(eng, "-p99-s"), scheduleP99(eng, "-ceiling-p99-s")
+		return []cell{lit("10,000 schedules firing each minute over 100 clusters (" + label + "): tick to runnable accepted, p99"), p99, lit("< 1 s"),
+			join(" ", ceiling, lit("as many plain creates through the gate, one loop")), ratio(p99, ceiling, 2), atMost(p99, 1, 2, " s"),
+			from{"Schedules", "scheduler.TestBenchmarkSchedules"}}
+	}
 	return [][]cell{
 		{lit("submissions accepted by the API (PostgreSQL, 16 clients)"), submitPG, lit("≥ 100/s (design size)"),
 			join(" ", ceilingPG, lit("raw transactions/s")), percent(submitPG, ceilingPG), atLeast(submitPG, 100, 0, "/s"),
@@ -213,6 +222,8 @@ func summaryRows() [][]cell {
 			from{"Beside Karmada", karmada}},
 		{lit("submissions accepted over three DCs (5 ms, synchronous standby, grouped)"), dcAccepted, lit("≥ 100/s (design size)"),
 			lit(""), lit(""), atLeast(dcAccepted, 100, 0, "/s"), from{"What a data center costs", "soak.TestBenchmarkDCAccept"}},
+		scheduleRow("SQLite", "sqlite"),
+		scheduleRow("PostgreSQL", "postgres"),
 		{lit("writes again after the database primary's DC is lost (Patroni 4.0)"), primaryRTO, lit("< 12 s"),
 			lit("20 s: Patroni's leader key `ttl`, its minimum"), ratio(primaryRTO, constant{20, 0, " s"}, 2), atMost(primaryRTO, 12, 1, " s"),
 			from{"Losing the primary's data center", "soak.TestDCPrimaryLoss"}},

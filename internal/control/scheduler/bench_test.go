@@ -29,9 +29,10 @@ func benchInt(name string, def int) int {
 // TestBenchmarkSchedules (make bench): 10,000 schedules firing each
 // minute, with 100 clusters' discovery recorded (what the gate reads of
 // a tick's kind), on each engine. The lag of a tick is from its time to
-// the commit of its runnable (stored, Queued), over two ticks: the first
-// with every schedule new, the second with a run of each already there.
-// The ceiling, measured in the same run on the same database: as many
+// the commit of its runnable (stored, Queued), over two ticks of a
+// running scheduler (the first with every schedule new, the second with a
+// run of each already there), and apart from them at a third tick, met
+// by a scheduler that starts exactly then. The ceiling, measured in the same run on the same database: as many
 // plain creates through the submission gate, one after another from one
 // loop, each lagging from the loop's start. Exactly once is checked: one
 // runnable per schedule and tick.
@@ -82,56 +83,67 @@ func TestBenchmarkSchedules(t *testing.T) {
 				}
 			}
 
-			// The scheduler on a clock at T when it starts, running at the
-			// wall clock's pace.
+			// The clock goes at the wall clock's pace from 8 s before T. A
+			// scheduler runs from then, as one does that leads already, for
+			// the ticks T and T+1m (steady: each reviewed ahead, Early
+			// before it). Then it stops, and a new one starts exactly at
+			// T+2m, as a scheduler taking over at a tick (the leader's
+			// process restarted, or another elected) would: nothing of that
+			// tick is reviewed ahead (cold).
+			const lead = 8 * time.Second
+			cold := first.Add(ticks * time.Minute)
 			var mu sync.Mutex
-			var lags []time.Duration
-			byTick := make([][]time.Duration, ticks) // the first tick's, nothing reviewed ahead, and the second's
-			var start time.Time
-			clk := func() time.Time { return first.Add(time.Since(start)) }
-			sch := scheduler.New(scheduler.Config{Store: st, Policy: func() *policy.Policy { return pol }, Now: clk,
-				Accepted: func(at []time.Time) {
-					d := time.Since(start)
-					mu.Lock()
-					defer mu.Unlock()
-					for _, tick := range at {
-						lags = append(lags, d-tick.Sub(first))
-						if i := int(tick.Sub(first) / time.Minute); i < ticks {
-							byTick[i] = append(byTick[i], d-tick.Sub(first))
-						}
-					}
-				}})
-			runCtx, stop := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			start = time.Now()
-			go func() { done <- sch.Run(runCtx) }()
-			deadline := time.Now().Add(time.Duration(ticks)*time.Minute + 10*time.Minute)
-			for {
+			var lags, coldLags []time.Duration
+			byTick := make([][]time.Duration, ticks)
+			start := time.Now()
+			clk := func() time.Time { return first.Add(-lead).Add(time.Since(start)) }
+			accepted := func(at []time.Time) {
+				now := clk()
 				mu.Lock()
-				got := len(lags)
-				mu.Unlock()
-				if got >= ticks*n || time.Now().After(deadline) {
-					break
+				defer mu.Unlock()
+				for _, tick := range at {
+					switch i := int(tick.Sub(first) / time.Minute); {
+					case i < ticks:
+						lags = append(lags, now.Sub(tick))
+						byTick[i] = append(byTick[i], now.Sub(tick))
+					case tick.Equal(cold):
+						coldLags = append(coldLags, now.Sub(tick))
+					}
 				}
-				time.Sleep(100 * time.Millisecond)
 			}
-			stop()
-			if err := <-done; err != nil && ctx.Err() == nil && runCtx.Err() == nil {
-				t.Fatal(err)
+			run := func(until func() bool) {
+				t.Helper()
+				sch := scheduler.New(scheduler.Config{Store: st, Policy: func() *policy.Policy { return pol }, Now: clk, Accepted: accepted})
+				runCtx, stop := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() { done <- sch.Run(runCtx) }()
+				for deadline := time.Now().Add(ticks*time.Minute + 10*time.Minute); !until() && time.Now().Before(deadline); {
+					time.Sleep(100 * time.Millisecond)
+				}
+				stop()
+				if err := <-done; err != nil && ctx.Err() == nil && runCtx.Err() == nil {
+					t.Fatal(err)
+				}
 			}
+			counted := func(v *[]time.Duration, want int) func() bool {
+				return func() bool { mu.Lock(); defer mu.Unlock(); return len(*v) >= want }
+			}
+			run(counted(&lags, ticks*n))
+			time.Sleep(cold.Sub(clk()))
+			run(counted(&coldLags, n))
 			mu.Lock()
-			tickLags := slices.Clone(lags)
+			tickLags, coldTick := slices.Clone(lags), slices.Clone(coldLags)
 			mu.Unlock()
-			if len(tickLags) != ticks*n {
-				t.Fatalf("%d ticks accepted, want %d", len(tickLags), ticks*n)
+			if len(tickLags) != ticks*n || len(coldTick) != n {
+				t.Fatalf("%d ticks accepted, want %d; at the cold start %d, want %d", len(tickLags), ticks*n, len(coldTick), n)
 			}
 			// Exactly once: one runnable per schedule and tick.
 			var count int
 			if err := raw.QueryRowContext(ctx, `SELECT COUNT(*) FROM runnables WHERE namespace = 'team-a'`).Scan(&count); err != nil {
 				t.Fatal(err)
 			}
-			if count != ticks*n {
-				t.Fatalf("%d runnables of %d schedules after %d ticks, want %d", count, n, ticks, ticks*n)
+			if count != (ticks+1)*n {
+				t.Fatalf("%d runnables of %d schedules after %d ticks, want %d", count, n, ticks+1, (ticks+1)*n)
 			}
 
 			// The ceiling: n plain creates through the gate, one loop.
@@ -159,9 +171,9 @@ func TestBenchmarkSchedules(t *testing.T) {
 				return d[min(len(d)-1, int(q*float64(len(d))))].Round(time.Millisecond).String()
 			}
 			t.Logf("schedules %s: %d schedules each minute over %d clusters, %d ticks: tick to accepted p50 %s p99 %s max %s "+
-				"(first tick p99 %s, second %s); "+
+				"(first tick p99 %s, second %s; a scheduler started at a tick, p50 %s p99 %s); "+
 				"ceiling, %d plain creates through the gate in one loop: %.0f/s, from the loop's start p50 %s p99 %s max %s",
-				eng.Name, n, clusters, ticks, p(tickLags, 0.5), p(tickLags, 0.99), p(tickLags, 1), p(byTick[0], 0.99), p(byTick[1], 0.99),
+				eng.Name, n, clusters, ticks, p(tickLags, 0.5), p(tickLags, 0.99), p(tickLags, 1), p(byTick[0], 0.99), p(byTick[1], 0.99), p(coldTick, 0.5), p(coldTick, 0.99),
 				n, float64(n)/cwall.Seconds(), p(ceiling, 0.5), p(ceiling, 0.99), p(ceiling, 1))
 		})
 	}
