@@ -65,6 +65,8 @@ type DC struct {
 	kube     *sandbox.Proxy
 	kubeconf string // the agent's kubeconfig, inside the DC
 
+	natsMounted bool // its NATS store is a tmpfs of its own (natsdisk.go)
+
 	mu        sync.Mutex
 	poweredOn bool
 	workloads bool // the member cluster's kubelets (kwok) run
@@ -127,6 +129,9 @@ type DCFarm struct {
 	API *Client
 	// Token is the admin's bearer token.
 	Token string
+
+	// natsStoreSize: NATSStoreSize when 0 (a test's smaller one).
+	natsStoreSize int64
 
 	keyFile string
 	pgRoot  string
@@ -209,6 +214,9 @@ func StartDC(ctx context.Context, cfg DCConfig) (*DCFarm, error) {
 		dc.Patroni = f.newProcess(dc, "patroni-"+dc.Name, "/usr/bin/patroni", f.patroniArgs(dc)...)
 		dc.Patroni.workDir, dc.Patroni.cred = f.pgDir(dc), f.pgCred
 		dc.NATS = f.newProcess(dc, "nats-"+dc.Name, cfg.Binaries.NATSServer, f.natsArgs(dc)...)
+		if err := f.mountNATSStore(dc); err != nil {
+			return nil, err
+		}
 		for _, component := range Components {
 			name := component + "-" + dc.Name
 			dc.Components = append(dc.Components, f.newProcess(dc, name, cfg.Binaries.Purser, f.dcComponentArgs(dc, component, name)...))
@@ -494,6 +502,11 @@ func (f *DCFarm) Close() error {
 	}
 	stopAll(purser, 5*time.Second)
 	stopAll(nats, 5*time.Second)
+	for _, dc := range f.DCs {
+		if err := f.unmountNATSStore(dc); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	stopAll(patroni, 20*time.Second) // Patroni stops its PostgreSQL first
 	stopAll(etcd, 5*time.Second)
 	f.wg.Wait()
