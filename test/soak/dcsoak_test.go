@@ -49,11 +49,15 @@ const (
 	faultSlowLinks = "dc-slow-lossy"
 	// A NATS node's store filled by a file until its writes fail.
 	faultNATSDisk = "nats-disk-full"
+	// The wall clock of a DC's PostgreSQL stepped by minutes, forward or
+	// back, then put right: the database's time when it is the primary
+	// (test/soak/farm/clock.go says what is and is not stepped).
+	faultClockStep = "dc-clock-step"
 )
 
 // dcLevelFaults are the faults of a whole DC's power or network, the
 // ones `make soak-dc` must rotate at least 100 of in 2 hours.
-var dcLevelFaults = []string{faultDCPower, faultDCPartition, faultPrimaryLoss, faultOneWayOut, faultOneWayIn, faultSlowLinks}
+var dcLevelFaults = []string{faultDCPower, faultDCPartition, faultPrimaryLoss, faultOneWayOut, faultOneWayIn, faultSlowLinks, faultClockStep}
 
 // dcLevelShare is the share of the DC-level faults among those drawn
 // after the first round: a fault takes about 45 s with the farm's return
@@ -81,7 +85,10 @@ func TestDCSoak(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := keptDir(t)
-	f, clusters := startDCFarm(ctx, t, dir, withSchedules(dir, controllerArgs), agentArgs)
+	kinds := strings.Split(*dcSoakFaults, ",")
+	f, clusters := startDCFarm(ctx, t, dir, withSchedules(dir, controllerArgs), agentArgs, func(cfg *farm.DCConfig) {
+		cfg.SteppableClocks = slices.ContainsFunc(kinds, func(k string) bool { return strings.TrimSpace(k) == faultClockStep })
+	})
 	for _, c := range clusters {
 		for _, ns := range append(slices.Clone(dcNamespaces), dcScheduleNS) {
 			if err := c.EnsureNamespace(ctx, ns); err != nil {
@@ -96,7 +103,7 @@ func TestDCSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inj := newDCInjector(t, f, w, seed, strings.Split(*dcSoakFaults, ","))
+	inj := newDCInjector(t, f, w, seed, kinds)
 	primaries := f.WatchPrimaries(ctx, 250*time.Millisecond)
 	loadCtx, loadDone := context.WithTimeout(ctx, *soakDuration)
 	defer loadDone()
@@ -198,7 +205,7 @@ func newDCInjector(t *testing.T, f *farm.DCFarm, w *workload, seed int64, kinds 
 	enabled := map[string]bool{}
 	for _, k := range kinds {
 		switch k = strings.TrimSpace(k); k {
-		case faultDCPower, faultDCPartition, faultPrimaryLoss, faultOneWayOut, faultOneWayIn, faultSlowLinks, faultNATSDisk,
+		case faultDCPower, faultDCPartition, faultPrimaryLoss, faultOneWayOut, faultOneWayIn, faultSlowLinks, faultClockStep, faultNATSDisk,
 			faultKillPurser, faultKillNATS, faultAPIServer, faultAgentCut:
 			enabled[k] = true
 		case "":
@@ -398,6 +405,28 @@ func (in *dcInjector) inject(ctx context.Context, kind string) (fl *dcFault) {
 		reconcile.Sleep(ctx, down)
 		fl.End = time.Now()
 		f.Heal(dc)
+	case faultClockStep:
+		// The primary's DC half the time: its clock is the database's.
+		dc := f.DCs[in.rng.IntN(len(f.DCs))]
+		if in.rng.IntN(2) == 0 {
+			if primary, err := f.Primary(undo); err == nil {
+				dc = primary
+			}
+		}
+		step := between(in.rng, 2*time.Minute, 5*time.Minute)
+		if in.rng.IntN(2) == 0 {
+			step = -step
+		}
+		down := between(in.rng, 30*time.Second, 40*time.Second)
+		fl = in.begin(kind, dc, "step the wall clock of %s's PostgreSQL by %+.0f s for %s, then back (%s)", dc.Name, step.Seconds(), down.Round(time.Second), in.databaseRoles(undo))
+		if err := f.StepClock(dc, step); err != nil {
+			in.t.Errorf("%v", err)
+		}
+		reconcile.Sleep(ctx, down)
+		fl.End = time.Now()
+		if err := f.StepClock(dc, 0); err != nil {
+			in.t.Errorf("%v", err)
+		}
 	case faultNATSDisk:
 		dc := in.poweredDC()
 		down := between(in.rng, 20*time.Second, 30*time.Second)

@@ -42,7 +42,10 @@ type DCConfig struct {
 	Clusters []*sandbox.Cluster
 	// Extra flags of the controllers and the agents.
 	ControllerArgs, AgentArgs []string
-	Logf                      func(format string, args ...any)
+	// SteppableClocks runs each DC's PostgreSQL with a wall clock that
+	// StepClock moves (clock.go; libfaketime).
+	SteppableClocks bool
+	Logf            func(format string, args ...any)
 }
 
 // DC is one data center of the farm.
@@ -66,6 +69,9 @@ type DC struct {
 	kubeconf string // the agent's kubeconfig, inside the DC
 
 	natsMounted bool // its NATS store is a tmpfs of its own (natsdisk.go)
+	// pgBinDir: PostgreSQL's programs as Patroni runs them, when not
+	// the machine's (clock.go).
+	pgBinDir string
 
 	mu        sync.Mutex
 	poweredOn bool
@@ -164,7 +170,7 @@ func StartDC(ctx context.Context, cfg DCConfig) (*DCFarm, error) {
 	if cfg.Dir == "" || cfg.Binaries == nil || cfg.Etcd == "" || len(cfg.Clusters) == 0 {
 		return nil, errors.New("farm: DCConfig needs Dir, Binaries, Etcd and Clusters")
 	}
-	if err := dcPrerequisites(ctx); err != nil {
+	if err := dcPrerequisites(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Logf == nil {
@@ -546,7 +552,7 @@ func (f *DCFarm) Close() error {
 // a DC farm needs that is missing, and the command that installs them all:
 // a Patroni that cannot find its etcd client otherwise fails only after
 // the farm is half up, with a message about its configuration.
-func dcPrerequisites(ctx context.Context) error {
+func dcPrerequisites(ctx context.Context, cfg DCConfig) error {
 	var missing []string
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root (a network namespace per DC)")
@@ -564,6 +570,9 @@ func dcPrerequisites(ctx context.Context) error {
 	}
 	if _, err := postgresBin(); err != nil {
 		missing = append(missing, "PostgreSQL's server binaries")
+	}
+	if _, err := os.Stat(Libfaketime); err != nil && cfg.SteppableClocks {
+		missing = append(missing, "libfaketime (a DC's clock stepped)")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("farm: a DC farm needs %s; install them with: sudo bash hack/test-deps", strings.Join(missing, ", "))

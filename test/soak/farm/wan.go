@@ -58,7 +58,7 @@ type LinkFault struct {
 }
 
 func (lf LinkFault) String() string {
-	return fmt.Sprintf("delay %s to %s, loss %.1f%%", lf.Delay, lf.Delay+lf.Jitter, 100*lf.Loss)
+	return fmt.Sprintf("delay %s to %s, loss %.1f%%", lf.Delay.Round(time.Millisecond), (lf.Delay + lf.Jitter).Round(time.Millisecond), 100*lf.Loss)
 }
 
 // wanPort is one DC's end of the WAN.
