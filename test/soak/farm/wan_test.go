@@ -268,7 +268,7 @@ func udpPair(t *testing.T, from, to *Namespace, toAddr string) (send net.Conn, r
 	}); ierr != nil || err != nil {
 		t.Fatal(ierr, err)
 	}
-	t.Cleanup(func() { recv.Close() })
+	t.Cleanup(func() { _ = recv.Close() }) // a test socket: nothing to flush
 	send, err = from.Dial(t.Context(), "udp4", toAddr)
 	if err != nil {
 		t.Fatal(err)
