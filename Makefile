@@ -107,4 +107,4 @@ soak: sandbox-build
 # the loss of the leader's DC and of the primary at a tick), which waits on
 # whole minutes. `make soak-dc SOAK_DURATION=30m` for a long run.
 soak-dc: sandbox-build
-	$(GO) test -count=1 -timeout 3h -v -run '^(TestDCSoak|TestDCScheduleExactlyOnce)$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) -soak.dc-schedule $(SOAK_FLAGS)
+	$(GO) test -count=1 -timeout 3h -v -run '^(TestDCSoak|TestDCScheduleExactlyOnce)$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) -soak.dc-schedule -soak.dc-faults=all $(SOAK_FLAGS)
