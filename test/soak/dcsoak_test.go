@@ -312,8 +312,12 @@ func (in *dcInjector) breakInfrastructure(ctx context.Context) {
 	if len(dcKinds)+len(others) == 0 {
 		return
 	}
-	// Every DC kind first, in a random order, then everything at random.
+	// Every DC kind first, and the full NATS disk (drawn rarely after,
+	// among the others), in a random order; then everything at random.
 	order := slices.Clone(dcKinds)
+	if in.enabled[faultNATSDisk] {
+		order = append(order, faultNATSDisk)
+	}
 	in.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for i := 0; ; i++ {
 		if !reconcile.Sleep(ctx, between(in.rng, 3*time.Second, 8*time.Second)) {
