@@ -102,9 +102,12 @@ soak: sandbox-build
 # machine (a network namespace each, with NATS, PostgreSQL under Patroni
 # over etcd, every component and an agent), under the soak's load while
 # whole DCs lose power, are partitioned, or lose the database's primary,
-# besides the chaos soak's faults. Needs root and Patroni 4 (.ci/run installs Debian 13's).
-# It also runs TestDCScheduleExactlyOnce (a schedule each minute through
-# the loss of the leader's DC and of the primary at a tick), which waits on
-# whole minutes. `make soak-dc SOAK_DURATION=30m` for a long run.
+# a DC's links are cut one way or made slow and lossy, its PostgreSQL's
+# clock is stepped and a NATS node's disk fills up, besides the chaos
+# soak's faults (docs/soak.md). Needs root, Patroni 4 and libfaketime
+# (.ci/run installs them). It also runs TestDCScheduleExactlyOnce (a
+# schedule each minute through the loss of the leader's DC and of the
+# primary at a tick), which waits on whole minutes. `make soak-dc
+# SOAK_DURATION=2h` rotates 100 or more DC-level faults.
 soak-dc: sandbox-build
-	$(GO) test -count=1 -timeout 3h -v -run '^(TestDCSoak|TestDCScheduleExactlyOnce)$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) -soak.dc-schedule $(SOAK_FLAGS)
+	$(GO) test -count=1 -timeout 3h -v -run '^(TestDCSoak|TestDCScheduleExactlyOnce)$$' ./test/soak/ -soak.duration=$(SOAK_DURATION) -soak.dc-schedule -soak.dc-faults=all $(SOAK_FLAGS)

@@ -479,7 +479,7 @@ func (r *report) String() string {
 	}
 	fmt.Fprintf(&b, "  audit chain: %s (%d entries); creations and placements recorded: %s\n", chain, r.AuditEntries, yes(len(r.AuditProblems) == 0))
 	var faults []string
-	for _, k := range []string{faultDCPower, faultDCPartition, faultPrimaryLoss, faultKillPurser, faultKillNATS, faultAPIServer, faultAgentCut, faultPostgres} {
+	for _, k := range append(slices.Clone(allDCFaults), faultPostgres) {
 		if n, ok := r.Faults[k]; ok {
 			faults = append(faults, k+" "+strconv.Itoa(n))
 		}

@@ -22,7 +22,7 @@ import (
 
 // startDCFarm starts the three-DC farm on the shared clusters, one per
 // DC, and waits until purser judges every cluster Ready.
-func startDCFarm(ctx context.Context, t *testing.T, dir string, controllerArgs, agentArgs []string) (*farm.DCFarm, []*sandbox.Cluster) {
+func startDCFarm(ctx context.Context, t *testing.T, dir string, controllerArgs, agentArgs []string, opts ...func(*farm.DCConfig)) (*farm.DCFarm, []*sandbox.Cluster) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		// CI runs as root: there the DC soak must run.
@@ -46,10 +46,14 @@ func startDCFarm(ctx context.Context, t *testing.T, dir string, controllerArgs, 
 		t.Fatal(b.err)
 	}
 	start := time.Now()
-	f, err := farm.StartDC(ctx, farm.DCConfig{
+	cfg := farm.DCConfig{
 		Dir: dir, Binaries: b.bins, Etcd: env.Binaries(t).Path("etcd"), Clusters: clusters,
 		ControllerArgs: controllerArgs, AgentArgs: agentArgs, Logf: t.Logf,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f, err := farm.StartDC(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package farm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -131,6 +132,11 @@ func (f *DCFarm) preparePostgres() error {
 		if err := os.Chown(dir, uid, gid); err != nil {
 			return err
 		}
+		if f.cfg.SteppableClocks {
+			if err := f.steppableClock(dc); err != nil {
+				return err
+			}
+		}
 		data, err := yaml.Marshal(f.patroniConfig(dc, script))
 		if err != nil {
 			return err
@@ -212,7 +218,7 @@ func (f *DCFarm) patroniConfig(dc *DC, postBootstrap string) map[string]any {
 			"listen":          fmt.Sprintf("%s:%d", dc.Addr, postgresPort),
 			"connect_address": fmt.Sprintf("%s:%d", dc.Addr, postgresPort),
 			"data_dir":        filepath.Join(dir, "data"),
-			"bin_dir":         f.pgBin,
+			"bin_dir":         cmp.Or(dc.pgBinDir, f.pgBin),
 			"pgpass":          filepath.Join(dir, "pgpass"),
 			"pg_hba":          hba,
 			"authentication": map[string]any{

@@ -42,7 +42,10 @@ type DCConfig struct {
 	Clusters []*sandbox.Cluster
 	// Extra flags of the controllers and the agents.
 	ControllerArgs, AgentArgs []string
-	Logf                      func(format string, args ...any)
+	// SteppableClocks runs each DC's PostgreSQL with a wall clock that
+	// StepClock moves (clock.go; libfaketime).
+	SteppableClocks bool
+	Logf            func(format string, args ...any)
 }
 
 // DC is one data center of the farm.
@@ -64,6 +67,11 @@ type DC struct {
 	http     *http.Client // dials from inside the DC
 	kube     *sandbox.Proxy
 	kubeconf string // the agent's kubeconfig, inside the DC
+
+	natsMounted bool // its NATS store is a tmpfs of its own (natsdisk.go)
+	// pgBinDir: PostgreSQL's programs as Patroni runs them, when not
+	// the machine's (clock.go).
+	pgBinDir string
 
 	mu        sync.Mutex
 	poweredOn bool
@@ -128,6 +136,9 @@ type DCFarm struct {
 	// Token is the admin's bearer token.
 	Token string
 
+	// natsStoreSize: NATSStoreSize when 0 (a test's smaller one).
+	natsStoreSize int64
+
 	keyFile string
 	pgRoot  string
 	pgBin   string
@@ -159,7 +170,7 @@ func StartDC(ctx context.Context, cfg DCConfig) (*DCFarm, error) {
 	if cfg.Dir == "" || cfg.Binaries == nil || cfg.Etcd == "" || len(cfg.Clusters) == 0 {
 		return nil, errors.New("farm: DCConfig needs Dir, Binaries, Etcd and Clusters")
 	}
-	if err := dcPrerequisites(ctx); err != nil {
+	if err := dcPrerequisites(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Logf == nil {
@@ -209,6 +220,9 @@ func StartDC(ctx context.Context, cfg DCConfig) (*DCFarm, error) {
 		dc.Patroni = f.newProcess(dc, "patroni-"+dc.Name, "/usr/bin/patroni", f.patroniArgs(dc)...)
 		dc.Patroni.workDir, dc.Patroni.cred = f.pgDir(dc), f.pgCred
 		dc.NATS = f.newProcess(dc, "nats-"+dc.Name, cfg.Binaries.NATSServer, f.natsArgs(dc)...)
+		if err := f.mountNATSStore(dc); err != nil {
+			return nil, err
+		}
 		for _, component := range Components {
 			name := component + "-" + dc.Name
 			dc.Components = append(dc.Components, f.newProcess(dc, name, cfg.Binaries.Purser, f.dcComponentArgs(dc, component, name)...))
@@ -494,6 +508,11 @@ func (f *DCFarm) Close() error {
 	}
 	stopAll(purser, 5*time.Second)
 	stopAll(nats, 5*time.Second)
+	for _, dc := range f.DCs {
+		if err := f.unmountNATSStore(dc); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	stopAll(patroni, 20*time.Second) // Patroni stops its PostgreSQL first
 	stopAll(etcd, 5*time.Second)
 	f.wg.Wait()
@@ -533,7 +552,7 @@ func (f *DCFarm) Close() error {
 // a DC farm needs that is missing, and the command that installs them all:
 // a Patroni that cannot find its etcd client otherwise fails only after
 // the farm is half up, with a message about its configuration.
-func dcPrerequisites(ctx context.Context) error {
+func dcPrerequisites(ctx context.Context, cfg DCConfig) error {
 	var missing []string
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root (a network namespace per DC)")
@@ -551,6 +570,9 @@ func dcPrerequisites(ctx context.Context) error {
 	}
 	if _, err := postgresBin(); err != nil {
 		missing = append(missing, "PostgreSQL's server binaries")
+	}
+	if _, err := os.Stat(Libfaketime); err != nil && cfg.SteppableClocks {
+		missing = append(missing, "libfaketime (a DC's clock stepped)")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("farm: a DC farm needs %s; install them with: sudo bash hack/test-deps", strings.Join(missing, ", "))

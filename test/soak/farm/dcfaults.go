@@ -22,7 +22,20 @@ import (
 // components to the others' clusters. Everything inside keeps running.
 func (f *DCFarm) Partition(dc *DC) { f.WAN.Isolate(dc.Index) }
 
-// Heal restores dc's links.
+// CutOut cuts dc's links one way: the other DCs reach it, nothing it sends
+// reaches them (its heartbeats, its answers, its replication). No
+// connection either way completes, but the other DCs' view is that dc went
+// silent while it still hears their packets.
+func (f *DCFarm) CutOut(dc *DC) { f.WAN.CutFrom(dc.Index) }
+
+// CutIn cuts dc's links the other way: what it sends reaches the other
+// DCs, nothing of theirs reaches it.
+func (f *DCFarm) CutIn(dc *DC) { f.WAN.CutTo(dc.Index) }
+
+// SlowLinks slows every link of dc, both ways, and makes it lossy.
+func (f *DCFarm) SlowLinks(dc *DC, lf LinkFault) { f.WAN.Impair(dc.Index, lf) }
+
+// Heal restores dc's links: no cut either way, no slowness or loss.
 func (f *DCFarm) Heal(dc *DC) { f.WAN.Rejoin(dc.Index) }
 
 // PowerOff is a power loss of dc: its links go dark, and every process
@@ -198,8 +211,10 @@ func killNamespace(ns *Namespace) int {
 // routes need no sweeping: they are anonymous and went with the run. Its
 // direct children went too (Pdeathsig); Patroni's PostgreSQL, started in
 // a session of its own, is what may be left, recognizable by its data
-// folder in a Patroni folder whose run's pid is gone.
+// folder in a Patroni folder whose run's pid is gone; and the tmpfs of its
+// NATS stores, which name the run's pid.
 func sweepDeadRuns(logf func(string, ...any)) {
+	sweepNATSStores(logf)
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), pgRootPrefix+"*"))
 	for _, dir := range dirs {
 		rest := strings.TrimPrefix(filepath.Base(dir), pgRootPrefix)

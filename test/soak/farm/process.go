@@ -1,10 +1,12 @@
 package farm
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -348,6 +350,41 @@ func (p *Process) LoggedSinceStart(texts ...string) bool {
 		}
 	}
 	return false
+}
+
+// LogSize is the length of the process's log now: where CountLogged
+// starts to count what it logs from then on.
+func (p *Process) LogSize() int64 {
+	st, err := os.Stat(p.LogPath)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// CountLogged counts the lines of the log from offset (a LogSize) that
+// contain one of texts.
+func (p *Process) CountLogged(offset int64, texts ...string) int {
+	f, err := os.Open(p.LogPath)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return 0
+	}
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		for _, t := range texts {
+			if strings.Contains(sc.Text(), t) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // tail returns the last n lines of a file.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"strconv"
@@ -19,21 +20,45 @@ import (
 // even the test's own loopback. The WAN reads the IP packets each
 // namespace sends out of wan0 and writes each into the namespace of its
 // destination, after the link's one-way delay, unless the link is cut:
-// then it drops them, both ways, as a partitioned network does (a black
-// hole: no reset, no ICMP; connections time out).
+// then it drops them, as a partitioned network does (a black hole: no
+// reset, no ICMP; connections time out).
 //
-// Latency lives here because the machines the farm runs on have no
-// sch_netem; a userspace link also counts what crosses it, which a test
-// reads to show that nothing crossed a cut.
+// Each direction of a link is its own: it can be cut while the other
+// direction carries packets (a one-way partition: a route withdrawn on
+// one side, a firewall rule that drops the return), and it can be slowed
+// (a delay with jitter) and made lossy (each packet dropped with a
+// probability, drawn from a seeded generator so that a soak's seed
+// replays the same pattern of losses for the same packets).
+//
+// All of this lives here because the machines the farm runs on have no
+// sch_netem (tc netem is not available); a userspace link also counts
+// what crosses it, by direction, which a test reads to show what crossed
+// a cut and what a lossy link dropped.
 type WAN struct {
 	ports []*wanPort
 
-	mu    sync.Mutex
-	cut   map[[2]int]bool // links cut, by the DCs' indexes, lower first
-	delay time.Duration   // one way, on every link
+	mu     sync.Mutex
+	cut    map[[2]int]bool      // directions cut, {from, to} by the DCs' indexes
+	faults map[[2]int]LinkFault // directions slowed or lossy, {from, to}
+	delay  time.Duration        // one way, on every link, beneath the faults
+	rng    *rand.Rand           // the losses and the jitter
 
 	readers, writers sync.WaitGroup
 	closed           atomic.Bool
+}
+
+// LinkFault is what a direction of a link does to each packet besides
+// carrying it: it holds it Delay plus up to Jitter (uniform), and drops it
+// with probability Loss (0 to 1). A jittered link keeps its packets in
+// order, as a path does while its route holds: a packet drawn a shorter
+// delay than the one before it waits behind it.
+type LinkFault struct {
+	Delay, Jitter time.Duration
+	Loss          float64
+}
+
+func (lf LinkFault) String() string {
+	return fmt.Sprintf("delay %s to %s, loss %.1f%%", lf.Delay.Round(time.Millisecond), (lf.Delay + lf.Jitter).Round(time.Millisecond), 100*lf.Loss)
 }
 
 // wanPort is one DC's end of the WAN.
@@ -41,9 +66,12 @@ type wanPort struct {
 	dc   string
 	addr netip.Addr
 	tun  *os.File
-	out  chan wanPacket // towards this DC, in the order due
-	// forwarded[j] and dropped[j] count the packets from DC j to this one.
-	forwarded, dropped []atomic.Int64
+	// out[j] is the queue of the link from DC j to this one, in the
+	// order due: a slow link delays only its own packets.
+	out []chan wanPacket
+	// The packets from DC j to this one: forwarded, dropped by a cut,
+	// lost on a lossy link, dropped because the link's queue was full.
+	forwarded, cut, lost, overflow []atomic.Int64
 }
 
 type wanPacket struct {
@@ -61,21 +89,28 @@ func DCAddr(n int) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// wanQueue bounds the packets in flight towards one DC; beyond it the
-// link drops, as a router's queue would.
+// wanQueue bounds the packets in flight on one direction of a link;
+// beyond it the link drops, as a router's queue would.
 const wanQueue = 8192
 
 // newWAN gives each namespace its wan0 and address, and starts moving
 // packets between them.
 func newWAN(ctx context.Context, namespaces []*Namespace) (*WAN, error) {
-	w := &WAN{cut: map[[2]int]bool{}}
+	w := &WAN{cut: map[[2]int]bool{}, faults: map[[2]int]LinkFault{}, rng: rand.New(rand.NewPCG(1, 1))}
+	n := len(namespaces)
 	for i, ns := range namespaces {
 		tun, err := ns.openTUN("wan0")
 		if err != nil {
 			return nil, errors.Join(err, w.Close())
 		}
-		p := &wanPort{dc: ns.Name, addr: DCAddr(i + 1), tun: tun, out: make(chan wanPacket, wanQueue),
-			forwarded: make([]atomic.Int64, len(namespaces)), dropped: make([]atomic.Int64, len(namespaces))}
+		p := &wanPort{dc: ns.Name, addr: DCAddr(i + 1), tun: tun, out: make([]chan wanPacket, n),
+			forwarded: make([]atomic.Int64, n), cut: make([]atomic.Int64, n),
+			lost: make([]atomic.Int64, n), overflow: make([]atomic.Int64, n)}
+		for j := range n {
+			if j != i {
+				p.out[j] = make(chan wanPacket, wanQueue)
+			}
+		}
 		w.ports = append(w.ports, p)
 		prefix := p.addr.String() + "/" + strconv.Itoa(WANSubnet.Bits())
 		for _, args := range [][]string{
@@ -90,9 +125,21 @@ func newWAN(ctx context.Context, namespaces []*Namespace) (*WAN, error) {
 	}
 	for i := range w.ports {
 		w.readers.Go(func() { w.read(i) })
-		w.writers.Go(func() { w.write(i) })
+		for j := range w.ports {
+			if j != i {
+				w.writers.Go(func() { w.write(i, j) })
+			}
+		}
 	}
 	return w, nil
+}
+
+// Seed reseeds the generator of losses and jitter, so that a soak's seed
+// decides them.
+func (w *WAN) Seed(seed uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rng = rand.New(rand.NewPCG(seed, 7))
 }
 
 // read takes the packets DC i sends and queues each towards its
@@ -115,26 +162,51 @@ func (w *WAN) read(i int) {
 			continue // nowhere to go: no route out of the WAN
 		}
 		to := w.ports[j]
-		w.mu.Lock()
-		cut, delay := w.cut[link(i, j)], w.delay
-		w.mu.Unlock()
-		if cut {
-			to.dropped[i].Add(1)
+		cut, lost, delay := w.decide(i, j)
+		switch {
+		case cut:
+			to.cut[i].Add(1)
+			continue
+		case lost:
+			to.lost[i].Add(1)
 			continue
 		}
 		select {
-		case to.out <- wanPacket{due: time.Now().Add(delay), data: append([]byte(nil), pkt...)}:
+		case to.out[i] <- wanPacket{due: time.Now().Add(delay), data: append([]byte(nil), pkt...)}:
 			to.forwarded[i].Add(1)
 		default:
-			to.dropped[i].Add(1) // the queue is full
+			to.overflow[i].Add(1) // the queue is full
 		}
 	}
 }
 
-// write delivers the packets queued towards DC j once they are due.
-func (w *WAN) write(j int) {
+// decide says what the link from DC i to DC j does with one packet.
+func (w *WAN) decide(i, j int) (cut, lost bool, delay time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cut[[2]int{i, j}] {
+		return true, false, 0
+	}
+	delay = w.delay
+	lf, ok := w.faults[[2]int{i, j}]
+	if !ok {
+		return false, false, delay
+	}
+	if lf.Loss > 0 && w.rng.Float64() < lf.Loss {
+		return false, true, 0
+	}
+	delay += lf.Delay
+	if lf.Jitter > 0 {
+		delay += time.Duration(w.rng.Int64N(int64(lf.Jitter)))
+	}
+	return false, false, delay
+}
+
+// write delivers the packets of the link from DC i to DC j once they are
+// due.
+func (w *WAN) write(i, j int) {
 	to := w.ports[j]
-	for pkt := range to.out {
+	for pkt := range to.out[i] {
 		if d := time.Until(pkt.due); d > 0 {
 			time.Sleep(d)
 		}
@@ -154,40 +226,73 @@ func (w *WAN) index(a netip.Addr) int {
 	return -1
 }
 
-func link(i, j int) [2]int {
-	if i > j {
-		i, j = j, i
-	}
-	return [2]int{i, j}
-}
-
 // Isolate cuts every link of DC i (from 0), both ways; the links between
 // the other DCs stay.
 func (w *WAN) Isolate(i int) {
+	w.CutFrom(i)
+	w.CutTo(i)
+}
+
+// CutFrom cuts every link of DC i one way: what DC i sends is dropped,
+// what the others send reaches it. The others stop hearing DC i (its
+// heartbeats, its answers), while it hears them: for TCP both ways are
+// dead, since no handshake or acknowledgement completes, but a datagram
+// or a packet already sent still arrives.
+func (w *WAN) CutFrom(i int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for j := range w.ports {
 		if j != i {
-			w.cut[link(i, j)] = true
+			w.cut[[2]int{i, j}] = true
 		}
 	}
 }
 
-// Rejoin restores every link of DC i.
+// CutTo cuts every link of DC i the other way: DC i reaches the others,
+// nothing of theirs reaches it.
+func (w *WAN) CutTo(i int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for j := range w.ports {
+		if j != i {
+			w.cut[[2]int{j, i}] = true
+		}
+	}
+}
+
+// Impair slows every link of DC i, both ways, and makes it lossy as lf
+// says.
+func (w *WAN) Impair(i int, lf LinkFault) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for j := range w.ports {
+		if j != i {
+			w.faults[[2]int{i, j}] = lf
+			w.faults[[2]int{j, i}] = lf
+		}
+	}
+}
+
+// Rejoin restores every link of DC i, both ways: no cut, no fault (the
+// delay of every link, SetDelay, stays).
 func (w *WAN) Rejoin(i int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for j := range w.ports {
-		delete(w.cut, link(i, j))
+		for _, l := range [][2]int{{i, j}, {j, i}} {
+			delete(w.cut, l)
+			delete(w.faults, l)
+		}
 	}
 }
 
-// Isolated reports whether every link of DC i is cut.
+// Isolated reports whether DC i is cut off: every link of it is cut at
+// least one way, so that no connection to or from it can be made.
 func (w *WAN) Isolated(i int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for j := range w.ports {
-		if j != i && !w.cut[link(i, j)] {
+		if j != i && !w.cut[[2]int{i, j}] && !w.cut[[2]int{j, i}] {
 			return false
 		}
 	}
@@ -202,10 +307,23 @@ func (w *WAN) SetDelay(d time.Duration) {
 	w.delay = d
 }
 
-// LinkCounts are the packets that crossed, and were dropped on, the link
-// from DC i to DC j (from 0).
+// LinkCounts are the packets that crossed, and were dropped on (cut, lost
+// or over the queue), the link from DC i to DC j (from 0).
 func (w *WAN) LinkCounts(i, j int) (forwarded, dropped int64) {
-	return w.ports[j].forwarded[i].Load(), w.ports[j].dropped[i].Load()
+	s := w.LinkStats(i, j)
+	return s.Forwarded, s.Cut + s.Lost + s.Overflow
+}
+
+// LinkStats counts the packets sent on the link from DC i to DC j, by
+// what became of them.
+type LinkStats struct {
+	Forwarded, Cut, Lost, Overflow int64
+}
+
+// LinkStats is what became of the packets sent from DC i to DC j.
+func (w *WAN) LinkStats(i, j int) LinkStats {
+	to := w.ports[j]
+	return LinkStats{Forwarded: to.forwarded[i].Load(), Cut: to.cut[i].Load(), Lost: to.lost[i].Load(), Overflow: to.overflow[i].Load()}
 }
 
 // Close removes the interfaces (closing a TUN removes it) and stops.
@@ -222,7 +340,11 @@ func (w *WAN) Close() error {
 	// The readers end on the closed files; then nothing queues any more.
 	w.readers.Wait()
 	for _, p := range w.ports {
-		close(p.out)
+		for _, q := range p.out {
+			if q != nil {
+				close(q)
+			}
+		}
 	}
 	w.writers.Wait()
 	return errors.Join(errs...)
