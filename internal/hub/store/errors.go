@@ -93,6 +93,12 @@ func isConnectionError(err error) bool {
 			return true
 		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutting down, starting up
 			return true
+		case pgErr.Code == "25P03", pgErr.Code == "25P04", pgErr.Code == "57P05":
+			// The server ended the session (a transaction idle too long,
+			// one too long, a session idle too long); what the transaction
+			// did is rolled back, so it may run again. PostgreSQL times
+			// these by its wall clock, which a step of it can set off.
+			return true
 		case pgErr.Code == "53300": // too_many_connections
 			return true
 		case isReadOnlyError(pgErr.Code): // a standby, or a primary since demoted
