@@ -154,11 +154,12 @@ func (s *Server) putDeployable(r *http.Request, u policy.User) (int, any, error)
 			rec.Pending, rec.PendingSecret, rec.PendingBy, rec.PendingDelete = nil, nil, "", false
 		}
 		if create {
-			if err = tx.Deployables().Create(r.Context(), rec); errors.Is(err, store.ErrConflict) {
-				return errCreatedMeanwhile
-			}
+			err = tx.Deployables().Create(r.Context(), rec)
 		} else {
 			err = tx.Deployables().Update(r.Context(), rec)
+		}
+		if errors.Is(err, store.ErrConflict) {
+			return errWrittenMeanwhile
 		}
 		if err != nil {
 			return err
@@ -175,10 +176,11 @@ func (s *Server) putDeployable(r *http.Request, u policy.User) (int, any, error)
 		return appendAudit(r.Context(), tx, u, action, v1alpha1.KindDeployable, ns, name, summary, outcome, details.Spec)
 	}
 	err = s.tx(r.Context(), func(tx *store.Tx) error {
-		// Created by another request since it was read (the same PUT
-		// retried, on PostgreSQL, while the first was being committed):
-		// that one has committed, and this one applies on top of it.
-		if err := put(tx); !errors.Is(err, errCreatedMeanwhile) {
+		// Created or changed by another request since it was read (the
+		// same PUT sent again, on PostgreSQL, while the first was being
+		// committed): that one has committed, and this one applies on top
+		// of it; the same spec again then changes nothing.
+		if err := put(tx); !errors.Is(err, errWrittenMeanwhile) {
 			return err
 		}
 		return put(tx)
@@ -189,9 +191,9 @@ func (s *Server) putDeployable(r *http.Request, u policy.User) (int, any, error)
 	return s.deployableResponse(r, status, rec)
 }
 
-// errCreatedMeanwhile: an object found missing was created by another
-// request before this one could create it.
-var errCreatedMeanwhile = errors.New("created concurrently")
+// errWrittenMeanwhile: an object found missing was created, or one read
+// was changed, by another request before this one could write it.
+var errWrittenMeanwhile = errors.New("written concurrently")
 
 // matchPath fills an object's namespace and name from the URL, and rejects
 // a body that names another object.
