@@ -545,6 +545,10 @@ func (s *Scheduler) fireBatch(ctx context.Context, p page) error {
 	var out fired
 	err := s.cfg.Store.Tx(ctx, func(tx *store.Tx) error {
 		out = fired{}
+		// The page's audit entries go last: the chain's head is then
+		// held by one page's commit only, not through its statuses, and
+		// the other page written at once (PostgreSQL) waits for less.
+		tx.DeferAudit()
 		return s.applyPage(ctx, tx, p.fs, &out)
 	})
 	if err != nil {

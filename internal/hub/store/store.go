@@ -289,8 +289,10 @@ type Tx struct {
 	s       *Store
 	audited bool // AuditLog.Append was called
 	// auditBuf, in a GroupCommit's transaction, collects the audit
-	// entries to append at the group's end.
+	// entries to append at the group's end; after DeferAudit, those to
+	// append at this transaction's end (deferred is then the same).
 	auditBuf *[]*audit.Entry
+	deferred *[]*audit.Entry
 	// clustersLocked are the clusters whose inventory this transaction
 	// holds the lock of (Inventory.LockClusters): taken once, held until
 	// the end.
@@ -303,6 +305,19 @@ type Tx struct {
 	// (bulkstmt.go).
 	bulkable  bool
 	toPrepare []string
+}
+
+// DeferAudit makes the audit entries this transaction appends from now
+// on be appended when its function has returned, just before the commit:
+// the audit chain's head, whose lock an append takes and holds to the
+// commit, is then held for the commit alone, not for the rest of the
+// transaction's writes (which concurrent writers of the chain would wait
+// through). Their Seq, PrevHash and Hash are set then, not at Append.
+func (tx *Tx) DeferAudit() {
+	if tx.auditBuf == nil {
+		var entries []*audit.Entry
+		tx.auditBuf, tx.deferred = &entries, &entries
+	}
 }
 
 func (tx *Tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -425,6 +440,13 @@ func (s *Store) once(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn fu
 	}()
 	if err := fn(tx); err != nil {
 		return err
+	}
+	if tx.deferred != nil {
+		entries := *tx.deferred
+		tx.auditBuf, tx.deferred = nil, nil
+		if err := tx.Audit().AppendMany(ctx, entries); err != nil {
+			return err
+		}
 	}
 	done = true
 	if err := sqlTx.Commit(); err != nil {
