@@ -63,8 +63,8 @@ type Config struct {
 	Name string
 }
 
-// pageSize is how many changes one query of a poll reads.
-const pageSize = 1000
+// PageSize is how many changes one query of a poll (or of Between) reads.
+const PageSize = 1000
 
 // Batch is what one poll found: the changes after the previous batch's
 // Head, up to and including Head, in their order.
@@ -292,32 +292,54 @@ func (i inventory) Head(ctx context.Context) (int64, error) {
 }
 
 func (i inventory) Since(ctx context.Context, from int64) ([]store.InventoryChange, int64, error) {
-	var out []store.InventoryChange
-	var head int64
-	err := i.s.Read(ctx, func(tx *store.Tx) error {
-		out = out[:0]
-		h, err := tx.Inventory().FeedHead(ctx)
+	return since(ctx, i.s, from,
+		func(ctx context.Context, tx *store.Tx) (store.FeedHead, error) { return tx.Inventory().FeedHead(ctx) },
+		func(ctx context.Context, tx *store.Tx, after int64) ([]store.InventoryChange, error) {
+			return tx.Inventory().Changes(ctx, after, PageSize, true)
+		},
+		func(c store.InventoryChange) int64 { return c.Seq })
+}
+
+// since reads, in one snapshot, a sequence's head and its changes after
+// from up to that head: what a source's Since answers.
+func since[C any](ctx context.Context, db Reader, from int64,
+	head func(context.Context, *store.Tx) (store.FeedHead, error),
+	changes func(ctx context.Context, tx *store.Tx, after int64) ([]C, error),
+	seq func(C) int64,
+) ([]C, int64, error) {
+	var out []C
+	var at int64
+	err := db.Read(ctx, func(tx *store.Tx) error {
+		h, err := head(ctx, tx)
 		if err != nil {
 			return err
 		}
-		head = h.Seq
-		after := from
-		for after < h.Seq {
-			page, err := tx.Inventory().Changes(ctx, after, pageSize, true)
-			if err != nil {
-				return err
-			}
-			for _, c := range page {
-				if c.Seq <= h.Seq {
-					out = append(out, c)
-				}
-			}
-			if len(page) < pageSize {
-				break
-			}
-			after = page[len(page)-1].Seq
-		}
-		return nil
+		at = h.Seq
+		out, err = Between(from, h.Seq, func(after int64) ([]C, error) { return changes(ctx, tx, after) }, seq)
+		return err
 	})
-	return out, head, err
+	return out, at, err
+}
+
+// Between reads the changes of a sequence after from up to to, a page
+// (of PageSize) at a time: page answers those after a position, in
+// order; seq is a change's position.
+func Between[C any](from, to int64, page func(after int64) ([]C, error), seq func(C) int64) ([]C, error) {
+	var out []C
+	for after := from; after < to; {
+		p, err := page(after)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range p {
+			if seq(c) <= to {
+				out = append(out, c)
+			}
+		}
+		if len(p) < PageSize {
+			break
+		}
+		after = seq(p[len(p)-1])
+	}
+	return out, nil
 }

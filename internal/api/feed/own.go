@@ -57,34 +57,12 @@ func (o own) Since(ctx context.Context, from int64) ([]store.OwnChange, int64, e
 	if err := Number(ctx, o.db); err != nil {
 		return nil, 0, err
 	}
-	var out []store.OwnChange
-	var head int64
-	err := o.db.Read(ctx, func(tx *store.Tx) error {
-		out = out[:0]
-		h, err := tx.OwnFeed().Head(ctx)
-		if err != nil {
-			return err
-		}
-		head = h.Seq
-		after := from
-		for after < h.Seq {
-			page, err := tx.OwnFeed().Changes(ctx, after, pageSize)
-			if err != nil {
-				return err
-			}
-			for _, c := range page {
-				if c.Seq <= h.Seq {
-					out = append(out, c)
-				}
-			}
-			if len(page) < pageSize {
-				break
-			}
-			after = page[len(page)-1].Seq
-		}
-		return nil
-	})
-	return out, head, err
+	return since(ctx, o.db, from,
+		func(ctx context.Context, tx *store.Tx) (store.FeedHead, error) { return tx.OwnFeed().Head(ctx) },
+		func(ctx context.Context, tx *store.Tx, after int64) ([]store.OwnChange, error) {
+			return tx.OwnFeed().Changes(ctx, after, PageSize)
+		},
+		func(c store.OwnChange) int64 { return c.Seq })
 }
 
 // Retention is how long a change of purser's own kinds is kept once

@@ -127,24 +127,11 @@ func (o *ownCall) watch() error {
 			return expired(fmt.Sprintf("resourceVersion %d is ahead of purser's change sequence of %s.%s (at %d): it is not one this server gave; list again", from, k.Plural, OwnGroup, max(h.Seq, sub.From)))
 		}
 		err = a.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-			firstChanges = firstChanges[:0]
-			after := from
-			for after < sub.From {
-				page, err := tx.OwnFeed().Changes(ctx, after, 1000)
-				if err != nil {
-					return err
-				}
-				for _, c := range page {
-					if c.Seq <= sub.From {
-						firstChanges = append(firstChanges, c)
-					}
-				}
-				if len(page) < 1000 {
-					break
-				}
-				after = page[len(page)-1].Seq
-			}
-			return nil
+			var err error
+			firstChanges, err = feed.Between(from, sub.From, func(after int64) ([]store.OwnChange, error) {
+				return tx.OwnFeed().Changes(ctx, after, feed.PageSize)
+			}, func(c store.OwnChange) int64 { return c.Seq })
+			return err
 		})
 		if err != nil {
 			return err

@@ -94,7 +94,6 @@ func (a *API) watch(w http.ResponseWriter, req *request, q sel) error {
 		var h store.FeedHead
 		var changes []store.InventoryChange
 		err := a.cfg.Store.Read(ctx, func(tx *store.Tx) error {
-			changes = changes[:0]
 			var err error
 			if h, err = tx.Inventory().FeedHead(ctx); err != nil {
 				return err
@@ -102,23 +101,10 @@ func (a *API) watch(w http.ResponseWriter, req *request, q sel) error {
 			if from < h.PrunedTo {
 				return nil
 			}
-			after := from
-			for after < sub.From {
-				page, err := tx.Inventory().Changes(ctx, after, 1000, false)
-				if err != nil {
-					return err
-				}
-				for _, c := range page {
-					if c.Seq <= sub.From {
-						changes = append(changes, c)
-					}
-				}
-				if len(page) < 1000 {
-					break
-				}
-				after = page[len(page)-1].Seq
-			}
-			return nil
+			changes, err = feed.Between(from, sub.From, func(after int64) ([]store.InventoryChange, error) {
+				return tx.Inventory().Changes(ctx, after, feed.PageSize, false)
+			}, func(c store.InventoryChange) int64 { return c.Seq })
+			return err
 		})
 		if err != nil {
 			return err

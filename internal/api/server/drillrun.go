@@ -1,12 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -38,15 +36,7 @@ import (
 // checked by createDrill).
 func (s *Server) startDrill(r *http.Request, u policy.User, req v1alpha1.DrillRequest) (int, any, error) {
 	ctx := r.Context()
-	farm, err := s.drillSnapshot(r, &req.Target)
-	var rep *drill.Report
-	if err == nil {
-		rep, err = drill.Plan(farm, req.Target)
-	}
-	var te *drill.TargetError
-	if errors.As(err, &te) {
-		return 0, nil, errInvalid("target "+te.Error(), []v1alpha1.FieldError{{Field: "target.name", Message: te.Why}})
-	}
+	farm, rep, err := s.planDrill(r, req.Target)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -163,7 +153,7 @@ func (s *Server) endDrill(r *http.Request, u policy.User) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	req, err := endRequest(r)
+	req, err := optionalBody[v1alpha1.DrillEndRequest](r, `{"moveBack": true|false}`)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -342,27 +332,6 @@ func (s *Server) listDrills(r *http.Request, u policy.User) (int, any, error) {
 		out.Items = append(out.Items, obj)
 	}
 	return http.StatusOK, out, nil
-}
-
-// endRequest reads the optional body of an end: none, or
-// v1alpha1.DrillEndRequest as JSON or YAML with no unknown field.
-func endRequest(r *http.Request) (v1alpha1.DrillEndRequest, error) {
-	var req v1alpha1.DrillEndRequest
-	data, err := io.ReadAll(r.Body)
-	if err != nil {
-		return req, err
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return req, nil
-	}
-	return decodeBytes(data, r.Header.Get("Content-Type"), func(js []byte, _ string) (v1alpha1.DrillEndRequest, error) {
-		dec := json.NewDecoder(bytes.NewReader(js))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return req, errBadRequest("request body is malformed: %v (want {\"moveBack\": true|false} or nothing)", err)
-		}
-		return req, nil
-	})
 }
 
 func drillID(r *http.Request) (int64, error) {

@@ -66,19 +66,27 @@ func (s *Server) createDrill(r *http.Request, u policy.User) (int, any, error) {
 		return 0, nil, errInvalid("force is for a real drill; a dry run changes nothing",
 			[]v1alpha1.FieldError{{Field: "force", Message: "only without dryRun"}})
 	}
-	farm, err := s.drillSnapshot(r, &req.Target)
-	var rep *drill.Report
-	if err == nil {
-		rep, err = drill.Plan(farm, req.Target)
-	}
-	var te *drill.TargetError
-	if errors.As(err, &te) {
-		return 0, nil, errInvalid("target "+te.Error(), []v1alpha1.FieldError{{Field: "target.name", Message: te.Why}})
-	}
+	_, rep, err := s.planDrill(r, req.Target)
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, rep, nil
+}
+
+// planDrill is the what-if of losing target on a snapshot of the farm
+// read now, with the snapshot; a target that names nothing the farm has
+// is a 422 naming it.
+func (s *Server) planDrill(r *http.Request, target drill.Target) (drill.Farm, *drill.Report, error) {
+	farm, err := s.drillSnapshot(r, &target)
+	var rep *drill.Report
+	if err == nil {
+		rep, err = drill.Plan(farm, target)
+	}
+	var te *drill.TargetError
+	if errors.As(err, &te) {
+		return farm, nil, errInvalid("target "+te.Error(), []v1alpha1.FieldError{{Field: "target.name", Message: te.Why}})
+	}
+	return farm, rep, err
 }
 
 // targetProblem says which field of t is wrong and why, before the farm

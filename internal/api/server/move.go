@@ -28,7 +28,7 @@ import (
 // cannot take it (the reason named). The failover controller does the
 // move (docs/operating.md, "Planned moves").
 func (s *Server) moveRunnable(r *http.Request, u policy.User) (int, any, error) {
-	req, err := moveRequest(r)
+	req, err := optionalBody[v1alpha1.MoveRequest](r, `{"to": "CLUSTER"}`)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -52,11 +52,11 @@ func (s *Server) moveRunnable(r *http.Request, u policy.User) (int, any, error) 
 	})
 }
 
-// moveRequest reads the optional body of a move: none, or
-// v1alpha1.MoveRequest as JSON or YAML with no unknown field, bounded as
-// every body is (decodeBytes).
-func moveRequest(r *http.Request) (v1alpha1.MoveRequest, error) {
-	var req v1alpha1.MoveRequest
+// optionalBody reads the optional body of a verb: none (the zero T), or
+// T as JSON or YAML with no unknown field, bounded as every body is
+// (decodeBytes). want says what the body may be, in the error.
+func optionalBody[T any](r *http.Request, want string) (T, error) {
+	var req T
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		return req, err
@@ -64,11 +64,11 @@ func moveRequest(r *http.Request) (v1alpha1.MoveRequest, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return req, nil
 	}
-	return decodeBytes(data, r.Header.Get("Content-Type"), func(js []byte, _ string) (v1alpha1.MoveRequest, error) {
+	return decodeBytes(data, r.Header.Get("Content-Type"), func(js []byte, _ string) (T, error) {
 		dec := json.NewDecoder(bytes.NewReader(js))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			return req, errBadRequest("request body is malformed: %v (want {\"to\": \"CLUSTER\"} or nothing)", err)
+			return req, errBadRequest("request body is malformed: %v (want %s or nothing)", err, want)
 		}
 		return req, nil
 	})
