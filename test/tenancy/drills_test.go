@@ -81,6 +81,17 @@ func testDrills(t *testing.T, f *farm) {
 	if strings.Contains(string(a.raw), "payroll") || strings.Contains(string(a.raw), f.victim) || mine["message"] != nil {
 		t.Errorf("mallory's DC list names the victim's work: %s", a.raw)
 	}
+	// The same figures on /metrics, which asks for no token: the DC and
+	// how much, never whose.
+	m := f.do("", "GET", "/metrics", nil).want(t, http.StatusOK)
+	if !strings.Contains(string(m.raw), `purser_dc_headroom_absorbable{dc="drill-zone"} 0`) {
+		t.Errorf("/metrics lacks drill-zone's headroom")
+	}
+	for line := range strings.Lines(string(m.raw)) {
+		if strings.HasPrefix(line, "purser_dc_headroom") && (strings.Contains(line, "payroll") || strings.Contains(line, f.victim)) {
+			t.Errorf("/metrics names the victim's work: %s", line)
+		}
+	}
 	// The admin's says which runnable is short first (the farm may hold
 	// others' work by now), and the dry run lists the victim's among those
 	// it places nowhere.
