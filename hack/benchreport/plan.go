@@ -154,6 +154,8 @@ var plan = []entry{
 		Bench: "^BenchmarkFailoverApplicationMany$", Benchtime: "1x", Timeout: 30 * time.Minute, Estimate: 90 * time.Second},
 	{ID: "drain", Section: "drain", Pkg: "./internal/control/failover/",
 		Bench: "^BenchmarkDrain$", Benchtime: "1x", Timeout: 20 * time.Minute, Estimate: 90 * time.Second},
+	{ID: "drill-flink", Section: "drill-flink", Pkg: "./internal/control/failover/",
+		Bench: "^BenchmarkDrillFlink$", Benchtime: "1x", Timeout: 30 * time.Minute, Estimate: 90 * time.Second},
 	// Karmada v1.18.2 beside purser on the same clusters; its first run
 	// builds Karmada into the sandbox cache (about 10 min more, cold).
 	{ID: "karmada", Section: "karmada", Pkg: "./internal/control/failover/",
@@ -394,6 +396,20 @@ var sections = []section{
 	{ID: "drill",
 		Columns: []string{"engine", "dry run of a DC (2,000 runnables to move): snapshot / what-if / total", "headroom of the 5 DCs on one snapshot", "goal"},
 		Rows:    [][]cell{drillRow("SQLite", "sqlite"), drillRow("PostgreSQL", "postgres")}},
+	{ID: "drill-flink",
+		Columns: []string{"how 100 FlinkDeployments leave cluster a", "downtime per job, p50 / max", "all moved", "restored from", "jobs seen running on both clusters"},
+		Rows: [][]cell{
+			{lit("**a real drill of cluster a** (`POST /api/v1/drills`): cordon, planned moves in the queue's order at the eviction rate"),
+				join(" / ", metric(drillFlink, "move-downtime-p50-s", 2, " s"), metric(drillFlink, "move-downtime-max-s", 2, " s")),
+				join(", ", metric(drillFlink, "drill-total-s", 1, " s"), join(" ", lit("planned"), metric(drillFlink, "drill-planned-s", 1, " s"))),
+				join(" ", lit("the savepoint each job's stop wrote; not from it:"), metric(drillFlink, "drill-not-from-own-savepoint", 0, "")),
+				metric(drillFlink, "drill-two-running", 0, "")},
+			{lit("failover of the same jobs, same run (every JobManager fails at once; tolerationSeconds 3 s)"),
+				join(" / ", metric(drillFlink, "failover-downtime-p50-s", 2, " s"), metric(drillFlink, "failover-downtime-max-s", 2, " s")),
+				metric(drillFlink, "failover-total-s", 1, " s"),
+				join(" ", lit("each job's last completed checkpoint (what followed is reprocessed); not from it:"), metric(drillFlink, "failover-not-from-last-checkpoint", 0, "")),
+				lit("")},
+		}},
 	{ID: "health",
 		Columns: []string{"object", "interpreter", "per verdict", "allocations"},
 		Rows: [][]cell{
@@ -477,6 +493,9 @@ var sections = []section{
 				metric("failover.BenchmarkDrain", "failover-total-s", 1, " s"), lit("each job's last completed checkpoint: what followed it is reprocessed")},
 		}},
 }
+
+// drillFlink is the result of BenchmarkDrillFlink.
+const drillFlink = "failover.BenchmarkDrillFlink"
 
 // agentDesignSize is the result of BenchmarkAgentDesignSize.
 const agentDesignSize = "agent.BenchmarkAgentDesignSize"

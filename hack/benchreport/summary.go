@@ -141,7 +141,14 @@ func summaryRows() [][]cell {
 	scheduleP99 := func(eng, unit string) fig {
 		return fig{name: "scheduler.TestBenchmarkSchedules", unit: eng + unit, scale: 1, prec: 2, suffix: " s"}
 	}
-	scheduleRow := func(label, eng string) []cell {
+	whatIfRow := func(label, eng string) []cell {
+		total := fig{name: "drill.TestBenchmarkDrill", unit: eng + "-total-s", scale: 1, prec: 2, suffix: " s"}
+		return []cell{lit("what-if of losing a DC, 100 clusters running 10,000 runnables (" + label + "): snapshot and plan"), total, lit("< 1 s"),
+			lit(""), lit(""), atMost(total, 1, 2, " s"), from{"Drills: the what-if of losing a DC", "drill.TestBenchmarkDrill"}}
+	}
+	drillTotal := metric(drillFlink, "drill-total-s", 1, " s")
+	drillFailover := metric(drillFlink, "failover-total-s", 1, " s")
+		scheduleRow := func(label, eng string) []cell {
 		p99, ceiling := scheduleP99(eng, "-p99-s"), scheduleP99(eng, "-ceiling-p99-s")
 		return []cell{lit("10,000 schedules firing each minute over 100 clusters (" + label + "): tick to runnable accepted, p99"), p99, lit("< 1 s"),
 			join(" ", ceiling, lit("as many plain creates through the gate, one loop")), ratio(p99, ceiling, 2), atMost(p99, 1, 2, " s"),
@@ -214,6 +221,13 @@ func summaryRows() [][]cell {
 		{lit("planned move (drain): a job's longest downtime"), drainMax, lit("below a failover's"),
 			join(" ", failoverMax, lit("failover of the same jobs")), ratio(drainMax, failoverMax, 2), atMost(ratio(drainMax, failoverMax, 2), 1, 2, "×"),
 			from{"Drain by planned moves", "failover.BenchmarkDrain"}},
+		whatIfRow("SQLite", "sqlite"),
+		whatIfRow("PostgreSQL", "postgres"),
+		{lit("a real drill of 100 FlinkDeployments: all moved; jobs not restored from the savepoint their stop wrote (any seen running twice fails the run)"),
+			join(", ", drillTotal, join(" ", metric(drillFlink, "drill-not-from-own-savepoint", 0, ""), lit("not from their own savepoint"))),
+			lit("none reprocessed, never two running"), join(" ", drillFailover, lit("failover of the same jobs, from their checkpoints")),
+			ratio(drillTotal, drillFailover, 2), atMost(metric(drillFlink, "drill-not-from-own-savepoint", 0, ""), 0, 0, ""),
+			from{"A real drill of 100 Flink jobs, beside their failover", drillFlink}},
 		{lit("application failover of a FlinkDeployment beside Karmada (toleration 10 s): fault to the copy running elsewhere"), appPurser, lit("no slower than Karmada"),
 			join(" ", appKarmada, lit("Karmada v1.18.2, same clusters")), ratio(appPurser, appKarmada, 2), atMost(ratio(appPurser, appKarmada, 2), 1, 2, "×"),
 			from{"Beside Karmada", karmada}},

@@ -402,7 +402,7 @@ function whatIfReport(rep) {
       el("tbody", {}, (rep.moves || []).length ? rep.moves.map(m => el("tr", { "data-runnable": m.runnable },
         el("td", { class: "nowrap" }, runnableLink(m.runnable)), el("td", { class: "from" }, link(clusterPath(m.from), m.from)), el("td", { class: "to" }, link(clusterPath(m.to), m.to)),
         el("td", { class: "num downtime" }, m.downtimeSeconds + " s"),
-        el("td", { class: "carried" }, m.restorePoint ? m.restorePoint.kind + " " + m.restorePoint.path : el("span", { class: "muted" }, "—")),
+        el("td", { class: "carried" }, m.restorePoint ? m.restorePoint.kind + " " + (m.restorePoint.path || m.restorePoint.source) : el("span", { class: "muted" }, "—")),
         el("td", { class: "message" }, m.reason || "")))
         : el("tr", {}, el("td", { colspan: 6, class: "muted" }, "Nothing moves.")))),
     el("h2", {}, "Left queued (" + (rep.unplaceable || []).length + ")"),

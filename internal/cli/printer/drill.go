@@ -1,6 +1,7 @@
 package printer
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -16,7 +17,7 @@ func Drill(w io.Writer, rep *v1alpha1.DrillReport, noHeaders bool) error {
 	for _, m := range rep.Moves {
 		rp := "<none>"
 		if m.RestorePoint != nil {
-			rp = m.RestorePoint.Kind + " " + m.RestorePoint.Path
+			rp = m.RestorePoint.Kind + " " + cmp.Or(m.RestorePoint.Path, m.RestorePoint.Source)
 		}
 		moves = append(moves, []string{m.Runnable, m.From, m.To, fmt.Sprintf("%gs", m.DowntimeSeconds), rp})
 	}

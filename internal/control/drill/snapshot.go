@@ -169,7 +169,8 @@ func runnableOf(rec *store.Runnable, pol Policy, reg *kinds.Registry) (drill.Run
 	}
 	r := drill.Runnable{UID: rec.UID, Namespace: rec.Namespace, Name: rec.Name, Cluster: rec.Cluster, GVK: gvk.String(),
 		Placement: doc.Spec.Placement, Demand: demand, Since: rec.CreatedAt,
-		Priority: priority(pol, rec, &doc), Flink: reg.MovesBySavepoint(gvk.GroupKind(), doc.Spec.Template)}
+		Priority: priority(pol, rec, &doc), Flink: reg.MovesBySavepoint(gvk.GroupKind(), doc.Spec.Template),
+		Running: rec.Phase == string(v1alpha1.PhaseRunning)}
 	if a := doc.Spec.Failover; a != nil && a.Application != nil && a.Application.StatePreservation != nil {
 		r.RestorePolicy = a.Application.StatePreservation.RestorePoint
 	}

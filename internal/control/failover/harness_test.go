@@ -35,6 +35,7 @@ import (
 	"github.com/purser-io/purser/internal/api/auth"
 	"github.com/purser-io/purser/internal/api/server"
 	"github.com/purser-io/purser/internal/cli/client"
+	controldrill "github.com/purser-io/purser/internal/control/drill"
 	"github.com/purser-io/purser/internal/control/failover"
 	"github.com/purser-io/purser/internal/control/submitter"
 	"github.com/purser-io/purser/internal/domain/policy"
@@ -220,6 +221,7 @@ func newFarmWith(t testing.TB, dsn string, members []cluster, p periods) *farm {
 		OnNoExecute: ctl.Kick, Logger: f.log.With("component", "health"), Observed: f.probes.observe,
 	}).Run)
 	f.run("failover", ctl.Run)
+	f.run("drills", controldrill.NewFollower(controldrill.FollowerConfig{Store: f.store, Logger: f.log.With("component", "drills")}).Run)
 	return f
 }
 
@@ -313,8 +315,8 @@ func (p *probeLog) wait(t testing.TB, cluster string, from int, outcome probe.Ou
 	})
 }
 
-// startAPI serves the REST API with an admin token, and relays its
-// outbox to the stream.
+// startAPI serves the REST API with an admin token (drills included),
+// and relays its outbox to the stream.
 func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Relay {
 	token := auth.NewToken()
 	tokens, err := auth.NewAuthenticator(auth.TokensFile{Tokens: []auth.TokenEntry{{User: "admin", SHA256: auth.HashToken(token)}}})
@@ -327,7 +329,8 @@ func (f *farm) startAPI(streams *stream.Client, poll time.Duration) *outbox.Rela
 	}
 	relay := outbox.NewRelay(outbox.StoreSource(f.store), streams, outbox.Config{Interval: poll})
 	f.run("relay", relay.Run)
-	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: f.sealer}))
+	srv := httptest.NewServer(server.New(server.Config{Store: f.store, Outbox: relay, Tokens: tokens, Policy: pol, Sealer: f.sealer,
+		DrillSnapshot: controldrill.Snapshotter(controldrill.Options{})}))
 	f.t.Cleanup(srv.Close)
 	f.api = client.New(client.Config{Server: srv.URL, Token: token})
 	return relay

@@ -56,6 +56,11 @@ type (
 	Short = v1alpha1.DrillShort
 )
 
+// SavepointOfTheStop is the source of the restore point of a running
+// Flink job's move: the savepoint its stop writes, whose path is known
+// once written.
+const SavepointOfTheStop = "the savepoint the planned move's stop writes"
+
 // Runnable is an active runnable as the what-if moves it.
 type Runnable struct {
 	UID, Namespace, Name string
@@ -71,6 +76,9 @@ type Runnable struct {
 	Since time.Time
 	// Flink says that its kind restores from a savepoint or checkpoint.
 	Flink bool
+	// Running says that its job runs (phase Running): a planned move
+	// stops it with a savepoint, which its copy restores from.
+	Running bool
 	// RestorePolicy is spec.failover.application.statePreservation
 	// .restorePoint (Required, IfAvailable or "").
 	RestorePolicy string
@@ -253,11 +261,12 @@ func Plan(f Farm, t Target) (*Report, error) {
 	for _, r := range moving {
 		copy(scratch, cands)
 		name := r.Namespace + "/" + r.Name
-		if r.Flink && r.RestorePolicy == v1alpha1.RestorePointRequired && r.RestorePoint == nil {
-			// The failover waits for a restore point (WaitingRestorePoint):
-			// it does not move until one is recorded.
+		if r.Flink && !r.Running && r.RestorePolicy == v1alpha1.RestorePointRequired && r.RestorePoint == nil {
+			// A job that does not run cannot be stopped with a savepoint,
+			// and the failover waits for a restore point
+			// (WaitingRestorePoint): it does not move until one is recorded.
 			rep.Unplaceable = append(rep.Unplaceable, Unplaceable{Runnable: name,
-				Reason: "no restore point is recorded and statePreservation.restorePoint is Required: the failover waits for one"})
+				Reason: "its job does not run, so no savepoint can be taken, no restore point is recorded, and statePreservation.restorePoint is Required: the failover waits for one"})
 			placement.AddTo(short, r.Demand.Total)
 			continue
 		}
@@ -305,6 +314,11 @@ func Plan(f Farm, t Target) (*Report, error) {
 		m := Move{Runnable: name, From: r.Cluster, To: d.Cluster, DowntimeSeconds: round(at), Reason: d.Reason}
 		if r.Flink {
 			m.RestorePoint = r.RestorePoint
+			if r.Running {
+				// The planned move's stop writes a savepoint, newer than
+				// anything recorded: that is what its copy restores from.
+				m.RestorePoint = &v1alpha1.RestorePoint{Kind: v1alpha1.RestoreSavepoint, Source: SavepointOfTheStop}
+			}
 		}
 		rep.Moves = append(rep.Moves, m)
 		rep.DurationSeconds = math.Max(rep.DurationSeconds, m.DowntimeSeconds)

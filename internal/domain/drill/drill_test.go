@@ -1,6 +1,7 @@
 package drill_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -61,6 +62,7 @@ func TestPlan(t *testing.T) {
 		r.GVK = "flink.apache.org/v1beta1, Kind=FlinkDeployment"
 		return r
 	}
+	running := func(r drill.Runnable) drill.Runnable { r.Running = true; return r }
 	pinned := job("pinned", "a1", 1, 0, 0)
 	pinned.Placement.ClusterAffinity = &v1alpha1.ClusterAffinity{ClusterNames: []string{"a1"}}
 	cases := []struct {
@@ -71,7 +73,9 @@ func TestPlan(t *testing.T) {
 		target   drill.Target
 		verdict  string
 		// moves is "runnable>cluster@downtime" in order.
-		moves       []string
+		moves []string
+		// restore is "kind path-or-source" of the moves that carry one.
+		restore     map[string]string
 		unplaceable []string // "runnable: a word of the reason"
 	}{{
 		name:     "a DC absorbed by the other, at the secondary rate",
@@ -143,14 +147,16 @@ func TestPlan(t *testing.T) {
 		verdict:  drill.Absorbed,
 		moves:    []string{"team/j1>c1@0.5", "team/j2>c1@0.5"},
 	}, {
-		name:     "Flink: the restore point is carried; Required without one waits",
+		name:     "Flink: a running job moves by its stop's savepoint; one that does not run carries what is recorded; Required without one waits",
 		clusters: []placement.Cluster{cluster("a1", "a", 8, 0), cluster("b1", "b", 8, 8)},
 		run: []drill.Runnable{flink(job("with", "a1", 1, 0, 0), v1alpha1.RestorePointRequired, savepoint),
-			flink(job("without", "a1", 1, 0, 1), v1alpha1.RestorePointRequired, nil)},
+			running(flink(job("running", "a1", 1, 0, 1), v1alpha1.RestorePointRequired, nil)),
+			flink(job("without", "a1", 1, 0, 2), v1alpha1.RestorePointRequired, nil)},
 		target:      drill.Target{Kind: drill.TargetDC, Name: "a"},
 		verdict:     drill.Partial,
-		moves:       []string{"team/with>b1@0.5"},
-		unplaceable: []string{"team/without: no restore point is recorded"},
+		moves:       []string{"team/with>b1@0.5", "team/running>b1@1"},
+		restore:     map[string]string{"team/with": "Savepoint s3://sp/savepoint-1", "team/running": "Savepoint " + drill.SavepointOfTheStop},
+		unplaceable: []string{"team/without: its job does not run, so no savepoint can be taken, no restore point is recorded"},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -172,6 +178,15 @@ func TestPlan(t *testing.T) {
 			}
 			if strings.Join(moves, " ") != strings.Join(c.moves, " ") {
 				t.Errorf("moves %v, want %v", moves, c.moves)
+			}
+			for _, m := range rep.Moves {
+				got := ""
+				if rp := m.RestorePoint; rp != nil {
+					got = rp.Kind + " " + cmp.Or(rp.Path, rp.Source)
+				}
+				if got != c.restore[m.Runnable] {
+					t.Errorf("%s carries %q, want %q", m.Runnable, got, c.restore[m.Runnable])
+				}
 			}
 			if len(rep.Unplaceable) != len(c.unplaceable) {
 				t.Fatalf("unplaceable %+v, want %v", rep.Unplaceable, c.unplaceable)
