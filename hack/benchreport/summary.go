@@ -148,7 +148,7 @@ func summaryRows() [][]cell {
 	}
 	drillTotal := metric(drillFlink, "drill-total-s", 1, " s")
 	drillFailover := metric(drillFlink, "failover-total-s", 1, " s")
-		scheduleRow := func(label, eng string) []cell {
+	scheduleRow := func(label, eng string) []cell {
 		p99, ceiling := scheduleP99(eng, "-p99-s"), scheduleP99(eng, "-ceiling-p99-s")
 		return []cell{lit("10,000 schedules firing each minute over 100 clusters (" + label + "): tick to runnable accepted, p99"), p99, lit("< 1 s"),
 			join(" ", ceiling, lit("as many plain creates through the gate, one loop")), ratio(p99, ceiling, 2), atMost(p99, 1, 2, " s"),
