@@ -91,11 +91,13 @@ func decode(data []byte, contentType, wantKind string) (any, error) {
 		obj = &Schedule{}
 	case tm.Kind == KindTrigger:
 		obj = &Trigger{}
+	case tm.Kind == KindPlacementPolicy, tm.Kind == KindClusterPlacementPolicy:
+		obj = &PlacementPolicy{}
 	}
 	if obj == nil {
 		allowed := wantKind
 		if allowed == "" {
-			allowed = "Runnable, Deployable, Cluster, Quota, Schedule or Trigger"
+			allowed = "Runnable, Deployable, Cluster, Quota, Schedule, Trigger, PlacementPolicy or ClusterPlacementPolicy"
 		}
 		problems = append(problems, FieldError{Field: "kind", Message: "must be " + allowed})
 	}

@@ -213,6 +213,19 @@ func New(cfg Config) *Server {
 	s.handle("POST /api/v1/triggers/{namespace}/{name}/rotate-token", s.rotateTriggerToken)
 	s.mux.HandleFunc("POST /api/v1/triggers/{namespace}/{name}/webhook", s.webhook)
 
+	for _, p := range []policyScope{{}, {cluster: true}} {
+		path := "/api/v1/placementpolicies"
+		item := path + "/{namespace}/{name}"
+		if p.cluster {
+			path = "/api/v1/clusterplacementpolicies"
+			item = path + "/{name}"
+		}
+		s.handle("PUT "+item, s.putPlacementPolicy(p))
+		s.handle("GET "+path, s.listPlacementPolicies(p))
+		s.handle("GET "+item, s.getPlacementPolicy(p))
+		s.handle("DELETE "+item, s.deletePlacementPolicy(p))
+	}
+
 	s.handle("POST /api/v1/drills", s.createDrill)
 	s.handle("GET /api/v1/drills", s.listDrills)
 	s.handle("GET /api/v1/drills/{id}", s.getDrill)
