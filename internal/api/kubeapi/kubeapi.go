@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -101,6 +102,11 @@ type Config struct {
 	// purser's kinds are not watched.
 	OwnFeed *feed.Feed[store.OwnChange]
 	Number  func(context.Context) error
+	// Policies reads the placement policies that may select a native
+	// object written to /k8s (native.go), whose runnable the Runnable
+	// kind of Own writes. Nil: native objects are read-only, the
+	// inventory's.
+	Policies Policies
 	// InTx adds a step to the REST API's transaction of a write: the
 	// server-side apply record (apply.go). Nil: server-side apply is not
 	// served.
@@ -232,7 +238,7 @@ func (a *API) route(w http.ResponseWriter, req *request) error {
 	if ownPrefix(p) && len(p) > 3 && len(a.cfg.Own) > 0 {
 		return a.serveOwn(w, req, p[3:])
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !a.nativeWrites(req) {
 		w.Header().Set("Allow", "GET, HEAD")
 		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			"the farm's Kubernetes API (/k8s) is read-only: "+r.Method+" is not served; change what runs on member clusters through purser's API, /api/v1 (runnables, deployables: `purser apply -f`)")
@@ -267,6 +273,12 @@ func (a *API) route(w http.ResponseWriter, req *request) error {
 	return notFound(req)
 }
 
+// nativeWrites says whether req may be a write of a native object:
+// served on the farm-wide /k8s when placement policies are configured.
+func (a *API) nativeWrites(req *request) bool {
+	return a.cfg.Policies != nil && req.cluster == "" && a.ownKind("runnables") != nil
+}
+
 // serveResource serves what follows a group version: [namespaces/NS/]RESOURCE[/NAME].
 func (a *API) serveResource(w http.ResponseWriter, req *request, group, gv string, p []string) error {
 	ns := ""
@@ -290,6 +302,18 @@ func (a *API) serveResource(w http.ResponseWriter, req *request, group, gv strin
 	}
 	if ns != "" && !res.namespaced {
 		return notFound(req)
+	}
+	name := ""
+	if len(p) == 2 {
+		name = p[1]
+	}
+	if handled, err := a.serveNative(w, req, res, ns, name); handled || err != nil {
+		return err
+	}
+	if req.r.Method != http.MethodGet && req.r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			fmt.Sprintf("%s is not served on %s: a native object is written in a namespace of the farm-wide /k8s, where a placement policy makes it a runnable; the rest of the inventory is read-only", req.r.Method, req.r.URL.Path))
 	}
 	q := sel{res: res, cluster: req.cluster, namespace: ns}
 	if len(p) == 2 {

@@ -223,22 +223,111 @@ func (a *API) serveOpenAPI(w http.ResponseWriter, req *request) error {
 		}
 		return notFound(req)
 	}
-	doc, err := a.openAPIDocument()
+	docs := map[string]func() ([]byte, error){"apis/" + OwnGroup + "/" + OwnVersion: a.openAPIDocument}
+	if a.nativeWrites(req) {
+		cat, err := a.kinds.get(req.r.Context(), "")
+		if err != nil {
+			return err
+		}
+		for gv, rs := range nativeGroupVersions(cat) {
+			docs[gv] = func() ([]byte, error) { return nativeOpenAPIDocument(rs) }
+		}
+	}
+	if len(p) == 2 {
+		index := map[string]any{}
+		for gv, make := range docs {
+			doc, err := make()
+			if err != nil {
+				return err
+			}
+			index[gv] = map[string]string{"serverRelativeURL": req.base + "/openapi/v3/" + gv + "?hash=" + docHash(doc)}
+		}
+		return writeJSON(w, http.StatusOK, map[string]any{"paths": index})
+	}
+	make, ok := docs[strings.Join(p[2:], "/")]
+	if !ok {
+		return notFound(req)
+	}
+	doc, err := make()
 	if err != nil {
 		return err
 	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Etag", `"`+docHash(doc)+`"`)
+	return writeRaw(w, http.StatusOK, doc)
+}
+
+func docHash(doc []byte) string {
 	sum := sha256.Sum256(doc)
-	hash := strings.ToUpper(hex.EncodeToString(sum[:]))
-	gv := "apis/" + OwnGroup + "/" + OwnVersion
-	switch {
-	case len(p) == 2:
-		return writeJSON(w, http.StatusOK, map[string]any{"paths": map[string]any{
-			gv: map[string]string{"serverRelativeURL": req.base + "/openapi/v3/" + gv + "?hash=" + hash},
-		}})
-	case strings.Join(p[2:], "/") == gv:
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Etag", `"`+hash+`"`)
-		return writeRaw(w, http.StatusOK, doc)
+	return strings.ToUpper(hex.EncodeToString(sum[:]))
+}
+
+// nativeGroupVersions are the group versions of the namespaced native
+// kinds of the farm, by their OpenAPI path (api/v1, apis/G/V).
+func nativeGroupVersions(cat *catalogue) map[string][]*resource {
+	out := map[string][]*resource{}
+	for _, r := range cat.all {
+		if r.own != nil || !r.namespaced {
+			continue
+		}
+		gv := "apis/" + r.apiVersion()
+		if r.gvk.Group == "" {
+			gv = "api/" + r.gvk.Version
+		}
+		out[gv] = append(out[gv], r)
 	}
-	return notFound(req)
+	return out
+}
+
+// nativeOpenAPIDocument is the OpenAPI v3 document of native kinds as
+// /k8s takes their writes: each kind's schema keeps every field (the
+// object is the runnable's template, which its own driver checks on the
+// write), and its namespaced paths say which query parameters are
+// honoured, which kubectl reads before it sends a write.
+func nativeOpenAPIDocument(rs []*resource) ([]byte, error) {
+	schemas := map[string]any{}
+	paths := map[string]any{}
+	params := func(names ...string) []any {
+		var out []any
+		for _, n := range names {
+			out = append(out, map[string]any{"name": n, "in": "query", "schema": map[string]any{"type": "string"}, "uniqueItems": true})
+		}
+		return out
+	}
+	for _, r := range rs {
+		gvk := map[string]any{"group": r.gvk.Group, "version": r.gvk.Version, "kind": r.gvk.Kind}
+		def := strings.Join([]string{"native", r.gvk.Group, r.gvk.Version, r.gvk.Kind}, ".")
+		schemas[def] = map[string]any{"type": "object", extPreserveUnknown: true, extGVK: []any{gvk}}
+		ref := map[string]any{"$ref": "#/components/schemas/" + def}
+		body := map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": ref}}}
+		ok := map[string]any{"200": body}
+		op := func(verb, id string, p []any, withBody bool) map[string]any {
+			o := map[string]any{"operationId": id + r.gvk.Kind, "x-kubernetes-action": verb, extGVK: gvk, "parameters": p, "responses": ok}
+			if withBody {
+				o["requestBody"] = body
+			}
+			return o
+		}
+		base := "/apis/" + r.apiVersion() + "/namespaces/{namespace}/"
+		if r.gvk.Group == "" {
+			base = "/api/" + r.gvk.Version + "/namespaces/{namespace}/"
+		}
+		write := params("dryRun", "fieldValidation")
+		paths[base+r.plural] = map[string]any{
+			"get":  op("list", "list", params("limit", "continue"), false),
+			"post": op("post", "create", write, true),
+		}
+		paths[base+r.plural+"/{name}"] = map[string]any{
+			"get":    op("get", "read", nil, false),
+			"put":    op("put", "replace", write, true),
+			"patch":  op("patch", "patch", write, true),
+			"delete": op("delete", "delete", params("dryRun"), false),
+		}
+	}
+	return json.Marshal(map[string]any{
+		"openapi":    "3.0.0",
+		"info":       map[string]any{"title": "purser", "version": "native"},
+		"paths":      paths,
+		"components": map[string]any{"schemas": schemas},
+	})
 }

@@ -181,18 +181,9 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 		}
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		// Read whole before any other answer: what is refused from here
-		// on is answered on a connection that stays usable.
-		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
-				fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes))
+		if err := o.readWhole(); err != nil {
+			return err
 		}
-		if err != nil {
-			return badRequest("reading the request body: " + err.Error())
-		}
-		o.body = b
 	}
 	if err := o.dryRun(); err != nil {
 		return err
@@ -214,6 +205,23 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 	w.Header().Set("Allow", "GET, POST, PUT, PATCH, DELETE")
 	return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 		fmt.Sprintf("%s is not served on %s", r.Method, r.URL.Path))
+}
+
+// readWhole reads the request's body whole, bounded, before any other
+// answer: what is refused from there on is answered on a connection that
+// stays usable.
+func (o *ownCall) readWhole() error {
+	b, err := io.ReadAll(http.MaxBytesReader(o.w, o.req.r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
+			fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes))
+	}
+	if err != nil {
+		return badRequest("reading the request body: " + err.Error())
+	}
+	o.body = b
+	return nil
 }
 
 // ownCall is one request on one of purser's kinds.

@@ -37,6 +37,7 @@ func (s *Server) mountKube() {
 		WatchesPerUser: s.cfg.Limits.KubeWatchesPerUser, RequestsPerUser: s.cfg.Limits.KubeRequestsPerUser,
 		Own: s.kubeKinds(), Failure: kubeFailure, DryRun: withDryRun, InTx: withTxStep,
 		OwnFeed: s.ownFeed, Number: func(ctx context.Context) error { return feed.Number(ctx, s.cfg.Store) },
+		Policies: s.placementPoliciesFor,
 	})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A request refused before its body is read has its connection
@@ -145,6 +146,7 @@ func (s *Server) kubeKinds() []kubeapi.OwnKind {
 				}
 				return rec.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), nil
 			}},
+		s.policyKind(policyScope{}), s.policyKind(policyScope{cluster: true}),
 		{Kind: v1alpha1.KindCluster, Plural: "clusters", Singular: "cluster",
 			Object: v1alpha1.Cluster{}, Description: "Cluster is a member cluster registered with purser; only admins register, change and remove them.",
 			Columns: []kubeapi.OwnColumn{

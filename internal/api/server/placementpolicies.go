@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/api/kubeapi"
+	"github.com/purser-io/purser/internal/domain/native"
 	"github.com/purser-io/purser/internal/domain/policy"
 	"github.com/purser-io/purser/internal/hub/store"
 )
@@ -292,4 +295,64 @@ func placementPolicyFromRecord(p policyScope, rec *store.PlacementPolicy) (*v1al
 		return nil, fmt.Errorf("%s %s: stored spec: %w", p.noun(), p.ref(rec.Namespace, rec.Name), err)
 	}
 	return out, nil
+}
+
+// placementPoliciesFor reads the policies that may select a native
+// object of namespace ns, for /k8s (kubeapi.Policies).
+func (s *Server) placementPoliciesFor(ctx context.Context, ns string) ([]native.Policy, error) {
+	var recs []*store.PlacementPolicy
+	if err := s.cfg.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		recs, err = tx.PlacementPolicies().For(ctx, ns)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]native.Policy, 0, len(recs))
+	for _, rec := range recs {
+		p := native.Policy{Namespace: rec.Namespace, Name: rec.Name}
+		if err := json.Unmarshal(rec.Spec, &p.Spec); err != nil {
+			return nil, fmt.Errorf("placement policy %s: stored spec: %w", p.Ref(), err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// policyKind is the scope's policies as /k8s serves them.
+func (s *Server) policyKind(p policyScope) kubeapi.OwnKind {
+	k := kubeapi.OwnKind{Kind: p.kind(), Plural: strings.ToLower(strings.TrimSuffix(p.kind(), "y")) + "ies", Singular: strings.ToLower(p.kind()),
+		Object: v1alpha1.PlacementPolicy{}, Namespaced: !p.cluster,
+		Description: "PlacementPolicy says what the native objects it selects become when written to purser's Kubernetes API: a runnable of its spec.runnable, the object as its template.",
+		Columns: []kubeapi.OwnColumn{
+			{Name: "Priority", Type: "integer", Path: []string{"spec", "priority"}, Description: "The highest wins among the policies that select an object."},
+		},
+		Get: s.kubeHandler(s.getPlacementPolicy(p)), List: s.kubeHandler(s.listPlacementPolicies(p)),
+		Update: s.kubeHandler(s.putPlacementPolicy(p)), Delete: s.kubeHandler(s.deletePlacementPolicy(p)),
+		MayWrite: func(u policy.User, nsOrName string) error {
+			if p.cluster {
+				return s.mayWritePolicies(p, u, "")
+			}
+			return s.mayWritePolicies(p, u, nsOrName)
+		},
+		Identity: func(ctx context.Context, tx *store.Tx, ns, name string) (string, error) {
+			if p.cluster {
+				ns = ""
+			}
+			rec, err := tx.PlacementPolicies().Get(ctx, ns, name)
+			if errors.Is(err, store.ErrNotFound) {
+				return "", nil
+			}
+			if err != nil {
+				return "", err
+			}
+			return rec.UID, nil
+		},
+	}
+	if p.cluster {
+		k.Description = "ClusterPlacementPolicy is a PlacementPolicy of the whole farm: it selects the native objects of every namespace; only admins write it."
+	} else {
+		k.MayRead = s.mayReadIn("placement policies")
+	}
+	return k
 }

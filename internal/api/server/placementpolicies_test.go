@@ -105,4 +105,3 @@ func TestPlacementPolicies(t *testing.T) {
 		t.Fatalf("audit %v", actions)
 	}
 }
-

@@ -1,0 +1,117 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purser-io/purser/internal/hub/store"
+	"github.com/purser-io/purser/internal/hub/store/storetest"
+)
+
+const nativeFlink = `apiVersion: flink.apache.org/v1beta1
+kind: FlinkDeployment
+metadata:
+  name: clicks
+  labels: {app: clicks}
+spec:
+  image: flink:1.20
+  flinkVersion: v1_20
+  jobManager: {resource: {memory: 1024m, cpu: 0.5}}
+  taskManager: {resource: {memory: 1024m, cpu: 0.5}}
+  job: {jarURI: "local:///opt/flink/examples/streaming/StateMachineExample.jar", parallelism: 1, upgradeMode: savepoint}
+`
+
+const nativePolicy = `apiVersion: purser.io/v1alpha1
+kind: PlacementPolicy
+metadata: {name: flink}
+spec:
+  resourceSelectors:
+  - apiVersion: flink.apache.org/v1beta1
+    kind: FlinkDeployment
+    labelSelector: {matchLabels: {app: clicks}}
+  runnable:
+    placement: {clusterAffinity: {clusterNames: [dc1]}}
+    failover: {consistency: AtMostOne}
+`
+
+// TestKubeNativeWrite: a FlinkDeployment applied with the real kubectl to
+// purser becomes the runnable its namespace's placement policy makes of
+// it, written by the runnables' own handler as the writer (audited as
+// hers), read back by name with the runnable's view; an object no policy
+// selects is refused naming what is missing; changing it changes the
+// runnable; deleting it cancels the runnable; a viewer can do none of it.
+func TestKubeNativeWrite(t *testing.T) {
+	h := newHarness(t, storetest.Engines()[0])
+	ctx := context.Background()
+	if err := h.store.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.Clusters().Create(ctx, &store.Cluster{Name: "dc1"}); err != nil {
+			return err
+		}
+		return tx.Kinds().Replace(ctx, "dc1", time.Now(), []store.ServedKind{
+			{Group: "flink.apache.org", Version: "v1beta1", Kind: "FlinkDeployment", Namespaced: true}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := newKubectlAt(t, h, "alice"), newKubectlAt(t, h, "bob")
+
+	alice.fails(nativeFlink, "no placement policy of namespace team-a, nor a cluster placement policy, selects a FlinkDeployment", "apply", "-n", "team-a", "-f", "-")
+	if n := h.count("runnables"); n != 0 {
+		t.Fatalf("%d runnables after a refusal", n)
+	}
+	if out := alice.ok(nativePolicy, "apply", "-n", "team-a", "-f", "-"); !strings.Contains(out, "placementpolicy.purser.io/flink created") {
+		t.Fatalf("the policy: %s", out)
+	}
+	alice.fails(strings.Replace(nativeFlink, "app: clicks", "app: views", 1),
+		"PlacementPolicy team-a/flink select FlinkDeployment (flink.apache.org/v1beta1) objects, but by another name or labels", "apply", "-n", "team-a", "-f", "-")
+	bob.fails(nativeFlink, "may not change runnables in namespace", "apply", "-n", "team-a", "-f", "-")
+
+	if out := alice.ok(nativeFlink, "apply", "-n", "team-a", "-f", "-"); !strings.Contains(out, "flinkdeployment.flink.apache.org/clicks created") {
+		t.Fatalf("apply: %s", out)
+	}
+	r := h.get("alice", "/api/v1/runnables/team-a/clicks")
+	spec, _ := r.body["spec"].(map[string]any)
+	tmpl, _ := spec["template"].(map[string]any)
+	if r.code != http.StatusOK || tmpl["kind"] != "FlinkDeployment" || !strings.Contains(string(r.raw), `"clusterNames":["dc1"]`) ||
+		!strings.Contains(string(r.raw), `"purser.io/placement-policy":"PlacementPolicy team-a/flink"`) {
+		t.Fatalf("the runnable: %d %s", r.code, r.raw)
+	}
+	y := alice.ok("", "get", "flinkdeployment", "clicks", "-n", "team-a", "-o", "yaml")
+	for _, want := range []string{"purser.io/runnable: team-a/clicks", "purser.io/phase: ", "parallelism: 1", "kubectl.kubernetes.io/last-applied-configuration"} {
+		if !strings.Contains(y, want) {
+			t.Fatalf("get -o yaml lacks %q:\n%s", want, y)
+		}
+	}
+
+	// Applied again, changed: kubectl's merge patch changes the runnable.
+	if out := alice.ok(strings.Replace(nativeFlink, "parallelism: 1", "parallelism: 2", 1), "apply", "-n", "team-a", "-f", "-"); !strings.Contains(out, "configured") {
+		t.Fatalf("apply again: %s", out)
+	}
+	if r := h.get("alice", "/api/v1/runnables/team-a/clicks"); !strings.Contains(string(r.raw), `"parallelism":2`) {
+		t.Fatalf("the runnable after the second apply: %s", r.raw)
+	}
+	if r := h.do("alice", http.MethodPatch, "/k8s/apis/flink.apache.org/v1beta1/namespaces/team-a/flinkdeployments/other", "application/merge-patch+json",
+		[]byte(`{"spec":{}}`)); r.code != http.StatusMethodNotAllowed || !strings.Contains(string(r.raw), "is held by no runnable of namespace team-a") {
+		t.Fatalf("a patch of an object no runnable holds: %d %s", r.code, r.raw)
+	}
+
+	if out := alice.ok("", "delete", "flinkdeployment", "clicks", "-n", "team-a"); !strings.Contains(out, "deleted") {
+		t.Fatalf("delete: %s", out)
+	}
+	if r := h.get("alice", "/api/v1/runnables/team-a/clicks"); !strings.Contains(string(r.raw), `"phase":"Cancelled"`) {
+		t.Fatalf("the runnable after the delete: %s", r.raw)
+	}
+	// The name is free again: applied anew, it is a new runnable.
+	if out := alice.ok(nativeFlink, "apply", "-n", "team-a", "-f", "-"); !strings.Contains(out, "created") {
+		t.Fatalf("apply after the delete: %s", out)
+	}
+	got := strings.Join(history(t, h), "\n")
+	for _, want := range []string{"alice create PlacementPolicy/team-a/flink", "alice create Runnable/team-a/clicks", "alice update Runnable/team-a/clicks",
+		"alice cancel Runnable/team-a/clicks", "alice delete Runnable/team-a/clicks"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("the history lacks %q:\n%s", want, got)
+		}
+	}
+}
