@@ -263,6 +263,8 @@ func (f *farm) state() string {
 		"SELECT COUNT(*) FROM deployables WHERE deleted_at IS NULL",
 		"SELECT COALESCE(SUM(resource_version), 0) FROM deployables WHERE deleted_at IS NULL",
 		"SELECT COUNT(*) FROM clusters",
+		"SELECT COUNT(*) FROM placement_policies",
+		"SELECT COALESCE(SUM(resource_version), 0) FROM placement_policies",
 		"SELECT COUNT(*) FROM audit_log WHERE actor IN ('" + strings.Join(people, "', '") + "')",
 		"SELECT COALESCE(MAX(seq), 0) FROM audit_log WHERE actor IN ('" + strings.Join(people, "', '") + "')",
 	} {
