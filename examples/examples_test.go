@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
 	"github.com/purser-io/purser/api/v1alpha1"
+	"github.com/purser-io/purser/internal/domain/native"
 )
 
 func TestExamplesAreValid(t *testing.T) {
@@ -20,6 +24,12 @@ func TestExamplesAreValid(t *testing.T) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if native, err := isNative(data); err != nil || native {
+			if err != nil {
+				t.Errorf("%s: %v", f, err)
+			}
+			continue // a native object: TestNativeExamplesAreSelected
 		}
 		obj, err := v1alpha1.Decode(data, "application/yaml")
 		if err != nil {
@@ -43,6 +53,8 @@ func TestExamplesAreValid(t *testing.T) {
 		case *v1alpha1.Trigger:
 			o.SetDefaults()
 			errs = v1alpha1.ValidateTrigger(o, time.Now())
+		case *v1alpha1.PlacementPolicy:
+			errs = v1alpha1.ValidatePlacementPolicy(o, o.Kind, time.Now())
 		default:
 			t.Errorf("%s: no validation of %T here", f, obj)
 		}
@@ -72,5 +84,60 @@ func TestFlinkExampleRestoresExactly(t *testing.T) {
 	}
 	if len(f.Mutations) != 1 || f.Mutations[0].Value != v1alpha1.RestorePathVariable || f.Mutations[0].Path != "spec.job.initialSavepointPath" {
 		t.Errorf("the example's mutation should set initialSavepointPath to restorePath: %+v", f.Mutations)
+	}
+}
+
+// isNative says whether data is a native object (not of purser's kinds),
+// which is written to /k8s, where a placement policy selects it.
+func isNative(data []byte) (bool, error) {
+	var tm v1alpha1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return false, err
+	}
+	return tm.APIVersion != v1alpha1.GroupVersion, nil
+}
+
+// TestNativeExamplesAreSelected: each native object among the examples is
+// selected by a placement policy among them, which makes it a valid
+// runnable.
+func TestNativeExamplesAreSelected(t *testing.T) {
+	files, _ := filepath.Glob("*.yaml")
+	var policies []native.Policy
+	var objects []map[string]any
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := isNative(data); ok {
+			var obj map[string]any
+			if err := yaml.Unmarshal(data, &obj); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			objects = append(objects, obj)
+			continue
+		}
+		if obj, err := v1alpha1.Decode(data, "application/yaml"); err == nil {
+			if p, ok := obj.(*v1alpha1.PlacementPolicy); ok {
+				policies = append(policies, native.Policy{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, Spec: p.Spec})
+			}
+		}
+	}
+	if len(objects) == 0 {
+		t.Fatal("no native example")
+	}
+	for _, obj := range objects {
+		u := unstructured.Unstructured{Object: obj}
+		o := native.Object{GVK: u.GroupVersionKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Labels: u.GetLabels()}
+		p, _ := native.Select(policies, o)
+		if p == nil {
+			t.Errorf("%s %s/%s: %s", o.GVK.Kind, o.Namespace, o.Name, native.Unselected(policies, o))
+			continue
+		}
+		r := native.RunnableOf(p, obj)
+		r.SetDefaults()
+		if errs := v1alpha1.ValidateRunnable(r, time.Now()); len(errs) > 0 {
+			t.Errorf("%s %s/%s as the runnable of %s: %s", o.GVK.Kind, o.Namespace, o.Name, p.Ref(), errs)
+		}
 	}
 }

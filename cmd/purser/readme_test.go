@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purser-io/purser/internal/sandbox"
 	"github.com/purser-io/purser/internal/sandbox/sandboxtest"
 )
 
@@ -39,7 +41,9 @@ func TestReadmeFlinkWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &walk{t: t, root: root, bin: t.TempDir(), data: filepath.Join(t.TempDir(), "purser-data"),
-		clientConfig: filepath.Join(t.TempDir(), "client.yaml"), example: shortenedExample(t, root)}
+		clientConfig: filepath.Join(t.TempDir(), "client.yaml"), example: shortenedExample(t, root, "runnable-flink.yaml"),
+		kubeconfig: filepath.Join(t.TempDir(), "purser.kubeconfig"), policy: shortenedExample(t, root, "placementpolicy-flink.yaml"),
+		flinkClick: shortenedExample(t, root, "flinkdeployment-clicks.yaml")}
 
 	const chkTime = `purser get runnable clickstream -n team-a -o jsonpath='{.status.result.jobStatus.checkpointInfo.lastCheckpoint.timeStamp}'`
 	var firstCheckpoint int64
@@ -59,6 +63,21 @@ func TestReadmeFlinkWalkthrough(t *testing.T) {
 	}
 	var job1, job2 string
 	var seen []string
+	const clicksChkTime = `purser get runnable clicks -n team-a -o jsonpath='{.status.result.jobStatus.checkpointInfo.lastCheckpoint.timeStamp}'`
+	clicksCheckpointed := func(out string) error {
+		if _, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
+			return fmt.Errorf("no checkpoint of clicks yet: %q", out)
+		}
+		return nil
+	}
+	var clicksOn string
+	var clicksStates []string
+	other := func(cluster string) string {
+		if cluster == "sandbox-1" {
+			return "sandbox-2"
+		}
+		return "sandbox-1"
+	}
 	steps := []step{
 		{line: "go install ./cmd/purser", run: w.goInstall},
 		// The test puts the folder `go install` wrote to (its GOBIN) on
@@ -139,6 +158,46 @@ func TestReadmeFlinkWalkthrough(t *testing.T) {
 		{line: "purser sandbox status                  # which clusters run", until: func(out string) error {
 			return allOf(out, `(?m)^sandbox-1\s+running`, `(?m)^sandbox-2\s+running`)
 		}},
+
+		// The same from kubectl: the sandbox's kubectl, on the PATH.
+		{line: "purser kubeconfig --proxy 127.0.0.1:8001 --output purser.kubeconfig &   # until interrupted", run: w.proxy},
+		{line: "export KUBECONFIG=purser.kubeconfig", run: func(string) {}},
+		{line: "kubectl apply -f examples/placementpolicy-flink.yaml   # placementpolicy.purser.io/streaming created",
+			want: "placementpolicy.purser.io/streaming created"},
+		{line: "kubectl apply -f examples/flinkdeployment-clicks.yaml  # flinkdeployment.flink.apache.org/clicks created: the runnable team-a/clicks",
+			want: "flinkdeployment.flink.apache.org/clicks created"},
+		{line: "kubectl get flinkdeployments -n team-a -w              # clicks RUNNING and STABLE on one cluster, as the operator reports it there",
+			until: showing(regexp.MustCompile(`(?m)^clicks\s+RUNNING\s+STABLE\s`))},
+		{extra: "purser get runnable clicks -n team-a -o jsonpath={.status.cluster}", until: func(out string) error {
+			if clicksOn = strings.TrimSpace(out); clicksOn == "" {
+				return fmt.Errorf("team-a/clicks has no cluster yet")
+			}
+			return nil
+		}},
+		{line: clicksChkTime, until: clicksCheckpointed, within: 4 * time.Minute},
+		{line: "purser sandbox flink fail team-a/clicks", until: func(out string) error {
+			return allOf(out, `FlinkDeployment team-a/clicks on `+clicksOn+`: fault Reconciling set`)
+		}},
+		{line: "kubectl get flinkdeployments -n team-a -w              # clicks RECONCILING; after tolerationSeconds, RUNNING on the other cluster",
+			within: 5 * time.Minute, until: func(out string) error {
+				for _, m := range regexp.MustCompile(`(?m)^clicks\s+(\S+)\s+(\S+)\s`).FindAllStringSubmatch(out, -1) {
+					clicksStates = appendNew(clicksStates, m[1])
+				}
+				if !isSubsequence([]string{"RECONCILING", "RUNNING"}, clicksStates) {
+					return fmt.Errorf("clicks' job states seen so far: %v, want RECONCILING then RUNNING:\n%s", clicksStates, out)
+				}
+				if got := strings.TrimSpace(w.purser("", []string{"get", "runnable", "clicks", "-n", "team-a", "-o", "jsonpath={.status.attemptCount} {.status.cluster} {.status.phase}"})); got != "2 "+other(clicksOn)+" Running" {
+					return fmt.Errorf("team-a/clicks is %q, want attempt 2 Running on %s", got, other(clicksOn))
+				}
+				return nil
+			}},
+		{line: "kubectl get flinkdeployment clicks -n team-a -o yaml   # purser.io/attempt: \"2\", purser.io/cluster: the other one", until: func(out string) error {
+			return allOf(out, `purser.io/attempt: "2"`, `purser.io/cluster: `+other(clicksOn), `purser.io/runnable: team-a/clicks`,
+				`purser.io/placement-policy: PlacementPolicy team-a/streaming`, `app.kubernetes.io/part-of: streaming`)
+		}},
+		{line: "purser describe runnable clicks -n team-a              # Restore point: attempt 1's newest checkpoint", until: func(out string) error {
+			return allOf(out, `Restore point:\s+s3://checkpoints/clicks/[0-9a-f]{32}/chk-[1-9]\d* \(Checkpoint from attempt 1, newest completed checkpoint under s3://checkpoints/clicks\)`)
+		}},
 	}
 
 	todo := slices.Clone(steps)
@@ -162,6 +221,10 @@ func TestReadmeFlinkWalkthrough(t *testing.T) {
 			t.Fatalf("the README's walk-through lacks %q", s.line)
 		}
 		w.do(s, s.extra)
+	}
+	if w.kubeProxy != nil {
+		interrupt(t, w.kubeProxy)
+		w.kubeProxy.waitExit(t, 30*time.Second)
 	}
 	interrupt(t, w.purserUp)
 	w.purserUp.waitExit(t, 90*time.Second)
@@ -194,26 +257,29 @@ func readmeWalkthrough(t *testing.T) []string {
 	return lines
 }
 
-// shortenedExample is examples/runnable-flink.yaml with the walk-through's
-// waits shortened, written to a file of the test's.
-func shortenedExample(t *testing.T, root string) string {
+// shortenedExample is examples/NAME with the walk-through's waits
+// shortened (the checkpoint interval and tolerationSeconds it has),
+// written to a file of the test's.
+func shortenedExample(t *testing.T, root, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "examples", "runnable-flink.yaml"))
+	b, err := os.ReadFile(filepath.Join(root, "examples", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
+	s, changed := string(b), false
 	for _, r := range []struct{ re, to string }{
 		{`(?m)^(\s+execution\.checkpointing\.interval:) 60s$`, "$1 10s"},
 		{`(?m)^(\s+tolerationSeconds:) 120$`, "$1 20"},
 	} {
 		re := regexp.MustCompile(r.re)
-		if !re.MatchString(s) {
-			t.Fatalf("examples/runnable-flink.yaml no longer matches %s, which the README's timings describe", r.re)
+		if re.MatchString(s) {
+			s, changed = re.ReplaceAllString(s, r.to), true
 		}
-		s = re.ReplaceAllString(s, r.to)
 	}
-	path := filepath.Join(t.TempDir(), "runnable-flink.yaml")
+	if !changed {
+		t.Fatalf("examples/%s no longer has the checkpoint interval or the tolerationSeconds the README's timings describe", name)
+	}
+	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +304,11 @@ type walk struct {
 	t                                      *testing.T
 	root, bin, data, clientConfig, example string
 	purserUp                               *running
+	// The part from kubectl: the kubeconfig `purser kubeconfig` writes,
+	// its proxy, and the examples it applies, shortened as example is.
+	kubeconfig         string
+	kubeProxy          *running
+	policy, flinkClick string
 }
 
 // env is a user's on the machine where `purser up` runs, with the
@@ -275,18 +346,28 @@ func (w *walk) do(s step, line string) {
 	}
 	code, _, _ := strings.Cut(line, " #")
 	args := shellWords(t, code)
-	if args[0] != "purser" {
-		t.Fatalf("%q: the walk-through runs purser here", line)
+	run := w.purser
+	switch args[0] {
+	case "purser":
+	case "kubectl":
+		run = w.kubectl
+	default:
+		t.Fatalf("%q: the walk-through runs purser or kubectl here", line)
 	}
 	watch := slices.Contains(args, "-w")
 	args = slices.DeleteFunc(args[1:], func(a string) bool { return a == "-w" })
 	for i, a := range args {
-		if a == "examples/runnable-flink.yaml" {
+		switch a {
+		case "examples/runnable-flink.yaml":
 			args[i] = w.example
+		case "examples/placementpolicy-flink.yaml":
+			args[i] = w.policy
+		case "examples/flinkdeployment-clicks.yaml":
+			args[i] = w.flinkClick
 		}
 	}
 	if s.want != "" {
-		mustContain(t, line, w.purser(line, args), s.want)
+		mustContain(t, line, run(line, args), s.want)
 		return
 	}
 	var phases, healths []string
@@ -295,7 +376,7 @@ func (w *walk) do(s step, line string) {
 		within = 2 * time.Minute
 	}
 	sandboxtest.Eventually(t, within, line, func(context.Context) error {
-		out := w.purser(line, args)
+		out := run(line, args)
 		if watch {
 			if m := regexp.MustCompile(`(?m)^clickstream\s+\S+\s+(\S+)\s+\S+\s+(\S+)`).FindStringSubmatch(out); m != nil {
 				phases, healths = appendNew(phases, m[1]), appendNew(healths, m[2])
@@ -309,6 +390,56 @@ func (w *walk) do(s step, line string) {
 	if watch {
 		t.Logf("  the watch showed phases %v, health %v", phases, healths)
 	}
+}
+
+// proxy starts the walk-through's `purser kubeconfig --proxy ... &` in the
+// background, on a free port and writing the test's kubeconfig, and puts
+// the sandbox's kubectl on the PATH.
+func (w *walk) proxy(line string) {
+	code, _, _ := strings.Cut(line, " #")
+	args := shellWords(w.t, strings.TrimSuffix(strings.TrimSpace(code), "&"))[1:]
+	for i, a := range args {
+		switch a {
+		case "127.0.0.1:8001":
+			args[i] = freeAddress(w.t)
+		case "purser.kubeconfig":
+			args[i] = w.kubeconfig
+		}
+	}
+	cmd := exec.CommandContext(w.t.Context(), filepath.Join(w.bin, "purser"), args...)
+	cmd.Dir, cmd.Env = w.root, w.env()
+	w.kubeProxy = startCommand(w.t, cmd)
+	w.kubeProxy.waitLine(w.t, "proxying ", time.Minute)
+	bins, err := sandbox.Ensure(w.t.Context(), sandbox.BuildConfig{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.Symlink(bins.Kubectl(), filepath.Join(w.bin, "kubectl")); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// freeAddress is a loopback address nothing listens on.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// kubectl runs one kubectl command of the walk-through, with the
+// kubeconfig `purser kubeconfig` wrote.
+func (w *walk) kubectl(line string, args []string) string {
+	cmd := exec.CommandContext(w.t.Context(), filepath.Join(w.bin, "kubectl"), args...)
+	cmd.Dir, cmd.Env = w.root, append(w.env(), "KUBECONFIG="+w.kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		w.t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	return string(out)
 }
 
 // purser runs one client command of the walk-through.

@@ -344,6 +344,7 @@ func newSandboxBuildCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "sandbox binaries ready in %s (%s)\n", bins.Dir, time.Since(start).Round(time.Second))
+			fmt.Fprintf(cmd.OutOrStdout(), "kubectl (the clusters' version): %s\n", bins.Kubectl())
 			if dex {
 				start := time.Now()
 				path, err := sandbox.EnsureDex(cmd.Context(), sandbox.BuildConfig{Progress: cmd.OutOrStdout()})

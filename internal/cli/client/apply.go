@@ -70,7 +70,7 @@ func (c *Client) Apply(ctx context.Context, kind, ns, name string, body []byte, 
 		if kind == "" {
 			return Applied{}, errors.New("the object has no kind")
 		}
-		return Applied{}, fmt.Errorf("kind %q is not a purser kind (Runnable, Deployable, Cluster, Quota, Schedule); wrap Kubernetes objects in spec.template", kind)
+		return Applied{}, fmt.Errorf("kind %q is not a purser kind (Runnable, Deployable, Cluster, Quota, Schedule, Trigger, PlacementPolicy, ClusterPlacementPolicy); wrap Kubernetes objects in spec.template, or write them with kubectl to purser's Kubernetes API, where a placement policy makes them runnables", kind)
 	}
 	out := Applied{Resource: r, Namespace: ns, Name: name}
 	var ans answer
@@ -154,6 +154,19 @@ func (c *Client) Apply(ctx context.Context, kind, ns, name string, body []byte, 
 		}
 		out.Verb = changeVerb(before, ans.Metadata.ResourceVersion, VerbCreated)
 		out.Detail = fmt.Sprintf("generation %d, %s", ans.Status.Generation, ans.Status.Phase)
+		return out, nil
+	case v1alpha1.KindPlacementPolicy, v1alpha1.KindClusterPlacementPolicy:
+		if name == "" || (r.Namespaced && ns == "") {
+			return out, fmt.Errorf("a %s needs metadata.name%s", kind, map[bool]string{true: " and metadata.namespace"}[r.Namespaced])
+		}
+		before, err := c.resourceVersion(ctx, r, ns, name)
+		if err != nil {
+			return out, err
+		}
+		if _, err := c.Do(ctx, http.MethodPut, r.Path(ns, name), nil, body, contentType, &ans); err != nil {
+			return out, err
+		}
+		out.Verb = changeVerb(before, ans.Metadata.ResourceVersion, VerbCreated)
 		return out, nil
 	case v1alpha1.KindQuota:
 		if name == "" {

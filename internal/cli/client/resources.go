@@ -31,6 +31,8 @@ var Resources = []Resource{
 	{v1alpha1.KindQuota, "quotas", "quota", false},
 	{v1alpha1.KindSchedule, "schedules", "sched", true},
 	{v1alpha1.KindTrigger, "triggers", "trig", true},
+	{v1alpha1.KindPlacementPolicy, "placementpolicies", "pp", true},
+	{v1alpha1.KindClusterPlacementPolicy, "clusterplacementpolicies", "cpp", false},
 }
 
 // ParseResource accepts what kubectl users type: runnable, runnables,
@@ -42,7 +44,7 @@ func ParseResource(s string) (Resource, error) {
 			return r, nil
 		}
 	}
-	return Resource{}, fmt.Errorf("unknown kind %q: use runnables (rn), deployables (dp), clusters (cl), quotas, schedules (sched) or triggers (trig)", s)
+	return Resource{}, fmt.Errorf("unknown kind %q: use runnables (rn), deployables (dp), clusters (cl), quotas, schedules (sched), triggers (trig), placementpolicies (pp) or clusterplacementpolicies (cpp)", s)
 }
 
 // ResourceOfKind returns the resource of an object's kind.

@@ -115,6 +115,8 @@ func header(kind string, wide bool) []string {
 		return []string{"NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "NEXT"}
 	case v1alpha1.KindTrigger:
 		return []string{"NAME", "SOURCE", "SUSPEND", "FIRED", "LAST", "AGE"}
+	case v1alpha1.KindPlacementPolicy, v1alpha1.KindClusterPlacementPolicy:
+		return []string{"NAME", "SELECTS", "PRIORITY", "AGE"}
 	case KindDC:
 		h := []string{"NAME", "CLUSTERS", "ABSORBABLE", "SHORT"}
 		if wide {
@@ -180,6 +182,26 @@ func cells(kind string, it Object, wide bool) []string {
 			fired = "0"
 		}
 		row = append(row, TriggerSource(it), suspend, fired, agoOrNone(Field(it, "status", "lastFired")), created)
+	case v1alpha1.KindPlacementPolicy, v1alpha1.KindClusterPlacementPolicy:
+		var sels []string
+		for _, sel := range list(it, "spec", "resourceSelectors") {
+			m, _ := sel.(map[string]any)
+			what := fmt.Sprint(m["kind"])
+			if group, _, ok := strings.Cut(fmt.Sprint(m["apiVersion"]), "/"); ok {
+				what += "." + group
+			}
+			if n, _ := m["name"].(string); n != "" {
+				what += "/" + n
+			} else if m["labelSelector"] != nil {
+				what += " (labels)"
+			}
+			sels = append(sels, what)
+		}
+		prio := Field(it, "spec", "priority")
+		if prio == "" {
+			prio = "0"
+		}
+		row = append(row, strings.Join(sels, ","), prio, created)
 	case KindDC:
 		clusters := list(it, "status", "clusters")
 		names := make([]string, len(clusters))

@@ -36,7 +36,19 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // schema keeps every field of spec and status: the simulator needs only a
 // few of them, and tests may set any field the real operator knows.
 func InstallCRD(ctx context.Context, cfg *rest.Config) error {
-	return install(ctx, cfg, crd(crdName, "FlinkDeployment", Resource.Resource, "flinkdeployment", "flinkdep"), Resource)
+	def := crd(crdName, "FlinkDeployment", Resource.Resource, "flinkdeployment", "flinkdep")
+	// The columns the operator's own CRD declares, which kubectl get
+	// prints.
+	versions, _, _ := unstructured.NestedSlice(def.Object, "spec", "versions")
+	versions[0].(map[string]any)["additionalPrinterColumns"] = []any{
+		map[string]any{"name": "Job Status", "type": "string", "jsonPath": ".status.jobStatus.state", "description": "Last observed state of the job."},
+		map[string]any{"name": "Lifecycle State", "type": "string", "jsonPath": ".status.lifecycleState",
+			"description": "Lifecycle state of the Flink resource (including being rolled back, failed etc.)."},
+	}
+	if err := unstructured.SetNestedSlice(def.Object, versions, "spec", "versions"); err != nil {
+		return err
+	}
+	return install(ctx, cfg, def, Resource)
 }
 
 // InstallSnapshotCRD installs the FlinkStateSnapshot CRD (operator 1.10+),
