@@ -19,7 +19,7 @@ import (
 // name of their accessor on store.Tx, in the order docs/architecture.md
 // lists them.
 var aggregates = []string{"Runnables", "Attempts", "LeftoverCopies", "Deployables", "Inventory",
-	"Clusters", "Kinds", "Agents", "Quotas", "Schedules", "Triggers", "Drills", "Audit", "Outbox", "Leases", "ManagedFields"}
+	"Clusters", "Kinds", "Agents", "Quotas", "Schedules", "Triggers", "PlacementPolicies", "Drills", "Audit", "Outbox", "Leases", "ManagedFields"}
 
 // storeReads are the methods of store.Store that reach an aggregate
 // outside a caller's transaction.
