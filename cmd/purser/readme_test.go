@@ -166,14 +166,15 @@ func TestReadmeFlinkWalkthrough(t *testing.T) {
 			want: "placementpolicy.purser.io/streaming created"},
 		{line: "kubectl apply -f examples/flinkdeployment-clicks.yaml  # flinkdeployment.flink.apache.org/clicks created: the runnable team-a/clicks",
 			want: "flinkdeployment.flink.apache.org/clicks created"},
-		{line: "kubectl get flinkdeployments -n team-a -w              # clicks RUNNING and STABLE on one cluster, as the operator reports it there",
-			until: showing(regexp.MustCompile(`(?m)^clicks\s+RUNNING\s+STABLE\s`))},
-		{extra: "purser get runnable clicks -n team-a -o jsonpath={.status.cluster}", until: func(out string) error {
-			if clicksOn = strings.TrimSpace(out); clicksOn == "" {
-				return fmt.Errorf("team-a/clicks has no cluster yet")
-			}
-			return nil
-		}},
+		{line: "kubectl get flinkdeployments -n team-a -w              # clicks, its CLUSTER, JOB STATUS RUNNING and LIFECYCLE STATE STABLE",
+			until: func(out string) error {
+				m := regexp.MustCompile(`(?m)^clicks\s+(sandbox-\d)\s+RUNNING\s+STABLE\s*$`).FindStringSubmatch(out)
+				if m == nil {
+					return fmt.Errorf("clicks is not RUNNING and STABLE on a cluster:\n%s", out)
+				}
+				clicksOn = m[1]
+				return allOf(out, `(?m)^NAME\s+CLUSTER\s+JOB STATUS\s+LIFECYCLE STATE$`)
+			}},
 		{line: clicksChkTime, until: clicksCheckpointed, within: 4 * time.Minute},
 		{line: "purser sandbox flink fail team-a/clicks", until: func(out string) error {
 			return allOf(out, `FlinkDeployment team-a/clicks on `+clicksOn+`: fault Reconciling set`)
@@ -181,7 +182,10 @@ func TestReadmeFlinkWalkthrough(t *testing.T) {
 		{line: "kubectl get flinkdeployments -n team-a -w              # clicks RECONCILING; after tolerationSeconds, RUNNING on the other cluster",
 			within: 5 * time.Minute, until: func(out string) error {
 				for _, m := range regexp.MustCompile(`(?m)^clicks\s+(\S+)\s+(\S+)\s`).FindAllStringSubmatch(out, -1) {
-					clicksStates = appendNew(clicksStates, m[1])
+					clicksStates = appendNew(clicksStates, m[2])
+				}
+				if !regexp.MustCompile(`(?m)^clicks\s+` + other(clicksOn) + `\s+RUNNING\s`).MatchString(out) {
+					return fmt.Errorf("clicks does not run on %s yet (states seen %v):\n%s", other(clicksOn), clicksStates, out)
 				}
 				if !isSubsequence([]string{"RECONCILING", "RUNNING"}, clicksStates) {
 					return fmt.Errorf("clicks' job states seen so far: %v, want RECONCILING then RUNNING:\n%s", clicksStates, out)

@@ -31,7 +31,8 @@ import (
 // inventory of the cluster it runs on. Lists and watches of the kind stay
 // the inventory's: the live copies on the member clusters.
 
-// Annotations of a native object read back from its runnable.
+// Annotations of a native object read back from its runnable (among
+// native.ViewAnnotations, which a write drops from the template).
 const (
 	// RunnableAnnotation names the runnable the object is.
 	RunnableAnnotation = "purser.io/runnable"

@@ -89,8 +89,9 @@ func TestKubeNativeWrite(t *testing.T) {
 	if out := alice.ok(strings.Replace(nativeFlink, "parallelism: 1", "parallelism: 2", 1), "apply", "-n", "team-a", "-f", "-"); !strings.Contains(out, "configured") {
 		t.Fatalf("apply again: %s", out)
 	}
-	if r := h.get("alice", "/api/v1/runnables/team-a/clicks"); !strings.Contains(string(r.raw), `"parallelism":2`) {
-		t.Fatalf("the runnable after the second apply: %s", r.raw)
+	if r := h.get("alice", "/api/v1/runnables/team-a/clicks"); !strings.Contains(string(r.raw), `"parallelism":2`) ||
+		strings.Contains(string(r.raw), "purser.io/phase") || strings.Contains(string(r.raw), "purser.io/runnable") {
+		t.Fatalf("the runnable after the second apply (the change in, purser's view of the object out of its template): %s", r.raw)
 	}
 	if r := h.do("alice", http.MethodPatch, "/k8s/apis/flink.apache.org/v1beta1/namespaces/team-a/flinkdeployments/other", "application/merge-patch+json",
 		[]byte(`{"spec":{}}`)); r.code != http.StatusMethodNotAllowed || !strings.Contains(string(r.raw), "is held by no runnable of namespace team-a") {

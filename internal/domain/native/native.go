@@ -149,6 +149,14 @@ func RunnableOf(p *Policy, template map[string]any) *v1alpha1.Runnable {
 // policy that placed it.
 const AnnotationPolicy = "purser.io/placement-policy"
 
+// ViewAnnotations are the annotations purser adds to a native object it
+// reads back (its runnable, phase, attempt, cluster, policy, the copy's
+// own version): purser's view, not the user's object, so a write that
+// sends them back (a patch of the object as read, kubectl edit) does not
+// make them part of the template.
+var ViewAnnotations = []string{"purser.io/runnable", "purser.io/phase", "purser.io/attempt", "purser.io/cluster",
+	"purser.io/cluster-resource-version", AnnotationPolicy}
+
 // serverFields are the metadata fields a kube-apiserver sets, which a
 // template does not carry.
 var serverFields = []string{"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
@@ -168,6 +176,19 @@ func Template(obj map[string]any) map[string]any {
 		for k, v := range md {
 			if !slices.Contains(serverFields, k) {
 				m[k] = v
+			}
+		}
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			kept := make(map[string]any, len(ann))
+			for k, v := range ann {
+				if !slices.Contains(ViewAnnotations, k) {
+					kept[k] = v
+				}
+			}
+			if len(kept) > 0 {
+				m["annotations"] = kept
+			} else {
+				delete(m, "annotations")
 			}
 		}
 		out["metadata"] = m

@@ -91,7 +91,7 @@ func TestRunnableOf(t *testing.T) {
 	obj := map[string]any{
 		"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
 		"metadata": map[string]any{"name": "clicks", "namespace": "team-a", "uid": "u", "resourceVersion": "7", "managedFields": []any{},
-			"labels": map[string]any{"app": "clicks"}},
+			"labels": map[string]any{"app": "clicks"}, "annotations": map[string]any{"purser.io/phase": "Running", "purser.io/cluster": "dc9", "team": "streaming"}},
 		"spec":   map[string]any{"image": "flink:1.20"},
 		"status": map[string]any{"lifecycleState": "STABLE"},
 	}
@@ -99,7 +99,8 @@ func TestRunnableOf(t *testing.T) {
 	md := r.Spec.Template["metadata"].(map[string]any)
 	if r.Metadata.Name != "clicks" || r.Metadata.Namespace != "team-a" || r.Spec.Template["status"] != nil ||
 		md["uid"] != nil || md["resourceVersion"] != nil || md["managedFields"] != nil || md["namespace"] != nil || md["labels"] == nil ||
-		r.Spec.Placement.ClusterAffinity == nil || r.Metadata.Annotations[native.AnnotationPolicy] != "PlacementPolicy team-a/flink" {
+		r.Spec.Placement.ClusterAffinity == nil || r.Metadata.Annotations[native.AnnotationPolicy] != "PlacementPolicy team-a/flink" ||
+		len(md["annotations"].(map[string]any)) != 1 || md["annotations"].(map[string]any)["team"] != "streaming" {
 		t.Fatalf("the runnable: %+v", r)
 	}
 	if p.Spec.Runnable.Template != nil {
