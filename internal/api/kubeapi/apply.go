@@ -32,7 +32,8 @@ import (
 
 // InTx is how /k8s adds a step to the transaction of the REST API's
 // write it calls: the server runs fn in that transaction after the
-// write's own steps, and rolls the whole back if fn fails.
+// write's own steps, and rolls the whole back if fn fails. A nil fn takes
+// back a step added before.
 type InTx func(ctx context.Context, fn func(ctx context.Context, tx *store.Tx) error) context.Context
 
 // Identity names the object an ownership record is for: its uid (a
@@ -118,7 +119,7 @@ func (o *ownCall) readManaged(ctx context.Context, id string) ([]metav1.ManagedF
 	var entries []metav1.ManagedFieldsEntry
 	err := o.a.cfg.Store.Read(ctx, func(tx *store.Tx) error {
 		entries = nil
-		got, raw, err := tx.ManagedFields().Get(ctx, o.k.Kind, o.ns, o.name)
+		got, raw, err := tx.ManagedFields().Get(ctx, o.recordKind(), o.ns, o.name)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && got != id) {
 			return nil
 		}
@@ -138,20 +139,42 @@ func identityOf(obj *unstructured.Unstructured) string {
 	return obj.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z")
 }
 
+// applyTarget is what server-side apply needs of the object it applies
+// to: purser's own kinds (ownCall) and native objects held by a runnable
+// (nativeCall) are applied by the same steps.
+type applyTarget interface {
+	// served refuses an apply the target cannot take.
+	served() error
+	fieldManager() (*managedfields.FieldManager, error)
+	// fit checks the applied configuration against the path, as a create
+	// would.
+	fit(obj map[string]any) error
+	// live is the object as read, with its ownership record, or an empty
+	// one of the path's kind, namespace and name (exists false).
+	live(ctx context.Context) (live *unstructured.Unstructured, exists bool, err error)
+	// write stores the result and its ownership record together.
+	write(obj map[string]any, exists bool, entries []metav1.ManagedFieldsEntry) error
+	// describe names the object in messages: Runnable.purser.io "x".
+	describe() string
+	invalid(msg string, causes []FieldCause) error
+}
+
 // apply serves a PATCH of application/apply-patch+yaml.
-func (o *ownCall) apply() error {
-	body, err := o.readBody()
-	if err != nil {
-		return err
+func (o *ownCall) apply() error { return applyTo(o, o.req.r, o.body) }
+
+// applyTo serves a PATCH of application/apply-patch+yaml to t.
+func applyTo(t applyTarget, r *http.Request, body []byte) error {
+	if len(body) == 0 {
+		return badRequest("the request body is empty")
 	}
-	q := o.req.r.URL.Query()
+	q := r.URL.Query()
 	manager := q.Get("fieldManager")
 	switch {
 	case manager == "":
-		return o.invalid("PatchOptions.meta.k8s.io is invalid: fieldManager: Required value: is required for apply patch",
+		return t.invalid("PatchOptions.meta.k8s.io is invalid: fieldManager: Required value: is required for apply patch",
 			[]FieldCause{{Field: "fieldManager", Message: "Required value: is required for apply patch"}})
 	case len(manager) > maxFieldManager:
-		return o.invalid(fmt.Sprintf("PatchOptions.meta.k8s.io is invalid: fieldManager: Too long: may not be longer than %d", maxFieldManager),
+		return t.invalid(fmt.Sprintf("PatchOptions.meta.k8s.io is invalid: fieldManager: Too long: may not be longer than %d", maxFieldManager),
 			[]FieldCause{{Field: "fieldManager", Message: fmt.Sprintf("Too long: may not be longer than %d", maxFieldManager)}})
 	}
 	force := false
@@ -161,10 +184,10 @@ func (o *ownCall) apply() error {
 			return badRequest("force must be true or false, not " + strconv.Quote(v))
 		}
 	}
-	if o.a.cfg.InTx == nil || o.k.Identity == nil {
-		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not served for "+o.k.Plural+"."+OwnGroup)
+	if err := t.served(); err != nil {
+		return err
 	}
-	fm, err := o.a.fieldManager(o.k)
+	fm, err := t.fieldManager()
 	if err != nil {
 		return err
 	}
@@ -180,38 +203,17 @@ func (o *ownCall) apply() error {
 	if err := json.Unmarshal(js, &applied.Object); err != nil || applied.Object == nil {
 		return badRequest("the applied configuration is not an object")
 	}
-	if err := o.fitPath(applied.Object); err != nil {
+	if err := t.fit(applied.Object); err != nil {
 		return err
 	}
 	if len(applied.GetManagedFields()) > 0 {
-		return o.invalid("metadata.managedFields must be nil in an applied configuration",
+		return t.invalid("metadata.managedFields must be nil in an applied configuration",
 			[]FieldCause{{Field: "metadata.managedFields", Message: "Invalid value: must be nil"}})
 	}
 	for attempt := 1; ; attempt++ {
-		ctx := o.req.r.Context()
-		live := &unstructured.Unstructured{}
-		exists := true
-		_, cur, err := o.call(o.k.Get, http.MethodGet, nil, nil)
-		var se *statusError
-		switch {
-		case errors.As(err, &se) && se.st.Code == http.StatusNotFound:
-			exists = false
-			live.SetGroupVersionKind(schema.GroupVersionKind{Group: OwnGroup, Version: OwnVersion, Kind: o.k.Kind})
-			live.SetName(o.name)
-			if o.k.Namespaced {
-				live.SetNamespace(o.ns)
-			}
-		case err != nil:
+		live, exists, err := t.live(r.Context())
+		if err != nil {
 			return err
-		default:
-			if err := json.Unmarshal(cur, &live.Object); err != nil {
-				return fmt.Errorf("the %s as read: %w", o.k.Kind, err)
-			}
-			entries, err := o.readManaged(ctx, identityOf(live))
-			if err != nil {
-				return err
-			}
-			live.SetManagedFields(entries)
 		}
 		out, err := fm.Apply(live, applied.DeepCopy(), manager, force)
 		var status apierrors.APIStatus
@@ -222,7 +224,7 @@ func (o *ownCall) apply() error {
 		}
 		if err != nil {
 			return statusErr(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
-				fmt.Sprintf("%s.%s %q: the applied configuration does not fit the schema: %v", o.k.Kind, OwnGroup, o.name, err))
+				fmt.Sprintf("%s: the applied configuration does not fit the schema: %v", t.describe(), err))
 		}
 		result := out.(*unstructured.Unstructured)
 		entries := result.GetManagedFields()
@@ -231,12 +233,77 @@ func (o *ownCall) apply() error {
 			// The REST API names what it creates.
 			unstructured.RemoveNestedField(result.Object, "metadata", "resourceVersion")
 		}
-		err = o.write(result.Object, exists, entries)
+		err = t.write(result.Object, exists, entries)
+		var se *statusError
 		if errors.As(err, &se) && se.st.Code == http.StatusConflict && se.st.Reason == metav1.StatusReasonConflict && attempt < maxPatchRetries {
 			continue // moved between the read and the write: apply again to a fresh read
 		}
 		return err
 	}
+}
+
+func (o *ownCall) served() error {
+	if o.a.cfg.InTx == nil || o.k.Identity == nil {
+		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not served for "+o.k.Plural+"."+OwnGroup)
+	}
+	return nil
+}
+
+func (o *ownCall) fieldManager() (*managedfields.FieldManager, error) { return o.a.fieldManager(o.k) }
+
+// recordKind, recordGVK and recordManager are the kind the ownership
+// record of the call's writes is kept under, the kind written, and its
+// field manager: the call's own kind's, or, for a native object written
+// through its runnable's handlers, the native kind's (native.go).
+func (o *ownCall) recordKind() string {
+	if o.native != nil {
+		return o.native.gvk.GroupKind().String()
+	}
+	return o.k.Kind
+}
+
+func (o *ownCall) recordGVK() schema.GroupVersionKind {
+	if o.native != nil {
+		return o.native.gvk
+	}
+	return schema.GroupVersionKind{Group: OwnGroup, Version: OwnVersion, Kind: o.k.Kind}
+}
+
+func (o *ownCall) recordManager() (*managedfields.FieldManager, error) {
+	if o.native != nil {
+		return o.a.nativeFieldManager(o.native.gvk)
+	}
+	return o.a.fieldManager(o.k)
+}
+
+func (o *ownCall) fit(obj map[string]any) error { return o.fitPath(obj) }
+
+func (o *ownCall) describe() string { return fmt.Sprintf("%s.%s %q", o.k.Kind, OwnGroup, o.name) }
+
+func (o *ownCall) live(ctx context.Context) (*unstructured.Unstructured, bool, error) {
+	live := &unstructured.Unstructured{}
+	_, cur, err := o.call(o.k.Get, http.MethodGet, nil, nil)
+	var se *statusError
+	switch {
+	case errors.As(err, &se) && se.st.Code == http.StatusNotFound:
+		live.SetGroupVersionKind(schema.GroupVersionKind{Group: OwnGroup, Version: OwnVersion, Kind: o.k.Kind})
+		live.SetName(o.name)
+		if o.k.Namespaced {
+			live.SetNamespace(o.ns)
+		}
+		return live, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	if err := json.Unmarshal(cur, &live.Object); err != nil {
+		return nil, false, fmt.Errorf("the %s as read: %w", o.k.Kind, err)
+	}
+	entries, err := o.readManaged(ctx, identityOf(live))
+	if err != nil {
+		return nil, false, err
+	}
+	live.SetManagedFields(entries)
+	return live, true, nil
 }
 
 // write stores obj through the REST API's create (when it did not exist)
@@ -269,7 +336,7 @@ func (o *ownCall) storeWith(entries []metav1.ManagedFieldsEntry) (restore func()
 	if err != nil {
 		return nil, err
 	}
-	k, ns, name := o.k, o.ns, o.name
+	k, kind, ns, name := o.k, o.recordKind(), o.ns, o.name
 	if !k.Namespaced {
 		ns = ""
 	}
@@ -279,7 +346,7 @@ func (o *ownCall) storeWith(entries []metav1.ManagedFieldsEntry) (restore func()
 		if err != nil || id == "" {
 			return err
 		}
-		return tx.ManagedFields().Put(ctx, k.Kind, ns, name, id, raw)
+		return tx.ManagedFields().Put(ctx, kind, ns, name, id, raw)
 	}))
 	return func() { o.req.r = src }, nil
 }
@@ -304,13 +371,13 @@ func (o *ownCall) ownership(obj map[string]any, cur []byte) (restore func(), err
 		return nil, o.invalid(fmt.Sprintf("PatchOptions.meta.k8s.io is invalid: fieldManager: Too long: may not be longer than %d", maxFieldManager),
 			[]FieldCause{{Field: "fieldManager", Message: fmt.Sprintf("Too long: may not be longer than %d", maxFieldManager)}})
 	}
-	fm, err := o.a.fieldManager(o.k)
+	fm, err := o.recordManager()
 	if err != nil {
 		return nil, err
 	}
 	live := &unstructured.Unstructured{}
 	if cur == nil {
-		live.SetGroupVersionKind(schema.GroupVersionKind{Group: OwnGroup, Version: OwnVersion, Kind: o.k.Kind})
+		live.SetGroupVersionKind(o.recordGVK())
 		live.SetName(o.name)
 		if o.k.Namespaced {
 			live.SetNamespace(o.ns)

@@ -24,6 +24,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,8 +122,10 @@ type API struct {
 	kinds *catalogues
 	// watches and requests count what each user holds open.
 	watches, requests *perUser
-	// managers are server-side apply's field managers of purser's kinds.
-	managers managers
+	// managers are server-side apply's field managers of purser's kinds;
+	// nativeManagers, of the native kinds, by GroupVersionKind.
+	managers       managers
+	nativeManagers sync.Map
 }
 
 // New returns the API.

@@ -11,8 +11,10 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/domain/native"
@@ -61,7 +63,7 @@ func (a *API) serveNative(w http.ResponseWriter, req *request, res *resource, ns
 	if rk == nil || a.cfg.Policies == nil || req.cluster != "" || !res.namespaced || ns == "" || res.own != nil {
 		return false, nil
 	}
-	n := &nativeCall{ownCall: &ownCall{a: a, w: w, req: req, k: rk, ns: ns, name: name}, res: res}
+	n := &nativeCall{ownCall: &ownCall{a: a, w: w, req: req, k: rk, ns: ns, name: name, native: res}, res: res}
 	r := req.r
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		if name == "" || isTrue(r.URL.Query().Get("watch")) {
@@ -157,6 +159,14 @@ func (n *nativeCall) get() (bool, error) {
 	obj, err := n.view(r)
 	if err != nil {
 		return true, err
+	}
+	entries, err := n.readManaged(n.req.r.Context(), r.Metadata.UID)
+	if err != nil {
+		return true, err
+	}
+	if len(entries) > 0 {
+		u := unstructured.Unstructured{Object: obj}
+		u.SetManagedFields(entries)
 	}
 	return true, writeJSON(n.w, http.StatusOK, obj)
 }
@@ -338,12 +348,23 @@ func (n *nativeCall) create() error {
 	if cur != nil && cur.Status.Phase != v1alpha1.PhaseCancelled {
 		return n.alreadyExistsNative()
 	}
+	restore, err := n.ownership(obj, nil)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	return n.createObj(obj, cur)
+}
+
+// createObj creates the runnable of obj, removing cur first (a cancelled
+// runnable of the name, or nil).
+func (n *nativeCall) createObj(obj map[string]any, cur *v1alpha1.Runnable) error {
 	run, err := n.runnableFor(obj)
 	if err != nil {
 		return err
 	}
 	if cur != nil {
-		if _, _, err := n.call(n.k.Delete, http.MethodDelete, nil, nil); err != nil {
+		if _, _, err := n.callWithout(n.k.Delete, http.MethodDelete); err != nil {
 			return err
 		}
 	}
@@ -384,7 +405,37 @@ func (n *nativeCall) update() error {
 	if cur == nil || cur.Status.Phase == v1alpha1.PhaseCancelled {
 		return n.unheld()
 	}
+	was, err := n.asRead(cur)
+	if err != nil {
+		return err
+	}
+	restore, err := n.ownership(obj, was)
+	if err != nil {
+		return err
+	}
+	defer restore()
 	return n.replaceNative(obj, cur)
+}
+
+// asRead is the object runnable r holds as a write starts from: purser's
+// view of it without the copy's status, JSON.
+func (n *nativeCall) asRead(r *v1alpha1.Runnable) ([]byte, error) {
+	view, err := n.view(r)
+	if err != nil {
+		return nil, err
+	}
+	delete(view, "status")
+	if md, ok := view["metadata"].(map[string]any); ok {
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			for _, k := range native.ViewAnnotations {
+				delete(ann, k)
+			}
+			if len(ann) == 0 {
+				delete(md, "annotations")
+			}
+		}
+	}
+	return json.Marshal(view)
 }
 
 func (n *nativeCall) replaceNative(obj map[string]any, cur *v1alpha1.Runnable) error {
@@ -414,9 +465,11 @@ func (n *nativeCall) patch() error {
 	mt, _, _ := mime.ParseMediaType(n.req.r.Header.Get("Content-Type"))
 	switch mt {
 	case mergePatch, jsonPatch:
-	case strategicPatch, applyPatch:
+	case applyPatch:
+		return applyTo(n, n.req.r, n.body)
+	case strategicPatch:
 		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			"a "+mt+" is not served for native objects written to purser ("+n.what()+"): use a merge or JSON patch (kubectl patch --type=merge)")
+			"a strategic merge patch is not served for native objects written to purser ("+n.what()+"): use a merge or JSON patch (kubectl patch --type=merge), or kubectl apply --server-side")
 	default:
 		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 			fmt.Sprintf("the patch's media type %q is not served: %s or %s", mt, mergePatch, jsonPatch))
@@ -445,12 +498,10 @@ func (n *nativeCall) patch() error {
 		if cur == nil || cur.Status.Phase == v1alpha1.PhaseCancelled {
 			return n.unheld()
 		}
-		view, err := n.view(cur)
+		was, err := n.asRead(cur)
 		if err != nil {
 			return err
 		}
-		delete(view, "status")
-		was, _ := json.Marshal(view)
 		var next []byte
 		if mt == jsonPatch {
 			next, err = decoded.ApplyWithOptions(was, &jsonpatch.ApplyOptions{SupportNegativeIndices: true, AccumulatedCopySizeLimit: MaxBodyBytes})
@@ -471,7 +522,12 @@ func (n *nativeCall) patch() error {
 		if err := n.fitNative(obj); err != nil {
 			return err
 		}
+		restore, err := n.ownership(obj, was)
+		if err != nil {
+			return err
+		}
 		err = n.replaceNative(obj, cur)
+		restore()
 		var se *statusError
 		if errors.As(err, &se) && se.st.Code == http.StatusConflict && se.st.Reason == metav1.StatusReasonConflict && !patchNamesVersion(p, mt) && attempt < maxPatchRetries {
 			continue
@@ -496,4 +552,103 @@ func (n *nativeCall) delete() error {
 	}
 	return writeJSON(n.w, http.StatusOK, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
 		Details: &metav1.StatusDetails{Name: n.name, Group: n.res.gvk.Group, Kind: n.res.plural, UID: types.UID(cur.Metadata.UID)}})
+}
+
+// callWithout calls h with no body and without the ownership step of the
+// write under way: the removal of a cancelled runnable before its name is
+// taken again is not that write.
+func (n *nativeCall) callWithout(h Handler, method string) (int, []byte, error) {
+	src := n.req.r
+	if n.a.cfg.InTx != nil {
+		n.req.r = src.WithContext(n.a.cfg.InTx(src.Context(), nil))
+	}
+	defer func() { n.req.r = src }()
+	return n.call(h, method, nil, nil)
+}
+
+// Server-side apply of a native object (applyTarget): applied to the
+// object as read back, with the ownership record kept under the native
+// kind and the runnable's uid; the result is written as a create or a
+// PUT of the object would be.
+
+func (n *nativeCall) served() error {
+	if n.a.cfg.InTx == nil {
+		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not served for "+n.what())
+	}
+	return nil
+}
+
+func (n *nativeCall) fieldManager() (*managedfields.FieldManager, error) {
+	return n.a.nativeFieldManager(n.res.gvk)
+}
+
+func (n *nativeCall) fit(obj map[string]any) error { return n.fitNative(obj) }
+
+func (n *nativeCall) describe() string { return fmt.Sprintf("%s %q", n.what(), n.name) }
+
+func (n *nativeCall) invalid(msg string, causes []FieldCause) error {
+	return n.invalidNative(msg, causes)
+}
+
+func (n *nativeCall) live(ctx context.Context) (*unstructured.Unstructured, bool, error) {
+	cur, err := n.current()
+	if err != nil {
+		return nil, false, err
+	}
+	live := &unstructured.Unstructured{}
+	if cur == nil || cur.Status.Phase == v1alpha1.PhaseCancelled {
+		live.SetGroupVersionKind(n.res.gvk)
+		live.SetName(n.name)
+		live.SetNamespace(n.ns)
+		return live, false, nil
+	}
+	was, err := n.asRead(cur)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := json.Unmarshal(was, &live.Object); err != nil {
+		return nil, false, err
+	}
+	entries, err := n.readManaged(ctx, cur.Metadata.UID)
+	if err != nil {
+		return nil, false, err
+	}
+	live.SetManagedFields(entries)
+	return live, true, nil
+}
+
+func (n *nativeCall) write(obj map[string]any, exists bool, entries []metav1.ManagedFieldsEntry) error {
+	cur, err := n.current()
+	if err != nil {
+		return err
+	}
+	if exists != (cur != nil && cur.Status.Phase != v1alpha1.PhaseCancelled) {
+		// Created or removed between the read and the write: apply again.
+		return statusErr(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf("%s %q changed while it was applied", n.what(), n.name))
+	}
+	restore, err := n.storeWith(entries)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	if !exists {
+		return n.createObj(obj, cur)
+	}
+	return n.replaceNative(obj, cur)
+}
+
+// nativeFieldManager is the field manager of a native kind: its schema is
+// deduced from the objects (every field kept, lists atomic), as the
+// kube-apiserver's for a custom resource that preserves unknown fields.
+func (a *API) nativeFieldManager(gvk schema.GroupVersionKind) (*managedfields.FieldManager, error) {
+	if fm, ok := a.nativeManagers.Load(gvk); ok {
+		return fm.(*managedfields.FieldManager), nil
+	}
+	fm, err := managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(), sameVersion{}, sameVersion{}, sameVersion{},
+		gvk, gvk.GroupVersion(), "", nil)
+	if err != nil {
+		return nil, err
+	}
+	got, _ := a.nativeManagers.LoadOrStore(gvk, fm)
+	return got.(*managedfields.FieldManager), nil
 }

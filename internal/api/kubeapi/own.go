@@ -233,6 +233,9 @@ type ownCall struct {
 	ns, name string
 	// body is the request's, read whole (bounded) before anything else.
 	body []byte
+	// native is the native kind written through the runnables' handlers
+	// (native.go); nil for a call on purser's kind k.
+	native *resource
 }
 
 // dryRun accepts dryRun=All, which the REST API's transactions honour by

@@ -98,6 +98,21 @@ func TestKubeNativeWrite(t *testing.T) {
 		t.Fatalf("a patch of an object no runnable holds: %d %s", r.code, r.raw)
 	}
 
+	// Server-side apply by two field managers: a conflict, then forced.
+	views := strings.Replace(nativeFlink, "name: clicks", "name: views", 1)
+	if out := alice.ok(views, "apply", "--server-side", "--field-manager=team", "-n", "team-a", "-f", "-"); !strings.Contains(out, "serverside-applied") {
+		t.Fatalf("apply --server-side: %s", out)
+	}
+	four := strings.Replace(views, "parallelism: 1", "parallelism: 4", 1)
+	alice.fails(four, `conflict with "team"`, "apply", "--server-side", "--field-manager=ops", "-n", "team-a", "-f", "-")
+	alice.ok(four, "apply", "--server-side", "--field-manager=ops", "--force-conflicts", "-n", "team-a", "-f", "-")
+	if r := h.get("alice", "/api/v1/runnables/team-a/views"); !strings.Contains(string(r.raw), `"parallelism":4`) {
+		t.Fatalf("the runnable after the forced apply: %s", r.raw)
+	}
+	if y := alice.ok("", "get", "flinkdeployment", "views", "-n", "team-a", "-o", "yaml", "--show-managed-fields"); !strings.Contains(y, "manager: ops") || !strings.Contains(y, "operation: Apply") {
+		t.Fatalf("managedFields after the forced apply:\n%s", y)
+	}
+
 	if out := alice.ok("", "delete", "flinkdeployment", "clicks", "-n", "team-a"); !strings.Contains(out, "deleted") {
 		t.Fatalf("delete: %s", out)
 	}
