@@ -31,9 +31,11 @@ import (
 // in place of examples/runnable-flink.yaml: a checkpoint every 10 s rather
 // than 60 s and a tolerationSeconds of 20 rather than 120. A `-w` watch is
 // run without -w until what its comment says shows, recording the phases
-// it saw on the way. About 4 minutes, most of it waiting for the simulated
-// job's checkpoints, which the simulator reports at its passes a minute
-// apart as the operator does.
+// it saw on the way. Its end writes a FlinkDeployment with the real
+// kubectl (the sandbox's), through `purser kubeconfig --proxy` on a free
+// port, and follows its failover with kubectl get. About 6 minutes, most
+// of it waiting for the simulated jobs' checkpoints, which the simulator
+// reports at its passes a minute apart as the operator does.
 func TestReadmeFlinkWalkthrough(t *testing.T) {
 	lines := readmeWalkthrough(t)
 	root, err := filepath.Abs("../..")
