@@ -44,6 +44,11 @@ type PlacementPolicySpec struct {
 	// Runnable makes each selected object a runnable of this spec, the
 	// object as its template (spec.template stays empty here).
 	Runnable *RunnableSpec `json:"runnable,omitempty"`
+	// Deployable makes each selected object a deployable of this spec
+	// instead (kept on every cluster its placement selects, rolled out
+	// as its rollout says), the object as its template. Exactly one of
+	// runnable and deployable.
+	Deployable *DeployableSpec `json:"deployable,omitempty"`
 }
 
 // ResourceSelector picks objects by kind, and by name or labels.
@@ -113,22 +118,42 @@ func ValidatePlacementPolicy(p *PlacementPolicy, kind string, now time.Time) Fie
 			}
 		}
 	}
-	rs := p.Spec.Runnable
-	if rs == nil {
-		v.add("spec.runnable", "is required: what each selected object becomes (its placement, failover and priority)")
+	rs, ds := p.Spec.Runnable, p.Spec.Deployable
+	switch {
+	case rs == nil && ds == nil:
+		v.add("spec.runnable", "is required, or spec.deployable: what each selected object becomes (a runnable's placement, failover and priority, or a deployable's placement, overrides and rollout)")
 		return v.errs
-	}
-	if len(rs.Template) > 0 {
+	case rs != nil && ds != nil:
+		v.add("spec.deployable", "must be unset with spec.runnable: an object becomes one or the other")
+		return v.errs
+	case rs != nil && len(rs.Template) > 0:
 		v.add("spec.runnable.template", "must be empty: each runnable's template is the object written")
+	case ds != nil && len(ds.Template) > 0:
+		v.add("spec.deployable.template", "must be empty: each deployable's template is the object written")
 	}
 	if len(sels) == 0 || sels[0].APIVersion == "" || sels[0].Kind == "" {
+		return v.errs
+	}
+	stand := map[string]any{"apiVersion": sels[0].APIVersion, "kind": sels[0].Kind, "metadata": map[string]any{"name": "policy-check"}}
+	ns := cmpOr(p.Metadata.Namespace, "default")
+	if ds != nil {
+		// The rest of the spec as the deployable of an object of the
+		// first selector's kind.
+		d := &Deployable{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindDeployable},
+			Metadata: ObjectMeta{Name: "policy-check", Namespace: ns}, Spec: *ds}
+		d.Spec.Template = stand
+		for _, e := range ValidateDeployable(d) {
+			if strings.HasPrefix(e.Field, "spec.") && !strings.HasPrefix(e.Field, "spec.template") {
+				v.errs = append(v.errs, FieldError{Field: "spec.deployable." + strings.TrimPrefix(e.Field, "spec."), Message: e.Message})
+			}
+		}
 		return v.errs
 	}
 	// The rest of the spec as the runnable of an object of the first
 	// selector's kind: the object itself is checked when it is written.
 	r := &Runnable{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: KindRunnable},
-		Metadata: ObjectMeta{Name: "policy-check", Namespace: cmpOr(p.Metadata.Namespace, "default")}, Spec: *rs}
-	r.Spec.Template = map[string]any{"apiVersion": sels[0].APIVersion, "kind": sels[0].Kind, "metadata": map[string]any{}}
+		Metadata: ObjectMeta{Name: "policy-check", Namespace: ns}, Spec: *rs}
+	r.Spec.Template = stand
 	for _, e := range ValidateRunnable(r, now) {
 		if !strings.HasPrefix(e.Field, "spec.") || strings.HasPrefix(e.Field, "spec.template") {
 			continue

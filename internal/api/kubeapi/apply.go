@@ -32,8 +32,7 @@ import (
 
 // InTx is how /k8s adds a step to the transaction of the REST API's
 // write it calls: the server runs fn in that transaction after the
-// write's own steps, and rolls the whole back if fn fails. A nil fn takes
-// back a step added before.
+// write's own steps, and rolls the whole back if fn fails.
 type InTx func(ctx context.Context, fn func(ctx context.Context, tx *store.Tx) error) context.Context
 
 // Identity names the object an ownership record is for: its uid (a

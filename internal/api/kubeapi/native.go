@@ -8,40 +8,49 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/domain/native"
 )
 
 // Native objects written to /k8s. A FlinkDeployment applied with kubectl
-// to purser (POST, PUT, a merge or JSON patch, DELETE in a namespace of
-// the farm-wide /k8s) is not stored as itself: the placement policy that
-// selects it (internal/domain/native) makes it a runnable named after it,
-// the object as its template, and that runnable is written through the
-// runnables' own handlers (the Runnable kind of Own), so that the write is
-// authorized, admitted, approved and audited as the writer's POST or PUT
-// of that runnable would be. Read back by name, the object is the
-// runnable's template with the runnable's identity and version, purser's
-// view of it as annotations, and the live copy's status, read from the
-// inventory of the cluster it runs on. Lists and watches of the kind stay
-// the inventory's: the live copies on the member clusters.
+// to purser (POST, PUT, a patch or an apply, DELETE in a namespace of the
+// farm-wide /k8s) is not stored as itself: the placement policy that
+// selects it (internal/domain/native) makes it a runnable (or a
+// deployable) named after it, the object as its template, and that is
+// written through the runnables' (or deployables') own handlers, the
+// kinds of Own, so that the write is authorized, admitted, approved and
+// audited as the writer's POST or PUT of it would be. Read back by name,
+// the object is the template of what holds it, with that one's identity
+// and version, purser's view of it as annotations and, for a runnable,
+// the live copy's status, read from the inventory of the cluster it runs
+// on. Lists and watches of the kind stay the inventory's: the live copies
+// on the member clusters.
 
 // Annotations of a native object read back from its runnable (among
 // native.ViewAnnotations, which a write drops from the template).
 const (
-	// RunnableAnnotation names the runnable the object is.
-	RunnableAnnotation = "purser.io/runnable"
-	// PhaseAnnotation and AttemptAnnotation are the runnable's phase and
-	// attempt count; ClusterAnnotation names its current cluster.
-	PhaseAnnotation   = "purser.io/phase"
-	AttemptAnnotation = "purser.io/attempt"
+	// RunnableAnnotation and DeployableAnnotation name what the object
+	// is.
+	RunnableAnnotation   = "purser.io/runnable"
+	DeployableAnnotation = "purser.io/deployable"
+	// PhaseAnnotation is the phase of what holds it; AttemptAnnotation a
+	// runnable's attempt count, GenerationAnnotation a deployable's
+	// generation; ClusterAnnotation names a runnable's current cluster.
+	PhaseAnnotation      = "purser.io/phase"
+	AttemptAnnotation    = "purser.io/attempt"
+	GenerationAnnotation = "purser.io/generation"
 )
 
 // Policies reads the placement policies that may select an object of a
@@ -53,6 +62,9 @@ type Policies func(ctx context.Context, namespace string) ([]native.Policy, erro
 type nativeCall struct {
 	*ownCall
 	res *resource
+	// patchStruct is the Go type of a built-in kind, for a strategic
+	// merge patch.
+	patchStruct runtime.Object
 }
 
 // serveNative serves a write of a native object, or a read of one by
@@ -104,26 +116,84 @@ func (n *nativeCall) what() string {
 	return n.res.plural + "." + n.res.gvk.Group
 }
 
-// current is the runnable of the path's name as the writer reads it, when
-// it holds an object of the native kind (a Cancelled one included: its
-// object is gone); nil when there is none.
-func (n *nativeCall) current() (*v1alpha1.Runnable, error) {
-	_, body, err := n.call(n.k.Get, http.MethodGet, nil, nil)
+// held is what holds a native object of the path's name: a runnable or
+// a deployable whose template is of the native kind.
+type held struct {
+	k          *OwnKind // its kind, whose handlers write it
+	meta       v1alpha1.ObjectMeta
+	template   map[string]any
+	runnable   *v1alpha1.Runnable
+	deployable *v1alpha1.Deployable
+}
+
+// gone says the object was deleted through here: its runnable was
+// cancelled (and stays readable as such until it is removed).
+func (h *held) gone() bool {
+	return h.runnable != nil && h.runnable.Status.Phase == v1alpha1.PhaseCancelled
+}
+
+// on is a call of kind k's handlers for the path's namespace and name.
+func (n *nativeCall) on(k *OwnKind) *ownCall {
+	o := *n.ownCall
+	o.k = k
+	return &o
+}
+
+// read reads the object of the path's name of kind k as the writer may:
+// its body, or nil when there is none.
+func (n *nativeCall) read(k *OwnKind) ([]byte, error) {
+	if k == nil {
+		return nil, nil
+	}
+	_, body, err := n.on(k).call(k.Get, http.MethodGet, nil, nil)
 	var se *statusError
 	if errors.As(err, &se) && se.st.Code == http.StatusNotFound {
 		return nil, nil
 	}
+	return body, err
+}
+
+// current is what holds the path's name when it is of the native kind
+// (a cancelled runnable included: its object is gone); nil when nothing
+// does. taken says whether the name is held at all, of any kind: a
+// runnable and a deployable share no name with a native object of
+// another kind.
+func (n *nativeCall) current() (h *held, taken bool, err error) {
+	body, err := n.read(n.a.ownKind("runnables"))
 	if err != nil {
+		return nil, false, err
+	}
+	if body != nil {
+		var r v1alpha1.Runnable
+		if err := json.Unmarshal(body, &r); err != nil {
+			return nil, false, fmt.Errorf("the runnable as read: %w", err)
+		}
+		if templateGVK(r.Spec.Template) != n.res.gvk {
+			return nil, true, nil
+		}
+		return &held{k: n.a.ownKind("runnables"), meta: r.Metadata, template: r.Spec.Template, runnable: &r}, true, nil
+	}
+	body, err = n.read(n.a.ownKind("deployables"))
+	if err != nil || body == nil {
+		return nil, false, err
+	}
+	var d v1alpha1.Deployable
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, false, fmt.Errorf("the deployable as read: %w", err)
+	}
+	if templateGVK(d.Spec.Template) != n.res.gvk {
+		return nil, true, nil
+	}
+	return &held{k: n.a.ownKind("deployables"), meta: d.Metadata, template: d.Spec.Template, deployable: &d}, true, nil
+}
+
+// live is current without what was deleted through here.
+func (n *nativeCall) held() (*held, error) {
+	h, _, err := n.current()
+	if err != nil || h == nil || h.gone() {
 		return nil, err
 	}
-	var r v1alpha1.Runnable
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("the runnable as read: %w", err)
-	}
-	if templateGVK(r.Spec.Template) != n.res.gvk {
-		return nil, nil
-	}
-	return &r, nil
+	return h, nil
 }
 
 func templateGVK(t map[string]any) schema.GroupVersionKind {
@@ -133,34 +203,35 @@ func templateGVK(t map[string]any) schema.GroupVersionKind {
 	return gv.WithKind(kind)
 }
 
-// unheld refuses a change of an object no live runnable holds: what the
-// inventory shows of the member clusters is read-only here.
+// unheld refuses a change of an object no live runnable or deployable
+// holds: what the inventory shows of the member clusters is read-only
+// here.
 func (n *nativeCall) unheld() error {
 	n.w.Header().Set("Allow", "GET, HEAD, POST")
 	return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
-		fmt.Sprintf("%s %q is held by no runnable of namespace %s: what the inventory shows of the member clusters is read-only through /k8s; "+
-			"create the object here (a placement policy makes it a runnable), or change what runs through purser's API, /api/v1", n.what(), n.name, n.ns))
+		fmt.Sprintf("%s %q is held by no runnable or deployable of namespace %s: what the inventory shows of the member clusters is read-only through /k8s; "+
+			"create the object here (a placement policy makes it a runnable or a deployable), or change what runs through purser's API, /api/v1", n.what(), n.name, n.ns))
 }
 
-// get answers the object a live runnable holds; a name no runnable of the
-// kind holds (or one cancelled, whose object was deleted) is the
-// inventory's to answer.
+// get answers the object a live runnable or deployable holds; a name
+// nothing of the kind holds (or a runnable cancelled, whose object was
+// deleted) is the inventory's to answer.
 func (n *nativeCall) get() (bool, error) {
 	if n.k.MayRead != nil && n.k.MayRead(n.req.user, n.ns) != nil {
 		return false, nil // the inventory's read refuses in its own words
 	}
-	r, err := n.current()
-	if err != nil || r == nil || r.Status.Phase == v1alpha1.PhaseCancelled {
+	h, err := n.held()
+	if err != nil || h == nil {
 		return false, err
 	}
 	if asTable(n.req.r) != "" {
-		return false, nil // kubectl get's table: the live copy's columns
+		return false, nil // kubectl get's table: the live copies' columns
 	}
-	obj, err := n.view(r)
+	obj, err := n.view(h)
 	if err != nil {
 		return true, err
 	}
-	entries, err := n.readManaged(n.req.r.Context(), r.Metadata.UID)
+	entries, err := n.on(h.k).readManaged(n.req.r.Context(), h.meta.UID)
 	if err != nil {
 		return true, err
 	}
@@ -171,11 +242,11 @@ func (n *nativeCall) get() (bool, error) {
 	return true, writeJSON(n.w, http.StatusOK, obj)
 }
 
-// view is the native object runnable r holds: its template, with r's
-// identity and version, purser's view as annotations, and the live copy's
+// view is the native object h holds: its template, with h's identity and
+// version, purser's view as annotations, and a runnable's live copy's
 // status.
-func (n *nativeCall) view(r *v1alpha1.Runnable) (map[string]any, error) {
-	raw, err := json.Marshal(r.Spec.Template)
+func (n *nativeCall) view(h *held) (map[string]any, error) {
+	raw, err := json.Marshal(h.template)
 	if err != nil {
 		return nil, err
 	}
@@ -188,25 +259,30 @@ func (n *nativeCall) view(r *v1alpha1.Runnable) (map[string]any, error) {
 		md = map[string]any{}
 		obj["metadata"] = md
 	}
-	md["name"], md["namespace"] = r.Metadata.Name, r.Metadata.Namespace
-	md["uid"], md["resourceVersion"] = r.Metadata.UID, r.Metadata.ResourceVersion
-	md["creationTimestamp"] = r.Metadata.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z")
+	md["name"], md["namespace"] = h.meta.Name, h.meta.Namespace
+	md["uid"], md["resourceVersion"] = h.meta.UID, h.meta.ResourceVersion
+	md["creationTimestamp"] = h.meta.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z")
 	ann, _ := md["annotations"].(map[string]any)
 	if ann == nil {
 		ann = map[string]any{}
 	}
-	ann[RunnableAnnotation] = r.Metadata.Namespace + "/" + r.Metadata.Name
+	if p := h.meta.Annotations[native.AnnotationPolicy]; p != "" {
+		ann[native.AnnotationPolicy] = p
+	}
+	md["annotations"] = ann
+	if d := h.deployable; d != nil {
+		ann[DeployableAnnotation] = h.meta.Namespace + "/" + h.meta.Name
+		ann[PhaseAnnotation] = string(d.Status.Phase)
+		ann[GenerationAnnotation] = strconv.FormatInt(d.Status.Generation, 10)
+		return obj, nil
+	}
+	r := h.runnable
+	ann[RunnableAnnotation] = h.meta.Namespace + "/" + h.meta.Name
 	ann[PhaseAnnotation] = string(r.Status.Phase)
 	ann[AttemptAnnotation] = strconv.Itoa(r.Status.AttemptCount)
 	if r.Status.Cluster != "" {
 		ann[ClusterAnnotation] = r.Status.Cluster
-	}
-	if p := r.Metadata.Annotations[native.AnnotationPolicy]; p != "" {
-		ann[native.AnnotationPolicy] = p
-	}
-	md["annotations"] = ann
-	if r.Status.Cluster != "" {
-		q := sel{res: n.res, cluster: r.Status.Cluster, namespace: r.Metadata.Namespace, name: r.Metadata.Name}
+		q := sel{res: n.res, cluster: r.Status.Cluster, namespace: h.meta.Namespace, name: h.meta.Name}
 		p, err := n.a.read(n.req, &q, 0, "")
 		if err != nil {
 			return nil, err
@@ -292,9 +368,9 @@ func (n *nativeCall) invalidNative(msg string, causes []FieldCause) error {
 	return se
 }
 
-// runnableFor is the runnable obj becomes: the policy that selects it now
-// (refused, naming what is missing, when none does).
-func (n *nativeCall) runnableFor(obj map[string]any) (*v1alpha1.Runnable, error) {
+// policyFor is the policy that selects obj now (refused, naming what is
+// missing, when none does).
+func (n *nativeCall) policyFor(obj map[string]any) (*native.Policy, error) {
 	policies, err := n.a.cfg.Policies(n.req.r.Context(), n.ns)
 	if err != nil {
 		return nil, err
@@ -306,7 +382,31 @@ func (n *nativeCall) runnableFor(obj map[string]any) (*v1alpha1.Runnable, error)
 		why := native.Unselected(policies, o)
 		return nil, n.invalidNative(why, []FieldCause{{Field: "metadata", Message: why}})
 	}
-	return native.RunnableOf(p, obj), nil
+	return p, nil
+}
+
+// holderOf is what obj becomes under p, JSON, and the kind that writes
+// it: a runnable or a deployable, as p says.
+func (n *nativeCall) holderOf(p *native.Policy, obj map[string]any) (*OwnKind, map[string]any, error) {
+	k := n.a.ownKind("runnables")
+	if p.Spec.Deployable != nil {
+		k = n.a.ownKind("deployables")
+	}
+	if k == nil {
+		return nil, nil, statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "this server writes no "+p.Ref()+" objects")
+	}
+	var v any
+	if p.Spec.Deployable != nil {
+		v = native.DeployableOf(p, obj)
+	} else {
+		v = native.RunnableOf(p, obj)
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out map[string]any
+	return k, out, json.Unmarshal(raw, &out)
 }
 
 func stringMap(v any) map[string]string {
@@ -320,56 +420,92 @@ func stringMap(v any) map[string]string {
 	return out
 }
 
-// answer writes the native view of the runnable the REST API answered.
-func (n *nativeCall) answer(code int, body []byte) error {
-	var r v1alpha1.Runnable
-	if err := json.Unmarshal(body, &r); err != nil {
-		return fmt.Errorf("the runnable as written: %w", err)
+// answer writes the native view of what the REST API of kind k answered.
+func (n *nativeCall) answer(k *OwnKind, code int, body []byte) error {
+	h := &held{k: k}
+	if k.Kind == v1alpha1.KindDeployable {
+		var d v1alpha1.Deployable
+		if err := json.Unmarshal(body, &d); err != nil {
+			return fmt.Errorf("the deployable as written: %w", err)
+		}
+		h.meta, h.template, h.deployable = d.Metadata, d.Spec.Template, &d
+	} else {
+		var r v1alpha1.Runnable
+		if err := json.Unmarshal(body, &r); err != nil {
+			return fmt.Errorf("the runnable as written: %w", err)
+		}
+		h.meta, h.template, h.runnable = r.Metadata, r.Spec.Template, &r
 	}
-	obj, err := n.view(&r)
+	obj, err := n.view(h)
 	if err != nil {
 		return err
 	}
 	return writeJSON(n.w, code, obj)
 }
 
-// create makes the object's runnable. A cancelled runnable of the same
-// name (its object deleted through here) is removed first, as a deleted
-// object's name is free again; one that lives is AlreadyExists.
+// create makes what the object becomes; a name held by anything is
+// AlreadyExists, a cancelled runnable's too (its object deleted through
+// here), until that runnable is removed: its record is not someone's to
+// lose by a create, and a name that never comes back to an earlier
+// version keeps an approval of the one before from approving the next.
 func (n *nativeCall) create() error {
 	obj, err := n.object()
 	if err != nil {
 		return err
 	}
-	cur, err := n.current()
+	cur, taken, err := n.current()
 	if err != nil {
 		return err
 	}
-	if cur != nil && cur.Status.Phase != v1alpha1.PhaseCancelled {
-		return n.alreadyExistsNative()
+	if taken {
+		return n.taken(cur)
 	}
-	restore, err := n.ownership(obj, nil)
+	p, err := n.policyFor(obj)
+	if err != nil {
+		return err
+	}
+	k, _, err := n.holderOf(p, obj)
+	if err != nil {
+		return err
+	}
+	o := n.on(k)
+	restore, err := o.ownership(obj, nil)
 	if err != nil {
 		return err
 	}
 	defer restore()
-	return n.createObj(obj, cur)
+	return n.createAs(o, p, obj)
 }
 
-// createObj creates the runnable of obj, removing cur first (a cancelled
-// runnable of the name, or nil).
-func (n *nativeCall) createObj(obj map[string]any, cur *v1alpha1.Runnable) error {
-	run, err := n.runnableFor(obj)
+// taken refuses a create of a name something holds: cur, when it is of
+// the native kind.
+func (n *nativeCall) taken(cur *held) error {
+	if cur != nil && cur.gone() {
+		se := newStatus(http.StatusConflict, metav1.StatusReasonAlreadyExists, fmt.Sprintf(
+			"%s %q was deleted, and its runnable %s/%s stays, Cancelled, until it is removed: delete the object once more (kubectl delete) to remove it, then create it again",
+			n.what(), n.name, n.ns, n.name))
+		se.st.Details = &metav1.StatusDetails{Name: n.name, Group: n.res.gvk.Group, Kind: n.res.plural}
+		return se
+	}
+	return n.alreadyExistsNative()
+}
+
+// createAs creates what obj becomes under p through o (the kind p makes
+// it).
+func (n *nativeCall) createAs(o *ownCall, p *native.Policy, obj map[string]any) error {
+	_, body, err := n.holderOf(p, obj)
 	if err != nil {
 		return err
 	}
-	if cur != nil {
-		if _, _, err := n.callWithout(n.k.Delete, http.MethodDelete); err != nil {
-			return err
-		}
+	raw, _ := json.Marshal(body)
+	var code int
+	var out []byte
+	if o.k.Create != nil {
+		code, out, err = o.call(o.k.Create, http.MethodPost, nil, raw)
+	} else {
+		// A deployable is put: PUT creates, and the name was found free.
+		code, out, err = o.call(o.k.Update, http.MethodPut, nil, raw)
 	}
-	body, _ := json.Marshal(run)
-	code, out, err := n.call(n.k.Create, http.MethodPost, nil, body)
 	var se *statusError
 	if errors.As(err, &se) && se.st.Code == http.StatusConflict {
 		return n.alreadyExistsNative()
@@ -377,10 +513,10 @@ func (n *nativeCall) createObj(obj map[string]any, cur *v1alpha1.Runnable) error
 	if err != nil {
 		return err
 	}
-	if code == http.StatusOK {
+	if code == http.StatusOK && o.k.Create != nil {
 		return n.alreadyExistsNative()
 	}
-	return n.answer(http.StatusCreated, out)
+	return n.answer(o.k, http.StatusCreated, out)
 }
 
 func (n *nativeCall) alreadyExistsNative() error {
@@ -389,38 +525,39 @@ func (n *nativeCall) alreadyExistsNative() error {
 	return se
 }
 
-// update replaces the object: its runnable is written through the
-// runnables' PUT, which changes it in place or refuses with the reason,
-// exactly as a PUT of the runnable does. The runnable's version is the
-// object's (metadata.resourceVersion; the current one when unset).
+// update replaces the object: what holds it is written through its
+// kind's PUT, which changes it in place or refuses with the reason,
+// exactly as a PUT of it does. Its version is the object's
+// (metadata.resourceVersion; the current one when unset).
 func (n *nativeCall) update() error {
 	obj, err := n.object()
 	if err != nil {
 		return err
 	}
-	cur, err := n.current()
+	h, err := n.held()
 	if err != nil {
 		return err
 	}
-	if cur == nil || cur.Status.Phase == v1alpha1.PhaseCancelled {
+	if h == nil {
 		return n.unheld()
 	}
-	was, err := n.asRead(cur)
+	was, err := n.asRead(h)
 	if err != nil {
 		return err
 	}
-	restore, err := n.ownership(obj, was)
+	o := n.on(h.k)
+	restore, err := o.ownership(obj, was)
 	if err != nil {
 		return err
 	}
 	defer restore()
-	return n.replaceNative(obj, cur)
+	return n.replaceAs(o, obj, h)
 }
 
-// asRead is the object runnable r holds as a write starts from: purser's
-// view of it without the copy's status, JSON.
-func (n *nativeCall) asRead(r *v1alpha1.Runnable) ([]byte, error) {
-	view, err := n.view(r)
+// asRead is the object h holds as a write starts from: purser's view of
+// it without the copy's status and purser's annotations, JSON.
+func (n *nativeCall) asRead(h *held) ([]byte, error) {
+	view, err := n.view(h)
 	if err != nil {
 		return nil, err
 	}
@@ -438,22 +575,35 @@ func (n *nativeCall) asRead(r *v1alpha1.Runnable) ([]byte, error) {
 	return json.Marshal(view)
 }
 
-func (n *nativeCall) replaceNative(obj map[string]any, cur *v1alpha1.Runnable) error {
-	run, err := n.runnableFor(obj)
+// replaceAs writes what obj becomes through o, the kind that holds it as
+// h: a runnable stays a runnable and a deployable a deployable (a policy
+// that would now make it the other is refused with the reason).
+func (n *nativeCall) replaceAs(o *ownCall, obj map[string]any, h *held) error {
+	p, err := n.policyFor(obj)
 	if err != nil {
 		return err
+	}
+	k, body, err := n.holderOf(p, obj)
+	if err != nil {
+		return err
+	}
+	if k != h.k {
+		why := fmt.Sprintf("%s would make it a %s, but it is a %s: delete the object and create it again to change what it is",
+			p.Ref(), strings.ToLower(k.Kind), strings.ToLower(h.k.Kind))
+		return n.invalidNative(why, []FieldCause{{Field: "metadata", Message: why}})
 	}
 	md, _ := obj["metadata"].(map[string]any)
-	run.Metadata.ResourceVersion, _ = md["resourceVersion"].(string)
-	if run.Metadata.ResourceVersion == "" {
-		run.Metadata.ResourceVersion = cur.Metadata.ResourceVersion
+	rv, _ := md["resourceVersion"].(string)
+	if rv == "" {
+		rv = h.meta.ResourceVersion
 	}
-	body, _ := json.Marshal(run)
-	_, out, err := n.call(n.k.Update, http.MethodPut, nil, body)
+	body["metadata"].(map[string]any)["resourceVersion"] = rv
+	raw, _ := json.Marshal(body)
+	_, out, err := o.call(o.k.Update, http.MethodPut, nil, raw)
 	if err != nil {
 		return err
 	}
-	return n.answer(http.StatusOK, out)
+	return n.answer(o.k, http.StatusOK, out)
 }
 
 // patch applies a JSON merge patch or a JSON patch to the object as read
@@ -468,8 +618,16 @@ func (n *nativeCall) patch() error {
 	case applyPatch:
 		return applyTo(n, n.req.r, n.body)
 	case strategicPatch:
-		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			"a strategic merge patch is not served for native objects written to purser ("+n.what()+"): use a merge or JSON patch (kubectl patch --type=merge), or kubectl apply --server-side")
+		// By the Go type of a built-in kind, whose fields say how their
+		// lists merge (what kubectl apply sends for a Job or a
+		// ConfigMap); a custom resource has none, and the kube-apiserver
+		// refuses it there too.
+		typed, err := clientscheme.Scheme.New(n.res.gvk)
+		if err != nil {
+			return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+				"a strategic merge patch is not served for "+n.what()+", a custom resource: use a merge or JSON patch (kubectl patch --type=merge), or kubectl apply --server-side")
+		}
+		n.patchStruct = typed
 	default:
 		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 			fmt.Sprintf("the patch's media type %q is not served: %s or %s", mt, mergePatch, jsonPatch))
@@ -491,21 +649,24 @@ func (n *nativeCall) patch() error {
 		return badRequest("the merge patch is not JSON")
 	}
 	for attempt := 1; ; attempt++ {
-		cur, err := n.current()
+		h, err := n.held()
 		if err != nil {
 			return err
 		}
-		if cur == nil || cur.Status.Phase == v1alpha1.PhaseCancelled {
+		if h == nil {
 			return n.unheld()
 		}
-		was, err := n.asRead(cur)
+		was, err := n.asRead(h)
 		if err != nil {
 			return err
 		}
 		var next []byte
-		if mt == jsonPatch {
+		switch mt {
+		case jsonPatch:
 			next, err = decoded.ApplyWithOptions(was, &jsonpatch.ApplyOptions{SupportNegativeIndices: true, AccumulatedCopySizeLimit: MaxBodyBytes})
-		} else {
+		case strategicPatch:
+			next, err = strategicpatch.StrategicMergePatch(was, p, n.patchStruct)
+		default:
 			next, err = jsonpatch.MergePatch(was, p)
 		}
 		if err != nil {
@@ -522,11 +683,12 @@ func (n *nativeCall) patch() error {
 		if err := n.fitNative(obj); err != nil {
 			return err
 		}
-		restore, err := n.ownership(obj, was)
+		o := n.on(h.k)
+		restore, err := o.ownership(obj, was)
 		if err != nil {
 			return err
 		}
-		err = n.replaceNative(obj, cur)
+		err = n.replaceAs(o, obj, h)
 		restore()
 		var se *statusError
 		if errors.As(err, &se) && se.st.Code == http.StatusConflict && se.st.Reason == metav1.StatusReasonConflict && !patchNamesVersion(p, mt) && attempt < maxPatchRetries {
@@ -537,33 +699,26 @@ func (n *nativeCall) patch() error {
 }
 
 // delete cancels the object's runnable (its copy is removed from its
-// cluster), or removes one that ended; the object reads as gone from
-// then on.
+// cluster; a runnable that ended is removed), or deletes its deployable
+// (removed from every cluster); the object reads as gone from then on.
+// Deleted once more, a cancelled runnable is removed, which frees the
+// name.
 func (n *nativeCall) delete() error {
-	cur, err := n.current()
+	if err := n.deleteOptions(n.what()); err != nil {
+		return err
+	}
+	h, _, err := n.current()
 	if err != nil {
 		return err
 	}
-	if cur == nil || cur.Status.Phase == v1alpha1.PhaseCancelled {
+	if h == nil {
 		return n.unheld()
 	}
-	if _, _, err := n.call(n.k.Delete, http.MethodDelete, nil, nil); err != nil {
+	if _, _, err := n.on(h.k).call(h.k.Delete, http.MethodDelete, nil, nil); err != nil {
 		return err
 	}
 	return writeJSON(n.w, http.StatusOK, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
-		Details: &metav1.StatusDetails{Name: n.name, Group: n.res.gvk.Group, Kind: n.res.plural, UID: types.UID(cur.Metadata.UID)}})
-}
-
-// callWithout calls h with no body and without the ownership step of the
-// write under way: the removal of a cancelled runnable before its name is
-// taken again is not that write.
-func (n *nativeCall) callWithout(h Handler, method string) (int, []byte, error) {
-	src := n.req.r
-	if n.a.cfg.InTx != nil {
-		n.req.r = src.WithContext(n.a.cfg.InTx(src.Context(), nil))
-	}
-	defer func() { n.req.r = src }()
-	return n.call(h, method, nil, nil)
+		Details: &metav1.StatusDetails{Name: n.name, Group: n.res.gvk.Group, Kind: n.res.plural, UID: types.UID(h.meta.UID)}})
 }
 
 // Server-side apply of a native object (applyTarget): applied to the
@@ -591,25 +746,25 @@ func (n *nativeCall) invalid(msg string, causes []FieldCause) error {
 }
 
 func (n *nativeCall) live(ctx context.Context) (*unstructured.Unstructured, bool, error) {
-	cur, err := n.current()
+	h, err := n.held()
 	if err != nil {
 		return nil, false, err
 	}
 	live := &unstructured.Unstructured{}
-	if cur == nil || cur.Status.Phase == v1alpha1.PhaseCancelled {
+	if h == nil {
 		live.SetGroupVersionKind(n.res.gvk)
 		live.SetName(n.name)
 		live.SetNamespace(n.ns)
 		return live, false, nil
 	}
-	was, err := n.asRead(cur)
+	was, err := n.asRead(h)
 	if err != nil {
 		return nil, false, err
 	}
 	if err := json.Unmarshal(was, &live.Object); err != nil {
 		return nil, false, err
 	}
-	entries, err := n.readManaged(ctx, cur.Metadata.UID)
+	entries, err := n.on(h.k).readManaged(ctx, h.meta.UID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -618,23 +773,41 @@ func (n *nativeCall) live(ctx context.Context) (*unstructured.Unstructured, bool
 }
 
 func (n *nativeCall) write(obj map[string]any, exists bool, entries []metav1.ManagedFieldsEntry) error {
-	cur, err := n.current()
+	cur, taken, err := n.current()
 	if err != nil {
 		return err
 	}
-	if exists != (cur != nil && cur.Status.Phase != v1alpha1.PhaseCancelled) {
+	if exists != (cur != nil && !cur.gone()) {
 		// Created or removed between the read and the write: apply again.
 		return statusErr(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf("%s %q changed while it was applied", n.what(), n.name))
 	}
-	restore, err := n.storeWith(entries)
+	if !exists && taken {
+		return n.taken(cur)
+	}
+	if exists {
+		o := n.on(cur.k)
+		restore, err := o.storeWith(entries)
+		if err != nil {
+			return err
+		}
+		defer restore()
+		return n.replaceAs(o, obj, cur)
+	}
+	p, err := n.policyFor(obj)
+	if err != nil {
+		return err
+	}
+	k, _, err := n.holderOf(p, obj)
+	if err != nil {
+		return err
+	}
+	o := n.on(k)
+	restore, err := o.storeWith(entries)
 	if err != nil {
 		return err
 	}
 	defer restore()
-	if !exists {
-		return n.createObj(obj, cur)
-	}
-	return n.replaceNative(obj, cur)
+	return n.createAs(o, p, obj)
 }
 
 // nativeFieldManager is the field manager of a native kind: its schema is

@@ -747,25 +747,33 @@ func patchNamesVersion(p []byte, mt string) bool {
 	return json.Unmarshal(p, &m) == nil && m.Metadata.ResourceVersion != nil
 }
 
+// deleteOptions reads a DELETE's body, DeleteOptions: only dryRun is
+// honoured (moved to the query, where the REST API's handlers read it);
+// a precondition would be silently ignored, so it is refused.
+func (o *ownCall) deleteOptions(what string) error {
+	b := o.body
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	var opts metav1.DeleteOptions
+	if json.Unmarshal(b, &opts) != nil {
+		return badRequest("the DeleteOptions body cannot be read")
+	}
+	if opts.Preconditions != nil {
+		return badRequest("delete preconditions are not served on " + what)
+	}
+	if len(opts.DryRun) > 0 {
+		q := o.req.r.URL.Query()
+		q["dryRun"] = opts.DryRun
+		o.req.r.URL.RawQuery = q.Encode()
+		return o.dryRun()
+	}
+	return nil
+}
+
 func (o *ownCall) delete() error {
-	if b := o.body; len(bytes.TrimSpace(b)) > 0 {
-		// DeleteOptions: only dryRun is honoured; a precondition would be
-		// silently ignored, so it is refused.
-		var opts metav1.DeleteOptions
-		if json.Unmarshal(b, &opts) != nil {
-			return badRequest("the DeleteOptions body cannot be read")
-		}
-		if opts.Preconditions != nil {
-			return badRequest("delete preconditions are not served on " + o.k.Plural + "." + OwnGroup)
-		}
-		if len(opts.DryRun) > 0 {
-			q := o.req.r.URL.Query()
-			q["dryRun"] = opts.DryRun
-			o.req.r.URL.RawQuery = q.Encode()
-			if err := o.dryRun(); err != nil {
-				return err
-			}
-		}
+	if err := o.deleteOptions(o.k.Plural + "." + OwnGroup); err != nil {
+		return err
 	}
 	_, out, err := o.call(o.k.Delete, http.MethodDelete, nil, nil)
 	if err != nil {

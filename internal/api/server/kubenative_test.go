@@ -51,7 +51,7 @@ func TestKubeNativeWrite(t *testing.T) {
 			return err
 		}
 		return tx.Kinds().Replace(ctx, "dc1", time.Now(), []store.ServedKind{
-			{Group: "flink.apache.org", Version: "v1beta1", Kind: "FlinkDeployment", Namespaced: true}})
+			{Group: "flink.apache.org", Version: "v1beta1", Kind: "FlinkDeployment", Namespaced: true}, {Version: "v1", Kind: "ConfigMap", Namespaced: true}})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestKubeNativeWrite(t *testing.T) {
 		t.Fatalf("the runnable after the second apply (the change in, purser's view of the object out of its template): %s", r.raw)
 	}
 	if r := h.do("alice", http.MethodPatch, "/k8s/apis/flink.apache.org/v1beta1/namespaces/team-a/flinkdeployments/other", "application/merge-patch+json",
-		[]byte(`{"spec":{}}`)); r.code != http.StatusMethodNotAllowed || !strings.Contains(string(r.raw), "is held by no runnable of namespace team-a") {
+		[]byte(`{"spec":{}}`)); r.code != http.StatusMethodNotAllowed || !strings.Contains(string(r.raw), "is held by no runnable or deployable of namespace team-a") {
 		t.Fatalf("a patch of an object no runnable holds: %d %s", r.code, r.raw)
 	}
 
@@ -119,13 +119,57 @@ func TestKubeNativeWrite(t *testing.T) {
 	if r := h.get("alice", "/api/v1/runnables/team-a/clicks"); !strings.Contains(string(r.raw), `"phase":"Cancelled"`) {
 		t.Fatalf("the runnable after the delete: %s", r.raw)
 	}
-	// The name is free again: applied anew, it is a new runnable.
+	// The cancelled runnable keeps the name until deleted once more.
+	alice.fails(nativeFlink, "its runnable team-a/clicks stays, Cancelled, until it is removed", "apply", "-n", "team-a", "-f", "-")
+	alice.ok("", "delete", "flinkdeployment", "clicks", "-n", "team-a")
+	if r := h.get("alice", "/api/v1/runnables/team-a/clicks"); r.code != http.StatusNotFound {
+		t.Fatalf("the runnable after the second delete: %d %s", r.code, r.raw)
+	}
 	if out := alice.ok(nativeFlink, "apply", "-n", "team-a", "-f", "-"); !strings.Contains(out, "created") {
-		t.Fatalf("apply after the delete: %s", out)
+		t.Fatalf("apply after the removal: %s", out)
+	}
+	// A dry run of a delete, in DeleteOptions as kubectl sends it, changes
+	// nothing.
+	alice.ok("", "delete", "flinkdeployment", "clicks", "-n", "team-a", "--dry-run=server")
+	if r := h.get("alice", "/api/v1/runnables/team-a/clicks"); strings.Contains(string(r.raw), `"phase":"Cancelled"`) {
+		t.Fatalf("the runnable after a dry-run delete: %s", r.raw)
+	}
+
+	// A policy that makes ConfigMaps deployables: applied twice with
+	// kubectl (a strategic merge patch the second time, as kubectl sends
+	// for a built-in kind), then deleted.
+	cfgPolicy := `apiVersion: purser.io/v1alpha1
+kind: PlacementPolicy
+metadata: {name: config}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]
+  deployable: {placement: {clusterAffinity: {clusterNames: [dc1]}}}
+`
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {LOG_LEVEL: info}\n"
+	alice.ok(cfgPolicy, "apply", "-n", "team-a", "-f", "-")
+	if out := alice.ok(cm, "apply", "-n", "team-a", "-f", "-"); !strings.Contains(out, "configmap/settings created") {
+		t.Fatalf("apply of a ConfigMap: %s", out)
+	}
+	if r := h.get("alice", "/api/v1/deployables/team-a/settings"); r.code != http.StatusOK || !strings.Contains(string(r.raw), `"LOG_LEVEL":"info"`) {
+		t.Fatalf("the deployable: %d %s", r.code, r.raw)
+	}
+	if out := alice.ok(strings.Replace(cm, "info", "debug", 1), "apply", "-n", "team-a", "-f", "-"); !strings.Contains(out, "configmap/settings configured") {
+		t.Fatalf("apply of the changed ConfigMap: %s", out)
+	}
+	if r := h.get("alice", "/api/v1/deployables/team-a/settings"); !strings.Contains(string(r.raw), `"LOG_LEVEL":"debug"`) || strings.Contains(string(r.raw), "purser.io/deployable") {
+		t.Fatalf("the deployable after the second apply: %s", r.raw)
+	}
+	if y := alice.ok("", "get", "configmap", "settings", "-n", "team-a", "-o", "yaml"); !strings.Contains(y, "purser.io/deployable: team-a/settings") {
+		t.Fatalf("the ConfigMap read back:\n%s", y)
+	}
+	alice.ok("", "delete", "configmap", "settings", "-n", "team-a")
+	if r := h.get("alice", "/api/v1/deployables/team-a/settings"); r.code == http.StatusOK && !strings.Contains(string(r.raw), "deletionTimestamp") && !strings.Contains(string(r.raw), "Deleting") {
+		t.Fatalf("the deployable after the delete: %d %s", r.code, r.raw)
 	}
 	got := strings.Join(history(t, h), "\n")
 	for _, want := range []string{"alice create PlacementPolicy/team-a/flink", "alice create Runnable/team-a/clicks", "alice update Runnable/team-a/clicks",
-		"alice cancel Runnable/team-a/clicks", "alice delete Runnable/team-a/clicks"} {
+		"alice cancel Runnable/team-a/clicks", "alice delete Runnable/team-a/clicks", "alice create Deployable/team-a/settings",
+		"alice update Deployable/team-a/settings", "alice delete Deployable/team-a/settings"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("the history lacks %q:\n%s", want, got)
 		}

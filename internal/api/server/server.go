@@ -387,7 +387,7 @@ func (s *Server) policy() *policy.Policy {
 // tx runs fn, a change and its audit entry, in a transaction of its own
 // or of the next group.
 func (s *Server) tx(ctx context.Context, fn func(tx *store.Tx) error) error {
-	if step, ok := ctx.Value(txStepKey{}).(func(context.Context, *store.Tx) error); ok && step != nil {
+	if step, ok := ctx.Value(txStepKey{}).(func(context.Context, *store.Tx) error); ok {
 		// A step /k8s adds to the write (server-side apply's record of
 		// who owns which field), committed with it or not at all.
 		write := fn

@@ -145,8 +145,25 @@ func RunnableOf(p *Policy, template map[string]any) *v1alpha1.Runnable {
 	}
 }
 
-// AnnotationPolicy names, on a runnable made from a native object, the
-// policy that placed it.
+// DeployableOf is the deployable o becomes under p (whose
+// spec.deployable is set): p's deployable spec with template, the object
+// as written less what is not the user's to give, named and namespaced
+// as o.
+func DeployableOf(p *Policy, template map[string]any) *v1alpha1.Deployable {
+	spec := *p.Spec.Deployable
+	spec.Template = Template(template)
+	md, _ := template["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
+	ns, _ := md["namespace"].(string)
+	return &v1alpha1.Deployable{
+		TypeMeta: v1alpha1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindDeployable},
+		Metadata: v1alpha1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{AnnotationPolicy: p.Ref()}},
+		Spec:     spec,
+	}
+}
+
+// AnnotationPolicy names, on a runnable or deployable made from a native
+// object, the policy that placed it.
 const AnnotationPolicy = "purser.io/placement-policy"
 
 // ViewAnnotations are the annotations purser adds to a native object it
@@ -154,8 +171,8 @@ const AnnotationPolicy = "purser.io/placement-policy"
 // own version): purser's view, not the user's object, so a write that
 // sends them back (a patch of the object as read, kubectl edit) does not
 // make them part of the template.
-var ViewAnnotations = []string{"purser.io/runnable", "purser.io/phase", "purser.io/attempt", "purser.io/cluster",
-	"purser.io/cluster-resource-version", AnnotationPolicy}
+var ViewAnnotations = []string{"purser.io/runnable", "purser.io/deployable", "purser.io/phase", "purser.io/attempt",
+	"purser.io/generation", "purser.io/cluster", "purser.io/cluster-resource-version", AnnotationPolicy}
 
 // serverFields are the metadata fields a kube-apiserver sets, which a
 // template does not carry.
