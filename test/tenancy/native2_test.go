@@ -107,8 +107,12 @@ func testNativeWrites2(t *testing.T, f *farm) {
 		f.yaml("mallory", "PUT", "/api/v1/placementpolicies/"+ns+"/n2-jobs",
 			strings.Replace(placementPolicy("PlacementPolicy", ns, "n2-jobs", atLeastOnce),
 				"[{apiVersion: batch/v1, kind: Job}]", "[{apiVersion: batch/v1, kind: Job, labelSelector: {matchExpressions: [{key: n2, operator: DoesNotExist}]}}]", 1)).want(t, http.StatusCreated)
-		defer f.do("mallory", "DELETE", "/api/v1/placementpolicies/"+ns+"/n2-jobs", nil)
 	}
+	defer func() {
+		for _, ns := range []string{own, appr} {
+			f.do("mallory", "DELETE", "/api/v1/placementpolicies/"+ns+"/n2-jobs", nil)
+		}
+	}()
 	rest := func(ns, name string) string { return "/api/v1/runnables/" + ns + "/" + name }
 	// Every runnable made here is cancelled and removed at the end.
 	var made [][2]string
@@ -478,9 +482,8 @@ func testNativeWrites2(t *testing.T, f *farm) {
 		g.refusedWith("a merge patch nested 20000 deep", []int{http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge}, func() answer {
 			return g.send("mallory", "PATCH", nativePath(own, "n2-bomb"), ctMerge, []byte(`{"spec":{"x":`+strings.Repeat(`{"a":`, 20000)+`1`+strings.Repeat(`}`, 20000)+`}}`))
 		})
-		var ops []string
-		ops = append(ops, `{"op":"add","path":"/metadata/annotations","value":{"a":"`+strings.Repeat("x", 4096)+`"}}`)
-		ops = append(ops, `{"op":"add","path":"/spec/x","value":[]}`)
+		ops := []string{`{"op":"add","path":"/metadata/annotations","value":{"a":"` + strings.Repeat("x", 4096) + `"}}`,
+			`{"op":"add","path":"/spec/x","value":[]}`}
 		for i := range 900 {
 			ops = append(ops, fmt.Sprintf(`{"op":"copy","from":"/metadata/annotations","path":"/spec/x/%d"}`, i))
 		}
@@ -503,12 +506,17 @@ func testNativeWrites2(t *testing.T, f *farm) {
 	// namespace denies: refused as the REST create of that runnable is.
 	t.Run("KindsAPolicyCannotLaunder", func(t *testing.T) {
 		g := f.under(t)
-		for _, k := range []struct{ apiVersion, kind string }{{"v1", "Secret"}, {"rbac.authorization.k8s.io/v1", "RoleBinding"}} {
+		kinds := []struct{ apiVersion, kind string }{{"v1", "Secret"}, {"rbac.authorization.k8s.io/v1", "RoleBinding"}}
+		defer func() {
+			for _, k := range kinds {
+				g.do("mallory", "DELETE", "/api/v1/placementpolicies/"+own+"/n2-"+strings.ToLower(k.kind), nil)
+			}
+		}()
+		for _, k := range kinds {
 			p := g.yaml("mallory", "PUT", "/api/v1/placementpolicies/"+own+"/n2-"+strings.ToLower(k.kind), strings.Replace(
 				placementPolicy("PlacementPolicy", own, "n2-"+strings.ToLower(k.kind), atLeastOnce),
 				"[{apiVersion: batch/v1, kind: Job}]", "[{apiVersion: "+k.apiVersion+", kind: "+k.kind+"}]", 1))
 			t.Logf("her policy selecting %s: %d", k.kind, p.code)
-			defer g.do("mallory", "DELETE", "/api/v1/placementpolicies/"+own+"/n2-"+strings.ToLower(k.kind), nil)
 		}
 		g.refused("a Secret through her policy", http.StatusUnprocessableEntity, func() answer {
 			return g.send("mallory", "POST", "/k8s/api/v1/namespaces/"+own+"/secrets", ctJSON,
