@@ -57,7 +57,9 @@ server refuses (409) and nothing is decided.`,
 			if rv == "" {
 				return fmt.Errorf("%s/%s/%s has no change waiting for approval", t.res.Singular(), namespace, t.name)
 			}
-			q := url.Values{"resourceVersion": {rv}}
+			// And the object reviewed: one removed and made again under
+			// the name starts its versions over.
+			q := url.Values{"resourceVersion": {rv}, "uid": {printer.Field(cur, "metadata", "uid")}}
 			fmt.Fprintf(stderr(cmd), "deciding on the change by %s (resourceVersion %s)\n", printer.Field(cur, "status", "pendingChange", "author"), rv)
 			var out client.Object
 			if _, err := c.Do(cmd.Context(), http.MethodPost, t.res.Path(namespace, t.name)+"/"+verb, q, nil, "", &out); err != nil {

@@ -422,11 +422,11 @@ func testNativeWrites2(t *testing.T, f *farm) {
 			return g.send("mallory", "DELETE", nativePath(own, "n2-dry2")+"?dryRun=all", "", nil)
 		})
 		// The dry run of a create over a cancelled runnable of the name
-		// answers what the create would: created.
+		// answers what the create would: the name is still held.
 		track(appr, "n2-again")
 		g.nativeCreate("mallory", appr, "n2-again", "")
 		g.send("mallory", "DELETE", nativePath(appr, "n2-again"), "", nil).want(t, http.StatusOK)
-		g.refused("a dry-run re-create over the cancelled runnable", http.StatusCreated, func() answer {
+		g.refused("a dry-run re-create over the cancelled runnable", http.StatusConflict, func() answer {
 			return g.send("mallory", "POST", nativePath(appr, "")+"?dryRun=All", ctJSON, nativeJob(t, appr, "n2-again", ""))
 		})
 	})
@@ -439,7 +439,7 @@ func testNativeWrites2(t *testing.T, f *farm) {
 		g.nativeCreate("mallory", appr, "n2-gone", "")
 		g.send("mallory", "DELETE", nativePath(appr, "n2-gone"), "", nil).want(t, http.StatusOK)
 		privileged := []byte(strings.Replace(string(nativeJob(t, appr, "n2-gone", "")), `"containers":[{`, `"hostPID":true,"containers":[{"securityContext":{"privileged":true},`, 1))
-		g.refused("a privileged Job over her cancelled runnable", http.StatusUnprocessableEntity, func() answer {
+		g.refused("a privileged Job over her cancelled runnable", http.StatusConflict, func() answer {
 			return g.send("mallory", "POST", nativePath(appr, ""), ctJSON, privileged)
 		})
 		if a := g.do("mallory", "GET", rest(appr, "n2-gone"), nil); a.code != http.StatusOK {

@@ -532,8 +532,9 @@ function runnableDetail(ns, name) {
       } catch (e) { toast(describeError(e)); }
     } }, label);
     if (pc && may(ns, "approve") && pc.author !== access.user) {
-      // A decision names the version shown on this very render.
-      const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
+      // A decision names the version shown on this very render, and the
+      // object: one removed and made again under the name starts over.
+      const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion) + "&uid=" + encodeURIComponent(r.metadata.uid || "");
       actions.push(act("approve", "Approve", "", "POST", "/approve" + rv, "approved"), act("reject", "Reject", "danger", "POST", "/reject" + rv, "rejected"));
     }
     if (!ended && may(ns, "write")) actions.push(act("cancel", "Cancel", "danger", "DELETE", "", "cancelled", "Cancel " + ns + "/" + name + "? Purser removes it from its cluster."));
@@ -864,9 +865,10 @@ function deployableDetail(ns, name) {
     } }, label);
     const pc = d.status.pendingChange;
     if (pc && may(ns, "approve") && pc.author !== access.user) {
-      // A decision names the version of the change shown on this render:
-      // if its author changes it meanwhile, the server refuses (409).
-      const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion);
+      // A decision names the version of the change shown on this render,
+      // and the object: if its author changes it meanwhile, or removes and
+      // makes it again, the server refuses (409).
+      const rv = "?resourceVersion=" + encodeURIComponent(pc.resourceVersion) + "&uid=" + encodeURIComponent(d.metadata.uid || "");
       actions.push(act("approve", "Approve change", "", "POST", "/approve" + rv, "approved"), act("reject", "Reject change", "danger", "POST", "/reject" + rv, "rejected"));
     }
     // A rollout in waves is steered from here as with purser rollout.

@@ -242,6 +242,9 @@ func (a *API) route(w http.ResponseWriter, req *request) error {
 		return a.serveOwn(w, req, p[3:])
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !a.nativeWrites(req) {
+		// Refused before the body is read: the connection closes after
+		// the answer, and says so, so that the client opens another.
+		w.Header().Set("Connection", "close")
 		w.Header().Set("Allow", "GET, HEAD")
 		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			"the farm's Kubernetes API (/k8s) is read-only: "+r.Method+" is not served; change what runs on member clusters through purser's API, /api/v1 (runnables, deployables: `purser apply -f`)")
@@ -314,6 +317,7 @@ func (a *API) serveResource(w http.ResponseWriter, req *request, group, gv strin
 		return err
 	}
 	if req.r.Method != http.MethodGet && req.r.Method != http.MethodHead {
+		w.Header().Set("Connection", "close") // refused before the body is read
 		w.Header().Set("Allow", "GET, HEAD")
 		return statusErr(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			fmt.Sprintf("%s is not served on %s: a native object is written in a namespace of the farm-wide /k8s, where a placement policy makes it a runnable; the rest of the inventory is read-only", req.r.Method, req.r.URL.Path))

@@ -28,6 +28,17 @@ func pendingVersion(r *http.Request, what string) (int64, error) {
 	return rv, nil
 }
 
+// checkReviewedObject refuses a decision naming (?uid=) another object
+// than the one of that name now: one removed and made again under the
+// same name starts its versions over, so a version alone could approve
+// the newcomer. Without uid only the version is checked.
+func checkReviewedObject(r *http.Request, uid, ref string) error {
+	if want := r.URL.Query().Get("uid"); want != "" && want != uid {
+		return errConflict("%s is another object than the one reviewed (uid %s, now %s): it was removed and made again; read it again and review it before deciding", ref, want, uid)
+	}
+	return nil
+}
+
 // checkPendingVersion refuses a decision on a change that moved since the
 // approver read it.
 func checkPendingVersion(reviewed, current int64, ref string) error {

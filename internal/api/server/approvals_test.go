@@ -23,6 +23,7 @@ func TestApprovalsBindToReview(t *testing.T) {
 			t.Run("Runnable", func(t *testing.T) { testRunnableApprovalBinds(t, h) })
 			t.Run("Revive", func(t *testing.T) { testReviveNeedsApproval(t, h) })
 			t.Run("AuthorLostTheRight", func(t *testing.T) { testApprovalOfAnAuthorWhoLostTheRight(t, h) })
+			t.Run("RemovedAndMadeAgain", func(t *testing.T) { testApprovalOfARunnableMadeAgain(t, h) })
 		})
 	}
 }
@@ -165,4 +166,33 @@ func testApprovalOfAnAuthorWhoLostTheRight(t *testing.T, h *harness) {
 	for _, path := range []string{rpath, dpath} {
 		h.decide("carol", path, "reject").want(t, http.StatusOK)
 	}
+}
+
+// testApprovalOfARunnableMadeAgain: carol reviews dave's runnable; dave
+// cancels it, removes it and submits another under the same name, whose
+// version starts over at the one she reviewed. Her decision names the
+// object reviewed too (uid, as purser approve and the console send it):
+// refused, nothing changed.
+func testApprovalOfARunnableMadeAgain(t *testing.T, h *harness) {
+	const path = "/api/v1/runnables/team-b/swapped"
+	h.yaml("dave", "POST", "/api/v1/runnables", runnableYAML("team-b", "swapped", "echo reviewed")).want(t, http.StatusAccepted)
+	reviewed := h.get("carol", path).want(t, http.StatusOK)
+	rv, uid := reviewed.str("status", "pendingChange", "resourceVersion"), reviewed.str("metadata", "uid")
+	h.do("dave", "DELETE", path, "", nil).want(t, http.StatusOK)
+	h.do("dave", "DELETE", path, "", nil).want(t, http.StatusOK)
+	again := h.yaml("dave", "POST", "/api/v1/runnables", runnableYAML("team-b", "swapped", "echo swapped")).want(t, http.StatusAccepted)
+	if again.str("metadata", "resourceVersion") != rv || again.str("metadata", "uid") == uid {
+		t.Fatalf("the runnable made again: %s (reviewed resourceVersion %s, uid %s)", again.raw, rv, uid)
+	}
+	before := h.counts()
+	for _, verb := range []string{"approve", "reject"} {
+		r := h.do("carol", "POST", path+"/"+verb+"?resourceVersion="+rv+"&uid="+uid, "", nil).want(t, http.StatusConflict)
+		if !strings.Contains(r.str("message"), "is another object than the one reviewed") {
+			t.Errorf("%s of the runnable made again: %s", verb, r.raw)
+		}
+	}
+	if after := h.counts(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("refused decisions changed the database: %v -> %v", before, after)
+	}
+	h.do("carol", "POST", path+"/approve?resourceVersion="+rv+"&uid="+again.str("metadata", "uid"), "", nil).want(t, http.StatusOK)
 }

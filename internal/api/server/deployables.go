@@ -398,6 +398,9 @@ func (s *Server) decideDeployable(approve bool) apiHandler {
 		if rec.Pending == nil && !rec.PendingDelete {
 			return 0, nil, errConflict("%s has no change waiting for approval", ref)
 		}
+		if err := checkReviewedObject(r, rec.UID, ref); err != nil {
+			return 0, nil, err
+		}
 		if err := checkPendingVersion(reviewed, rec.ResourceVersion, ref); err != nil {
 			return 0, nil, err
 		}

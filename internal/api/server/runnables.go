@@ -347,6 +347,9 @@ func (s *Server) decideRunnable(approve bool) apiHandler {
 			if waiting && rec.Submitter == u.Name {
 				return errForbidden("user %q submitted runnable %s/%s and cannot also decide on it; another approver must", u.Name, ns, name)
 			}
+			if err := checkReviewedObject(r, rec.UID, "runnable "+ns+"/"+name); err != nil {
+				return err
+			}
 			if err := checkPendingVersion(reviewed, rec.ResourceVersion, "runnable "+ns+"/"+name); err != nil {
 				return err
 			}

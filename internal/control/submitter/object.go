@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,7 +43,10 @@ func decode(rec *store.Runnable) (*runnableDoc, schema.GroupVersionKind, error) 
 // its own metadata.name or else the runnable, in the runnable's namespace,
 // with purser's labels. Metadata is rebuilt from the template's name,
 // labels and annotations only, so that nothing else a user put there (uid,
-// resourceVersion, ownerReferences) reaches the cluster.
+// resourceVersion, ownerReferences) reaches the cluster; and of those,
+// none of purser's own domain: purser's agents and syncer read them
+// (whose object it is, a deployable's copy, fenced), so only purser sets
+// them.
 func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, number int) *unstructured.Unstructured {
 	tmpl := doc.Spec.Template
 	// A deep copy: the failover mutations set nested fields of the
@@ -52,8 +56,8 @@ func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, 
 	name := v1alpha1.ObjectName(tmpl, rec.Name)
 	var labels, annotations map[string]string
 	if md, ok := tmpl["metadata"].(map[string]any); ok {
-		labels = fields.StringMap(md["labels"])
-		annotations = fields.StringMap(md["annotations"])
+		labels = withoutPurserKeys(fields.StringMap(md["labels"]))
+		annotations = withoutPurserKeys(fields.StringMap(md["annotations"]))
 	}
 	obj.Object["metadata"] = map[string]any{}
 	obj.SetGroupVersionKind(gvk)
@@ -76,6 +80,17 @@ func object(rec *store.Runnable, doc *runnableDoc, gvk schema.GroupVersionKind, 
 	obj.SetAnnotations(annotations)
 	delete(obj.Object, "status")
 	return obj
+}
+
+// withoutPurserKeys is m without the keys of purser's domain
+// (purser.io/..., and its subdomains').
+func withoutPurserKeys(m map[string]string) map[string]string {
+	for k := range m {
+		if prefix, _, ok := strings.Cut(k, "/"); ok && (prefix == v1alpha1.Group() || strings.HasSuffix(prefix, "."+v1alpha1.Group())) {
+			delete(m, k)
+		}
+	}
+	return m
 }
 
 func ref(obj *unstructured.Unstructured) string {
