@@ -420,7 +420,12 @@ items:
 			// not served is not found, each before the body is read.
 			{"mallory's runnable in the victim's namespace", f.tokens["mallory"], "/k8s/apis/purser.io/v1alpha1/namespaces/" + f.victim + "/runnables", http.StatusForbidden},
 			{"mallory's schedule in her namespace", f.tokens["mallory"], "/k8s/apis/purser.io/v1alpha1/namespaces/" + f.own + "/schedules", http.StatusNotFound},
-			{"mallory's ConfigMap, a kind /k8s does not write", f.tokens["mallory"], "/k8s/api/v1/namespaces/" + f.own + "/configmaps", http.StatusMethodNotAllowed},
+			// Native objects are written in a namespace of the farm-wide
+			// /k8s only (a placement policy makes them runnables); one
+			// cluster's is read-only, and the victim's namespace is not
+			// hers.
+			{"mallory's ConfigMap through one cluster's /k8s", f.tokens["mallory"], "/k8s/clusters/dc1/api/v1/namespaces/" + f.own + "/configmaps", http.StatusMethodNotAllowed},
+			{"mallory's ConfigMap in the victim's namespace", f.tokens["mallory"], "/k8s/api/v1/namespaces/" + f.victim + "/configmaps", http.StatusForbidden},
 		} {
 			req, err := http.NewRequestWithContext(t.Context(), "POST", f.url+c.path, strings.NewReader(strings.Repeat("x", 1<<20)))
 			if err != nil {
