@@ -25,7 +25,7 @@ func TestExamplesAreValid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if native, err := isNative(data); err != nil || native {
+		if isObj, err := isNative(data); err != nil || isObj {
 			if err != nil {
 				t.Errorf("%s: %v", f, err)
 			}

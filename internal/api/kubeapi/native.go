@@ -406,7 +406,10 @@ func (n *nativeCall) holderOf(p *native.Policy, obj map[string]any) (*OwnKind, m
 		return nil, nil, err
 	}
 	var out map[string]any
-	return k, out, json.Unmarshal(raw, &out)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, nil, err
+	}
+	return k, out, nil
 }
 
 func stringMap(v any) map[string]string {

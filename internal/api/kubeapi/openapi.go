@@ -235,8 +235,8 @@ func (a *API) serveOpenAPI(w http.ResponseWriter, req *request) error {
 	}
 	if len(p) == 2 {
 		index := map[string]any{}
-		for gv, make := range docs {
-			doc, err := make()
+		for gv, build := range docs {
+			doc, err := build()
 			if err != nil {
 				return err
 			}
@@ -244,11 +244,11 @@ func (a *API) serveOpenAPI(w http.ResponseWriter, req *request) error {
 		}
 		return writeJSON(w, http.StatusOK, map[string]any{"paths": index})
 	}
-	make, ok := docs[strings.Join(p[2:], "/")]
+	build, ok := docs[strings.Join(p[2:], "/")]
 	if !ok {
 		return notFound(req)
 	}
-	doc, err := make()
+	doc, err := build()
 	if err != nil {
 		return err
 	}

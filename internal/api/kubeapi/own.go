@@ -207,6 +207,20 @@ func (a *API) serveOwn(w http.ResponseWriter, req *request, p []string) error {
 		fmt.Sprintf("%s is not served on %s", r.Method, r.URL.Path))
 }
 
+// ownCall is one request on one of purser's kinds.
+type ownCall struct {
+	a        *API
+	w        http.ResponseWriter
+	req      *request
+	k        *OwnKind
+	ns, name string
+	// body is the request's, read whole (bounded) before anything else.
+	body []byte
+	// native is the native kind written through the runnables' handlers
+	// (native.go); nil for a call on purser's kind k.
+	native *resource
+}
+
 // readWhole reads the request's body whole, bounded, before any other
 // answer: what is refused from there on is answered on a connection that
 // stays usable.
@@ -222,20 +236,6 @@ func (o *ownCall) readWhole() error {
 	}
 	o.body = b
 	return nil
-}
-
-// ownCall is one request on one of purser's kinds.
-type ownCall struct {
-	a        *API
-	w        http.ResponseWriter
-	req      *request
-	k        *OwnKind
-	ns, name string
-	// body is the request's, read whole (bounded) before anything else.
-	body []byte
-	// native is the native kind written through the runnables' handlers
-	// (native.go); nil for a call on purser's kind k.
-	native *resource
 }
 
 // dryRun accepts dryRun=All, which the REST API's transactions honour by
