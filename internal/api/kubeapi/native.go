@@ -10,14 +10,12 @@ import (
 	"strconv"
 	"strings"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/purser-io/purser/api/v1alpha1"
@@ -62,9 +60,6 @@ type Policies func(ctx context.Context, namespace string) ([]native.Policy, erro
 type nativeCall struct {
 	*ownCall
 	res *resource
-	// patchStruct is the Go type of a built-in kind, for a strategic
-	// merge patch.
-	patchStruct runtime.Object
 }
 
 // serveNative serves a write of a native object, or a read of one by
@@ -537,14 +532,7 @@ func (n *nativeCall) update() error {
 	if err != nil {
 		return err
 	}
-	h, err := n.held()
-	if err != nil {
-		return err
-	}
-	if h == nil {
-		return n.unheld()
-	}
-	was, err := n.asRead(h)
+	h, was, err := n.heldAsRead()
 	if err != nil {
 		return err
 	}
@@ -555,6 +543,20 @@ func (n *nativeCall) update() error {
 	}
 	defer restore()
 	return n.replaceAs(o, obj, h)
+}
+
+// heldAsRead is what holds the object and the object as a write starts
+// from; unheld when nothing does.
+func (n *nativeCall) heldAsRead() (*held, []byte, error) {
+	h, err := n.held()
+	if err != nil {
+		return nil, nil, err
+	}
+	if h == nil {
+		return nil, nil, n.unheld()
+	}
+	was, err := n.asRead(h)
+	return h, was, err
 }
 
 // asRead is the object h holds as a write starts from: purser's view of
@@ -616,8 +618,8 @@ func (n *nativeCall) replaceAs(o *ownCall, obj map[string]any, h *held) error {
 // --server-side or --type=merge.
 func (n *nativeCall) patch() error {
 	mt, _, _ := mime.ParseMediaType(n.req.r.Header.Get("Content-Type"))
+	var typed runtime.Object
 	switch mt {
-	case mergePatch, jsonPatch:
 	case applyPatch:
 		return applyTo(n, n.req.r, n.body)
 	case strategicPatch:
@@ -625,63 +627,24 @@ func (n *nativeCall) patch() error {
 		// lists merge (what kubectl apply sends for a Job or a
 		// ConfigMap); a custom resource has none, and the kube-apiserver
 		// refuses it there too.
-		typed, err := clientscheme.Scheme.New(n.res.gvk)
-		if err != nil {
+		var err error
+		if typed, err = clientscheme.Scheme.New(n.res.gvk); err != nil {
 			return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 				"a strategic merge patch is not served for "+n.what()+", a custom resource: use a merge or JSON patch (kubectl patch --type=merge), or kubectl apply --server-side")
 		}
-		n.patchStruct = typed
-	default:
-		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			fmt.Sprintf("the patch's media type %q is not served: %s or %s", mt, mergePatch, jsonPatch))
 	}
-	p, err := n.readBody()
+	pd, err := decodePatch(mt, n.body, typed)
 	if err != nil {
 		return err
 	}
-	var decoded jsonpatch.Patch
-	if mt == jsonPatch {
-		if decoded, err = jsonpatch.DecodePatch(p); err != nil {
-			return badRequest("the JSON patch cannot be read: " + err.Error())
-		}
-		if len(decoded) > maxPatchOperations {
-			return statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
-				fmt.Sprintf("the JSON patch has %d operations, more than the %d served", len(decoded), maxPatchOperations))
-		}
-	} else if !json.Valid(p) {
-		return badRequest("the merge patch is not JSON")
-	}
 	for attempt := 1; ; attempt++ {
-		h, err := n.held()
+		h, was, err := n.heldAsRead()
 		if err != nil {
 			return err
 		}
-		if h == nil {
-			return n.unheld()
-		}
-		was, err := n.asRead(h)
+		obj, err := pd.applyTo(was, n.what()+" "+strconvQuote(n.name))
 		if err != nil {
 			return err
-		}
-		var next []byte
-		switch mt {
-		case jsonPatch:
-			next, err = decoded.ApplyWithOptions(was, &jsonpatch.ApplyOptions{SupportNegativeIndices: true, AccumulatedCopySizeLimit: MaxBodyBytes})
-		case strategicPatch:
-			next, err = strategicpatch.StrategicMergePatch(was, p, n.patchStruct)
-		default:
-			next, err = jsonpatch.MergePatch(was, p)
-		}
-		if err != nil {
-			return statusErr(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch does not apply to "+n.what()+" "+strconvQuote(n.name)+": "+err.Error())
-		}
-		if len(next) > MaxBodyBytes {
-			return statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
-				fmt.Sprintf("the patched object is larger than %d bytes", MaxBodyBytes))
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(next, &obj); err != nil || obj == nil {
-			return statusErr(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch leaves no object")
 		}
 		if err := n.fitNative(obj); err != nil {
 			return err
@@ -693,8 +656,7 @@ func (n *nativeCall) patch() error {
 		}
 		err = n.replaceAs(o, obj, h)
 		restore()
-		var se *statusError
-		if errors.As(err, &se) && se.st.Code == http.StatusConflict && se.st.Reason == metav1.StatusReasonConflict && !patchNamesVersion(p, mt) && attempt < maxPatchRetries {
+		if pd.again(err, attempt) {
 			continue
 		}
 		return err

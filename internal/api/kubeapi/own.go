@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	"github.com/purser-io/purser/api/v1alpha1"
 	"github.com/purser-io/purser/internal/domain/policy"
@@ -662,71 +664,112 @@ const (
 func (o *ownCall) patch() error {
 	mt, _, _ := mime.ParseMediaType(o.req.r.Header.Get("Content-Type"))
 	switch mt {
-	case mergePatch, jsonPatch:
 	case strategicPatch:
 		// kubectl sends one only for the kinds it knows as built in.
 		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 			"strategic merge patch is not supported for "+o.k.Plural+"."+OwnGroup+": use --type=merge or --type=json")
 	case applyPatch:
 		return o.apply()
-	default:
-		return statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			fmt.Sprintf("the patch's media type %q is not served: %s or %s", mt, mergePatch, jsonPatch))
 	}
-	p, err := o.readBody()
+	pd, err := decodePatch(mt, o.body, nil)
 	if err != nil {
 		return err
 	}
-	var decoded jsonpatch.Patch
-	if mt == jsonPatch {
-		if decoded, err = jsonpatch.DecodePatch(p); err != nil {
-			return badRequest("the JSON patch cannot be read: " + err.Error())
-		}
-		if len(decoded) > maxPatchOperations {
-			return statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
-				fmt.Sprintf("the JSON patch has %d operations, more than the %d served", len(decoded), maxPatchOperations))
-		}
-	} else if !json.Valid(p) {
-		return badRequest("the merge patch is not JSON")
-	}
+	what := o.k.Plural + "." + OwnGroup + " " + strconvQuote(o.name)
 	for attempt := 1; ; attempt++ {
 		_, cur, err := o.call(o.k.Get, http.MethodGet, nil, nil)
 		if err != nil {
 			return err
 		}
-		var next []byte
-		if mt == jsonPatch {
-			next, err = decoded.ApplyWithOptions(cur, &jsonpatch.ApplyOptions{SupportNegativeIndices: true, AccumulatedCopySizeLimit: MaxBodyBytes, EnsurePathExistsOnAdd: false})
-		} else {
-			next, err = jsonpatch.MergePatch(cur, p)
-		}
+		obj, err := pd.applyTo(cur, what)
 		if err != nil {
-			return statusErr(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch does not apply to "+o.k.Plural+"."+OwnGroup+" "+strconvQuote(o.name)+": "+err.Error())
-		}
-		if len(next) > MaxBodyBytes {
-			return statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
-				fmt.Sprintf("the patched object is larger than %d bytes", MaxBodyBytes))
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(next, &obj); err != nil || obj == nil {
-			return statusErr(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch leaves no object")
+			return err
 		}
 		if err := o.fitPath(obj); err != nil {
 			return err
 		}
-		pinned := patchNamesVersion(p, mt)
 		restore, err := o.ownership(obj, cur)
 		if err != nil {
 			return err
 		}
 		err = o.replace(obj, false)
 		restore()
-		var se *statusError
-		if errors.As(err, &se) && se.st.Code == http.StatusConflict && se.st.Reason == metav1.StatusReasonConflict && !pinned && attempt < maxPatchRetries {
+		if pd.again(err, attempt) {
 			continue
 		}
 		return err
 	}
+}
+
+// patchDoc is a patch of one of the media types served, read and checked
+// before any object is.
+type patchDoc struct {
+	mt  string
+	raw []byte
+	ops jsonpatch.Patch // a JSON patch's operations
+	// typed is the Go type a strategic merge patch merges by.
+	typed runtime.Object
+}
+
+// decodePatch reads a merge patch, a JSON patch (bounded in operations)
+// or, with typed, a strategic merge patch.
+func decodePatch(mt string, raw []byte, typed runtime.Object) (*patchDoc, error) {
+	pd := &patchDoc{mt: mt, raw: raw, typed: typed}
+	switch {
+	case mt != mergePatch && mt != jsonPatch && (mt != strategicPatch || typed == nil):
+		return nil, statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+			fmt.Sprintf("the patch's media type %q is not served: %s or %s", mt, mergePatch, jsonPatch))
+	case len(raw) == 0:
+		return nil, badRequest("the request body is empty")
+	case mt == jsonPatch:
+		var err error
+		if pd.ops, err = jsonpatch.DecodePatch(raw); err != nil {
+			return nil, badRequest("the JSON patch cannot be read: " + err.Error())
+		}
+		if len(pd.ops) > maxPatchOperations {
+			return nil, statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
+				fmt.Sprintf("the JSON patch has %d operations, more than the %d served", len(pd.ops), maxPatchOperations))
+		}
+	case !json.Valid(raw):
+		return nil, badRequest("the merge patch is not JSON")
+	}
+	return pd, nil
+}
+
+// applyTo is the object the patch makes of cur (JSON), bounded in size;
+// what names the object in a refusal.
+func (pd *patchDoc) applyTo(cur []byte, what string) (map[string]any, error) {
+	var next []byte
+	var err error
+	switch pd.mt {
+	case jsonPatch:
+		next, err = pd.ops.ApplyWithOptions(cur, &jsonpatch.ApplyOptions{SupportNegativeIndices: true, AccumulatedCopySizeLimit: MaxBodyBytes, EnsurePathExistsOnAdd: false})
+	case strategicPatch:
+		next, err = strategicpatch.StrategicMergePatch(cur, pd.raw, pd.typed)
+	default:
+		next, err = jsonpatch.MergePatch(cur, pd.raw)
+	}
+	if err != nil {
+		return nil, statusErr(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch does not apply to "+what+": "+err.Error())
+	}
+	if len(next) > MaxBodyBytes {
+		return nil, statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
+			fmt.Sprintf("the patched object is larger than %d bytes", MaxBodyBytes))
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(next, &obj); err != nil || obj == nil {
+		return nil, statusErr(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch leaves no object")
+	}
+	return obj, nil
+}
+
+// again says whether a patch's write that err refused is to be applied
+// again to a fresh read: the object moved meanwhile, and the patch itself
+// named no resourceVersion.
+func (pd *patchDoc) again(err error, attempt int) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.st.Code == http.StatusConflict && se.st.Reason == metav1.StatusReasonConflict &&
+		!patchNamesVersion(pd.raw, pd.mt) && attempt < maxPatchRetries
 }
 
 // maxPatchOperations bounds a JSON patch: each operation copies the
