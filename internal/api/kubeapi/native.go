@@ -297,26 +297,9 @@ func (n *nativeCall) view(h *held) (map[string]any, error) {
 // object reads the body as one native object of the path's kind, its
 // namespace and name fitted to the path as the kube-apiserver does.
 func (n *nativeCall) object() (map[string]any, error) {
-	b, err := n.readBody()
+	obj, err := n.bodyObject()
 	if err != nil {
 		return nil, err
-	}
-	ct := n.req.r.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && mt != "application/yaml") {
-		return nil, statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			fmt.Sprintf("the body's media type %q is not served: send application/json or application/yaml", ct))
-	}
-	js, err := v1alpha1.BoundedJSON(b, ct)
-	var de *v1alpha1.DecodeError
-	switch {
-	case errors.As(err, &de) && de.TooLarge:
-		return nil, statusErr(http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge, de.Error())
-	case err != nil:
-		return nil, badRequest("the request body is malformed: " + err.Error())
-	}
-	var obj map[string]any
-	if err := json.Unmarshal(js, &obj); err != nil || obj == nil {
-		return nil, badRequest("the request body is not a JSON object")
 	}
 	return obj, n.fitNative(obj)
 }
@@ -458,21 +441,7 @@ func (n *nativeCall) create() error {
 	if taken {
 		return n.taken(cur)
 	}
-	p, err := n.policyFor(obj)
-	if err != nil {
-		return err
-	}
-	k, _, err := n.holderOf(p, obj)
-	if err != nil {
-		return err
-	}
-	o := n.on(k)
-	restore, err := o.ownership(obj, nil)
-	if err != nil {
-		return err
-	}
-	defer restore()
-	return n.createAs(o, p, obj)
+	return n.createAs(obj, func(o *ownCall) (func(), error) { return o.ownership(obj, nil) })
 }
 
 // taken refuses a create of a name something holds: cur, when it is of
@@ -488,13 +457,24 @@ func (n *nativeCall) taken(cur *held) error {
 	return n.alreadyExistsNative()
 }
 
-// createAs creates what obj becomes under p through o (the kind p makes
-// it).
-func (n *nativeCall) createAs(o *ownCall, p *native.Policy, obj map[string]any) error {
-	_, body, err := n.holderOf(p, obj)
+// createAs creates what obj becomes under the policy that selects it,
+// through the handlers of the kind the policy makes it, with the
+// ownership record record adds to that write.
+func (n *nativeCall) createAs(obj map[string]any, record func(*ownCall) (func(), error)) error {
+	p, err := n.policyFor(obj)
 	if err != nil {
 		return err
 	}
+	k, body, err := n.holderOf(p, obj)
+	if err != nil {
+		return err
+	}
+	o := n.on(k)
+	restore, err := record(o)
+	if err != nil {
+		return err
+	}
+	defer restore()
 	raw, _ := json.Marshal(body)
 	var code int
 	var out []byte
@@ -758,21 +738,7 @@ func (n *nativeCall) write(obj map[string]any, exists bool, entries []metav1.Man
 		defer restore()
 		return n.replaceAs(o, obj, cur)
 	}
-	p, err := n.policyFor(obj)
-	if err != nil {
-		return err
-	}
-	k, _, err := n.holderOf(p, obj)
-	if err != nil {
-		return err
-	}
-	o := n.on(k)
-	restore, err := o.storeWith(entries)
-	if err != nil {
-		return err
-	}
-	defer restore()
-	return n.createAs(o, p, obj)
+	return n.createAs(obj, func(o *ownCall) (func(), error) { return o.storeWith(entries) })
 }
 
 // nativeFieldManager is the field manager of a native kind: its schema is

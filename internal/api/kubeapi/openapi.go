@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
@@ -162,46 +163,57 @@ func kindSchema(k *OwnKind) spec.Schema {
 // kind's schema, and its paths with the verbs and query parameters
 // served, which kubectl reads to know that dryRun and fieldValidation are
 // honoured here.
+// queryParams are OpenAPI query parameters of these names.
+func queryParams(names ...string) []any {
+	var out []any
+	for _, n := range names {
+		out = append(out, map[string]any{"name": n, "in": "query", "schema": map[string]any{"type": "string"}, "uniqueItems": true})
+	}
+	return out
+}
+
+// kindPaths adds to paths the collection and item paths of one kind
+// under base (ending in /), its schema the definition def: the verbs
+// served, with write the query parameters a write honours and patch a
+// patch's.
+func kindPaths(paths map[string]any, base, plural, def string, gvk schema.GroupVersionKind, write, patch []any) {
+	g := map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}
+	ref := map[string]any{"$ref": "#/components/schemas/" + def}
+	body := map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": ref}}}
+	ok := map[string]any{"200": body}
+	op := func(verb, id string, p []any, withBody bool) map[string]any {
+		o := map[string]any{"operationId": id + gvk.Kind, "x-kubernetes-action": verb, extGVK: g, "parameters": p, "responses": ok}
+		if withBody {
+			o["requestBody"] = body
+		}
+		return o
+	}
+	paths[base+plural] = map[string]any{
+		"get":  op("list", "list", queryParams("limit", "continue"), false),
+		"post": op("post", "create", write, true),
+	}
+	paths[base+plural+"/{name}"] = map[string]any{
+		"get":    op("get", "read", nil, false),
+		"put":    op("put", "replace", write, true),
+		"patch":  op("patch", "patch", patch, true),
+		"delete": op("delete", "delete", queryParams("dryRun"), false),
+	}
+}
+
 func (a *API) openAPIDocument() ([]byte, error) {
 	schemas := map[string]any{}
 	paths := map[string]any{}
-	params := func(names ...string) []any {
-		var out []any
-		for _, n := range names {
-			out = append(out, map[string]any{"name": n, "in": "query", "schema": map[string]any{"type": "string"}, "uniqueItems": true})
-		}
-		return out
-	}
 	for i := range a.cfg.Own {
 		k := &a.cfg.Own[i]
 		def := definitionName(k.Kind)
 		schemas[def] = kindSchema(k)
-		gvk := map[string]any{"group": OwnGroup, "version": OwnVersion, "kind": k.Kind}
-		ref := map[string]any{"$ref": "#/components/schemas/" + def}
-		body := map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": ref}}}
-		ok := map[string]any{"200": body}
-		op := func(verb, id string, p []any, withBody bool) map[string]any {
-			o := map[string]any{"operationId": id + k.Kind, "x-kubernetes-action": verb, extGVK: gvk, "parameters": p, "responses": ok}
-			if withBody {
-				o["requestBody"] = body
-			}
-			return o
-		}
 		base := "/apis/" + OwnGroup + "/" + OwnVersion + "/"
 		if k.Namespaced {
 			base += "namespaces/{namespace}/"
 		}
-		write := params("dryRun", "fieldManager", "fieldValidation")
-		paths[base+k.Plural] = map[string]any{
-			"get":  op("list", "list", params("limit", "continue"), false),
-			"post": op("post", "create", write, true),
-		}
-		paths[base+k.Plural+"/{name}"] = map[string]any{
-			"get":    op("get", "read", nil, false),
-			"put":    op("put", "replace", write, true),
-			"patch":  op("patch", "patch", append(params("force"), write...), true),
-			"delete": op("delete", "delete", params("dryRun"), false),
-		}
+		write := queryParams("dryRun", "fieldManager", "fieldValidation")
+		kindPaths(paths, base, k.Plural, def, schema.GroupVersionKind{Group: OwnGroup, Version: OwnVersion, Kind: k.Kind},
+			write, append(queryParams("force"), write...))
 	}
 	doc := map[string]any{
 		"openapi":    "3.0.0",
@@ -287,42 +299,16 @@ func nativeGroupVersions(cat *catalogue) map[string][]*resource {
 func nativeOpenAPIDocument(rs []*resource) ([]byte, error) {
 	schemas := map[string]any{}
 	paths := map[string]any{}
-	params := func(names ...string) []any {
-		var out []any
-		for _, n := range names {
-			out = append(out, map[string]any{"name": n, "in": "query", "schema": map[string]any{"type": "string"}, "uniqueItems": true})
-		}
-		return out
-	}
 	for _, r := range rs {
-		gvk := map[string]any{"group": r.gvk.Group, "version": r.gvk.Version, "kind": r.gvk.Kind}
 		def := strings.Join([]string{"native", r.gvk.Group, r.gvk.Version, r.gvk.Kind}, ".")
-		schemas[def] = map[string]any{"type": "object", extPreserveUnknown: true, extGVK: []any{gvk}}
-		ref := map[string]any{"$ref": "#/components/schemas/" + def}
-		body := map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": ref}}}
-		ok := map[string]any{"200": body}
-		op := func(verb, id string, p []any, withBody bool) map[string]any {
-			o := map[string]any{"operationId": id + r.gvk.Kind, "x-kubernetes-action": verb, extGVK: gvk, "parameters": p, "responses": ok}
-			if withBody {
-				o["requestBody"] = body
-			}
-			return o
-		}
+		schemas[def] = map[string]any{"type": "object", extPreserveUnknown: true,
+			extGVK: []any{map[string]any{"group": r.gvk.Group, "version": r.gvk.Version, "kind": r.gvk.Kind}}}
 		base := "/apis/" + r.apiVersion() + "/namespaces/{namespace}/"
 		if r.gvk.Group == "" {
 			base = "/api/" + r.gvk.Version + "/namespaces/{namespace}/"
 		}
-		write := params("dryRun", "fieldValidation")
-		paths[base+r.plural] = map[string]any{
-			"get":  op("list", "list", params("limit", "continue"), false),
-			"post": op("post", "create", write, true),
-		}
-		paths[base+r.plural+"/{name}"] = map[string]any{
-			"get":    op("get", "read", nil, false),
-			"put":    op("put", "replace", write, true),
-			"patch":  op("patch", "patch", write, true),
-			"delete": op("delete", "delete", params("dryRun"), false),
-		}
+		write := queryParams("dryRun", "fieldManager", "fieldValidation")
+		kindPaths(paths, base, r.plural, def, r.gvk, write, append(queryParams("force"), write...))
 	}
 	return json.Marshal(map[string]any{
 		"openapi":    "3.0.0",

@@ -459,6 +459,16 @@ func (o *ownCall) readBody() ([]byte, error) {
 // apiVersion, kind, namespace and name against the path as the
 // kube-apiserver does.
 func (o *ownCall) object() (map[string]any, error) {
+	obj, err := o.bodyObject()
+	if err != nil {
+		return nil, err
+	}
+	return obj, o.fitPath(obj)
+}
+
+// bodyObject reads the body as one JSON object, JSON or YAML, of a media
+// type a web page cannot send to another origin without asking first.
+func (o *ownCall) bodyObject() (map[string]any, error) {
 	b, err := o.readBody()
 	if err != nil {
 		return nil, err
@@ -473,7 +483,7 @@ func (o *ownCall) object() (map[string]any, error) {
 		return nil, statusErr(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 			fmt.Sprintf("the body's media type %q is not served: send application/json or application/yaml", ct))
 	}
-	js, err := v1alpha1.BoundedJSON(b, o.req.r.Header.Get("Content-Type"))
+	js, err := v1alpha1.BoundedJSON(b, ct)
 	var de *v1alpha1.DecodeError
 	switch {
 	case errors.As(err, &de) && de.TooLarge:
@@ -485,7 +495,7 @@ func (o *ownCall) object() (map[string]any, error) {
 	if err := json.Unmarshal(js, &obj); err != nil || obj == nil {
 		return nil, badRequest("the request body is not a JSON object")
 	}
-	return obj, o.fitPath(obj)
+	return obj, nil
 }
 
 // fitPath fills the object's namespace (and, on a PUT, its name) from the
