@@ -177,7 +177,18 @@ func CutAuditTail(t testing.TB, dsn string, seq int64) {
 func AppendAuditByHand(t testing.TB, dsn string, e *audit.Entry) {
 	t.Helper()
 	raw := RawDB(t, dsn)
-	if err := raw.QueryRowContext(t.Context(), `SELECT last_seq, last_hash FROM audit_head WHERE id = 1`).Scan(&e.Seq, &e.PrevHash); err != nil {
+	// In one transaction that takes the head first (a no-op update locks
+	// its row on PostgreSQL and the database on SQLite), as purser's own
+	// writers do: the farm's components may be appending meanwhile.
+	tx, err := raw.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(t.Context(), `UPDATE audit_head SET last_seq = last_seq WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRowContext(t.Context(), `SELECT last_seq, last_hash FROM audit_head WHERE id = 1`).Scan(&e.Seq, &e.PrevHash); err != nil {
 		t.Fatal(err)
 	}
 	e.Seq++
@@ -187,12 +198,15 @@ func AppendAuditByHand(t testing.TB, dsn string, e *audit.Entry) {
 	if !strings.HasPrefix(dsn, "postgres") {
 		ts = e.Time.Format("2006-01-02T15:04:05.000000Z") // the store's layout of SQLite times
 	}
-	if _, err := raw.ExecContext(t.Context(), Rebind(dsn, `INSERT INTO audit_log (seq, logged_at, actor, action, kind, namespace, name,
+	if _, err := tx.ExecContext(t.Context(), Rebind(dsn, `INSERT INTO audit_log (seq, logged_at, actor, action, kind, namespace, name,
 		summary, outcome, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`),
 		e.Seq, ts, e.Actor, e.Action, e.Kind, e.Namespace, e.Name, e.Summary, e.Outcome, e.PrevHash, e.Hash); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.ExecContext(t.Context(), Rebind(dsn, `UPDATE audit_head SET last_seq = ?, last_hash = ? WHERE id = 1`), e.Seq, e.Hash); err != nil {
+	if _, err := tx.ExecContext(t.Context(), Rebind(dsn, `UPDATE audit_head SET last_seq = ?, last_hash = ? WHERE id = 1`), e.Seq, e.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 }
