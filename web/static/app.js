@@ -353,6 +353,13 @@ function dcHeadroom(dc, st) {
     access.admin ? el("a", { class: "button whatif", "data-dc": dc, href: whatIfPath("dc", dc) }, "What if " + dc + " is lost") : null);
 }
 
+// placedBy says which placement policy made an object written to /k8s
+// the runnable or deployable whose metadata md is, or "—".
+function placedBy(md) {
+  const p = ((md || {}).annotations || {})["purser.io/placement-policy"];
+  return p ? el("span", { class: "placed-by" }, "a native object written to /k8s, by " + p) : "—";
+}
+
 // ---- what-if ----
 // What losing a DC (or a cluster) would do, as POST /api/v1/drills with
 // dryRun answers it: a snapshot placed by the submitter's own code,
@@ -573,6 +580,9 @@ function runnableDetail(ns, name) {
       el("div", { class: "actions" }, actions),
       kv({ id: "runnable" },
         "Kind", (t.apiVersion || "") + " " + (t.kind || ""),
+        // A runnable made of a native object written to /k8s names the
+        // placement policy that made it so.
+        "Placed by", placedBy(r.metadata),
         "Phase", st.phase || "", "Cluster", st.cluster ? link(clusterPath(st.cluster), st.cluster) : "—", "Health", badge(st.health),
         "Message", el("span", { class: "message" }, st.message || ""), "Submitted by", st.submittedBy || "", "Approved by", st.approvedBy ? st.approvedBy + (st.approvedGeneration ? " (generation " + st.approvedGeneration + ")" : "") : "—",
         "Created", when(r.metadata.creationTimestamp, true), "Deadline", r.spec.deadline ? when(r.spec.deadline) : "—",
@@ -887,6 +897,7 @@ function deployableDetail(ns, name) {
     fill(view,
       el("h1", {}, "Deployable " + ns + "/" + name, " ", badge(d.status.phase)),
       el("div", { class: "actions" }, actions),
+      placedBy(d.metadata) !== "—" ? el("p", { id: "deployable-placed-by" }, "Placed by ", placedBy(d.metadata)) : null,
       el("h2", {}, "Rollout (generation " + (d.status.generation || 0) + ")"),
       el("div", { class: "chart" }, rolloutChart(d, clusters, hist.items, Date.now())),
       ro ? el("div", { id: "waves" },

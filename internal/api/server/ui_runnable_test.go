@@ -29,7 +29,9 @@ import (
 func TestConsoleRunnableAt1400(t *testing.T) {
 	tab := browsertest.Browser(t)
 	h := newHarness(t, storetest.Engines()[0])
-	h.yaml("alice", "POST", "/api/v1/runnables", runnableYAML("team-a", "clickstream", "stream")).want(t, http.StatusAccepted)
+	// Made of a native object by a placement policy, as /k8s annotates it.
+	h.yaml("alice", "POST", "/api/v1/runnables", strings.Replace(runnableYAML("team-a", "clickstream", "stream"),
+		"  namespace: team-a\n", "  namespace: team-a\n  annotations: {purser.io/placement-policy: PlacementPolicy team-a/streaming}\n", 1)).want(t, http.StatusAccepted)
 
 	const (
 		job1 = "16a0c4f2b8e94d1a9c3e7f5b2d8a0b063"
@@ -94,6 +96,7 @@ func TestConsoleRunnableAt1400(t *testing.T) {
 	browsertest.Do(tab, t, "open the runnable", chromedp.EmulateViewport(1400, 900), chromedp.Navigate(h.url+"/#token="+h.tokens["alice"]),
 		chromedp.WaitVisible(chromedp.CSS("#user")), browsertest.GoTo("#/runnables/team-a/clickstream"), chromedp.WaitVisible(chromedp.CSS("#timeline")))
 	browsertest.WaitText(tab, t, "#attempts", job2)
+	browsertest.WaitText(tab, t, "#runnable .placed-by", "a native object written to /k8s, by PlacementPolicy team-a/streaming")
 	browsertest.WaitText(tab, t, "#runnable-history", "attempt 2 evicted")
 	sandboxtest.Eventually(t, time.Minute, "the timeline's second failover", func(context.Context) error {
 		got, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("#timeline").textContent`))
