@@ -114,7 +114,9 @@ func OpenHub(ctx context.Context, cfg HubConfig) (_ *Hub, err error) {
 		})
 	}
 	if cfg.NATS != "" || cfg.Embedded != nil {
-		opts := stream.Config{Name: "purser-" + cfg.Name, Replicas: cfg.StreamReplicas, Security: cfg.Security}
+		// Neither a stream out nor its topology stops a process from
+		// starting (declare).
+		opts := stream.Config{Name: "purser-" + cfg.Name, Replicas: cfg.StreamReplicas, Security: cfg.Security, ConnectWait: streamStartWait}
 		if cfg.Embedded != nil {
 			h.Stream, err = cfg.Embedded.Connect(ctx, opts)
 		} else {
@@ -124,7 +126,7 @@ func OpenHub(ctx context.Context, cfg HubConfig) (_ *Hub, err error) {
 			return nil, err
 		}
 		h.closers = append(h.closers, h.Stream.Close)
-		if err := whileUnavailable(ctx, hubLog, "stream", stream.ErrUnavailable, h.Stream.Declare); err != nil {
+		if err := h.declare(ctx, hubLog); err != nil {
 			return nil, err
 		}
 	}
@@ -137,6 +139,40 @@ func OpenHub(ctx context.Context, cfg HubConfig) (_ *Hub, err error) {
 		h.startGuard(ctx, cfg.Name, hubLog)
 	}
 	return h, nil
+}
+
+// streamStartWait is how long a process waits at its start for the
+// stream to take its topology (a NATS cluster electing its leaders)
+// before it starts without it.
+const streamStartWait = 15 * time.Second
+
+// declare declares the stream's topology. A stream that stays unavailable
+// for streamStartWait does not keep the process from starting: the
+// stream only carries what the database holds (an outage of it stops no
+// work), and a process restarted during one must serve (the api accept
+// writes, the controller renew the hub's Lease in each member, which
+// keeps the agents from fencing); the topology is then declared in the
+// background once the stream is back, and what uses the stream meanwhile
+// finds it unavailable and tries again, as during any outage.
+func (h *Hub) declare(ctx context.Context, log *slog.Logger) error {
+	wait, cancel := context.WithTimeout(ctx, streamStartWait)
+	err := whileUnavailable(wait, log, "stream", stream.ErrUnavailable, h.Stream.Declare)
+	cancel()
+	if err == nil || ctx.Err() != nil || (!errors.Is(err, stream.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	log.Warn("the stream is unavailable: starting without it; its topology is declared once it is back", "waited", streamStartWait, "error", err)
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := whileUnavailable(bg, log, "stream", stream.ErrUnavailable, h.Stream.Declare); err == nil {
+			log.Info("the stream is back: its topology is declared")
+		} else if bg.Err() == nil {
+			log.Error("declaring the stream's topology failed", "error", err)
+		}
+	})
+	h.closers = append(h.closers, func() { stop(); wg.Wait() })
+	return nil
 }
 
 // Close stops the guard and the metrics server and closes the stream and

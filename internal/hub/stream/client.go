@@ -32,6 +32,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Security: credentials and TLS; the zero value is a plain connection.
 	Security Security
+	// ConnectWait, when set, is how long Connect waits for the first
+	// connection before it returns the client still connecting (its
+	// calls then find the stream unavailable until it connects); 0 waits
+	// until Connect's context ends.
+	ConnectWait time.Duration
 
 	inProcess nats.InProcessConnProvider // set by Embedded.Connect
 }
@@ -165,8 +170,16 @@ func Connect(ctx context.Context, url string, opts Config) (*Client, error) {
 		// are retried above.
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
+	var gaveUp <-chan time.Time
+	if opts.ConnectWait > 0 {
+		timer := time.NewTimer(opts.ConnectWait)
+		defer timer.Stop()
+		gaveUp = timer.C
+	}
 	select {
 	case <-connected:
+	case <-gaveUp:
+		log.Warn("nats not reached yet; going on while the connection is retried", "waited", opts.ConnectWait, "error", nc.LastError())
 	case <-ctx.Done():
 		lastErr := nc.LastError()
 		nc.Close()
