@@ -337,6 +337,10 @@ type RunnableStatus struct {
 	// PendingApproval), or a change of its spec that waits for approval
 	// beside the live one, in whatever phase; filled by the API.
 	PendingChange *PendingChange[RunnableSpec] `json:"pendingChange,omitempty"`
+	// Conditions are Ready, Reconciling, Stalled and PendingApproval as
+	// the rest of the status stands (conditions.go); filled by the API,
+	// not stored.
+	Conditions []Condition `json:"conditions,omitempty"`
 }
 
 // PendingChange is a change that waits for a second person, as the API
@@ -474,6 +478,10 @@ type DeployableStatus struct {
 	// Rollout is where the rollout of the generation stands, for a
 	// deployable with spec.rollout.
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// Conditions are Ready, Reconciling, Stalled and PendingApproval as
+	// the rest of the status stands (conditions.go); filled by the API,
+	// not stored.
+	Conditions []Condition `json:"conditions,omitempty"`
 }
 
 // DeployableClusterStatus is the state of one cluster's copy.
@@ -531,7 +539,8 @@ func (s ClusterSpec) InventoryKindsOf() []string {
 }
 
 // ConditionReady is the condition type that says the cluster is reachable
-// and its agent is reporting.
+// and its agent is reporting; of a runnable or a deployable, that it is up
+// (conditions.go).
 const ConditionReady = "Ready"
 
 // ConditionDisrupted is the condition type that says whether the

@@ -59,7 +59,8 @@ func inNamespace(o *manifest.Object, ns string, nsGiven bool) ([]byte, string, e
 func newApplyCommand() *cobra.Command {
 	var cf clientFlags
 	var ff fileFlags
-	var namespace string
+	var namespace, fieldManager string
+	var serverSide, forceConflicts bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|- [-f ...]",
 		Short: "Submit Runnables and create or update Deployables and Clusters from YAML or JSON",
@@ -75,13 +76,27 @@ several times.
 Every file is read first: if any object cannot be read, nothing is applied
 and every problem is listed with its file and document number. Then each
 object gets one line: submitted, created, registered, configured, or
-unchanged when it was already so. The command fails if any object failed.`,
+unchanged when it was already so. The command fails if any object failed.
+
+--server-side applies each object by server-side apply through purser's
+Kubernetes API (/k8s), as "kubectl apply --server-side" does: the fields
+the file sets become the field manager's (--field-manager, default
+"purser"), a field it set before and no longer sets is removed, and a field
+another manager (a teammate's kubectl, a GitOps controller) owns with
+another value is refused as a conflict naming that manager, unless
+--force-conflicts takes it over. Runnables, Deployables, Quotas, Clusters
+and placement policies are served so; the write goes through the same
+checks, approvals and audit as without it.`,
 		Example: `  purser apply -f examples/runnable-job.yaml
   purser apply -f config/ -R
   purser apply -f a.yaml -f b.yaml
-  cat deployables.yaml | purser apply -f -`,
+  cat deployables.yaml | purser apply -f -
+  purser apply --server-side --field-manager team-a-ci -f config/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !serverSide && (cmd.Flags().Changed("field-manager") || forceConflicts) {
+				return fmt.Errorf("--field-manager and --force-conflicts go with --server-side")
+			}
 			objs, err := ff.read(cmd)
 			if err != nil {
 				return err
@@ -100,7 +115,12 @@ unchanged when it was already so. The command fails if any object failed.`,
 						ns = namespace
 					}
 					var res client.Applied
-					if res, err = c.Apply(cmd.Context(), o.Kind(), ns, o.Name(), body, ctype); err == nil {
+					if serverSide {
+						res, err = c.ServerSideApply(cmd.Context(), o.Kind(), ns, o.Name(), body, fieldManager, forceConflicts)
+					} else {
+						res, err = c.Apply(cmd.Context(), o.Kind(), ns, o.Name(), body, ctype)
+					}
+					if err == nil {
 						fmt.Fprintln(stdout(cmd), res)
 						continue
 					}
@@ -116,6 +136,9 @@ unchanged when it was already so. The command fails if any object failed.`,
 	}
 	ff.register(cmd, "to apply")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the objects that name none")
+	cmd.Flags().BoolVar(&serverSide, "server-side", false, "apply by server-side apply through /k8s: fields owned by a field manager, conflicts refused")
+	cmd.Flags().StringVar(&fieldManager, "field-manager", "purser", "`NAME` of the field manager that owns what --server-side applies")
+	cmd.Flags().BoolVar(&forceConflicts, "force-conflicts", false, "with --server-side, take over fields another field manager owns")
 	_ = cmd.MarkFlagRequired("filename")
 	cf.register(cmd)
 	return cmd

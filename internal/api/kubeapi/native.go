@@ -291,7 +291,40 @@ func (n *nativeCall) view(h *held) (map[string]any, error) {
 			}
 		}
 	}
+	addConditions(obj, v1alpha1.RunnableConditions(r))
 	return obj, nil
+}
+
+// addConditions adds purser's conditions of what holds a native object to
+// the status.conditions its live copy reports, so that a reader of
+// Kubernetes status (kubectl wait, Flux's and Argo CD's health) sees a
+// runnable still queued as in progress and one that failed for good as
+// failed; a type the copy reports itself is left as the copy says.
+func addConditions(obj map[string]any, conds []v1alpha1.Condition) {
+	st, _ := obj["status"].(map[string]any)
+	if st == nil {
+		st = map[string]any{}
+	}
+	have, _ := st["conditions"].([]any)
+	seen := map[string]bool{}
+	for _, c := range have {
+		if m, ok := c.(map[string]any); ok {
+			t, _ := m["type"].(string)
+			seen[t] = true
+		}
+	}
+	for _, c := range conds {
+		if seen[c.Type] {
+			continue
+		}
+		m := map[string]any{"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message}
+		have = append(have, m)
+	}
+	if len(have) == 0 {
+		return
+	}
+	st["conditions"] = have
+	obj["status"] = st
 }
 
 // object reads the body as one native object of the path's kind, its

@@ -258,6 +258,7 @@ func (s *Server) deployableResponse(r *http.Request, status int, rec *store.Depl
 	out, err := deployableFromRecord(rec, clusters)
 	if out != nil {
 		out.Status.Rollout = ro
+		out.Status.Conditions = v1alpha1.DeployableConditions(out)
 	}
 	return status, out, err
 }
@@ -297,6 +298,7 @@ func (s *Server) listDeployables(r *http.Request, u policy.User) (int, any, erro
 			if obj.Status.Rollout, err = rolloutOf(r.Context(), tx, rec); err != nil {
 				return err
 			}
+			obj.Status.Conditions = v1alpha1.DeployableConditions(obj)
 			out.Items = append(out.Items, obj)
 		}
 		return nil

@@ -35,23 +35,30 @@ type kubectlAt struct {
 
 func newKubectlAt(t *testing.T, h *harness, user string) *kubectlAt {
 	t.Helper()
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, kubeconfigAt(t, h, user), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &kubectlAt{t: t, bin: sandboxes.Binaries(t).Kubectl(), kubeconfig: kc, dir: dir}
+}
+
+// kubeconfigAt is what `purser kubeconfig` writes for user, naming the
+// API's /k8s served over TLS by a proxy in front of the harness.
+func kubeconfigAt(t *testing.T, h *harness, user string) []byte {
+	t.Helper()
 	target, err := url.Parse(h.url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
 	t.Cleanup(front.Close)
-	dir := t.TempDir()
 	data, err := client.WriteKubeconfig(client.Kubeconfig(client.KubeconfigOptions{Server: front.URL, Name: "purser",
 		Token: h.tokens[user], CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw})}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return &kubectlAt{t: t, bin: sandboxes.Binaries(t).Kubectl(), kubeconfig: kc, dir: dir}
+	return data
 }
 
 // run returns kubectl's output and error output, and whether it failed;

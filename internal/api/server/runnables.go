@@ -94,6 +94,7 @@ func (s *Server) getRunnable(r *http.Request, u policy.User) (int, any, error) {
 		return 0, nil, err
 	}
 	out.Status.QueuePosition = positions[rec.UID]
+	out.Status.Conditions = v1alpha1.RunnableConditions(out)
 	return http.StatusOK, out, nil
 }
 
@@ -139,6 +140,7 @@ func (s *Server) listRunnables(r *http.Request, u policy.User) (int, any, error)
 		}
 		obj.Status.AttemptCount = attempts[rec.UID]
 		obj.Status.QueuePosition = positions[rec.UID]
+		obj.Status.Conditions = v1alpha1.RunnableConditions(obj)
 		out.Items = append(out.Items, obj)
 	}
 	return http.StatusOK, out, nil

@@ -83,8 +83,8 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		return resp.StatusCode, err
 	}
 	if resp.StatusCode >= 400 {
-		apiErr := &v1alpha1.Status{}
-		if json.Unmarshal(data, apiErr) != nil || apiErr.Message == "" {
+		apiErr := decodeStatus(data)
+		if apiErr == nil {
 			return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(data)))
 		}
 		return resp.StatusCode, apiErr
@@ -99,4 +99,32 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// decodeStatus reads a refusal as the REST API writes it, or as /k8s
+// writes it (a Kubernetes Status, whose details hold the causes); nil when
+// it is neither.
+func decodeStatus(data []byte) *v1alpha1.Status {
+	var raw struct {
+		Code    int             `json:"code"`
+		Reason  string          `json:"reason"`
+		Message string          `json:"message"`
+		Details json.RawMessage `json:"details"`
+	}
+	if json.Unmarshal(data, &raw) != nil || raw.Message == "" {
+		return nil
+	}
+	st := &v1alpha1.Status{Code: raw.Code, Reason: raw.Reason, Message: raw.Message}
+	if len(raw.Details) == 0 || json.Unmarshal(raw.Details, &st.Details) == nil {
+		return st
+	}
+	var kube struct {
+		Causes []struct{ Field, Message string } `json:"causes"`
+	}
+	if json.Unmarshal(raw.Details, &kube) == nil {
+		for _, c := range kube.Causes {
+			st.Details = append(st.Details, v1alpha1.FieldError{Field: strings.TrimPrefix(c.Field, "."), Message: c.Message})
+		}
+	}
+	return st
 }
