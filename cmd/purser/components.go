@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/purser-io/purser/internal/compose"
 	"github.com/purser-io/purser/internal/hub/stream"
@@ -24,8 +25,33 @@ type hubFlags struct {
 	// streamReplicas is how many NATS servers hold each stream and bucket
 	// the component declares: 1 for one server, 3 for a NATS cluster.
 	streamReplicas int
-	metricsListen  string
+	// streamStore bounds what purser's streams keep on each NATS server.
+	streamStore   byteSize
+	metricsListen string
 }
+
+// byteSize is a flag holding a number of bytes, written as a Kubernetes
+// quantity (4Gi, 512Mi, 1000000).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
+
+func (b *byteSize) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a size such as 4Gi or 512Mi", s)
+	}
+	v, ok := q.AsInt64()
+	if !ok || v <= 0 {
+		return fmt.Errorf("%q is not a positive whole number of bytes", s)
+	}
+	*b = byteSize(v)
+	return nil
+}
+
+func (b *byteSize) Type() string { return "size" }
 
 func (f *hubFlags) register(cmd *cobra.Command, needDB, needKey bool) {
 	if needDB {
@@ -38,6 +64,8 @@ func (f *hubFlags) register(cmd *cobra.Command, needDB, needKey bool) {
 	cmd.Flags().StringVar(&f.natsSecurity.KeyFile, "nats-key", "", "PEM key of --nats-cert")
 	cmd.Flags().StringVar(&f.metricsListen, "metrics-listen", "", metricsHelp)
 	cmd.Flags().IntVar(&f.streamReplicas, "stream-replicas", 1, "replicas of the streams and buckets this component declares: 1 for one NATS server, 3 for a NATS cluster; the same on every component")
+	f.streamStore = stream.DefaultStoreBytes
+	cmd.Flags().Var(&f.streamStore, "stream-store", "how much of each NATS server's store purser's streams may fill (events half, snapshots a quarter, each then dropping its oldest); the same on every component")
 	if needKey {
 		cmd.Flags().StringVar(&f.keyFile, "key-file", "purser-data/secret.key", "AES-256 key (base64) that opens kubeconfigs and Secret values")
 	}
@@ -46,7 +74,7 @@ func (f *hubFlags) register(cmd *cobra.Command, needDB, needKey bool) {
 // config is the hub of the component name, as the flags say.
 func (f *hubFlags) config(name string) compose.HubConfig {
 	return compose.HubConfig{Name: name, Database: f.database, NATS: f.nats, Security: f.natsSecurity, StreamReplicas: f.streamReplicas,
-		KeyFile: f.keyFile, MetricsListen: f.metricsListen, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+		StreamStoreBytes: int64(f.streamStore), KeyFile: f.keyFile, MetricsListen: f.metricsListen, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
 }
 
 // runnable is a built component.

@@ -22,15 +22,22 @@ func newKubeconfigCommand() *cobra.Command {
 	var output, name, proxy, caFile string
 	cmd := &cobra.Command{
 		Use:   "kubeconfig [--output FILE] [--proxy 127.0.0.1:PORT]",
-		Short: "Write a kubeconfig that reads the whole farm with kubectl, k9s or client-go",
-		Long: `Write a kubeconfig whose contexts read purser's inventory through its
-Kubernetes-shaped, read-only API: context NAME (default purser) for every
-cluster at once (SERVER/k8s), and NAME-CLUSTER for each member cluster
-(SERVER/k8s/clusters/CLUSTER). The first is the current context, so that
-"kubectl --kubeconfig FILE get cm -A" lists ConfigMaps across the farm with
-a CLUSTER column. Answers come from purser's database: they keep coming when
-a cluster is down, and a warning names a cluster whose records are stale.
-Writes are refused; change what runs through purser's own API.
+		Short: "Write a kubeconfig that reads and writes the farm with kubectl, GitOps tools or client-go",
+		Long: `Write a kubeconfig for purser's Kubernetes-shaped API: context NAME
+(default purser) for every cluster at once (SERVER/k8s), and NAME-CLUSTER
+for each member cluster (SERVER/k8s/clusters/CLUSTER). The first is the
+current context, so that "kubectl --kubeconfig FILE get cm -A" lists
+ConfigMaps across the farm with a CLUSTER column. Answers come from
+purser's database: they keep coming when a cluster is down, and a warning
+names a cluster whose records are stale.
+
+Context NAME also writes, as kubectl, server-side apply and GitOps
+controllers (Flux's spec.kubeConfig, a remote cluster of Argo CD) write:
+purser's kinds (Runnables, Deployables, Quotas, placement policies;
+Clusters for admins) and native objects a placement policy selects (a
+FlinkDeployment applied becomes its runnable), through the same checks,
+approvals and audit as purser's REST API. The NAME-CLUSTER contexts only
+read: what runs on one member cluster changes through the farm.
 
 The credential is yours, as the other commands resolve it (--token, the
 context's token, $PURSER_TOKEN). After purser login (OIDC), kubectl runs

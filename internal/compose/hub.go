@@ -41,6 +41,9 @@ type HubConfig struct {
 	// StreamReplicas of the streams and buckets declared: 1 for one
 	// server, 3 for a NATS cluster.
 	StreamReplicas int
+	// StreamStoreBytes bounds what purser's streams keep on each NATS
+	// server (stream.Config.StoreBytes); 0: the default.
+	StreamStoreBytes int64
 	// KeyFile holds the AES-256 key that opens kubeconfigs and Secret
 	// values.
 	KeyFile string
@@ -116,7 +119,8 @@ func OpenHub(ctx context.Context, cfg HubConfig) (_ *Hub, err error) {
 	if cfg.NATS != "" || cfg.Embedded != nil {
 		// Neither a stream out nor its topology stops a process from
 		// starting (declare).
-		opts := stream.Config{Name: "purser-" + cfg.Name, Replicas: cfg.StreamReplicas, Security: cfg.Security, ConnectWait: streamStartWait}
+		opts := stream.Config{Name: "purser-" + cfg.Name, Replicas: cfg.StreamReplicas, StoreBytes: cfg.StreamStoreBytes,
+			Security: cfg.Security, ConnectWait: streamStartWait}
 		if cfg.Embedded != nil {
 			h.Stream, err = cfg.Embedded.Connect(ctx, opts)
 		} else {

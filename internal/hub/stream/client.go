@@ -32,6 +32,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Security: credentials and TLS; the zero value is a plain connection.
 	Security Security
+	// StoreBytes is how much of each NATS server's store purser's streams
+	// may fill (0: DefaultStoreBytes). Events take half of it and
+	// snapshots a quarter, beyond which each drops its oldest messages
+	// (what an ingester had not read by then is corrected by the next
+	// snapshot); the submissions (a work queue, emptied as the submitters
+	// take them), the audit anchors and the buckets stay small in the
+	// rest. The same on every component.
+	StoreBytes int64
 	// ConnectWait, when set, is how long Connect waits for the first
 	// connection before it returns the client still connecting (its
 	// calls then find the stream unavailable until it connects); 0 waits
@@ -46,7 +54,9 @@ type Client struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	replicas int
-	conn     *connEpoch
+	// storeBytes is Config.StoreBytes, resolved.
+	storeBytes int64
+	conn       *connEpoch
 }
 
 // errConnectionLost cancels the publishes in flight when the connection
@@ -113,6 +123,13 @@ func Connect(ctx context.Context, url string, opts Config) (*Client, error) {
 		replicas = 1
 	case replicas < 0:
 		return nil, fmt.Errorf("connect to nats: replicas %d < 0", replicas)
+	}
+	storeBytes := opts.StoreBytes
+	switch {
+	case storeBytes == 0:
+		storeBytes = DefaultStoreBytes
+	case storeBytes < MinStoreBytes:
+		return nil, fmt.Errorf("connect to nats: a store of %d bytes is under the %d MiB purser's streams need", storeBytes, MinStoreBytes>>20)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -194,7 +211,7 @@ func Connect(ctx context.Context, url string, opts Config) (*Client, error) {
 		nc.Close()
 		return nil, fmt.Errorf("connect to nats: jetstream: %w", err)
 	}
-	return &Client{nc: nc, js: js, replicas: replicas, conn: epoch}, nil
+	return &Client{nc: nc, js: js, replicas: replicas, storeBytes: storeBytes, conn: epoch}, nil
 }
 
 // reconnectDelay backs off exponentially with jitter, so that a restarted
@@ -215,7 +232,7 @@ func reconnectDelay() nats.ReconnectDelayHandler {
 // but AuditStream (see DeclareAudit). It is idempotent, so every component
 // calls it at start and none depends on another having run first.
 func (c *Client) Declare(ctx context.Context) error {
-	t := newTopology(c.replicas)
+	t := newTopology(c.replicas, c.storeBytes)
 	for _, cfg := range t.streams {
 		if cfg.Name == AuditStream {
 			continue
@@ -248,7 +265,7 @@ func (c *Client) DeclareAudit(ctx context.Context) error {
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return classify("declare stream "+AuditStream, err)
 	}
-	for _, cfg := range newTopology(c.replicas).streams {
+	for _, cfg := range newTopology(c.replicas, c.storeBytes).streams {
 		if cfg.Name != AuditStream {
 			continue
 		}

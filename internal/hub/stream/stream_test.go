@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -81,6 +82,13 @@ func TestDeclareTwice(t *testing.T) {
 			t.Fatalf("stream %s: %v", w.name, err)
 		}
 		cfg := s.CachedInfo().Config
+		bound := map[string]int64{stream.EventsStream: stream.DefaultStoreBytes / 2, stream.SnapshotsStream: stream.DefaultStoreBytes / 4}[w.name]
+		if bound == 0 {
+			bound = -1 // no bound: the submissions are a work queue, the anchors are few
+		}
+		if cfg.MaxBytes != bound || cfg.Discard != jetstream.DiscardOld {
+			t.Errorf("stream %s: max bytes %d (discard %v), want %d, discarding the oldest", w.name, cfg.MaxBytes, cfg.Discard, bound)
+		}
 		if strings.Join(cfg.Subjects, ",") != strings.Join(w.subjects, ",") || cfg.Retention != w.retention ||
 			cfg.MaxAge != w.maxAge || cfg.Duplicates != 2*time.Minute || cfg.Storage != jetstream.FileStorage {
 			t.Errorf("stream %s: subjects %v retention %v maxAge %v duplicates %v storage %v", w.name,
@@ -120,6 +128,39 @@ func TestDeclareTwice(t *testing.T) {
 		if st.TTL() != b.ttl || st.History() != 1 {
 			t.Errorf("bucket %s: ttl %v history %d", b.name, st.TTL(), st.History())
 		}
+	}
+}
+
+// TestStoreBound: events beyond half of Config.StoreBytes push the oldest
+// out; the stream never holds more, whatever the agents publish.
+func TestStoreBound(t *testing.T) {
+	srv := streamtest.Start(t, "")
+	ctx := streamtest.Context(t)
+	c, err := stream.Connect(ctx, srv.URL, stream.Config{Name: t.Name(), StoreBytes: stream.MinStoreBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Declare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msg := bytes.Repeat([]byte("x"), 512<<10)
+	const n = 80 // 40 MiB into a 32 MiB bound
+	for i := range n {
+		if err := c.Publish(ctx, stream.EventsSubject("c1"), fmt.Sprint("m", i), msg); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	s, err := c.JetStream().Stream(ctx, stream.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.CachedInfo().State
+	if st.Bytes > stream.MinStoreBytes/2 || st.FirstSeq == 1 || st.LastSeq != n {
+		t.Fatalf("events stream: %d bytes (bound %d), sequence %d to %d of %d published", st.Bytes, stream.MinStoreBytes/2, st.FirstSeq, st.LastSeq, n)
+	}
+	if _, err := stream.Connect(ctx, srv.URL, stream.Config{Name: t.Name(), StoreBytes: 1 << 20}); err == nil || !strings.Contains(err.Error(), "MiB") {
+		t.Fatalf("a store under the least: %v", err)
 	}
 }
 

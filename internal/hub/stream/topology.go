@@ -78,6 +78,12 @@ const (
 	// Only the latest snapshot of a cluster matters; an hour of them is
 	// enough for an ingester that was down for a while to catch up.
 	snapshotsMaxAge = time.Hour
+	// DefaultStoreBytes is Config.StoreBytes when it is not set: a NATS
+	// server's store must hold at least this much for purser.
+	DefaultStoreBytes = 4 << 30
+	// MinStoreBytes is the least store purser's streams run in: a quarter
+	// of it holds a few snapshots of a large cluster.
+	MinStoreBytes = 64 << 20
 	// An agent silent for this long is gone; its key expires so that the
 	// bucket lists only live agents.
 	heartbeatTTL = 5 * time.Minute
@@ -125,7 +131,7 @@ type topology struct {
 	buckets   []jetstream.KeyValueConfig
 }
 
-func newTopology(replicas int) topology {
+func newTopology(replicas int, storeBytes int64) topology {
 	stream := func(name, description string, subjects []string, retention jetstream.RetentionPolicy, maxAge time.Duration) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name:        name,
@@ -137,6 +143,10 @@ func newTopology(replicas int) topology {
 			Replicas:    replicas,
 			Duplicates:  duplicateWindow,
 		}
+	}
+	bounded := func(cfg jetstream.StreamConfig, maxBytes int64) jetstream.StreamConfig {
+		cfg.MaxBytes, cfg.Discard = maxBytes, jetstream.DiscardOld
+		return cfg
 	}
 	consumer := func(name, description string) jetstream.ConsumerConfig {
 		// MaxDeliver stays unlimited (the zero value): a message that keeps
@@ -153,10 +163,10 @@ func newTopology(replicas int) topology {
 		streams: []jetstream.StreamConfig{
 			stream(SubmissionsStream, "runnables waiting to be placed on a cluster",
 				[]string{SubjectSubmissions}, jetstream.WorkQueuePolicy, 0),
-			stream(EventsStream, "agents' object events, one subject per cluster",
-				[]string{EventsSubjects}, jetstream.LimitsPolicy, eventsMaxAge),
-			stream(SnapshotsStream, "agents' periodic snapshots, one subject per cluster",
-				[]string{SnapshotsSubjects}, jetstream.LimitsPolicy, snapshotsMaxAge),
+			bounded(stream(EventsStream, "agents' object events, one subject per cluster",
+				[]string{EventsSubjects}, jetstream.LimitsPolicy, eventsMaxAge), storeBytes/2),
+			bounded(stream(SnapshotsStream, "agents' periodic snapshots, one subject per cluster",
+				[]string{SnapshotsSubjects}, jetstream.LimitsPolicy, snapshotsMaxAge), storeBytes/4),
 			auditStream(stream(AuditStream, "heads of the audit chain, kept outside the database",
 				[]string{SubjectAuditAnchors}, jetstream.LimitsPolicy, 0)),
 		},

@@ -1,6 +1,7 @@
 package farm
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -311,11 +312,18 @@ func (f *DCFarm) natsURLs(dc *DC) string {
 	return strings.Join(urls, ",")
 }
 
+// streamStore is what purser's streams may fill of each DC's NATS store:
+// half of its tmpfs, so that a soak's hours of events and snapshots drop
+// their oldest instead of filling it (JetStream takes 75% of it at most).
+func (f *DCFarm) streamStore() string {
+	return strconv.FormatInt(cmp.Or(f.natsStoreSize, NATSStoreSize)/2, 10)
+}
+
 // dcComponentArgs are the flags of a component in dc.
 func (f *DCFarm) dcComponentArgs(dc *DC, component, name string) []string {
 	args := []string{component, "--database", f.DSN(dc), "--key-file", f.keyFile}
 	if component != "controller" {
-		args = append(args, "--nats", f.natsURLs(dc), "--stream-replicas", "3")
+		args = append(args, "--nats", f.natsURLs(dc), "--stream-replicas", "3", "--stream-store", f.streamStore())
 	}
 	switch component {
 	case "api":
@@ -415,7 +423,7 @@ func (f *DCFarm) registerCluster(ctx context.Context, dc *DC) error {
 	}
 	name := "agent-" + c.Name()
 	args := []string{"agent", "--cluster", c.Name(), "--kubeconfig", dc.kubeconf,
-		"--nats", f.natsURLs(dc), "--stream-replicas", "3", "--leader-elect=false", "--identity", name}
+		"--nats", f.natsURLs(dc), "--stream-replicas", "3", "--stream-store", f.streamStore(), "--leader-elect=false", "--identity", name}
 	dc.Agent = f.newProcess(dc, name, f.cfg.Binaries.Purser, append(args, f.cfg.AgentArgs...)...)
 	return nil
 }

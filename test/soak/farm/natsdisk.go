@@ -23,8 +23,10 @@ import (
 // process); the farm's Close unmounts it.
 
 // NATSStoreSize is the size of each NATS node's store. JetStream sizes its
-// file store at 75% of what is free at start when not told, so the
-// streams may grow to about 384 MiB, far beyond what a soak writes.
+// file store at 75% of what is free at start when not told, about 384
+// MiB; the components bound purser's streams to half of the tmpfs
+// (--stream-store), so that the events and snapshots of a 2-hour soak drop
+// their oldest rather than fill it, as they did before the bound.
 const NATSStoreSize = 512 << 20
 
 // natsStoreSourcePrefix names the farm's tmpfs mounts (their "device" in
