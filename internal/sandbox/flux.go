@@ -45,9 +45,10 @@ func (f *FluxBinaries) KustomizeController() string {
 }
 
 // CRDs is the folder of the CustomResourceDefinitions: the
-// Kustomization's, from the controller's module, and the
-// ExternalArtifact's, from source-controller's module at the version of
-// the source API the controller is built with.
+// Kustomization's, from the controller's module, and those of the source
+// kinds it watches (ExternalArtifact, GitRepository, OCIRepository,
+// Bucket), from source-controller's module at the version of the source
+// API the controller is built with.
 func (f *FluxBinaries) CRDs() string { return filepath.Join(f.dir, fluxCRDsDir) }
 
 // EnsureFlux returns the kustomize-controller pinned by tools/flux,
@@ -68,7 +69,8 @@ func EnsureFlux(ctx context.Context, opts BuildConfig) (*FluxBinaries, error) {
 const fluxCRDsDir = "flux-crds"
 
 // copyFluxCRDs writes the Kustomization CRD of the pinned controller and
-// the ExternalArtifact CRD of the source API it is built with.
+// the CRDs of the source kinds it reads, of the source API it is built
+// with.
 // source-controller's CRDs are in its own module, not its API's, so that
 // module is downloaded (not built) at the API's version, as the
 // controller's own test set-up fetches them.
@@ -89,10 +91,13 @@ func copyFluxCRDs(ctx context.Context, srcDir, cacheDir string) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range []string{
-		filepath.Join(kc, "config", "crd", "bases", "kustomize.toolkit.fluxcd.io_kustomizations.yaml"),
-		filepath.Join(sc, "config", "crd", "bases", "source.toolkit.fluxcd.io_externalartifacts.yaml"),
-	} {
+	files := []string{filepath.Join(kc, "config", "crd", "bases", "kustomize.toolkit.fluxcd.io_kustomizations.yaml")}
+	// Every source kind the controller watches must be served before it
+	// starts, as in a Flux installation.
+	for _, kind := range []string{"externalartifacts", "gitrepositories", "ocirepositories", "buckets"} {
+		files = append(files, filepath.Join(sc, "config", "crd", "bases", "source.toolkit.fluxcd.io_"+kind+".yaml"))
+	}
+	for _, p := range files {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return fmt.Errorf("flux CRDs: %w", err)

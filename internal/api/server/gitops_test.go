@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,8 +115,7 @@ func TestFluxSyncsToPurser(t *testing.T) {
 	t.Cleanup(func() {
 		_ = exec.Command(sandboxes.Binaries(t).Kubectl(), "--kubeconfig", mgmt.KubeconfigPath(), "delete", "--wait=false", "-f", flux.CRDs()).Run()
 	})
-	mgmtKubectl("wait", "--for=condition=Established", "--timeout=60s",
-		"crd/kustomizations.kustomize.toolkit.fluxcd.io", "crd/externalartifacts.source.toolkit.fluxcd.io")
+	mgmtKubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 	const fluxNS = "flux-gitops"
 	if err := mgmt.EnsureNamespace(ctx, fluxNS); err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestFluxSyncsToPurser(t *testing.T) {
 		"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
 		"metadata": map[string]any{"name": "team-a", "namespace": fluxNS},
 		"spec": map[string]any{
-			"interval": "1m", "retryInterval": "3s", "timeout": "20s", "path": "./", "prune": true, "wait": true,
+			"interval": "1m", "retryInterval": "2s", "timeout": "10s", "path": "./", "prune": true, "wait": true,
 			"sourceRef":  map[string]any{"kind": "ExternalArtifact", "name": "gitops"},
 			"kubeConfig": map[string]any{"secretRef": map[string]any{"name": "purser-kubeconfig"}},
 		},
@@ -192,7 +192,7 @@ func TestFluxSyncsToPurser(t *testing.T) {
 		var last string
 		ok := false
 		deadline := time.Now().Add(3 * time.Minute)
-		for time.Now().Before(deadline) {
+		for time.Now().Before(deadline) && !logs.exited.Load() {
 			s, r, m, err := ready(ctx)
 			last = fmt.Sprintf("Ready=%s %s: %s (%v)", s, r, m, err)
 			if err == nil && cond(s, r, m) {
@@ -211,13 +211,15 @@ func TestFluxSyncsToPurser(t *testing.T) {
 	waitFlux("not Ready, naming the queued runnable", func(s, r, m string) bool {
 		return s == "False" && r == "HealthCheckFailed" && strings.Contains(m, "Runnable/team-a/report")
 	})
-	for _, path := range []string{"/api/v1/deployables/team-a/settings", "/api/v1/runnables/team-a/report", "/api/v1/runnables/team-a/nightly"} {
+	for _, path := range []string{"/api/v1/deployables/team-a/settings", "/api/v1/runnables/team-a/report"} {
 		r := h.get("alice", path).want(t, http.StatusOK)
 		if r.str("metadata", "labels", "kustomize.toolkit.fluxcd.io/name") != "team-a" {
 			t.Fatalf("%s lacks Flux's label: %s", path, r.raw)
 		}
 	}
-	if r := h.get("alice", "/api/v1/runnables/team-a/nightly"); !strings.Contains(string(r.raw), `"purser.io/placement-policy":"PlacementPolicy team-a/jobs"`) {
+	// The native Job is its runnable's template, Flux's labels with it.
+	if r := h.get("alice", "/api/v1/runnables/team-a/nightly"); r.str("spec", "template", "metadata", "labels", "kustomize.toolkit.fluxcd.io/name") != "team-a" ||
+		!strings.Contains(string(r.raw), `"purser.io/placement-policy":"PlacementPolicy team-a/jobs"`) {
 		t.Fatalf("the native Job's runnable: %s", r.raw)
 	}
 	managed := h.get("alice", "/k8s/apis/purser.io/v1alpha1/namespaces/team-a/runnables/report").want(t, http.StatusOK)
@@ -231,13 +233,20 @@ func TestFluxSyncsToPurser(t *testing.T) {
 		}
 	}
 
-	// The work runs and ends, and the configuration is synced, as the
-	// submitter, the ingester and the syncer record it: Flux reads it
-	// from purser's status and says Ready.
+	// The work ends and the configuration is synced, as the submitter,
+	// the ingester and the syncer record it: Flux reads it from purser's
+	// status (a Runnable's conditions; a native Job's copy, which Flux
+	// counts healthy once it completes) and says Ready.
 	h.advance(t, "team-a", "report", v1alpha1.PhaseSucceeded)
 	h.advance(t, "team-a", "nightly", v1alpha1.PhaseRunning)
-	liveJob(t, h, "nightly")
+	liveJob(t, h, "nightly", false)
 	syncedEverywhere(t, h, "team-a", "settings")
+	waitFlux("not Ready while the native Job runs", func(s, r, m string) bool {
+		return s == "False" && strings.Contains(m, "Job/team-a/nightly") && !strings.Contains(m, "Runnable/team-a/report") &&
+			!strings.Contains(m, "Deployable/team-a/settings")
+	})
+	h.advance(t, "team-a", "nightly", v1alpha1.PhaseSucceeded)
+	liveJob(t, h, "nightly", true)
 	waitFlux("Ready once purser's status says so", func(s, _, _ string) bool { return s == "True" })
 
 	// A file removed from the folder: Flux prunes it through purser's
@@ -259,14 +268,20 @@ func TestFluxSyncsToPurser(t *testing.T) {
 }
 
 // liveJob records the native Job's live copy on sandbox-1 as the ingester
-// would: started, one pod active.
-func liveJob(t *testing.T, h *harness, name string) {
+// would: started with one pod active, or complete.
+func liveJob(t *testing.T, h *harness, name string, complete bool) {
 	t.Helper()
-	obj := fmt.Sprintf(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":%q,"namespace":"team-a","uid":"live-%s","resourceVersion":"7"},`+
-		`"status":{"startTime":%q,"active":1}}`, name, name, time.Now().UTC().Format(time.RFC3339))
+	now := time.Now().UTC().Format(time.RFC3339)
+	st, rv, phase := fmt.Sprintf(`{"startTime":%q,"active":1}`, now), "7", "Running"
+	if complete {
+		st = fmt.Sprintf(`{"startTime":%q,"completionTime":%q,"succeeded":1,"conditions":[{"type":"Complete","status":"True"}]}`, now, now)
+		rv, phase = "8", "Succeeded"
+	}
+	obj := fmt.Sprintf(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":%q,"namespace":"team-a","uid":"live-%s","resourceVersion":%q},"status":%s}`,
+		name, name, rv, st)
 	if err := h.store.Tx(t.Context(), func(tx *store.Tx) error {
 		_, err := tx.Inventory().Upsert(t.Context(), []store.InventoryRow{{Cluster: "sandbox-1", APIVersion: "batch/v1", Kind: "Job",
-			Namespace: "team-a", Name: name, UID: "live-" + name, ResourceVersion: "7", Health: "Healthy", Phase: "Running",
+			Namespace: "team-a", Name: name, UID: "live-" + name, ResourceVersion: rv, Health: "Healthy", Phase: phase,
 			ObservedAt: time.Now(), Object: []byte(obj)}})
 		return err
 	}); err != nil {
@@ -345,8 +360,9 @@ func (a *artifactServer) publish(t *testing.T, files map[string]string) string {
 
 // controllerLog keeps the controller's output for a failure's message.
 type controllerLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	exited atomic.Bool
 }
 
 func (l *controllerLog) Write(p []byte) (int, error) {
@@ -372,17 +388,23 @@ func startKustomizeController(t *testing.T, flux *sandbox.FluxBinaries, kubeconf
 	logs := &controllerLog{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, flux.KustomizeController(),
-		"--kubeconfig="+kubeconfig, "--watch-all-namespaces=false", "--enable-leader-election=false",
+		"--watch-all-namespaces=false", "--enable-leader-election=false",
 		"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--feature-gates=ExternalArtifact=true",
 		"--log-level=info", "--concurrent=2")
-	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE="+ns)
+	// controller-runtime finds its cluster by $KUBECONFIG.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "RUNTIME_NAMESPACE="+ns)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(logs, "\n[the controller exited: %v]\n", err)
+		logs.exited.Store(true)
+		close(done)
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return logs
 }
