@@ -113,7 +113,7 @@ func TestFluxSyncsToPurser(t *testing.T) {
 	}
 	mgmtKubectl("apply", "--server-side", "-f", flux.CRDs())
 	t.Cleanup(func() {
-		_ = exec.Command(sandboxes.Binaries(t).Kubectl(), "--kubeconfig", mgmt.KubeconfigPath(), "delete", "--wait=false", "-f", flux.CRDs()).Run()
+		_ = exec.CommandContext(context.Background(), sandboxes.Binaries(t).Kubectl(), "--kubeconfig", mgmt.KubeconfigPath(), "delete", "--wait=false", "-f", flux.CRDs()).Run()
 	})
 	mgmtKubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 	const fluxNS = "flux-gitops"
@@ -121,7 +121,7 @@ func TestFluxSyncsToPurser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = exec.Command(sandboxes.Binaries(t).Kubectl(), "--kubeconfig", mgmt.KubeconfigPath(), "delete", "namespace", fluxNS, "--wait=false").Run()
+		_ = exec.CommandContext(context.Background(), sandboxes.Binaries(t).Kubectl(), "--kubeconfig", mgmt.KubeconfigPath(), "delete", "namespace", fluxNS, "--wait=false").Run()
 	})
 	secret := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "purser-kubeconfig", "namespace": fluxNS},
