@@ -118,6 +118,11 @@ func TestIdentitiesReload(t *testing.T) {
 	if !id.Policy().IsAdmin(alice) {
 		t.Fatal("the broken file replaced the last good policy")
 	}
+	write(t, policyPath, "\n") // empty, as an editor that truncates first leaves it for a moment
+	waitFor(t, "the empty file reported", func() bool { return id.Problem() != nil && strings.Contains(id.Problem().Error(), "is empty") })
+	if !id.Policy().IsAdmin(alice) {
+		t.Fatal("the empty file replaced the last good policy")
+	}
 	if err := os.Remove(tokensPath); err != nil { // gone: the last good tokens stay
 		t.Fatal(err)
 	}

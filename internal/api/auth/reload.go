@@ -193,6 +193,11 @@ func (id *Identities) reload(path string) (bool, error) {
 		w.modTime, w.size = fi.ModTime(), fi.Size()
 		return false, nil // touched, not changed
 	}
+	if err == nil && w != nil && len(bytes.TrimSpace(data)) == 0 {
+		// An editor that truncates before it writes shows an empty file
+		// for a moment; put in force, it would take every right away.
+		err = fmt.Errorf("%s is empty (an empty list is written as such, not as an empty file)", path)
+	}
 	if err == nil {
 		err = id.apply(path, data)
 	}
