@@ -23,7 +23,7 @@ test: sandbox-build
 	PURSER_TEST_POSTGRES="$$dsn" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 sandbox-build:
-	$(GO) run ./cmd/purser sandbox build --dex
+	$(GO) run ./cmd/purser sandbox build --dex --flux
 
 # Go's fuzzing of what a tenant's bytes go through: the API's decoding of
 # a body, what purser renders for a member cluster (template, overrides,

@@ -32,13 +32,7 @@ const (
 func RunnableConditions(r *Runnable) []Condition {
 	st := &r.Status
 	var out []Condition
-	add := func(typ string, ok bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		out = append(out, Condition{Type: typ, Status: s, Reason: reason, Message: msg})
-	}
+	add := func(typ string, ok bool, reason, msg string) { out = append(out, condition(typ, ok, reason, msg)) }
 	phase := string(st.Phase)
 	where := ""
 	if st.Cluster != "" {
@@ -74,6 +68,14 @@ func RunnableConditions(r *Runnable) []Condition {
 		add(ConditionPendingApproval, true, "AwaitingApproval", pendingMessage(pc.Author, pc.ResourceVersion, pc.Delete))
 	}
 	return out
+}
+
+func condition(typ string, ok bool, reason, msg string) Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return Condition{Type: typ, Status: s, Reason: reason, Message: msg}
 }
 
 // runningOlderSpec: the current attempt's object carries a generation of
@@ -131,13 +133,7 @@ func pendingMessage(author, rv string, del bool) string {
 func DeployableConditions(d *Deployable) []Condition {
 	st := &d.Status
 	var out []Condition
-	add := func(typ string, ok bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		out = append(out, Condition{Type: typ, Status: s, Reason: reason, Message: msg})
-	}
+	add := func(typ string, ok bool, reason, msg string) { out = append(out, condition(typ, ok, reason, msg)) }
 	var behind, denied []string
 	for _, c := range st.Clusters {
 		switch {

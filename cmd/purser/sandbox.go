@@ -332,7 +332,7 @@ remove the folder to start afresh next time.`,
 }
 
 func newSandboxBuildCommand() *cobra.Command {
-	var dex bool
+	var dex, flux bool
 	cmd := &cobra.Command{
 		Use:   "build",
 		Short: "Build and cache the sandbox binaries now (otherwise done on first use)",
@@ -353,9 +353,18 @@ func newSandboxBuildCommand() *cobra.Command {
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "dex ready at %s (%s)\n", path, time.Since(start).Round(time.Second))
 			}
+			if flux {
+				start := time.Now()
+				fb, err := sandbox.EnsureFlux(cmd.Context(), sandbox.BuildConfig{Progress: cmd.OutOrStdout()})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Flux's kustomize-controller ready at %s (%s)\n", fb.KustomizeController(), time.Since(start).Round(time.Second))
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&dex, "dex", false, "also build Dex "+sandbox.DexVersion+", the OpenID Connect provider of the single sign-on tests")
+	cmd.Flags().BoolVar(&flux, "flux", false, "also build Flux's kustomize-controller "+sandbox.FluxKustomizeControllerVersion+", the GitOps controller of the GitOps test")
 	return cmd
 }

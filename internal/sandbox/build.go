@@ -355,7 +355,23 @@ func lockFile(ctx context.Context, path string, progress io.Writer) (func(), err
 // moduleDir asks the go command where a module of a tools module's build
 // list is, so that assets shipped inside it can be read.
 func moduleDir(ctx context.Context, srcDir, module string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
+	dir, err := listModule(ctx, srcDir, module, "{{.Dir}}")
+	if err == nil && dir == "" {
+		err = fmt.Errorf("locate module %s: not downloaded", module)
+	}
+	return dir, err
+}
+
+// moduleVersion is the version of a module in a tools module's build
+// list.
+func moduleVersion(ctx context.Context, srcDir, module string) (string, error) {
+	return listModule(ctx, srcDir, module, "{{.Version}}")
+}
+
+// listModule is what `go list -m -f format module` says in the tools
+// module at srcDir.
+func listModule(ctx context.Context, srcDir, module, format string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", format, module)
 	cmd.Dir = srcDir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
 	out, err := cmd.Output()
@@ -366,11 +382,7 @@ func moduleDir(ctx context.Context, srcDir, module string) (string, error) {
 		}
 		return "", fmt.Errorf("locate module %s: %w", module, err)
 	}
-	dir := strings.TrimSpace(string(out))
-	if dir == "" {
-		return "", fmt.Errorf("locate module %s: not downloaded", module)
-	}
-	return dir, nil
+	return strings.TrimSpace(string(out)), nil
 }
 
 // argoCRDsDir is the folder, in the argo module's cache folder, of the CRDs.

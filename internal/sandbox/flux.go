@@ -3,12 +3,10 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 )
 
 // FluxKustomizeControllerVersion is the release of Flux's
@@ -107,23 +105,6 @@ func copyFluxCRDs(ctx context.Context, srcDir, cacheDir string) error {
 		}
 	}
 	return nil
-}
-
-// moduleVersion is the version of module in the build list of the module
-// at srcDir.
-func moduleVersion(ctx context.Context, srcDir, module string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Version}}", module)
-	cmd.Dir = srcDir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			err = fmt.Errorf("%w: %s", err, ee.Stderr)
-		}
-		return "", fmt.Errorf("version of module %s: %w", module, err)
-	}
-	return strings.TrimSpace(string(out)), nil
 }
 
 // downloadModule fetches module@version into the module cache, outside

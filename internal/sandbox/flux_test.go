@@ -24,3 +24,15 @@ func TestFluxPin(t *testing.T) {
 		t.Errorf("tools/flux/go.mod does not take kustomize-controller's API at %s", FluxKustomizeControllerVersion)
 	}
 }
+
+// The Flux assets are found where copyFluxCRDs looks: the controller's
+// module, and the version of the source API it is built with.
+func TestFluxModules(t *testing.T) {
+	dir := filepath.Join(toolsDir, "flux")
+	if v, err := moduleVersion(t.Context(), dir, "github.com/fluxcd/source-controller/api"); err != nil || !regexp.MustCompile(`^v1\.\d+\.\d+$`).MatchString(v) {
+		t.Fatalf("the source API's version: %q, %v", v, err)
+	}
+	if _, err := moduleDir(t.Context(), dir, "github.com/fluxcd/kustomize-controller"); err != nil {
+		t.Fatal(err)
+	}
+}
