@@ -69,6 +69,7 @@ func TestHostileTenant(t *testing.T) {
 			t.Run("K8sWatch", func(t *testing.T) { testK8sWatch(t, f) })
 			t.Run("NativeWrites", func(t *testing.T) { testNativeWrites(t, f) })
 			t.Run("NativeWrites2", func(t *testing.T) { testNativeWrites2(t, f) })
+			t.Run("ForgedConditions", func(t *testing.T) { testForgedConditions(t, f) })
 			t.Run("ChainIntact", func(t *testing.T) {
 				v := f.do("admin", "GET", "/api/v1/history/verify", nil).want(t, http.StatusOK)
 				if v.body["ok"] != true {
